@@ -1,0 +1,152 @@
+// blobclient — talks to object stores. The one public header of the module (conventions C2).
+//
+// A BlobStore is bound to one bucket (S3) or one directory (file://) and an optional key prefix;
+// every key passed to it or returned by it is relative to that prefix ("a/b.bin", never
+// "/a/b.bin"). Implementations: the S3 API over libcurl (AWS S3, MinIO, Ceph RGW, GCS interop)
+// and local/NFS directories.
+//
+// Thread-safe; no external synchronization needed. Calls block the calling thread while the
+// shared I/O thread does the transfer. Retries (jittered exponential backoff on 5xx, 503 SlowDown,
+// timeouts and resets) happen inside; a returned Unavailable/TimedOut/IOError means the retries
+// were spent.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/result.h"
+
+namespace tierfs {
+
+struct ObjectInfo {
+  uint64_t size = 0;
+  std::string etag;       // as the store sends it, quotes stripped: "9b2cf535f27731c974343645a3985328"
+  int64_t mtime_ns = 0;   // Last-Modified, ns since the Unix epoch
+};
+
+struct ListEntry {
+  std::string key;  // relative to the store's prefix
+  ObjectInfo info;
+};
+
+struct ListPage {
+  std::vector<ListEntry> objects;       // keys in this "directory" (with delimiter) or below it
+  std::vector<std::string> prefixes;    // CommonPrefixes, relative, each ending in the delimiter
+  std::string next_token;               // empty when this was the last page
+};
+
+struct BlobStoreStats {
+  uint64_t requests = 0;        // HTTP requests (or file ops) started, retries included
+  uint64_t retries = 0;
+  uint64_t bytes_read = 0;      // body bytes of successful GETs
+  uint64_t bytes_written = 0;
+  uint64_t errors = 0;          // calls that returned a non-OK, non-NotFound status
+};
+
+class BlobStore {
+ public:
+  virtual ~BlobStore() = default;
+
+  // A stable identity of this source, used in block ids and metadata keys:
+  // "s3://ENDPOINT_HOST/BUCKET/PREFIX" or "file:///abs/path". Never contains credentials.
+  virtual std::string Describe() const = 0;
+
+  // Size, ETag and mtime of one object. NotFound when it does not exist.
+  virtual Result<ObjectInfo> Head(std::string_view key) = 0;
+
+  // Reads up to out.size() bytes at `offset` into `out`; returns the number read, short only at
+  // the end of the object (0 at or past the end). With a non-empty `if_match_etag` the store must
+  // refuse (FailedPrecondition) if the object no longer has that ETag. NotFound if it is gone.
+  virtual Result<size_t> Read(std::string_view key, uint64_t offset, std::span<std::byte> out,
+                              std::string_view if_match_etag) = 0;
+
+  // One page of ListObjectsV2 under `prefix` (relative). With delimiter "/" it returns the
+  // objects directly in that "directory" and its sub-directories as `prefixes`. `token` is the
+  // previous page's next_token ("" for the first page). Keys come back in byte order.
+  virtual Result<ListPage> List(std::string_view prefix, std::string_view delimiter,
+                                std::string_view token, int max_keys = 1000) = 0;
+
+  // Writes a whole object (used by the regional L3 tier). NotSupported on read-only sources.
+  virtual Status Put(std::string_view key, std::span<const std::byte> data) = 0;
+
+  // Deletes an object; OK if it did not exist.
+  virtual Status Delete(std::string_view key) = 0;
+
+  virtual BlobStoreStats Stats() const = 0;
+};
+
+struct Credentials {
+  std::string access_key_id;
+  std::string secret_access_key;  // never logged
+  std::string session_token;      // empty unless temporary credentials
+  bool anonymous = false;         // --no-sign-request: send no Authorization header
+};
+
+// Where credentials come from, in order: explicit values, the environment (AWS_ACCESS_KEY_ID,
+// AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN), then the shared credentials file
+// (AWS_SHARED_CREDENTIALS_FILE or ~/.aws/credentials) for `profile` (AWS_PROFILE, else "default").
+// Called by daemon/, which decides; components never read the environment themselves (C9).
+Result<Credentials> ResolveCredentials(std::string_view profile = {});
+
+struct S3Options {
+  std::string bucket;               // required
+  std::string prefix;               // optional key prefix, without leading '/', ends in '/' if set
+  // "https://s3.us-east-1.amazonaws.com" by default (from region); "http://127.0.0.1:4568" for
+  // a local server. Scheme required.
+  std::string endpoint;
+  std::string region = "us-east-1";
+  enum class Addressing { kAuto, kPath, kVirtualHost };
+  // kAuto: virtual-host for AWS endpoints with DNS-compatible bucket names, path otherwise.
+  Addressing addressing = Addressing::kAuto;
+  Credentials credentials;
+  std::string ca_bundle;            // empty: the system CA store
+  std::chrono::milliseconds connect_timeout{3000};
+  std::chrono::milliseconds request_timeout{30000};   // whole request, per attempt
+  std::chrono::milliseconds low_speed_time{10000};    // abort a body that stalls this long
+  int max_attempts = 5;             // 1 = no retries
+  std::chrono::milliseconds backoff_base{50};
+  std::chrono::milliseconds backoff_max{2000};
+  int max_connections = 64;         // per store
+};
+
+struct FileStoreOptions {
+  std::string root;  // absolute directory path; keys are paths below it
+};
+
+// The HTTP I/O engine shared by every S3 store of the process: one thread ("tierfs-http")
+// driving curl_multi, pooled easy handles (connection reuse). Thread-safe. Owned by daemon/ and
+// passed by pointer; must outlive every store using it. Opaque outside blobclient/.
+class HttpTransport {
+ public:
+  virtual ~HttpTransport() = default;
+};
+struct HttpTransportOptions {
+  int max_total_connections = 256;
+  int max_host_connections = 64;
+};
+Result<std::unique_ptr<HttpTransport>> NewHttpTransport(const HttpTransportOptions& options);
+
+// `transport` and `clock` are not owned and must outlive the store.
+Result<std::unique_ptr<BlobStore>> NewS3BlobStore(const S3Options& options,
+                                                  HttpTransport* transport, Clock* clock);
+Result<std::unique_ptr<BlobStore>> NewFileBlobStore(const FileStoreOptions& options);
+
+// Parses "s3://bucket/prefix" into bucket and prefix ("" or ending in '/'), "file:///abs" into
+// root. InvalidArgument otherwise, naming the source.
+struct SourceUri {
+  enum class Scheme { kS3, kFile } scheme;
+  std::string bucket;  // s3
+  std::string prefix;  // s3
+  std::string path;    // file
+};
+Result<SourceUri> ParseSourceUri(std::string_view uri);
+
+}  // namespace tierfs

@@ -1,0 +1,126 @@
+// metastore — durable metadata in LMDB. The one public header of the module (conventions C2).
+//
+// Holds, for every source (origin) the host has mounted:
+//   * directory listings: one record per directory (when it was listed) and one per entry
+//     (name → file/dir + size, ETag, mtime), so a lookup is one point read and readdir a range
+//     scan, however large the directory;
+//   * the L2 block index: block key → where the block lives on flash, its length, checksum and
+//     last access time;
+//   * small named values (schema version, per-path policies, the prefetch queue in later work).
+//
+// Keys are strings chosen by the caller. Directory keys are "<source>\n<dir path>" by convention
+// of tiercache (see tiercache/FORMAT.md); the metastore does not interpret them.
+// Missing data is std::nullopt, not an error. Errors are IOError/Corruption/NoSpace.
+//
+// Thread-safe; no external synchronization needed. Readers never block each other or the writer
+// (LMDB MVCC); writes are serialised.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+
+namespace tierfs {
+
+enum class EntryType : uint8_t { kFile = 1, kDir = 2 };
+
+struct DirEntry {
+  std::string name;       // one path component, no '/'
+  EntryType type = EntryType::kFile;
+  uint64_t size = 0;      // files only
+  std::string etag;       // files only
+  int64_t mtime_ns = 0;   // files only (directories: 0)
+};
+
+struct DirRecord {
+  int64_t listed_at_ns = 0;   // wall clock time the listing was fetched (for metadata_ttl)
+  uint64_t entry_count = 0;
+};
+
+// 16-byte content key of a block: XXH3-128 of (source, key, etag, block size, block index).
+using BlockKey = std::array<uint8_t, 16>;
+
+struct BlockRecord {
+  BlockKey key{};
+  uint32_t length = 0;         // bytes of data in the block (the last block of an object is short)
+  uint64_t checksum = 0;       // XXH3-64 of the data
+  int64_t atime_ns = 0;        // last access (wall clock), for LRU ordering across restarts
+  int64_t stored_ns = 0;       // when the block was written (for TTLs)
+  uint32_t flags = 0;          // bit 0: pinned
+};
+
+struct MetaStoreOptions {
+  std::string path;                      // directory holding data.mdb/lock.mdb; created if missing
+  uint64_t map_size = 64ULL << 30;       // LMDB map size (virtual; sparse on disk)
+  // Writes are committed by a single writer thread in batches; durability of the last few
+  // milliseconds of index updates is traded for throughput (MDB_NOSYNC + periodic sync). A lost
+  // index update only loses a cache entry, never serves wrong bytes.
+  bool sync_every_commit = false;
+};
+
+struct MetaStoreStats {
+  uint64_t reads = 0;
+  uint64_t writes = 0;         // records written
+  uint64_t commits = 0;        // write transactions
+  uint64_t map_bytes_used = 0;
+};
+
+class MetaStore {
+ public:
+  virtual ~MetaStore() = default;
+
+  // ---- directory listings ----
+  virtual Result<std::optional<DirRecord>> GetDir(std::string_view dir_key) = 0;
+  virtual Result<std::optional<DirEntry>> GetDirEntry(std::string_view dir_key,
+                                                      std::string_view name) = 0;
+  // Up to `max` entries with name > `after` ("" = from the start), in byte order of name.
+  virtual Status ListDirEntries(std::string_view dir_key, std::string_view after, size_t max,
+                                std::vector<DirEntry>* out) = 0;
+  // Atomically replaces the directory's record and all its entries.
+  virtual Status ReplaceDir(std::string_view dir_key, const DirRecord& record,
+                            std::span<const DirEntry> entries) = 0;
+  // Inserts or replaces one entry without touching the others (after a HEAD refreshed it).
+  virtual Status PutDirEntry(std::string_view dir_key, const DirEntry& entry) = 0;
+  // Removes one entry (the object is gone).
+  virtual Status DeleteDirEntry(std::string_view dir_key, std::string_view name) = 0;
+  // Removes the record and the entries of every directory whose key starts with `key_prefix`.
+  virtual Status DropDirs(std::string_view key_prefix) = 0;
+
+  // ---- L2 block index ----
+  virtual Result<std::optional<BlockRecord>> GetBlock(const BlockKey& key) = 0;
+  virtual Status PutBlocks(std::span<const BlockRecord> records) = 0;
+  virtual Status EraseBlocks(std::span<const BlockKey> keys) = 0;
+  // Calls fn for every block record (no order promised). Used at start-up to rebuild the
+  // in-memory LRU of L2. fn returns false to stop early.
+  virtual Status ScanBlocks(const std::function<bool(const BlockRecord&)>& fn) = 0;
+
+  // ---- small named values ----
+  virtual Result<std::optional<std::string>> GetValue(std::string_view name) = 0;
+  virtual Status PutValue(std::string_view name, std::string_view value) = 0;
+  virtual Status DeleteValue(std::string_view name) = 0;
+  // Values whose name starts with `prefix`, in byte order: (name, value) pairs.
+  virtual Status ScanValues(std::string_view prefix,
+                            const std::function<bool(std::string_view, std::string_view)>& fn) = 0;
+
+  // Makes everything written so far durable (fsync).
+  virtual Status Sync() = 0;
+
+  virtual MetaStoreStats Stats() const = 0;
+};
+
+// Opens (creating if needed) the LMDB environment at options.path. Fails with Corruption if the
+// schema version on disk is newer than this binary understands, or the files are not LMDB.
+Result<std::unique_ptr<MetaStore>> NewLmdbMetaStore(const MetaStoreOptions& options);
+
+// An in-memory MetaStore with the same semantics, for tests (conventions C7).
+std::unique_ptr<MetaStore> NewMemMetaStore();
+
+}  // namespace tierfs

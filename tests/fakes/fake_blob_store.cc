@@ -1,0 +1,136 @@
+#include "tests/fakes/fake_blob_store.h"
+
+#include <cstring>
+#include <thread>
+
+namespace tierfs::testing {
+
+void FakeBlobStore::PutObject(const std::string& key, std::string data, int64_t mtime_ns) {
+  MutexLock l(&mu_);
+  Obj o;
+  o.info.size = data.size();
+  o.info.etag = "etag-" + std::to_string(++etag_counter_);
+  o.info.mtime_ns = mtime_ns;
+  o.data = std::move(data);
+  objects_[key] = std::move(o);
+}
+
+void FakeBlobStore::RemoveObject(const std::string& key) {
+  MutexLock l(&mu_);
+  objects_.erase(key);
+}
+
+void FakeBlobStore::FailNext(int n, Status status) {
+  MutexLock l(&mu_);
+  fail_next_ = n;
+  fail_status_ = std::move(status);
+}
+
+void FakeBlobStore::ResetCounters() {
+  read_calls_ = head_calls_ = list_calls_ = bytes_read_ = 0;
+  requests_ = errors_ = 0;
+}
+
+Status FakeBlobStore::Enter() {
+  ++requests_;
+  if (int64_t d = delay_us_.load(); d > 0) {
+    std::this_thread::sleep_for(std::chrono::microseconds(d));
+  }
+  MutexLock l(&mu_);
+  if (fail_next_ > 0) {
+    --fail_next_;
+    ++errors_;
+    return fail_status_;
+  }
+  return Status::OK();
+}
+
+Result<ObjectInfo> FakeBlobStore::Head(std::string_view key) {
+  ++head_calls_;
+  TIERFS_RETURN_IF_ERROR(Enter());
+  MutexLock l(&mu_);
+  auto it = objects_.find(key);
+  if (it == objects_.end()) return Status::NotFound(std::string(key));
+  return it->second.info;
+}
+
+Result<size_t> FakeBlobStore::Read(std::string_view key, uint64_t offset,
+                                   std::span<std::byte> out, std::string_view if_match_etag) {
+  ++read_calls_;
+  TIERFS_RETURN_IF_ERROR(Enter());
+  MutexLock l(&mu_);
+  auto it = objects_.find(key);
+  if (it == objects_.end()) return Status::NotFound(std::string(key));
+  const Obj& o = it->second;
+  if (!if_match_etag.empty() && if_match_etag != o.info.etag) {
+    return Status::FailedPrecondition("etag changed: " + std::string(key));
+  }
+  if (offset >= o.data.size()) return size_t{0};
+  size_t n = std::min<uint64_t>(out.size(), o.data.size() - offset);
+  std::memcpy(out.data(), o.data.data() + offset, n);
+  bytes_read_ += n;
+  return n;
+}
+
+Result<ListPage> FakeBlobStore::List(std::string_view prefix, std::string_view delimiter,
+                                     std::string_view token, int max_keys) {
+  ++list_calls_;
+  TIERFS_RETURN_IF_ERROR(Enter());
+  MutexLock l(&mu_);
+  ListPage page;
+  // The continuation token is the last item returned (a key or a common prefix); a page resumes
+  // after it, skipping every key below a returned prefix.
+  std::string last_emitted;
+  int n = 0;
+  const bool token_is_prefix =
+      !token.empty() && !delimiter.empty() && token.ends_with(delimiter);
+  for (auto it = objects_.lower_bound(prefix); it != objects_.end(); ++it) {
+    const std::string& k = it->first;
+    if (k.compare(0, prefix.size(), prefix) != 0) break;
+    if (!token.empty() && (k <= token || (token_is_prefix && k.starts_with(token)))) continue;
+    std::string item = k;
+    bool is_prefix = false;
+    if (!delimiter.empty()) {
+      size_t pos = k.find(delimiter, prefix.size());
+      if (pos != std::string::npos) {
+        item = k.substr(0, pos + delimiter.size());
+        is_prefix = true;
+        if (item == last_emitted) continue;
+      }
+    }
+    if (n == max_keys) {
+      page.next_token = last_emitted;
+      break;
+    }
+    if (is_prefix) {
+      page.prefixes.push_back(item);
+    } else {
+      page.objects.push_back({k, it->second.info});
+    }
+    last_emitted = item;
+    ++n;
+  }
+  return page;
+}
+
+Status FakeBlobStore::Put(std::string_view key, std::span<const std::byte> data) {
+  TIERFS_RETURN_IF_ERROR(Enter());
+  PutObject(std::string(key), std::string(reinterpret_cast<const char*>(data.data()), data.size()));
+  return Status::OK();
+}
+
+Status FakeBlobStore::Delete(std::string_view key) {
+  TIERFS_RETURN_IF_ERROR(Enter());
+  RemoveObject(std::string(key));
+  return Status::OK();
+}
+
+BlobStoreStats FakeBlobStore::Stats() const {
+  BlobStoreStats s;
+  s.requests = requests_;
+  s.bytes_read = bytes_read_;
+  s.errors = errors_;
+  return s;
+}
+
+}  // namespace tierfs::testing

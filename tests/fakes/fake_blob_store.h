@@ -1,0 +1,64 @@
+// FakeBlobStore — an in-memory BlobStore for unit tests (conventions C7), with fault injection
+// switches in the style of leveldb's ErrorEnv: fail the next N calls, add a delay, count calls.
+//
+// Thread-safe; no external synchronization needed.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <string>
+
+#include "base/mutex.h"
+#include "blobclient/blob_store.h"
+
+namespace tierfs::testing {
+
+class FakeBlobStore : public BlobStore {
+ public:
+  explicit FakeBlobStore(std::string describe = "fake://origin") : describe_(std::move(describe)) {}
+
+  // Adds or replaces an object; its ETag becomes a hash of the data ("etag-<n>").
+  void PutObject(const std::string& key, std::string data, int64_t mtime_ns = 0);
+  void RemoveObject(const std::string& key);
+
+  // The next `n` calls of any kind fail with `status`.
+  void FailNext(int n, Status status = Status::Unavailable("injected"));
+  // Every call sleeps this long first (simulates a remote origin).
+  void SetDelay(std::chrono::microseconds d) { delay_us_ = d.count(); }
+
+  uint64_t read_calls() const { return read_calls_; }
+  uint64_t head_calls() const { return head_calls_; }
+  uint64_t list_calls() const { return list_calls_; }
+  uint64_t bytes_read() const { return bytes_read_; }
+  void ResetCounters();
+
+  std::string Describe() const override { return describe_; }
+  Result<ObjectInfo> Head(std::string_view key) override;
+  Result<size_t> Read(std::string_view key, uint64_t offset, std::span<std::byte> out,
+                      std::string_view if_match_etag) override;
+  Result<ListPage> List(std::string_view prefix, std::string_view delimiter,
+                        std::string_view token, int max_keys) override;
+  Status Put(std::string_view key, std::span<const std::byte> data) override;
+  Status Delete(std::string_view key) override;
+  BlobStoreStats Stats() const override;
+
+ private:
+  struct Obj {
+    std::string data;
+    ObjectInfo info;
+  };
+  Status Enter();  // delay + injected failure
+
+  const std::string describe_;
+  mutable Mutex mu_;
+  std::map<std::string, Obj, std::less<>> objects_ GUARDED_BY(mu_);
+  int fail_next_ GUARDED_BY(mu_) = 0;
+  Status fail_status_ GUARDED_BY(mu_);
+  uint64_t etag_counter_ GUARDED_BY(mu_) = 0;
+  std::atomic<int64_t> delay_us_{0};
+  std::atomic<uint64_t> read_calls_{0}, head_calls_{0}, list_calls_{0}, bytes_read_{0};
+  std::atomic<uint64_t> requests_{0}, errors_{0};
+};
+
+}  // namespace tierfs::testing

@@ -1,0 +1,66 @@
+// Catalog — the directory tree of a source, cached in MetaStore.
+//
+// Object stores have no directories: a key "a/b/c" appears as directory "a", directory "b", file
+// "c"; a key ending in "/" (a folder marker) is a directory. The Catalog lists one "directory" at
+// a time (ListObjectsV2 with delimiter "/", every page), stores the whole listing in MetaStore
+// (so it survives restarts) and answers lookups and readdir from it until `metadata_ttl` passes.
+// A name missing from a fresh listing is a negative entry. When a name is both an object and a
+// prefix ("a" and "a/x"), the directory wins and the object is hidden.
+//
+// Paths are relative to the source, without leading or trailing '/': "" is the root, "a/b" a
+// directory or file below it.
+//
+// Thread-safe; no external synchronization needed. Concurrent refreshes of one directory are
+// merged (single-flight).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/result.h"
+#include "blobclient/blob_store.h"
+#include "metastore/meta_store.h"
+
+namespace tierfs {
+
+struct CatalogOptions {
+  // How long a listing or object's metadata is trusted. kForever for immutable datasets.
+  std::chrono::nanoseconds metadata_ttl = std::chrono::seconds(60);
+};
+
+struct CatalogStats {
+  std::atomic<uint64_t> list_requests{0};   // ListObjectsV2 pages fetched
+  std::atomic<uint64_t> head_requests{0};
+  std::atomic<uint64_t> listing_hits{0};    // directory answered from the cache
+  std::atomic<uint64_t> listing_misses{0};  // directory (re)listed from the origin
+};
+
+class Catalog {
+ public:
+  // `origin`, `meta` and `clock` are not owned and must outlive the catalog.
+  static Result<std::unique_ptr<Catalog>> Open(const CatalogOptions& options, BlobStore* origin,
+                                               MetaStore* meta, Clock* clock);
+  virtual ~Catalog() = default;
+
+  // The entry `name` in directory `dir`. NotFound if there is none (negative entry).
+  virtual Result<DirEntry> Lookup(std::string_view dir, std::string_view name) = 0;
+
+  // Up to `max` entries of `dir` with name > `after`, in byte order. NotFound if `dir` is not a
+  // directory. Lists the directory from the origin first when its listing is missing or stale.
+  virtual Status ReadDir(std::string_view dir, std::string_view after, size_t max,
+                         std::vector<DirEntry>* out) = 0;
+
+  // Fresh metadata of the file at `path` for an open(): from the cache when younger than
+  // metadata_ttl, else a HEAD (updating the cached entry). NotFound if it is gone.
+  virtual Result<DirEntry> Revalidate(std::string_view path) = 0;
+
+  virtual std::chrono::nanoseconds metadata_ttl() const = 0;
+  virtual const CatalogStats& Stats() const = 0;
+};
+
+}  // namespace tierfs

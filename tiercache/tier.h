@@ -1,0 +1,127 @@
+// tiercache — one level of the cache hierarchy, and the block it stores.
+//
+// A block is a fixed-size slice of one version of one object; the last block of an object is
+// short. It is named by a BlockKey: XXH3-128 over (source, key, ETag, block size, block index)
+// (MakeBlockKey), so a changed object can never be served from stale blocks and identical
+// requests from different hosts name the same block (what makes the shared L3 work).
+//
+// Tiers: L1 memory (NewMemoryTier), L2 local flash (NewFlashTier), L3 regional object store
+// (later). The origin is not a Tier: TieredCache reads it through BlobStore.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/result.h"
+#include "metastore/meta_store.h"
+
+namespace tierfs {
+
+// An immutable run of bytes once published. Built by the fetcher (mutable_data, set_size), then
+// shared as BlockRef by every tier and reader that holds it; freed when the last ref drops.
+class Block {
+ public:
+  // Uninitialised storage of `capacity` bytes; size() is 0 until set_size().
+  static std::shared_ptr<Block> Allocate(size_t capacity);
+  std::span<std::byte> mutable_data() { return {data_.get(), capacity_}; }
+  std::span<const std::byte> data() const { return {data_.get(), size_}; }
+  size_t size() const { return size_; }
+  size_t capacity() const { return capacity_; }
+  void set_size(size_t n) { size_ = n; }
+
+ private:
+  std::unique_ptr<std::byte[]> data_;
+  size_t capacity_ = 0;
+  size_t size_ = 0;
+};
+using BlockRef = std::shared_ptr<const Block>;
+
+// XXH3-128 of the length-prefixed fields. Stable across versions: FORMAT.md documents it.
+BlockKey MakeBlockKey(std::string_view source, std::string_view key, std::string_view etag,
+                      uint64_t block_size, uint64_t block_index);
+std::string BlockKeyHex(const BlockKey& key);
+// XXH3-64 of the data: the checksum stored with every block on flash and in L3.
+uint64_t BlockChecksum(std::span<const std::byte> data);
+
+struct TierStats {
+  std::atomic<uint64_t> hits{0};
+  std::atomic<uint64_t> misses{0};
+  std::atomic<uint64_t> bytes_read{0};       // bytes served from this tier
+  std::atomic<uint64_t> inserts{0};
+  std::atomic<uint64_t> bytes_inserted{0};
+  std::atomic<uint64_t> evictions{0};
+  std::atomic<uint64_t> corruptions{0};      // blocks that failed their checksum (dropped)
+  std::atomic<uint64_t> errors{0};
+  std::atomic<uint64_t> bytes_used{0};       // current occupancy
+  std::atomic<uint64_t> capacity{0};         // byte budget
+};
+
+// Hints that travel with an insert (pin/TTL in later work).
+struct Placement {
+  bool pinned = false;
+};
+
+// Thread-safe; no external synchronization needed.
+class Tier {
+ public:
+  virtual ~Tier() = default;
+  virtual std::string_view name() const = 0;  // "l1", "l2", "l3"
+
+  // NotFound on a miss (a normal outcome, not logged). A block that fails its checksum is
+  // dropped by the tier and reported as NotFound too (counted in corruptions), so the caller
+  // fetches it again from below. Other errors: the tier is unhealthy; the caller goes below.
+  virtual Result<BlockRef> Read(const BlockKey& key) = 0;
+
+  // Offers a block. The tier may decline (NoSpace when everything is pinned, NotSupported).
+  // Visible to readers only once fully written and indexed (transactional insert).
+  virtual Status Insert(const BlockKey& key, const BlockRef& block, const Placement& hint) = 0;
+
+  virtual bool Contains(const BlockKey& key) = 0;
+  virtual void Erase(const BlockKey& key) = 0;
+  virtual const TierStats& Stats() const = 0;
+};
+
+struct MemoryTierOptions {
+  uint64_t capacity_bytes = 1ULL << 30;  // --l1-size
+  int shards = 16;
+};
+// L1: sharded LRU, charge = block bytes (leveldb Cache model). A block held by a reader stays
+// alive through its BlockRef even after eviction, so the budget counts cached blocks only.
+std::unique_ptr<Tier> NewMemoryTier(const MemoryTierOptions& options);
+
+// The seam below the L2 tier (conventions C7): block files on local flash.
+// Thread-safe. Paths are relative to the cache directory.
+class FlashStore {
+ public:
+  virtual ~FlashStore() = default;
+  // Writes a whole file atomically (temp file + rename); optionally fsyncs.
+  virtual Status WriteFile(const std::string& rel_path, std::span<const std::byte> data) = 0;
+  // Reads up to out.size() bytes from the start of the file; returns bytes read.
+  virtual Result<size_t> ReadFile(const std::string& rel_path, std::span<std::byte> out) = 0;
+  virtual Status RemoveFile(const std::string& rel_path) = 0;
+  // Free bytes on the filesystem holding the cache directory (statvfs f_bavail * f_frsize).
+  virtual Result<uint64_t> FreeBytes() = 0;
+  // Lists every file below the root (relative paths), for the start-up orphan sweep.
+  virtual Status ListFiles(std::vector<std::string>* out) = 0;
+};
+// Real block files under `root` (created if missing).
+Result<std::unique_ptr<FlashStore>> NewPosixFlashStore(const std::string& root, bool fsync);
+
+struct FlashTierOptions {
+  uint64_t capacity_bytes = 10ULL << 30;  // --l2-size
+  uint64_t min_free_bytes = 1ULL << 30;   // free-space floor on the cache filesystem
+};
+// L2: one file per block under the FlashStore + the block index in MetaStore; LRU by access time
+// (rebuilt from the index at start-up, so a restart keeps the cache); checksum verified on every
+// read. `flash` and `meta` are not owned and must outlive the tier.
+Result<std::unique_ptr<Tier>> NewFlashTier(const FlashTierOptions& options, FlashStore* flash,
+                                           MetaStore* meta, Clock* clock);
+
+}  // namespace tierfs

@@ -1,0 +1,99 @@
+// TieredCache — composes the tiers fast→slow above the origin (cvmfs TieredCacheManager, N
+// levels; conventions C14, C15).
+//
+// Read path for one block: L1 → L2 → (L3) → origin. A hit in a lower tier fills the tiers above
+// it; a block fetched from the origin fills every host tier. Concurrent misses on the same block
+// are merged into one fetch (single-flight); the winner re-checks the upper tiers first.
+// Readahead and prefetch run on a bounded pool of owned threads ("tierfs-prefetch-N") below demand
+// reads in priority.
+//
+// Thread-safe; no external synchronization needed.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/result.h"
+#include "blobclient/blob_store.h"
+#include "tiercache/tier.h"
+
+namespace tierfs {
+
+// One version of one object, as pinned by an open file handle.
+struct ObjectRef {
+  std::string key;   // relative to the source (BlobStore key)
+  ObjectInfo info;   // size and ETag at open: every block read is of this version
+};
+
+// A slice of a block that a reply can send without copying: the BlockRef keeps it alive.
+struct BlockSlice {
+  BlockRef block;
+  size_t offset = 0;  // within the block
+  size_t length = 0;
+};
+
+struct TieredCacheOptions {
+  // Block size. 1 MiB: matches the kernel's largest FUSE read, so one read touches at most two
+  // blocks, and is large enough that per-request latency amortises (see README, "Block size").
+  uint64_t block_size = 1ULL << 20;
+  int prefetch_threads = 4;            // the readahead/prefetch pool
+  uint64_t readahead_max_bytes = 64ULL << 20;   // per open file, adaptive window upper bound
+  uint64_t readahead_budget_bytes = 256ULL << 20;  // all in-flight readahead of the process
+};
+
+struct CacheStats {
+  std::atomic<uint64_t> origin_requests{0};  // block fetches from the origin
+  std::atomic<uint64_t> origin_bytes{0};
+  std::atomic<uint64_t> origin_errors{0};
+  std::atomic<uint64_t> singleflight_merged{0};  // readers that waited on another's fetch
+  std::atomic<uint64_t> readahead_blocks{0};
+  std::atomic<uint64_t> read_calls{0};
+  std::atomic<uint64_t> bytes_served{0};
+};
+
+// Which tier served a block: 0..tiers-1, or kOriginTier.
+inline constexpr int kOriginTier = -1;
+
+class TieredCache {
+ public:
+  // `tiers` ordered fast→slow (L1, L2, ...); may be empty. `origin` and `clock` are not owned and
+  // must outlive the cache.
+  static Result<std::unique_ptr<TieredCache>> Open(const TieredCacheOptions& options,
+                                                   std::vector<std::unique_ptr<Tier>> tiers,
+                                                   BlobStore* origin, Clock* clock);
+  virtual ~TieredCache() = default;
+
+  // Returns slices covering [offset, offset + length) of `obj`, short at end of object (empty at
+  // or past it). Errors: the origin's (NotFound if the object is gone, FailedPrecondition if it
+  // changed since `obj` was taken, Unavailable/TimedOut/IOError after retries).
+  virtual Result<std::vector<BlockSlice>> Read(const ObjectRef& obj, uint64_t offset,
+                                               uint64_t length) = 0;
+
+  // Copying convenience over Read(): fills `out`, returns bytes read.
+  virtual Result<size_t> ReadInto(const ObjectRef& obj, uint64_t offset,
+                                  std::span<std::byte> out) = 0;
+
+  // Starts background fetches of blocks [first, first + count) of `obj` into the host tiers, at
+  // prefetch priority. Returns at once; blocks already cached or in flight are skipped.
+  virtual void Prefetch(const ObjectRef& obj, uint64_t first_block, uint64_t count) = 0;
+
+  // Which tier holds each block: counts per tier name, e.g. {"l1":3,"l2":25}.
+  virtual std::vector<std::pair<std::string, uint64_t>> Residency(const ObjectRef& obj) = 0;
+
+  // Drops every block of `obj` from the host tiers.
+  virtual void Evict(const ObjectRef& obj) = 0;
+
+  virtual uint64_t block_size() const = 0;
+  virtual const std::vector<std::unique_ptr<Tier>>& tiers() const = 0;
+  virtual const CacheStats& Stats() const = 0;
+  // "l1.hits=.. l1.misses=.. l1.bytes=.. l2.hits=.. ... origin.requests=.. origin.bytes=.."
+  virtual std::string StatsText() const = 0;
+};
+
+}  // namespace tierfs
