@@ -1,7 +1,7 @@
 #include "base/logging.h"
 
 #include <spdlog/sinks/basic_file_sink.h>
-#include <spdlog/sinks/stderr_color_sinks.h>
+#include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/sinks/syslog_sink.h>
 #include <syslog.h>
 
