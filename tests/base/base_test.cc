@@ -1,0 +1,145 @@
+#include <gtest/gtest.h>
+
+#include <thread>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/mutex.h"
+#include "base/result.h"
+#include "base/status.h"
+#include "base/units.h"
+
+namespace tierfs {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(StatusTest, OkAndCodes) {
+  EXPECT_TRUE(Status::OK().ok());
+  Status s = Status::NotFound("key a/b");
+  EXPECT_FALSE(s.ok());
+  EXPECT_TRUE(s.IsNotFound());
+  EXPECT_EQ(s.ToString(), "NotFound: key a/b");
+  EXPECT_EQ(Status::OK().ToString(), "OK");
+  EXPECT_EQ(s.WithContext("lookup").ToString(), "NotFound: lookup: key a/b");
+}
+
+TEST(StatusTest, FromErrnoMapsCommonCodes) {
+  EXPECT_EQ(Status::FromErrno(ENOENT, "open x").code(), Status::Code::kNotFound);
+  EXPECT_EQ(Status::FromErrno(ENOSPC, "write").code(), Status::Code::kNoSpace);
+  EXPECT_EQ(Status::FromErrno(EACCES, "open").code(), Status::Code::kPermissionDenied);
+  EXPECT_EQ(Status::FromErrno(EIO, "read").code(), Status::Code::kIOError);
+  EXPECT_NE(Status::FromErrno(ENOENT, "open x").message().find("open x"), std::string::npos);
+}
+
+TEST(StatusTest, Retryable) {
+  EXPECT_TRUE(IsRetryable(Status::Unavailable("503")));
+  EXPECT_TRUE(IsRetryable(Status::TimedOut("t")));
+  EXPECT_FALSE(IsRetryable(Status::NotFound("404")));
+  EXPECT_FALSE(IsRetryable(Status::PermissionDenied("403")));
+  EXPECT_FALSE(IsRetryable(Status::FailedPrecondition("412")));
+}
+
+Result<int> Half(int x) {
+  if (x % 2) return Status::InvalidArgument("odd");
+  return x / 2;
+}
+
+Result<int> Quarter(int x) {
+  TIERFS_ASSIGN_OR_RETURN(int h, Half(x));
+  TIERFS_ASSIGN_OR_RETURN(int q, Half(h));
+  return q;
+}
+
+Status CheckEven(int x) {
+  TIERFS_RETURN_IF_ERROR(Half(x).status());
+  return Status::OK();
+}
+
+TEST(ResultTest, ValueAndErrorPropagation) {
+  Result<int> r = Quarter(8);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(*r, 2);
+  Result<int> bad = Quarter(6);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(bad.value_or(-1), -1);
+  EXPECT_TRUE(CheckEven(4).ok());
+  EXPECT_FALSE(CheckEven(5).ok());
+}
+
+TEST(ResultTest, MoveOnlyValues) {
+  Result<std::unique_ptr<int>> r = std::make_unique<int>(7);
+  ASSERT_TRUE(r.ok());
+  std::unique_ptr<int> p = std::move(r).value();
+  EXPECT_EQ(*p, 7);
+}
+
+TEST(UnitsTest, ParseSize) {
+  EXPECT_EQ(*ParseSize("4096"), 4096u);
+  EXPECT_EQ(*ParseSize("512MiB"), 512ull << 20);
+  EXPECT_EQ(*ParseSize("20GiB"), 20ull << 30);
+  EXPECT_EQ(*ParseSize("64k"), 65536u);
+  EXPECT_EQ(*ParseSize("1.5GB"), 1500000000u);
+  EXPECT_EQ(*ParseSize(" 2 TiB "), 2ull << 40);
+  for (const char* bad : {"", "MiB", "-1", "12XB", "1e400", "ten"}) {
+    Result<uint64_t> r = ParseSize(bad);
+    EXPECT_FALSE(r.ok()) << bad;
+    if (!r.ok()) EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
+  }
+}
+
+TEST(UnitsTest, ParseDuration) {
+  EXPECT_EQ(*ParseDuration("30s"), 30s);
+  EXPECT_EQ(*ParseDuration("10m"), 10min);
+  EXPECT_EQ(*ParseDuration("7d"), 7 * 24h);
+  EXPECT_EQ(*ParseDuration("250ms"), 250ms);
+  EXPECT_EQ(*ParseDuration("1h30m"), 90min);
+  EXPECT_EQ(*ParseDuration("45"), 45s);
+  EXPECT_EQ(*ParseDuration("forever"), kForever);
+  for (const char* bad : {"", "s", "10x", "-5s", "5s3", "1y"}) {
+    EXPECT_FALSE(ParseDuration(bad).ok()) << bad;
+  }
+}
+
+TEST(UnitsTest, FormatRoundTrips) {
+  EXPECT_EQ(FormatSize(0), "0B");
+  EXPECT_EQ(FormatSize(1536), "1.5KiB");
+  EXPECT_EQ(FormatSize(20ull << 30), "20GiB");
+  EXPECT_EQ(FormatDuration(90s), "1m30s");
+  EXPECT_EQ(FormatDuration(kForever), "forever");
+  EXPECT_EQ(FormatDuration(250ms), "250ms");
+  EXPECT_EQ(*ParseDuration(FormatDuration(7 * 24h + 3s)), 7 * 24h + 3s);
+}
+
+TEST(ClockTest, FakeClockAdvances) {
+  FakeClock c(1000);
+  EXPECT_EQ(c.NowUnixNanos(), 1000);
+  c.Advance(5s);
+  EXPECT_EQ(c.NowUnixNanos(), 1000 + 5'000'000'000LL);
+  EXPECT_EQ(c.MonotonicNanos(), 5'000'000'000LL);
+  Clock* real = SystemClock();
+  int64_t a = real->MonotonicNanos();
+  int64_t b = real->MonotonicNanos();
+  EXPECT_LE(a, b);
+}
+
+TEST(MutexTest, CondVarHandsOff) {
+  Mutex mu;
+  CondVar cv(&mu);
+  int value = 0;
+  std::thread t([&] {
+    MutexLock l(&mu);
+    value = 1;
+    cv.SignalAll();
+  });
+  {
+    MutexLock l(&mu);
+    while (value == 0) cv.Wait();
+  }
+  t.join();
+  EXPECT_EQ(value, 1);
+}
+
+}  // namespace
+}  // namespace tierfs
