@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The S3 test origin: s3rver 3.7.1 from npm, installed into tools/s3rver/ (gitignored), patched for
-# its ListObjects common-prefix bug (see below), bound to 127.0.0.1 only.
+# two listing bugs (see below), bound to 127.0.0.1 only.
 #
 #   scripts/s3rver.sh install                       npm install + patch (idempotent)
 #   scripts/s3rver.sh start DATADIR PORT BUCKET...  start in the background; PID in DATADIR/s3rver.pid,
 #                                                   log in DATADIR/s3rver.log; returns once the port answers
 #   scripts/s3rver.sh stop DATADIR                  stop the server started on DATADIR (by its PID)
 #   scripts/s3rver.sh check                         self-test of the patched listing on a free port
+#   scripts/s3rver.sh free-port                     print a free TCP port on 127.0.0.1
 #
 # Credentials: access key S3RVER, secret S3RVER, any region.
 set -euo pipefail
@@ -16,31 +17,51 @@ S3RVER_DIR="$here/tools/s3rver"
 S3RVER_PKG="$S3RVER_DIR/node_modules/s3rver"
 S3RVER_BIN="$S3RVER_PKG/bin/s3rver.js"
 STORE_JS="$S3RVER_PKG/lib/stores/filesystem.js"
-PATCH_MARK="tierfs-patch: common-prefix-of-subdirs"
 START_TIMEOUT="${S3RVER_START_TIMEOUT:-30}"
 STOP_TIMEOUT="${S3RVER_STOP_TIMEOUT:-10}"
 
 die() { echo "s3rver.sh: $*" >&2; exit 1; }
 
-# The listing bug: FilesystemStore.listObjects walks the bucket directory with a filter that prunes
-# every directory beneath a common prefix *before* looking inside it. A common prefix is only
-# recorded when an object is found, so `small/` holding only `small/cls0/x` and `small/cls1/y`
-# never shows up in CommonPrefixes (real S3 lists it). The patch: when pruning such a directory,
-# record its common prefix if its subtree holds any object and the prefix sorts after startAfter.
-patch_listing() {
-  [[ -f "$STORE_JS" ]] || die "$STORE_JS missing (install failed?)"
-  if grep -q "$PATCH_MARK" "$STORE_JS"; then
+# Two bugs of s3rver 3.7.1 are patched in the installed copy (each patch carries a marker comment;
+# applying is idempotent, and a patch whose target text is not found fails loudly):
+#
+# 1. Listing: FilesystemStore.listObjects walks the bucket directory with a filter that prunes every
+#    directory beneath a common prefix *before* looking inside it. A common prefix is only recorded
+#    when an object is found, so `small/` holding only `small/cls0/x` and `small/cls1/y` never shows
+#    up in CommonPrefixes (real S3 lists it). Fix: when pruning such a directory, record its common
+#    prefix if its subtree holds any object and the prefix sorts after startAfter.
+# 2. Continuation tokens: ListObjectsV2 encrypts NextContinuationToken with DES, which OpenSSL 3
+#    (Node >= 17) no longer offers, so every truncated listing (more than 1000 keys) fails with
+#    InternalError ERR_OSSL_EVP_UNSUPPORTED. Fix: the token stays opaque (8 random bytes + the
+#    "region/bucket/key" string, base64) without the cipher.
+LISTING_MARK="tierfs-patch: common-prefix-of-subdirs"
+TOKEN_MARK="tierfs-patch: continuation-token-without-des"
+BUCKET_JS="$S3RVER_PKG/lib/controllers/bucket.js"
+
+patch_s3rver() {
+  [[ -f "$STORE_JS" && -f "$BUCKET_JS" ]] || die "s3rver sources missing under $S3RVER_PKG (install failed?)"
+  if grep -q "$LISTING_MARK" "$STORE_JS" && grep -q "$TOKEN_MARK" "$BUCKET_JS"; then
     return 0
   fi
-  STORE_JS="$STORE_JS" PATCH_MARK="$PATCH_MARK" /usr/bin/python3 - <<'EOF'
+  STORE_JS="$STORE_JS" BUCKET_JS="$BUCKET_JS" LISTING_MARK="$LISTING_MARK" TOKEN_MARK="$TOKEN_MARK" \
+    /usr/bin/python3 - <<'EOF'
 import os, sys
-path = os.environ["STORE_JS"]
-mark = os.environ["PATCH_MARK"]
-src = open(path, encoding="utf-8").read()
-old = """          // avoid directories occurring beneath a common prefix
+
+def patch(path, mark, old, new):
+    src = open(path, encoding="utf-8").read()
+    if mark in src:
+        return
+    if src.count(old) != 1:
+        sys.exit("s3rver.sh: patch target for '%s' not found exactly once in %s "
+                 "(s3rver version changed?)" % (mark, path))
+    open(path, "w", encoding="utf-8").write(src.replace(old, new))
+    print("s3rver.sh: applied %s to %s" % (mark, path))
+
+patch(os.environ["STORE_JS"], os.environ["LISTING_MARK"],
+"""          // avoid directories occurring beneath a common prefix
           return false;
-"""
-new = """          // avoid directories occurring beneath a common prefix
+""",
+"""          // avoid directories occurring beneath a common prefix
           // %s: before pruning, record the common prefix if the
           // pruned subtree holds any object (s3rver 3.7.1 drops prefixes whose
           // directory holds only sub-directories).
@@ -60,14 +81,43 @@ new = """          // avoid directories occurring beneath a common prefix
             }
           }
           return false;
-""" % mark
-if src.count(old) != 1:
-    sys.exit("s3rver.sh: patch target not found exactly once in %s (s3rver version changed?)" % path)
-open(path, "w", encoding="utf-8").write(src.replace(old, new))
+""" % os.environ["LISTING_MARK"])
+
+patch(os.environ["BUCKET_JS"], os.environ["TOKEN_MARK"],
+"""  const cipher = crypto.createCipheriv('des', key, iv);
+  return Buffer.concat([
+    iv,
+    cipher.update(`${region}/${bucket}/${keyName}`, 'utf8'),
+    cipher.final(),
+  ]).toString('base64');
+""",
+"""  // %s: DES is gone from OpenSSL 3; keep the token opaque
+  // but unencrypted.
+  void key;
+  return Buffer.concat([
+    iv,
+    Buffer.from(`${region}/${bucket}/${keyName}`, 'utf8'),
+  ]).toString('base64');
+""" % os.environ["TOKEN_MARK"])
+
+patch(os.environ["BUCKET_JS"], os.environ["TOKEN_MARK"] + " (decode)",
+"""  const decipher = crypto.createDecipheriv('des', key, iv);
+  const ciphertext = buf.slice(8);
+  return Buffer.concat([
+    decipher.update(ciphertext),
+    decipher.final(),
+  ]).toString('utf8');
+""",
+"""  // %s (decode)
+  void key;
+  void iv;
+  return buf.slice(8).toString('utf8');
+""" % os.environ["TOKEN_MARK"])
 EOF
-  grep -q "$PATCH_MARK" "$STORE_JS" || die "patch of $STORE_JS did not apply"
-  node -e "require('$STORE_JS')" || die "patched $STORE_JS does not load"
-  echo "s3rver.sh: patched listObjects common-prefix bug in $STORE_JS"
+  grep -q "$LISTING_MARK" "$STORE_JS" || die "listing patch of $STORE_JS did not apply"
+  grep -q "$TOKEN_MARK (decode)" "$BUCKET_JS" || die "token patch of $BUCKET_JS did not apply"
+  grep -q "createCipheriv('des'" "$BUCKET_JS" && die "token patch of $BUCKET_JS incomplete"
+  node -e "require('$STORE_JS'); require('$BUCKET_JS')" || die "patched s3rver sources do not load"
 }
 
 cmd_install() {
@@ -83,7 +133,7 @@ cmd_install() {
     (cd "$S3RVER_DIR" && timeout 600 npm install --no-audit --no-fund --save-exact --loglevel=error \
       "s3rver@$S3RVER_VERSION") || die "npm install s3rver@$S3RVER_VERSION failed"
   fi
-  patch_listing
+  patch_s3rver
 }
 
 port_answers() {
@@ -98,7 +148,8 @@ cmd_start() {
   local datadir="$1" port="$2"
   shift 2
   [[ -f "$S3RVER_BIN" ]] || die "s3rver not installed: run scripts/s3rver.sh install"
-  grep -q "$PATCH_MARK" "$STORE_JS" || die "s3rver not patched: run scripts/s3rver.sh install"
+  grep -q "$LISTING_MARK" "$STORE_JS" && grep -q "$TOKEN_MARK" "$BUCKET_JS" ||
+    die "s3rver not patched: run scripts/s3rver.sh install"
   mkdir -p "$datadir"
   datadir="$(cd "$datadir" && pwd)"
   if [[ -f "$datadir/s3rver.pid" ]] && pid_alive "$(cat "$datadir/s3rver.pid")"; then
@@ -157,7 +208,8 @@ free_port() {
   /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }
 
-# Self-test: the patched listing returns "small/" for keys small/cls0/x and small/cls1/y.
+# Self-test: the patched listing returns "small/" for keys small/cls0/x and small/cls1/y, and a
+# truncated listing pages through continuation tokens.
 cmd_check() {
   local tmp port rc=0
   tmp="$(mktemp -d /tmp/s3rver-check.XXXXXX)"
@@ -193,6 +245,17 @@ for args, want in cases:
     ok = got == want
     bad += not ok
     print("  list%r -> %r %s" % (args, got, "ok" if ok else "WRONG, want %r" % (want,)))
+# Pagination: a truncated listing needs a working continuation token (pages of 100 here).
+from concurrent.futures import ThreadPoolExecutor
+with ThreadPoolExecutor(16) as pool:
+    list(pool.map(lambda i: s3.put_object(Bucket="check-bucket", Key="many/k%04d" % i, Body=b"x"),
+                  range(250)))
+pages = list(s3.get_paginator("list_objects_v2").paginate(
+    Bucket="check-bucket", Prefix="many/", PaginationConfig={"PageSize": 100}))
+n = sum(len(p.get("Contents", [])) for p in pages)
+ok = n == 250 and len(pages) == 3
+bad += not ok
+print("  paginated list('many/') -> %d keys in %d pages %s" % (n, len(pages), "ok" if ok else "WRONG"))
 raise SystemExit(1 if bad else 0)
 EOF
   cmd_stop "$tmp" >/dev/null
