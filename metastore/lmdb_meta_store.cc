@@ -1,10 +1,862 @@
-// Placeholder until the LMDB store lands (same day); keeps every target linkable.
-#include "metastore/meta_store.h"
+// LmdbMetaStore: see lmdb_meta_store.h for the contract and metastore/FORMAT.md for the bytes.
+#include "metastore/lmdb_meta_store.h"
+
+#include <lmdb.h>
+#include <pthread.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <utility>
+
+#include "base/logging.h"
+#include "metastore/key_rules.h"
 
 namespace tierfs {
+namespace metastore_internal {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr std::string_view kSchemaVersionKey = "schema_version";
+// Layout version byte leading every record value (FORMAT.md). Bump per record type when its
+// layout changes, and keep decoding the old one until a schema upgrade rewrites it.
+constexpr uint8_t kDirLayoutV1 = 1;
+constexpr uint8_t kEntryLayoutV1 = 1;
+constexpr uint8_t kBlockLayoutV1 = 1;
+constexpr uint8_t kValueLayoutV1 = 1;
+constexpr size_t kDirValueSize = 1 + 8 + 8;
+constexpr size_t kEntryValueFixed = 1 + 1 + 8 + 8;  // + etag bytes
+constexpr size_t kBlockValueSize = 1 + 4 + 8 + 8 + 8 + 4;
+
+// Operations per group commit. Bounds the dirty pages of one transaction (MDB_TXN_FULL) and
+// the latency the first caller of a batch sees.
+constexpr size_t kMaxBatchOps = 1024;
+// Records read per read transaction by the scans, so a long scan never pins old pages for long
+// and no transaction is open while the caller's callback runs.
+constexpr size_t kScanChunk = 1024;
+constexpr auto kSyncInterval = std::chrono::seconds(1);
+constexpr unsigned int kMaxReaders = 1024;
+
+// ---- MDB_* → Status, the one translation point (C3) ----
+
+Status MdbStatus(int rc, std::string_view what) {
+  std::string msg(what);
+  msg += ": ";
+  msg += mdb_strerror(rc);
+  switch (rc) {
+    case MDB_SUCCESS:
+      return Status::OK();
+    case MDB_NOTFOUND:
+      return Status::NotFound(msg);
+    case MDB_MAP_FULL:
+      return Status::NoSpace(msg + " (raise meta map_size)");
+    case MDB_TXN_FULL:
+      return Status::NoSpace(msg);
+    case MDB_CORRUPTED:
+    case MDB_PAGE_NOTFOUND:
+    case MDB_INVALID:
+    case MDB_VERSION_MISMATCH:
+    case MDB_INCOMPATIBLE:
+    case MDB_BAD_DBI:
+      return Status::Corruption(msg);
+    case MDB_BAD_VALSIZE:
+      return Status::InvalidArgument(msg);
+    case MDB_READERS_FULL:
+    case MDB_MAP_RESIZED:
+      return Status::Unavailable(msg);
+    default:
+      // Positive codes are errno values from the OS.
+      if (rc > 0) return Status::FromErrno(rc, what);
+      return Status::Internal(msg);
+  }
+}
+
+MDB_val Val(std::string_view s) { return MDB_val{s.size(), const_cast<char*>(s.data())}; }
+std::string_view View(const MDB_val& v) {
+  return std::string_view(static_cast<const char*>(v.mv_data), v.mv_size);
+}
+
+// ---- fixed-width little-endian fields (values) ----
+
+void PutU32(std::string* out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+void PutU64(std::string* out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+uint32_t GetU32(const char* p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
+  return v;
+}
+uint64_t GetU64(const char* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
+  return v;
+}
+
+std::string EncodeDir(const DirRecord& r) {
+  std::string v;
+  v.reserve(kDirValueSize);
+  v.push_back(static_cast<char>(kDirLayoutV1));
+  PutU64(&v, static_cast<uint64_t>(r.listed_at_ns));
+  PutU64(&v, r.entry_count);
+  return v;
+}
+Result<DirRecord> DecodeDir(std::string_view v) {
+  if (v.size() < kDirValueSize || static_cast<uint8_t>(v[0]) != kDirLayoutV1) {
+    return Status::Corruption("bad dir record (layout version or size)");
+  }
+  DirRecord r;
+  r.listed_at_ns = static_cast<int64_t>(GetU64(v.data() + 1));
+  r.entry_count = GetU64(v.data() + 9);
+  return r;
+}
+
+std::string EncodeEntry(const DirEntry& e) {
+  std::string v;
+  v.reserve(kEntryValueFixed + e.etag.size());
+  v.push_back(static_cast<char>(kEntryLayoutV1));
+  v.push_back(static_cast<char>(e.type));
+  PutU64(&v, e.size);
+  PutU64(&v, static_cast<uint64_t>(e.mtime_ns));
+  v.append(e.etag);
+  return v;
+}
+Result<DirEntry> DecodeEntry(std::string_view name, std::string_view v) {
+  if (v.size() < kEntryValueFixed || static_cast<uint8_t>(v[0]) != kEntryLayoutV1) {
+    return Status::Corruption("bad dir entry record (layout version or size)");
+  }
+  const auto type = static_cast<uint8_t>(v[1]);
+  if (type != static_cast<uint8_t>(EntryType::kFile) &&
+      type != static_cast<uint8_t>(EntryType::kDir)) {
+    return Status::Corruption("bad dir entry type");
+  }
+  DirEntry e;
+  e.name = std::string(name);
+  e.type = static_cast<EntryType>(type);
+  e.size = GetU64(v.data() + 2);
+  e.mtime_ns = static_cast<int64_t>(GetU64(v.data() + 10));
+  e.etag = std::string(v.substr(kEntryValueFixed));
+  return e;
+}
+
+std::string EncodeBlock(const BlockRecord& r) {
+  std::string v;
+  v.reserve(kBlockValueSize);
+  v.push_back(static_cast<char>(kBlockLayoutV1));
+  PutU32(&v, r.length);
+  PutU64(&v, r.checksum);
+  PutU64(&v, static_cast<uint64_t>(r.atime_ns));
+  PutU64(&v, static_cast<uint64_t>(r.stored_ns));
+  PutU32(&v, r.flags);
+  return v;
+}
+Result<BlockRecord> DecodeBlock(std::string_view key, std::string_view v) {
+  if (key.size() != sizeof(BlockKey) || v.size() < kBlockValueSize ||
+      static_cast<uint8_t>(v[0]) != kBlockLayoutV1) {
+    return Status::Corruption("bad block record (key size, layout version or size)");
+  }
+  BlockRecord r;
+  std::memcpy(r.key.data(), key.data(), sizeof(BlockKey));
+  r.length = GetU32(v.data() + 1);
+  r.checksum = GetU64(v.data() + 5);
+  r.atime_ns = static_cast<int64_t>(GetU64(v.data() + 13));
+  r.stored_ns = static_cast<int64_t>(GetU64(v.data() + 21));
+  r.flags = GetU32(v.data() + 29);
+  return r;
+}
+std::string_view BlockKeyView(const BlockKey& k) {
+  return std::string_view(reinterpret_cast<const char*>(k.data()), k.size());
+}
+
+std::string EncodeValue(std::string_view value) {
+  std::string v;
+  v.reserve(1 + value.size());
+  v.push_back(static_cast<char>(kValueLayoutV1));
+  v.append(value);
+  return v;
+}
+Result<std::string_view> DecodeValue(std::string_view v) {
+  if (v.empty() || static_cast<uint8_t>(v[0]) != kValueLayoutV1) {
+    return Status::Corruption("bad value record (layout version)");
+  }
+  return v.substr(1);
+}
+
+// Entries of directory `dir_key` are keyed dir_key + '\0' + name: the NUL sorts before every
+// other byte, so one directory's entries are contiguous and never interleave with those of a
+// directory whose key extends dir_key ("a" vs "ab" vs "a/b").
+std::string EntryPrefix(std::string_view dir_key) {
+  std::string k;
+  k.reserve(dir_key.size() + 1);
+  k.append(dir_key);
+  k.push_back('\0');
+  return k;
+}
+std::string EntryKey(std::string_view dir_key, std::string_view name) {
+  std::string k = EntryPrefix(dir_key);
+  k.append(name);
+  return k;
+}
+
+// ---- RAII wrappers ----
+
+// A transaction, aborted on destruction unless committed.
+class Txn {
+ public:
+  Txn() = default;
+  ~Txn() {
+    if (txn_ != nullptr) mdb_txn_abort(txn_);
+  }
+  Txn(const Txn&) = delete;
+  Txn& operator=(const Txn&) = delete;
+
+  Status Begin(MDB_env* env, bool read_only) {
+    int rc = mdb_txn_begin(env, nullptr, read_only ? MDB_RDONLY : 0, &txn_);
+    if (rc != MDB_SUCCESS) {
+      txn_ = nullptr;
+      return MdbStatus(rc, read_only ? "mdb_txn_begin(read)" : "mdb_txn_begin(write)");
+    }
+    return Status::OK();
+  }
+  Status Commit() {
+    // mdb_txn_commit frees the transaction whether or not it succeeds.
+    int rc = mdb_txn_commit(txn_);
+    txn_ = nullptr;
+    return MdbStatus(rc, "mdb_txn_commit");
+  }
+  MDB_txn* get() const { return txn_; }
+
+  // The value of `key`, nullopt if absent. The view lives until the transaction ends.
+  Result<std::optional<std::string_view>> Get(MDB_dbi dbi, std::string_view key) {
+    MDB_val k = Val(key), v;
+    int rc = mdb_get(txn_, dbi, &k, &v);
+    if (rc == MDB_NOTFOUND) return std::optional<std::string_view>();
+    if (rc != MDB_SUCCESS) return MdbStatus(rc, "mdb_get");
+    return std::optional<std::string_view>(View(v));
+  }
+
+ private:
+  MDB_txn* txn_ = nullptr;
+};
+
+// A cursor; must be destroyed before its transaction ends (declare it after the Txn).
+class Cursor {
+ public:
+  Cursor() = default;
+  ~Cursor() {
+    if (cursor_ != nullptr) mdb_cursor_close(cursor_);
+  }
+  Cursor(const Cursor&) = delete;
+  Cursor& operator=(const Cursor&) = delete;
+
+  Status Open(MDB_txn* txn, MDB_dbi dbi) {
+    int rc = mdb_cursor_open(txn, dbi, &cursor_);
+    if (rc != MDB_SUCCESS) {
+      cursor_ = nullptr;
+      return MdbStatus(rc, "mdb_cursor_open");
+    }
+    return Status::OK();
+  }
+  // Positions at the first key >= `key` ("" = the first key). false at the end.
+  Result<bool> Seek(std::string_view key) {
+    if (key.empty()) return Step(MDB_FIRST);
+    k_ = Val(key);
+    return Step(MDB_SET_RANGE);
+  }
+  Result<bool> Next() { return Step(MDB_NEXT); }
+  Status DeleteCurrent() {
+    int rc = mdb_cursor_del(cursor_, 0);
+    return MdbStatus(rc, "mdb_cursor_del");
+  }
+  std::string_view key() const { return View(k_); }
+  std::string_view value() const { return View(v_); }
+
+ private:
+  Result<bool> Step(MDB_cursor_op op) {
+    int rc = mdb_cursor_get(cursor_, &k_, &v_, op);
+    if (rc == MDB_NOTFOUND) return false;
+    if (rc != MDB_SUCCESS) return MdbStatus(rc, "mdb_cursor_get");
+    return true;
+  }
+
+  MDB_cursor* cursor_ = nullptr;
+  MDB_val k_{0, nullptr};
+  MDB_val v_{0, nullptr};
+};
+
+}  // namespace
+
+// The writes one operation may do inside the writer's transaction.
+class WriteTxn {
+ public:
+  explicit WriteTxn(MDB_txn* txn) : txn_(txn) {}
+
+  Status Put(MDB_dbi dbi, std::string_view key, std::string_view value) {
+    MDB_val k = Val(key), v = Val(value);
+    return MdbStatus(mdb_put(txn_, dbi, &k, &v, 0), "mdb_put");
+  }
+  // Absent keys are not an error.
+  Status Del(MDB_dbi dbi, std::string_view key) {
+    MDB_val k = Val(key);
+    int rc = mdb_del(txn_, dbi, &k, nullptr);
+    if (rc == MDB_NOTFOUND) return Status::OK();
+    return MdbStatus(rc, "mdb_del");
+  }
+  // Deletes every key starting with `prefix` ("" = all). Returns the count in *deleted.
+  Status DelPrefix(MDB_dbi dbi, std::string_view prefix, uint64_t* deleted) {
+    Cursor c;
+    TIERFS_RETURN_IF_ERROR(c.Open(txn_, dbi));
+    for (;;) {
+      // Re-seek after each delete rather than trusting the cursor position after
+      // mdb_cursor_del at page boundaries; O(log n) each, and keys are few per directory.
+      TIERFS_ASSIGN_OR_RETURN(bool found, c.Seek(prefix));
+      if (!found || !c.key().starts_with(prefix)) return Status::OK();
+      TIERFS_RETURN_IF_ERROR(c.DeleteCurrent());
+      ++*deleted;
+    }
+  }
+
+ private:
+  MDB_txn* const txn_;
+};
+
+void LmdbMetaStore::EnvCloser::operator()(MDB_env* env) const { mdb_env_close(env); }
+
+Result<std::unique_ptr<LmdbMetaStore>> LmdbMetaStore::Open(const MetaStoreOptions& options) {
+  auto& log = Logger(Module::kMetaStore);
+  if (options.path.empty()) return Status::InvalidArgument("meta store path is empty");
+  std::error_code ec;
+  std::filesystem::create_directories(options.path, ec);
+  if (ec) return Status::FromErrno(ec.value(), "creating meta store directory " + options.path);
+
+  MDB_env* raw = nullptr;
+  int rc = mdb_env_create(&raw);
+  if (rc != MDB_SUCCESS) return MdbStatus(rc, "mdb_env_create");
+  std::unique_ptr<MDB_env, EnvCloser> env(raw);
+  const std::string where = "meta store " + options.path;
+  if ((rc = mdb_env_set_maxdbs(env.get(), 8)) != MDB_SUCCESS ||
+      (rc = mdb_env_set_maxreaders(env.get(), kMaxReaders)) != MDB_SUCCESS ||
+      (rc = mdb_env_set_mapsize(env.get(), options.map_size)) != MDB_SUCCESS) {
+    return MdbStatus(rc, where + ": configuring the environment");
+  }
+  // NOTLS: read transactions are not tied to threads (FUSE workers, prefetchers and the writer
+  // all use the env). NORDAHEAD: lookups are random; read-ahead only pollutes the page cache.
+  unsigned int flags = MDB_NOTLS | MDB_NORDAHEAD;
+  if (!options.sync_every_commit) flags |= MDB_NOSYNC;
+  rc = mdb_env_open(env.get(), options.path.c_str(), flags, 0644);
+  if (rc != MDB_SUCCESS) {
+    Status s = MdbStatus(rc, where + ": mdb_env_open");
+    log.error("{}", s.ToString());
+    return s;
+  }
+  // Reader slots left behind by a crashed process would pin old pages forever.
+  int dead = 0;
+  rc = mdb_reader_check(env.get(), &dead);
+  if (rc != MDB_SUCCESS) return MdbStatus(rc, where + ": mdb_reader_check");
+  if (dead > 0) log.warn("{}: cleared {} stale reader slot(s)", where, dead);
+
+  Dbis dbis;
+  {
+    Txn txn;
+    TIERFS_RETURN_IF_ERROR(txn.Begin(env.get(), /*read_only=*/false).WithContext(where));
+    struct Named {
+      const char* name;
+      unsigned int* dbi;
+    };
+    for (Named n : {Named{"meta", &dbis.meta}, Named{"dirs", &dbis.dirs},
+                    Named{"entries", &dbis.entries}, Named{"blocks", &dbis.blocks},
+                    Named{"values", &dbis.values}}) {
+      rc = mdb_dbi_open(txn.get(), n.name, MDB_CREATE, n.dbi);
+      if (rc != MDB_SUCCESS) {
+        // A named database whose record is not a database (MDB_INCOMPATIBLE) means the file was
+        // written by something else.
+        return MdbStatus(rc, where + ": opening sub-database '" + n.name + "'");
+      }
+    }
+    TIERFS_ASSIGN_OR_RETURN(auto version, txn.Get(dbis.meta, kSchemaVersionKey));
+    if (!version.has_value()) {
+      // No version record: only acceptable for an empty environment, which gets the current one.
+      for (unsigned int dbi : {dbis.dirs, dbis.entries, dbis.blocks, dbis.values}) {
+        MDB_stat st;
+        rc = mdb_stat(txn.get(), dbi, &st);
+        if (rc != MDB_SUCCESS) return MdbStatus(rc, where + ": mdb_stat");
+        if (st.ms_entries != 0) {
+          return Status::Corruption(where + ": data present but no schema version record");
+        }
+      }
+      std::string v;
+      PutU32(&v, kSchemaVersion);
+      WriteTxn w(txn.get());
+      TIERFS_RETURN_IF_ERROR(w.Put(dbis.meta, kSchemaVersionKey, v).WithContext(where));
+      log.info("{}: initialised empty store at schema version {}", where, kSchemaVersion);
+    } else {
+      if (version->size() != 4) {
+        return Status::Corruption(where + ": schema version record is not 4 bytes");
+      }
+      const uint32_t on_disk = GetU32(version->data());
+      if (on_disk > kSchemaVersion) {
+        Status s = Status::Corruption(
+            where + ": schema version " + std::to_string(on_disk) +
+            " is newer than this binary understands (" + std::to_string(kSchemaVersion) +
+            "); refusing to open. Upgrade tierfs, or delete the directory to start an empty "
+            "cache index");
+        log.error("{}", s.message());
+        return s;
+      }
+      if (on_disk < kSchemaVersion) {
+        // Upgrades run here, one step per version, inside this transaction (FORMAT.md). There
+        // is no older schema than 1 yet, so anything lower is not ours.
+        return Status::Corruption(where + ": unknown schema version " + std::to_string(on_disk));
+      }
+    }
+    TIERFS_RETURN_IF_ERROR(txn.Commit().WithContext(where));
+  }
+  // The key limit is part of the interface (kMaxMetaKeyBytes), not of the liblmdb build.
+  const int lmdb_max_key = mdb_env_get_maxkeysize(env.get());
+  if (lmdb_max_key < 0 || static_cast<size_t>(lmdb_max_key) < kMaxMetaKeyBytes) {
+    return Status::Internal(where + ": liblmdb built with MDB_MAXKEYSIZE " +
+                            std::to_string(lmdb_max_key) + " < " +
+                            std::to_string(kMaxMetaKeyBytes));
+  }
+  const size_t max_key = kMaxMetaKeyBytes;
+  log.info("{}: opened (map_size {} MiB, {})", where, options.map_size >> 20,
+           options.sync_every_commit ? "sync every commit" : "nosync + periodic sync");
+  return std::unique_ptr<LmdbMetaStore>(
+      new LmdbMetaStore(options, env.release(), dbis, max_key));
+}
+
+LmdbMetaStore::LmdbMetaStore(const MetaStoreOptions& options, MDB_env* env, Dbis dbis,
+                             size_t max_key_size)
+    : options_(options), env_(env), dbis_(dbis), max_key_size_(max_key_size) {
+  writer_ = std::jthread([this](std::stop_token stop) { WriterLoop(std::move(stop)); });
+}
+
+LmdbMetaStore::~LmdbMetaStore() {
+  {
+    MutexLock l(&mu_);
+    accepting_ = false;
+  }
+  writer_.request_stop();
+  {
+    MutexLock l(&mu_);
+    work_cv_.SignalAll();
+  }
+  // The writer drains the queue and syncs before returning.
+  writer_.join();
+}
+
+// ---- reads: one short read-only transaction per call ----
+
+Result<std::optional<DirRecord>> LmdbMetaStore::GetDir(std::string_view dir_key) {
+  reads_.fetch_add(1, std::memory_order_relaxed);
+  if (!CheckDirKey(dir_key).ok()) return std::optional<DirRecord>();  // cannot be stored
+  Txn txn;
+  TIERFS_RETURN_IF_ERROR(txn.Begin(env_.get(), /*read_only=*/true));
+  TIERFS_ASSIGN_OR_RETURN(auto v, txn.Get(dbis_.dirs, dir_key));
+  if (!v.has_value()) return std::optional<DirRecord>();
+  TIERFS_ASSIGN_OR_RETURN(DirRecord r, DecodeDir(*v));
+  return std::optional<DirRecord>(r);
+}
+
+Result<std::optional<DirEntry>> LmdbMetaStore::GetDirEntry(std::string_view dir_key,
+                                                           std::string_view name) {
+  reads_.fetch_add(1, std::memory_order_relaxed);
+  if (!CheckEntryKey(dir_key, name).ok()) return std::optional<DirEntry>();
+  Txn txn;
+  TIERFS_RETURN_IF_ERROR(txn.Begin(env_.get(), /*read_only=*/true));
+  TIERFS_ASSIGN_OR_RETURN(auto v, txn.Get(dbis_.entries, EntryKey(dir_key, name)));
+  if (!v.has_value()) return std::optional<DirEntry>();
+  TIERFS_ASSIGN_OR_RETURN(DirEntry e, DecodeEntry(name, *v));
+  return std::optional<DirEntry>(std::move(e));
+}
+
+Status LmdbMetaStore::ListDirEntries(std::string_view dir_key, std::string_view after,
+                                     size_t max, std::vector<DirEntry>* out) {
+  reads_.fetch_add(1, std::memory_order_relaxed);
+  out->clear();
+  if (dir_key.find('\0') != std::string_view::npos) {
+    return Status::InvalidArgument("dir key contains NUL");
+  }
+  if (max == 0 || dir_key.empty()) return Status::OK();
+  const std::string prefix = EntryPrefix(dir_key);
+  const std::string start = prefix + std::string(after);
+  Txn txn;
+  TIERFS_RETURN_IF_ERROR(txn.Begin(env_.get(), /*read_only=*/true));
+  Cursor c;
+  TIERFS_RETURN_IF_ERROR(c.Open(txn.get(), dbis_.entries));
+  // A start key longer than the maximum cannot be stored, so nothing equals it; but the seek
+  // itself would fail. Seek to its longest storable prefix instead and skip what sorts <= start.
+  std::string_view seek = start;
+  if (seek.size() > max_key_size_) seek = seek.substr(0, max_key_size_);
+  TIERFS_ASSIGN_OR_RETURN(bool found, c.Seek(seek));
+  while (found && c.key().starts_with(prefix)) {
+    // Strictly after `after`; with after == "" that is every entry (names are never empty).
+    if (c.key() > start) {
+      TIERFS_ASSIGN_OR_RETURN(DirEntry e, DecodeEntry(c.key().substr(prefix.size()), c.value()));
+      out->push_back(std::move(e));
+      if (out->size() >= max) break;
+    }
+    TIERFS_ASSIGN_OR_RETURN(found, c.Next());
+  }
+  return Status::OK();
+}
+
+Result<std::optional<BlockRecord>> LmdbMetaStore::GetBlock(const BlockKey& key) {
+  reads_.fetch_add(1, std::memory_order_relaxed);
+  Txn txn;
+  TIERFS_RETURN_IF_ERROR(txn.Begin(env_.get(), /*read_only=*/true));
+  TIERFS_ASSIGN_OR_RETURN(auto v, txn.Get(dbis_.blocks, BlockKeyView(key)));
+  if (!v.has_value()) return std::optional<BlockRecord>();
+  TIERFS_ASSIGN_OR_RETURN(BlockRecord r, DecodeBlock(BlockKeyView(key), *v));
+  return std::optional<BlockRecord>(r);
+}
+
+Status LmdbMetaStore::ScanBlocks(const std::function<bool(const BlockRecord&)>& fn) {
+  reads_.fetch_add(1, std::memory_order_relaxed);
+  std::string resume;  // last key seen; "" before the first chunk (block keys are never empty)
+  uint64_t bad = 0;
+  for (;;) {
+    std::vector<BlockRecord> chunk;
+    bool more = false;
+    {
+      Txn txn;
+      TIERFS_RETURN_IF_ERROR(txn.Begin(env_.get(), /*read_only=*/true));
+      Cursor c;
+      TIERFS_RETURN_IF_ERROR(c.Open(txn.get(), dbis_.blocks));
+      TIERFS_ASSIGN_OR_RETURN(bool found, c.Seek(resume));
+      if (found && !resume.empty() && c.key() == resume) {
+        TIERFS_ASSIGN_OR_RETURN(found, c.Next());
+      }
+      while (found && chunk.size() < kScanChunk) {
+        auto r = DecodeBlock(c.key(), c.value());
+        if (r.ok()) {
+          chunk.push_back(*r);
+        } else {
+          ++bad;  // skipped: the L2 rebuild must not fail on one damaged record
+        }
+        resume.assign(c.key());
+        TIERFS_ASSIGN_OR_RETURN(found, c.Next());
+      }
+      more = found;
+    }
+    for (const BlockRecord& r : chunk) {
+      if (!fn(r)) return Status::OK();
+    }
+    if (!more) break;
+  }
+  if (bad > 0) {
+    Logger(Module::kMetaStore)
+        .warn("meta store {}: skipped {} undecodable block record(s) in scan", options_.path, bad);
+  }
+  return Status::OK();
+}
+
+Result<std::optional<std::string>> LmdbMetaStore::GetValue(std::string_view name) {
+  reads_.fetch_add(1, std::memory_order_relaxed);
+  if (!CheckValueName(name).ok()) return std::optional<std::string>();
+  Txn txn;
+  TIERFS_RETURN_IF_ERROR(txn.Begin(env_.get(), /*read_only=*/true));
+  TIERFS_ASSIGN_OR_RETURN(auto v, txn.Get(dbis_.values, name));
+  if (!v.has_value()) return std::optional<std::string>();
+  TIERFS_ASSIGN_OR_RETURN(std::string_view value, DecodeValue(*v));
+  return std::optional<std::string>(std::string(value));
+}
+
+Status LmdbMetaStore::ScanValues(
+    std::string_view prefix, const std::function<bool(std::string_view, std::string_view)>& fn) {
+  reads_.fetch_add(1, std::memory_order_relaxed);
+  if (prefix.size() > max_key_size_) return Status::OK();  // no stored name is that long
+  std::string resume(prefix);
+  bool first = true;
+  for (;;) {
+    std::vector<std::pair<std::string, std::string>> chunk;
+    bool more = false;
+    {
+      Txn txn;
+      TIERFS_RETURN_IF_ERROR(txn.Begin(env_.get(), /*read_only=*/true));
+      Cursor c;
+      TIERFS_RETURN_IF_ERROR(c.Open(txn.get(), dbis_.values));
+      TIERFS_ASSIGN_OR_RETURN(bool found, c.Seek(resume));
+      if (found && !first && c.key() == resume) {
+        TIERFS_ASSIGN_OR_RETURN(found, c.Next());
+      }
+      while (found && c.key().starts_with(prefix) && chunk.size() < kScanChunk) {
+        TIERFS_ASSIGN_OR_RETURN(std::string_view value, DecodeValue(c.value()));
+        chunk.emplace_back(std::string(c.key()), std::string(value));
+        resume.assign(c.key());
+        TIERFS_ASSIGN_OR_RETURN(found, c.Next());
+      }
+      more = found && c.key().starts_with(prefix);
+    }
+    first = false;
+    for (const auto& [k, v] : chunk) {
+      if (!fn(k, v)) return Status::OK();
+    }
+    if (!more) return Status::OK();
+  }
+}
+
+// ---- writes: validated and encoded on the caller's thread, applied by the writer ----
+
+Status LmdbMetaStore::ReplaceDir(std::string_view dir_key, const DirRecord& record,
+                                 std::span<const DirEntry> entries) {
+  TIERFS_RETURN_IF_ERROR(CheckDirKey(dir_key));
+  std::vector<std::pair<std::string, std::string>> kvs;
+  kvs.reserve(entries.size());
+  for (const DirEntry& e : entries) {
+    TIERFS_RETURN_IF_ERROR(CheckEntryKey(dir_key, e.name));
+    kvs.emplace_back(EntryKey(dir_key, e.name), EncodeEntry(e));
+  }
+  const std::string prefix = EntryPrefix(dir_key);
+  const std::string rec = EncodeDir(record);
+  WriteOp op;
+  op.records = 1 + kvs.size();
+  op.apply = [&](WriteTxn& w) -> Status {
+    uint64_t deleted = 0;
+    TIERFS_RETURN_IF_ERROR(w.DelPrefix(dbis_.entries, prefix, &deleted));
+    TIERFS_RETURN_IF_ERROR(w.Put(dbis_.dirs, dir_key, rec));
+    for (const auto& [k, v] : kvs) TIERFS_RETURN_IF_ERROR(w.Put(dbis_.entries, k, v));
+    return Status::OK();
+  };
+  return Submit(&op);
+}
+
+Status LmdbMetaStore::PutDirEntry(std::string_view dir_key, const DirEntry& entry) {
+  TIERFS_RETURN_IF_ERROR(CheckEntryKey(dir_key, entry.name));
+  const std::string k = EntryKey(dir_key, entry.name);
+  const std::string v = EncodeEntry(entry);
+  WriteOp op;
+  op.records = 1;
+  op.apply = [&](WriteTxn& w) { return w.Put(dbis_.entries, k, v); };
+  return Submit(&op);
+}
+
+Status LmdbMetaStore::DeleteDirEntry(std::string_view dir_key, std::string_view name) {
+  if (!CheckEntryKey(dir_key, name).ok()) return Status::OK();  // cannot exist
+  const std::string k = EntryKey(dir_key, name);
+  WriteOp op;
+  op.records = 1;
+  op.apply = [&](WriteTxn& w) { return w.Del(dbis_.entries, k); };
+  return Submit(&op);
+}
+
+Status LmdbMetaStore::DropDirs(std::string_view key_prefix) {
+  // Dir keys never contain NUL, so such a prefix names no directory, and must not be allowed to
+  // match "dir\0name-prefix" entry keys.
+  if (key_prefix.find('\0') != std::string_view::npos) return Status::OK();
+  if (key_prefix.size() > max_key_size_) return Status::OK();
+  WriteOp op;
+  op.apply = [&](WriteTxn& w) -> Status {
+    // An entry key starts with key_prefix exactly when its dir key does (key_prefix has no NUL).
+    uint64_t deleted = 0;
+    TIERFS_RETURN_IF_ERROR(w.DelPrefix(dbis_.dirs, key_prefix, &deleted));
+    TIERFS_RETURN_IF_ERROR(w.DelPrefix(dbis_.entries, key_prefix, &deleted));
+    op.records = deleted;  // writer thread; read back by the writer after apply
+    return Status::OK();
+  };
+  return Submit(&op);
+}
+
+Status LmdbMetaStore::PutBlocks(std::span<const BlockRecord> records) {
+  if (records.empty()) return Status::OK();
+  std::vector<std::string> values;
+  values.reserve(records.size());
+  for (const BlockRecord& r : records) values.push_back(EncodeBlock(r));
+  WriteOp op;
+  op.records = records.size();
+  op.apply = [&](WriteTxn& w) -> Status {
+    for (size_t i = 0; i < records.size(); ++i) {
+      TIERFS_RETURN_IF_ERROR(w.Put(dbis_.blocks, BlockKeyView(records[i].key), values[i]));
+    }
+    return Status::OK();
+  };
+  return Submit(&op);
+}
+
+Status LmdbMetaStore::EraseBlocks(std::span<const BlockKey> keys) {
+  if (keys.empty()) return Status::OK();
+  WriteOp op;
+  op.records = keys.size();
+  op.apply = [&](WriteTxn& w) -> Status {
+    for (const BlockKey& k : keys) TIERFS_RETURN_IF_ERROR(w.Del(dbis_.blocks, BlockKeyView(k)));
+    return Status::OK();
+  };
+  return Submit(&op);
+}
+
+Status LmdbMetaStore::PutValue(std::string_view name, std::string_view value) {
+  TIERFS_RETURN_IF_ERROR(CheckValueName(name));
+  const std::string v = EncodeValue(value);
+  WriteOp op;
+  op.records = 1;
+  op.apply = [&](WriteTxn& w) { return w.Put(dbis_.values, name, v); };
+  return Submit(&op);
+}
+
+Status LmdbMetaStore::DeleteValue(std::string_view name) {
+  if (!CheckValueName(name).ok()) return Status::OK();  // cannot exist
+  WriteOp op;
+  op.records = 1;
+  op.apply = [&](WriteTxn& w) { return w.Del(dbis_.values, name); };
+  return Submit(&op);
+}
+
+Status LmdbMetaStore::TEST_WriteSchemaVersion(uint32_t version) {
+  std::string v;
+  PutU32(&v, version);
+  WriteOp op;
+  op.records = 1;
+  op.apply = [&](WriteTxn& w) { return w.Put(dbis_.meta, kSchemaVersionKey, v); };
+  return Submit(&op);
+}
+
+// ---- the writer ----
+
+Status LmdbMetaStore::Submit(WriteOp* op) {
+  MutexLock l(&mu_);
+  if (!accepting_) return Status::Cancelled("meta store is shutting down");
+  queue_.push_back(op);
+  work_cv_.Signal();
+  while (!op->done) done_cv_.Wait();
+  return op->status;
+}
+
+void LmdbMetaStore::WriterLoop(std::stop_token stop) {
+  pthread_setname_np(pthread_self(), "tierfs-meta-w");
+  auto last_sync = Clock::now();
+  std::vector<WriteOp*> batch;
+  for (;;) {
+    bool exiting = false;
+    batch.clear();
+    {
+      MutexLock l(&mu_);
+      while (queue_.empty() && !stop.stop_requested()) {
+        if (!unsynced_) {
+          work_cv_.Wait();
+          continue;
+        }
+        const auto due = last_sync + kSyncInterval;
+        const auto now = Clock::now();
+        if (now >= due) break;
+        work_cv_.WaitFor(due - now);
+      }
+      while (!queue_.empty() && batch.size() < kMaxBatchOps) {
+        batch.push_back(queue_.front());
+        queue_.pop_front();
+      }
+      // Submit refuses new work once stop is requested, so an empty queue then stays empty.
+      exiting = queue_.empty() && stop.stop_requested();
+    }
+    if (!batch.empty()) {
+      ApplyBatch(batch);
+      {
+        MutexLock l(&mu_);
+        for (WriteOp* op : batch) op->done = true;
+      }
+      done_cv_.SignalAll();
+    }
+    if (unsynced_ && (exiting || Clock::now() - last_sync >= kSyncInterval)) {
+      // A failed periodic sync is logged by SyncEnv; the next one retries.
+      if (SyncEnv("periodic").ok()) unsynced_ = false;
+      last_sync = Clock::now();
+    }
+    if (exiting) return;
+  }
+}
+
+void LmdbMetaStore::ApplyBatch(std::span<WriteOp* const> ops) {
+  batches_.fetch_add(1, std::memory_order_relaxed);
+  Status s = RunTxn(ops);
+  if (s.ok()) {
+    uint64_t prev = max_batch_ops_.load(std::memory_order_relaxed);
+    if (ops.size() > prev) max_batch_ops_.store(ops.size(), std::memory_order_relaxed);
+    for (WriteOp* op : ops) op->status = Status::OK();
+    return;
+  }
+  if (ops.size() == 1) {
+    ops[0]->status = s;
+    return;
+  }
+  // One operation (or the map filling up) failed the whole transaction. Retry each alone so
+  // every caller gets the status of its own operation.
+  failed_batches_.fetch_add(1, std::memory_order_relaxed);
+  // Rate-limited: with a full map every batch fails until the tier evicts.
+  const auto now = Clock::now();
+  if (now - last_failure_log_ >= std::chrono::seconds(10)) {
+    last_failure_log_ = now;
+    Logger(Module::kMetaStore)
+        .warn("meta store {}: group commit of {} operations failed ({}); retrying one by one",
+              options_.path, ops.size(), s.ToString());
+  }
+  for (WriteOp* op : ops) op->status = RunTxn(std::span<WriteOp* const>(&op, 1));
+}
+
+Status LmdbMetaStore::RunTxn(std::span<WriteOp* const> ops) {
+  Txn txn;
+  TIERFS_RETURN_IF_ERROR(txn.Begin(env_.get(), /*read_only=*/false));
+  WriteTxn w(txn.get());
+  uint64_t records = 0;
+  for (WriteOp* op : ops) {
+    TIERFS_RETURN_IF_ERROR(op->apply(w));
+    records += op->records;
+  }
+  Status s = txn.Commit();
+  if (!s.ok()) {
+    Logger(Module::kMetaStore).error("meta store {}: commit failed: {}", options_.path,
+                                     s.ToString());
+    return s;
+  }
+  commits_.fetch_add(1, std::memory_order_relaxed);
+  writes_.fetch_add(records, std::memory_order_relaxed);
+  if (!options_.sync_every_commit) unsynced_ = true;
+  return Status::OK();
+}
+
+Status LmdbMetaStore::SyncEnv(const char* why) {
+  syncs_.fetch_add(1, std::memory_order_relaxed);
+  Status s = MdbStatus(mdb_env_sync(env_.get(), /*force=*/1), "mdb_env_sync");
+  if (!s.ok()) {
+    Logger(Module::kMetaStore).error("meta store {}: {} sync failed: {}", options_.path, why,
+                                     s.ToString());
+  }
+  return s;
+}
+
+Status LmdbMetaStore::Sync() { return SyncEnv("requested"); }
+
+MetaStoreStats LmdbMetaStore::Stats() const {
+  MetaStoreStats s;
+  s.reads = reads_.load(std::memory_order_relaxed);
+  s.writes = writes_.load(std::memory_order_relaxed);
+  s.commits = commits_.load(std::memory_order_relaxed);
+  MDB_envinfo info;
+  MDB_stat st;
+  if (mdb_env_info(env_.get(), &info) == MDB_SUCCESS &&
+      mdb_env_stat(env_.get(), &st) == MDB_SUCCESS) {
+    s.map_bytes_used = (static_cast<uint64_t>(info.me_last_pgno) + 1) * st.ms_psize;
+  }
+  return s;
+}
+
+LmdbInternalStats LmdbMetaStore::InternalStats() const {
+  LmdbInternalStats s;
+  s.batches = batches_.load(std::memory_order_relaxed);
+  s.failed_batches = failed_batches_.load(std::memory_order_relaxed);
+  s.syncs = syncs_.load(std::memory_order_relaxed);
+  s.max_batch_ops = max_batch_ops_.load(std::memory_order_relaxed);
+  return s;
+}
+
+}  // namespace metastore_internal
 
 Result<std::unique_ptr<MetaStore>> NewLmdbMetaStore(const MetaStoreOptions& options) {
-  return Status::NotSupported("the LMDB metastore is not implemented yet");
+  auto store = metastore_internal::LmdbMetaStore::Open(options);
+  if (!store.ok()) return std::move(store).status();
+  return std::unique_ptr<MetaStore>(std::move(store).value());
 }
 
 }  // namespace tierfs

@@ -11,10 +11,15 @@
 #include <vector>
 
 #include "base/mutex.h"
+#include "metastore/key_rules.h"
 #include "metastore/meta_store.h"
 
 namespace tierfs {
 namespace {
+
+using metastore_internal::CheckDirKey;
+using metastore_internal::CheckEntryKey;
+using metastore_internal::CheckValueName;
 
 class MemMetaStore final : public MetaStore {
  public:
@@ -58,8 +63,8 @@ class MemMetaStore final : public MetaStore {
 
   Status ReplaceDir(std::string_view dir_key, const DirRecord& record,
                     std::span<const DirEntry> entries) override {
-    TIERFS_RETURN_IF_ERROR(CheckKey(dir_key));
-    for (const DirEntry& e : entries) TIERFS_RETURN_IF_ERROR(CheckName(e.name));
+    TIERFS_RETURN_IF_ERROR(CheckDirKey(dir_key));
+    for (const DirEntry& e : entries) TIERFS_RETURN_IF_ERROR(CheckEntryKey(dir_key, e.name));
     const std::string prefix = EntryKey(dir_key, "");
     MutexLock l(&mu_);
     EraseEntriesWithPrefix(prefix);
@@ -70,8 +75,7 @@ class MemMetaStore final : public MetaStore {
   }
 
   Status PutDirEntry(std::string_view dir_key, const DirEntry& entry) override {
-    TIERFS_RETURN_IF_ERROR(CheckKey(dir_key));
-    TIERFS_RETURN_IF_ERROR(CheckName(entry.name));
+    TIERFS_RETURN_IF_ERROR(CheckEntryKey(dir_key, entry.name));
     MutexLock l(&mu_);
     entries_[EntryKey(dir_key, entry.name)] = entry;
     Wrote(1);
@@ -152,7 +156,7 @@ class MemMetaStore final : public MetaStore {
   }
 
   Status PutValue(std::string_view name, std::string_view value) override {
-    if (name.empty()) return Status::InvalidArgument("empty value name");
+    TIERFS_RETURN_IF_ERROR(CheckValueName(name));
     MutexLock l(&mu_);
     values_[std::string(name)] = std::string(value);
     Wrote(1);
@@ -201,19 +205,6 @@ class MemMetaStore final : public MetaStore {
     k.push_back('\0');
     k.append(name);
     return k;
-  }
-  static Status CheckKey(std::string_view dir_key) {
-    if (dir_key.find('\0') != std::string_view::npos) {
-      return Status::InvalidArgument("dir key contains NUL");
-    }
-    return Status::OK();
-  }
-  static Status CheckName(std::string_view name) {
-    if (name.empty() || name.find('\0') != std::string_view::npos ||
-        name.find('/') != std::string_view::npos) {
-      return Status::InvalidArgument("bad entry name (empty, NUL or '/')");
-    }
-    return Status::OK();
   }
   void EraseEntriesWithPrefix(const std::string& prefix) REQUIRES(mu_) {
     for (auto it = entries_.lower_bound(prefix);

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -56,6 +57,13 @@ struct BlockRecord {
   int64_t stored_ns = 0;       // when the block was written (for TTLs)
   uint32_t flags = 0;          // bit 0: pinned
 };
+
+// Longest key the store accepts, in bytes (LMDB's default key limit): a directory entry needs
+// dir_key.size() + 1 + name.size() <= kMaxMetaKeyBytes, a value name name.size() <=
+// kMaxMetaKeyBytes. Writes of longer keys fail with InvalidArgument; reads of them find nothing.
+// Both implementations enforce it, so tests over NewMemMetaStore() see the same refusals.
+// Likewise: dir keys are non-empty without NUL; entry names are non-empty without '/' or NUL.
+inline constexpr size_t kMaxMetaKeyBytes = 511;
 
 struct MetaStoreOptions {
   std::string path;                      // directory holding data.mdb/lock.mdb; created if missing

@@ -14,7 +14,7 @@ enum class Impl { kMem, kLmdb };
 
 inline std::string_view ImplName(Impl impl) { return impl == Impl::kMem ? "Mem" : "Lmdb"; }
 
-inline std::vector<Impl> AllImpls() { return {Impl::kMem}; }
+inline std::vector<Impl> AllImpls() { return {Impl::kMem, Impl::kLmdb}; }
 
 // Opens a fresh store; `dir` is an empty temp directory the LMDB store may use.
 inline Result<std::unique_ptr<MetaStore>> OpenImpl(Impl impl, const std::string& dir) {
