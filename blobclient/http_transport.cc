@@ -1,0 +1,434 @@
+#include "blobclient/http_transport.h"
+
+#include <curl/curl.h>
+#include <pthread.h>
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "base/logging.h"
+#include "base/mutex.h"
+
+namespace tierfs::blobclient {
+namespace {
+
+// Error bodies (S3's <Error> XML) are kept only this long; they are for messages, not data.
+constexpr size_t kMaxErrorBody = 16 * 1024;
+
+std::string Trim(std::string_view s) {
+  size_t b = 0, e = s.size();
+  while (b < e && (s[b] == ' ' || s[b] == '\t')) ++b;
+  while (e > b && (s[e - 1] == ' ' || s[e - 1] == '\t' || s[e - 1] == '\r' || s[e - 1] == '\n')) {
+    --e;
+  }
+  return std::string(s.substr(b, e - b));
+}
+
+// One request in flight: owned by the engine from Submit() until its callback has run.
+struct Transfer {
+  HttpRequest req;
+  HttpCallback done;
+  HttpResponse resp;
+  CURL* easy = nullptr;
+  curl_slist* header_list = nullptr;
+  size_t upload_pos = 0;
+  uint64_t skip = 0;            // bytes of a 200 answer still to drop before the sink
+  bool decided = false;         // the write target of the current response is chosen
+  bool to_sink = false;
+  bool stopped_sink_full = false;  // we ended the transfer because the sink was full: success
+  char errbuf[CURL_ERROR_SIZE] = {0};
+};
+
+size_t WriteCallback(char* data, size_t size, size_t nmemb, void* userdata) {
+  auto* t = static_cast<Transfer*>(userdata);
+  const size_t len = size * nmemb;
+  if (!t->decided) {
+    long code = 0;
+    curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &code);
+    t->decided = true;
+    t->to_sink = t->req.sink != nullptr && code >= 200 && code < 300;
+    // A 200 to a ranged request carries the whole object: skip to the requested offset.
+    t->skip = (t->to_sink && code == 200) ? t->req.range_offset : 0;
+  }
+  if (!t->to_sink) {
+    if (t->req.sink == nullptr) {
+      t->resp.body.append(data, len);
+    } else if (t->resp.body.size() < kMaxErrorBody) {
+      t->resp.body.append(data, std::min(len, kMaxErrorBody - t->resp.body.size()));
+    }
+    return len;
+  }
+  std::span<std::byte>& sink = *t->req.sink;
+  size_t off = 0;
+  if (t->skip > 0) {
+    off = static_cast<size_t>(std::min<uint64_t>(t->skip, len));
+    t->skip -= off;
+  }
+  const size_t room = sink.size() - t->resp.sink_bytes;
+  const size_t take = std::min(room, len - off);
+  if (take > 0) {
+    std::memcpy(sink.data() + t->resp.sink_bytes, data + off, take);
+    t->resp.sink_bytes += take;
+  }
+  if (off + take < len) {
+    // More bytes than asked for (a 200 with the whole object): we have our range, stop here.
+    t->stopped_sink_full = true;
+    return 0;
+  }
+  return len;
+}
+
+size_t HeaderCallback(char* data, size_t size, size_t nmemb, void* userdata) {
+  auto* t = static_cast<Transfer*>(userdata);
+  const size_t len = size * nmemb;
+  std::string_view line(data, len);
+  if (line.starts_with("HTTP/")) {
+    // A new response (after a 100 Continue, say): forget the previous one's headers.
+    t->resp.headers.clear();
+    t->decided = false;
+    return len;
+  }
+  size_t colon = line.find(':');
+  if (colon == std::string_view::npos) return len;
+  std::string name = Trim(line.substr(0, colon));
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  t->resp.headers.emplace_back(std::move(name), Trim(line.substr(colon + 1)));
+  return len;
+}
+
+size_t ReadCallback(char* buffer, size_t size, size_t nitems, void* userdata) {
+  auto* t = static_cast<Transfer*>(userdata);
+  const size_t room = size * nitems;
+  const size_t left = t->req.body.size() - t->upload_pos;
+  const size_t n = std::min(room, left);
+  std::memcpy(buffer, t->req.body.data() + t->upload_pos, n);
+  t->upload_pos += n;
+  return n;
+}
+
+Status CurlCodeToStatus(CURLcode rc, const Transfer& t) {
+  std::string msg = t.req.method + " " + t.req.url + ": " +
+                    (t.errbuf[0] != '\0' ? std::string(t.errbuf) : curl_easy_strerror(rc));
+  switch (rc) {
+    case CURLE_OK:
+      return Status::OK();
+    case CURLE_OPERATION_TIMEDOUT:
+      return Status::TimedOut(msg);
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY:
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_PARTIAL_FILE:
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+    case CURLE_WEIRD_SERVER_REPLY:
+      return Status::Unavailable(msg);
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_CERTPROBLEM:
+      return Status::PermissionDenied(msg);
+    case CURLE_URL_MALFORMAT:
+    case CURLE_UNSUPPORTED_PROTOCOL:
+      return Status::InvalidArgument(msg);
+    case CURLE_ABORTED_BY_CALLBACK:
+      return Status::Cancelled(msg);
+    case CURLE_OUT_OF_MEMORY:
+      return Status::Internal(msg);
+    default:
+      return Status::IOError(msg);
+  }
+}
+
+class CurlEngine final : public HttpEngine {
+ public:
+  explicit CurlEngine(const HttpTransportOptions& options) : options_(options) {
+    multi_ = curl_multi_init();
+    curl_multi_setopt(multi_, CURLMOPT_MAX_TOTAL_CONNECTIONS,
+                      static_cast<long>(options.max_total_connections));
+    curl_multi_setopt(multi_, CURLMOPT_MAX_HOST_CONNECTIONS,
+                      static_cast<long>(options.max_host_connections));
+    curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, static_cast<long>(options.max_total_connections));
+    thread_ = std::jthread([this](std::stop_token st) { Run(st); });
+  }
+
+  ~CurlEngine() override {
+    {
+      MutexLock l(&mu_);
+      stopping_ = true;
+    }
+    curl_multi_wakeup(multi_);
+    thread_.request_stop();
+    thread_.join();
+    for (CURL* h : idle_) curl_easy_cleanup(h);
+    curl_multi_cleanup(multi_);
+  }
+
+  void Submit(HttpRequest request, HttpCallback done) override {
+    auto t = std::make_unique<Transfer>();
+    t->req = std::move(request);
+    t->done = std::move(done);
+    {
+      MutexLock l(&mu_);
+      if (!stopping_) {
+        queue_.push_back(std::move(t));
+      }
+    }
+    if (t != nullptr) {  // not queued: the engine is shutting down
+      t->done(Status::Cancelled("http transport is shutting down"), HttpResponse{});
+      return;
+    }
+    curl_multi_wakeup(multi_);
+  }
+
+  size_t TEST_HandlesCreated() const override { return handles_created_.load(); }
+
+ private:
+  void Run(std::stop_token st) {
+    pthread_setname_np(pthread_self(), "tierfs-http");
+    std::deque<std::unique_ptr<Transfer>> incoming;
+    while (true) {
+      {
+        MutexLock l(&mu_);
+        if (stopping_ || st.stop_requested()) break;
+        incoming.swap(queue_);
+      }
+      while (!incoming.empty()) {
+        Start(std::move(incoming.front()));
+        incoming.pop_front();
+      }
+      int running = 0;
+      curl_multi_perform(multi_, &running);
+      int left = 0;
+      while (CURLMsg* msg = curl_multi_info_read(multi_, &left)) {
+        if (msg->msg == CURLMSG_DONE) Finish(msg->easy_handle, msg->data.result);
+      }
+      // Sleeps until a socket is ready, curl's own timer fires, or Submit()/~CurlEngine() call
+      // curl_multi_wakeup. The 1 s cap is only a safety net, not a polling interval.
+      curl_multi_poll(multi_, nullptr, 0, 1000, nullptr);
+    }
+    // Shutdown: fail everything still in flight or queued.
+    for (auto& [easy, t] : active_) {
+      curl_multi_remove_handle(multi_, easy);
+      Complete(std::move(t), Status::Cancelled("http transport is shutting down"));
+    }
+    active_.clear();
+    {
+      MutexLock l(&mu_);
+      incoming.swap(queue_);
+    }
+    for (auto& t : incoming) {
+      t->done(Status::Cancelled("http transport is shutting down"), HttpResponse{});
+    }
+  }
+
+  CURL* AcquireHandle() {
+    if (!idle_.empty()) {
+      CURL* h = idle_.back();
+      idle_.pop_back();
+      curl_easy_reset(h);  // keeps the connection cache of the multi handle
+      return h;
+    }
+    ++handles_created_;
+    return curl_easy_init();
+  }
+
+  void ReleaseHandle(CURL* h) {
+    if (idle_.size() < static_cast<size_t>(std::max(1, options_.max_total_connections))) {
+      idle_.push_back(h);
+    } else {
+      curl_easy_cleanup(h);
+    }
+  }
+
+  void Start(std::unique_ptr<Transfer> t) {
+    CURL* h = AcquireHandle();
+    if (h == nullptr) {
+      t->done(Status::Internal("curl_easy_init failed"), HttpResponse{});
+      return;
+    }
+    t->easy = h;
+    const HttpRequest& r = t->req;
+    curl_easy_setopt(h, CURLOPT_URL, r.url.c_str());
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_PRIVATE, t.get());
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, t->errbuf);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, &WriteCallback);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, t.get());
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, &HeaderCallback);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, t.get());
+    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+    // Keys may contain "." and ".." segments; send the path exactly as signed.
+    curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L);
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(r.connect_timeout.count()));
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(r.timeout.count()));
+    // LOW_SPEED_TIME has 1 s granularity: round up, at least 1 s.
+    long low_speed_s = static_cast<long>((r.low_speed_time.count() + 999) / 1000);
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, std::max(1L, low_speed_s));
+    if (!r.ca_bundle.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, r.ca_bundle.c_str());
+
+    if (r.method == "HEAD") {
+      curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+    } else if (r.method == "PUT") {
+      curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
+      curl_easy_setopt(h, CURLOPT_READFUNCTION, &ReadCallback);
+      curl_easy_setopt(h, CURLOPT_READDATA, t.get());
+      curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(r.body.size()));
+    } else if (r.method != "GET") {
+      curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, r.method.c_str());
+    }
+    for (const auto& [k, v] : r.headers) {
+      std::string line = v.empty() ? k + ";" : k + ": " + v;
+      t->header_list = curl_slist_append(t->header_list, line.c_str());
+    }
+    // No "Expect: 100-continue" round trip on PUT; no Accept header noise.
+    t->header_list = curl_slist_append(t->header_list, "Expect:");
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, t->header_list);
+
+    CURLMcode mc = curl_multi_add_handle(multi_, h);
+    if (mc != CURLM_OK) {
+      Status st = Status::Internal(std::string("curl_multi_add_handle: ") + curl_multi_strerror(mc));
+      Complete(std::move(t), st);
+      return;
+    }
+    active_.emplace(h, std::move(t));
+  }
+
+  void Finish(CURL* easy, CURLcode rc) {
+    auto it = active_.find(easy);
+    if (it == active_.end()) return;
+    std::unique_ptr<Transfer> t = std::move(it->second);
+    active_.erase(it);
+    curl_multi_remove_handle(multi_, easy);
+    curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &t->resp.status);
+    if (rc == CURLE_WRITE_ERROR && t->stopped_sink_full) rc = CURLE_OK;
+    Status st = CurlCodeToStatus(rc, *t);
+    Complete(std::move(t), std::move(st));
+  }
+
+  // Releases the handle back to the pool and runs the callback.
+  void Complete(std::unique_ptr<Transfer> t, Status st) {
+    if (t->easy != nullptr) {
+      ReleaseHandle(t->easy);
+      t->easy = nullptr;
+    }
+    if (t->header_list != nullptr) {
+      curl_slist_free_all(t->header_list);
+      t->header_list = nullptr;
+    }
+    HttpCallback done = std::move(t->done);
+    HttpResponse resp = std::move(t->resp);
+    t.reset();
+    done(std::move(st), std::move(resp));
+  }
+
+  // Constant after construction.
+  const HttpTransportOptions options_;
+  CURLM* multi_ = nullptr;  // curl_multi_wakeup is thread-safe; everything else: I/O thread only
+
+  // State below is used only by the I/O thread.
+  std::unordered_map<CURL*, std::unique_ptr<Transfer>> active_;
+  std::vector<CURL*> idle_;
+  std::atomic<size_t> handles_created_{0};
+
+  // State below is protected by mu_.
+  Mutex mu_;
+  std::deque<std::unique_ptr<Transfer>> queue_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
+
+  std::jthread thread_;  // last: started after every member above is initialised
+};
+
+}  // namespace
+
+const std::string* HttpResponse::Header(std::string_view lower_name) const {
+  for (const auto& [k, v] : headers) {
+    if (k == lower_name) return &v;
+  }
+  return nullptr;
+}
+
+Result<HttpResponse> HttpEngine::Execute(HttpRequest request) {
+  struct Waiter {
+    Mutex mu;
+    CondVar cv{&mu};
+    bool done GUARDED_BY(mu) = false;
+    Status status GUARDED_BY(mu);
+    HttpResponse response GUARDED_BY(mu);
+  };
+  auto w = std::make_shared<Waiter>();
+  Submit(std::move(request), [w](Status st, HttpResponse resp) {
+    MutexLock l(&w->mu);
+    w->status = std::move(st);
+    w->response = std::move(resp);
+    w->done = true;
+    w->cv.Signal();
+  });
+  MutexLock l(&w->mu);
+  while (!w->done) w->cv.Wait();
+  if (!w->status.ok()) return w->status;
+  return std::move(w->response);
+}
+
+Status HttpStatusToStatus(long http_status, std::string_view context, std::string_view body) {
+  if (http_status >= 200 && http_status < 300) return Status::OK();
+  std::string msg = std::string(context) + ": HTTP " + std::to_string(http_status);
+  // S3 error bodies carry <Code>SlowDown</Code> etc.; include the code, never the whole body.
+  if (size_t b = body.find("<Code>"); b != std::string_view::npos) {
+    size_t e = body.find("</Code>", b);
+    if (e != std::string_view::npos && e - b < 128) {
+      msg += " ";
+      msg += body.substr(b + 6, e - b - 6);
+    }
+  }
+  switch (http_status) {
+    case 404:
+      return Status::NotFound(msg);
+    case 412:
+      return Status::FailedPrecondition(msg);
+    case 401:
+    case 403:
+      return Status::PermissionDenied(msg);
+    case 408:
+      return Status::TimedOut(msg);
+    case 429:
+      return Status::Unavailable(msg);
+    default:
+      break;
+  }
+  if (http_status >= 500) return Status::Unavailable(msg);
+  if (http_status == 0) return Status::Unavailable(msg + " (no response)");
+  return Status::IOError(msg);
+}
+
+HttpEngine* AsEngine(HttpTransport* transport) { return dynamic_cast<HttpEngine*>(transport); }
+
+Result<std::unique_ptr<HttpTransport>> NewCurlEngine(const HttpTransportOptions& options) {
+  if (options.max_total_connections < 1 || options.max_host_connections < 1) {
+    return Status::InvalidArgument("http transport: connection limits must be >= 1");
+  }
+  static std::once_flag once;
+  static CURLcode init_rc = CURLE_OK;
+  std::call_once(once, [] { init_rc = curl_global_init(CURL_GLOBAL_DEFAULT); });
+  if (init_rc != CURLE_OK) {
+    return Status::Internal(std::string("curl_global_init: ") + curl_easy_strerror(init_rc));
+  }
+  return std::unique_ptr<HttpTransport>(std::make_unique<CurlEngine>(options));
+}
+
+}  // namespace tierfs::blobclient
+
+namespace tierfs {
+// The public factory lives in namespace tierfs (blob_store.h).
+Result<std::unique_ptr<HttpTransport>> NewHttpTransport(const HttpTransportOptions& options) {
+  return blobclient::NewCurlEngine(options);
+}
+}  // namespace tierfs

@@ -1,0 +1,456 @@
+// S3BlobStore — BlobStore over the S3 REST API (AWS S3, MinIO, Ceph RGW, s3rver), using the
+// shared HttpEngine for transfers and SignV4 for authentication.
+//
+// Every operation goes through Perform(), the one place with retries: jittered exponential
+// backoff between options.backoff_base and options.backoff_max, at most options.max_attempts
+// attempts, only for retryable failures (transport errors, timeouts, resets, 5xx including
+// 503 SlowDown, 429). 404/403/412 and other 4xx answers are never retried. Each attempt is bounded
+// by options.request_timeout, so an origin outage ends in Unavailable/TimedOut, never a hang.
+#include <pugixml.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <ctime>
+#include <random>
+#include <thread>
+
+#include "base/logging.h"
+#include "blobclient/blob_store.h"
+#include "blobclient/http_transport.h"
+#include "blobclient/sigv4.h"
+
+namespace tierfs {
+namespace {
+
+using blobclient::HeaderList;
+using blobclient::HttpEngine;
+using blobclient::HttpRequest;
+using blobclient::HttpResponse;
+
+struct Endpoint {
+  std::string scheme;  // "http" or "https"
+  std::string host;    // without port
+  std::string port;    // "" unless given explicitly (and not the scheme's default)
+};
+
+Result<Endpoint> ParseEndpoint(std::string_view url) {
+  Endpoint ep;
+  size_t sep = url.find("://");
+  if (sep == std::string_view::npos) {
+    return Status::InvalidArgument("s3 endpoint needs a scheme (http:// or https://): '" +
+                                   std::string(url) + "'");
+  }
+  ep.scheme = std::string(url.substr(0, sep));
+  for (char& c : ep.scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (ep.scheme != "http" && ep.scheme != "https") {
+    return Status::InvalidArgument("s3 endpoint scheme must be http or https: '" +
+                                   std::string(url) + "'");
+  }
+  std::string_view rest = url.substr(sep + 3);
+  size_t slash = rest.find('/');
+  std::string_view authority = rest.substr(0, slash);
+  if (slash != std::string_view::npos && rest.substr(slash) != "/") {
+    return Status::InvalidArgument("s3 endpoint must not have a path: '" + std::string(url) + "'");
+  }
+  if (authority.empty() || authority.find('@') != std::string_view::npos) {
+    return Status::InvalidArgument("s3 endpoint needs a host (and no user info): '" +
+                                   std::string(url) + "'");
+  }
+  size_t colon = authority.rfind(':');
+  if (colon != std::string_view::npos && authority.find(']') == std::string_view::npos) {
+    ep.host = std::string(authority.substr(0, colon));
+    ep.port = std::string(authority.substr(colon + 1));
+    if (ep.port.empty() || ep.port.find_first_not_of("0123456789") != std::string::npos) {
+      return Status::InvalidArgument("s3 endpoint has a bad port: '" + std::string(url) + "'");
+    }
+    if ((ep.scheme == "http" && ep.port == "80") || (ep.scheme == "https" && ep.port == "443")) {
+      ep.port.clear();  // curl sends Host without a default port; sign the same
+    }
+  } else {
+    ep.host = std::string(authority);
+  }
+  for (char& c : ep.host) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return ep;
+}
+
+// DNS-compatible (virtual-host addressable) bucket name. Dots break TLS wildcard certificates,
+// so with https they force path style.
+bool DnsCompatibleBucket(std::string_view b, bool https) {
+  if (b.size() < 3 || b.size() > 63) return false;
+  for (char c : b) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.')) return false;
+    if (c == '.' && https) return false;
+  }
+  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  if (!alnum(b.front()) || !alnum(b.back())) return false;
+  if (b.find("..") != std::string_view::npos) return false;
+  return true;
+}
+
+std::string StripQuotes(std::string_view s) {
+  if (s.size() >= 2 && s.front() == '"' && s.back() == '"') s = s.substr(1, s.size() - 2);
+  return std::string(s);
+}
+
+// "Wed, 12 Oct 2009 17:50:00 GMT" → ns since the epoch; 0 if unparsable.
+int64_t ParseHttpDate(std::string_view s) {
+  std::tm tm{};
+  std::string str(s);
+  if (strptime(str.c_str(), "%a, %d %b %Y %H:%M:%S", &tm) == nullptr) return 0;
+  return static_cast<int64_t>(timegm(&tm)) * 1'000'000'000LL;
+}
+
+// "2009-10-12T17:50:30.000Z" → ns since the epoch; 0 if unparsable.
+int64_t ParseIso8601(std::string_view s) {
+  std::tm tm{};
+  std::string str(s);
+  const char* rest = strptime(str.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
+  if (rest == nullptr) return 0;
+  int64_t ns = static_cast<int64_t>(timegm(&tm)) * 1'000'000'000LL;
+  if (*rest == '.') {
+    int64_t frac = 0, scale = 1'000'000'000LL;
+    for (++rest; *rest >= '0' && *rest <= '9'; ++rest) {
+      scale /= 10;
+      frac += (*rest - '0') * scale;
+    }
+    ns += frac;
+  }
+  return ns;
+}
+
+bool ParseU64(std::string_view s, uint64_t* out) {
+  if (s.empty() || s.size() > 20) return false;
+  uint64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  *out = v;
+  return true;
+}
+
+class S3BlobStore final : public BlobStore {
+ public:
+  S3BlobStore(const S3Options& options, Endpoint endpoint, bool virtual_host, HttpEngine* engine,
+              Clock* clock)
+      : options_(options),
+        endpoint_(std::move(endpoint)),
+        virtual_host_(virtual_host),
+        engine_(engine),
+        clock_(clock) {
+    std::string hostport = endpoint_.host + (endpoint_.port.empty() ? "" : ":" + endpoint_.port);
+    host_header_ = virtual_host_ ? options_.bucket + "." + hostport : hostport;
+    describe_ = "s3://" + hostport + "/" + options_.bucket + "/" + options_.prefix;
+  }
+
+  std::string Describe() const override { return describe_; }
+
+  Result<ObjectInfo> Head(std::string_view key) override {
+    TIERFS_RETURN_IF_ERROR(CheckKey(key));
+    Call c;
+    c.method = "HEAD";
+    c.path = ObjectPath(key);
+    c.context = "HEAD " + std::string(key);
+    TIERFS_ASSIGN_OR_RETURN(HttpResponse resp, Perform(c));
+    ObjectInfo info;
+    const std::string* len = resp.Header("content-length");
+    if (len == nullptr || !ParseU64(*len, &info.size)) {
+      return Fail(Status::Corruption(c.context + ": no valid Content-Length"));
+    }
+    if (const std::string* etag = resp.Header("etag")) info.etag = StripQuotes(*etag);
+    if (const std::string* lm = resp.Header("last-modified")) info.mtime_ns = ParseHttpDate(*lm);
+    return info;
+  }
+
+  Result<size_t> Read(std::string_view key, uint64_t offset, std::span<std::byte> out,
+                      std::string_view if_match_etag) override {
+    TIERFS_RETURN_IF_ERROR(CheckKey(key));
+    if (out.empty()) return size_t{0};
+    Call c;
+    c.method = "GET";
+    c.path = ObjectPath(key);
+    c.context = "GET " + std::string(key) + " @" + std::to_string(offset);
+    c.headers.emplace_back("Range", "bytes=" + std::to_string(offset) + "-" +
+                                        std::to_string(offset + out.size() - 1));
+    if (!if_match_etag.empty()) {
+      c.headers.emplace_back("If-Match", "\"" + StripQuotes(if_match_etag) + "\"");
+    }
+    c.sink = &out;
+    c.range_offset = offset;
+    c.accept_416 = true;
+    TIERFS_ASSIGN_OR_RETURN(HttpResponse resp, Perform(c));
+    if (resp.status == 416) return size_t{0};  // at or past the end of the object
+    if (resp.status == 206) {
+      // Guard against a server answering a different range than the one asked for.
+      if (const std::string* cr = resp.Header("content-range"); cr && cr->starts_with("bytes ")) {
+        uint64_t first = 0;
+        std::string_view v = std::string_view(*cr).substr(6);
+        if (!ParseU64(v.substr(0, v.find('-')), &first) || first != offset) {
+          return Fail(Status::Corruption(c.context + ": unexpected Content-Range " + *cr));
+        }
+      }
+    }
+    bytes_read_ += resp.sink_bytes;
+    return resp.sink_bytes;
+  }
+
+  Result<ListPage> List(std::string_view prefix, std::string_view delimiter,
+                        std::string_view token, int max_keys) override {
+    Call c;
+    c.method = "GET";
+    c.path = virtual_host_ ? "/" : "/" + options_.bucket;
+    c.context = "LIST " + std::string(prefix);
+    c.query = {{"list-type", "2"},
+               {"prefix", options_.prefix + std::string(prefix)},
+               {"encoding-type", "url"},
+               {"max-keys", std::to_string(std::clamp(max_keys, 1, 1000))}};
+    if (!delimiter.empty()) c.query.emplace_back("delimiter", std::string(delimiter));
+    if (!token.empty()) c.query.emplace_back("continuation-token", std::string(token));
+    TIERFS_ASSIGN_OR_RETURN(HttpResponse resp, Perform(c));
+    return ParseList(resp.body, c.context);
+  }
+
+  Status Put(std::string_view key, std::span<const std::byte> data) override {
+    TIERFS_RETURN_IF_ERROR(CheckKey(key));
+    Call c;
+    c.method = "PUT";
+    c.path = ObjectPath(key);
+    c.context = "PUT " + std::string(key);
+    c.body = data;
+    c.payload_sha256 = blobclient::Sha256Hex(
+        std::string_view(reinterpret_cast<const char*>(data.data()), data.size()));
+    c.headers.emplace_back("Content-Type", "application/octet-stream");
+    TIERFS_ASSIGN_OR_RETURN(HttpResponse resp, Perform(c));
+    (void)resp;
+    bytes_written_ += data.size();
+    return Status::OK();
+  }
+
+  Status Delete(std::string_view key) override {
+    TIERFS_RETURN_IF_ERROR(CheckKey(key));
+    Call c;
+    c.method = "DELETE";
+    c.path = ObjectPath(key);
+    c.context = "DELETE " + std::string(key);
+    Result<HttpResponse> r = Perform(c);
+    if (!r.ok() && !r.status().IsNotFound()) return r.status();
+    return Status::OK();
+  }
+
+  BlobStoreStats Stats() const override {
+    BlobStoreStats s;
+    s.requests = requests_.load();
+    s.retries = retries_.load();
+    s.bytes_read = bytes_read_.load();
+    s.bytes_written = bytes_written_.load();
+    s.errors = errors_.load();
+    return s;
+  }
+
+ private:
+  struct Call {
+    std::string method;
+    std::string path;  // not encoded
+    HeaderList query;  // not encoded
+    HeaderList headers;
+    std::span<const std::byte> body;
+    std::string payload_sha256;  // empty: the empty payload
+    std::span<std::byte>* sink = nullptr;
+    uint64_t range_offset = 0;
+    bool accept_416 = false;
+    std::string context;  // "GET key @off", for messages
+  };
+
+  Status CheckKey(std::string_view key) const {
+    if (key.empty()) return Status::InvalidArgument("s3: empty object key");
+    return Status::OK();
+  }
+
+  std::string ObjectPath(std::string_view key) const {
+    std::string full = options_.prefix + std::string(key);
+    return virtual_host_ ? "/" + full : "/" + options_.bucket + "/" + full;
+  }
+
+  Status Fail(Status st) {
+    if (!st.ok() && !st.IsNotFound()) ++errors_;
+    return st;
+  }
+
+  HttpRequest BuildRequest(const Call& c) const {
+    HttpRequest r;
+    r.method = c.method;
+    std::string query = blobclient::CanonicalQueryString(c.query);
+    r.url = endpoint_.scheme + "://" + host_header_ + blobclient::UriEncode(c.path, false) +
+            (query.empty() ? "" : "?" + query);
+    r.headers = c.headers;
+    r.headers.emplace_back("Host", host_header_);
+    if (!options_.credentials.anonymous) {
+      blobclient::SigningRequest s;
+      s.method = c.method;
+      s.host = host_header_;
+      s.path = c.path;
+      s.query = c.query;
+      s.headers = c.headers;
+      s.payload_sha256 = c.payload_sha256;
+      blobclient::SignedRequest signed_req =
+          blobclient::SignV4(s, options_.credentials, options_.region, "s3", clock_->Now());
+      for (auto& h : signed_req.headers) r.headers.push_back(std::move(h));
+    }
+    r.body = c.body;
+    r.sink = c.sink;
+    r.range_offset = c.range_offset;
+    r.connect_timeout = options_.connect_timeout;
+    r.timeout = options_.request_timeout;
+    r.low_speed_time = options_.low_speed_time;
+    r.ca_bundle = options_.ca_bundle;
+    return r;
+  }
+
+  std::chrono::milliseconds Backoff(int attempt) {
+    // attempt 1 → base, 2 → 2·base, ... capped at max; "equal jitter": uniform in [d/2, d].
+    int64_t d = options_.backoff_base.count();
+    for (int i = 1; i < attempt && d < options_.backoff_max.count(); ++i) d *= 2;
+    d = std::min<int64_t>(d, options_.backoff_max.count());
+    thread_local std::minstd_rand rng(std::random_device{}());
+    std::uniform_int_distribution<int64_t> dist(d / 2, std::max<int64_t>(d / 2, d));
+    return std::chrono::milliseconds(dist(rng));
+  }
+
+  // The one place with retries. OK with a 2xx response (or 416 when c.accept_416).
+  Result<HttpResponse> Perform(const Call& c) {
+    Status last;
+    for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
+      ++requests_;
+      Result<HttpResponse> r = engine_->Execute(BuildRequest(c));
+      bool retryable;
+      if (!r.ok()) {
+        last = r.status().WithContext(c.context);
+        retryable = IsRetryable(last) && last.code() != Status::Code::kPermissionDenied;
+      } else {
+        const long code = r->status;
+        if ((code >= 200 && code < 300) || (code == 416 && c.accept_416)) return r;
+        last = blobclient::HttpStatusToStatus(code, c.context, r->body);
+        // Only server-side trouble is worth another try; other 4xx answers will not change.
+        retryable = code >= 500 || code == 429 || code == 408;
+      }
+      if (!retryable || attempt == options_.max_attempts) break;
+      ++retries_;
+      auto delay = Backoff(attempt);
+      SPDLOG_LOGGER_DEBUG(&Logger(Module::kBlobClient), "{}: {}; retry {} in {} ms", describe_,
+                          last.ToString(), attempt, delay.count());
+      std::this_thread::sleep_for(delay);
+    }
+    if (IsRetryable(last)) {
+      Logger(Module::kBlobClient)
+          .warn("{}: giving up after {} attempt(s): {}", describe_, options_.max_attempts,
+                last.ToString());
+    }
+    return Fail(last);
+  }
+
+  Result<ListPage> ParseList(const std::string& xml, const std::string& context) {
+    pugi::xml_document doc;
+    pugi::xml_parse_result pr = doc.load_buffer(xml.data(), xml.size());
+    if (!pr) {
+      return Fail(Status::Corruption(context + ": unparsable ListObjectsV2 XML: " +
+                                     pr.description()));
+    }
+    pugi::xml_node root = doc.child("ListBucketResult");
+    if (!root) return Fail(Status::Corruption(context + ": no ListBucketResult in the answer"));
+    const bool url_encoded = std::string_view(root.child_value("EncodingType")) == "url";
+    auto decode = [url_encoded](const char* s) {
+      return url_encoded ? blobclient::UriDecode(s, /*plus_is_space=*/true) : std::string(s);
+    };
+    const std::string& strip = options_.prefix;
+    ListPage page;
+    for (pugi::xml_node n : root.children("Contents")) {
+      std::string key = decode(n.child_value("Key"));
+      if (!key.starts_with(strip) || key.size() == strip.size()) continue;
+      ListEntry e;
+      e.key = key.substr(strip.size());
+      if (!ParseU64(n.child_value("Size"), &e.info.size)) {
+        return Fail(Status::Corruption(context + ": bad <Size> for " + key));
+      }
+      e.info.etag = StripQuotes(n.child_value("ETag"));
+      e.info.mtime_ns = ParseIso8601(n.child_value("LastModified"));
+      page.objects.push_back(std::move(e));
+    }
+    for (pugi::xml_node n : root.children("CommonPrefixes")) {
+      std::string p = decode(n.child_value("Prefix"));
+      if (!p.starts_with(strip) || p.size() == strip.size()) continue;
+      page.prefixes.push_back(p.substr(strip.size()));
+    }
+    if (std::string_view(root.child_value("IsTruncated")) == "true") {
+      page.next_token = root.child_value("NextContinuationToken");
+      if (page.next_token.empty()) {
+        return Fail(Status::Corruption(context + ": truncated listing without a token"));
+      }
+    }
+    return page;
+  }
+
+  // Constant after construction.
+  const S3Options options_;
+  const Endpoint endpoint_;
+  const bool virtual_host_;
+  HttpEngine* const engine_;  // not owned
+  Clock* const clock_;        // not owned
+  std::string host_header_;
+  std::string describe_;
+
+  std::atomic<uint64_t> requests_{0}, retries_{0}, bytes_read_{0}, bytes_written_{0}, errors_{0};
+};
+
+}  // namespace
+
+Result<std::unique_ptr<BlobStore>> NewS3BlobStore(const S3Options& options,
+                                                  HttpTransport* transport, Clock* clock) {
+  if (options.bucket.empty()) return Status::InvalidArgument("s3: bucket is required");
+  if (options.bucket.find('/') != std::string::npos) {
+    return Status::InvalidArgument("s3: bucket name must not contain '/': '" + options.bucket + "'");
+  }
+  if (!options.prefix.empty() && (options.prefix.front() == '/' || options.prefix.back() != '/')) {
+    return Status::InvalidArgument("s3: prefix must not start with '/' and must end in '/': '" +
+                                   options.prefix + "'");
+  }
+  if (options.max_attempts < 1) return Status::InvalidArgument("s3: max_attempts must be >= 1");
+  if (options.backoff_base.count() < 0 || options.backoff_max < options.backoff_base) {
+    return Status::InvalidArgument("s3: need 0 <= backoff_base <= backoff_max");
+  }
+  if (clock == nullptr) return Status::InvalidArgument("s3: clock is required");
+  HttpEngine* engine = blobclient::AsEngine(transport);
+  if (engine == nullptr) return Status::InvalidArgument("s3: an HttpTransport is required");
+  const Credentials& cr = options.credentials;
+  if (!cr.anonymous && (cr.access_key_id.empty() || cr.secret_access_key.empty())) {
+    return Status::InvalidArgument(
+        "s3: no credentials (access key id and secret) and anonymous access not requested");
+  }
+  std::string endpoint_url = options.endpoint;
+  if (endpoint_url.empty()) {
+    if (options.region.empty()) return Status::InvalidArgument("s3: region or endpoint required");
+    endpoint_url = "https://s3." + options.region + ".amazonaws.com";
+  }
+  TIERFS_ASSIGN_OR_RETURN(Endpoint ep, ParseEndpoint(endpoint_url));
+  bool virtual_host = false;
+  switch (options.addressing) {
+    case S3Options::Addressing::kPath:
+      virtual_host = false;
+      break;
+    case S3Options::Addressing::kVirtualHost:
+      virtual_host = true;
+      break;
+    case S3Options::Addressing::kAuto:
+      virtual_host = (ep.host == "amazonaws.com" || ep.host.ends_with(".amazonaws.com")) &&
+                     DnsCompatibleBucket(options.bucket, ep.scheme == "https");
+      break;
+  }
+  auto store = std::make_unique<S3BlobStore>(options, std::move(ep), virtual_host, engine, clock);
+  Logger(Module::kBlobClient)
+      .info("s3 store {} ({}-style, region {}, {})", store->Describe(),
+            virtual_host ? "virtual-host" : "path", options.region,
+            cr.anonymous ? "anonymous" : "signed");
+  return std::unique_ptr<BlobStore>(std::move(store));
+}
+
+}  // namespace tierfs

@@ -1,0 +1,325 @@
+// HttpEngine (libcurl) against the loopback HttpTestServer: bodies, sinks, ranges, faults,
+// connection reuse, shutdown.
+#include "blobclient/http_transport.h"
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <dirent.h>
+#include <fstream>
+#include <future>
+
+#include "tests/blobclient/test_util.h"
+#include "tests/fakes/http_test_server.h"
+
+namespace tierfs::blobclient {
+namespace {
+
+using ::tierfs::testing::HttpTestRequest;
+using ::tierfs::testing::HttpTestResponse;
+using ::tierfs::testing::HttpTestServer;
+using Clock = std::chrono::steady_clock;
+
+class HttpTransportTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto s = HttpTestServer::Start();
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    server_ = std::move(*s);
+    auto t = NewHttpTransport(HttpTransportOptions{});
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    transport_ = std::move(*t);
+    engine_ = AsEngine(transport_.get());
+    ASSERT_NE(engine_, nullptr);
+  }
+
+  HttpRequest Get(std::string path) {
+    HttpRequest r;
+    r.url = server_->base_url() + path;
+    r.timeout = std::chrono::milliseconds(5000);
+    return r;
+  }
+
+  std::unique_ptr<HttpTestServer> server_;
+  std::unique_ptr<HttpTransport> transport_;
+  HttpEngine* engine_ = nullptr;
+};
+
+TEST_F(HttpTransportTest, GetIntoStringAndHeaders) {
+  server_->SetHandler([](const HttpTestRequest& req) {
+    HttpTestResponse r = HttpTestResponse::Make(200, "hello " + req.path);
+    r.headers.emplace_back("X-Thing", "  v1 ");
+    return r;
+  });
+  HttpRequest req = Get("/a");
+  req.headers.emplace_back("X-Custom", "yes");
+  auto r = engine_->Execute(req);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, "hello /a");
+  ASSERT_NE(r->Header("x-thing"), nullptr);
+  EXPECT_EQ(*r->Header("x-thing"), "v1");
+  auto reqs = server_->requests();
+  ASSERT_EQ(reqs.size(), 1u);
+  ASSERT_NE(reqs[0].Header("x-custom"), nullptr);
+  EXPECT_EQ(*reqs[0].Header("x-custom"), "yes");
+  EXPECT_FALSE(reqs[0].HasHeader("expect"));
+}
+
+TEST_F(HttpTransportTest, RangedGetStreamsIntoSink) {
+  const std::string data = ::tierfs::testing::Pattern(100000);
+  server_->SetHandler([&](const HttpTestRequest& req) {
+    return HttpTestServer::ServeObject(req, data, "e1");
+  });
+  std::vector<std::byte> buf(1000);
+  std::span<std::byte> sink(buf);
+  HttpRequest req = Get("/obj");
+  req.headers.emplace_back("Range", "bytes=5000-5999");
+  req.sink = &sink;
+  req.range_offset = 5000;
+  auto r = engine_->Execute(req);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status, 206);
+  EXPECT_EQ(r->sink_bytes, 1000u);
+  EXPECT_TRUE(r->body.empty());
+  EXPECT_EQ(::tierfs::testing::AsString(sink), data.substr(5000, 1000));
+}
+
+TEST_F(HttpTransportTest, A200ToARangedGetYieldsOnlyTheRange) {
+  const std::string data = ::tierfs::testing::Pattern(300000);
+  server_->SetHandler([&](const HttpTestRequest&) { return HttpTestResponse::Make(200, data); });
+  std::vector<std::byte> buf(777);
+  std::span<std::byte> sink(buf);
+  HttpRequest req = Get("/obj");
+  req.headers.emplace_back("Range", "bytes=123456-124232");
+  req.sink = &sink;
+  req.range_offset = 123456;
+  auto r = engine_->Execute(req);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->sink_bytes, 777u);
+  EXPECT_EQ(::tierfs::testing::AsString(sink), data.substr(123456, 777));
+}
+
+TEST_F(HttpTransportTest, ErrorBodyDoesNotGoIntoTheSink) {
+  server_->SetHandler([](const HttpTestRequest&) {
+    return HttpTestResponse::Make(404, "<Error><Code>NoSuchKey</Code></Error>");
+  });
+  std::vector<std::byte> buf(8, std::byte{0x55});
+  std::span<std::byte> sink(buf);
+  HttpRequest req = Get("/missing");
+  req.sink = &sink;
+  auto r = engine_->Execute(req);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 404);
+  EXPECT_EQ(r->sink_bytes, 0u);
+  EXPECT_EQ(buf[0], std::byte{0x55});
+  Status st = HttpStatusToStatus(r->status, "GET missing", r->body);
+  EXPECT_EQ(st.code(), Status::Code::kNotFound);
+  EXPECT_NE(st.message().find("NoSuchKey"), std::string::npos);
+}
+
+TEST(HttpStatusToStatusTest, Table) {
+  EXPECT_TRUE(HttpStatusToStatus(200, "", "").ok());
+  EXPECT_TRUE(HttpStatusToStatus(206, "", "").ok());
+  EXPECT_EQ(HttpStatusToStatus(404, "", "").code(), Status::Code::kNotFound);
+  EXPECT_EQ(HttpStatusToStatus(412, "", "").code(), Status::Code::kFailedPrecondition);
+  EXPECT_EQ(HttpStatusToStatus(403, "", "").code(), Status::Code::kPermissionDenied);
+  EXPECT_EQ(HttpStatusToStatus(401, "", "").code(), Status::Code::kPermissionDenied);
+  EXPECT_EQ(HttpStatusToStatus(429, "", "").code(), Status::Code::kUnavailable);
+  EXPECT_EQ(HttpStatusToStatus(500, "", "").code(), Status::Code::kUnavailable);
+  EXPECT_EQ(HttpStatusToStatus(503, "", "<Error><Code>SlowDown</Code></Error>").code(),
+            Status::Code::kUnavailable);
+  EXPECT_EQ(HttpStatusToStatus(400, "", "").code(), Status::Code::kIOError);
+}
+
+TEST_F(HttpTransportTest, ConnectionRefusedIsUnavailable) {
+  // A port that was just free: bind, note, close.
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  socklen_t len = sizeof(a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  HttpRequest req;
+  req.url = "http://127.0.0.1:" + std::to_string(ntohs(a.sin_port)) + "/x";
+  auto r = engine_->Execute(req);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kUnavailable) << r.status().ToString();
+}
+
+TEST_F(HttpTransportTest, StalledBodyTimesOut) {
+  server_->SetHandler([](const HttpTestRequest&) {
+    HttpTestResponse r = HttpTestResponse::Make(200, std::string(10000, 'x'));
+    r.stall_after_bytes = 100;
+    r.stall_for = std::chrono::milliseconds(10000);
+    return r;
+  });
+  HttpRequest req = Get("/slow");
+  req.timeout = std::chrono::milliseconds(400);
+  auto start = Clock::now();
+  auto r = engine_->Execute(req);
+  auto took = Clock::now() - start;
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kTimedOut) << r.status().ToString();
+  EXPECT_LT(took, std::chrono::seconds(3));
+}
+
+TEST_F(HttpTransportTest, LowSpeedLimitAbortsAStall) {
+  // curl averages the speed over a window of a few seconds, so stall before the first body byte
+  // to keep the test short.
+  server_->SetHandler([](const HttpTestRequest&) {
+    HttpTestResponse r = HttpTestResponse::Make(200, std::string(10000, 'x'));
+    r.stall_after_bytes = 0;
+    r.stall_for = std::chrono::milliseconds(10000);
+    return r;
+  });
+  HttpRequest req = Get("/slow");
+  req.low_speed_time = std::chrono::milliseconds(1000);
+  auto start = Clock::now();
+  auto r = engine_->Execute(req);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kTimedOut) << r.status().ToString();
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(4));
+}
+
+TEST_F(HttpTransportTest, ResetMidBodyIsUnavailable) {
+  server_->SetHandler([](const HttpTestRequest&) {
+    HttpTestResponse r = HttpTestResponse::Make(200, std::string(100000, 'x'));
+    r.reset_after_bytes = 5000;
+    return r;
+  });
+  auto r = engine_->Execute(Get("/reset"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kUnavailable) << r.status().ToString();
+  EXPECT_TRUE(IsRetryable(r.status()));
+}
+
+TEST_F(HttpTransportTest, ShortBodyForContentLengthIsUnavailable) {
+  server_->SetHandler([](const HttpTestRequest&) {
+    HttpTestResponse r = HttpTestResponse::Make(200, std::string(500, 'x'));
+    r.declared_length = 1000;
+    return r;
+  });
+  auto r = engine_->Execute(Get("/short"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kUnavailable) << r.status().ToString();
+}
+
+TEST_F(HttpTransportTest, ConnectionsAndHandlesAreReused) {
+  server_->SetHandler([](const HttpTestRequest&) { return HttpTestResponse::Make(200, "ok"); });
+  for (int i = 0; i < 20; ++i) {
+    auto r = engine_->Execute(Get("/k" + std::to_string(i)));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_EQ(r->body, "ok");
+  }
+  EXPECT_EQ(server_->request_count(), 20u);
+  EXPECT_EQ(server_->connections_accepted(), 1u);
+  EXPECT_EQ(engine_->TEST_HandlesCreated(), 1u);
+}
+
+TEST_F(HttpTransportTest, PutSendsTheBody) {
+  server_->SetHandler([](const HttpTestRequest& req) {
+    return HttpTestResponse::Make(200, std::to_string(req.body.size()));
+  });
+  const std::string payload = ::tierfs::testing::Pattern(70000);
+  HttpRequest req = Get("/put");
+  req.method = "PUT";
+  req.body = ::tierfs::testing::AsBytes(payload);
+  auto r = engine_->Execute(req);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->body, "70000");
+  auto reqs = server_->requests();
+  ASSERT_EQ(reqs.size(), 1u);
+  EXPECT_EQ(reqs[0].method, "PUT");
+  EXPECT_EQ(reqs[0].body, payload);
+}
+
+TEST_F(HttpTransportTest, HeadAndDelete) {
+  server_->SetHandler([](const HttpTestRequest& req) {
+    if (req.method == "DELETE") return HttpTestResponse::Make(204);
+    return HttpTestServer::ServeObject(req, "0123456789", "e");
+  });
+  HttpRequest head = Get("/o");
+  head.method = "HEAD";
+  auto r = engine_->Execute(head);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status, 200);
+  ASSERT_NE(r->Header("content-length"), nullptr);
+  EXPECT_EQ(*r->Header("content-length"), "10");
+  HttpRequest del = Get("/o");
+  del.method = "DELETE";
+  auto d = engine_->Execute(del);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->status, 204);
+  // Both went over the same connection (HEAD's body-less answer must not confuse keep-alive).
+  EXPECT_EQ(server_->connections_accepted(), 1u);
+}
+
+TEST_F(HttpTransportTest, CallbacksRunForConcurrentSubmits) {
+  server_->SetHandler([](const HttpTestRequest& req) { return HttpTestResponse::Make(200, req.path); });
+  constexpr int kN = 50;
+  std::vector<std::promise<std::string>> promises(kN);
+  for (int i = 0; i < kN; ++i) {
+    engine_->Submit(Get("/p" + std::to_string(i)), [&promises, i](Status st, HttpResponse resp) {
+      promises[i].set_value(st.ok() ? resp.body : st.ToString());
+    });
+  }
+  for (int i = 0; i < kN; ++i) {
+    EXPECT_EQ(promises[i].get_future().get(), "/p" + std::to_string(i));
+  }
+}
+
+TEST_F(HttpTransportTest, DestructionCancelsOutstandingRequests) {
+  server_->SetHandler([](const HttpTestRequest&) {
+    HttpTestResponse r = HttpTestResponse::Make(200, std::string(1000, 'x'));
+    r.stall_after_bytes = 10;
+    r.stall_for = std::chrono::milliseconds(20000);
+    return r;
+  });
+  std::promise<Status> done;
+  HttpRequest req = Get("/stall");
+  req.timeout = std::chrono::milliseconds(60000);
+  engine_->Submit(req, [&done](Status st, HttpResponse) { done.set_value(st); });
+  // Let the request reach the server before tearing down.
+  auto deadline = Clock::now() + std::chrono::seconds(5);
+  while (server_->request_count() == 0 && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(server_->request_count(), 1u);
+  auto start = Clock::now();
+  transport_.reset();
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(2));
+  auto f = done.get_future();
+  ASSERT_EQ(f.wait_for(std::chrono::seconds(1)), std::future_status::ready);
+  EXPECT_EQ(f.get().code(), Status::Code::kCancelled);
+}
+
+bool ThreadNamed(const std::string& wanted) {
+  bool found = false;
+  DIR* d = ::opendir("/proc/self/task");
+  if (d == nullptr) return false;
+  while (dirent* e = ::readdir(d)) {
+    std::ifstream comm(std::string("/proc/self/task/") + e->d_name + "/comm");
+    std::string name;
+    if (comm && std::getline(comm, name) && name == wanted) found = true;
+  }
+  ::closedir(d);
+  return found;
+}
+
+TEST_F(HttpTransportTest, IoThreadIsNamed) {
+  // The thread names itself when it starts; one round trip guarantees it has.
+  server_->SetHandler([](const HttpTestRequest&) { return HttpTestResponse::Make(200, "ok"); });
+  ASSERT_TRUE(engine_->Execute(Get("/")).ok());
+  EXPECT_TRUE(ThreadNamed("tierfs-http"));
+}
+
+}  // namespace
+}  // namespace tierfs::blobclient
