@@ -1,0 +1,151 @@
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <thread>
+
+#include "tests/tiercache/test_util.h"
+#include "tiercache/tier.h"
+
+namespace tierfs {
+namespace {
+
+BlockKey Key(int i) { return MakeBlockKey("src", "obj", "e", 1024, static_cast<uint64_t>(i)); }
+
+BlockRef MakeBlock(size_t n, char fill = 'x') {
+  auto b = Block::Allocate(n);
+  std::memset(b->mutable_data().data(), fill, n);
+  b->set_size(n);
+  return b;
+}
+
+// One shard so LRU order is global and easy to reason about.
+std::unique_ptr<Tier> OneShard(uint64_t capacity) {
+  MemoryTierOptions o;
+  o.capacity_bytes = capacity;
+  o.shards = 1;
+  return NewMemoryTier(o);
+}
+
+TEST(MemoryTierTest, MissThenHit) {
+  auto t = OneShard(4096);
+  EXPECT_TRUE(t->Read(Key(1)).status().IsNotFound());
+  TC_ASSERT_OK(t->Insert(Key(1), MakeBlock(100, 'a'), {}));
+  auto r = t->Read(Key(1));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ((*r)->size(), 100u);
+  EXPECT_EQ((*r)->data()[0], std::byte{'a'});
+  EXPECT_TRUE(t->Contains(Key(1)));
+  EXPECT_EQ(t->Stats().hits, 1u);
+  EXPECT_EQ(t->Stats().misses, 1u);
+  EXPECT_EQ(t->Stats().bytes_used, 100u);
+  EXPECT_EQ(t->Stats().bytes_read, 100u);
+}
+
+TEST(MemoryTierTest, EvictsLeastRecentlyUsedWithinBudget) {
+  auto t = OneShard(300);
+  TC_ASSERT_OK(t->Insert(Key(1), MakeBlock(100), {}));
+  TC_ASSERT_OK(t->Insert(Key(2), MakeBlock(100), {}));
+  TC_ASSERT_OK(t->Insert(Key(3), MakeBlock(100), {}));
+  ASSERT_TRUE(t->Read(Key(1)).ok());  // 1 becomes most recent; 2 is now the LRU
+  TC_ASSERT_OK(t->Insert(Key(4), MakeBlock(100), {}));
+  EXPECT_TRUE(t->Contains(Key(1)));
+  EXPECT_FALSE(t->Contains(Key(2)));
+  EXPECT_TRUE(t->Contains(Key(3)));
+  EXPECT_TRUE(t->Contains(Key(4)));
+  EXPECT_EQ(t->Stats().bytes_used, 300u);
+  EXPECT_EQ(t->Stats().evictions, 1u);
+}
+
+TEST(MemoryTierTest, BudgetIsNeverExceeded) {
+  auto t = OneShard(1000);
+  for (int i = 0; i < 100; ++i) {
+    TC_ASSERT_OK(t->Insert(Key(i), MakeBlock(37 + i % 50), {}));
+    ASSERT_LE(t->Stats().bytes_used, 1000u);
+  }
+}
+
+TEST(MemoryTierTest, DeclinesBlockLargerThanShardBudget) {
+  MemoryTierOptions o;
+  o.capacity_bytes = 4000;
+  o.shards = 4;  // 1000 per shard
+  auto t = NewMemoryTier(o);
+  TC_ASSERT_OK(t->Insert(Key(1), MakeBlock(1000), {}));
+  Status s = t->Insert(Key(2), MakeBlock(1001), {});
+  EXPECT_EQ(s.code(), Status::Code::kNoSpace);
+  EXPECT_FALSE(t->Contains(Key(2)));
+  EXPECT_TRUE(t->Contains(Key(1)));
+}
+
+TEST(MemoryTierTest, PinnedBlocksAreNeverEvictedButCount) {
+  auto t = OneShard(300);
+  TC_ASSERT_OK(t->Insert(Key(1), MakeBlock(100), Placement{.pinned = true}));
+  TC_ASSERT_OK(t->Insert(Key(2), MakeBlock(100), Placement{.pinned = true}));
+  TC_ASSERT_OK(t->Insert(Key(3), MakeBlock(100), {}));
+  TC_ASSERT_OK(t->Insert(Key(4), MakeBlock(100), {}));  // evicts 3, never 1 or 2
+  EXPECT_TRUE(t->Contains(Key(1)));
+  EXPECT_TRUE(t->Contains(Key(2)));
+  EXPECT_FALSE(t->Contains(Key(3)));
+  EXPECT_TRUE(t->Contains(Key(4)));
+  EXPECT_EQ(t->Stats().bytes_used, 300u);
+  // 150 can't fit beside 200 pinned bytes: declined, and nothing was evicted for it.
+  EXPECT_EQ(t->Insert(Key(5), MakeBlock(150), {}).code(), Status::Code::kNoSpace);
+  EXPECT_TRUE(t->Contains(Key(4)));
+  TC_ASSERT_OK(t->Insert(Key(6), MakeBlock(100, 'z'), Placement{.pinned = true}));  // evicts 4
+  EXPECT_FALSE(t->Contains(Key(4)));
+  EXPECT_EQ(t->Insert(Key(7), MakeBlock(1), {}).code(), Status::Code::kNoSpace);  // all pinned
+  t->Erase(Key(1));  // explicit erase removes even pinned blocks
+  EXPECT_FALSE(t->Contains(Key(1)));
+  EXPECT_EQ(t->Stats().bytes_used, 200u);
+}
+
+TEST(MemoryTierTest, ReaderRefsOutliveEviction) {
+  auto t = OneShard(100);
+  TC_ASSERT_OK(t->Insert(Key(1), MakeBlock(100, 'q'), {}));
+  BlockRef held = *t->Read(Key(1));
+  TC_ASSERT_OK(t->Insert(Key(2), MakeBlock(100), {}));  // evicts 1
+  EXPECT_FALSE(t->Contains(Key(1)));
+  ASSERT_EQ(held->size(), 100u);
+  EXPECT_EQ(held->data()[99], std::byte{'q'});
+  EXPECT_EQ(t->Stats().bytes_used, 100u);  // the held block no longer counts
+}
+
+TEST(MemoryTierTest, ReinsertIsIdempotent) {
+  auto t = OneShard(1000);
+  TC_ASSERT_OK(t->Insert(Key(1), MakeBlock(100), {}));
+  TC_ASSERT_OK(t->Insert(Key(1), MakeBlock(100), {}));
+  EXPECT_EQ(t->Stats().bytes_used, 100u);
+  EXPECT_EQ(t->Stats().inserts, 1u);
+}
+
+TEST(MemoryTierTest, ConcurrentUseKeepsAccountsStraight) {
+  MemoryTierOptions o;
+  o.capacity_bytes = 64 * 1024;
+  o.shards = 4;
+  auto t = NewMemoryTier(o);
+  std::vector<std::thread> threads;
+  for (int th = 0; th < 4; ++th) {
+    threads.emplace_back([&, th] {
+      for (int i = 0; i < 2000; ++i) {
+        int k = (i * 7 + th) % 300;
+        if (i % 3 == 0) {
+          (void)t->Insert(Key(k), MakeBlock(512 + k), {});
+        } else if (i % 17 == 0) {
+          t->Erase(Key(k));
+        } else {
+          auto r = t->Read(Key(k));
+          if (r.ok()) ASSERT_EQ((*r)->size(), static_cast<size_t>(512 + k));
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_LE(t->Stats().bytes_used, 64u * 1024);
+  uint64_t sum = 0;
+  for (int k = 0; k < 300; ++k) {
+    if (t->Contains(Key(k))) sum += 512 + k;
+  }
+  EXPECT_EQ(sum, t->Stats().bytes_used.load());
+}
+
+}  // namespace
+}  // namespace tierfs
