@@ -10,6 +10,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -117,6 +118,13 @@ Result<std::unique_ptr<FlashStore>> NewPosixFlashStore(const std::string& root, 
 struct FlashTierOptions {
   uint64_t capacity_bytes = 10ULL << 30;  // --l2-size
   uint64_t min_free_bytes = 1ULL << 30;   // free-space floor on the cache filesystem
+  // How often FlashStore::FreeBytes (statvfs) is consulted; between checks the tier estimates
+  // free space from the bytes it wrote and deleted itself.
+  std::chrono::nanoseconds free_check_interval = std::chrono::seconds(1);
+  // Access times are persisted lazily: a batch is written when this many blocks were touched or
+  // this much time passed since the last batch (and when the tier is destroyed).
+  size_t atime_flush_batch = 1024;
+  std::chrono::nanoseconds atime_flush_interval = std::chrono::seconds(30);
 };
 // L2: one file per block under the FlashStore + the block index in MetaStore; LRU by access time
 // (rebuilt from the index at start-up, so a restart keeps the cache); checksum verified on every

@@ -1,0 +1,63 @@
+#include "tests/fakes/faulty_flash_store.h"
+
+namespace tierfs::testing {
+
+void FaultyFlashStore::FailWrites(int n, Status status) {
+  MutexLock l(&mu_);
+  fail_writes_ = n;
+  write_status_ = std::move(status);
+}
+
+void FaultyFlashStore::FailReads(int n, Status status) {
+  MutexLock l(&mu_);
+  fail_reads_ = n;
+  read_status_ = std::move(status);
+}
+
+void FaultyFlashStore::SetFreeBytes(std::optional<uint64_t> bytes) {
+  MutexLock l(&mu_);
+  free_bytes_ = bytes;
+}
+
+Status FaultyFlashStore::WriteFile(const std::string& rel_path, std::span<const std::byte> data) {
+  ++writes_;
+  {
+    MutexLock l(&mu_);
+    if (fail_writes_ > 0) {
+      --fail_writes_;
+      return write_status_;
+    }
+  }
+  return base_->WriteFile(rel_path, data);
+}
+
+Result<size_t> FaultyFlashStore::ReadFile(const std::string& rel_path, std::span<std::byte> out) {
+  ++reads_;
+  {
+    MutexLock l(&mu_);
+    if (fail_reads_ > 0) {
+      --fail_reads_;
+      return read_status_;
+    }
+  }
+  return base_->ReadFile(rel_path, out);
+}
+
+Status FaultyFlashStore::RemoveFile(const std::string& rel_path) {
+  return base_->RemoveFile(rel_path);
+}
+
+Result<uint64_t> FaultyFlashStore::FreeBytes() {
+  ++free_calls_;
+  {
+    MutexLock l(&mu_);
+    if (free_bytes_) return *free_bytes_;
+  }
+  return base_->FreeBytes();
+}
+
+Status FaultyFlashStore::ListFiles(std::vector<std::string>* out) {
+  return base_->ListFiles(out);
+}
+
+}  // namespace tierfs::testing

@@ -1,0 +1,468 @@
+// L2: the flash tier. One file per block ("blocks/<2 hex>/<32 hex>", tiercache/FORMAT.md) in a
+// FlashStore, and the block index (length, XXH3-64, atime, flags) in MetaStore.
+//
+// The tier keeps an in-memory mirror of the index (rebuilt from MetaStore::ScanBlocks at open,
+// so the cache survives restarts) ordered as an LRU list; reads consult the mirror, not LMDB.
+// Inserts are transactional: the file is written under a temp name and renamed, then the index
+// record is written, and only then does the block enter the mirror and become readable. Every
+// read verifies length and checksum; a block that fails (or whose file vanished) is dropped
+// from flash and index, counted as a corruption and reported as NotFound so the caller
+// refetches it.
+//
+// Space: used bytes (indexed + inserts in progress) never exceed capacity_bytes, and the cache
+// filesystem keeps min_free_bytes free (statvfs every free_check_interval, estimated in
+// between). Room is made by evicting LRU unpinned blocks before writing; if even that cannot
+// make room the insert is declined with NoSpace and nothing is evicted.
+//
+// Lock order: mu_ is a leaf; it is never held across FlashStore or MetaStore calls (C6).
+#include <algorithm>
+#include <limits>
+#include <list>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "base/logging.h"
+#include "base/mutex.h"
+#include "tiercache/internal/block_key_hash.h"
+#include "tiercache/tier.h"
+
+namespace tierfs {
+namespace {
+
+using tiercache_internal::BlockKeyHash;
+
+constexpr uint32_t kFlagPinned = 1u << 0;
+constexpr std::string_view kBlocksDir = "blocks/";
+constexpr std::string_view kTempMarker = ".tmp.";
+
+std::string BlockPath(const BlockKey& key) {
+  std::string hex = BlockKeyHex(key);
+  std::string p(kBlocksDir);
+  p += hex.substr(0, 2);
+  p += '/';
+  p += hex;
+  return p;
+}
+
+int HexVal(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+// Parses "blocks/xx/<32 lower-case hex>" (with xx the first two hex digits) into a key.
+std::optional<BlockKey> ParseBlockPath(std::string_view path) {
+  if (!path.starts_with(kBlocksDir)) return std::nullopt;
+  path.remove_prefix(kBlocksDir.size());
+  if (path.size() != 3 + 32 || path[2] != '/') return std::nullopt;
+  std::string_view hex = path.substr(3);
+  if (hex.substr(0, 2) != path.substr(0, 2)) return std::nullopt;
+  BlockKey key;
+  for (size_t i = 0; i < key.size(); ++i) {
+    int hi = HexVal(hex[2 * i]), lo = HexVal(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    key[i] = static_cast<uint8_t>(hi << 4 | lo);
+  }
+  return key;
+}
+
+// Thread-safe; no external synchronization needed.
+class FlashTier final : public Tier {
+ public:
+  FlashTier(const FlashTierOptions& options, FlashStore* flash, MetaStore* meta, Clock* clock)
+      : options_(options), flash_(flash), meta_(meta), clock_(clock) {
+    stats_.capacity = options.capacity_bytes;
+  }
+
+  ~FlashTier() override { FlushAtimes(/*force=*/true); }
+
+  // Rebuilds the mirror from the index and sweeps the directory. Called once, before sharing.
+  Status Load() EXCLUDES(mu_) {
+    std::vector<BlockRecord> records;
+    TIERFS_RETURN_IF_ERROR(meta_->ScanBlocks([&](const BlockRecord& r) {
+      records.push_back(r);
+      return true;
+    }));
+    std::unordered_set<BlockKey, BlockKeyHash> indexed;
+    for (const auto& r : records) indexed.insert(r.key);
+
+    std::vector<std::string> files;
+    TIERFS_RETURN_IF_ERROR(flash_->ListFiles(&files));
+    std::unordered_set<BlockKey, BlockKeyHash> on_flash;
+    uint64_t temps = 0, orphans = 0;
+    for (const auto& f : files) {
+      if (!std::string_view(f).starts_with(kBlocksDir)) continue;  // not ours (e.g. LMDB files)
+      std::optional<BlockKey> key;
+      if (f.find(kTempMarker) == std::string::npos) key = ParseBlockPath(f);
+      if (key && indexed.count(*key)) {
+        on_flash.insert(*key);
+        continue;
+      }
+      // A temp file is a write cut short by a crash; any other file without an index record is
+      // an insert whose index write never happened. Neither is visible; both are garbage.
+      (key ? orphans : temps) += 1;
+      Status st = flash_->RemoveFile(f);
+      if (!st.ok()) Logger(Module::kTierCache).warn("l2 sweep: cannot remove {}: {}", f, st.ToString());
+    }
+
+    std::vector<BlockKey> missing;
+    std::vector<BlockRecord> live;
+    for (const auto& r : records) {
+      if (on_flash.count(r.key)) {
+        live.push_back(r);
+      } else {
+        missing.push_back(r.key);
+      }
+    }
+    if (!missing.empty()) {
+      Status st = meta_->EraseBlocks(missing);
+      if (!st.ok()) Logger(Module::kTierCache).warn("l2 sweep: erase index: {}", st.ToString());
+    }
+    // Oldest first, each pushed to the front: the most recently used ends up at the front.
+    std::sort(live.begin(), live.end(),
+              [](const BlockRecord& a, const BlockRecord& b) { return a.atime_ns < b.atime_ns; });
+    {
+      MutexLock l(&mu_);
+      for (const auto& r : live) AddLocked(r);
+      stats_.bytes_used = indexed_bytes_;
+    }
+    // The budget may have shrunk since the last run.
+    std::vector<BlockKey> victims;
+    {
+      MutexLock l(&mu_);
+      if (indexed_bytes_ > options_.capacity_bytes) {
+        CollectVictimsLocked(indexed_bytes_ - options_.capacity_bytes, &victims);
+      }
+    }
+    DeleteVictims(victims);
+    {
+      MutexLock l(&mu_);
+      Logger(Module::kTierCache)
+          .info("l2 opened: {} blocks, {} bytes; swept {} orphan and {} temp files, {} index "
+                "records without a file; evicted {} over budget",
+                index_.size(), indexed_bytes_, orphans, temps, missing.size(), victims.size());
+    }
+    RefreshFreeBytes(/*force=*/true);
+    return Status::OK();
+  }
+
+  std::string_view name() const override { return "l2"; }
+
+  Result<BlockRef> Read(const BlockKey& key) override EXCLUDES(mu_) {
+    uint32_t length;
+    uint64_t checksum;
+    uint64_t gen;
+    {
+      MutexLock l(&mu_);
+      auto it = index_.find(key);
+      if (it == index_.end()) {
+        ++stats_.misses;
+        return Status::NotFound("l2 miss");
+      }
+      Entry& e = it->second;
+      length = e.length;
+      checksum = e.checksum;
+      gen = e.gen;
+      e.atime_ns = clock_->NowUnixNanos();
+      lru_.splice(lru_.begin(), lru_, e.lru);
+      dirty_.insert(key);
+    }
+    auto block = Block::Allocate(length);
+    Result<size_t> n = flash_->ReadFile(BlockPath(key), block->mutable_data());
+    const char* problem = nullptr;
+    if (!n.ok()) {
+      problem = n.status().IsNotFound() ? "file missing" : "read failed";
+    } else if (*n != length) {
+      problem = "short file";
+    } else if (BlockChecksum(block->mutable_data().first(length)) != checksum) {
+      problem = "checksum mismatch";
+    }
+    if (problem) {
+      // Drop only the entry we looked at: if it was evicted (or replaced) meanwhile, a missing
+      // file is the eviction's doing, not a corruption.
+      if (DropIfGeneration(key, gen)) {
+        if (n.ok() || n.status().IsNotFound()) {
+          ++stats_.corruptions;
+        } else {
+          ++stats_.errors;
+        }
+        Logger(Module::kTierCache)
+            .warn("l2 block {} dropped ({}{}); it will be refetched", BlockKeyHex(key), problem,
+                  n.ok() ? "" : ": " + n.status().ToString());
+      }
+      ++stats_.misses;
+      return Status::NotFound("l2 block dropped");
+    }
+    block->set_size(length);
+    ++stats_.hits;
+    stats_.bytes_read += length;
+    FlushAtimes(/*force=*/false);
+    return BlockRef(std::move(block));
+  }
+
+  Status Insert(const BlockKey& key, const BlockRef& block, const Placement& hint) override
+      EXCLUDES(mu_) {
+    if (!block) return Status::InvalidArgument("null block");
+    const uint64_t len = block->size();
+    if (len > std::numeric_limits<uint32_t>::max()) {
+      return Status::InvalidArgument("block too large for L2");
+    }
+    RefreshFreeBytes(/*force=*/false);
+    std::vector<BlockKey> victims;
+    {
+      MutexLock l(&mu_);
+      auto it = index_.find(key);
+      if (it != index_.end()) {
+        // Content-addressed: same key, same bytes. Only a stronger pin is news.
+        if (hint.pinned && !(it->second.flags & kFlagPinned)) {
+          it->second.flags |= kFlagPinned;
+          pinned_bytes_ += it->second.length;
+          dirty_.insert(key);
+        }
+        return Status::OK();
+      }
+      if (inserting_.count(key)) return Status::OK();  // another thread is writing it
+      if (deleting_.count(key)) return Status::Unavailable("l2 block is being deleted");
+      uint64_t need = 0;
+      const uint64_t used = indexed_bytes_ + reserved_bytes_;
+      if (used + len > options_.capacity_bytes) need = used + len - options_.capacity_bytes;
+      if (free_estimate_ < options_.min_free_bytes + len) {
+        need = std::max(need, options_.min_free_bytes + len - free_estimate_);
+      }
+      if (len > options_.capacity_bytes || need > indexed_bytes_ - pinned_bytes_) {
+        ++stats_.errors;
+        return Status::NoSpace("l2 full: cannot make room for the block");
+      }
+      if (need > 0) CollectVictimsLocked(need, &victims);
+      reserved_bytes_ += len;
+      free_estimate_ -= std::min(free_estimate_, len);
+      inserting_.insert(key);
+    }
+    DeleteVictims(victims);
+
+    const int64_t now = clock_->NowUnixNanos();
+    BlockRecord rec;
+    rec.key = key;
+    rec.length = static_cast<uint32_t>(len);
+    rec.checksum = BlockChecksum(block->data());
+    rec.atime_ns = now;
+    rec.stored_ns = now;
+    rec.flags = hint.pinned ? kFlagPinned : 0;
+    const std::string path = BlockPath(key);
+    Status st = flash_->WriteFile(path, block->data());
+    if (st.ok()) {
+      st = meta_->PutBlocks(std::span<const BlockRecord>(&rec, 1));
+      if (!st.ok()) (void)flash_->RemoveFile(path);
+    }
+    MutexLock l(&mu_);
+    reserved_bytes_ -= len;
+    inserting_.erase(key);
+    if (!st.ok()) {
+      free_estimate_ += len;
+      ++stats_.errors;
+      return st.WithContext("l2 insert " + BlockKeyHex(key));
+    }
+    AddLocked(rec);
+    stats_.bytes_used = indexed_bytes_;
+    ++stats_.inserts;
+    stats_.bytes_inserted += len;
+    return Status::OK();
+  }
+
+  bool Contains(const BlockKey& key) override EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    return index_.count(key) != 0;
+  }
+
+  void Erase(const BlockKey& key) override EXCLUDES(mu_) {
+    std::vector<BlockKey> victims;
+    {
+      MutexLock l(&mu_);
+      auto it = index_.find(key);
+      if (it == index_.end()) return;
+      RemoveLocked(it);
+      deleting_.insert(key);
+      victims.push_back(key);
+    }
+    DeleteVictims(victims);
+  }
+
+  const TierStats& Stats() const override { return stats_; }
+
+ private:
+  struct Entry {
+    uint32_t length = 0;
+    uint64_t checksum = 0;
+    int64_t atime_ns = 0;
+    int64_t stored_ns = 0;
+    uint32_t flags = 0;
+    uint64_t gen = 0;  // distinguishes re-inserts of the same key
+    std::list<BlockKey>::iterator lru;
+  };
+  using Index = std::unordered_map<BlockKey, Entry, BlockKeyHash>;
+
+  void AddLocked(const BlockRecord& r) REQUIRES(mu_) {
+    lru_.push_front(r.key);
+    Entry e;
+    e.length = r.length;
+    e.checksum = r.checksum;
+    e.atime_ns = r.atime_ns;
+    e.stored_ns = r.stored_ns;
+    e.flags = r.flags;
+    e.gen = ++next_gen_;
+    e.lru = lru_.begin();
+    index_[r.key] = e;
+    indexed_bytes_ += r.length;
+    if (r.flags & kFlagPinned) pinned_bytes_ += r.length;
+  }
+
+  void RemoveLocked(Index::iterator it) REQUIRES(mu_) {
+    const Entry& e = it->second;
+    indexed_bytes_ -= e.length;
+    if (e.flags & kFlagPinned) pinned_bytes_ -= e.length;
+    lru_.erase(e.lru);
+    dirty_.erase(it->first);
+    index_.erase(it);
+    stats_.bytes_used = indexed_bytes_;
+  }
+
+  // Unlinks LRU unpinned blocks from the mirror until `need` bytes are freed (REQUIRES: the
+  // caller checked that enough unpinned bytes exist). The caller deletes them (DeleteVictims).
+  void CollectVictimsLocked(uint64_t need, std::vector<BlockKey>* victims) REQUIRES(mu_) {
+    uint64_t freed = 0;
+    auto it = lru_.end();
+    while (freed < need && it != lru_.begin()) {
+      --it;
+      auto e = index_.find(*it);
+      if (e->second.flags & kFlagPinned) continue;
+      const BlockKey key = *it;
+      freed += e->second.length;
+      ++it;  // RemoveLocked erases the list node; keep a valid position after it
+      RemoveLocked(e);
+      deleting_.insert(key);
+      victims->push_back(key);
+      ++stats_.evictions;
+    }
+    free_estimate_ += freed;
+  }
+
+  // Removes files and index records of blocks already unlinked from the mirror.
+  void DeleteVictims(const std::vector<BlockKey>& victims) EXCLUDES(mu_) {
+    if (victims.empty()) return;
+    for (const auto& k : victims) {
+      Status st = flash_->RemoveFile(BlockPath(k));
+      if (!st.ok()) {
+        ++stats_.errors;
+        Logger(Module::kTierCache).warn("l2: cannot remove block file: {}", st.ToString());
+      }
+    }
+    Status st = meta_->EraseBlocks(victims);
+    if (!st.ok()) {
+      // The start-up sweep drops index records whose file is gone, so this only delays cleanup.
+      ++stats_.errors;
+      Logger(Module::kTierCache).warn("l2: cannot erase index records: {}", st.ToString());
+    }
+    MutexLock l(&mu_);
+    for (const auto& k : victims) deleting_.erase(k);
+  }
+
+  // Drops `key` if its mirror entry is still generation `gen`. Returns true if it dropped it.
+  bool DropIfGeneration(const BlockKey& key, uint64_t gen) EXCLUDES(mu_) {
+    {
+      MutexLock l(&mu_);
+      auto it = index_.find(key);
+      if (it == index_.end() || it->second.gen != gen) return false;
+      RemoveLocked(it);
+      deleting_.insert(key);
+    }
+    DeleteVictims({key});
+    return true;
+  }
+
+  // Persists access times of touched blocks: when `force`, or when a batch is full or old.
+  void FlushAtimes(bool force) EXCLUDES(mu_) {
+    std::vector<BlockRecord> records;
+    {
+      MutexLock l(&mu_);
+      if (dirty_.empty()) return;
+      const int64_t mono = clock_->MonotonicNanos();
+      if (!force && dirty_.size() < options_.atime_flush_batch &&
+          mono - last_flush_mono_ < options_.atime_flush_interval.count()) {
+        return;
+      }
+      last_flush_mono_ = mono;
+      records.reserve(dirty_.size());
+      for (const auto& k : dirty_) {
+        auto it = index_.find(k);
+        if (it == index_.end()) continue;
+        const Entry& e = it->second;
+        records.push_back(BlockRecord{k, e.length, e.checksum, e.atime_ns, e.stored_ns, e.flags});
+      }
+      dirty_.clear();
+    }
+    // A record written here for a block evicted meanwhile resurrects an index entry without a
+    // file; the next start-up sweep removes it, and until then the mirror ignores it.
+    Status st = meta_->PutBlocks(records);
+    if (!st.ok()) {
+      ++stats_.errors;
+      Logger(Module::kTierCache).warn("l2: cannot persist access times: {}", st.ToString());
+    }
+  }
+
+  void RefreshFreeBytes(bool force) EXCLUDES(mu_) {
+    const int64_t mono = clock_->MonotonicNanos();
+    int64_t last = last_free_check_mono_.load();
+    if (!force && mono - last < options_.free_check_interval.count()) return;
+    if (!force && !last_free_check_mono_.compare_exchange_strong(last, mono)) return;
+    if (force) last_free_check_mono_ = mono;
+    Result<uint64_t> free = flash_->FreeBytes();
+    if (!free.ok()) {
+      ++stats_.errors;
+      Logger(Module::kTierCache).warn("l2: cannot read free space: {}", free.status().ToString());
+      return;
+    }
+    MutexLock l(&mu_);
+    free_estimate_ = *free;
+  }
+
+  // Constant after construction.
+  const FlashTierOptions options_;
+  FlashStore* const flash_;
+  MetaStore* const meta_;
+  Clock* const clock_;
+
+  TierStats stats_;
+  std::atomic<int64_t> last_free_check_mono_{0};
+
+  Mutex mu_;
+  Index index_ GUARDED_BY(mu_);
+  std::list<BlockKey> lru_ GUARDED_BY(mu_);  // front: most recently used
+  uint64_t indexed_bytes_ GUARDED_BY(mu_) = 0;
+  uint64_t pinned_bytes_ GUARDED_BY(mu_) = 0;
+  uint64_t reserved_bytes_ GUARDED_BY(mu_) = 0;  // inserts being written
+  uint64_t free_estimate_ GUARDED_BY(mu_) = UINT64_MAX;
+  uint64_t next_gen_ GUARDED_BY(mu_) = 0;
+  int64_t last_flush_mono_ GUARDED_BY(mu_) = 0;
+  std::unordered_set<BlockKey, BlockKeyHash> inserting_ GUARDED_BY(mu_);
+  std::unordered_set<BlockKey, BlockKeyHash> deleting_ GUARDED_BY(mu_);
+  std::unordered_set<BlockKey, BlockKeyHash> dirty_ GUARDED_BY(mu_);  // atime not persisted
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Tier>> NewFlashTier(const FlashTierOptions& options, FlashStore* flash,
+                                           MetaStore* meta, Clock* clock) {
+  if (flash == nullptr || meta == nullptr || clock == nullptr) {
+    return Status::InvalidArgument("l2: flash store, metastore and clock are required");
+  }
+  if (options.capacity_bytes == 0) return Status::InvalidArgument("l2: capacity_bytes is 0");
+  auto tier = std::make_unique<FlashTier>(options, flash, meta, clock);
+  TIERFS_RETURN_IF_ERROR(tier->Load());
+  return std::unique_ptr<Tier>(std::move(tier));
+}
+
+}  // namespace tierfs

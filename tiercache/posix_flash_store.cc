@@ -1,0 +1,140 @@
+// PosixFlashStore: the real FlashStore (tier.h) — one regular file per path under a root
+// directory. Writes go to a temp file in the destination directory ("<name>.tmp.<pid>.<n>"),
+// are optionally fsynced, then renamed over the final name, so a reader sees either no file or
+// the whole file. Missing parent directories are created on demand. errno is translated into
+// Status here, once (C3).
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <string>
+#include <system_error>
+
+#include "tiercache/tier.h"
+
+namespace tierfs {
+namespace {
+
+// Creates every missing directory of `dir` (absolute). EEXIST is fine.
+Status MakeDirs(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Status::FromErrno(ec.value(), "mkdir " + dir);
+  return Status::OK();
+}
+
+std::string DirName(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? std::string() : path.substr(0, slash);
+}
+
+// Thread-safe; no external synchronization needed (no mutable state besides an atomic counter).
+class PosixFlashStore final : public FlashStore {
+ public:
+  PosixFlashStore(std::string root, bool fsync) : root_(std::move(root)), fsync_(fsync) {}
+
+  Status WriteFile(const std::string& rel_path, std::span<const std::byte> data) override {
+    const std::string path = Abs(rel_path);
+    const std::string tmp =
+        path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(++tmp_counter_);
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0 && errno == ENOENT) {
+      TIERFS_RETURN_IF_ERROR(MakeDirs(DirName(tmp)));
+      fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    }
+    if (fd < 0) return Status::FromErrno(errno, "create " + tmp);
+    Status st = WriteAll(fd, data, tmp);
+    if (st.ok() && fsync_ && ::fdatasync(fd) != 0) st = Status::FromErrno(errno, "fsync " + tmp);
+    if (::close(fd) != 0 && st.ok()) st = Status::FromErrno(errno, "close " + tmp);
+    if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
+      st = Status::FromErrno(errno, "rename " + tmp);
+    }
+    if (!st.ok()) ::unlink(tmp.c_str());
+    return st;
+  }
+
+  Result<size_t> ReadFile(const std::string& rel_path, std::span<std::byte> out) override {
+    const std::string path = Abs(rel_path);
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return Status::FromErrno(errno, "open " + path);
+    size_t got = 0;
+    while (got < out.size()) {
+      ssize_t n = ::pread(fd, out.data() + got, out.size() - got, static_cast<off_t>(got));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        Status st = Status::FromErrno(errno, "read " + path);
+        ::close(fd);
+        return st;
+      }
+      if (n == 0) break;
+      got += static_cast<size_t>(n);
+    }
+    ::close(fd);
+    return got;
+  }
+
+  Status RemoveFile(const std::string& rel_path) override {
+    const std::string path = Abs(rel_path);
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+      return Status::FromErrno(errno, "unlink " + path);
+    }
+    return Status::OK();
+  }
+
+  Result<uint64_t> FreeBytes() override {
+    struct statvfs sv;
+    if (::statvfs(root_.c_str(), &sv) != 0) return Status::FromErrno(errno, "statvfs " + root_);
+    return static_cast<uint64_t>(sv.f_bavail) * static_cast<uint64_t>(sv.f_frsize);
+  }
+
+  Status ListFiles(std::vector<std::string>* out) override {
+    std::error_code ec;
+    std::filesystem::recursive_directory_iterator it(root_, ec), end;
+    if (ec) return Status::FromErrno(ec.value(), "list " + root_);
+    for (; it != end; it.increment(ec)) {
+      if (ec) return Status::FromErrno(ec.value(), "list " + root_);
+      std::error_code fec;
+      if (!it->is_regular_file(fec)) continue;
+      out->push_back(std::filesystem::relative(it->path(), root_, fec).generic_string());
+    }
+    if (ec) return Status::FromErrno(ec.value(), "list " + root_);
+    return Status::OK();
+  }
+
+ private:
+  std::string Abs(const std::string& rel) const { return root_ + "/" + rel; }
+
+  static Status WriteAll(int fd, std::span<const std::byte> data, const std::string& what) {
+    size_t done = 0;
+    while (done < data.size()) {
+      ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return Status::FromErrno(errno, "write " + what);
+      }
+      done += static_cast<size_t>(n);
+    }
+    return Status::OK();
+  }
+
+  const std::string root_;
+  const bool fsync_;
+  std::atomic<uint64_t> tmp_counter_{0};
+};
+
+}  // namespace
+
+Result<std::unique_ptr<FlashStore>> NewPosixFlashStore(const std::string& root, bool fsync) {
+  if (root.empty()) return Status::InvalidArgument("empty flash cache directory");
+  TIERFS_RETURN_IF_ERROR(MakeDirs(root));
+  std::string r = root;
+  while (r.size() > 1 && r.back() == '/') r.pop_back();
+  return std::unique_ptr<FlashStore>(std::make_unique<PosixFlashStore>(r, fsync));
+}
+
+}  // namespace tierfs
