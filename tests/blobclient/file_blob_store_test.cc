@@ -1,0 +1,187 @@
+// FileBlobStore on a temp directory: Head/Read/If-Match, List with delimiter semantics and
+// pagination, Put/Delete, and refusal of keys that would leave the root.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "blobclient/blob_store.h"
+#include "tests/blobclient/test_util.h"
+
+namespace tierfs {
+namespace {
+
+using ::tierfs::testing::AsBytes;
+using ::tierfs::testing::AsString;
+namespace fs = std::filesystem;
+
+class FileBlobStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "tierfs-filestore-XXXXXX").string();
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    root_ = tmpl;
+    auto s = NewFileBlobStore(FileStoreOptions{root_});
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    store_ = std::move(*s);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  void Write(const std::string& rel, const std::string& data) {
+    fs::path p = fs::path(root_) / rel;
+    fs::create_directories(p.parent_path());
+    std::ofstream(p, std::ios::binary) << data;
+  }
+
+  Result<std::string> Read(const std::string& key, uint64_t off, size_t n,
+                           std::string_view etag = {}) {
+    std::vector<std::byte> buf(n);
+    TIERFS_ASSIGN_OR_RETURN(size_t got, store_->Read(key, off, buf, etag));
+    return AsString(std::span<const std::byte>(buf.data(), got));
+  }
+
+  // All pages of a listing, flattened as "o:key" / "p:prefix" in order.
+  std::vector<std::string> ListAll(const std::string& prefix, const std::string& delim, int max) {
+    std::vector<std::string> out;
+    std::string token;
+    for (int pages = 0; pages < 100; ++pages) {
+      auto page = store_->List(prefix, delim, token, max);
+      EXPECT_TRUE(page.ok()) << page.status().ToString();
+      if (!page.ok()) break;
+      // Merge this page's objects and prefixes in key order, as S3 interleaves them.
+      std::map<std::string, std::string> merged;
+      for (const auto& e : page->objects) merged[e.key] = "o:" + e.key;
+      for (const auto& p : page->prefixes) merged[p] = "p:" + p;
+      EXPECT_LE(merged.size(), static_cast<size_t>(max));
+      for (auto& [k, v] : merged) out.push_back(v);
+      token = page->next_token;
+      if (token.empty()) break;
+    }
+    return out;
+  }
+
+  std::string root_;
+  std::unique_ptr<BlobStore> store_;
+};
+
+TEST_F(FileBlobStoreTest, HeadAndRead) {
+  Write("a/b.bin", "0123456789");
+  auto info = store_->Head("a/b.bin");
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->size, 10u);
+  EXPECT_FALSE(info->etag.empty());
+  EXPECT_GT(info->mtime_ns, 0);
+  EXPECT_EQ(*Read("a/b.bin", 3, 4), "3456");
+  EXPECT_EQ(*Read("a/b.bin", 8, 100), "89");
+  EXPECT_EQ(*Read("a/b.bin", 10, 5), "");
+  EXPECT_EQ(*Read("a/b.bin", 0, 10, info->etag), "0123456789");
+  EXPECT_EQ(store_->Head("a").status().code(), Status::Code::kNotFound);  // a directory
+  EXPECT_EQ(store_->Head("missing").status().code(), Status::Code::kNotFound);
+  EXPECT_EQ(Read("missing", 0, 1).status().code(), Status::Code::kNotFound);
+  EXPECT_EQ(store_->Describe(), "file://" + root_);
+}
+
+TEST_F(FileBlobStoreTest, ChangedFileGetsANewEtagAndIfMatchFails) {
+  Write("f", "version one");
+  auto before = store_->Head("f");
+  ASSERT_TRUE(before.ok());
+  // Same size, new content: the mtime (ns) or inode differs, so the ETag must too.
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_TRUE(store_->Put("f", AsBytes("version two")).ok());
+  auto after = store_->Head("f");
+  ASSERT_TRUE(after.ok());
+  EXPECT_NE(before->etag, after->etag);
+  auto r = Read("f", 0, 4, before->etag);
+  EXPECT_EQ(r.status().code(), Status::Code::kFailedPrecondition);
+  EXPECT_EQ(*Read("f", 0, 7, after->etag), "version");
+}
+
+TEST_F(FileBlobStoreTest, KeysOutsideTheRootAreRefused) {
+  Write("inside", "x");
+  for (const char* bad : {"../etc/passwd", "a/../../x", "/abs", "a//b", "./x", "a/.", "", "a/"}) {
+    EXPECT_EQ(store_->Head(bad).status().code(), Status::Code::kInvalidArgument) << bad;
+    std::byte b[1];
+    EXPECT_EQ(store_->Read(bad, 0, b, "").status().code(), Status::Code::kInvalidArgument) << bad;
+    EXPECT_EQ(store_->Put(bad, AsBytes("x")).code(), Status::Code::kInvalidArgument) << bad;
+  }
+  EXPECT_EQ(store_->List("../", "/", "", 10).status().code(), Status::Code::kInvalidArgument);
+  // Dots inside names are fine.
+  Write("a..b/..c", "ok");
+  EXPECT_EQ(*Read("a..b/..c", 0, 2), "ok");
+}
+
+TEST_F(FileBlobStoreTest, ListWithDelimiterMakesDirectoriesPrefixes) {
+  Write("ds/a.txt", "1");
+  Write("ds/b.txt", "22");
+  Write("ds/c/1", "x");
+  Write("ds/c/2", "x");
+  Write("ds/d/x/y", "x");  // a directory holding only sub-directories is still listed
+  Write("ds/zz", "x");
+  Write("ds-other", "x");   // '-' sorts before '/'
+  Write("top", "x");
+  EXPECT_EQ(ListAll("ds/", "/", 1000),
+            (std::vector<std::string>{"o:ds/a.txt", "o:ds/b.txt", "p:ds/c/", "p:ds/d/",
+                                      "o:ds/zz"}));
+  EXPECT_EQ(ListAll("", "/", 1000),
+            (std::vector<std::string>{"o:ds-other", "p:ds/", "o:top"}));
+  // A partial last component matches by name prefix.
+  EXPECT_EQ(ListAll("ds", "/", 1000), (std::vector<std::string>{"o:ds-other", "p:ds/"}));
+  auto page = store_->List("ds/", "/", "", 1000);
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->objects.size(), 3u);
+  EXPECT_EQ(page->objects[1].info.size, 2u);
+  EXPECT_TRUE(page->next_token.empty());
+  EXPECT_TRUE(ListAll("nothing/", "/", 10).empty());
+}
+
+TEST_F(FileBlobStoreTest, ListPaginatesInByteOrder) {
+  Write("ds/a.txt", "1");
+  Write("ds/b.txt", "2");
+  Write("ds/c/1", "x");
+  Write("ds/d/x/y", "x");
+  Write("ds/zz", "x");
+  EXPECT_EQ(ListAll("ds/", "/", 2),
+            (std::vector<std::string>{"o:ds/a.txt", "o:ds/b.txt", "p:ds/c/", "p:ds/d/",
+                                      "o:ds/zz"}));
+  // Without a delimiter everything below comes back, byte-ordered across directories.
+  Write("ds/c-1", "x");  // '-' (0x2d) sorts before '/' (0x2f): "ds/c-1" < "ds/c/1"
+  EXPECT_EQ(ListAll("ds/", "", 2),
+            (std::vector<std::string>{"o:ds/a.txt", "o:ds/b.txt", "o:ds/c-1", "o:ds/c/1",
+                                      "o:ds/d/x/y", "o:ds/zz"}));
+}
+
+TEST_F(FileBlobStoreTest, PutCreatesDirectoriesAndDeleteRemoves) {
+  const std::string body = ::tierfs::testing::Pattern(100000);
+  ASSERT_TRUE(store_->Put("new/deep/dir/obj", AsBytes(body)).ok());
+  EXPECT_EQ(*Read("new/deep/dir/obj", 0, body.size()), body);
+  // No temp files are left behind or listed.
+  EXPECT_EQ(ListAll("new/deep/dir/", "/", 10), (std::vector<std::string>{"o:new/deep/dir/obj"}));
+  size_t n = 0;
+  for (auto& e : fs::directory_iterator(fs::path(root_) / "new/deep/dir")) {
+    (void)e;
+    ++n;
+  }
+  EXPECT_EQ(n, 1u);
+  ASSERT_TRUE(store_->Delete("new/deep/dir/obj").ok());
+  EXPECT_EQ(store_->Head("new/deep/dir/obj").status().code(), Status::Code::kNotFound);
+  EXPECT_TRUE(store_->Delete("new/deep/dir/obj").ok());
+  BlobStoreStats st = store_->Stats();
+  EXPECT_EQ(st.bytes_written, body.size());
+  EXPECT_EQ(st.bytes_read, body.size());
+}
+
+TEST(FileBlobStoreFactoryTest, RootMustBeAnAbsoluteDirectory) {
+  EXPECT_EQ(NewFileBlobStore(FileStoreOptions{"relative/dir"}).status().code(),
+            Status::Code::kInvalidArgument);
+  EXPECT_EQ(NewFileBlobStore(FileStoreOptions{"/nonexistent/tierfs/root"}).status().code(),
+            Status::Code::kNotFound);
+  EXPECT_EQ(NewFileBlobStore(FileStoreOptions{"/etc/hostname"}).status().code(),
+            Status::Code::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace tierfs
