@@ -1,0 +1,384 @@
+// TieredCache over FakeBlobStore, a MemoryTier and a FlashTier (real files in a temp dir,
+// through FaultyFlashStore) with the in-memory MetaStore.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "tests/fakes/fake_blob_store.h"
+#include "tests/fakes/faulty_flash_store.h"
+#include "tests/tiercache/test_util.h"
+#include "tiercache/tiered_cache.h"
+
+namespace tierfs {
+namespace {
+
+using testing::FakeBlobStore;
+using testing::FaultyFlashStore;
+using testing::Pattern;
+
+constexpr uint64_t kBs = 4096;
+
+std::map<std::string, uint64_t> ParseStats(const std::string& text) {
+  std::map<std::string, uint64_t> m;
+  std::istringstream in(text);
+  std::string kv;
+  while (in >> kv) {
+    size_t eq = kv.find('=');
+    EXPECT_NE(eq, std::string::npos) << kv;
+    m[kv.substr(0, eq)] = std::stoull(kv.substr(eq + 1));
+  }
+  return m;
+}
+
+class TieredCacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(dir_.path().empty());
+    auto fs = NewPosixFlashStore(dir_.path(), false);
+    ASSERT_TRUE(fs.ok());
+    posix_ = std::move(*fs);
+    faulty_ = std::make_unique<FaultyFlashStore>(posix_.get());
+    meta_ = NewMemMetaStore();
+    l2_options_.capacity_bytes = 1 << 20;
+    l2_options_.min_free_bytes = 0;
+    options_.block_size = kBs;
+    options_.prefetch_threads = 2;
+  }
+
+  // L1 + L2 (or only what `with_l1`/`with_l2` ask for).
+  std::unique_ptr<TieredCache> OpenCache(bool with_l1 = true, bool with_l2 = true) {
+    std::vector<std::unique_ptr<Tier>> tiers;
+    if (with_l1) {
+      MemoryTierOptions m;
+      m.capacity_bytes = 1 << 20;
+      m.shards = 2;
+      tiers.push_back(NewMemoryTier(m));
+    }
+    if (with_l2) {
+      auto l2 = NewFlashTier(l2_options_, faulty_.get(), meta_.get(), &clock_);
+      EXPECT_TRUE(l2.ok()) << l2.status().ToString();
+      if (!l2.ok()) return nullptr;
+      tiers.push_back(std::move(*l2));
+    }
+    auto c = TieredCache::Open(options_, std::move(tiers), &origin_, &clock_);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? std::move(*c) : nullptr;
+  }
+
+  ObjectRef Put(const std::string& key, const std::string& data) {
+    origin_.PutObject(key, data);
+    ObjectRef o;
+    o.key = key;
+    o.info = *origin_.Head(key);
+    origin_.ResetCounters();
+    return o;
+  }
+
+  static std::string ReadAll(TieredCache* c, const ObjectRef& o, uint64_t off, uint64_t len) {
+    auto r = c->Read(o, off, len);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (!r.ok()) return "<error>";
+    std::string s;
+    for (const auto& sl : *r) {
+      s.append(reinterpret_cast<const char*>(sl.block->data().data()) + sl.offset, sl.length);
+    }
+    return s;
+  }
+
+  testing::TcTempDir dir_;
+  FakeBlobStore origin_{"fake://bucket"};
+  FakeClock clock_;
+  std::unique_ptr<FlashStore> posix_;
+  std::unique_ptr<FaultyFlashStore> faulty_;
+  std::unique_ptr<MetaStore> meta_;
+  FlashTierOptions l2_options_;
+  TieredCacheOptions options_;
+};
+
+TEST_F(TieredCacheTest, ReadsAtEveryBoundary) {
+  auto c = OpenCache();
+  const std::string data = Pattern(3 * kBs + 100);  // 3 full blocks + a 100-byte last block
+  ObjectRef o = Put("obj", data);
+  EXPECT_EQ(ReadAll(c.get(), o, 0, 0), "");                            // 0 bytes
+  EXPECT_EQ(ReadAll(c.get(), o, 0, kBs), data.substr(0, kBs));          // exactly one block
+  EXPECT_EQ(ReadAll(c.get(), o, 0, kBs + 1), data.substr(0, kBs + 1));  // one block + 1
+  EXPECT_EQ(ReadAll(c.get(), o, kBs - 1, 2), data.substr(kBs - 1, 2));  // straddles
+  EXPECT_EQ(ReadAll(c.get(), o, 3 * kBs, kBs), data.substr(3 * kBs));   // last short block
+  EXPECT_EQ(ReadAll(c.get(), o, 3 * kBs + 50, 1000), data.substr(3 * kBs + 50));
+  EXPECT_EQ(ReadAll(c.get(), o, 0, 1 << 30), data);                    // whole, clipped at EOF
+  EXPECT_EQ(ReadAll(c.get(), o, data.size(), 10), "");                 // at EOF
+  EXPECT_EQ(ReadAll(c.get(), o, data.size() + 5000, 10), "");          // past EOF
+  auto slices = c->Read(o, kBs - 10, 20);
+  ASSERT_TRUE(slices.ok());
+  ASSERT_EQ(slices->size(), 2u);
+  EXPECT_EQ((*slices)[0].offset, kBs - 10);
+  EXPECT_EQ((*slices)[0].length, 10u);
+  EXPECT_EQ((*slices)[1].offset, 0u);
+  EXPECT_EQ((*slices)[1].length, 10u);
+  // Every block came from the origin once.
+  EXPECT_EQ(origin_.read_calls(), 4u);
+  EXPECT_EQ(origin_.bytes_read(), data.size());
+}
+
+TEST_F(TieredCacheTest, EmptyObjectAndExactMultiple) {
+  auto c = OpenCache();
+  ObjectRef empty = Put("empty", "");
+  EXPECT_EQ(ReadAll(c.get(), empty, 0, 100), "");
+  const std::string data = Pattern(2 * kBs, 3);
+  ObjectRef o = Put("two", data);
+  EXPECT_EQ(ReadAll(c.get(), o, kBs, kBs), data.substr(kBs));
+  EXPECT_EQ(ReadAll(c.get(), o, 2 * kBs, 1), "");
+  EXPECT_EQ(origin_.read_calls(), 1u);
+}
+
+TEST_F(TieredCacheTest, ReadIntoCopies) {
+  auto c = OpenCache();
+  const std::string data = Pattern(2 * kBs + 7);
+  ObjectRef o = Put("obj", data);
+  std::string buf(3 * kBs, '\0');
+  auto n = c->ReadInto(o, 5, {reinterpret_cast<std::byte*>(buf.data()), buf.size()});
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, data.size() - 5);
+  EXPECT_EQ(buf.substr(0, *n), data.substr(5));
+}
+
+TEST_F(TieredCacheTest, OriginFetchFillsEveryTierAndL2HitCopiesUp) {
+  auto c = OpenCache();
+  const std::string data = Pattern(2 * kBs);
+  ObjectRef o = Put("obj", data);
+  EXPECT_EQ(ReadAll(c.get(), o, 0, kBs), data.substr(0, kBs));
+  auto res = c->Residency(o);
+  ASSERT_EQ(res.size(), 2u);
+  EXPECT_EQ(res[0], (std::pair<std::string, uint64_t>("l1", 1)));
+  EXPECT_EQ(res[1], (std::pair<std::string, uint64_t>("l2", 1)));
+  c->tiers()[0]->Erase(MakeBlockKey("fake://bucket", "obj", o.info.etag, kBs, 0));
+  EXPECT_EQ(c->Residency(o)[0].second, 0u);
+  EXPECT_EQ(ReadAll(c.get(), o, 0, kBs), data.substr(0, kBs));  // L2 hit
+  EXPECT_EQ(c->tiers()[1]->Stats().hits, 1u);
+  EXPECT_EQ(c->Residency(o)[0].second, 1u);  // copied up into L1
+  EXPECT_EQ(ReadAll(c.get(), o, 0, kBs), data.substr(0, kBs));  // L1 hit
+  EXPECT_EQ(c->tiers()[1]->Stats().hits, 1u);
+  EXPECT_EQ(origin_.read_calls(), 1u);
+}
+
+TEST_F(TieredCacheTest, SingleFlightMergesConcurrentColdReads) {
+  auto c = OpenCache();
+  const std::string data = Pattern(kBs);
+  ObjectRef o = Put("hot", data);
+  origin_.SetDelay(std::chrono::milliseconds(200));
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < 16; ++i) {
+    threads.emplace_back([&] {
+      if (ReadAll(c.get(), o, 0, kBs) == data) ++ok;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok, 16);
+  EXPECT_EQ(origin_.read_calls(), 1u);
+  auto stats = ParseStats(c->StatsText());
+  EXPECT_EQ(stats["origin.requests"], 1u);
+  // Readers that missed L1 while the fetch ran waited on it; with a 200 ms origin, all 15 do.
+  EXPECT_EQ(stats["singleflight.merged"], 15u);
+}
+
+TEST_F(TieredCacheTest, OriginFailureSurfacesAndCachesNothing) {
+  auto c = OpenCache();
+  const std::string data = Pattern(kBs * 2);
+  ObjectRef o = Put("obj", data);
+  origin_.FailNext(1, Status::Unavailable("503"));
+  auto r = c->Read(o, 0, kBs);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kUnavailable);
+  EXPECT_EQ(c->Residency(o)[0].second, 0u);
+  EXPECT_EQ(c->Residency(o)[1].second, 0u);
+  EXPECT_EQ(ParseStats(c->StatsText())["origin.errors"], 1u);
+  EXPECT_EQ(ReadAll(c.get(), o, 0, kBs), data.substr(0, kBs));  // next read succeeds
+}
+
+TEST_F(TieredCacheTest, ChangedObjectIsFailedPrecondition) {
+  auto c = OpenCache();
+  ObjectRef o = Put("obj", Pattern(kBs * 2));
+  origin_.PutObject("obj", Pattern(kBs * 2, 9));  // new ETag
+  auto r = c->Read(o, 0, 10);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kFailedPrecondition);
+  // The new version reads fine and its blocks are distinct from the old version's.
+  ObjectRef o2 = o;
+  o2.info = *origin_.Head("obj");
+  EXPECT_EQ(ReadAll(c.get(), o2, 0, 10), Pattern(kBs * 2, 9).substr(0, 10));
+  EXPECT_EQ(c->Residency(o)[0].second, 0u);
+}
+
+TEST_F(TieredCacheTest, ShortOriginBlockIsNeverServed) {
+  auto c = OpenCache();
+  ObjectRef o = Put("obj", Pattern(kBs + 10));
+  ObjectRef lying = o;
+  lying.info.size = 3 * kBs;  // the handle believes in a bigger object (same ETag)
+  auto r = c->Read(lying, 0, 3 * kBs);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kFailedPrecondition);
+  auto mid = c->Read(lying, kBs, 10);  // block 1 is short (10 bytes instead of 4096)
+  ASSERT_FALSE(mid.ok());
+  EXPECT_EQ(mid.status().code(), Status::Code::kFailedPrecondition);
+  EXPECT_EQ(c->Residency(lying)[0].second, 1u);  // block 0 was fine and cached
+  EXPECT_EQ(c->Residency(lying)[1].second, 1u);
+}
+
+TEST_F(TieredCacheTest, CorruptL2BlockIsRefetchedFromOrigin) {
+  const std::string data = Pattern(kBs);
+  ObjectRef o = Put("obj", data);
+  {
+    auto c = OpenCache();
+    EXPECT_EQ(ReadAll(c.get(), o, 0, kBs), data);
+  }
+  const std::string hex = BlockKeyHex(MakeBlockKey("fake://bucket", "obj", o.info.etag, kBs, 0));
+  const std::string path = dir_.path() + "/blocks/" + hex.substr(0, 2) + "/" + hex;
+  ASSERT_TRUE(std::filesystem::exists(path));
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(1234);
+    f.put(static_cast<char>(data[1234] ^ 0x01));
+  }
+  origin_.ResetCounters();
+  auto c = OpenCache();  // fresh L1: the read goes to L2
+  EXPECT_EQ(ReadAll(c.get(), o, 0, kBs), data);
+  EXPECT_EQ(c->tiers()[1]->Stats().corruptions, 1u);
+  EXPECT_EQ(origin_.read_calls(), 1u);
+  // The refetched block was written back to L2 and is good now.
+  EXPECT_EQ(c->Residency(o)[1].second, 1u);
+  auto stats = ParseStats(c->StatsText());
+  EXPECT_EQ(stats["l2.corruptions"], 1u);
+}
+
+TEST_F(TieredCacheTest, RemountServesFromL2WithZeroOriginReads) {
+  const std::string data = Pattern(5 * kBs + 3);
+  ObjectRef o = Put("obj", data);
+  {
+    auto c = OpenCache();
+    EXPECT_EQ(ReadAll(c.get(), o, 0, data.size()), data);
+  }
+  origin_.ResetCounters();
+  auto c = OpenCache();  // new L1, new FlashTier over the same directory and index
+  EXPECT_EQ(ReadAll(c.get(), o, 0, data.size()), data);
+  EXPECT_EQ(origin_.read_calls(), 0u);
+  auto stats = ParseStats(c->StatsText());
+  EXPECT_EQ(stats["origin.bytes"], 0u);
+  EXPECT_EQ(stats["origin.requests"], 0u);
+  EXPECT_EQ(stats["l2.hits"], 6u);
+}
+
+TEST_F(TieredCacheTest, L2InsertFailureNeverFailsARead) {
+  auto c = OpenCache();
+  const std::string data = Pattern(2 * kBs);
+  ObjectRef o = Put("obj", data);
+  faulty_->FailWrites(100, Status::IOError("EIO"));
+  EXPECT_EQ(ReadAll(c.get(), o, 0, data.size()), data);
+  EXPECT_EQ(c->Residency(o)[0].second, 2u);  // L1 still filled
+  EXPECT_EQ(c->Residency(o)[1].second, 0u);
+  EXPECT_EQ(ParseStats(c->StatsText())["insert.errors"], 2u);
+}
+
+TEST_F(TieredCacheTest, NoTiersReadsStraightFromOrigin) {
+  auto c = OpenCache(false, false);
+  const std::string data = Pattern(kBs + 1);
+  ObjectRef o = Put("obj", data);
+  EXPECT_EQ(ReadAll(c.get(), o, 0, data.size()), data);
+  EXPECT_EQ(ReadAll(c.get(), o, 0, data.size()), data);
+  EXPECT_EQ(origin_.read_calls(), 4u);
+  EXPECT_TRUE(c->Residency(o).empty());
+}
+
+TEST_F(TieredCacheTest, PrefetchHydratesInTheBackground) {
+  auto c = OpenCache();
+  const std::string data = Pattern(8 * kBs);
+  ObjectRef o = Put("obj", data);
+  c->Prefetch(o, 2, 100);  // clipped to blocks 2..7
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (c->Residency(o)[1].second < 6 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_EQ(c->Residency(o)[1].second, 6u);
+  EXPECT_EQ(origin_.read_calls(), 6u);
+  EXPECT_EQ(ReadAll(c.get(), o, 2 * kBs, 6 * kBs), data.substr(2 * kBs));
+  EXPECT_EQ(origin_.read_calls(), 6u);
+  c->Prefetch(o, 0, 8);  // only 0 and 1 are missing
+  deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (c->Residency(o)[1].second < 8 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_EQ(origin_.read_calls(), 8u);
+  EXPECT_EQ(ParseStats(c->StatsText())["readahead.blocks"], 8u);
+}
+
+TEST_F(TieredCacheTest, PrefetchQueueIsBoundedAndShutdownIsClean) {
+  options_.prefetch_threads = 1;
+  options_.readahead_budget_bytes = 4 * kBs;  // queue of 4 tasks
+  auto c = OpenCache();
+  ObjectRef o = Put("obj", Pattern(100 * kBs));
+  origin_.SetDelay(std::chrono::milliseconds(20));
+  c->Prefetch(o, 0, 100);
+  auto stats = ParseStats(c->StatsText());
+  EXPECT_GE(stats["readahead.dropped"], 90u);
+  // Destroying the cache with work queued and one fetch in flight joins promptly.
+  auto start = std::chrono::steady_clock::now();
+  c.reset();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  EXPECT_LE(origin_.read_calls(), 5u);
+}
+
+TEST_F(TieredCacheTest, DemandReadJoinsAPrefetchInFlight) {
+  options_.prefetch_threads = 1;
+  auto c = OpenCache();
+  const std::string data = Pattern(kBs);
+  ObjectRef o = Put("obj", data);
+  origin_.SetDelay(std::chrono::milliseconds(300));
+  c->Prefetch(o, 0, 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));  // the worker is fetching
+  EXPECT_EQ(ReadAll(c.get(), o, 0, kBs), data);
+  EXPECT_EQ(origin_.read_calls(), 1u);
+  EXPECT_EQ(ParseStats(c->StatsText())["singleflight.merged"], 1u);
+}
+
+TEST_F(TieredCacheTest, EvictDropsEveryHostTier) {
+  auto c = OpenCache();
+  const std::string data = Pattern(3 * kBs);
+  ObjectRef o = Put("obj", data);
+  EXPECT_EQ(ReadAll(c.get(), o, 0, data.size()), data);
+  EXPECT_EQ(c->Residency(o)[0].second, 3u);
+  c->Evict(o);
+  EXPECT_EQ(c->Residency(o)[0].second, 0u);
+  EXPECT_EQ(c->Residency(o)[1].second, 0u);
+  EXPECT_EQ(ReadAll(c.get(), o, 0, data.size()), data);
+  EXPECT_EQ(origin_.read_calls(), 6u);
+}
+
+TEST_F(TieredCacheTest, StatsTextIsMachineParseable) {
+  auto c = OpenCache();
+  ObjectRef o = Put("obj", Pattern(kBs));
+  EXPECT_EQ(ReadAll(c.get(), o, 0, kBs).size(), kBs);
+  auto stats = ParseStats(c->StatsText());
+  for (const char* k : {"l1.hits", "l1.misses", "l1.bytes", "l1.used", "l2.hits", "l2.misses",
+                        "l2.bytes", "l2.used", "origin.requests", "origin.bytes",
+                        "singleflight.merged"}) {
+    EXPECT_TRUE(stats.count(k)) << k;
+  }
+  EXPECT_EQ(stats["origin.bytes"], kBs);
+  EXPECT_EQ(stats["l1.used"], kBs);
+  EXPECT_EQ(stats["l2.used"], kBs);
+}
+
+TEST_F(TieredCacheTest, OpenValidatesOptions) {
+  options_.block_size = 0;
+  EXPECT_FALSE(TieredCache::Open(options_, {}, &origin_, &clock_).ok());
+  options_.block_size = kBs;
+  EXPECT_FALSE(TieredCache::Open(options_, {}, nullptr, &clock_).ok());
+}
+
+}  // namespace
+}  // namespace tierfs

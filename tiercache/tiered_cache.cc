@@ -1,0 +1,375 @@
+// TieredCache (tiered_cache.h): L1 → L2 → ... → origin with single-flight, copy-up and a
+// bounded prefetch pool.
+//
+// Read of one block:
+//   1. tiers[0] (L1) fast path: a hit returns without any shared lock beyond the L1 shard.
+//   2. Otherwise SingleFlight on the block key. The leader re-checks L1 (the previous leader
+//      may just have filled it), then the lower tiers in order, then the origin; readers that
+//      arrive meanwhile wait for the leader's result (counted in singleflight.merged).
+//   3. A hit in tier i is copied into tiers [0, i); an origin fetch into every tier. Insert
+//      failures (full, ENOSPC, EIO) are counted and logged, never returned: the reader already
+//      has correct bytes.
+// A block served by a tier must have the length the object's size implies; otherwise the tier's
+// copy is erased and the block is read from below. The origin is read with If-Match = the ETag
+// of the ObjectRef; fewer bytes than the size implies means the object changed
+// (FailedPrecondition) and nothing is cached or served.
+//
+// Prefetch: Prefetch() enqueues (object, block) tasks on a bounded queue served by
+// `prefetch_threads` owned jthreads; a full queue drops tasks (prefetch is advisory). Demand
+// reads never pass through that queue; a prefetch in flight for a block a demand read needs is
+// simply joined through the single-flight.
+#include "tiercache/tiered_cache.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <stop_token>
+#include <thread>
+
+#include "base/logging.h"
+#include "base/mutex.h"
+#include "tiercache/internal/block_key_hash.h"
+#include "tiercache/single_flight.h"
+
+namespace tierfs {
+namespace {
+
+using tiercache_internal::BlockKeyHash;
+
+struct PrefetchTask {
+  std::shared_ptr<const ObjectRef> obj;
+  uint64_t index = 0;
+};
+
+// Thread-safe; no external synchronization needed.
+class TieredCacheImpl final : public TieredCache {
+ public:
+  TieredCacheImpl(const TieredCacheOptions& options, std::vector<std::unique_ptr<Tier>> tiers,
+                  BlobStore* origin, Clock* clock)
+      : options_(options),
+        tiers_(std::move(tiers)),
+        origin_(origin),
+        clock_(clock),
+        source_(origin->Describe()),
+        queue_limit_(std::max<uint64_t>(
+            1, options.readahead_budget_bytes / std::max<uint64_t>(1, options.block_size))),
+        queue_cv_(&queue_mu_) {}
+
+  ~TieredCacheImpl() override {
+    for (auto& t : workers_) t.request_stop();
+    {
+      MutexLock l(&queue_mu_);
+      queue_.clear();
+    }
+    queue_cv_.SignalAll();
+    workers_.clear();  // joins; a worker finishes the fetch it is in, then exits
+  }
+
+  void StartWorkers() {
+    for (int i = 0; i < options_.prefetch_threads; ++i) {
+      workers_.emplace_back([this, i](std::stop_token st) { WorkerLoop(st, i); });
+    }
+  }
+
+  Result<std::vector<BlockSlice>> Read(const ObjectRef& obj, uint64_t offset,
+                                       uint64_t length) override {
+    ++stats_.read_calls;
+    std::vector<BlockSlice> slices;
+    const uint64_t size = obj.info.size;
+    if (length == 0 || offset >= size) return slices;
+    const uint64_t end = offset + std::min(length, size - offset);
+    const uint64_t bs = options_.block_size;
+    slices.reserve((end - 1) / bs - offset / bs + 1);
+    uint64_t served = 0;
+    for (uint64_t pos = offset; pos < end;) {
+      const uint64_t index = pos / bs;
+      TIERFS_ASSIGN_OR_RETURN(BlockRef block, GetBlock(obj, index));
+      const uint64_t in_block = pos - index * bs;
+      const uint64_t n = std::min<uint64_t>(end - pos, block->size() - in_block);
+      slices.push_back(BlockSlice{std::move(block), static_cast<size_t>(in_block),
+                                  static_cast<size_t>(n)});
+      pos += n;
+      served += n;
+    }
+    stats_.bytes_served += served;
+    return slices;
+  }
+
+  Result<size_t> ReadInto(const ObjectRef& obj, uint64_t offset,
+                          std::span<std::byte> out) override {
+    TIERFS_ASSIGN_OR_RETURN(auto slices, Read(obj, offset, out.size()));
+    size_t done = 0;
+    for (const auto& s : slices) {
+      std::memcpy(out.data() + done, s.block->data().data() + s.offset, s.length);
+      done += s.length;
+    }
+    return done;
+  }
+
+  void Prefetch(const ObjectRef& obj, uint64_t first_block, uint64_t count) override {
+    if (workers_.empty() || count == 0) return;
+    const uint64_t nblocks = NumBlocks(obj);
+    if (first_block >= nblocks) return;
+    count = std::min(count, nblocks - first_block);
+    auto shared = std::make_shared<const ObjectRef>(obj);
+    uint64_t queued = 0;
+    for (uint64_t i = first_block; i < first_block + count; ++i) {
+      const BlockKey key = KeyFor(obj, i);
+      if (flights_.InFlight(key) || CachedAnywhere(key)) continue;
+      MutexLock l(&queue_mu_);
+      if (queue_.size() >= queue_limit_) {
+        ++prefetch_dropped_;
+        continue;
+      }
+      queue_.push_back(PrefetchTask{shared, i});
+      ++queued;
+    }
+    if (queued == 1) {
+      queue_cv_.Signal();
+    } else if (queued > 1) {
+      queue_cv_.SignalAll();
+    }
+  }
+
+  std::vector<std::pair<std::string, uint64_t>> Residency(const ObjectRef& obj) override {
+    std::vector<std::pair<std::string, uint64_t>> out;
+    for (const auto& t : tiers_) out.emplace_back(std::string(t->name()), 0);
+    const uint64_t n = NumBlocks(obj);
+    for (uint64_t i = 0; i < n; ++i) {
+      const BlockKey key = KeyFor(obj, i);
+      for (size_t t = 0; t < tiers_.size(); ++t) {
+        if (tiers_[t]->Contains(key)) ++out[t].second;
+      }
+    }
+    return out;
+  }
+
+  void Evict(const ObjectRef& obj) override {
+    const uint64_t n = NumBlocks(obj);
+    for (uint64_t i = 0; i < n; ++i) {
+      const BlockKey key = KeyFor(obj, i);
+      for (auto& t : tiers_) t->Erase(key);
+    }
+  }
+
+  uint64_t block_size() const override { return options_.block_size; }
+  const std::vector<std::unique_ptr<Tier>>& tiers() const override { return tiers_; }
+  const CacheStats& Stats() const override { return stats_; }
+
+  std::string StatsText() const override {
+    std::string s;
+    auto add = [&s](std::string_view k, uint64_t v) {
+      if (!s.empty()) s += ' ';
+      s += k;
+      s += '=';
+      s += std::to_string(v);
+    };
+    for (const auto& t : tiers_) {
+      const TierStats& ts = t->Stats();
+      const std::string n(t->name());
+      add(n + ".hits", ts.hits);
+      add(n + ".misses", ts.misses);
+      add(n + ".bytes", ts.bytes_read);
+      add(n + ".used", ts.bytes_used);
+      add(n + ".capacity", ts.capacity);
+      add(n + ".inserts", ts.inserts);
+      add(n + ".evictions", ts.evictions);
+      add(n + ".corruptions", ts.corruptions);
+      add(n + ".errors", ts.errors);
+    }
+    add("origin.requests", stats_.origin_requests);
+    add("origin.bytes", stats_.origin_bytes);
+    add("origin.errors", stats_.origin_errors);
+    add("singleflight.merged", stats_.singleflight_merged);
+    add("readahead.blocks", stats_.readahead_blocks);
+    add("readahead.dropped", prefetch_dropped_);
+    add("insert.errors", insert_errors_);
+    add("read.calls", stats_.read_calls);
+    add("read.bytes", stats_.bytes_served);
+    return s;
+  }
+
+ private:
+  uint64_t NumBlocks(const ObjectRef& obj) const {
+    return (obj.info.size + options_.block_size - 1) / options_.block_size;
+  }
+
+  BlockKey KeyFor(const ObjectRef& obj, uint64_t index) const {
+    return MakeBlockKey(source_, obj.key, obj.info.etag, options_.block_size, index);
+  }
+
+  // Bytes block `index` of `obj` holds: block_size, or less for the last block.
+  uint64_t ExpectedLength(const ObjectRef& obj, uint64_t index) const {
+    const uint64_t start = index * options_.block_size;
+    return std::min<uint64_t>(options_.block_size, obj.info.size - start);
+  }
+
+  bool CachedAnywhere(const BlockKey& key) {
+    for (const auto& t : tiers_) {
+      if (t->Contains(key)) return true;
+    }
+    return false;
+  }
+
+  // REQUIRES: index < NumBlocks(obj).
+  Result<BlockRef> GetBlock(const ObjectRef& obj, uint64_t index) {
+    const BlockKey key = KeyFor(obj, index);
+    const uint64_t expected = ExpectedLength(obj, index);
+    if (!tiers_.empty()) {
+      if (auto b = TryTier(0, key, expected)) return b;
+    }
+    bool merged = false;
+    Result<BlockRef> r = flights_.Do(
+        key, [&]() -> Result<BlockRef> { return FetchBelowL1(obj, index, key, expected); },
+        &merged);
+    if (merged) ++stats_.singleflight_merged;
+    return r;
+  }
+
+  // A block from tier `t` with the expected length, or null on a miss (or a bad copy, which is
+  // erased from that tier).
+  BlockRef TryTier(size_t t, const BlockKey& key, uint64_t expected) {
+    Result<BlockRef> r = tiers_[t]->Read(key);
+    if (!r.ok()) {
+      if (!r.status().IsNotFound()) {
+        SPDLOG_LOGGER_DEBUG(&Logger(Module::kTierCache), "{} read failed: {}", tiers_[t]->name(),
+                            r.status().ToString());
+      }
+      return nullptr;
+    }
+    if ((*r)->size() != expected) {
+      Logger(Module::kTierCache)
+          .warn("{} block {} has {} bytes, expected {}; dropping it", tiers_[t]->name(),
+                BlockKeyHex(key), (*r)->size(), expected);
+      tiers_[t]->Erase(key);
+      return nullptr;
+    }
+    return std::move(r).value();
+  }
+
+  // The single-flight leader's work: L1 again, then the lower tiers, then the origin.
+  Result<BlockRef> FetchBelowL1(const ObjectRef& obj, uint64_t index, const BlockKey& key,
+                                uint64_t expected) {
+    if (!tiers_.empty() && tiers_[0]->Contains(key)) {
+      if (auto b = TryTier(0, key, expected)) return b;
+    }
+    for (size_t t = 1; t < tiers_.size(); ++t) {
+      if (auto b = TryTier(t, key, expected)) {
+        CopyUp(key, b, t);
+        return b;
+      }
+    }
+    TIERFS_ASSIGN_OR_RETURN(BlockRef b, FetchFromOrigin(obj, index, expected));
+    CopyUp(key, b, tiers_.size());
+    return b;
+  }
+
+  Result<BlockRef> FetchFromOrigin(const ObjectRef& obj, uint64_t index, uint64_t expected) {
+    auto block = Block::Allocate(expected);
+    const uint64_t offset = index * options_.block_size;
+    size_t got = 0;
+    while (got < expected) {
+      ++stats_.origin_requests;
+      Result<size_t> n = origin_->Read(obj.key, offset + got, block->mutable_data().subspan(got),
+                                       obj.info.etag);
+      if (!n.ok()) {
+        ++stats_.origin_errors;
+        return n.status().WithContext("reading '" + obj.key + "' at " + std::to_string(offset));
+      }
+      if (*n == 0) break;
+      got += *n;
+      stats_.origin_bytes += *n;
+    }
+    if (got != expected) {
+      ++stats_.origin_errors;
+      Logger(Module::kTierCache)
+          .warn("origin returned {} bytes for block {} of '{}' (expected {}); the object changed",
+                got, index, obj.key, expected);
+      return Status::FailedPrecondition("object '" + obj.key + "' is shorter than its size " +
+                                        std::to_string(obj.info.size) + "; it changed");
+    }
+    block->set_size(got);
+    return BlockRef(std::move(block));
+  }
+
+  // Offers `block` to tiers [0, upto).
+  void CopyUp(const BlockKey& key, const BlockRef& block, size_t upto) {
+    for (size_t t = 0; t < upto; ++t) {
+      Status st = tiers_[t]->Insert(key, block, Placement{});
+      if (!st.ok()) {
+        ++insert_errors_;
+        SPDLOG_LOGGER_DEBUG(&Logger(Module::kTierCache), "{} insert declined: {}",
+                            tiers_[t]->name(), st.ToString());
+      }
+    }
+  }
+
+  void WorkerLoop(std::stop_token st, int n) {
+    const std::string name = "tierfs-pf-" + std::to_string(n);  // 15-byte kernel limit
+    pthread_setname_np(pthread_self(), name.c_str());
+    while (true) {
+      PrefetchTask task;
+      {
+        MutexLock l(&queue_mu_);
+        while (queue_.empty() && !st.stop_requested()) queue_cv_.Wait();
+        if (st.stop_requested()) return;
+        task = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      const BlockKey key = KeyFor(*task.obj, task.index);
+      if (CachedAnywhere(key)) continue;
+      Result<BlockRef> r = GetBlock(*task.obj, task.index);
+      if (r.ok()) {
+        ++stats_.readahead_blocks;
+      } else {
+        SPDLOG_LOGGER_DEBUG(&Logger(Module::kTierCache), "prefetch of '{}' block {} failed: {}",
+                            task.obj->key, task.index, r.status().ToString());
+      }
+    }
+  }
+
+  // Constant after construction.
+  const TieredCacheOptions options_;
+  const std::vector<std::unique_ptr<Tier>> tiers_;
+  BlobStore* const origin_;
+  Clock* const clock_;
+  const std::string source_;
+  const size_t queue_limit_;
+
+  CacheStats stats_;
+  std::atomic<uint64_t> prefetch_dropped_{0};
+  std::atomic<uint64_t> insert_errors_{0};
+  SingleFlight<BlockKey, Result<BlockRef>, BlockKeyHash> flights_;
+
+  Mutex queue_mu_;
+  CondVar queue_cv_;
+  std::deque<PrefetchTask> queue_ GUARDED_BY(queue_mu_);
+
+  // Declared last: destroyed (joined) first, while everything they use is alive.
+  std::vector<std::jthread> workers_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<TieredCache>> TieredCache::Open(const TieredCacheOptions& options,
+                                                       std::vector<std::unique_ptr<Tier>> tiers,
+                                                       BlobStore* origin, Clock* clock) {
+  if (origin == nullptr) return Status::InvalidArgument("tiered cache: origin is required");
+  if (clock == nullptr) clock = SystemClock();
+  if (options.block_size == 0 || options.block_size > (1ULL << 31)) {
+    return Status::InvalidArgument("tiered cache: block_size must be in (0, 2GiB]");
+  }
+  if (options.prefetch_threads < 0 || options.prefetch_threads > 256) {
+    return Status::InvalidArgument("tiered cache: prefetch_threads must be in [0, 256]");
+  }
+  for (const auto& t : tiers) {
+    if (!t) return Status::InvalidArgument("tiered cache: null tier");
+  }
+  auto cache = std::make_unique<TieredCacheImpl>(options, std::move(tiers), origin, clock);
+  cache->StartWorkers();
+  return std::unique_ptr<TieredCache>(std::move(cache));
+}
+
+}  // namespace tierfs
