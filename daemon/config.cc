@@ -1,0 +1,589 @@
+#include "daemon/config.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+#include "base/units.h"
+
+namespace tierfs {
+namespace {
+
+// ---- the schema: every key of the config file, its type and where it goes ----
+
+enum class Kind { kString, kBool, kInt, kSize, kDuration };
+
+struct Value {
+  std::string str;
+  bool b = false;
+  int64_t i = 0;
+  uint64_t size = 0;
+  std::chrono::nanoseconds duration{0};
+};
+
+using Setter = std::function<Status(const Value&, DaemonOptions*)>;
+
+struct KeySpec {
+  std::string_view table;
+  std::string_view name;
+  Kind kind;
+  Setter set;
+};
+
+std::chrono::milliseconds ToMillis(std::chrono::nanoseconds d) {
+  if (d == kForever) return std::chrono::milliseconds(std::chrono::hours(24 * 365));
+  return std::chrono::duration_cast<std::chrono::milliseconds>(d);
+}
+
+Status ParseAddressing(std::string_view v, S3Options::Addressing* out) {
+  if (v == "auto") {
+    *out = S3Options::Addressing::kAuto;
+  } else if (v == "path") {
+    *out = S3Options::Addressing::kPath;
+  } else if (v == "virtual" || v == "virtual-host") {
+    *out = S3Options::Addressing::kVirtualHost;
+  } else {
+    return Status::InvalidArgument(
+        fmt::format("'{}' is not an addressing style (auto, path, virtual)", v));
+  }
+  return Status::OK();
+}
+
+Status CheckUint32(int64_t v, uint32_t* out) {
+  if (v < 0 || v > 0xffffffffLL) return Status::InvalidArgument(fmt::format("{} is out of range", v));
+  *out = static_cast<uint32_t>(v);
+  return Status::OK();
+}
+
+const std::vector<KeySpec>& Schema() {
+  static const std::vector<KeySpec> kSchema = {
+      // [cache]
+      {"cache", "dir", Kind::kString,
+       [](const Value& v, DaemonOptions* o) { o->cache_dir = v.str; return Status::OK(); }},
+      {"cache", "block_size", Kind::kSize,
+       [](const Value& v, DaemonOptions* o) { o->cache.block_size = v.size; return Status::OK(); }},
+      {"cache", "l1_size", Kind::kSize,
+       [](const Value& v, DaemonOptions* o) { o->l1.capacity_bytes = v.size; return Status::OK(); }},
+      {"cache", "l1_shards", Kind::kInt,
+       [](const Value& v, DaemonOptions* o) { o->l1.shards = static_cast<int>(v.i); return Status::OK(); }},
+      {"cache", "l2_size", Kind::kSize,
+       [](const Value& v, DaemonOptions* o) { o->l2.capacity_bytes = v.size; return Status::OK(); }},
+      {"cache", "l2_min_free", Kind::kSize,
+       [](const Value& v, DaemonOptions* o) { o->l2.min_free_bytes = v.size; return Status::OK(); }},
+      {"cache", "l2_fsync", Kind::kBool,
+       [](const Value& v, DaemonOptions* o) { o->l2_fsync = v.b; return Status::OK(); }},
+      {"cache", "prefetch_threads", Kind::kInt,
+       [](const Value& v, DaemonOptions* o) { o->cache.prefetch_threads = static_cast<int>(v.i); return Status::OK(); }},
+      {"cache", "readahead_max", Kind::kSize,
+       [](const Value& v, DaemonOptions* o) { o->cache.readahead_max_bytes = v.size; return Status::OK(); }},
+      {"cache", "readahead_budget", Kind::kSize,
+       [](const Value& v, DaemonOptions* o) { o->cache.readahead_budget_bytes = v.size; return Status::OK(); }},
+      // [metadata]
+      {"metadata", "ttl", Kind::kDuration,
+       [](const Value& v, DaemonOptions* o) { o->catalog.metadata_ttl = v.duration; return Status::OK(); }},
+      // [s3]
+      {"s3", "endpoint", Kind::kString,
+       [](const Value& v, DaemonOptions* o) { o->endpoint = v.str; return Status::OK(); }},
+      {"s3", "region", Kind::kString,
+       [](const Value& v, DaemonOptions* o) { o->region = v.str; return Status::OK(); }},
+      {"s3", "addressing", Kind::kString,
+       [](const Value& v, DaemonOptions* o) { return ParseAddressing(v.str, &o->origin.addressing); }},
+      {"s3", "profile", Kind::kString,
+       [](const Value& v, DaemonOptions* o) { o->profile = v.str; return Status::OK(); }},
+      {"s3", "no_sign_request", Kind::kBool,
+       [](const Value& v, DaemonOptions* o) { o->no_sign_request = v.b; return Status::OK(); }},
+      {"s3", "ca_bundle", Kind::kString,
+       [](const Value& v, DaemonOptions* o) { o->origin.ca_bundle = v.str; return Status::OK(); }},
+      {"s3", "connect_timeout", Kind::kDuration,
+       [](const Value& v, DaemonOptions* o) { o->origin.connect_timeout = ToMillis(v.duration); return Status::OK(); }},
+      {"s3", "request_timeout", Kind::kDuration,
+       [](const Value& v, DaemonOptions* o) { o->origin.request_timeout = ToMillis(v.duration); return Status::OK(); }},
+      {"s3", "low_speed_time", Kind::kDuration,
+       [](const Value& v, DaemonOptions* o) { o->origin.low_speed_time = ToMillis(v.duration); return Status::OK(); }},
+      {"s3", "max_attempts", Kind::kInt,
+       [](const Value& v, DaemonOptions* o) { o->origin.max_attempts = static_cast<int>(v.i); return Status::OK(); }},
+      {"s3", "backoff_base", Kind::kDuration,
+       [](const Value& v, DaemonOptions* o) { o->origin.backoff_base = ToMillis(v.duration); return Status::OK(); }},
+      {"s3", "backoff_max", Kind::kDuration,
+       [](const Value& v, DaemonOptions* o) { o->origin.backoff_max = ToMillis(v.duration); return Status::OK(); }},
+      {"s3", "max_connections", Kind::kInt,
+       [](const Value& v, DaemonOptions* o) {
+         o->origin.max_connections = static_cast<int>(v.i);
+         o->http.max_host_connections = static_cast<int>(v.i);
+         o->http.max_total_connections = std::max<int>(o->http.max_total_connections, static_cast<int>(v.i));
+         return Status::OK();
+       }},
+      // [fuse]
+      {"fuse", "max_threads", Kind::kInt,
+       [](const Value& v, DaemonOptions* o) { o->fuse.max_threads = static_cast<int>(v.i); return Status::OK(); }},
+      {"fuse", "clone_fd", Kind::kBool,
+       [](const Value& v, DaemonOptions* o) { o->fuse.clone_fd = v.b; return Status::OK(); }},
+      {"fuse", "allow_other", Kind::kBool,
+       [](const Value& v, DaemonOptions* o) { o->fuse.allow_other = v.b; return Status::OK(); }},
+      {"fuse", "default_permissions", Kind::kBool,
+       [](const Value& v, DaemonOptions* o) { o->fuse.default_permissions = v.b; return Status::OK(); }},
+      {"fuse", "uid", Kind::kInt,
+       [](const Value& v, DaemonOptions* o) {
+         uint32_t u;
+         TIERFS_RETURN_IF_ERROR(CheckUint32(v.i, &u));
+         o->uid = u;
+         return Status::OK();
+       }},
+      {"fuse", "gid", Kind::kInt,
+       [](const Value& v, DaemonOptions* o) {
+         uint32_t g;
+         TIERFS_RETURN_IF_ERROR(CheckUint32(v.i, &g));
+         o->gid = g;
+         return Status::OK();
+       }},
+      {"fuse", "options", Kind::kString,
+       [](const Value& v, DaemonOptions* o) { return ApplyMountOptions(v.str, o); }},
+      {"fuse", "debug", Kind::kBool,
+       [](const Value& v, DaemonOptions* o) { o->fuse.debug = v.b; return Status::OK(); }},
+      // [log]
+      {"log", "level", Kind::kString,
+       [](const Value& v, DaemonOptions* o) { o->log.level = v.str; return Status::OK(); }},
+      {"log", "file", Kind::kString,
+       [](const Value& v, DaemonOptions* o) { o->log.destination = v.str; return Status::OK(); }},
+      // [metastore]
+      {"metastore", "map_size", Kind::kSize,
+       [](const Value& v, DaemonOptions* o) { o->meta.map_size = v.size; return Status::OK(); }},
+      {"metastore", "sync_every_commit", Kind::kBool,
+       [](const Value& v, DaemonOptions* o) { o->meta.sync_every_commit = v.b; return Status::OK(); }},
+  };
+  return kSchema;
+}
+
+std::string_view KindName(Kind k) {
+  switch (k) {
+    case Kind::kString: return "a string";
+    case Kind::kBool: return "a boolean (true or false)";
+    case Kind::kInt: return "an integer";
+    case Kind::kSize: return "a size (a string like \"512MiB\" or an integer number of bytes)";
+    case Kind::kDuration:
+      return "a duration (a string like \"30s\", \"10m\", \"7d\", \"forever\" or an integer "
+             "number of seconds)";
+  }
+  return "?";
+}
+
+std::string_view TomlTypeName(toml::node_type t) {
+  switch (t) {
+    case toml::node_type::table: return "table";
+    case toml::node_type::array: return "array";
+    case toml::node_type::string: return "string";
+    case toml::node_type::integer: return "integer";
+    case toml::node_type::floating_point: return "float";
+    case toml::node_type::boolean: return "boolean";
+    case toml::node_type::date: return "date";
+    case toml::node_type::time: return "time";
+    case toml::node_type::date_time: return "date-time";
+    default: return "value";
+  }
+}
+
+size_t EditDistance(std::string_view a, std::string_view b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+// " (did you mean 'cache.l1_size'?)" for a near miss, else "".
+std::string Suggest(std::string_view full_key) {
+  std::string best;
+  size_t best_d = 3;
+  for (const KeySpec& k : Schema()) {
+    std::string cand = fmt::format("{}.{}", k.table, k.name);
+    size_t d = EditDistance(full_key, cand);
+    if (d < best_d) {
+      best_d = d;
+      best = cand;
+    }
+  }
+  return best.empty() ? std::string() : fmt::format(" (did you mean '{}'?)", best);
+}
+
+std::string Where(std::string_view file, const toml::source_region& src) {
+  return fmt::format("{}:{}", file, src.begin.line);
+}
+
+Status ConvertValue(const toml::node& n, Kind kind, Value* v, std::string* why) {
+  switch (kind) {
+    case Kind::kString:
+      if (!n.is_string()) return Status::InvalidArgument("type");
+      v->str = *n.value<std::string>();
+      return Status::OK();
+    case Kind::kBool:
+      if (!n.is_boolean()) return Status::InvalidArgument("type");
+      v->b = *n.value<bool>();
+      return Status::OK();
+    case Kind::kInt:
+      if (!n.is_integer()) return Status::InvalidArgument("type");
+      v->i = *n.value<int64_t>();
+      return Status::OK();
+    case Kind::kSize:
+      if (n.is_integer()) {
+        int64_t i = *n.value<int64_t>();
+        if (i < 0) {
+          *why = fmt::format("{} is negative", i);
+          return Status::InvalidArgument("value");
+        }
+        v->size = static_cast<uint64_t>(i);
+        return Status::OK();
+      }
+      if (n.is_string()) {
+        auto r = ParseSize(*n.value<std::string>());
+        if (!r.ok()) {
+          *why = r.status().message();
+          return Status::InvalidArgument("value");
+        }
+        v->size = *r;
+        return Status::OK();
+      }
+      return Status::InvalidArgument("type");
+    case Kind::kDuration:
+      if (n.is_integer()) {
+        int64_t i = *n.value<int64_t>();
+        if (i < 0) {
+          *why = fmt::format("{} is negative", i);
+          return Status::InvalidArgument("value");
+        }
+        v->duration = std::chrono::seconds(i);
+        return Status::OK();
+      }
+      if (n.is_string()) {
+        auto r = ParseDuration(*n.value<std::string>());
+        if (!r.ok()) {
+          *why = r.status().message();
+          return Status::InvalidArgument("value");
+        }
+        v->duration = *r;
+        return Status::OK();
+      }
+      return Status::InvalidArgument("type");
+  }
+  return Status::Internal("unknown kind");
+}
+
+Status ParseUint(std::string_view what, std::string_view text, uint64_t max, uint64_t* out) {
+  uint64_t v = 0;
+  if (text.empty()) return Status::InvalidArgument(fmt::format("{}: empty number", what));
+  for (char c : text) {
+    if (c < '0' || c > '9') {
+      return Status::InvalidArgument(fmt::format("{}: '{}' is not a number", what, text));
+    }
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+    if (v > max) return Status::InvalidArgument(fmt::format("{}: {} is too large", what, text));
+  }
+  *out = v;
+  return Status::OK();
+}
+
+bool IsPowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+}  // namespace
+
+Status ApplyConfigText(std::string_view toml_text, std::string_view file_name,
+                       DaemonOptions* out) {
+  toml::table root;
+  try {
+    root = toml::parse(toml_text, file_name);
+  } catch (const toml::parse_error& e) {
+    return Status::InvalidArgument(fmt::format("{}: {}", Where(file_name, e.source()),
+                                               e.description()));
+  }
+  static constexpr std::string_view kTables = "[cache], [metadata], [s3], [fuse], [log], [metastore]";
+  for (auto&& [tkey, tnode] : root) {
+    const std::string tname(tkey.str());
+    const bool known_table = std::any_of(Schema().begin(), Schema().end(),
+                                         [&](const KeySpec& k) { return k.table == tname; });
+    if (!tnode.is_table() || !known_table) {
+      return Status::InvalidArgument(fmt::format(
+          "{}: unknown key '{}'{} (settings live in the tables {})", Where(file_name, tkey.source()),
+          tname, Suggest(tname), kTables));
+    }
+    for (auto&& [key, node] : *tnode.as_table()) {
+      const std::string full = fmt::format("{}.{}", tname, key.str());
+      auto spec = std::find_if(Schema().begin(), Schema().end(), [&](const KeySpec& k) {
+        return k.table == tname && k.name == key.str();
+      });
+      if (spec == Schema().end()) {
+        return Status::InvalidArgument(fmt::format("{}: unknown key '{}'{}",
+                                                   Where(file_name, key.source()), full,
+                                                   Suggest(full)));
+      }
+      Value v;
+      std::string why;
+      Status s = ConvertValue(node, spec->kind, &v, &why);
+      if (!s.ok()) {
+        if (why.empty()) {
+          return Status::InvalidArgument(fmt::format("{}: key '{}' must be {}, not a {}",
+                                                     Where(file_name, node.source()), full,
+                                                     KindName(spec->kind),
+                                                     TomlTypeName(node.type())));
+        }
+        return Status::InvalidArgument(
+            fmt::format("{}: key '{}': {}", Where(file_name, node.source()), full, why));
+      }
+      s = spec->set(v, out);
+      if (!s.ok()) {
+        return Status::InvalidArgument(fmt::format("{}: key '{}': {}",
+                                                   Where(file_name, node.source()), full,
+                                                   s.message()));
+      }
+    }
+  }
+  return Status::OK();
+}
+
+Status ApplyConfigFile(const std::string& path, DaemonOptions* out) {
+  std::ifstream in(path);
+  if (!in) {
+    return Status::InvalidArgument(
+        fmt::format("--config: cannot read '{}': {}", path, std::strerror(errno)));
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ApplyConfigText(ss.str(), path, out);
+}
+
+Status ApplyMountOptions(std::string_view list, DaemonOptions* out) {
+  static const std::vector<std::string_view> kPassThrough = {
+      "suid",     "nosuid",     "dev",         "nodev",         "exec",       "noexec",
+      "async",    "sync",       "dirsync",     "atime",         "noatime",    "diratime",
+      "nodiratime", "relatime", "norelatime",  "strictatime",   "nostrictatime",
+      "lazytime", "nolazytime", "auto_unmount"};
+  static const std::vector<std::string_view> kFstabOnly = {
+      "defaults", "auto", "noauto", "user", "users", "nouser", "owner", "nofail", "_netdev"};
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t comma = list.find(',', start);
+    std::string_view opt = list.substr(start, comma == std::string_view::npos
+                                                  ? std::string_view::npos
+                                                  : comma - start);
+    start = comma == std::string_view::npos ? list.size() + 1 : comma + 1;
+    if (opt.empty() || opt == "ro") continue;
+    size_t eq = opt.find('=');
+    std::string_view name = opt.substr(0, eq);
+    std::string_view value = eq == std::string_view::npos ? std::string_view() : opt.substr(eq + 1);
+    if (std::find(kFstabOnly.begin(), kFstabOnly.end(), opt) != kFstabOnly.end() ||
+        name.starts_with("x-") || name == "comment") {
+      continue;
+    }
+    if (opt == "rw") {
+      return Status::InvalidArgument("-o rw: tierfs is read-only");
+    } else if (opt == "allow_other") {
+      out->fuse.allow_other = true;
+    } else if (opt == "noallow_other") {
+      out->fuse.allow_other = false;
+    } else if (opt == "default_permissions") {
+      out->fuse.default_permissions = true;
+    } else if (opt == "debug") {
+      out->fuse.debug = true;
+    } else if (name == "uid" || name == "gid") {
+      uint64_t v;
+      TIERFS_RETURN_IF_ERROR(ParseUint(fmt::format("-o {}", name), value, 0xffffffffULL, &v));
+      (name == "uid" ? out->uid : out->gid) = static_cast<uint32_t>(v);
+    } else if (name == "max_threads") {
+      uint64_t v;
+      TIERFS_RETURN_IF_ERROR(ParseUint("-o max_threads", value, 1024, &v));
+      out->fuse.max_threads = static_cast<int>(v);
+    } else if (std::find(kPassThrough.begin(), kPassThrough.end(), opt) != kPassThrough.end()) {
+      out->fuse.extra_options.emplace_back(opt);
+    } else {
+      return Status::InvalidArgument(fmt::format(
+          "-o: unknown mount option '{}' (tierfs: allow_other, noallow_other, default_permissions, "
+          "uid=N, gid=N, max_threads=N, debug; libfuse: nodev, nosuid, noexec, noatime, "
+          "auto_unmount, ...)",
+          opt));
+    }
+  }
+  return Status::OK();
+}
+
+Status ApplyFlags(const MountFlags& f, DaemonOptions* out) {
+  auto size = [](const char* flag, const std::optional<std::string>& text,
+                 uint64_t* dst) -> Status {
+    if (!text) return Status::OK();
+    auto r = ParseSize(*text);
+    if (!r.ok()) return Status::InvalidArgument(fmt::format("{}: {}", flag, r.status().message()));
+    *dst = *r;
+    return Status::OK();
+  };
+  if (f.endpoint) out->endpoint = *f.endpoint;
+  if (f.region) out->region = *f.region;
+  if (f.profile) out->profile = *f.profile;
+  if (f.cache_dir) out->cache_dir = *f.cache_dir;
+  TIERFS_RETURN_IF_ERROR(size("--l1-size", f.l1_size, &out->l1.capacity_bytes));
+  TIERFS_RETURN_IF_ERROR(size("--l2-size", f.l2_size, &out->l2.capacity_bytes));
+  TIERFS_RETURN_IF_ERROR(size("--block-size", f.block_size, &out->cache.block_size));
+  if (f.metadata_ttl) {
+    auto r = ParseDuration(*f.metadata_ttl);
+    if (!r.ok()) {
+      return Status::InvalidArgument(fmt::format("--metadata-ttl: {}", r.status().message()));
+    }
+    out->catalog.metadata_ttl = *r;
+  }
+  if (f.log_level) out->log.level = *f.log_level;
+  if (f.log_file) out->log.destination = *f.log_file;
+  if (f.no_sign_request) out->no_sign_request = true;
+  if (f.foreground) out->foreground = true;
+  for (const auto& o : f.options) TIERFS_RETURN_IF_ERROR(ApplyMountOptions(o, out));
+  return Status::OK();
+}
+
+std::optional<std::string> RealGetEnv(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  return std::string(v);
+}
+
+Status FinishOptions(DaemonOptions* o, const GetEnvFn& getenv) {
+  if (o->source.empty()) return Status::InvalidArgument("SOURCE is required (s3://BUCKET[/PREFIX] or file:///PATH)");
+  if (o->mountpoint.empty()) return Status::InvalidArgument("MOUNTPOINT is required");
+  auto uri = ParseSourceUri(o->source);
+  if (!uri.ok()) return Status::InvalidArgument(fmt::format("SOURCE: {}", uri.status().message()));
+  o->source_uri = *uri;
+  if (uri->scheme == SourceUri::Scheme::kS3) {
+    o->origin.bucket = uri->bucket;
+    o->origin.prefix = uri->prefix;
+  } else {
+    o->file_origin.root = uri->path;
+  }
+  // Endpoint and region: flag > config file > environment > default.
+  if (o->endpoint) {
+    o->origin.endpoint = *o->endpoint;
+  } else if (auto e = getenv("AWS_ENDPOINT_URL_S3")) {
+    o->origin.endpoint = *e;
+  } else if (auto e2 = getenv("AWS_ENDPOINT_URL")) {
+    o->origin.endpoint = *e2;
+  }
+  if (o->region) {
+    o->origin.region = *o->region;
+  } else if (auto r = getenv("AWS_REGION")) {
+    o->origin.region = *r;
+  } else if (auto r2 = getenv("AWS_DEFAULT_REGION")) {
+    o->origin.region = *r2;
+  }
+  if (o->profile.empty()) {
+    if (auto p = getenv("AWS_PROFILE")) o->profile = *p;
+  }
+  // Absolute paths: the daemon changes to / after daemonizing.
+  std::error_code ec;
+  if (!o->cache_dir.empty()) {
+    auto abs = std::filesystem::absolute(o->cache_dir, ec);
+    if (!ec) o->cache_dir = abs.lexically_normal().string();
+    while (o->cache_dir.size() > 1 && o->cache_dir.back() == '/') o->cache_dir.pop_back();
+  }
+  {
+    auto abs = std::filesystem::absolute(o->mountpoint, ec);
+    if (!ec) o->mountpoint = abs.lexically_normal().string();
+    while (o->mountpoint.size() > 1 && o->mountpoint.back() == '/') o->mountpoint.pop_back();
+  }
+  if (!o->log.destination.empty() && o->log.destination != "syslog" &&
+      o->log.destination != "stderr") {
+    auto abs = std::filesystem::absolute(o->log.destination, ec);
+    if (!ec) o->log.destination = abs.string();
+  }
+  o->meta.path = o->cache_dir + "/meta";
+  o->fuse.fsname = "tierfs:" + o->source;
+  o->fuse.entry_timeout = o->catalog.metadata_ttl;
+  o->fuse.attr_timeout = o->catalog.metadata_ttl;
+  o->fuse.negative_timeout = o->catalog.metadata_ttl;
+  o->fs.readahead_max_bytes = o->cache.readahead_max_bytes;
+  o->fs.uid = o->uid.value_or(static_cast<uint32_t>(getuid()));
+  o->fs.gid = o->gid.value_or(static_cast<uint32_t>(getgid()));
+  return Validate(*o);
+}
+
+Status Validate(const DaemonOptions& o) {
+  auto bad = [](std::string_view key, std::string_view why) {
+    return Status::InvalidArgument(fmt::format("{}: {}", key, why));
+  };
+  if (o.source.empty()) return bad("SOURCE", "required");
+  if (o.mountpoint.empty()) return bad("MOUNTPOINT", "required");
+  if (o.cache_dir.empty()) return bad("cache.dir (--cache-dir)", "must not be empty");
+  const uint64_t bs = o.cache.block_size;
+  if (!IsPowerOfTwo(bs) || bs < (4ULL << 10) || bs > (64ULL << 20)) {
+    return bad("cache.block_size (--block-size)",
+               fmt::format("{} must be a power of two between 4KiB and 64MiB", FormatSize(bs)));
+  }
+  if (o.l1.capacity_bytes != 0 && o.l1.capacity_bytes < bs) {
+    return bad("cache.l1_size (--l1-size)",
+               fmt::format("{} is smaller than one block ({}); use 0 to disable L1",
+                           FormatSize(o.l1.capacity_bytes), FormatSize(bs)));
+  }
+  if (o.l2.capacity_bytes != 0 && o.l2.capacity_bytes < bs) {
+    return bad("cache.l2_size (--l2-size)",
+               fmt::format("{} is smaller than one block ({}); use 0 to disable L2",
+                           FormatSize(o.l2.capacity_bytes), FormatSize(bs)));
+  }
+  if (o.l1.shards < 1 || o.l1.shards > 1024) return bad("cache.l1_shards", "must be 1..1024");
+  if (o.cache.prefetch_threads < 0 || o.cache.prefetch_threads > 256) {
+    return bad("cache.prefetch_threads", "must be 0..256");
+  }
+  if (o.catalog.metadata_ttl <= std::chrono::nanoseconds(0)) {
+    return bad("metadata.ttl (--metadata-ttl)", "must be positive (or \"forever\")");
+  }
+  if (o.source_uri.scheme == SourceUri::Scheme::kS3) {
+    if (o.origin.bucket.empty()) return bad("SOURCE", "no bucket");
+    if (!o.origin.endpoint.empty() && !o.origin.endpoint.starts_with("http://") &&
+        !o.origin.endpoint.starts_with("https://")) {
+      return bad("s3.endpoint (--endpoint)",
+                 fmt::format("'{}' must start with http:// or https://", o.origin.endpoint));
+    }
+    if (o.origin.region.empty()) return bad("s3.region (--region)", "must not be empty");
+  }
+  if (o.origin.max_attempts < 1 || o.origin.max_attempts > 100) {
+    return bad("s3.max_attempts", "must be 1..100");
+  }
+  if (o.origin.max_connections < 1 || o.origin.max_connections > 4096) {
+    return bad("s3.max_connections", "must be 1..4096");
+  }
+  if (o.origin.connect_timeout.count() <= 0) return bad("s3.connect_timeout", "must be positive");
+  if (o.origin.request_timeout.count() <= 0) return bad("s3.request_timeout", "must be positive");
+  if (o.fuse.max_threads < 1 || o.fuse.max_threads > 1024) {
+    return bad("fuse.max_threads", "must be 1..1024");
+  }
+  static const std::vector<std::string_view> kLevels = {"trace", "debug", "info", "warn",
+                                                        "warning", "error", "critical", "off"};
+  if (std::find(kLevels.begin(), kLevels.end(), o.log.level) == kLevels.end()) {
+    return bad("log.level (--log-level)",
+               fmt::format("'{}' is not one of trace, debug, info, warn, error, critical, off",
+                           o.log.level));
+  }
+  if (o.meta.map_size < (16ULL << 20)) return bad("metastore.map_size", "must be at least 16MiB");
+  return Status::OK();
+}
+
+std::string DescribeOptions(const DaemonOptions& o) {
+  std::string s = fmt::format(
+      "source={} mountpoint={} cache_dir={} block_size={} l1={} l2={} metadata_ttl={} "
+      "fuse.max_threads={} prefetch_threads={} readahead_max={}",
+      o.source, o.mountpoint, o.cache_dir, FormatSize(o.cache.block_size),
+      FormatSize(o.l1.capacity_bytes), FormatSize(o.l2.capacity_bytes),
+      FormatDuration(o.catalog.metadata_ttl), o.fuse.max_threads, o.cache.prefetch_threads,
+      FormatSize(o.cache.readahead_max_bytes));
+  if (o.source_uri.scheme == SourceUri::Scheme::kS3) {
+    s += fmt::format(" endpoint={} region={} credentials={}",
+                     o.origin.endpoint.empty() ? "(aws default)" : o.origin.endpoint,
+                     o.origin.region, o.no_sign_request ? "anonymous" : "signed");
+  }
+  return s;
+}
+
+}  // namespace tierfs

@@ -1,0 +1,128 @@
+// daemon/config — every setting of the daemon in one struct (conventions C9), filled in one
+// place: defaults, then the TOML config file, then the command-line flags, then (only for what
+// neither set) the environment. Validate() names the bad key or flag.
+//
+// The config file (packaging/tierfs.toml documents every key and its default):
+//
+//   [cache]     dir, block_size, l1_size, l2_size, l2_min_free, prefetch_threads,
+//               readahead_max, readahead_budget
+//   [metadata]  ttl
+//   [s3]        endpoint, region, addressing, profile, no_sign_request, ca_bundle,
+//               connect_timeout, request_timeout, low_speed_time, max_attempts, backoff_base,
+//               backoff_max, max_connections
+//   [fuse]      max_threads, clone_fd, allow_other, default_permissions, uid, gid, options
+//   [log]       level, file
+//   [metastore] map_size, sync_every_commit
+//
+// Sizes are strings ("512MiB", "20GiB") or integers (bytes); durations are strings ("30s",
+// "10m", "7d", "forever") or integers (seconds). Every key is checked: an unknown key or a value
+// of the wrong type is an error naming the key and its file:line.
+//
+// Secrets never appear in the config file or in logs: S3 credentials come from the environment
+// or the AWS shared credentials file (ResolveCredentials), read by the daemon at mount time.
+//
+// Thread-safety: plain functions over values; no shared state.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/logging.h"
+#include "base/result.h"
+#include "blobclient/blob_store.h"
+#include "fuse/filesystem.h"
+#include "fuse/fuse_server.h"
+#include "metastore/meta_store.h"
+#include "tiercache/catalog.h"
+#include "tiercache/tier.h"
+#include "tiercache/tiered_cache.h"
+
+namespace tierfs {
+
+inline constexpr const char* kDefaultCacheDir = "/var/cache/tierfs";
+
+struct DaemonOptions {
+  // The mount.
+  std::string source;      // "s3://BUCKET[/PREFIX]" or "file:///PATH"
+  SourceUri source_uri{};  // parsed from `source` by FinishOptions
+  std::string mountpoint;
+  std::string cache_dir = kDefaultCacheDir;  // L2 block files + CACHE_DIR/meta (LMDB)
+  bool foreground = false;
+  bool l2_fsync = false;  // fsync every L2 block file (a lost block is only a cache miss)
+
+  // S3 origin: how to find credentials. Credentials themselves are resolved at mount time.
+  bool no_sign_request = false;  // anonymous requests (public buckets)
+  std::string profile;           // AWS profile; empty: AWS_PROFILE, else "default"
+  // Set by the file or a flag; FinishOptions falls back to the environment, then to defaults,
+  // and stores the result in `origin`.
+  std::optional<std::string> endpoint;
+  std::optional<std::string> region;
+  // Owner of every inode; unset: the mounting user.
+  std::optional<uint32_t> uid;
+  std::optional<uint32_t> gid;
+
+  FuseOptions fuse;
+  FilesystemOptions fs;
+  TieredCacheOptions cache;
+  MemoryTierOptions l1;
+  FlashTierOptions l2;
+  CatalogOptions catalog;
+  S3Options origin;
+  FileStoreOptions file_origin;
+  HttpTransportOptions http;
+  MetaStoreOptions meta;
+  LogOptions log;
+};
+
+// Flags of `tierfs mount`, as typed (parsed and checked by ApplyFlags, so messages name the flag).
+struct MountFlags {
+  std::optional<std::string> endpoint;      // --endpoint
+  std::optional<std::string> region;        // --region
+  std::optional<std::string> cache_dir;     // --cache-dir
+  std::optional<std::string> l1_size;       // --l1-size
+  std::optional<std::string> l2_size;       // --l2-size
+  std::optional<std::string> metadata_ttl;  // --metadata-ttl
+  std::optional<std::string> block_size;    // --block-size
+  std::optional<std::string> log_level;     // --log-level
+  std::optional<std::string> log_file;      // --log-file
+  std::optional<std::string> profile;       // --profile
+  bool no_sign_request = false;             // --no-sign-request
+  bool foreground = false;                  // -f / --foreground
+  std::vector<std::string> options;         // -o a,b=c (each -o may hold a comma list)
+};
+
+// Applies a TOML document to `out`. `file_name` is used in messages ("tierfs.toml:12: ...").
+// InvalidArgument naming the key on an unknown key, a wrong type or a bad value.
+Status ApplyConfigText(std::string_view toml_text, std::string_view file_name,
+                       DaemonOptions* out);
+// Reads and applies a config file. InvalidArgument if it cannot be read or parsed.
+Status ApplyConfigFile(const std::string& path, DaemonOptions* out);
+
+// Overlays the command-line flags. InvalidArgument naming the flag ("--l1-size: ...").
+Status ApplyFlags(const MountFlags& flags, DaemonOptions* out);
+
+// Applies one comma-separated -o list: tierfs's own (allow_other, noallow_other,
+// default_permissions, uid=N, gid=N, max_threads=N, debug, ro) and libfuse mount options passed
+// through (nodev, nosuid, noexec, noatime, nodiratime, auto_unmount, ...). fstab-only words
+// (defaults, auto, noauto, user, users, nouser, nofail, _netdev, x-*, comment=*) are ignored.
+// "rw" is refused: the file system is read-only.
+Status ApplyMountOptions(std::string_view list, DaemonOptions* out);
+
+// Fills what neither the file nor the flags set from the environment (region: AWS_REGION /
+// AWS_DEFAULT_REGION, endpoint: AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL, profile: AWS_PROFILE),
+// parses the source, derives dependent settings (fsname, timeouts from metadata_ttl, the meta
+// path, readahead bound) and runs Validate(). `getenv` is injectable for tests.
+using GetEnvFn = std::function<std::optional<std::string>(const char*)>;
+Status FinishOptions(DaemonOptions* out, const GetEnvFn& getenv);
+std::optional<std::string> RealGetEnv(const char* name);
+
+// Checks every setting; InvalidArgument naming the key.
+Status Validate(const DaemonOptions& options);
+
+// A human summary of the effective settings for the start-up log line; never credentials.
+std::string DescribeOptions(const DaemonOptions& options);
+
+}  // namespace tierfs

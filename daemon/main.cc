@@ -1,0 +1,499 @@
+// tierfs — the command line: `tierfs mount`, `tierfs status`, `tierfs --version`.
+//
+// mount: parse flags → config file → overlay flags → environment → Validate (exit 2 naming the
+// bad flag/key) → resolve credentials → [daemonize] → build the components bottom-up (HTTP
+// transport, origin BlobStore, MetaStore, L1/L2 tiers, TieredCache, Catalog, Filesystem,
+// FuseServer) → probe the origin with one List of the root → mount → serve → orderly teardown.
+//
+// Daemonizing: the parent forks before any thread exists (curl, LMDB writer, prefetch pool and
+// FUSE workers are all created in the child). The child does the whole start-up and mount, then
+// reports "OK" or the error through a pipe; the parent exits 0 only once the mount is usable,
+// non-zero with the child's message otherwise.
+//
+// Exit codes: 0 ok (also after fusermount3 -u, SIGINT, SIGTERM), 1 runtime failure (origin
+// unreachable, mount failed), 2 usage or configuration error.
+
+#include <pthread.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/xattr.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+#include <fmt/format.h>
+
+#include "base/clock.h"
+#include "base/logging.h"
+#include "base/units.h"
+#include "daemon/config.h"
+
+#ifndef TIERFS_VERSION
+#define TIERFS_VERSION "0.0.0"
+#endif
+
+namespace tierfs {
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitRuntime = 1;
+constexpr int kExitUsage = 2;
+
+// A start-up failure: the exit code and the message for the user.
+struct Failure {
+  int code = kExitRuntime;
+  std::string message;
+};
+
+// Reports the outcome of the start-up to the waiting parent (when daemonized).
+class StartupPipe {
+ public:
+  explicit StartupPipe(int fd) : fd_(fd) {}
+  ~StartupPipe() { Close(); }
+  void Report(const std::string& msg) {
+    if (fd_ < 0) return;
+    size_t off = 0;
+    while (off < msg.size()) {
+      ssize_t n = write(fd_, msg.data() + off, msg.size() - off);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      off += static_cast<size_t>(n);
+    }
+    Close();
+  }
+  void Ok() { Report("OK\n"); }
+  void Fail(const Failure& f) { Report(fmt::format("ERR {} {}\n", f.code, f.message)); }
+
+ private:
+  void Close() {
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+  }
+  int fd_;
+};
+
+// Every component of a mount, in construction order; destroyed in reverse (C8: raw pointers
+// between them are non-owning and point downwards).
+struct Components {
+  std::unique_ptr<HttpTransport> transport;
+  std::unique_ptr<BlobStore> origin;
+  std::unique_ptr<MetaStore> meta;
+  std::unique_ptr<FlashStore> flash;
+  std::unique_ptr<TieredCache> cache;
+  std::unique_ptr<Catalog> catalog;
+  std::unique_ptr<Filesystem> fs;
+  std::unique_ptr<FuseServer> server;
+
+  // Orderly teardown: unmount, stop serving, join the cache's threads, sync LMDB.
+  void Shutdown() {
+    server.reset();
+    fs.reset();
+    catalog.reset();
+    cache.reset();  // joins the prefetch pool; destroys the tiers (L2 flushes its atimes)
+    flash.reset();
+    if (meta) {
+      Status s = meta->Sync();
+      if (!s.ok()) Logger(Module::kDaemon).warn("metastore sync at exit: {}", s.ToString());
+      meta.reset();
+    }
+    origin.reset();
+    transport.reset();
+  }
+};
+
+Status EnsureDir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Status::IOError(fmt::format("cannot create directory {}: {}", dir, ec.message()));
+  return Status::OK();
+}
+
+// Builds everything below the FUSE server. Failures are runtime failures (exit 1).
+Status Build(const DaemonOptions& o, Components* c) {
+  Clock* clock = SystemClock();
+  TIERFS_RETURN_IF_ERROR(EnsureDir(o.cache_dir));
+  if (o.source_uri.scheme == SourceUri::Scheme::kS3) {
+    auto t = NewHttpTransport(o.http);
+    if (!t.ok()) return t.status().WithContext("starting the HTTP transport");
+    c->transport = std::move(*t);
+    auto s = NewS3BlobStore(o.origin, c->transport.get(), clock);
+    if (!s.ok()) return s.status().WithContext("configuring the S3 origin");
+    c->origin = std::move(*s);
+  } else {
+    auto s = NewFileBlobStore(o.file_origin);
+    if (!s.ok()) return s.status().WithContext("opening the file:// origin");
+    c->origin = std::move(*s);
+  }
+  auto m = NewLmdbMetaStore(o.meta);
+  if (!m.ok()) return m.status().WithContext("opening the metadata store at " + o.meta.path);
+  c->meta = std::move(*m);
+
+  std::vector<std::unique_ptr<Tier>> tiers;
+  if (o.l1.capacity_bytes > 0) tiers.push_back(NewMemoryTier(o.l1));
+  if (o.l2.capacity_bytes > 0) {
+    // Block files live in CACHE_DIR/blocks, apart from CACHE_DIR/meta: the L2 start-up sweep
+    // removes files it does not know, and must never see the LMDB files.
+    auto f = NewPosixFlashStore(o.cache_dir + "/blocks", o.l2_fsync);
+    if (!f.ok()) return f.status().WithContext("opening the flash cache at " + o.cache_dir);
+    c->flash = std::move(*f);
+    auto l2 = NewFlashTier(o.l2, c->flash.get(), c->meta.get(), clock);
+    if (!l2.ok()) return l2.status().WithContext("opening the L2 tier");
+    tiers.push_back(std::move(*l2));
+  }
+  auto cache = TieredCache::Open(o.cache, std::move(tiers), c->origin.get(), clock);
+  if (!cache.ok()) return cache.status().WithContext("opening the tiered cache");
+  c->cache = std::move(*cache);
+  auto catalog = Catalog::Open(o.catalog, c->origin.get(), c->meta.get(), clock);
+  if (!catalog.ok()) return catalog.status().WithContext("opening the catalog");
+  c->catalog = std::move(*catalog);
+
+  // One List of the root now, so a wrong bucket, endpoint or credentials fails the mount with a
+  // clear message instead of EIO later.
+  auto probe = c->origin->List("", "/", "", 1);
+  if (!probe.ok()) {
+    return probe.status().WithContext(
+        fmt::format("cannot list {} ({})", o.source, c->origin->Describe()));
+  }
+  c->fs = std::make_unique<Filesystem>(o.fs, c->catalog.get(), c->cache.get(),
+                                       c->origin->Describe(), clock);
+  return Status::OK();
+}
+
+void SetSignalsBlocked(bool blocked) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);
+  pthread_sigmask(blocked ? SIG_BLOCK : SIG_UNBLOCK, &set, nullptr);
+}
+
+void DetachStdio() {
+  int fd = open("/dev/null", O_RDWR);
+  if (fd < 0) return;
+  dup2(fd, STDIN_FILENO);
+  dup2(fd, STDOUT_FILENO);
+  dup2(fd, STDERR_FILENO);
+  if (fd > STDERR_FILENO) close(fd);
+}
+
+// The mount proper, in the process that will serve it. `pipe` reports the outcome to a waiting
+// parent (or does nothing in the foreground). Returns the exit code.
+int ServeMount(const DaemonOptions& o, StartupPipe* pipe) {
+  spdlog::logger& log = Logger(Module::kDaemon);
+  // Signals stay blocked in every thread the components start; only the FUSE loop's thread
+  // takes them (fuse_set_signal_handlers) so the loop wakes up and exits.
+  SetSignalsBlocked(true);
+  log.info("tierfs {} starting: {}", TIERFS_VERSION, DescribeOptions(o));
+  Components c;
+  Status s = Build(o, &c);
+  if (!s.ok()) {
+    log.error("{}", s.ToString());
+    pipe->Fail({kExitRuntime, s.ToString()});
+    c.Shutdown();
+    return kExitRuntime;
+  }
+  auto server = FuseServer::Mount(o.fuse, c.fs.get(), o.mountpoint);
+  if (!server.ok()) {
+    log.error("{}", server.status().ToString());
+    pipe->Fail({kExitRuntime, server.status().ToString()});
+    c.Shutdown();
+    return kExitRuntime;
+  }
+  c.server = std::move(*server);
+  log.info("serving {} at {}", o.source, o.mountpoint);
+  pipe->Ok();
+  if (!o.foreground) {
+    DetachStdio();
+    if (chdir("/") != 0) log.warn("chdir /: {}", std::strerror(errno));
+  }
+  SetSignalsBlocked(false);
+  Status run = c.server->Run();
+  SetSignalsBlocked(true);
+  int code = kExitOk;
+  if (!run.ok()) {
+    log.error("fuse loop: {}", run.ToString());
+    code = kExitRuntime;
+  }
+  log.info("stats at exit: {} {}", c.cache->StatsText(), c.fs->StatsText());
+  c.Shutdown();
+  log.info("tierfs stopped");
+  spdlog::shutdown();
+  return code;
+}
+
+// Forks; the parent waits for the child's start-up report and returns its exit code. The child
+// returns -1 from here with *child_pipe set.
+int Daemonize(int* child_pipe) {
+  int fds[2];
+  if (pipe(fds) != 0) {
+    std::fprintf(stderr, "tierfs: pipe: %s\n", std::strerror(errno));
+    return kExitRuntime;
+  }
+  std::fflush(nullptr);
+  pid_t pid = fork();
+  if (pid < 0) {
+    std::fprintf(stderr, "tierfs: fork: %s\n", std::strerror(errno));
+    return kExitRuntime;
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    setsid();
+    *child_pipe = fds[1];
+    return -1;
+  }
+  close(fds[1]);
+  std::string msg;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = read(fds[0], buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    msg.append(buf, static_cast<size_t>(n));
+  }
+  close(fds[0]);
+  if (msg.rfind("OK", 0) == 0) return kExitOk;
+  if (msg.rfind("ERR ", 0) == 0) {
+    int code = std::atoi(msg.c_str() + 4);
+    size_t sp = msg.find(' ', 4);
+    std::string text = sp == std::string::npos ? msg : msg.substr(sp + 1);
+    while (!text.empty() && text.back() == '\n') text.pop_back();
+    std::fprintf(stderr, "tierfs: %s\n", text.c_str());
+    return code > 0 ? code : kExitRuntime;
+  }
+  std::fprintf(stderr, "tierfs: the daemon exited before the mount was ready (see the log)\n");
+  return kExitRuntime;
+}
+
+bool UserAllowOtherConfigured() {
+  std::ifstream in("/etc/fuse.conf");
+  std::string line;
+  while (std::getline(in, line)) {
+    size_t start = line.find_first_not_of(" \t");
+    if (start != std::string::npos && line.compare(start, 16, "user_allow_other") == 0) return true;
+  }
+  return false;
+}
+
+int RunMount(DaemonOptions o, const std::string& config_path, const MountFlags& flags) {
+  auto usage = [](const Status& s) {
+    std::fprintf(stderr, "tierfs mount: %s\n", s.message().c_str());
+    return kExitUsage;
+  };
+  if (!config_path.empty()) {
+    Status s = ApplyConfigFile(config_path, &o);
+    if (!s.ok()) return usage(s);
+  }
+  if (Status s = ApplyFlags(flags, &o); !s.ok()) return usage(s);
+  if (Status s = FinishOptions(&o, RealGetEnv); !s.ok()) return usage(s);
+
+  struct stat st;
+  if (stat(o.mountpoint.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return usage(Status::InvalidArgument(
+        fmt::format("MOUNTPOINT {} is not a directory", o.mountpoint)));
+  }
+  if (o.source_uri.scheme == SourceUri::Scheme::kS3) {
+    if (o.no_sign_request) {
+      o.origin.credentials = Credentials{};
+      o.origin.credentials.anonymous = true;
+    } else {
+      auto creds = ResolveCredentials(o.profile);
+      if (!creds.ok()) {
+        return usage(Status::InvalidArgument(fmt::format(
+            "no S3 credentials ({}); set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, use "
+            "--profile / AWS_PROFILE with ~/.aws/credentials, or --no-sign-request for a public "
+            "bucket",
+            creds.status().message())));
+      }
+      o.origin.credentials = std::move(*creds);
+    }
+  }
+  if (o.fuse.allow_other && getuid() != 0 && !UserAllowOtherConfigured()) {
+    std::fprintf(stderr,
+                 "tierfs mount: warning: allow_other needs user_allow_other in /etc/fuse.conf; "
+                 "mounting for this user only\n");
+    o.fuse.allow_other = false;
+  }
+
+  if (o.foreground) {
+    LogOptions lo = o.log;  // stderr unless --log-file
+    std::string err;
+    if (!ConfigureLogging(lo, &err)) return usage(Status::InvalidArgument("--log-file: " + err));
+    StartupPipe none(-1);
+    return ServeMount(o, &none);
+  }
+  // Open the log before forking so a bad --log-file is a usage error on the terminal.
+  LogOptions lo = o.log;
+  if (lo.destination.empty()) lo.destination = "syslog";
+  std::string err;
+  if (!ConfigureLogging(lo, &err)) return usage(Status::InvalidArgument("--log-file: " + err));
+  int child_fd = -1;
+  int rc = Daemonize(&child_fd);
+  if (rc >= 0) return rc;  // the parent (or fork failed)
+  StartupPipe pipe(child_fd);
+  return ServeMount(o, &pipe);
+}
+
+// ---- tierfs status ----
+
+int RunStatus(const std::string& mountpoint, bool raw) {
+  std::vector<char> buf(64 * 1024);
+  ssize_t n = getxattr(mountpoint.c_str(), "user.tierfs.stats", buf.data(), buf.size());
+  if (n < 0) {
+    std::fprintf(stderr, "tierfs status: cannot read user.tierfs.stats of %s: %s%s\n",
+                 mountpoint.c_str(), std::strerror(errno),
+                 errno == ENODATA || errno == ENOTSUP ? " (not the root of a tierfs mount?)" : "");
+    return kExitRuntime;
+  }
+  std::string text(buf.data(), static_cast<size_t>(n));
+  if (raw) {
+    std::printf("%s\n", text.c_str());
+    return kExitOk;
+  }
+  // key=value tokens, grouped by the part before the first '.' ("l1", "origin", "catalog").
+  std::vector<std::string> groups;
+  std::map<std::string, std::vector<std::pair<std::string, std::string>>> by_group;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find(' ', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string tok = text.substr(pos, end - pos);
+    pos = end + 1;
+    size_t eq = tok.find('=');
+    if (eq == std::string::npos) continue;
+    std::string key = tok.substr(0, eq), value = tok.substr(eq + 1);
+    size_t dot = key.find('.');
+    std::string group = dot == std::string::npos ? "" : key.substr(0, dot);
+    std::string name = dot == std::string::npos ? key : key.substr(dot + 1);
+    if (!by_group.count(group)) groups.push_back(group);
+    by_group[group].emplace_back(name, value);
+  }
+  std::printf("tierfs status of %s\n", mountpoint.c_str());
+  for (const auto& g : groups) {
+    const auto& kv = by_group[g];
+    std::string line;
+    uint64_t hits = 0, misses = 0;
+    bool has_hits = false, has_misses = false;
+    for (const auto& [name, value] : kv) {
+      std::string shown = value;
+      if (name.find("bytes") != std::string::npos || name == "capacity") {
+        char* endp = nullptr;
+        unsigned long long v = std::strtoull(value.c_str(), &endp, 10);
+        if (endp && *endp == '\0') shown = FormatSize(v);
+      }
+      if (name == "hits") {
+        hits = std::strtoull(value.c_str(), nullptr, 10);
+        has_hits = true;
+      }
+      if (name == "misses") {
+        misses = std::strtoull(value.c_str(), nullptr, 10);
+        has_misses = true;
+      }
+      line += fmt::format(" {}={}", name, shown);
+    }
+    if (has_hits && has_misses && hits + misses > 0) {
+      line = fmt::format(" hit_rate={:.1f}%", 100.0 * hits / (hits + misses)) + line;
+    }
+    std::printf("  %-9s%s\n", (g.empty() ? "-" : g).c_str(), line.c_str());
+  }
+  return kExitOk;
+}
+
+int Main(int argc, char** argv) {
+  CLI::App app{"tierfs: mounts an object-store bucket (S3 API or a local directory) as a read-only "
+               "file system, served through a memory (L1) and local-flash (L2) block cache."};
+  app.set_version_flag("--version", std::string("tierfs ") + TIERFS_VERSION);
+  app.require_subcommand(1);
+
+  // ---- mount ----
+  CLI::App* mount = app.add_subcommand(
+      "mount",
+      "Mount SOURCE (s3://BUCKET[/PREFIX] or file:///PATH) read-only at MOUNTPOINT. Returns once "
+      "the mount is usable; the daemon keeps serving in the background (-f: in the foreground). "
+      "Unmount with `fusermount3 -u MOUNTPOINT` or `umount MOUNTPOINT`.");
+  std::string source, mountpoint, config_path;
+  std::string endpoint, region, cache_dir, l1, l2, ttl, block, level, log_file, profile;
+  MountFlags flags;
+  mount->add_option("SOURCE", source, "s3://BUCKET[/PREFIX] or file:///ABSOLUTE/PATH")->required();
+  mount->add_option("MOUNTPOINT", mountpoint, "An existing empty directory")->required();
+  auto* o_config = mount->add_option("--config", config_path,
+                                     "TOML config file (see /etc/tierfs/tierfs.toml); flags "
+                                     "override its settings");
+  auto* o_endpoint = mount->add_option(
+      "--endpoint", endpoint,
+      "S3 endpoint URL, e.g. http://127.0.0.1:9000 (default: AWS for the region; env "
+      "AWS_ENDPOINT_URL)");
+  auto* o_region = mount->add_option("--region", region, "S3 region (default: AWS_REGION, else us-east-1)");
+  auto* o_profile = mount->add_option("--profile", profile, "AWS profile for ~/.aws/credentials (default: AWS_PROFILE, else default)");
+  auto* o_cache = mount->add_option("--cache-dir", cache_dir,
+                                    "Cache directory: L2 block files and the metadata store "
+                                    "(default /var/cache/tierfs)");
+  auto* o_l1 = mount->add_option("--l1-size", l1, "Memory cache size, e.g. 4GiB (default 1GiB; 0 disables)");
+  auto* o_l2 = mount->add_option("--l2-size", l2, "Flash cache size, e.g. 200GiB (default 10GiB; 0 disables)");
+  auto* o_ttl = mount->add_option("--metadata-ttl", ttl,
+                                  "How long listings and object metadata are trusted: 30s, 10m, "
+                                  "7d or forever (default 60s)");
+  auto* o_block = mount->add_option("--block-size", block, "Cache block size, a power of two (default 1MiB)");
+  mount->add_flag("--no-sign-request", flags.no_sign_request,
+                  "Send anonymous requests (public buckets); no credentials are looked up");
+  auto* o_level = mount->add_option("--log-level", level, "trace, debug, info, warn, error or off (default info)");
+  auto* o_logf = mount->add_option("--log-file", log_file,
+                                   "Log to this file (default: stderr with -f, syslog otherwise)");
+  mount->add_flag("-f,--foreground", flags.foreground, "Stay in the foreground, logging to stderr");
+  mount->add_option("-o", flags.options,
+                    "Mount options, comma-separated: allow_other, noallow_other, "
+                    "default_permissions, uid=N, gid=N, max_threads=N, debug, and libfuse's "
+                    "nodev, nosuid, noexec, noatime, auto_unmount, ...")
+      ->allow_extra_args(false);
+
+  // ---- status ----
+  CLI::App* status = app.add_subcommand(
+      "status", "Print the cache statistics of a mounted tierfs (hits, misses, bytes per tier)");
+  std::string status_mnt;
+  bool raw = false;
+  status->add_option("MOUNTPOINT", status_mnt, "The mount point")->required();
+  status->add_flag("--raw", raw, "Print the user.tierfs.stats attribute as it is");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? kExitOk : kExitUsage;
+  }
+
+  if (*status) return RunStatus(status_mnt, raw);
+
+  auto set = [](CLI::Option* opt, const std::string& v, std::optional<std::string>* dst) {
+    if (opt->count() > 0) *dst = v;
+  };
+  set(o_endpoint, endpoint, &flags.endpoint);
+  set(o_region, region, &flags.region);
+  set(o_profile, profile, &flags.profile);
+  set(o_cache, cache_dir, &flags.cache_dir);
+  set(o_l1, l1, &flags.l1_size);
+  set(o_l2, l2, &flags.l2_size);
+  set(o_ttl, ttl, &flags.metadata_ttl);
+  set(o_block, block, &flags.block_size);
+  set(o_level, level, &flags.log_level);
+  set(o_logf, log_file, &flags.log_file);
+  (void)o_config;
+  DaemonOptions options;
+  options.source = source;
+  options.mountpoint = mountpoint;
+  return RunMount(std::move(options), config_path, flags);
+}
+
+}  // namespace
+}  // namespace tierfs
+
+int main(int argc, char** argv) { return tierfs::Main(argc, argv); }

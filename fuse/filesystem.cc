@@ -1,0 +1,550 @@
+#include "fuse/filesystem.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <fmt/format.h>
+
+#include "base/logging.h"
+#include "fuse/xattr_handlers.h"
+
+namespace tierfs {
+namespace {
+
+// A read that has not happened yet, for Inode::last_source.
+constexpr int kNoRead = -2;
+
+std::string JoinPath(std::string_view dir, std::string_view name) {
+  if (dir.empty()) return std::string(name);
+  std::string p;
+  p.reserve(dir.size() + 1 + name.size());
+  p.append(dir).append("/").append(name);
+  return p;
+}
+
+// "a/b/c" → ("a/b", "c"); "c" → ("", "c").
+std::pair<std::string_view, std::string_view> SplitPath(std::string_view path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string_view::npos) return {std::string_view(), path};
+  return {path.substr(0, slash), path.substr(slash + 1)};
+}
+
+}  // namespace
+
+struct Filesystem::Inode {
+  Inode(InodeId i, std::string p, bool d) : ino(i), path(std::move(p)), is_dir(d) {}
+  // Constant after construction.
+  const InodeId ino;
+  const std::string path;
+  const bool is_dir;
+  // State below is protected by Filesystem::mu_.
+  uint64_t nlookup = 0;
+  uint64_t size = 0;         // files: last seen version
+  std::string etag;
+  int64_t mtime_ns = 0;
+  std::string opened_etag;   // the version the last Open pinned: what the page cache may hold
+  // Which tier served the last read: a tier index, kOriginTier or kNoRead. Lock-free.
+  std::atomic<int> last_source{kNoRead};
+};
+
+// An open directory: a snapshot of the listing, filled page by page with the Catalog's
+// name-after cursor, so the offsets handed to the kernel (index + 3) stay valid for the life of
+// the handle however the directory changes underneath.
+struct Filesystem::DirHandle {
+  // Constant after construction.
+  InodeId ino = 0;
+  InodeId parent_ino = kUnknownInode;
+  std::string path;
+  // Held across Catalog::ReadDir: only readers of this same handle wait (the kernel serialises
+  // readdir per open directory anyway). Before Filesystem::mu_.
+  Mutex mu;
+  std::vector<DirEntry> entries GUARDED_BY(mu);
+  bool complete GUARDED_BY(mu) = false;
+  bool used GUARDED_BY(mu) = false;
+};
+
+// An open file: the pinned version and the sequential-read detector.
+struct Filesystem::FileHandle {
+  // Constant after construction.
+  ObjectRef obj;
+  std::shared_ptr<Inode> node;
+  // State below is protected by mu (a leaf lock).
+  Mutex mu;
+  uint64_t reads GUARDED_BY(mu) = 0;
+  uint64_t next_offset GUARDED_BY(mu) = 0;     // end of the furthest read so far
+  uint64_t window GUARDED_BY(mu) = 0;          // readahead window in bytes; 0 = not sequential
+  uint64_t prefetched_until GUARDED_BY(mu) = 0;  // first block not yet asked for
+};
+
+Filesystem::Filesystem(const FilesystemOptions& options, Catalog* catalog, TieredCache* cache,
+                       std::string source_id, Clock* clock)
+    : options_(options),
+      catalog_(catalog),
+      cache_(cache),
+      source_id_(std::move(source_id)),
+      clock_(clock),
+      mount_time_ns_(clock->NowUnixNanos()),
+      xattrs_(NewDefaultXattrRegistry()) {
+  auto root = std::make_shared<Inode>(kRootInode, std::string(), /*is_dir=*/true);
+  root->nlookup = 1;  // the kernel holds the root implicitly; it is never forgotten
+  MutexLock l(&mu_);
+  by_ino_[kRootInode] = root;
+  by_path_[std::string()] = kRootInode;
+}
+
+Filesystem::~Filesystem() = default;
+
+std::shared_ptr<Filesystem::Inode> Filesystem::FindInode(InodeId ino) const {
+  MutexLock l(&mu_);
+  auto it = by_ino_.find(ino);
+  return it == by_ino_.end() ? nullptr : it->second;
+}
+
+InodeAttr Filesystem::DirAttr(InodeId ino) const {
+  InodeAttr a;
+  a.ino = ino;
+  a.is_dir = true;
+  a.mode = S_IFDIR | 0555;
+  a.nlink = 2;
+  a.uid = options_.uid;
+  a.gid = options_.gid;
+  a.size = 0;
+  a.mtime_ns = mount_time_ns_;
+  a.blksize = static_cast<uint32_t>(cache_->block_size());
+  return a;
+}
+
+InodeAttr Filesystem::AttrOf(const Inode& node) const {
+  if (node.is_dir) return DirAttr(node.ino);
+  InodeAttr a;
+  a.ino = node.ino;
+  a.is_dir = false;
+  a.mode = S_IFREG | 0444;
+  a.nlink = 1;
+  a.uid = options_.uid;
+  a.gid = options_.gid;
+  a.size = node.size;
+  a.mtime_ns = node.mtime_ns;
+  a.blksize = static_cast<uint32_t>(cache_->block_size());
+  return a;
+}
+
+LookupEntry Filesystem::Obtain(const std::string& path, const DirEntry& entry) {
+  const bool is_dir = entry.type == EntryType::kDir;
+  MutexLock l(&mu_);
+  std::shared_ptr<Inode> node;
+  if (auto it = by_path_.find(path); it != by_path_.end()) {
+    auto n = by_ino_.find(it->second);
+    // A path whose type changed gets a new inode; the kernel drops the old one when it notices.
+    if (n != by_ino_.end() && n->second->is_dir == is_dir) node = n->second;
+  }
+  if (!node) {
+    node = std::make_shared<Inode>(next_ino_++, path, is_dir);
+    by_ino_[node->ino] = node;
+    by_path_[path] = node->ino;
+  }
+  ++node->nlookup;
+  if (!is_dir) {
+    node->size = entry.size;
+    node->etag = entry.etag;
+    node->mtime_ns = entry.mtime_ns;
+  }
+  return LookupEntry{kGeneration, AttrOf(*node)};
+}
+
+Result<LookupEntry> Filesystem::Lookup(InodeId parent, std::string_view name) {
+  ++counters_.lookups;
+  auto p = FindInode(parent);
+  if (!p || !p->is_dir) {
+    return Status::FailedPrecondition(fmt::format("lookup in unknown directory inode {}", parent));
+  }
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string_view::npos) {
+    ++counters_.negative_lookups;
+    return Status::NotFound(fmt::format("no entry '{}'", name));
+  }
+  auto e = catalog_->Lookup(p->path, name);
+  if (!e.ok()) {
+    if (e.status().IsNotFound()) {
+      ++counters_.negative_lookups;
+    } else {
+      Logger(Module::kFuse)
+          .warn("lookup '{}' in '{}': {}", name, p->path, e.status().ToString());
+    }
+    return e.status();
+  }
+  return Obtain(JoinPath(p->path, name), *e);
+}
+
+Result<LookupEntry> Filesystem::LookupDirItem(InodeId parent, const DirItem& item) {
+  auto p = FindInode(parent);
+  if (!p || !p->is_dir) {
+    return Status::FailedPrecondition(fmt::format("readdir of unknown directory inode {}", parent));
+  }
+  DirEntry e;
+  e.name = item.name;
+  e.type = item.is_dir ? EntryType::kDir : EntryType::kFile;
+  e.size = item.size;
+  e.etag = item.etag;
+  e.mtime_ns = item.mtime_ns;
+  return Obtain(JoinPath(p->path, item.name), e);
+}
+
+void Filesystem::Forget(InodeId ino, uint64_t nlookup) {
+  if (ino == kRootInode) return;
+  MutexLock l(&mu_);
+  // Re-find by number under the table lock: the inode may already be gone.
+  auto it = by_ino_.find(ino);
+  if (it == by_ino_.end()) return;
+  Inode& node = *it->second;
+  node.nlookup -= std::min(node.nlookup, nlookup);
+  if (node.nlookup > 0) return;
+  // The path may point at a newer inode by now (type change); only erase our own mapping.
+  if (auto p = by_path_.find(node.path); p != by_path_.end() && p->second == ino) {
+    by_path_.erase(p);
+  }
+  by_ino_.erase(it);
+}
+
+uint64_t Filesystem::TEST_LookupCount(InodeId ino) const {
+  MutexLock l(&mu_);
+  auto it = by_ino_.find(ino);
+  return it == by_ino_.end() ? 0 : it->second->nlookup;
+}
+
+size_t Filesystem::InodeCount() const {
+  MutexLock l(&mu_);
+  return by_ino_.size();
+}
+
+Result<InodeAttr> Filesystem::GetAttr(InodeId ino) {
+  auto n = FindInode(ino);
+  if (!n) return Status::FailedPrecondition(fmt::format("getattr of unknown inode {}", ino));
+  if (n->is_dir) return DirAttr(ino);
+  auto [dir, base] = SplitPath(n->path);
+  auto e = catalog_->Lookup(dir, base);
+  MutexLock l(&mu_);
+  if (e.ok()) {
+    if (e->type == EntryType::kDir) {
+      return Status::FailedPrecondition(fmt::format("'{}' is now a directory", n->path));
+    }
+    n->size = e->size;
+    n->etag = e->etag;
+    n->mtime_ns = e->mtime_ns;
+  } else if (e.status().IsNotFound()) {
+    return e.status();
+  }
+  // Other errors (origin unreachable with a stale listing): the attributes last seen are the
+  // best answer; the next getattr tries again.
+  return AttrOf(*n);
+}
+
+Result<uint64_t> Filesystem::OpenDir(InodeId ino) {
+  auto n = FindInode(ino);
+  if (!n) return Status::FailedPrecondition(fmt::format("opendir of unknown inode {}", ino));
+  if (!n->is_dir) return Status::InvalidArgument(fmt::format("'{}' is not a directory", n->path));
+  auto d = std::make_shared<DirHandle>();
+  d->ino = ino;
+  d->path = n->path;
+  if (ino == kRootInode) {
+    d->parent_ino = kRootInode;
+  } else {
+    std::string parent(SplitPath(n->path).first);
+    MutexLock l(&mu_);
+    if (auto it = by_path_.find(parent); it != by_path_.end()) d->parent_ino = it->second;
+  }
+  MutexLock l(&handles_mu_);
+  uint64_t id = next_handle_++;
+  dirs_[id] = std::move(d);
+  return id;
+}
+
+std::shared_ptr<Filesystem::DirHandle> Filesystem::FindDir(uint64_t dh) const {
+  MutexLock l(&handles_mu_);
+  auto it = dirs_.find(dh);
+  return it == dirs_.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<Filesystem::FileHandle> Filesystem::FindFile(uint64_t fh) const {
+  MutexLock l(&handles_mu_);
+  auto it = files_.find(fh);
+  return it == files_.end() ? nullptr : it->second;
+}
+
+Status Filesystem::ReadDir(uint64_t dh, uint64_t offset, size_t max, std::vector<DirItem>* out) {
+  out->clear();
+  auto d = FindDir(dh);
+  if (!d) return Status::FailedPrecondition(fmt::format("unknown directory handle {}", dh));
+  MutexLock l(&d->mu);
+  if (offset == 0 && d->used) {  // rewinddir: read the listing afresh
+    d->entries.clear();
+    d->complete = false;
+  }
+  d->used = true;
+  uint64_t pos = offset;
+  while (out->size() < max) {
+    if (pos < 2) {
+      DirItem dot;
+      dot.name = pos == 0 ? "." : "..";
+      dot.is_dir = true;
+      dot.is_dot = true;
+      dot.ino = pos == 0 ? d->ino : d->parent_ino;
+      dot.next_offset = pos + 1;
+      out->push_back(std::move(dot));
+      ++pos;
+      continue;
+    }
+    const size_t i = pos - 2;
+    if (i >= d->entries.size()) {
+      if (d->complete) break;
+      std::vector<DirEntry> page;
+      std::string after = d->entries.empty() ? std::string() : d->entries.back().name;
+      Status s = catalog_->ReadDir(d->path, after, options_.readdir_batch, &page);
+      if (!s.ok()) {
+        Logger(Module::kFuse).warn("readdir '{}' after '{}': {}", d->path, after, s.ToString());
+        if (!out->empty()) break;  // hand out what we have; the kernel asks again
+        return s;
+      }
+      if (page.size() < options_.readdir_batch) d->complete = true;
+      for (auto& e : page) d->entries.push_back(std::move(e));
+      continue;
+    }
+    const DirEntry& e = d->entries[i];
+    DirItem item;
+    item.name = e.name;
+    item.is_dir = e.type == EntryType::kDir;
+    item.size = e.size;
+    item.etag = e.etag;
+    item.mtime_ns = e.mtime_ns;
+    item.next_offset = pos + 1;
+    out->push_back(std::move(item));
+    ++pos;
+  }
+  // Inode numbers of entries the kernel already knows (one table lock for the batch).
+  MutexLock t(&mu_);
+  for (DirItem& item : *out) {
+    if (item.is_dot) continue;
+    if (auto it = by_path_.find(JoinPath(d->path, item.name)); it != by_path_.end()) {
+      item.ino = it->second;
+    }
+  }
+  return Status::OK();
+}
+
+void Filesystem::ReleaseDir(uint64_t dh) {
+  std::shared_ptr<DirHandle> d;
+  MutexLock l(&handles_mu_);
+  if (auto it = dirs_.find(dh); it != dirs_.end()) {
+    d = std::move(it->second);  // destroyed after the lock is released
+    dirs_.erase(it);
+  }
+}
+
+Result<OpenResult> Filesystem::Open(InodeId ino) {
+  ++counters_.opens;
+  auto n = FindInode(ino);
+  if (!n) return Status::FailedPrecondition(fmt::format("open of unknown inode {}", ino));
+  if (n->is_dir) return Status::InvalidArgument(fmt::format("'{}' is a directory", n->path));
+  auto e = catalog_->Revalidate(n->path);
+  if (!e.ok()) {
+    if (!e.status().IsNotFound()) {
+      Logger(Module::kFuse).warn("open '{}': {}", n->path, e.status().ToString());
+    }
+    return e.status();
+  }
+  if (e->type == EntryType::kDir) {
+    return Status::FailedPrecondition(fmt::format("'{}' is now a directory", n->path));
+  }
+  auto fh = std::make_shared<FileHandle>();
+  fh->obj.key = n->path;
+  fh->obj.info.size = e->size;
+  fh->obj.info.etag = e->etag;
+  fh->obj.info.mtime_ns = e->mtime_ns;
+  fh->node = n;
+  OpenResult result;
+  {
+    MutexLock l(&mu_);
+    result.keep_cache = !n->opened_etag.empty() && n->opened_etag == e->etag;
+    n->opened_etag = e->etag;
+    n->size = e->size;
+    n->etag = e->etag;
+    n->mtime_ns = e->mtime_ns;
+  }
+  MutexLock l(&handles_mu_);
+  result.fh = next_handle_++;
+  files_[result.fh] = std::move(fh);
+  return result;
+}
+
+int Filesystem::TierHolding(const ObjectRef& obj, uint64_t block_index) const {
+  const auto& tiers = cache_->tiers();
+  if (tiers.empty()) return kOriginTier;
+  BlockKey key = MakeBlockKey(source_id_, obj.key, obj.info.etag, cache_->block_size(),
+                              block_index);
+  for (size_t i = 0; i < tiers.size(); ++i) {
+    if (tiers[i]->Contains(key)) return static_cast<int>(i);
+  }
+  return kOriginTier;
+}
+
+// Sequential detector: a read that starts near the end of the previous ones (the kernel issues
+// readahead asynchronously, so neighbours may arrive slightly out of order) doubles the window
+// up to readahead_max_bytes; any other read is a seek and resets it.
+void Filesystem::MaybeReadahead(FileHandle* fh, uint64_t offset, uint64_t size) {
+  if (options_.readahead_max_bytes == 0) return;
+  const uint64_t bs = cache_->block_size();
+  if (bs == 0) return;
+  const uint64_t nblocks = (fh->obj.info.size + bs - 1) / bs;
+  const uint64_t end_block = (offset + size - 1) / bs;  // last block this read touches
+  uint64_t first = 0, count = 0;
+  {
+    MutexLock l(&fh->mu);
+    const uint64_t slack = 2 * bs;
+    const bool sequential =
+        fh->reads == 0 ? offset == 0
+                       : offset + slack >= fh->next_offset && offset <= fh->next_offset + slack;
+    ++fh->reads;
+    fh->next_offset = std::max(fh->next_offset, offset + size);
+    if (!sequential) {
+      fh->window = 0;
+      fh->prefetched_until = end_block + 1;
+      return;
+    }
+    fh->window = fh->window == 0 ? std::min(2 * bs, options_.readahead_max_bytes)
+                                 : std::min(2 * fh->window, options_.readahead_max_bytes);
+    const uint64_t want_until = std::min(nblocks, end_block + 1 + fh->window / bs);
+    first = std::max(fh->prefetched_until, end_block + 1);
+    if (want_until <= first) return;
+    count = want_until - first;
+    fh->prefetched_until = want_until;
+  }
+  ++counters_.readahead_requests;
+  cache_->Prefetch(fh->obj, first, count);
+}
+
+Result<std::vector<BlockSlice>> Filesystem::Read(uint64_t fh, uint64_t offset, uint64_t size) {
+  auto h = FindFile(fh);
+  if (!h) return Status::FailedPrecondition(fmt::format("unknown file handle {}", fh));
+  ++counters_.reads;
+  if (size == 0 || offset >= h->obj.info.size) return std::vector<BlockSlice>();
+  size = std::min(size, h->obj.info.size - offset);
+  MaybeReadahead(h.get(), offset, size);
+  const int source = TierHolding(h->obj, offset / cache_->block_size());
+  auto r = cache_->Read(h->obj, offset, size);
+  if (!r.ok()) {
+    Logger(Module::kFuse)
+        .warn("read '{}' etag {} offset {} size {}: {}", h->obj.key, h->obj.info.etag, offset,
+              size, r.status().ToString());
+    return r.status();
+  }
+  h->node->last_source.store(source, std::memory_order_relaxed);
+  uint64_t bytes = 0;
+  for (const auto& s : *r) bytes += s.length;
+  counters_.read_bytes += bytes;
+  return r;
+}
+
+void Filesystem::Release(uint64_t fh) {
+  std::shared_ptr<FileHandle> h;
+  MutexLock l(&handles_mu_);
+  if (auto it = files_.find(fh); it != files_.end()) {
+    h = std::move(it->second);
+    files_.erase(it);
+  }
+}
+
+FsStatsInfo Filesystem::StatFs() {
+  FsStatsInfo s;
+  s.block_size = cache_->block_size();
+  if (s.block_size == 0) s.block_size = 4096;
+  const auto& tiers = cache_->tiers();
+  if (!tiers.empty()) {
+    // The largest (last) host tier is what "capacity" means to a user: the flash cache.
+    const TierStats& ts = tiers.back()->Stats();
+    const uint64_t cap = ts.capacity.load();
+    const uint64_t used = std::min(cap, ts.bytes_used.load());
+    s.total_blocks = cap / s.block_size;
+    s.free_blocks = (cap - used) / s.block_size;
+  }
+  s.files = InodeCount();
+  return s;
+}
+
+Result<std::string> Filesystem::GetXattr(InodeId ino, std::string_view name) {
+  auto n = FindInode(ino);
+  if (!n) return Status::FailedPrecondition(fmt::format("getxattr of unknown inode {}", ino));
+  const XattrHandler* h = xattrs_->Find(name);
+  if (!h) return Status::NotFound(fmt::format("no attribute {}", name));
+  XattrTarget t;
+  t.path = n->path;
+  t.is_dir = n->is_dir;
+  t.is_root = ino == kRootInode;
+  t.fs = this;
+  {
+    MutexLock l(&mu_);
+    t.object.key = n->path;
+    t.object.info.size = n->size;
+    t.object.info.etag = n->etag;
+    t.object.info.mtime_ns = n->mtime_ns;
+  }
+  const int src = n->last_source.load(std::memory_order_relaxed);
+  if (src == kOriginTier) {
+    t.source = "origin";
+  } else if (src >= 0 && static_cast<size_t>(src) < cache_->tiers().size()) {
+    t.source = cache_->tiers()[src]->name();
+  }
+  if (!h->AppliesTo(t)) return Status::NotFound(fmt::format("no attribute {} here", name));
+  return h->Get(t);
+}
+
+Result<std::vector<std::string>> Filesystem::ListXattr(InodeId ino) {
+  auto n = FindInode(ino);
+  if (!n) return Status::FailedPrecondition(fmt::format("listxattr of unknown inode {}", ino));
+  XattrTarget t;
+  t.path = n->path;
+  t.is_dir = n->is_dir;
+  t.is_root = ino == kRootInode;
+  t.fs = this;
+  return xattrs_->List(t);
+}
+
+Status Filesystem::SetXattr(InodeId ino, std::string_view name, std::string_view value) {
+  auto n = FindInode(ino);
+  if (!n) return Status::FailedPrecondition(fmt::format("setxattr of unknown inode {}", ino));
+  const XattrHandler* h = xattrs_->Find(name);
+  if (!h) {
+    if (name.starts_with(kXattrPrefix)) {
+      Logger(Module::kFuse).warn("setxattr of unknown attribute {} on '{}'", name, n->path);
+    }
+    return Status::NotSupported(fmt::format("attribute {} cannot be set", name));
+  }
+  XattrTarget t;
+  t.path = n->path;
+  t.is_dir = n->is_dir;
+  t.is_root = ino == kRootInode;
+  t.fs = this;
+  return h->Set(t, value);
+}
+
+Status Filesystem::RemoveXattr(InodeId ino, std::string_view name) {
+  auto n = FindInode(ino);
+  if (!n) return Status::FailedPrecondition(fmt::format("removexattr of unknown inode {}", ino));
+  if (!xattrs_->Find(name)) return Status::NotFound(fmt::format("no attribute {}", name));
+  Logger(Module::kFuse).warn("removexattr {} on '{}' refused: read-only", name, n->path);
+  return Status::InvalidArgument(fmt::format("{} is read-only", name));
+}
+
+std::string Filesystem::StatsText() const {
+  size_t open_files;
+  {
+    MutexLock l(&handles_mu_);
+    open_files = files_.size();
+  }
+  return fmt::format(
+      "fuse.inodes={} fuse.open_files={} fuse.lookups={} fuse.negative_lookups={} fuse.opens={} "
+      "fuse.reads={} fuse.read_bytes={} fuse.readahead_requests={}",
+      InodeCount(), open_files, counters_.lookups.load(), counters_.negative_lookups.load(),
+      counters_.opens.load(), counters_.reads.load(), counters_.read_bytes.load(),
+      counters_.readahead_requests.load());
+}
+
+}  // namespace tierfs

@@ -1,0 +1,214 @@
+// Filesystem — the FUSE semantics of tierfs in tierfs terms, with no FUSE types (conventions C5):
+// an inode table with kernel lookup counts, lookup/getattr/readdir over the Catalog, open/read
+// over the TieredCache, statfs, and the user.tierfs.* xattrs. fuse/fuse_server.cc translates
+// kernel requests into calls on this class and replies; everything here is testable without
+// mounting.
+//
+// Inodes. Inode 1 is the root (path ""). Every other inode names a path relative to the source
+// ("a/b/c"); numbers are never reused within one Filesystem, so the generation is constant. An
+// inode lives while the kernel holds lookups on it (Lookup/LookupDirItem add one, Forget drops
+// n); Forget re-finds the inode by number under the table lock before erasing it, and erases the
+// path → inode mapping only if it still points at that inode (a path whose type changed gets a
+// new inode while the kernel still holds the old one).
+//
+// Open-to-close consistency: Open() revalidates the object (Catalog::Revalidate) and pins its
+// version (key, size, ETag) in the file handle; every Read of that handle reads that version.
+// Open tells the caller whether the kernel may keep its page cache: only when the ETag equals the
+// one the inode last saw.
+//
+// Thread-safe; no external synchronization needed. Lock order (outer first):
+//   DirHandle::mu → Filesystem::mu_ ; FileHandle::mu and handles_mu_ are leaves.
+// No lock is held across a Catalog or TieredCache call.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/mutex.h"
+#include "base/result.h"
+#include "tiercache/catalog.h"
+#include "tiercache/tiered_cache.h"
+
+namespace tierfs {
+
+class XattrRegistry;
+
+using InodeId = uint64_t;
+inline constexpr InodeId kRootInode = 1;
+// st_ino reported by plain readdir for entries the kernel has not looked up yet (as libfuse's
+// high-level API does with FUSE_UNKNOWN_INO).
+inline constexpr InodeId kUnknownInode = 0xffffffff;
+
+struct FilesystemOptions {
+  uint32_t uid = 0;  // owner of every inode (daemon/: the mounting user unless configured)
+  uint32_t gid = 0;
+  // Upper bound of the per-file readahead window; the window starts at two blocks and doubles
+  // while reads stay sequential. 0 disables readahead. (TieredCacheOptions::readahead_max_bytes.)
+  uint64_t readahead_max_bytes = 64ULL << 20;
+  // Entries fetched from the Catalog per page while filling a directory handle.
+  size_t readdir_batch = 1024;
+};
+
+// The attributes of an inode, as stat(2) shows them.
+struct InodeAttr {
+  InodeId ino = 0;
+  bool is_dir = false;
+  uint32_t mode = 0;   // S_IFDIR|0555 or S_IFREG|0444
+  uint32_t nlink = 1;  // 2 for directories
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+  uint32_t blksize = 0;  // the cache's block size: the unit reads are best issued in
+};
+
+// A positive lookup: the kernel now holds one more lookup on `attr.ino`.
+struct LookupEntry {
+  uint64_t generation = 0;
+  InodeAttr attr;
+};
+
+// One directory entry as readdir returns it. `next_offset` is the offset to pass to ReadDir to
+// continue after this entry; offsets are stable for the life of the directory handle.
+struct DirItem {
+  std::string name;
+  bool is_dir = false;
+  bool is_dot = false;      // "." or "..": never looked up by readdirplus
+  InodeId ino = kUnknownInode;
+  uint64_t size = 0;
+  std::string etag;
+  int64_t mtime_ns = 0;
+  uint64_t next_offset = 0;
+};
+
+struct OpenResult {
+  uint64_t fh = 0;          // handle id for Read/Release
+  bool keep_cache = false;  // the kernel may keep cached pages of this inode
+};
+
+struct FsStatsInfo {
+  uint64_t block_size = 0;    // f_bsize / f_frsize
+  uint64_t total_blocks = 0;  // capacity of the largest host tier, in blocks
+  uint64_t free_blocks = 0;
+  uint64_t files = 0;         // inodes known
+  uint32_t name_max = 255;
+};
+
+// Counters of the FUSE layer (C20), shown in user.tierfs.stats as fuse.*.
+struct FsCounters {
+  std::atomic<uint64_t> lookups{0};
+  std::atomic<uint64_t> negative_lookups{0};
+  std::atomic<uint64_t> opens{0};
+  std::atomic<uint64_t> reads{0};
+  std::atomic<uint64_t> read_bytes{0};
+  std::atomic<uint64_t> readahead_requests{0};
+};
+
+class Filesystem {
+ public:
+  // `catalog`, `cache` and `clock` are not owned and must outlive the Filesystem. `source_id` is
+  // the origin's BlobStore::Describe(), the source string of the cache's block keys.
+  Filesystem(const FilesystemOptions& options, Catalog* catalog, TieredCache* cache,
+             std::string source_id, Clock* clock);
+  ~Filesystem();
+  Filesystem(const Filesystem&) = delete;
+  Filesystem& operator=(const Filesystem&) = delete;
+
+  // ---- inodes ----
+  // The entry `name` of directory `parent`; adds one lookup. NotFound: no such entry (the caller
+  // replies a negative entry). FailedPrecondition: `parent` is not a known directory inode.
+  Result<LookupEntry> Lookup(InodeId parent, std::string_view name);
+  // For readdirplus: makes `item` (from ReadDir of `parent`) known and adds one lookup, without
+  // asking the Catalog again. REQUIRES: !item.is_dot.
+  Result<LookupEntry> LookupDirItem(InodeId parent, const DirItem& item);
+  // Drops `nlookup` lookups; the inode is forgotten at zero. The root is never forgotten.
+  void Forget(InodeId ino, uint64_t nlookup);
+  // Attributes, refreshed from the Catalog (cached attributes if the origin is unreachable).
+  Result<InodeAttr> GetAttr(InodeId ino);
+  uint64_t generation() const { return kGeneration; }
+
+  // ---- directories ----
+  Result<uint64_t> OpenDir(InodeId ino);
+  // Up to `max` items starting at `offset` (0 = the start: ".", "..", then the entries in byte
+  // order). An empty result is the end of the directory. Offset 0 on a used handle rewinds it
+  // (re-reading the listing, as rewinddir(3) allows).
+  Status ReadDir(uint64_t dh, uint64_t offset, size_t max, std::vector<DirItem>* out);
+  void ReleaseDir(uint64_t dh);
+
+  // ---- files ----
+  // Pins the current version of the file. NotFound if it is gone; InvalidArgument for a
+  // directory. Write access is refused by the caller (EROFS) before this is called.
+  Result<OpenResult> Open(InodeId ino);
+  // Slices covering [offset, offset + size) of the pinned version, short at EOF. Starts readahead
+  // when reads are sequential.
+  Result<std::vector<BlockSlice>> Read(uint64_t fh, uint64_t offset, uint64_t size);
+  void Release(uint64_t fh);
+
+  FsStatsInfo StatFs();
+
+  // ---- extended attributes (user.tierfs.*, see fuse/xattr_handlers.h) ----
+  // NotFound: no such attribute here (ENODATA).
+  Result<std::string> GetXattr(InodeId ino, std::string_view name);
+  // Names that apply to the inode.
+  Result<std::vector<std::string>> ListXattr(InodeId ino);
+  // NotSupported: unknown name (ENOTSUP). InvalidArgument: read-only name or bad value (EINVAL).
+  Status SetXattr(InodeId ino, std::string_view name, std::string_view value);
+  // NotFound for unknown names (ENODATA); InvalidArgument for the read-only tierfs names.
+  Status RemoveXattr(InodeId ino, std::string_view name);
+
+  // "fuse.inodes=.. fuse.open_files=.. fuse.lookups=.. ..." (part of user.tierfs.stats).
+  std::string StatsText() const;
+  const FsCounters& counters() const { return counters_; }
+  size_t InodeCount() const;
+  // Test hook: the kernel's lookup count of `ino`, 0 if the inode is unknown.
+  uint64_t TEST_LookupCount(InodeId ino) const;
+
+  Catalog* catalog() const { return catalog_; }
+  TieredCache* cache() const { return cache_; }
+
+ private:
+  static constexpr uint64_t kGeneration = 1;
+  struct Inode;
+  struct DirHandle;
+  struct FileHandle;
+
+  std::shared_ptr<Inode> FindInode(InodeId ino) const;
+  // Finds or creates the inode of `path` with `entry`'s attributes; adds one lookup.
+  LookupEntry Obtain(const std::string& path, const DirEntry& entry);
+  InodeAttr AttrOf(const Inode& node) const REQUIRES(mu_);
+  InodeAttr DirAttr(InodeId ino) const;
+  std::shared_ptr<DirHandle> FindDir(uint64_t dh) const;
+  std::shared_ptr<FileHandle> FindFile(uint64_t fh) const;
+  // Which tier holds the first block of a read, before it is read (for user.tierfs.source).
+  int TierHolding(const ObjectRef& obj, uint64_t block_index) const;
+  void MaybeReadahead(FileHandle* fh, uint64_t offset, uint64_t size);
+
+  // Constant after construction.
+  const FilesystemOptions options_;
+  Catalog* const catalog_;
+  TieredCache* const cache_;
+  const std::string source_id_;
+  Clock* const clock_;
+  const int64_t mount_time_ns_;
+  std::unique_ptr<XattrRegistry> xattrs_;
+
+  mutable FsCounters counters_;
+
+  mutable Mutex mu_;  // the inode table; after DirHandle::mu
+  std::unordered_map<InodeId, std::shared_ptr<Inode>> by_ino_ GUARDED_BY(mu_);
+  std::unordered_map<std::string, InodeId> by_path_ GUARDED_BY(mu_);
+  InodeId next_ino_ GUARDED_BY(mu_) = kRootInode + 1;
+
+  mutable Mutex handles_mu_;  // leaf
+  std::unordered_map<uint64_t, std::shared_ptr<DirHandle>> dirs_ GUARDED_BY(handles_mu_);
+  std::unordered_map<uint64_t, std::shared_ptr<FileHandle>> files_ GUARDED_BY(handles_mu_);
+  uint64_t next_handle_ GUARDED_BY(handles_mu_) = 1;
+};
+
+}  // namespace tierfs

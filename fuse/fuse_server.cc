@@ -1,0 +1,646 @@
+// The libfuse3 low-level adapter: the only file of tierfs that includes fuse_lowlevel.h.
+//
+// Every operation is split in two (conventions C5): DoX(ctx, ...) calls the Filesystem and
+// returns a value (Result), X(req, ...) replies exactly once with it. No lock is held while
+// replying (C6); the Filesystem returns values, not references into its tables. Errors become
+// errno only through ToErrno (C4).
+//
+// Zero copy on read: the Filesystem returns BlockSlices that point into shared, immutable
+// blocks. One slice is replied with fuse_reply_data over a one-buffer fuse_bufvec and
+// FUSE_BUF_NO_SPLICE (libfuse then writev()s the memory directly); several slices with
+// fuse_reply_iov (one iovec per slice) because libfuse 3.14's fuse_reply_data copies a bufvec of
+// several memory buffers into a temporary buffer first (the FIXME in
+// fuse_send_data_iov_fallback). The slices (and the BlockRefs keeping them alive) live on the
+// handler's stack until the reply call returns. SPLICE_WRITE/MOVE are not requested: they only
+// help for fd-backed buffers; with memory buffers libfuse would copy into a pipe.
+
+#define FUSE_USE_VERSION FUSE_MAKE_VERSION(3, 12)  // fuse_loop_cfg_* (libfuse >= 3.12)
+#include "fuse/fuse_server.h"
+
+#include <fuse3/fuse_lowlevel.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "base/logging.h"
+#include "base/units.h"
+#include "fuse/filesystem.h"
+
+namespace tierfs {
+
+int ToErrno(const Status& status, ErrnoContext context) {
+  switch (status.code()) {
+    case Status::Code::kOk:
+      return 0;
+    case Status::Code::kNotFound:
+      // No such entry → ENOENT. For xattrs NotFound means "no such attribute", which getxattr(2)
+      // and removexattr(2) report as ENODATA.
+      return context == ErrnoContext::kXattr ? ENODATA : ENOENT;
+    case Status::Code::kInvalidArgument:
+      // Bad input from the user (xattr value, name, read-only attribute) → EINVAL.
+      return EINVAL;
+    case Status::Code::kIOError:
+      // Local or remote I/O failed after retries → EIO, what readers of files expect.
+      return EIO;
+    case Status::Code::kCorruption:
+      // Unparsable data from a store (checksum failures are refetched below us, never surfaced)
+      // → EIO: a wrong byte is never returned.
+      return EIO;
+    case Status::Code::kUnavailable:
+      // The origin cannot be reached (retries spent) → EIO, not EAGAIN: readers do not retry.
+      return EIO;
+    case Status::Code::kTimedOut:
+      // A deadline passed after retries → EIO (ETIMEDOUT would read as a network socket error).
+      return EIO;
+    case Status::Code::kPermissionDenied:
+      // The store refused our credentials (401/403) → EACCES.
+      return EACCES;
+    case Status::Code::kNoSpace:
+      // A tier or quota is full → ENOSPC.
+      return ENOSPC;
+    case Status::Code::kCancelled:
+      // Cancelled by shutdown or an interrupt → EINTR (as 3FS does; ECANCELED is for AIO).
+      return EINTR;
+    case Status::Code::kNotSupported:
+      // Operation not supported here (setxattr of an unknown name) → ENOTSUP.
+      return ENOTSUP;
+    case Status::Code::kInternal:
+      // A bug: an invariant did not hold → EIO, and it is logged where it happened.
+      return EIO;
+    case Status::Code::kFailedPrecondition:
+      // The object changed under an open handle (If-Match failed), or an inode/handle the kernel
+      // named is unknown → ESTALE: the next open sees the new version.
+      return ESTALE;
+  }
+  return EIO;
+}
+
+double TimeoutSeconds(std::chrono::nanoseconds d) {
+  constexpr double kYear = 365.0 * 24 * 3600;
+  if (d == kForever) return kYear;
+  double s = std::chrono::duration<double>(d).count();
+  return std::clamp(s, 0.0, kYear);
+}
+
+struct FuseServer::Context {
+  Filesystem* fs = nullptr;
+  double entry_timeout = 60;
+  double attr_timeout = 60;
+  double negative_timeout = 60;
+  uint32_t max_read = 1U << 20;
+  uint32_t max_readahead = 1U << 20;
+};
+
+namespace {
+
+using Context = FuseServer::Context;
+
+Context* Ctx(fuse_req_t req) { return static_cast<Context*>(fuse_req_userdata(req)); }
+
+// ---- libfuse's own messages → Logger(Module::kFuse) ----
+
+std::mutex g_last_error_mu;
+std::string g_last_error;  // the last error libfuse logged, for mount failure messages
+
+void FuseLog(enum fuse_log_level level, const char* fmt, va_list ap) {
+  char buf[1024];
+  vsnprintf(buf, sizeof(buf), fmt, ap);
+  std::string_view msg(buf);
+  while (!msg.empty() && (msg.back() == '\n' || msg.back() == '\r')) msg.remove_suffix(1);
+  spdlog::logger& log = Logger(Module::kFuse);
+  if (level <= FUSE_LOG_ERR) {
+    {
+      std::lock_guard<std::mutex> l(g_last_error_mu);
+      g_last_error = std::string(msg);
+    }
+    log.error("libfuse: {}", msg);
+  } else if (level == FUSE_LOG_WARNING) {
+    log.warn("libfuse: {}", msg);
+  } else if (level == FUSE_LOG_DEBUG) {
+    log.debug("libfuse: {}", msg);
+  } else {
+    log.info("libfuse: {}", msg);
+  }
+}
+
+std::string TakeLastFuseError() {
+  std::lock_guard<std::mutex> l(g_last_error_mu);
+  std::string e = std::move(g_last_error);
+  g_last_error.clear();
+  return e;
+}
+
+// ---- conversions ----
+
+struct stat ToStat(const InodeAttr& a) {
+  struct stat st{};
+  st.st_ino = a.ino;
+  st.st_mode = a.mode;
+  st.st_nlink = a.nlink;
+  st.st_uid = a.uid;
+  st.st_gid = a.gid;
+  st.st_size = static_cast<off_t>(a.size);
+  st.st_blksize = a.blksize;
+  st.st_blocks = static_cast<blkcnt_t>((a.size + 511) / 512);
+  int64_t sec = a.mtime_ns / 1'000'000'000;
+  int64_t nsec = a.mtime_ns % 1'000'000'000;
+  if (nsec < 0) {
+    nsec += 1'000'000'000;
+    --sec;
+  }
+  st.st_mtim.tv_sec = sec;
+  st.st_mtim.tv_nsec = nsec;
+  st.st_ctim = st.st_mtim;
+  st.st_atim = st.st_mtim;
+  return st;
+}
+
+fuse_entry_param ToEntry(const Context& ctx, const LookupEntry& e) {
+  fuse_entry_param p{};
+  p.ino = e.attr.ino;
+  p.generation = e.generation;
+  p.attr = ToStat(e.attr);
+  p.attr_timeout = ctx.attr_timeout;
+  p.entry_timeout = ctx.entry_timeout;
+  return p;
+}
+
+// ---- init ----
+
+void Init(void* userdata, struct fuse_conn_info* conn) {
+  auto* ctx = static_cast<Context*>(userdata);
+  // ls -l and os.scandir + stat get attributes with the names: one round trip per page.
+  if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;
+  // Several reads of one file in flight at once (kernel readahead overlaps the demand read).
+  if (conn->capable & FUSE_CAP_ASYNC_READ) conn->want |= FUSE_CAP_ASYNC_READ;
+  // Lookups and readdirs of one directory in parallel: the Filesystem is thread-safe.
+  if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+  // A changed size/mtime seen by getattr drops the kernel's cached pages (pairs with keep_cache).
+  if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA) conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
+  // Memory replies only (see the file comment): splice would add a copy through a pipe.
+  conn->want &= ~(FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE | FUSE_CAP_SPLICE_READ);
+  conn->max_read = ctx->max_read;
+  // The kernel proposes its limit; we may only lower it.
+  conn->max_readahead = std::min(conn->max_readahead, ctx->max_readahead);
+  Logger(Module::kFuse)
+      .info("fuse connection: protocol {}.{}, max_read {}, max_readahead {}, readdirplus {}",
+            conn->proto_major, conn->proto_minor, conn->max_read, conn->max_readahead,
+            (conn->want & FUSE_CAP_READDIRPLUS) != 0);
+}
+
+// ---- lookup / forget / getattr ----
+
+// A positive entry, or a negative one (ino 0 with negative_timeout) so the kernel caches the miss.
+Result<fuse_entry_param> DoLookup(Context* ctx, fuse_ino_t parent, const char* name) {
+  auto r = ctx->fs->Lookup(parent, name);
+  if (!r.ok()) {
+    if (r.status().IsNotFound() && ctx->negative_timeout > 0) {
+      fuse_entry_param e{};
+      e.ino = 0;
+      e.entry_timeout = ctx->negative_timeout;
+      return e;
+    }
+    return r.status();
+  }
+  return ToEntry(*ctx, *r);
+}
+
+void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  Context* ctx = Ctx(req);
+  auto e = DoLookup(ctx, parent, name);
+  if (!e.ok()) {
+    fuse_reply_err(req, ToErrno(e.status()));
+    return;
+  }
+  // An interrupted lookup never reached the kernel: take back the lookup count it added.
+  if (fuse_reply_entry(req, &*e) == -ENOENT && e->ino != 0) ctx->fs->Forget(e->ino, 1);
+}
+
+void Forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
+  Ctx(req)->fs->Forget(ino, nlookup);
+  fuse_reply_none(req);
+}
+
+void ForgetMulti(fuse_req_t req, size_t count, struct fuse_forget_data* forgets) {
+  Filesystem* fs = Ctx(req)->fs;
+  for (size_t i = 0; i < count; ++i) fs->Forget(forgets[i].ino, forgets[i].nlookup);
+  fuse_reply_none(req);
+}
+
+Result<struct stat> DoGetAttr(Context* ctx, fuse_ino_t ino) {
+  TIERFS_ASSIGN_OR_RETURN(InodeAttr a, ctx->fs->GetAttr(ino));
+  return ToStat(a);
+}
+
+void GetAttr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info*) {
+  Context* ctx = Ctx(req);
+  auto st = DoGetAttr(ctx, ino);
+  if (!st.ok()) {
+    fuse_reply_err(req, ToErrno(st.status()));
+    return;
+  }
+  fuse_reply_attr(req, &*st, ctx->attr_timeout);
+}
+
+// ---- directories ----
+
+void OpenDir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
+  Context* ctx = Ctx(req);
+  auto dh = ctx->fs->OpenDir(ino);
+  if (!dh.ok()) {
+    fuse_reply_err(req, dh.status().code() == Status::Code::kInvalidArgument
+                            ? ENOTDIR
+                            : ToErrno(dh.status()));
+    return;
+  }
+  fi->fh = *dh;
+  if (fuse_reply_open(req, fi) == -ENOENT) ctx->fs->ReleaseDir(*dh);  // interrupted
+}
+
+struct DirReply {
+  std::vector<char> buf;
+  std::vector<InodeId> looked_up;  // readdirplus entries that added a lookup
+};
+
+// Fills one reply buffer of at most `size` bytes from `off`. For readdirplus each entry that
+// fits adds a lookup (the kernel creates its dentry); "." and ".." go with ino 0, which the
+// kernel skips.
+Result<DirReply> DoReadDir(Context* ctx, fuse_req_t req, fuse_ino_t ino, uint64_t dh, size_t size,
+                           off_t off, bool plus) {
+  DirReply reply;
+  reply.buf.resize(size);
+  size_t used = 0;
+  uint64_t pos = static_cast<uint64_t>(off);
+  const size_t batch = std::clamp<size_t>(size / 64, 8, 512);
+  std::vector<DirItem> items;
+  bool full = false;
+  while (!full) {
+    Status s = ctx->fs->ReadDir(dh, pos, batch, &items);
+    if (!s.ok()) {
+      if (used > 0) break;  // hand out what fits; the kernel asks again
+      return s;
+    }
+    if (items.empty()) break;  // end of directory
+    for (const DirItem& item : items) {
+      const size_t rem = size - used;
+      char* at = reply.buf.data() + used;
+      if (!plus) {
+        struct stat st{};
+        st.st_ino = item.ino;
+        st.st_mode = item.is_dir ? S_IFDIR : S_IFREG;
+        size_t need = fuse_add_direntry(req, at, rem, item.name.c_str(), &st,
+                                        static_cast<off_t>(item.next_offset));
+        if (need > rem) {
+          full = true;
+          break;
+        }
+        used += need;
+      } else {
+        fuse_entry_param e{};
+        size_t need = fuse_add_direntry_plus(req, nullptr, 0, item.name.c_str(), &e,
+                                             static_cast<off_t>(item.next_offset));
+        if (need > rem) {
+          full = true;
+          break;
+        }
+        if (item.is_dot) {
+          e.attr.st_ino = item.ino;
+          e.attr.st_mode = S_IFDIR;
+        } else {
+          auto le = ctx->fs->LookupDirItem(ino, item);
+          if (!le.ok()) {
+            if (used > 0) {
+              full = true;
+              break;
+            }
+            return le.status();
+          }
+          e = ToEntry(*ctx, *le);
+          reply.looked_up.push_back(e.ino);
+        }
+        used += fuse_add_direntry_plus(req, at, rem, item.name.c_str(), &e,
+                                       static_cast<off_t>(item.next_offset));
+      }
+      pos = item.next_offset;
+    }
+  }
+  reply.buf.resize(used);
+  return reply;
+}
+
+void ReadDirCommon(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                   struct fuse_file_info* fi, bool plus) {
+  Context* ctx = Ctx(req);
+  auto r = DoReadDir(ctx, req, ino, fi->fh, size, off, plus);
+  if (!r.ok()) {
+    fuse_reply_err(req, ToErrno(r.status()));
+    return;
+  }
+  if (fuse_reply_buf(req, r->buf.data(), r->buf.size()) == -ENOENT) {
+    for (InodeId i : r->looked_up) ctx->fs->Forget(i, 1);  // interrupted: the kernel saw none
+  }
+}
+
+void ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info* fi) {
+  ReadDirCommon(req, ino, size, off, fi, /*plus=*/false);
+}
+
+void ReadDirPlus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                 struct fuse_file_info* fi) {
+  ReadDirCommon(req, ino, size, off, fi, /*plus=*/true);
+}
+
+void ReleaseDir(fuse_req_t req, fuse_ino_t, struct fuse_file_info* fi) {
+  Ctx(req)->fs->ReleaseDir(fi->fh);
+  fuse_reply_err(req, 0);
+}
+
+// ---- files ----
+
+void Open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
+  Context* ctx = Ctx(req);
+  // Read-only: write access is refused before anything is fetched (the kernel already does for
+  // a ro mount; this covers a remount or a bypass).
+  if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
+    fuse_reply_err(req, EROFS);
+    return;
+  }
+  auto r = ctx->fs->Open(ino);
+  if (!r.ok()) {
+    fuse_reply_err(req, r.status().code() == Status::Code::kInvalidArgument
+                            ? EISDIR
+                            : ToErrno(r.status()));
+    return;
+  }
+  fi->fh = r->fh;
+  fi->keep_cache = r->keep_cache ? 1 : 0;
+  fi->direct_io = 0;
+  fi->noflush = 1;  // nothing to flush on close(2) of a read-only file
+  if (fuse_reply_open(req, fi) == -ENOENT) ctx->fs->Release(r->fh);  // interrupted
+}
+
+void Read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, struct fuse_file_info* fi) {
+  Context* ctx = Ctx(req);
+  if (off < 0) {
+    fuse_reply_err(req, EINVAL);
+    return;
+  }
+  // The slices (and their BlockRefs) stay alive on this stack frame until the reply returns.
+  auto slices = ctx->fs->Read(fi->fh, static_cast<uint64_t>(off), size);
+  if (!slices.ok()) {
+    fuse_reply_err(req, ToErrno(slices.status()));
+    return;
+  }
+  const std::vector<BlockSlice>& v = *slices;
+  if (v.empty()) {
+    fuse_reply_buf(req, nullptr, 0);  // EOF
+  } else if (v.size() == 1) {
+    fuse_bufvec bv = FUSE_BUFVEC_INIT(v[0].length);
+    bv.buf[0].mem = const_cast<std::byte*>(v[0].block->data().data() + v[0].offset);
+    fuse_reply_data(req, &bv, FUSE_BUF_NO_SPLICE);
+  } else {
+    std::vector<struct iovec> iov(v.size());
+    for (size_t i = 0; i < v.size(); ++i) {
+      iov[i].iov_base = const_cast<std::byte*>(v[i].block->data().data() + v[i].offset);
+      iov[i].iov_len = v[i].length;
+    }
+    fuse_reply_iov(req, iov.data(), static_cast<int>(iov.size()));
+  }
+}
+
+void Release(fuse_req_t req, fuse_ino_t, struct fuse_file_info* fi) {
+  Ctx(req)->fs->Release(fi->fh);
+  fuse_reply_err(req, 0);
+}
+
+void StatFs(fuse_req_t req, fuse_ino_t) {
+  FsStatsInfo s = Ctx(req)->fs->StatFs();
+  struct statvfs st{};
+  st.f_bsize = s.block_size;
+  st.f_frsize = s.block_size;
+  st.f_blocks = s.total_blocks;
+  st.f_bfree = s.free_blocks;
+  st.f_bavail = s.free_blocks;
+  st.f_files = s.files;
+  st.f_ffree = 0;
+  st.f_favail = 0;
+  st.f_namemax = s.name_max;
+  st.f_flag = ST_RDONLY;
+  fuse_reply_statfs(req, &st);
+}
+
+// ---- extended attributes ----
+
+// Replies a value to getxattr/listxattr: its size when asked with size 0, ERANGE if it does not
+// fit, else the bytes.
+void ReplyXattrValue(fuse_req_t req, const std::string& value, size_t size) {
+  if (size == 0) {
+    fuse_reply_xattr(req, value.size());
+  } else if (value.size() > size) {
+    fuse_reply_err(req, ERANGE);
+  } else {
+    fuse_reply_buf(req, value.data(), value.size());
+  }
+}
+
+void GetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+  auto v = Ctx(req)->fs->GetXattr(ino, name);
+  if (!v.ok()) {
+    fuse_reply_err(req, ToErrno(v.status(), ErrnoContext::kXattr));
+    return;
+  }
+  ReplyXattrValue(req, *v, size);
+}
+
+Result<std::string> DoListXattr(Context* ctx, fuse_ino_t ino) {
+  TIERFS_ASSIGN_OR_RETURN(std::vector<std::string> names, ctx->fs->ListXattr(ino));
+  std::string out;
+  for (const auto& n : names) {
+    out += n;
+    out.push_back('\0');
+  }
+  return out;
+}
+
+void ListXattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+  auto v = DoListXattr(Ctx(req), ino);
+  if (!v.ok()) {
+    fuse_reply_err(req, ToErrno(v.status(), ErrnoContext::kXattr));
+    return;
+  }
+  ReplyXattrValue(req, *v, size);
+}
+
+void SetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size,
+              int flags) {
+  Status s = Ctx(req)->fs->SetXattr(ino, name, std::string_view(value, size));
+  fuse_reply_err(req, ToErrno(s, ErrnoContext::kXattr));
+}
+
+void RemoveXattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
+  Status s = Ctx(req)->fs->RemoveXattr(ino, name);
+  fuse_reply_err(req, ToErrno(s, ErrnoContext::kXattr));
+}
+
+// ---- every write operation: EROFS ----
+
+void MkNod(fuse_req_t req, fuse_ino_t, const char*, mode_t, dev_t) { fuse_reply_err(req, EROFS); }
+void MkDir(fuse_req_t req, fuse_ino_t, const char*, mode_t) { fuse_reply_err(req, EROFS); }
+void Unlink(fuse_req_t req, fuse_ino_t, const char*) { fuse_reply_err(req, EROFS); }
+void RmDir(fuse_req_t req, fuse_ino_t, const char*) { fuse_reply_err(req, EROFS); }
+void SymLink(fuse_req_t req, const char*, fuse_ino_t, const char*) { fuse_reply_err(req, EROFS); }
+void Rename(fuse_req_t req, fuse_ino_t, const char*, fuse_ino_t, const char*, unsigned int) {
+  fuse_reply_err(req, EROFS);
+}
+void Link(fuse_req_t req, fuse_ino_t, fuse_ino_t, const char*) { fuse_reply_err(req, EROFS); }
+void SetAttr(fuse_req_t req, fuse_ino_t, struct stat*, int, struct fuse_file_info*) {
+  fuse_reply_err(req, EROFS);
+}
+void Write(fuse_req_t req, fuse_ino_t, const char*, size_t, off_t, struct fuse_file_info*) {
+  fuse_reply_err(req, EROFS);
+}
+void Create(fuse_req_t req, fuse_ino_t, const char*, mode_t, struct fuse_file_info*) {
+  fuse_reply_err(req, EROFS);
+}
+void Fallocate(fuse_req_t req, fuse_ino_t, int, off_t, off_t, struct fuse_file_info*) {
+  fuse_reply_err(req, EROFS);
+}
+void CopyFileRange(fuse_req_t req, fuse_ino_t, off_t, struct fuse_file_info*, fuse_ino_t, off_t,
+                   struct fuse_file_info*, size_t, int) {
+  fuse_reply_err(req, EROFS);
+}
+
+fuse_lowlevel_ops MakeOps() {
+  fuse_lowlevel_ops ops{};
+  ops.init = Init;
+  ops.lookup = Lookup;
+  ops.forget = Forget;
+  ops.forget_multi = ForgetMulti;
+  ops.getattr = GetAttr;
+  ops.opendir = OpenDir;
+  ops.readdir = ReadDir;
+  ops.readdirplus = ReadDirPlus;
+  ops.releasedir = ReleaseDir;
+  ops.open = Open;
+  ops.read = Read;
+  ops.release = Release;
+  ops.statfs = StatFs;
+  ops.getxattr = GetXattr;
+  ops.listxattr = ListXattr;
+  ops.setxattr = SetXattr;
+  ops.removexattr = RemoveXattr;
+  ops.mknod = MkNod;
+  ops.mkdir = MkDir;
+  ops.unlink = Unlink;
+  ops.rmdir = RmDir;
+  ops.symlink = SymLink;
+  ops.rename = Rename;
+  ops.link = Link;
+  ops.setattr = SetAttr;
+  ops.write = Write;
+  ops.create = Create;
+  ops.fallocate = Fallocate;
+  ops.copy_file_range = CopyFileRange;
+  // flush, fsync, access: left unset; the kernel gets ENOSYS once and stops asking.
+  return ops;
+}
+
+// fuse_opt treats ',' as a separator and '\' as an escape.
+std::string EscapeOpt(std::string_view v) {
+  std::string out;
+  for (char c : v) {
+    if (c == ',' || c == '\\') out.push_back('\\');
+    out.push_back(c);
+  }
+  return out;
+}
+
+}  // namespace
+
+FuseServer::FuseServer(const FuseOptions& options, std::unique_ptr<Context> ctx, fuse_session* se,
+                       std::string mountpoint)
+    : options_(options), ctx_(std::move(ctx)), se_(se), mountpoint_(std::move(mountpoint)) {}
+
+Result<std::unique_ptr<FuseServer>> FuseServer::Mount(const FuseOptions& options, Filesystem* fs,
+                                                      const std::string& mountpoint) {
+  fuse_set_log_func(FuseLog);
+  TakeLastFuseError();
+  auto ctx = std::make_unique<Context>();
+  ctx->fs = fs;
+  ctx->entry_timeout = TimeoutSeconds(options.entry_timeout);
+  ctx->attr_timeout = TimeoutSeconds(options.attr_timeout);
+  ctx->negative_timeout = TimeoutSeconds(options.negative_timeout);
+  ctx->max_read = options.max_read;
+  ctx->max_readahead = options.max_readahead;
+
+  std::string o = "ro,subtype=tierfs,fsname=" + EscapeOpt(options.fsname) +
+                  ",max_read=" + std::to_string(options.max_read);
+  if (options.allow_other) o += ",allow_other";
+  if (options.default_permissions) o += ",default_permissions";
+  for (const auto& extra : options.extra_options) o += "," + extra;
+  std::vector<std::string> args = {"tierfs"};
+  if (options.debug) args.push_back("-d");
+  args.push_back("-o");
+  args.push_back(o);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  fuse_args fargs = FUSE_ARGS_INIT(static_cast<int>(args.size()), argv.data());
+
+  static const fuse_lowlevel_ops kOps = MakeOps();
+  fuse_session* se = fuse_session_new(&fargs, &kOps, sizeof(kOps), ctx.get());
+  fuse_opt_free_args(&fargs);
+  if (se == nullptr) {
+    return Status::InvalidArgument("cannot create the FUSE session with options '" + o +
+                                   "': " + TakeLastFuseError());
+  }
+  if (fuse_set_signal_handlers(se) != 0) {
+    fuse_session_destroy(se);
+    return Status::Internal("cannot install the FUSE signal handlers");
+  }
+  if (fuse_session_mount(se, mountpoint.c_str()) != 0) {
+    std::string why = TakeLastFuseError();
+    fuse_remove_signal_handlers(se);
+    fuse_session_destroy(se);
+    return Status::IOError("cannot mount at " + mountpoint + (why.empty() ? "" : ": " + why));
+  }
+  Logger(Module::kFuse).info("mounted {} at {} (-o {})", options.fsname, mountpoint, o);
+  return std::unique_ptr<FuseServer>(new FuseServer(options, std::move(ctx), se, mountpoint));
+}
+
+Status FuseServer::Run() {
+  fuse_loop_config* cfg = fuse_loop_cfg_create();
+  if (cfg == nullptr) return Status::Internal("fuse_loop_cfg_create failed");
+  fuse_loop_cfg_set_clone_fd(cfg, options_.clone_fd ? 1 : 0);
+  fuse_loop_cfg_set_max_threads(cfg, static_cast<unsigned>(std::max(1, options_.max_threads)));
+  int rc = fuse_session_loop_mt(se_, cfg);
+  fuse_loop_cfg_destroy(cfg);
+  // 0: unmounted (fusermount3 -u / umount); > 0: the signal that ended the loop.
+  if (rc > 0) Logger(Module::kFuse).info("signal {}: unmounting {}", rc, mountpoint_);
+  if (rc < 0) return Status::FromErrno(-rc, "fuse session loop");
+  return Status::OK();
+}
+
+void FuseServer::Unmount() {
+  if (!mounted_) return;
+  mounted_ = false;
+  fuse_session_unmount(se_);
+  Logger(Module::kFuse).info("unmounted {}", mountpoint_);
+}
+
+FuseServer::~FuseServer() {
+  Unmount();
+  fuse_remove_signal_handlers(se_);
+  fuse_session_destroy(se_);
+}
+
+}  // namespace tierfs

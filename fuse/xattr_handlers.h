@@ -1,0 +1,70 @@
+// The user.tierfs.* extended attributes (conventions C16): a registry of small handler classes.
+// xattr_handlers.cc is the one file that lists every name (NewDefaultXattrRegistry).
+//
+//   user.tierfs.stats      root only, get: space-separated key=value counters of every tier,
+//                          the origin, the catalog and the FUSE layer
+//                          ("l1.hits=3 ... origin.bytes=1048576 ... fuse.inodes=12")
+//   user.tierfs.etag       files, get: the ETag of the version the inode last saw
+//   user.tierfs.source     files, get: which tier served the file's last read: l1, l2, origin,
+//                          or "none" before the first read
+//   user.tierfs.residency  files, get: blocks held per host tier, "l1=3/25 l2=25/25"
+//
+// Values are short and machine-parseable. Unknown names: get → NotFound (ENODATA), set →
+// NotSupported (ENOTSUP). Setting a read-only name → InvalidArgument (EINVAL) and a log line.
+//
+// Thread-safety: the registry is immutable after construction; handlers are stateless and
+// thread-safe.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+#include "tiercache/tiered_cache.h"
+
+namespace tierfs {
+
+class Filesystem;
+
+inline constexpr std::string_view kXattrPrefix = "user.tierfs.";
+
+// What a handler is asked about: one inode, as the Filesystem last saw it.
+struct XattrTarget {
+  std::string_view path;  // "" for the root
+  bool is_dir = false;
+  bool is_root = false;
+  ObjectRef object;       // files: key and the last seen version (size, ETag, mtime)
+  std::string_view source;  // files: tier name of the last read, "" before any
+  Filesystem* fs = nullptr;  // for the catalog, the cache and the FUSE counters
+};
+
+class XattrHandler {
+ public:
+  virtual ~XattrHandler() = default;
+  virtual std::string_view name() const = 0;  // full name, "user.tierfs.etag"
+  virtual bool AppliesTo(const XattrTarget& target) const = 0;
+  virtual Result<std::string> Get(const XattrTarget& target) const = 0;
+  // Default: the name is read-only (InvalidArgument).
+  virtual Status Set(const XattrTarget& target, std::string_view value) const;
+};
+
+class XattrRegistry {
+ public:
+  void Register(std::unique_ptr<XattrHandler> handler);
+  // nullptr if no handler has that name.
+  const XattrHandler* Find(std::string_view name) const;
+  // Names of the handlers that apply to `target`, in registration order.
+  std::vector<std::string> List(const XattrTarget& target) const;
+
+ private:
+  std::vector<std::unique_ptr<XattrHandler>> handlers_;
+  std::map<std::string, const XattrHandler*, std::less<>> by_name_;
+};
+
+// Every user.tierfs.* name tierfs serves.
+std::unique_ptr<XattrRegistry> NewDefaultXattrRegistry();
+
+}  // namespace tierfs
