@@ -1,0 +1,286 @@
+# Shared helpers for the end-to-end tests (sourced, not run). bash only.
+#
+# Every wait has a hard timeout. What a test starts it stops by PID, and what it mounts it
+# unmounts, also when it fails: tests call e2e_init, which installs an EXIT/INT/TERM trap that runs
+# e2e_cleanup (unmount every mount made with tierfs_mount, stop every s3rver started with
+# s3rver_start, remove the work directory once nothing is mounted in it).
+
+E2E_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+E2E_DIR="$E2E_ROOT/tests/e2e"
+PY=/usr/bin/python3
+TIERFS="${TIERFS:-$E2E_ROOT/build/daemon/tierfs}"
+MOUNT_TIMEOUT="${E2E_MOUNT_TIMEOUT:-30}"
+UMOUNT_TIMEOUT="${E2E_UMOUNT_TIMEOUT:-20}"
+
+E2E_MOUNTS=()        # mountpoints made by tierfs_mount
+E2E_PIDS=()          # daemon PIDs started by tierfs_mount (foreground mode)
+E2E_S3_DIRS=()       # s3rver data dirs started by s3rver_start
+E2E_WORK=""
+E2E_NAME="${E2E_NAME:-$(basename "$0" .sh)}"
+E2E_T0=$SECONDS
+
+log() { printf '[%s %4ds] %s\n' "$E2E_NAME" "$((SECONDS - E2E_T0))" "$*"; }
+fail() {
+  log "FAIL: $*" >&2
+  exit 1
+}
+
+# e2e_skip_unless_fuse: exit 77 (skip) when /dev/fuse or fusermount3 is missing.
+e2e_skip_unless_fuse() {
+  if [[ ! -c /dev/fuse ]]; then
+    log "SKIP: /dev/fuse is missing"
+    exit 77
+  fi
+  if ! command -v fusermount3 >/dev/null 2>&1; then
+    log "SKIP: fusermount3 is missing"
+    exit 77
+  fi
+}
+
+e2e_init() {
+  e2e_skip_unless_fuse
+  [[ -x "$TIERFS" ]] || fail "tierfs binary not found at $TIERFS (build first: cmake -S . -B build -G Ninja && ninja -C build)"
+  E2E_WORK="$(mktemp -d "/tmp/tierfs-e2e-$E2E_NAME.XXXXXX")"
+  trap 'e2e_cleanup $?' EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+  log "work dir $E2E_WORK, binary $TIERFS"
+}
+
+is_mounted() {  # is_mounted DIR: non-blocking (reads mountinfo; never stats the mount)
+  local dir
+  dir="$(realpath -s "$1")"
+  awk -v d="$dir" '$5 == d { found = 1 } END { exit !found }' /proc/self/mountinfo
+}
+
+pid_alive() {  # running (a zombie counts as exited)
+  [[ -n "${1:-}" ]] && kill -0 "$1" 2>/dev/null || return 1
+  local state
+  state="$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" || return 1
+  [[ "$state" != Z ]]
+}
+
+wait_pid_exit() {  # wait_pid_exit PID SECONDS -> 0 when it exited in time
+  local pid="$1" deadline=$((SECONDS + $2))
+  while pid_alive "$pid"; do
+    (( SECONDS >= deadline )) && return 1
+    sleep 0.1
+  done
+  return 0
+}
+
+# step NAME TIMEOUT CMD...: runs CMD under a hard timeout, logs the outcome and its duration,
+# exits the test on failure.
+step() {
+  local name="$1" secs="$2"
+  shift 2
+  local t0=$SECONDS rc=0
+  log "-> $name"
+  timeout -k 5 "$secs" "$@" || rc=$?
+  if (( rc == 124 || rc == 137 )); then
+    fail "$name: timed out after ${secs}s"
+  elif (( rc != 0 )); then
+    fail "$name: exit code $rc"
+  fi
+  log "ok $name ($((SECONDS - t0))s)"
+}
+
+# The dataset: shared between tests when run_all.sh generated one (E2E_DATASET, E2E_MANIFEST).
+e2e_dataset() {
+  if [[ -n "${E2E_DATASET:-}" && -f "${E2E_MANIFEST:-}" ]]; then
+    DATASET="$E2E_DATASET"
+    MANIFEST="$E2E_MANIFEST"
+  else
+    DATASET="$E2E_WORK/dataset"
+    MANIFEST="$E2E_WORK/manifest.json"
+    step "generate dataset" 120 "$PY" "$E2E_DIR/gen_dataset.py" "$DATASET" "$MANIFEST"
+  fi
+}
+
+free_port() {
+  "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+# s3rver_start BUCKET: starts s3rver on a free port with one bucket; sets S3_PORT, S3_ENDPOINT.
+s3rver_start() {
+  local bucket="$1" dir="$E2E_WORK/s3rver" tries=0
+  "$E2E_ROOT/scripts/s3rver.sh" install >/dev/null || fail "s3rver install failed"
+  while :; do
+    S3_PORT="$(free_port)"
+    E2E_S3_DIRS+=("$dir")
+    if "$E2E_ROOT/scripts/s3rver.sh" start "$dir" "$S3_PORT" "$bucket"; then
+      break
+    fi
+    tries=$((tries + 1))
+    (( tries < 3 )) || fail "could not start s3rver"
+  done
+  S3_ENDPOINT="http://127.0.0.1:$S3_PORT"
+}
+
+s3_upload() {  # s3_upload BUCKET
+  step "upload dataset to s3://$1" 300 "$PY" "$E2E_DIR/upload.py" "$DATASET" "$MANIFEST" \
+    --endpoint "$S3_ENDPOINT" --bucket "$1"
+}
+
+# tierfs_mount SOURCE MNT CACHE LOGFILE [ARGS...]: runs the daemon in the foreground (-f) in the
+# background, so its PID is known and its log is captured; returns once MNT is a mount. Sets
+# TIERFS_PID. The S3 credentials are s3rver's.
+tierfs_mount() {
+  local src="$1" mnt="$2" cache="$3" logf="$4"
+  shift 4
+  mkdir -p "$mnt" "$cache"
+  is_mounted "$mnt" && fail "$mnt is already a mount"
+  local cmd=("$TIERFS" mount "$src" "$mnt" --cache-dir "$cache" --l1-size 256MiB --l2-size 4GiB "$@" -f)
+  log "mount: ${cmd[*]}"
+  AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_REGION=us-east-1 \
+    "${cmd[@]}" >"$logf" 2>&1 </dev/null &
+  TIERFS_PID=$!
+  E2E_PIDS+=("$TIERFS_PID")
+  E2E_MOUNTS+=("$mnt")
+  local deadline=$((SECONDS + MOUNT_TIMEOUT))
+  until is_mounted "$mnt"; do
+    if ! pid_alive "$TIERFS_PID"; then
+      local rc=0
+      wait "$TIERFS_PID" || rc=$?
+      log "daemon log ($logf):"
+      sed 's/^/    /' "$logf" | tail -n 40 >&2
+      fail "tierfs exited (code $rc) before $mnt was mounted"
+    fi
+    if (( SECONDS >= deadline )); then
+      sed 's/^/    /' "$logf" | tail -n 40 >&2
+      fail "$mnt not mounted within ${MOUNT_TIMEOUT}s"
+    fi
+    sleep 0.1
+  done
+  log "mounted $mnt (daemon pid $TIERFS_PID)"
+}
+
+# tierfs_umount MNT [PID]: fusermount3 -u, then the daemon must exit by itself. Falls back to a lazy
+# unmount and killing the daemon by its PID (which also aborts the FUSE connection). Returns
+# non-zero when the clean path did not work.
+tierfs_umount() {
+  local mnt="$1" pid="${2:-}" rc=0
+  if is_mounted "$mnt"; then
+    if ! timeout -k 2 "$UMOUNT_TIMEOUT" fusermount3 -u "$mnt"; then
+      log "fusermount3 -u $mnt failed; lazy unmount" >&2
+      rc=1
+      timeout -k 2 10 fusermount3 -u -z "$mnt" || true
+    fi
+  fi
+  if [[ -n "$pid" ]] && ! wait_pid_exit "$pid" "$UMOUNT_TIMEOUT"; then
+    log "daemon pid $pid still running ${UMOUNT_TIMEOUT}s after unmount; SIGTERM" >&2
+    rc=1
+    kill -TERM "$pid" 2>/dev/null || true
+    if ! wait_pid_exit "$pid" 5; then
+      log "daemon pid $pid ignores SIGTERM; SIGKILL" >&2
+      kill -KILL "$pid" 2>/dev/null || true
+      wait_pid_exit "$pid" 5 || true
+    fi
+  fi
+  if is_mounted "$mnt"; then
+    timeout -k 2 10 fusermount3 -u -z "$mnt" || true
+    rc=1
+  fi
+  return $rc
+}
+
+# daemon_exit_code PID: the exit status of a foreground daemon we started (after it exited).
+daemon_exit_code() {
+  local rc=0
+  wait "$1" 2>/dev/null || rc=$?
+  echo "$rc"
+}
+
+e2e_cleanup() {
+  local rc="${1:-0}" i
+  trap - EXIT INT TERM
+  set +e
+  for i in "${!E2E_MOUNTS[@]}"; do
+    local mnt="${E2E_MOUNTS[$i]}" pid="${E2E_PIDS[$i]:-}"
+    if is_mounted "$mnt" || pid_alive "$pid"; then
+      log "cleanup: unmounting $mnt (daemon pid ${pid:-?})"
+      tierfs_umount "$mnt" "$pid"
+    fi
+  done
+  for i in "${E2E_S3_DIRS[@]}"; do
+    "$E2E_ROOT/scripts/s3rver.sh" stop "$i" >/dev/null 2>&1
+  done
+  if [[ -n "$E2E_WORK" && -d "$E2E_WORK" ]]; then
+    if (( rc != 0 )) && [[ -n "${E2E_KEEP_ON_FAIL:-}" ]]; then
+      log "keeping $E2E_WORK for inspection"
+    elif awk -v w="$E2E_WORK/" 'index($5 "/", w) == 1 { f = 1 } END { exit !f }' /proc/self/mountinfo; then
+      log "cleanup: something is still mounted under $E2E_WORK; not removing it" >&2
+    else
+      rm -rf "$E2E_WORK"
+    fi
+  fi
+  if (( rc == 0 )); then
+    log "PASS ($((SECONDS - E2E_T0))s)"
+  elif (( rc != 77 )); then
+    log "FAIL (exit $rc, $((SECONDS - E2E_T0))s)"
+  fi
+  exit "$rc"
+}
+
+# stats_xattr MNT: prints the value of user.tierfs.stats (space-separated key=value).
+stats_xattr() {
+  timeout -k 2 20 getfattr --only-values --absolute-names -n user.tierfs.stats "$1"
+}
+
+# print_log_tail FILE: the last lines of a daemon log, indented (for failure reports).
+print_log_tail() {
+  [[ -f "$1" ]] || return 0
+  log "last lines of $1:"
+  tail -n "${2:-30}" "$1" | sed 's/^/    /'
+}
+
+# The checks both mount tests run on a mounted tree. Usage: mount_checks MNT
+mount_checks() {
+  local mnt="$1"
+  step "tree (find) equals the manifest" 120 "$PY" "$E2E_DIR/verify.py" tree "$mnt" "$MANIFEST"
+  step "sha256 of every file (cold)" 300 "$PY" "$E2E_DIR/verify.py" hashes "$mnt" "$MANIFEST"
+  step "sha256 of every file (warm)" 300 "$PY" "$E2E_DIR/verify.py" hashes "$mnt" "$MANIFEST"
+  step "pread at block boundaries" 180 "$PY" "$E2E_DIR/verify.py" ranges "$mnt" "$MANIFEST"
+  step "8 threads read everything concurrently" 300 \
+    "$PY" "$E2E_DIR/verify.py" concurrent "$mnt" "$MANIFEST" --threads 8
+  step "writes get EROFS, missing names ENOENT" 60 "$PY" "$E2E_DIR/verify.py" errors "$mnt" "$MANIFEST"
+  step "user.tierfs.* xattrs on a file" 60 "$PY" "$E2E_DIR/verify.py" xattrs "$mnt" "$MANIFEST"
+}
+
+# check_stats MNT VERIFY-ARGS...: reads user.tierfs.stats with getfattr, prints it, checks it.
+check_stats() {
+  local mnt="$1" stats
+  shift
+  stats="$(stats_xattr "$mnt")" || fail "getfattr -n user.tierfs.stats $mnt failed"
+  log "user.tierfs.stats: $stats"
+  "$PY" "$E2E_DIR/verify.py" stats "$stats" "$@" || fail "stats check failed ($*)"
+}
+
+# A full cold/warm/remount cycle over SOURCE. Usage: mount_cycle SOURCE [MOUNT ARGS...]
+mount_cycle() {
+  local src="$1"
+  shift
+  local mnt="$E2E_WORK/mnt" cache="$E2E_WORK/cache" pid rc
+  tierfs_mount "$src" "$mnt" "$cache" "$E2E_WORK/daemon1.log" "$@"
+  pid=$TIERFS_PID
+  mount_checks "$mnt"
+  check_stats "$mnt" --has origin.bytes --gt origin.bytes=0
+
+  log "-> unmount (fusermount3 -u) and wait for the daemon to exit"
+  tierfs_umount "$mnt" "$pid" || { print_log_tail "$E2E_WORK/daemon1.log"; fail "unclean unmount"; }
+  rc="$(daemon_exit_code "$pid")"
+  [[ "$rc" == 0 ]] || { print_log_tail "$E2E_WORK/daemon1.log"; fail "daemon exited with $rc after unmount"; }
+  log "ok daemon exited 0"
+
+  log "-> remount with the same cache dir (fresh daemon): every byte must come from the cache"
+  tierfs_mount "$src" "$mnt" "$cache" "$E2E_WORK/daemon2.log" "$@"
+  pid=$TIERFS_PID
+  step "tree after remount" 120 "$PY" "$E2E_DIR/verify.py" tree "$mnt" "$MANIFEST"
+  step "sha256 of every file after remount" 300 "$PY" "$E2E_DIR/verify.py" hashes "$mnt" "$MANIFEST"
+  step "pread at block boundaries after remount" 180 "$PY" "$E2E_DIR/verify.py" ranges "$mnt" "$MANIFEST"
+  check_stats "$mnt" --has origin.bytes --eq origin.bytes=0
+  log "ok no byte came from the origin after the remount"
+  tierfs_umount "$mnt" "$pid" || { print_log_tail "$E2E_WORK/daemon2.log"; fail "unclean unmount"; }
+  rc="$(daemon_exit_code "$pid")"
+  [[ "$rc" == 0 ]] || { print_log_tail "$E2E_WORK/daemon2.log"; fail "daemon exited with $rc after unmount"; }
+}

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# End-to-end: mount a local directory (file:///DIR) with tierfs through /dev/fuse → tree, bytes,
+# concurrency, EROFS/ENOENT, xattrs, stats → unmount → remount on the same cache dir and check that
+# no byte comes from the origin. Then the daemonized mode (no -f): mount, read, unmount, exit.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+e2e_init
+e2e_dataset
+mount_cycle "file://$DATASET"
+
+# Daemonized (the default without -f): the command returns, the mount stays until unmounted, and
+# the daemon exits by itself after fusermount3 -u.
+mnt="$E2E_WORK/mnt-daemon"
+mkdir -p "$mnt"
+log "-> daemonized mount (no -f)"
+E2E_MOUNTS+=("$mnt")
+E2E_PIDS+=("")
+timeout -k 5 "$MOUNT_TIMEOUT" "$TIERFS" mount "file://$DATASET" "$mnt" --cache-dir "$E2E_WORK/cache-d" \
+  --l1-size 64MiB --l2-size 1GiB --log-file "$E2E_WORK/daemon-d.log" >"$E2E_WORK/mount-d.out" 2>&1 ||
+  { cat "$E2E_WORK/mount-d.out"; fail "tierfs mount (daemonized) failed"; }
+deadline=$((SECONDS + MOUNT_TIMEOUT))
+until is_mounted "$mnt"; do
+  (( SECONDS < deadline )) || fail "daemonized mount did not appear within ${MOUNT_TIMEOUT}s"
+  sleep 0.1
+done
+# The daemon's PID: the tierfs process whose arguments name this (unique, temporary) mountpoint.
+dpid=""
+for p in /proc/[0-9]*; do
+  if [[ -r "$p/cmdline" ]] && tr '\0' '\n' <"$p/cmdline" 2>/dev/null | grep -qxF "$mnt" &&
+     [[ "$(readlink "$p/exe" 2>/dev/null)" == "$(readlink -f "$TIERFS")" ]]; then
+    dpid="${p#/proc/}"
+  fi
+done
+E2E_PIDS[${#E2E_PIDS[@]}-1]="$dpid"
+log "daemonized tierfs pid: ${dpid:-not found}"
+step "sha256 of every file (daemonized)" 300 "$PY" "$E2E_DIR/verify.py" hashes "$mnt" "$MANIFEST"
+timeout -k 2 "$UMOUNT_TIMEOUT" fusermount3 -u "$mnt" || fail "fusermount3 -u $mnt failed"
+if [[ -n "$dpid" ]]; then
+  wait_pid_exit "$dpid" "$UMOUNT_TIMEOUT" || fail "daemonized tierfs (pid $dpid) still running after unmount"
+fi
+log "ok daemonized mount unmounted, daemon exited"
