@@ -615,6 +615,7 @@ Status LmdbMetaStore::ReplaceDir(std::string_view dir_key, const DirRecord& reco
   const std::string rec = EncodeDir(record);
   WriteOp op;
   op.records = 1 + kvs.size();
+  op.grows = true;
   op.apply = [&](WriteTxn& w) -> Status {
     uint64_t deleted = 0;
     TIERFS_RETURN_IF_ERROR(w.DelPrefix(dbis_.entries, prefix, &deleted));
@@ -631,6 +632,7 @@ Status LmdbMetaStore::PutDirEntry(std::string_view dir_key, const DirEntry& entr
   const std::string v = EncodeEntry(entry);
   WriteOp op;
   op.records = 1;
+  op.grows = true;
   op.apply = [&](WriteTxn& w) { return w.Put(dbis_.entries, k, v); };
   return Submit(&op);
 }
@@ -668,6 +670,7 @@ Status LmdbMetaStore::PutBlocks(std::span<const BlockRecord> records) {
   for (const BlockRecord& r : records) values.push_back(EncodeBlock(r));
   WriteOp op;
   op.records = records.size();
+  op.grows = true;
   op.apply = [&](WriteTxn& w) -> Status {
     for (size_t i = 0; i < records.size(); ++i) {
       TIERFS_RETURN_IF_ERROR(w.Put(dbis_.blocks, BlockKeyView(records[i].key), values[i]));
@@ -693,6 +696,7 @@ Status LmdbMetaStore::PutValue(std::string_view name, std::string_view value) {
   const std::string v = EncodeValue(value);
   WriteOp op;
   op.records = 1;
+  op.grows = true;
   op.apply = [&](WriteTxn& w) { return w.Put(dbis_.values, name, v); };
   return Submit(&op);
 }
@@ -710,8 +714,20 @@ Status LmdbMetaStore::TEST_WriteSchemaVersion(uint32_t version) {
   PutU32(&v, version);
   WriteOp op;
   op.records = 1;
+  op.grows = true;
   op.apply = [&](WriteTxn& w) { return w.Put(dbis_.meta, kSchemaVersionKey, v); };
   return Submit(&op);
+}
+
+void LmdbMetaStore::TEST_PauseWriter(bool paused) {
+  MutexLock l(&mu_);
+  paused_ = paused;
+  work_cv_.SignalAll();
+}
+
+size_t LmdbMetaStore::TEST_QueuedOps() const {
+  MutexLock l(&mu_);
+  return queue_.size();
 }
 
 // ---- the writer ----
@@ -734,7 +750,7 @@ void LmdbMetaStore::WriterLoop(std::stop_token stop) {
     batch.clear();
     {
       MutexLock l(&mu_);
-      while (queue_.empty() && !stop.stop_requested()) {
+      while ((queue_.empty() || paused_) && !stop.stop_requested()) {
         if (!unsynced_) {
           work_cv_.Wait();
           continue;
@@ -744,7 +760,8 @@ void LmdbMetaStore::WriterLoop(std::stop_token stop) {
         if (now >= due) break;
         work_cv_.WaitFor(due - now);
       }
-      while (!queue_.empty() && batch.size() < kMaxBatchOps) {
+      while (!queue_.empty() && (!paused_ || stop.stop_requested()) &&
+             batch.size() < kMaxBatchOps) {
         batch.push_back(queue_.front());
         queue_.pop_front();
       }
@@ -777,6 +794,14 @@ void LmdbMetaStore::ApplyBatch(std::span<WriteOp* const> ops) {
     for (WriteOp* op : ops) op->status = Status::OK();
     return;
   }
+  // Rate-limited: with a full map every batch fails until the tier evicts.
+  const auto now = Clock::now();
+  if (now - last_failure_log_ >= std::chrono::seconds(10)) {
+    last_failure_log_ = now;
+    Logger(Module::kMetaStore)
+        .warn("meta store {}: write transaction of {} operation(s) failed: {}{}", options_.path,
+              ops.size(), s.ToString(), ops.size() > 1 ? "; retrying one by one" : "");
+  }
   if (ops.size() == 1) {
     ops[0]->status = s;
     return;
@@ -784,18 +809,19 @@ void LmdbMetaStore::ApplyBatch(std::span<WriteOp* const> ops) {
   // One operation (or the map filling up) failed the whole transaction. Retry each alone so
   // every caller gets the status of its own operation.
   failed_batches_.fetch_add(1, std::memory_order_relaxed);
-  // Rate-limited: with a full map every batch fails until the tier evicts.
-  const auto now = Clock::now();
-  if (now - last_failure_log_ >= std::chrono::seconds(10)) {
-    last_failure_log_ = now;
-    Logger(Module::kMetaStore)
-        .warn("meta store {}: group commit of {} operations failed ({}); retrying one by one",
-              options_.path, ops.size(), s.ToString());
-  }
   for (WriteOp* op : ops) op->status = RunTxn(std::span<WriteOp* const>(&op, 1));
 }
 
 Status LmdbMetaStore::RunTxn(std::span<WriteOp* const> ops) {
+  // Checked before the write transaction starts: this thread is the only writer, so nothing
+  // changes in between.
+  if (std::any_of(ops.begin(), ops.end(), [](const WriteOp* op) { return op->grows; })) {
+    TIERFS_ASSIGN_OR_RETURN(bool full, OverSoftLimit());
+    if (full) {
+      return Status::NoSpace("meta store " + options_.path +
+                             " is full (the last 1/16 of map_size is kept for deletes)");
+    }
+  }
   Txn txn;
   TIERFS_RETURN_IF_ERROR(txn.Begin(env_.get(), /*read_only=*/false));
   WriteTxn w(txn.get());
@@ -804,16 +830,50 @@ Status LmdbMetaStore::RunTxn(std::span<WriteOp* const> ops) {
     TIERFS_RETURN_IF_ERROR(op->apply(w));
     records += op->records;
   }
-  Status s = txn.Commit();
-  if (!s.ok()) {
-    Logger(Module::kMetaStore).error("meta store {}: commit failed: {}", options_.path,
-                                     s.ToString());
-    return s;
-  }
+  TIERFS_RETURN_IF_ERROR(txn.Commit());
   commits_.fetch_add(1, std::memory_order_relaxed);
   writes_.fetch_add(records, std::memory_order_relaxed);
   if (!options_.sync_every_commit) unsynced_ = true;
   return Status::OK();
+}
+
+// Why: when LMDB's map is completely full even a delete cannot commit (copy-on-write needs new
+// pages, and so does the free list), which would wedge the index for good. So writes that add
+// data stop at map_size - reserve, and deletes may use the reserve to free space.
+Result<bool> LmdbMetaStore::OverSoftLimit() {
+  MDB_envinfo info;
+  MDB_stat st;
+  int rc = mdb_env_info(env_.get(), &info);
+  if (rc == MDB_SUCCESS) rc = mdb_env_stat(env_.get(), &st);
+  if (rc != MDB_SUCCESS) return MdbStatus(rc, "mdb_env_info");
+  const uint64_t map_pages = info.me_mapsize / st.ms_psize;
+  const uint64_t reserve = std::max<uint64_t>(8, map_pages / 16);
+  const uint64_t soft_pages = map_pages > reserve ? map_pages - reserve : 0;
+  const uint64_t high_water = static_cast<uint64_t>(info.me_last_pgno) + 1;
+  if (high_water <= soft_pages) return false;  // the common case: no scan
+  // Past the high-water mark: count the free pages LMDB can reuse. Free-list records (dbi 0)
+  // are keyed by the freeing transaction id and hold an ID list whose first word is its length
+  // (the same walk as `mdb_stat -f`). Pages freed by the last committed transaction are not
+  // reusable yet (the previous snapshot still references them), so they do not count. LMDB
+  // only allows a cursor on the free list in a read-only transaction.
+  uint64_t free_pages = 0;
+  Txn txn;
+  TIERFS_RETURN_IF_ERROR(txn.Begin(env_.get(), /*read_only=*/true));
+  Cursor c;
+  TIERFS_RETURN_IF_ERROR(c.Open(txn.get(), 0));
+  TIERFS_ASSIGN_OR_RETURN(bool found, c.Seek(""));
+  while (found) {
+    size_t freed_by = 0;
+    if (c.key().size() == sizeof(size_t)) std::memcpy(&freed_by, c.key().data(), sizeof(size_t));
+    if (freed_by >= info.me_last_txnid) break;  // keys ascend (MDB_INTEGERKEY)
+    if (c.value().size() >= sizeof(size_t)) {
+      size_t n;
+      std::memcpy(&n, c.value().data(), sizeof(n));
+      free_pages += n;
+    }
+    TIERFS_ASSIGN_OR_RETURN(found, c.Next());
+  }
+  return high_water - std::min(free_pages, high_water) > soft_pages;
 }
 
 Status LmdbMetaStore::SyncEnv(const char* why) {

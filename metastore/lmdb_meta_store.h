@@ -103,6 +103,9 @@ class LmdbMetaStore final : public MetaStore {
   // Test hooks. Overwrites the schema version record (to simulate a store written by a newer
   // binary). Goes through the writer like any write.
   Status TEST_WriteSchemaVersion(uint32_t version);
+  // While paused the writer takes no new batch, so operations queue up (to build a known batch).
+  void TEST_PauseWriter(bool paused) EXCLUDES(mu_);
+  size_t TEST_QueuedOps() const EXCLUDES(mu_);
 
  private:
   struct EnvCloser {
@@ -115,6 +118,7 @@ class LmdbMetaStore final : public MetaStore {
   struct WriteOp {
     std::function<Status(WriteTxn&)> apply;
     uint64_t records = 0;  // for Stats().writes
+    bool grows = false;    // adds data (refused past the soft limit; deletes are not)
     Status status;         // set by the writer before done
     bool done = false;     // GUARDED_BY(mu_) (annotations cannot name a member of a peer)
   };
@@ -130,6 +134,8 @@ class LmdbMetaStore final : public MetaStore {
   void ApplyBatch(std::span<WriteOp* const> ops);
   // Runs ops in one write transaction and commits. Status of the transaction as a whole.
   Status RunTxn(std::span<WriteOp* const> ops);
+  // True when data-adding writes must be refused to keep the reserve free for deletes.
+  Result<bool> OverSoftLimit();
   Status SyncEnv(const char* why);
 
   // Constant after construction.
@@ -157,6 +163,7 @@ class LmdbMetaStore final : public MetaStore {
   // State below is protected by mu_.
   std::deque<WriteOp*> queue_ GUARDED_BY(mu_);
   bool accepting_ GUARDED_BY(mu_) = true;
+  bool paused_ GUARDED_BY(mu_) = false;  // TEST_PauseWriter
 
   // Last member: started after everything above is initialised, joined first on destruction.
   std::jthread writer_;

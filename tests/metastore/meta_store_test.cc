@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/metastore/impls.h"
@@ -413,6 +415,122 @@ TEST_P(MetaStoreTest, ValuesAndPrefixScan) {
     return ++calls < 2;
   }));
   EXPECT_EQ(calls, 2);
+}
+
+TEST_P(MetaStoreTest, KeyLengthLimit) {
+  const std::string dir_key = "d";
+  // dir_key + '\0' + name == kMaxMetaKeyBytes is the longest accepted entry key.
+  const std::string longest(kMaxMetaKeyBytes - dir_key.size() - 1, 'n');
+  const std::string too_long = longest + "n";
+  MS_ASSERT_OK(store_->PutDirEntry(dir_key, File(longest)));
+  EXPECT_EQ(store_->PutDirEntry(dir_key, File(too_long)).code(),
+            Status::Code::kInvalidArgument);
+  EXPECT_EQ(store_->ReplaceDir(dir_key, DirRecord{}, std::vector<DirEntry>{File(too_long)}).code(),
+            Status::Code::kInvalidArgument);
+  auto got = store_->GetDirEntry(dir_key, longest);
+  ASSERT_TRUE(got.ok());
+  EXPECT_TRUE(got->has_value());
+  got = store_->GetDirEntry(dir_key, too_long);
+  ASSERT_TRUE(got.ok());
+  EXPECT_FALSE(got->has_value());
+  MS_EXPECT_OK(store_->DeleteDirEntry(dir_key, too_long));
+  // A too-long `after` still pages correctly.
+  std::vector<DirEntry> page;
+  MS_ASSERT_OK(store_->ListDirEntries(dir_key, too_long, 10, &page));
+  EXPECT_TRUE(page.empty());
+  MS_ASSERT_OK(store_->ListDirEntries(dir_key, std::string(600, 'a'), 10, &page));
+  EXPECT_EQ(Names(page), (std::vector<std::string>{longest}));
+
+  const std::string long_value_name(kMaxMetaKeyBytes, 'v');
+  MS_ASSERT_OK(store_->PutValue(long_value_name, "x"));
+  EXPECT_EQ(store_->PutValue(long_value_name + "v", "x").code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(store_->PutValue("", "x").code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(store_->ReplaceDir("", DirRecord{}, {}).code(), Status::Code::kInvalidArgument);
+  auto v = store_->GetValue(long_value_name + "v");
+  ASSERT_TRUE(v.ok());
+  EXPECT_FALSE(v->has_value());
+}
+
+TEST_P(MetaStoreTest, LargeDirectoryReplacedBySmall) {
+  std::vector<DirEntry> big;
+  for (int i = 0; i < 5000; ++i) big.push_back(File("file-" + std::to_string(i), i));
+  MS_ASSERT_OK(store_->ReplaceDir("big", DirRecord{1, big.size()}, big));
+  MS_ASSERT_OK(store_->ReplaceDir("big2", DirRecord{1, 1}, std::vector<DirEntry>{File("x")}));
+  EXPECT_EQ(ListAll("big").size(), 5000u);
+  MS_ASSERT_OK(store_->ReplaceDir("big", DirRecord{2, 1}, std::vector<DirEntry>{File("only")}));
+  EXPECT_EQ(Names(ListAll("big")), (std::vector<std::string>{"only"}));
+  EXPECT_EQ(Names(ListAll("big2")), (std::vector<std::string>{"x"}));
+}
+
+TEST_P(MetaStoreTest, ScanBlocksAcrossManyRecords) {
+  // More than one scan chunk of the LMDB store (1024 records per read transaction).
+  std::vector<BlockRecord> recs;
+  for (int i = 0; i < 3000; ++i) {
+    BlockKey k{};
+    k[0] = static_cast<uint8_t>(i >> 8);
+    k[1] = static_cast<uint8_t>(i);
+    recs.push_back(Block(k, i));
+  }
+  MS_ASSERT_OK(store_->PutBlocks(recs));
+  std::map<BlockKey, uint32_t> seen;
+  MS_ASSERT_OK(store_->ScanBlocks([&](const BlockRecord& r) {
+    EXPECT_TRUE(seen.emplace(r.key, r.length).second);
+    return true;
+  }));
+  ASSERT_EQ(seen.size(), 3000u);
+  for (const auto& r : recs) EXPECT_EQ(seen.at(r.key), r.length);
+
+  std::vector<std::string> names;
+  for (int i = 0; i < 2500; ++i) {
+    char name[32];
+    snprintf(name, sizeof(name), "q/%05d", i);
+    MS_ASSERT_OK(store_->PutValue(name, std::to_string(i)));
+  }
+  MS_ASSERT_OK(store_->PutValue("r", "outside"));
+  int n = 0;
+  std::string last;
+  MS_ASSERT_OK(store_->ScanValues("q/", [&](std::string_view k, std::string_view v) {
+    EXPECT_GT(std::string(k), last);
+    last = std::string(k);
+    EXPECT_EQ(std::string(v), std::to_string(n));
+    ++n;
+    return true;
+  }));
+  EXPECT_EQ(n, 2500);
+}
+
+// Readers racing ReplaceDir see the old listing or the new one, never a mix or a half.
+TEST_P(MetaStoreTest, ReplaceDirIsAtomicForConcurrentReaders) {
+  auto listing = [](char c) {
+    std::vector<DirEntry> v;
+    for (int i = 0; i < 200; ++i) v.push_back(File(std::string(1, c) + std::to_string(i)));
+    return v;
+  };
+  const std::vector<DirEntry> a = listing('a'), b = listing('b');
+  MS_ASSERT_OK(store_->ReplaceDir("d", DirRecord{0, 200}, a));
+  std::atomic<bool> stop{false};
+  std::atomic<int> bad{0}, reads{0};
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 3; ++t) {
+    readers.emplace_back([&] {
+      while (!stop.load()) {
+        std::vector<DirEntry> out;
+        if (!store_->ListDirEntries("d", "", 1000, &out).ok() || out.size() != 200 ||
+            !std::all_of(out.begin(), out.end(),
+                         [&](const DirEntry& e) { return e.name[0] == out[0].name[0]; })) {
+          bad.fetch_add(1);
+        }
+        reads.fetch_add(1);
+      }
+    });
+  }
+  for (int i = 1; i <= 50; ++i) {
+    MS_EXPECT_OK(store_->ReplaceDir("d", DirRecord{i, 200}, i % 2 ? b : a));
+  }
+  while (reads.load() < 20) std::this_thread::yield();
+  stop.store(true);
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(bad.load(), 0);
 }
 
 TEST_P(MetaStoreTest, StatsCount) {

@@ -1,0 +1,385 @@
+// LMDB-specific behaviour: persistence across reopen, schema versioning, group commit, map-full
+// handling, files that are not LMDB.
+#include "metastore/lmdb_meta_store.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/metastore/test_util.h"
+
+namespace tierfs {
+namespace {
+
+using metastore_internal::kSchemaVersion;
+using metastore_internal::LmdbMetaStore;
+using testing::TempDir;
+
+BlockKey KeyOf(uint32_t n) {
+  BlockKey k{};
+  for (int i = 0; i < 4; ++i) k[i] = static_cast<uint8_t>(n >> (8 * (3 - i)));
+  k[15] = 0xab;
+  return k;
+}
+
+BlockRecord RecordOf(uint32_t n) {
+  BlockRecord r;
+  r.key = KeyOf(n);
+  r.length = n;
+  r.checksum = 0x9e3779b97f4a7c15ULL * (n + 1);
+  r.atime_ns = static_cast<int64_t>(n) * 1000;
+  r.stored_ns = -static_cast<int64_t>(n);
+  r.flags = n & 1;
+  return r;
+}
+
+class LmdbMetaStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_FALSE(dir_.path().empty()); }
+
+  MetaStoreOptions Options() const {
+    MetaStoreOptions o;
+    o.path = dir_.path() + "/meta";  // also checks that a missing directory is created
+    o.map_size = 64ULL << 20;
+    return o;
+  }
+
+  std::unique_ptr<LmdbMetaStore> MustOpen(const MetaStoreOptions& o) {
+    auto s = LmdbMetaStore::Open(o);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return s.ok() ? std::move(s).value() : nullptr;
+  }
+
+  TempDir dir_;
+};
+
+TEST_F(LmdbMetaStoreTest, DataSurvivesCloseAndReopen) {
+  {
+    auto store = MustOpen(Options());
+    ASSERT_NE(store, nullptr);
+    DirEntry e{.name = "f.bin", .type = EntryType::kFile, .size = 77, .etag = "\"abc\"",
+               .mtime_ns = 5};
+    MS_ASSERT_OK(store->ReplaceDir("src\n/x", DirRecord{42, 1}, std::span(&e, 1)));
+    std::vector<BlockRecord> recs = {RecordOf(1), RecordOf(2)};
+    MS_ASSERT_OK(store->PutBlocks(recs));
+    MS_ASSERT_OK(store->PutValue("policy/x", "evict=pin"));
+  }
+  auto store = MustOpen(Options());
+  ASSERT_NE(store, nullptr);
+  auto d = store->GetDir("src\n/x");
+  ASSERT_TRUE(d.ok() && d->has_value());
+  EXPECT_EQ((*d)->listed_at_ns, 42);
+  auto e = store->GetDirEntry("src\n/x", "f.bin");
+  ASSERT_TRUE(e.ok() && e->has_value());
+  EXPECT_EQ((*e)->size, 77u);
+  EXPECT_EQ((*e)->etag, "\"abc\"");
+  auto b = store->GetBlock(KeyOf(2));
+  ASSERT_TRUE(b.ok() && b->has_value());
+  EXPECT_EQ((*b)->checksum, RecordOf(2).checksum);
+  EXPECT_EQ((*b)->stored_ns, -2);
+  auto v = store->GetValue("policy/x");
+  ASSERT_TRUE(v.ok() && v->has_value());
+  EXPECT_EQ(**v, "evict=pin");
+  // The schema record lives in its own sub-database, not among the caller's values.
+  int values = 0;
+  MS_ASSERT_OK(store->ScanValues("", [&](std::string_view, std::string_view) {
+    ++values;
+    return true;
+  }));
+  EXPECT_EQ(values, 1);
+}
+
+TEST_F(LmdbMetaStoreTest, NewerSchemaVersionIsRefused) {
+  {
+    auto store = MustOpen(Options());
+    ASSERT_NE(store, nullptr);
+    MS_ASSERT_OK(store->TEST_WriteSchemaVersion(kSchemaVersion + 1));
+  }
+  auto store = LmdbMetaStore::Open(Options());
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), Status::Code::kCorruption) << store.status().ToString();
+  EXPECT_NE(store.status().message().find("newer"), std::string::npos)
+      << store.status().ToString();
+  // The public factory refuses too.
+  auto pub = NewLmdbMetaStore(Options());
+  EXPECT_EQ(pub.status().code(), Status::Code::kCorruption);
+}
+
+TEST_F(LmdbMetaStoreTest, OlderUnknownSchemaVersionIsRefused) {
+  {
+    auto store = MustOpen(Options());
+    ASSERT_NE(store, nullptr);
+    MS_ASSERT_OK(store->TEST_WriteSchemaVersion(0));
+  }
+  auto store = LmdbMetaStore::Open(Options());
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), Status::Code::kCorruption) << store.status().ToString();
+}
+
+TEST_F(LmdbMetaStoreTest, CurrentSchemaVersionReopens) {
+  { ASSERT_NE(MustOpen(Options()), nullptr); }
+  { ASSERT_NE(MustOpen(Options()), nullptr); }
+}
+
+TEST_F(LmdbMetaStoreTest, NotAnLmdbFileIsCorruption) {
+  MetaStoreOptions o = Options();
+  std::filesystem::create_directories(o.path);
+  {
+    std::ofstream f(o.path + "/data.mdb", std::ios::binary);
+    std::string junk(64 * 1024, 'x');
+    f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+  }
+  auto store = LmdbMetaStore::Open(o);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), Status::Code::kCorruption) << store.status().ToString();
+}
+
+TEST_F(LmdbMetaStoreTest, EmptyPathIsInvalid) {
+  MetaStoreOptions o;
+  auto store = LmdbMetaStore::Open(o);
+  EXPECT_EQ(store.status().code(), Status::Code::kInvalidArgument);
+}
+
+TEST_F(LmdbMetaStoreTest, ConcurrentPutBlocksAreGroupCommitted) {
+  auto store = MustOpen(Options());
+  ASSERT_NE(store, nullptr);
+  constexpr int kThreads = 8;
+  constexpr int kPerThread = 1000;
+  const MetaStoreStats before = store->Stats();
+  std::atomic<int> failures{0};
+  {
+    std::vector<std::jthread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < kPerThread; ++i) {
+          BlockRecord r = RecordOf(static_cast<uint32_t>(t * kPerThread + i));
+          if (!store->PutBlocks(std::span(&r, 1)).ok()) failures.fetch_add(1);
+        }
+      });
+    }
+  }
+  EXPECT_EQ(failures.load(), 0);
+  const MetaStoreStats after = store->Stats();
+  const uint64_t writes = after.writes - before.writes;
+  const uint64_t commits = after.commits - before.commits;
+  EXPECT_EQ(writes, static_cast<uint64_t>(kThreads * kPerThread));
+  EXPECT_LT(commits, writes) << "no group commit happened";
+  EXPECT_GT(store->InternalStats().max_batch_ops, 1u);
+
+  std::set<BlockKey> seen;
+  MS_ASSERT_OK(store->ScanBlocks([&](const BlockRecord& r) {
+    seen.insert(r.key);
+    return true;
+  }));
+  EXPECT_EQ(seen.size(), static_cast<size_t>(kThreads * kPerThread));
+  for (uint32_t n : {0u, 999u, 4321u, 7999u}) {
+    auto b = store->GetBlock(KeyOf(n));
+    ASSERT_TRUE(b.ok() && b->has_value()) << n;
+    EXPECT_EQ((*b)->length, n);
+  }
+}
+
+TEST_F(LmdbMetaStoreTest, MapFullIsNoSpaceNotACrash) {
+  MetaStoreOptions o = Options();
+  o.map_size = 1024 * 1024;
+  auto store = MustOpen(o);
+  ASSERT_NE(store, nullptr);
+  Status last;
+  uint32_t next = 0;
+  for (int round = 0; round < 1000 && last.ok(); ++round) {
+    std::vector<BlockRecord> recs;
+    for (int i = 0; i < 100; ++i) recs.push_back(RecordOf(next++));
+    last = store->PutBlocks(recs);
+  }
+  ASSERT_FALSE(last.ok()) << "map never filled";
+  EXPECT_EQ(last.code(), Status::Code::kNoSpace) << last.ToString();
+  // Earlier writes are intact and readable; the store keeps working for reads.
+  auto b = store->GetBlock(KeyOf(0));
+  ASSERT_TRUE(b.ok() && b->has_value());
+
+  // Concurrent writers against a full map: every call returns; OK means the record landed.
+  std::atomic<int> ok{0}, nospace{0}, other{0};
+  std::vector<std::vector<uint32_t>> landed(4);
+  {
+    std::vector<std::jthread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < 50; ++i) {
+          uint32_t n = 1000000 + static_cast<uint32_t>(t * 1000 + i);
+          BlockRecord r = RecordOf(n);
+          Status s = store->PutBlocks(std::span(&r, 1));
+          if (s.ok()) {
+            ok.fetch_add(1);
+            landed[t].push_back(n);
+          } else if (s.code() == Status::Code::kNoSpace) {
+            nospace.fetch_add(1);
+          } else {
+            other.fetch_add(1);
+          }
+        }
+      });
+    }
+  }
+  EXPECT_EQ(other.load(), 0);
+  EXPECT_GT(nospace.load(), 0);
+  for (const auto& v : landed) {
+    for (uint32_t n : v) {
+      auto r = store->GetBlock(KeyOf(n));
+      ASSERT_TRUE(r.ok() && r->has_value()) << n;
+    }
+  }
+  // Deletes still commit on a full store (they use the reserve), and freeing space makes
+  // writes succeed again.
+  for (uint32_t n = 0; n < next / 2; n += 20) {
+    std::vector<BlockKey> victims;
+    for (uint32_t i = n; i < std::min(n + 20, next / 2); ++i) victims.push_back(KeyOf(i));
+    MS_ASSERT_OK(store->EraseBlocks(victims));
+  }
+  BlockRecord r = RecordOf(2000000);
+  MS_EXPECT_OK(store->PutBlocks(std::span(&r, 1)));
+}
+
+TEST_F(LmdbMetaStoreTest, FailedBatchDoesNotFailItsNeighbours) {
+  // Near-full map: a large PutBlocks fails with NoSpace while small erases in the same group
+  // commit must still succeed (the writer retries each operation alone).
+  MetaStoreOptions o = Options();
+  o.map_size = 1024 * 1024;
+  auto store = MustOpen(o);
+  ASSERT_NE(store, nullptr);
+  uint32_t next = 0;
+  Status s;
+  while (s.ok() && next < 100000) {
+    std::vector<BlockRecord> recs;
+    for (int i = 0; i < 50; ++i) recs.push_back(RecordOf(next++));
+    s = store->PutBlocks(recs);
+  }
+  ASSERT_EQ(s.code(), Status::Code::kNoSpace) << s.ToString();
+  std::atomic<int> erase_failures{0}, big_ok{0};
+  {
+    std::vector<std::jthread> threads;
+    threads.emplace_back([&] {
+      std::vector<BlockRecord> big;
+      for (uint32_t i = 0; i < 2000; ++i) big.push_back(RecordOf(500000 + i));
+      for (int i = 0; i < 20; ++i) {
+        if (store->PutBlocks(big).ok()) big_ok.fetch_add(1);
+      }
+    });
+    for (int t = 0; t < 3; ++t) {
+      threads.emplace_back([&, t] {
+        for (uint32_t i = 0; i < 20; ++i) {
+          BlockKey k = KeyOf(static_cast<uint32_t>(t * 20) + i);
+          if (!store->EraseBlocks(std::span(&k, 1)).ok()) erase_failures.fetch_add(1);
+        }
+      });
+    }
+  }
+  EXPECT_EQ(big_ok.load(), 0);
+  EXPECT_EQ(erase_failures.load(), 0);
+  for (uint32_t n = 0; n < 60; ++n) {
+    auto r = store->GetBlock(KeyOf(n));
+    ASSERT_TRUE(r.ok());
+    EXPECT_FALSE(r->has_value()) << n;
+  }
+}
+
+// Deterministic version: the writer is paused while one failing put and several erases queue
+// up, so they land in one batch; the batch fails and each operation is retried alone.
+TEST_F(LmdbMetaStoreTest, MixedBatchRetriesEachOperation) {
+  MetaStoreOptions o = Options();
+  o.map_size = 1024 * 1024;
+  auto store = MustOpen(o);
+  ASSERT_NE(store, nullptr);
+  uint32_t next = 0;
+  Status s;
+  while (s.ok() && next < 100000) {
+    std::vector<BlockRecord> recs;
+    for (int i = 0; i < 50; ++i) recs.push_back(RecordOf(next++));
+    s = store->PutBlocks(recs);
+  }
+  ASSERT_EQ(s.code(), Status::Code::kNoSpace) << s.ToString();
+  const auto before = store->InternalStats();
+  const uint64_t commits_before = store->Stats().commits;
+
+  store->TEST_PauseWriter(true);
+  Status put_status;
+  std::vector<Status> erase_status(4);
+  {
+    std::vector<std::jthread> threads;
+    threads.emplace_back([&] {
+      BlockRecord r = RecordOf(900000);
+      put_status = store->PutBlocks(std::span(&r, 1));
+    });
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, t] {
+        BlockKey k = KeyOf(static_cast<uint32_t>(t));
+        erase_status[t] = store->EraseBlocks(std::span(&k, 1));
+      });
+    }
+    while (store->TEST_QueuedOps() < 5) std::this_thread::yield();
+    store->TEST_PauseWriter(false);
+  }
+  EXPECT_EQ(put_status.code(), Status::Code::kNoSpace) << put_status.ToString();
+  for (const Status& e : erase_status) EXPECT_TRUE(e.ok()) << e.ToString();
+  const auto after = store->InternalStats();
+  EXPECT_EQ(after.failed_batches, before.failed_batches + 1);
+  EXPECT_EQ(store->Stats().commits, commits_before + 4);  // the four erases, one by one
+  for (uint32_t n = 0; n < 4; ++n) {
+    auto r = store->GetBlock(KeyOf(n));
+    ASSERT_TRUE(r.ok());
+    EXPECT_FALSE(r->has_value()) << n;
+  }
+}
+
+// With the writer paused, 16 queued writers are committed in a single transaction.
+TEST_F(LmdbMetaStoreTest, QueuedWritesShareOneCommit) {
+  auto store = MustOpen(Options());
+  ASSERT_NE(store, nullptr);
+  const uint64_t commits_before = store->Stats().commits;
+  store->TEST_PauseWriter(true);
+  {
+    std::vector<std::jthread> threads;
+    for (int t = 0; t < 16; ++t) {
+      threads.emplace_back([&, t] {
+        BlockRecord r = RecordOf(static_cast<uint32_t>(t));
+        EXPECT_TRUE(store->PutBlocks(std::span(&r, 1)).ok());
+      });
+    }
+    while (store->TEST_QueuedOps() < 16) std::this_thread::yield();
+    store->TEST_PauseWriter(false);
+  }
+  EXPECT_EQ(store->Stats().commits, commits_before + 1);
+  EXPECT_GE(store->InternalStats().max_batch_ops, 16u);
+}
+
+TEST_F(LmdbMetaStoreTest, SyncEveryCommitMode) {
+  MetaStoreOptions o = Options();
+  o.sync_every_commit = true;
+  auto store = MustOpen(o);
+  ASSERT_NE(store, nullptr);
+  BlockRecord r = RecordOf(7);
+  MS_ASSERT_OK(store->PutBlocks(std::span(&r, 1)));
+  MS_ASSERT_OK(store->Sync());
+  EXPECT_GT(store->Stats().map_bytes_used, 0u);
+}
+
+TEST_F(LmdbMetaStoreTest, PeriodicSyncUnderNoSync) {
+  auto store = MustOpen(Options());
+  ASSERT_NE(store, nullptr);
+  BlockRecord r = RecordOf(7);
+  MS_ASSERT_OK(store->PutBlocks(std::span(&r, 1)));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (store->InternalStats().syncs == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_GE(store->InternalStats().syncs, 1u);
+}
+
+}  // namespace
+}  // namespace tierfs
