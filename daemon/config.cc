@@ -176,16 +176,16 @@ std::string_view KindName(Kind k) {
 
 std::string_view TomlTypeName(toml::node_type t) {
   switch (t) {
-    case toml::node_type::table: return "table";
-    case toml::node_type::array: return "array";
-    case toml::node_type::string: return "string";
-    case toml::node_type::integer: return "integer";
-    case toml::node_type::floating_point: return "float";
-    case toml::node_type::boolean: return "boolean";
-    case toml::node_type::date: return "date";
-    case toml::node_type::time: return "time";
-    case toml::node_type::date_time: return "date-time";
-    default: return "value";
+    case toml::node_type::table: return "a table";
+    case toml::node_type::array: return "an array";
+    case toml::node_type::string: return "a string";
+    case toml::node_type::integer: return "an integer";
+    case toml::node_type::floating_point: return "a float";
+    case toml::node_type::boolean: return "a boolean";
+    case toml::node_type::date: return "a date";
+    case toml::node_type::time: return "a time";
+    case toml::node_type::date_time: return "a date-time";
+    default: return "a value";
   }
 }
 
@@ -331,7 +331,7 @@ Status ApplyConfigText(std::string_view toml_text, std::string_view file_name,
       Status s = ConvertValue(node, spec->kind, &v, &why);
       if (!s.ok()) {
         if (why.empty()) {
-          return Status::InvalidArgument(fmt::format("{}: key '{}' must be {}, not a {}",
+          return Status::InvalidArgument(fmt::format("{}: key '{}' must be {}, not {}",
                                                      Where(file_name, node.source()), full,
                                                      KindName(spec->kind),
                                                      TomlTypeName(node.type())));

@@ -1,0 +1,340 @@
+// daemon/config: the TOML file, the flags overlay, the environment fallback and Validate().
+#include "daemon/config.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "base/units.h"
+
+namespace tierfs {
+namespace {
+
+using Env = std::map<std::string, std::string>;
+
+GetEnvFn FakeEnv(Env env) {
+  return [env](const char* name) -> std::optional<std::string> {
+    auto it = env.find(name);
+    if (it == env.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+DaemonOptions Base(std::string source = "s3://bucket/pre/fix") {
+  DaemonOptions o;
+  o.source = std::move(source);
+  o.mountpoint = "/mnt/data";
+  return o;
+}
+
+// The message of a failed status, for EXPECT_THAT-free matching.
+std::string Err(const Status& s) {
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+  return s.message();
+}
+
+bool Contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+TEST(ConfigTest, DefaultsAreValid) {
+  DaemonOptions o = Base();
+  ASSERT_TRUE(FinishOptions(&o, FakeEnv({})).ok());
+  EXPECT_EQ(o.cache_dir, "/var/cache/tierfs");
+  EXPECT_EQ(o.meta.path, "/var/cache/tierfs/meta");
+  EXPECT_EQ(o.origin.bucket, "bucket");
+  EXPECT_EQ(o.origin.prefix, "pre/fix/");
+  EXPECT_EQ(o.origin.region, "us-east-1");
+  EXPECT_EQ(o.fuse.fsname, "tierfs:s3://bucket/pre/fix");
+  EXPECT_EQ(o.fuse.entry_timeout, std::chrono::seconds(60));
+  EXPECT_EQ(o.fs.uid, static_cast<uint32_t>(getuid()));
+  EXPECT_EQ(o.fuse.max_threads, 16);
+}
+
+TEST(ConfigTest, FullValidFile) {
+  DaemonOptions o = Base();
+  Status s = ApplyConfigText(R"(
+[cache]
+dir = "/srv/cache"
+block_size = "4MiB"
+l1_size = "512MiB"
+l2_size = "20GiB"
+l2_min_free = 1073741824
+prefetch_threads = 8
+readahead_max = "128MiB"
+
+[metadata]
+ttl = "forever"
+
+[s3]
+endpoint = "http://127.0.0.1:9000"
+region = "eu-west-1"
+addressing = "path"
+connect_timeout = "2s"
+request_timeout = 45
+max_attempts = 3
+max_connections = 32
+
+[fuse]
+max_threads = 32
+allow_other = false
+uid = 1000
+gid = 1000
+options = "noatime,nodev"
+
+[log]
+level = "debug"
+file = "/var/log/tierfs.log"
+
+[metastore]
+map_size = "8GiB"
+sync_every_commit = true
+)",
+                             "tierfs.toml", &o);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_TRUE(FinishOptions(&o, FakeEnv({})).ok());
+  EXPECT_EQ(o.cache_dir, "/srv/cache");
+  EXPECT_EQ(o.cache.block_size, 4u << 20);
+  EXPECT_EQ(o.l1.capacity_bytes, 512u << 20);
+  EXPECT_EQ(o.l2.capacity_bytes, 20ULL << 30);
+  EXPECT_EQ(o.l2.min_free_bytes, 1ULL << 30);
+  EXPECT_EQ(o.cache.prefetch_threads, 8);
+  EXPECT_EQ(o.cache.readahead_max_bytes, 128u << 20);
+  EXPECT_EQ(o.fs.readahead_max_bytes, 128u << 20);
+  EXPECT_EQ(o.catalog.metadata_ttl, kForever);
+  EXPECT_EQ(o.fuse.attr_timeout, kForever);
+  EXPECT_EQ(o.origin.endpoint, "http://127.0.0.1:9000");
+  EXPECT_EQ(o.origin.region, "eu-west-1");
+  EXPECT_EQ(o.origin.addressing, S3Options::Addressing::kPath);
+  EXPECT_EQ(o.origin.connect_timeout, std::chrono::milliseconds(2000));
+  EXPECT_EQ(o.origin.request_timeout, std::chrono::milliseconds(45000));
+  EXPECT_EQ(o.origin.max_attempts, 3);
+  EXPECT_EQ(o.origin.max_connections, 32);
+  EXPECT_EQ(o.fuse.max_threads, 32);
+  EXPECT_FALSE(o.fuse.allow_other);
+  EXPECT_EQ(o.fs.uid, 1000u);
+  EXPECT_EQ(o.fs.gid, 1000u);
+  EXPECT_EQ(o.fuse.extra_options, (std::vector<std::string>{"noatime", "nodev"}));
+  EXPECT_EQ(o.log.level, "debug");
+  EXPECT_EQ(o.log.destination, "/var/log/tierfs.log");
+  EXPECT_EQ(o.meta.map_size, 8ULL << 30);
+  EXPECT_TRUE(o.meta.sync_every_commit);
+  EXPECT_EQ(o.meta.path, "/srv/cache/meta");
+}
+
+TEST(ConfigTest, UnknownKeyNamesKeyAndLine) {
+  DaemonOptions o = Base();
+  std::string m = Err(ApplyConfigText("[cache]\nl1_size = \"1GiB\"\nl1_sise = \"2GiB\"\n",
+                                      "my.toml", &o));
+  EXPECT_TRUE(Contains(m, "my.toml:3")) << m;
+  EXPECT_TRUE(Contains(m, "unknown key 'cache.l1_sise'")) << m;
+  EXPECT_TRUE(Contains(m, "did you mean 'cache.l1_size'")) << m;
+}
+
+TEST(ConfigTest, UnknownTableAndTopLevelKey) {
+  DaemonOptions o = Base();
+  std::string m = Err(ApplyConfigText("[cahce]\ndir = \"/x\"\n", "t.toml", &o));
+  EXPECT_TRUE(Contains(m, "unknown key 'cahce'")) << m;
+  EXPECT_TRUE(Contains(m, "t.toml:1")) << m;
+  m = Err(ApplyConfigText("l1_size = \"1GiB\"\n", "t.toml", &o));
+  EXPECT_TRUE(Contains(m, "unknown key 'l1_size'")) << m;
+}
+
+TEST(ConfigTest, WrongTypeNamesKeyAndExpectedType) {
+  DaemonOptions o = Base();
+  std::string m = Err(ApplyConfigText("[fuse]\nmax_threads = \"many\"\n", "t.toml", &o));
+  EXPECT_TRUE(Contains(m, "t.toml:2")) << m;
+  EXPECT_TRUE(Contains(m, "'fuse.max_threads' must be an integer, not a string")) << m;
+  m = Err(ApplyConfigText("[fuse]\nallow_other = 1\n", "t.toml", &o));
+  EXPECT_TRUE(Contains(m, "'fuse.allow_other' must be a boolean")) << m;
+  m = Err(ApplyConfigText("[cache]\nl1_size = true\n", "t.toml", &o));
+  EXPECT_TRUE(Contains(m, "'cache.l1_size' must be a size")) << m;
+  m = Err(ApplyConfigText("[metadata]\nttl = 1.5\n", "t.toml", &o));
+  EXPECT_TRUE(Contains(m, "'metadata.ttl' must be a duration")) << m;
+  EXPECT_TRUE(Contains(m, "not a float")) << m;
+  m = Err(ApplyConfigText("[cache]\nl1_size = [1, 2]\n", "t.toml", &o));
+  EXPECT_TRUE(Contains(m, "not an array")) << m;
+}
+
+TEST(ConfigTest, BadSizeAndDurationValues) {
+  DaemonOptions o = Base();
+  std::string m = Err(ApplyConfigText("[cache]\nl2_size = \"20GiBB\"\n", "t.toml", &o));
+  EXPECT_TRUE(Contains(m, "key 'cache.l2_size'")) << m;
+  EXPECT_TRUE(Contains(m, "20GiBB")) << m;
+  m = Err(ApplyConfigText("[cache]\nl2_size = -5\n", "t.toml", &o));
+  EXPECT_TRUE(Contains(m, "negative")) << m;
+  m = Err(ApplyConfigText("[metadata]\nttl = \"10 fortnights\"\n", "t.toml", &o));
+  EXPECT_TRUE(Contains(m, "key 'metadata.ttl'")) << m;
+  m = Err(ApplyConfigText("[s3]\naddressing = \"sideways\"\n", "t.toml", &o));
+  EXPECT_TRUE(Contains(m, "key 's3.addressing'")) << m;
+  m = Err(ApplyConfigText("[fuse]\noptions = \"rw\"\n", "t.toml", &o));
+  EXPECT_TRUE(Contains(m, "read-only")) << m;
+}
+
+TEST(ConfigTest, SyntaxErrorNamesLine) {
+  DaemonOptions o = Base();
+  std::string m = Err(ApplyConfigText("[cache]\nl1_size = \n", "t.toml", &o));
+  EXPECT_TRUE(Contains(m, "t.toml:2")) << m;
+}
+
+TEST(ConfigTest, FlagsOverrideFileWhichOverridesEnvironment) {
+  DaemonOptions o = Base();
+  ASSERT_TRUE(ApplyConfigText(R"(
+[cache]
+l1_size = "1GiB"
+l2_size = "8GiB"
+[s3]
+region = "from-file"
+[metadata]
+ttl = "5m"
+)",
+                              "t.toml", &o)
+                  .ok());
+  MountFlags f;
+  f.l1_size = "256MiB";
+  f.endpoint = "http://127.0.0.1:4568";
+  f.cache_dir = "/tmp/c";
+  ASSERT_TRUE(ApplyFlags(f, &o).ok());
+  ASSERT_TRUE(FinishOptions(&o, FakeEnv({{"AWS_REGION", "from-env"},
+                                         {"AWS_ENDPOINT_URL", "http://env:1"}}))
+                  .ok());
+  EXPECT_EQ(o.l1.capacity_bytes, 256u << 20);         // flag beats file
+  EXPECT_EQ(o.l2.capacity_bytes, 8ULL << 30);         // file beats default
+  EXPECT_EQ(o.origin.region, "from-file");            // file beats environment
+  EXPECT_EQ(o.origin.endpoint, "http://127.0.0.1:4568");  // flag beats environment
+  EXPECT_EQ(o.catalog.metadata_ttl, std::chrono::minutes(5));
+  EXPECT_EQ(o.cache_dir, "/tmp/c");
+
+  DaemonOptions e = Base();
+  ASSERT_TRUE(FinishOptions(&e, FakeEnv({{"AWS_REGION", "from-env"},
+                                         {"AWS_ENDPOINT_URL", "http://env:1"},
+                                         {"AWS_PROFILE", "work"}}))
+                  .ok());
+  EXPECT_EQ(e.origin.region, "from-env");
+  EXPECT_EQ(e.origin.endpoint, "http://env:1");
+  EXPECT_EQ(e.profile, "work");
+}
+
+TEST(ConfigTest, FlagErrorsNameTheFlag) {
+  DaemonOptions o = Base();
+  MountFlags f;
+  f.l1_size = "lots";
+  EXPECT_TRUE(Contains(Err(ApplyFlags(f, &o)), "--l1-size"));
+  f = {};
+  f.metadata_ttl = "soon";
+  EXPECT_TRUE(Contains(Err(ApplyFlags(f, &o)), "--metadata-ttl"));
+  f = {};
+  f.block_size = "3000";
+  ASSERT_TRUE(ApplyFlags(f, &o).ok());
+  EXPECT_TRUE(Contains(Err(FinishOptions(&o, FakeEnv({}))), "--block-size"));
+  o = Base();
+  f = {};
+  f.log_level = "chatty";
+  ASSERT_TRUE(ApplyFlags(f, &o).ok());
+  EXPECT_TRUE(Contains(Err(FinishOptions(&o, FakeEnv({}))), "--log-level"));
+  o = Base();
+  f = {};
+  f.endpoint = "127.0.0.1:9000";
+  ASSERT_TRUE(ApplyFlags(f, &o).ok());
+  EXPECT_TRUE(Contains(Err(FinishOptions(&o, FakeEnv({}))), "--endpoint"));
+}
+
+TEST(ConfigTest, MountOptions) {
+  DaemonOptions o = Base();
+  MountFlags f;
+  f.options = {"allow_other,uid=42", "gid=7,max_threads=4,noatime,_netdev,x-systemd.automount",
+               "defaults,ro"};
+  ASSERT_TRUE(ApplyFlags(f, &o).ok());
+  ASSERT_TRUE(FinishOptions(&o, FakeEnv({})).ok());
+  EXPECT_TRUE(o.fuse.allow_other);
+  EXPECT_EQ(o.fs.uid, 42u);
+  EXPECT_EQ(o.fs.gid, 7u);
+  EXPECT_EQ(o.fuse.max_threads, 4);
+  EXPECT_EQ(o.fuse.extra_options, (std::vector<std::string>{"noatime"}));
+  DaemonOptions b = Base();
+  EXPECT_TRUE(Contains(Err(ApplyMountOptions("bogus", &b)), "'bogus'"));
+  EXPECT_TRUE(Contains(Err(ApplyMountOptions("uid=abc", &b)), "-o uid"));
+  EXPECT_TRUE(Contains(Err(ApplyMountOptions("rw", &b)), "read-only"));
+}
+
+TEST(ConfigTest, SourcesAndRequiredArguments) {
+  DaemonOptions o = Base("file:///data/set");
+  ASSERT_TRUE(FinishOptions(&o, FakeEnv({})).ok());
+  EXPECT_EQ(o.source_uri.scheme, SourceUri::Scheme::kFile);
+  EXPECT_EQ(o.file_origin.root, "/data/set");
+  DaemonOptions bad = Base("ftp://x");
+  EXPECT_TRUE(Contains(Err(FinishOptions(&bad, FakeEnv({}))), "SOURCE"));
+  DaemonOptions nomnt = Base();
+  nomnt.mountpoint.clear();
+  EXPECT_TRUE(Contains(Err(FinishOptions(&nomnt, FakeEnv({}))), "MOUNTPOINT"));
+}
+
+TEST(ConfigTest, ValidateNamesKeys) {
+  DaemonOptions o = Base();
+  ASSERT_TRUE(FinishOptions(&o, FakeEnv({})).ok());
+  DaemonOptions c = o;
+  c.l1.capacity_bytes = 1000;
+  EXPECT_TRUE(Contains(Err(Validate(c)), "cache.l1_size"));
+  c = o;
+  c.l1.capacity_bytes = 0;  // disabled is fine
+  EXPECT_TRUE(Validate(c).ok());
+  c = o;
+  c.fuse.max_threads = 0;
+  EXPECT_TRUE(Contains(Err(Validate(c)), "fuse.max_threads"));
+  c = o;
+  c.catalog.metadata_ttl = std::chrono::nanoseconds(0);
+  EXPECT_TRUE(Contains(Err(Validate(c)), "metadata.ttl"));
+  c = o;
+  c.origin.max_attempts = 0;
+  EXPECT_TRUE(Contains(Err(Validate(c)), "s3.max_attempts"));
+  c = o;
+  c.meta.map_size = 1024;
+  EXPECT_TRUE(Contains(Err(Validate(c)), "metastore.map_size"));
+}
+
+TEST(ConfigTest, ConfigFileOnDisk) {
+  char path[] = "/tmp/tierfs_config_test_XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  {
+    std::ofstream out(path);
+    out << "[cache]\nl1_size = \"3GiB\"\n";
+  }
+  DaemonOptions o = Base();
+  ASSERT_TRUE(ApplyConfigFile(path, &o).ok());
+  EXPECT_EQ(o.l1.capacity_bytes, 3ULL << 30);
+  std::remove(path);
+  EXPECT_TRUE(Contains(Err(ApplyConfigFile(path, &o)), "--config"));
+}
+
+TEST(ConfigTest, ShippedDefaultConfigParses) {
+  // packaging/tierfs.toml documents every key with its default: it must parse and change nothing.
+  std::string here = __FILE__;  // .../tests/daemon/config_test.cc
+  std::string root = here.substr(0, here.rfind("/tests/daemon/"));
+  std::ifstream in(root + "/packaging/tierfs.toml");
+  ASSERT_TRUE(in.good());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  DaemonOptions o = Base();
+  Status s = ApplyConfigText(ss.str(), "packaging/tierfs.toml", &o);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_TRUE(FinishOptions(&o, FakeEnv({})).ok());
+  DaemonOptions d = Base();
+  ASSERT_TRUE(FinishOptions(&d, FakeEnv({})).ok());
+  EXPECT_EQ(DescribeOptions(o), DescribeOptions(d));
+  EXPECT_EQ(o.l2.min_free_bytes, d.l2.min_free_bytes);
+  EXPECT_EQ(o.cache.readahead_budget_bytes, d.cache.readahead_budget_bytes);
+  EXPECT_EQ(o.origin.request_timeout, d.origin.request_timeout);
+  EXPECT_EQ(o.origin.max_attempts, d.origin.max_attempts);
+  EXPECT_EQ(o.fuse.allow_other, d.fuse.allow_other);
+  EXPECT_EQ(o.meta.map_size, d.meta.map_size);
+}
+
+}  // namespace
+}  // namespace tierfs

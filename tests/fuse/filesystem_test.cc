@@ -1,0 +1,607 @@
+// Filesystem semantics without mounting: a real TieredCache (L1 memory tier) and Catalog over a
+// FakeBlobStore origin and an in-memory MetaStore, with a FakeClock for metadata TTLs.
+#include "fuse/filesystem.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <set>
+#include <map>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "base/units.h"
+
+#include "fuse/fuse_server.h"
+#include "metastore/meta_store.h"
+#include "tests/fakes/fake_blob_store.h"
+#include "tiercache/catalog.h"
+#include "tiercache/tiered_cache.h"
+
+namespace tierfs {
+namespace {
+
+using testing::FakeBlobStore;
+
+constexpr uint64_t kBlock = 64 * 1024;
+
+std::string Pattern(size_t n, uint32_t seed) {
+  std::string s(n, '\0');
+  uint32_t x = seed * 2654435761u + 1;
+  for (size_t i = 0; i < n; ++i) {
+    x = x * 1103515245u + 12345u;
+    s[i] = static_cast<char>(x >> 24);
+  }
+  return s;
+}
+
+std::string Concat(const std::vector<BlockSlice>& slices) {
+  std::string out;
+  for (const auto& s : slices) {
+    out.append(reinterpret_cast<const char*>(s.block->data().data()) + s.offset, s.length);
+  }
+  return out;
+}
+
+class FilesystemTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    origin_.PutObject("hello.txt", "hello world\n", 1'600'000'000'000'000'000LL);
+    origin_.PutObject("a/b/c.txt", "nested");
+    origin_.PutObject("marker/", "");  // a folder marker: an empty directory
+    big_ = Pattern(2 * kBlock + kBlock / 2, 7);
+    origin_.PutObject("data/big.bin", big_);
+    for (int i = 0; i < 50; ++i) {
+      origin_.PutObject(fmt::format("many/f{:03d}", i), std::to_string(i));
+    }
+    Open();
+  }
+
+  void Open(FilesystemOptions fs_options = {}) {
+    fs_.reset();
+    catalog_.reset();
+    cache_.reset();
+    meta_ = NewMemMetaStore();
+    TieredCacheOptions co;
+    co.block_size = kBlock;
+    co.prefetch_threads = 2;
+    std::vector<std::unique_ptr<Tier>> tiers;
+    MemoryTierOptions l1;
+    l1.capacity_bytes = 64 * kBlock;
+    l1.shards = 2;
+    tiers.push_back(NewMemoryTier(l1));
+    auto cache = TieredCache::Open(co, std::move(tiers), &origin_, &clock_);
+    ASSERT_TRUE(cache.ok()) << cache.status().ToString();
+    cache_ = std::move(*cache);
+    CatalogOptions cat;
+    cat.metadata_ttl = std::chrono::seconds(60);
+    auto catalog = Catalog::Open(cat, &origin_, meta_.get(), &clock_);
+    ASSERT_TRUE(catalog.ok()) << catalog.status().ToString();
+    catalog_ = std::move(*catalog);
+    fs_options.uid = 1234;
+    fs_options.gid = 5678;
+    fs_ = std::make_unique<Filesystem>(fs_options, catalog_.get(), cache_.get(),
+                                       origin_.Describe(), &clock_);
+  }
+
+  InodeId LookupIno(InodeId parent, std::string_view name) {
+    auto r = fs_->Lookup(parent, name);
+    EXPECT_TRUE(r.ok()) << name << ": " << r.status().ToString();
+    return r.ok() ? r->attr.ino : 0;
+  }
+
+  InodeId Walk(std::string_view path) {
+    InodeId ino = kRootInode;
+    size_t pos = 0;
+    while (pos < path.size()) {
+      size_t slash = path.find('/', pos);
+      if (slash == std::string_view::npos) slash = path.size();
+      ino = LookupIno(ino, path.substr(pos, slash - pos));
+      pos = slash + 1;
+    }
+    return ino;
+  }
+
+  std::string ReadAll(uint64_t fh, uint64_t off, uint64_t len) {
+    auto r = fs_->Read(fh, off, len);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? Concat(*r) : std::string();
+  }
+
+  // Every item of a directory through ReadDir in pages of `page` items.
+  std::vector<DirItem> ListAll(uint64_t dh, size_t page) {
+    std::vector<DirItem> all, items;
+    uint64_t off = 0;
+    for (int guard = 0; guard < 1000; ++guard) {
+      Status s = fs_->ReadDir(dh, off, page, &items);
+      EXPECT_TRUE(s.ok()) << s.ToString();
+      if (items.empty()) break;
+      for (auto& i : items) {
+        off = i.next_offset;
+        all.push_back(i);
+      }
+    }
+    return all;
+  }
+
+  FakeClock clock_;
+  FakeBlobStore origin_;
+  std::string big_;
+  std::unique_ptr<MetaStore> meta_;
+  std::unique_ptr<TieredCache> cache_;
+  std::unique_ptr<Catalog> catalog_;
+  std::unique_ptr<Filesystem> fs_;
+};
+
+TEST_F(FilesystemTest, RootIsAReadOnlyDirectory) {
+  auto a = fs_->GetAttr(kRootInode);
+  ASSERT_TRUE(a.ok());
+  EXPECT_TRUE(a->is_dir);
+  EXPECT_EQ(a->mode, static_cast<uint32_t>(S_IFDIR | 0555));
+  EXPECT_EQ(a->uid, 1234u);
+  EXPECT_EQ(a->gid, 5678u);
+  EXPECT_EQ(a->blksize, kBlock);
+}
+
+TEST_F(FilesystemTest, LookupFileAttributes) {
+  auto e = fs_->Lookup(kRootInode, "hello.txt");
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_NE(e->attr.ino, kRootInode);
+  EXPECT_FALSE(e->attr.is_dir);
+  EXPECT_EQ(e->attr.mode, static_cast<uint32_t>(S_IFREG | 0444));
+  EXPECT_EQ(e->attr.size, 12u);
+  EXPECT_EQ(e->attr.nlink, 1u);
+  EXPECT_EQ(e->attr.mtime_ns, 1'600'000'000'000'000'000LL);
+  EXPECT_EQ(e->generation, fs_->generation());
+  auto a = fs_->GetAttr(e->attr.ino);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->size, 12u);
+}
+
+TEST_F(FilesystemTest, LookupCountsAndForget) {
+  InodeId ino = LookupIno(kRootInode, "hello.txt");
+  EXPECT_EQ(LookupIno(kRootInode, "hello.txt"), ino);  // same inode while known
+  EXPECT_EQ(fs_->TEST_LookupCount(ino), 2u);
+  fs_->Forget(ino, 1);
+  EXPECT_EQ(fs_->TEST_LookupCount(ino), 1u);
+  EXPECT_TRUE(fs_->GetAttr(ino).ok());
+  fs_->Forget(ino, 1);
+  EXPECT_EQ(fs_->TEST_LookupCount(ino), 0u);
+  auto gone = fs_->GetAttr(ino);
+  ASSERT_FALSE(gone.ok());
+  EXPECT_EQ(ToErrno(gone.status()), ESTALE);
+  fs_->Forget(ino, 5);  // forgetting an unknown inode is harmless
+  InodeId again = LookupIno(kRootInode, "hello.txt");
+  EXPECT_NE(again, ino);  // numbers are never reused
+  EXPECT_EQ(fs_->TEST_LookupCount(again), 1u);
+}
+
+TEST_F(FilesystemTest, ForgetMoreThanHeldErasesAndRootIsNeverForgotten) {
+  InodeId ino = LookupIno(kRootInode, "hello.txt");
+  size_t before = fs_->InodeCount();
+  fs_->Forget(ino, 100);
+  EXPECT_EQ(fs_->InodeCount(), before - 1);
+  fs_->Forget(kRootInode, 100);
+  EXPECT_TRUE(fs_->GetAttr(kRootInode).ok());
+}
+
+TEST_F(FilesystemTest, NestedDirectories) {
+  InodeId a = LookupIno(kRootInode, "a");
+  auto aa = fs_->GetAttr(a);
+  ASSERT_TRUE(aa.ok());
+  EXPECT_TRUE(aa->is_dir);
+  EXPECT_EQ(aa->mode, static_cast<uint32_t>(S_IFDIR | 0555));
+  InodeId b = LookupIno(a, "b");
+  auto c = fs_->Lookup(b, "c.txt");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->attr.size, 6u);
+  // A file is not a directory to look up in.
+  auto bad = fs_->Lookup(c->attr.ino, "x");
+  EXPECT_FALSE(bad.ok());
+}
+
+TEST_F(FilesystemTest, FolderMarkerIsAnEmptyDirectory) {
+  auto m = fs_->Lookup(kRootInode, "marker");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_TRUE(m->attr.is_dir);
+  auto dh = fs_->OpenDir(m->attr.ino);
+  ASSERT_TRUE(dh.ok());
+  auto items = ListAll(*dh, 10);
+  ASSERT_EQ(items.size(), 2u);  // "." and ".." only
+  EXPECT_EQ(items[0].name, ".");
+  EXPECT_EQ(items[1].name, "..");
+  fs_->ReleaseDir(*dh);
+}
+
+TEST_F(FilesystemTest, NegativeLookup) {
+  auto r = fs_->Lookup(kRootInode, "nope");
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(r.status().IsNotFound());
+  EXPECT_EQ(ToErrno(r.status()), ENOENT);
+  EXPECT_EQ(fs_->counters().negative_lookups.load(), 1u);
+  EXPECT_TRUE(fs_->Lookup(kRootInode, "..").status().IsNotFound());
+  // Lookup in an unknown parent is a stale handle, not a crash.
+  EXPECT_EQ(ToErrno(fs_->Lookup(999999, "x").status()), ESTALE);
+}
+
+TEST_F(FilesystemTest, ReadDirPagingIsConsistent) {
+  FilesystemOptions o;
+  o.readdir_batch = 7;  // several Catalog pages per listing
+  Open(o);
+  InodeId many = LookupIno(kRootInode, "many");
+  auto dh = fs_->OpenDir(many);
+  ASSERT_TRUE(dh.ok());
+  for (size_t page : {1, 3, 5, 100}) {
+    auto items = ListAll(*dh, page);
+    ASSERT_EQ(items.size(), 52u) << "page " << page;
+    EXPECT_EQ(items[0].name, ".");
+    EXPECT_EQ(items[0].ino, many);
+    EXPECT_EQ(items[1].name, "..");
+    EXPECT_EQ(items[1].ino, kRootInode);
+    std::set<uint64_t> offsets;
+    for (size_t i = 2; i < items.size(); ++i) {
+      EXPECT_EQ(items[i].name, fmt::format("f{:03d}", i - 2));
+      EXPECT_FALSE(items[i].is_dir);
+      EXPECT_TRUE(offsets.insert(items[i].next_offset).second);
+    }
+  }
+  // Resuming at an offset handed out earlier gives the same continuation.
+  std::vector<DirItem> a, b;
+  ASSERT_TRUE(fs_->ReadDir(*dh, 10, 5, &a).ok());
+  ASSERT_TRUE(fs_->ReadDir(*dh, 10, 5, &b).ok());
+  ASSERT_EQ(a.size(), 5u);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].name, b[i].name);
+  EXPECT_EQ(a[0].name, "f008");
+  // Past the end: empty.
+  ASSERT_TRUE(fs_->ReadDir(*dh, 1000, 5, &a).ok());
+  EXPECT_TRUE(a.empty());
+  fs_->ReleaseDir(*dh);
+  EXPECT_FALSE(fs_->ReadDir(*dh, 0, 5, &a).ok());  // released handle
+}
+
+TEST_F(FilesystemTest, ReadDirOffsetsStableWhileDirectoryChanges) {
+  FilesystemOptions o;
+  o.readdir_batch = 4;
+  Open(o);
+  InodeId many = LookupIno(kRootInode, "many");
+  auto dh = fs_->OpenDir(many);
+  ASSERT_TRUE(dh.ok());
+  std::vector<DirItem> first;
+  ASSERT_TRUE(fs_->ReadDir(*dh, 0, 12, &first).ok());
+  ASSERT_EQ(first.size(), 12u);
+  // The listing changes and expires; the open handle keeps its order: no entry is skipped or
+  // repeated.
+  origin_.PutObject("many/e000", "new");
+  origin_.RemoveObject("many/f020");
+  clock_.Advance(std::chrono::minutes(5));
+  std::vector<std::string> names;
+  for (auto& i : first) names.push_back(i.name);
+  uint64_t off = first.back().next_offset;
+  std::vector<DirItem> items;
+  while (fs_->ReadDir(*dh, off, 6, &items).ok() && !items.empty()) {
+    for (auto& i : items) {
+      names.push_back(i.name);
+      off = i.next_offset;
+    }
+  }
+  std::set<std::string> unique(names.begin() + 2, names.end());
+  EXPECT_EQ(unique.size(), names.size() - 2) << "an entry was repeated";
+  for (int i = 0; i < 50; ++i) {
+    if (i == 20) continue;
+    EXPECT_TRUE(unique.count(fmt::format("f{:03d}", i))) << i;
+  }
+  fs_->ReleaseDir(*dh);
+}
+
+TEST_F(FilesystemTest, LookupDirItemAddsALookup) {
+  InodeId many = LookupIno(kRootInode, "many");
+  auto dh = fs_->OpenDir(many);
+  ASSERT_TRUE(dh.ok());
+  std::vector<DirItem> items;
+  ASSERT_TRUE(fs_->ReadDir(*dh, 2, 1, &items).ok());
+  ASSERT_EQ(items.size(), 1u);
+  EXPECT_EQ(items[0].ino, kUnknownInode);
+  auto e = fs_->LookupDirItem(many, items[0]);
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(fs_->TEST_LookupCount(e->attr.ino), 1u);
+  EXPECT_EQ(LookupIno(many, items[0].name), e->attr.ino);
+  EXPECT_EQ(fs_->TEST_LookupCount(e->attr.ino), 2u);
+  // Known inodes show their number in a later readdir.
+  ASSERT_TRUE(fs_->ReadDir(*dh, 2, 1, &items).ok());
+  EXPECT_EQ(items[0].ino, e->attr.ino);
+  fs_->ReleaseDir(*dh);
+}
+
+TEST_F(FilesystemTest, ReadAcrossBlockBoundaries) {
+  InodeId ino = Walk("data/big.bin");
+  auto o = fs_->Open(ino);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  const uint64_t size = big_.size();
+  struct Case {
+    uint64_t off, len;
+  } cases[] = {
+      {0, 10},
+      {kBlock - 3, 6},               // straddles block 0/1
+      {kBlock - 1, kBlock + 2},      // three blocks
+      {0, size},                     // everything
+      {2 * kBlock, kBlock / 2},      // the short last block exactly
+      {size - 5, 100},               // short at EOF
+      {123457, 3 * kBlock},          // short, from the middle
+  };
+  for (const auto& c : cases) {
+    std::string got = ReadAll(o->fh, c.off, c.len);
+    uint64_t want_len = std::min<uint64_t>(c.len, size - c.off);
+    EXPECT_EQ(got.size(), want_len) << c.off << "+" << c.len;
+    EXPECT_TRUE(got == big_.substr(c.off, want_len)) << "bytes differ at " << c.off << "+" << c.len;
+  }
+  EXPECT_EQ(ReadAll(o->fh, size, 10), "");
+  EXPECT_EQ(ReadAll(o->fh, size + 100, 10), "");
+  fs_->Release(o->fh);
+  EXPECT_EQ(ToErrno(fs_->Read(o->fh, 0, 1).status()), ESTALE);
+}
+
+TEST_F(FilesystemTest, OpenDirectoryAndOpenOfAGoneFile) {
+  InodeId a = LookupIno(kRootInode, "a");
+  auto od = fs_->Open(a);
+  EXPECT_FALSE(od.ok());
+  EXPECT_EQ(fs_->OpenDir(LookupIno(kRootInode, "hello.txt")).status().code(),
+            Status::Code::kInvalidArgument);
+  InodeId ino = LookupIno(kRootInode, "hello.txt");
+  origin_.RemoveObject("hello.txt");
+  clock_.Advance(std::chrono::minutes(2));
+  auto o = fs_->Open(ino);
+  ASSERT_FALSE(o.ok());
+  EXPECT_EQ(ToErrno(o.status()), ENOENT);
+}
+
+TEST_F(FilesystemTest, OpenToCloseConsistencyAndKeepCache) {
+  InodeId ino = LookupIno(kRootInode, "hello.txt");
+  auto o1 = fs_->Open(ino);
+  ASSERT_TRUE(o1.ok());
+  EXPECT_FALSE(o1->keep_cache);  // nothing cached by the kernel yet
+  EXPECT_EQ(ReadAll(o1->fh, 0, 100), "hello world\n");
+  auto o2 = fs_->Open(ino);
+  ASSERT_TRUE(o2.ok());
+  EXPECT_TRUE(o2->keep_cache);  // same ETag: the page cache is still good
+  fs_->Release(o2->fh);
+
+  // The object changes; after the TTL the next open sees the new version and drops the cache.
+  origin_.PutObject("hello.txt", "HELLO, NEW WORLD\n");
+  clock_.Advance(std::chrono::minutes(2));
+  auto o3 = fs_->Open(ino);
+  ASSERT_TRUE(o3.ok());
+  EXPECT_FALSE(o3->keep_cache);
+  EXPECT_EQ(ReadAll(o3->fh, 0, 100), "HELLO, NEW WORLD\n");
+  auto a = fs_->GetAttr(ino);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->size, 17u);
+  // The old handle still reads its own version (from the cache) and never the new bytes.
+  EXPECT_EQ(ReadAll(o1->fh, 0, 100), "hello world\n");
+  fs_->Release(o1->fh);
+  fs_->Release(o3->fh);
+}
+
+TEST_F(FilesystemTest, ChangedObjectUnderAnOpenHandleIsStale) {
+  InodeId ino = Walk("data/big.bin");
+  auto o = fs_->Open(ino);
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(ReadAll(o->fh, 0, 10), big_.substr(0, 10));
+  origin_.PutObject("data/big.bin", Pattern(big_.size(), 99));
+  // Block 2 was never read by this handle: the origin refuses (If-Match) → ESTALE, never mixed
+  // bytes.
+  auto r = fs_->Read(o->fh, 2 * kBlock, 10);
+  if (r.ok()) {
+    EXPECT_EQ(Concat(*r), big_.substr(2 * kBlock, 10));  // already prefetched: the old version
+  } else {
+    EXPECT_EQ(ToErrno(r.status()), ESTALE);
+  }
+  fs_->Release(o->fh);
+}
+
+TEST_F(FilesystemTest, SequentialReadsStartReadaheadAndSeeksReset) {
+  InodeId ino = Walk("data/big.bin");
+  auto o = fs_->Open(ino);
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(ReadAll(o->fh, 0, 4096).size(), 4096u);
+  EXPECT_EQ(fs_->counters().readahead_requests.load(), 1u);  // blocks 1..2 asked for
+  EXPECT_EQ(ReadAll(o->fh, 4096, 4096).size(), 4096u);
+  EXPECT_EQ(fs_->counters().readahead_requests.load(), 1u);  // nothing new to ask for
+  fs_->Release(o->fh);
+
+  auto o2 = fs_->Open(ino);
+  ASSERT_TRUE(o2.ok());
+  EXPECT_EQ(ReadAll(o2->fh, 2 * kBlock, 10).size(), 10u);  // a first read elsewhere: a seek
+  EXPECT_EQ(fs_->counters().readahead_requests.load(), 1u);
+  fs_->Release(o2->fh);
+
+  FilesystemOptions off;
+  off.readahead_max_bytes = 0;
+  Open(off);
+  auto o3 = fs_->Open(Walk("data/big.bin"));
+  ASSERT_TRUE(o3.ok());
+  ReadAll(o3->fh, 0, 4096);
+  EXPECT_EQ(fs_->counters().readahead_requests.load(), 0u);
+  fs_->Release(o3->fh);
+}
+
+TEST_F(FilesystemTest, StatsXattrOnRoot) {
+  InodeId ino = LookupIno(kRootInode, "hello.txt");
+  auto o = fs_->Open(ino);
+  ASSERT_TRUE(o.ok());
+  ReadAll(o->fh, 0, 100);
+  fs_->Release(o->fh);
+  auto v = fs_->GetXattr(kRootInode, "user.tierfs.stats");
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  // Space-separated key=value tokens, every value a number.
+  std::map<std::string, std::string> kv;
+  size_t pos = 0;
+  while (pos < v->size()) {
+    size_t end = v->find(' ', pos);
+    if (end == std::string::npos) end = v->size();
+    std::string tok = v->substr(pos, end - pos);
+    pos = end + 1;
+    size_t eq = tok.find('=');
+    ASSERT_NE(eq, std::string::npos) << tok;
+    kv[tok.substr(0, eq)] = tok.substr(eq + 1);
+    EXPECT_TRUE(std::all_of(tok.begin() + eq + 1, tok.end(), ::isdigit)) << tok;
+  }
+  EXPECT_EQ(kv["origin.bytes"], "12");
+  EXPECT_TRUE(kv.count("l1.hits"));
+  EXPECT_TRUE(kv.count("catalog.list_requests"));
+  EXPECT_EQ(kv["fuse.opens"], "1");
+  EXPECT_EQ(kv["fuse.open_files"], "0");
+  // Root only.
+  auto on_file = fs_->GetXattr(ino, "user.tierfs.stats");
+  ASSERT_FALSE(on_file.ok());
+  EXPECT_EQ(ToErrno(on_file.status(), ErrnoContext::kXattr), ENODATA);
+}
+
+TEST_F(FilesystemTest, FileXattrs) {
+  InodeId ino = Walk("data/big.bin");
+  auto info = origin_.Head("data/big.bin");
+  ASSERT_TRUE(info.ok());
+  auto etag = fs_->GetXattr(ino, "user.tierfs.etag");
+  ASSERT_TRUE(etag.ok());
+  EXPECT_EQ(*etag, info->etag);
+  EXPECT_EQ(*fs_->GetXattr(ino, "user.tierfs.source"), "none");
+  EXPECT_EQ(*fs_->GetXattr(ino, "user.tierfs.residency"), "l1=0/3");
+
+  FilesystemOptions no_ra;
+  no_ra.readahead_max_bytes = 0;  // keep the residency deterministic
+  Open(no_ra);
+  ino = Walk("data/big.bin");
+  auto o = fs_->Open(ino);
+  ASSERT_TRUE(o.ok());
+  ReadAll(o->fh, 0, 10);
+  EXPECT_EQ(*fs_->GetXattr(ino, "user.tierfs.source"), "origin");
+  EXPECT_EQ(*fs_->GetXattr(ino, "user.tierfs.residency"), "l1=1/3");
+  ReadAll(o->fh, 0, 10);
+  EXPECT_EQ(*fs_->GetXattr(ino, "user.tierfs.source"), "l1");
+  fs_->Release(o->fh);
+
+  auto names = fs_->ListXattr(ino);
+  ASSERT_TRUE(names.ok());
+  EXPECT_EQ(*names, (std::vector<std::string>{"user.tierfs.etag", "user.tierfs.source",
+                                              "user.tierfs.residency"}));
+  auto root_names = fs_->ListXattr(kRootInode);
+  ASSERT_TRUE(root_names.ok());
+  EXPECT_EQ(*root_names, (std::vector<std::string>{"user.tierfs.stats"}));
+  // Directories have no etag.
+  EXPECT_EQ(ToErrno(fs_->GetXattr(LookupIno(kRootInode, "a"), "user.tierfs.etag").status(),
+                    ErrnoContext::kXattr),
+            ENODATA);
+}
+
+TEST_F(FilesystemTest, XattrErrors) {
+  InodeId ino = LookupIno(kRootInode, "hello.txt");
+  auto unknown = fs_->GetXattr(ino, "user.tierfs.nope");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(ToErrno(unknown.status(), ErrnoContext::kXattr), ENODATA);
+  EXPECT_EQ(ToErrno(fs_->GetXattr(ino, "security.capability").status(), ErrnoContext::kXattr),
+            ENODATA);
+  Status ro = fs_->SetXattr(ino, "user.tierfs.etag", "x");
+  EXPECT_EQ(ro.code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(ToErrno(ro, ErrnoContext::kXattr), EINVAL);
+  EXPECT_EQ(ToErrno(fs_->SetXattr(kRootInode, "user.tierfs.stats", ""), ErrnoContext::kXattr),
+            EINVAL);
+  EXPECT_EQ(ToErrno(fs_->SetXattr(ino, "user.tierfs.bogus", "1"), ErrnoContext::kXattr), ENOTSUP);
+  EXPECT_EQ(ToErrno(fs_->SetXattr(ino, "user.other", "1"), ErrnoContext::kXattr), ENOTSUP);
+  EXPECT_EQ(ToErrno(fs_->RemoveXattr(ino, "user.tierfs.etag"), ErrnoContext::kXattr), EINVAL);
+  EXPECT_EQ(ToErrno(fs_->RemoveXattr(ino, "user.other"), ErrnoContext::kXattr), ENODATA);
+  EXPECT_EQ(ToErrno(fs_->GetXattr(424242, "user.tierfs.etag").status(), ErrnoContext::kXattr),
+            ESTALE);
+}
+
+TEST_F(FilesystemTest, StatFsReportsTheLargestTier) {
+  FsStatsInfo s = fs_->StatFs();
+  EXPECT_EQ(s.block_size, kBlock);
+  EXPECT_EQ(s.total_blocks, 64u);  // L1 capacity / block size (the only tier here)
+  EXPECT_LE(s.free_blocks, s.total_blocks);
+  EXPECT_EQ(s.name_max, 255u);
+  EXPECT_GE(s.files, 1u);
+}
+
+TEST_F(FilesystemTest, OriginDownGivesEioNotACrash) {
+  InodeId ino = Walk("data/big.bin");
+  auto o = fs_->Open(ino);
+  ASSERT_TRUE(o.ok());
+  origin_.FailNext(1000, Status::Unavailable("injected"));
+  auto r = fs_->Read(o->fh, 2 * kBlock + 5, 10);
+  if (!r.ok()) {
+    EXPECT_EQ(ToErrno(r.status()), EIO);
+  }
+  auto miss = fs_->Lookup(kRootInode, "not-listed-yet");
+  EXPECT_FALSE(miss.ok());
+  // Cached attributes still answer getattr.
+  EXPECT_TRUE(fs_->GetAttr(ino).ok());
+  origin_.FailNext(0);
+  fs_->Release(o->fh);
+}
+
+TEST_F(FilesystemTest, ConcurrentLookupsReadsAndForgets) {
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i) {
+        auto d = fs_->Lookup(kRootInode, "data");
+        if (!d.ok()) {
+          ++failures;
+          continue;
+        }
+        auto f = fs_->Lookup(d->attr.ino, "big.bin");
+        if (!f.ok()) {
+          ++failures;
+          continue;
+        }
+        auto o = fs_->Open(f->attr.ino);
+        if (o.ok()) {
+          uint64_t off = static_cast<uint64_t>((t * 7919 + i * 104729) % (2 * kBlock));
+          auto r = fs_->Read(o->fh, off, 1000);
+          if (!r.ok() || Concat(*r) != big_.substr(off, 1000)) ++failures;
+          fs_->GetXattr(f->attr.ino, "user.tierfs.source").ok();
+          fs_->Release(o->fh);
+        } else {
+          ++failures;
+        }
+        fs_->Forget(f->attr.ino, 1);
+        fs_->Forget(d->attr.ino, 1);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(fs_->InodeCount(), 1u);  // only the root is left
+}
+
+// ---- ToErrno: the one Status → errno table ----
+
+TEST(ToErrnoTest, Table) {
+  EXPECT_EQ(ToErrno(Status::OK()), 0);
+  EXPECT_EQ(ToErrno(Status::NotFound("")), ENOENT);
+  EXPECT_EQ(ToErrno(Status::NotFound(""), ErrnoContext::kXattr), ENODATA);
+  EXPECT_EQ(ToErrno(Status::InvalidArgument("")), EINVAL);
+  EXPECT_EQ(ToErrno(Status::IOError("")), EIO);
+  EXPECT_EQ(ToErrno(Status::Corruption("")), EIO);
+  EXPECT_EQ(ToErrno(Status::Unavailable("")), EIO);
+  EXPECT_EQ(ToErrno(Status::TimedOut("")), EIO);
+  EXPECT_EQ(ToErrno(Status::PermissionDenied("")), EACCES);
+  EXPECT_EQ(ToErrno(Status::NoSpace("")), ENOSPC);
+  EXPECT_EQ(ToErrno(Status::Cancelled("")), EINTR);
+  EXPECT_EQ(ToErrno(Status::NotSupported("")), ENOTSUP);
+  EXPECT_EQ(ToErrno(Status::NotSupported(""), ErrnoContext::kXattr), ENOTSUP);
+  EXPECT_EQ(ToErrno(Status::Internal("")), EIO);
+  EXPECT_EQ(ToErrno(Status::FailedPrecondition("")), ESTALE);
+}
+
+TEST(TimeoutSecondsTest, ForeverIsAYear) {
+  EXPECT_DOUBLE_EQ(TimeoutSeconds(std::chrono::seconds(30)), 30.0);
+  EXPECT_DOUBLE_EQ(TimeoutSeconds(std::chrono::milliseconds(1500)), 1.5);
+  EXPECT_DOUBLE_EQ(TimeoutSeconds(kForever), 365.0 * 24 * 3600);
+  EXPECT_DOUBLE_EQ(TimeoutSeconds(std::chrono::hours(24 * 365 * 10)), 365.0 * 24 * 3600);
+}
+
+}  // namespace
+}  // namespace tierfs
