@@ -32,7 +32,9 @@ BLOCK = MiB  # tierfs default block size
 def content(rel, size):
     """Deterministic bytes for a path: a PRNG seeded by the path (distinct for every block)."""
     seed = int.from_bytes(hashlib.sha256(rel.encode("utf-8")).digest()[:8], "little")
-    return random.Random(seed).randbytes(size)
+    rng = random.Random(seed)
+    chunk = 16 * MiB  # randbytes() of more than 256 MiB overflows
+    return b"".join(rng.randbytes(min(chunk, size - off)) for off in range(0, size, chunk))
 
 
 def test_profile():

@@ -205,6 +205,7 @@ e2e_cleanup() {
   for i in "${E2E_S3_DIRS[@]}"; do
     "$E2E_ROOT/scripts/s3rver.sh" stop "$i" >/dev/null 2>&1
   done
+  log "cleanup: servers stopped"
   if [[ -n "$E2E_WORK" && -d "$E2E_WORK" ]]; then
     if (( rc != 0 )) && [[ -n "${E2E_KEEP_ON_FAIL:-}" ]]; then
       log "keeping $E2E_WORK for inspection"
@@ -212,6 +213,7 @@ e2e_cleanup() {
       log "cleanup: something is still mounted under $E2E_WORK; not removing it" >&2
     else
       rm -rf "$E2E_WORK"
+      log "cleanup: removed $E2E_WORK"
     fi
   fi
   if (( rc == 0 )); then
