@@ -1,0 +1,139 @@
+#!/usr/bin/python3
+"""A TCP proxy on 127.0.0.1 that makes a loopback origin behave like a remote one.
+
+Every chunk of bytes is held back DELAY ms in each direction (client->origin and origin->client),
+and the first chunk a client sends on a new connection waits one extra round trip (2 x DELAY), as
+the TCP handshake would cost against a remote server. Chunks are pipelined: the delay is a latency,
+not a bandwidth limit.
+
+This stands in for `tc netem`, which this kernel does not have (no sch_netem).
+
+Bounded: at most --max-conns connections at once (others wait to be accepted) and at most
+--max-queued chunks in flight per direction (the reader stops reading when the writer is behind,
+so TCP back-pressure reaches the sender). Stops on SIGTERM/SIGINT.
+
+  delay_proxy.py --upstream-port 9000 [--listen-port 0] [--delay-ms 5] [--port-file F]
+"""
+import argparse
+import asyncio
+import os
+import signal
+import sys
+
+CHUNK = 1024 * 1024
+
+
+async def pump(loop, reader, writer, delay, first_extra, max_queued):
+    queue = asyncio.Queue(maxsize=max_queued)
+
+    async def read_side():
+        first = True
+        try:
+            while True:
+                data = await reader.read(CHUNK)
+                due = loop.time() + delay + (first_extra if first else 0.0)
+                first = False
+                await queue.put((due, data))
+                if not data:
+                    return
+        except (ConnectionError, OSError):
+            await queue.put((loop.time(), b""))
+
+    async def write_side():
+        try:
+            while True:
+                due, data = await queue.get()
+                wait = due - loop.time()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                if not data:
+                    if writer.can_write_eof():
+                        writer.write_eof()
+                    return
+                writer.write(data)
+                await writer.drain()
+        except (ConnectionError, OSError):
+            return
+
+    rd = asyncio.ensure_future(read_side())
+    try:
+        await write_side()
+    finally:
+        rd.cancel()
+
+
+class Proxy:
+    def __init__(self, args):
+        self.args = args
+        self.delay = args.delay_ms / 1000.0
+        self.sem = asyncio.Semaphore(args.max_conns)
+        self.tasks = set()
+        self.conns = 0
+
+    async def handle(self, creader, cwriter):
+        task = asyncio.current_task()
+        self.tasks.add(task)
+        loop = asyncio.get_running_loop()
+        owriter = None
+        try:
+            async with self.sem:
+                try:
+                    oreader, owriter = await asyncio.open_connection("127.0.0.1", self.args.upstream_port)
+                except OSError:
+                    return
+                self.conns += 1
+                up = pump(loop, creader, owriter, self.delay, 2 * self.delay, self.args.max_queued)
+                down = pump(loop, oreader, cwriter, self.delay, 0.0, self.args.max_queued)
+                await asyncio.gather(up, down, return_exceptions=True)
+        except asyncio.CancelledError:
+            pass
+        finally:
+            for w in (cwriter, owriter):
+                if w is not None:
+                    try:
+                        w.close()
+                    except Exception:
+                        pass
+            self.tasks.discard(task)
+
+
+async def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--upstream-port", type=int, required=True)
+    ap.add_argument("--listen-port", type=int, default=0, help="0 picks a free port")
+    ap.add_argument("--delay-ms", type=float, default=5.0, help="delay per chunk, each way")
+    ap.add_argument("--max-conns", type=int, default=512)
+    ap.add_argument("--max-queued", type=int, default=64, help="chunks in flight per direction")
+    ap.add_argument("--port-file", help="write the listening port here once ready")
+    args = ap.parse_args()
+
+    proxy = Proxy(args)
+    server = await asyncio.start_server(proxy.handle, "127.0.0.1", args.listen_port,
+                                        backlog=1024, reuse_address=True)
+    port = server.sockets[0].getsockname()[1]
+    if args.port_file:
+        tmp = args.port_file + ".tmp"
+        with open(tmp, "w") as f:
+            f.write("%d\n" % port)
+        os.replace(tmp, args.port_file)
+    print("delay_proxy: 127.0.0.1:%d -> 127.0.0.1:%d, %.1f ms each way"
+          % (port, args.upstream_port, args.delay_ms), flush=True)
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    server.close()
+    for t in list(proxy.tasks):
+        t.cancel()
+    await asyncio.sleep(0)
+    print("delay_proxy: stopped after %d connections" % proxy.conns, flush=True)
+
+
+if __name__ == "__main__":
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        pass
+    sys.exit(0)

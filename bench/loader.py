@@ -1,0 +1,119 @@
+#!/usr/bin/python3
+"""The PyTorch DataLoader workload: shuffled reads of every file under ROOT, like an image
+classification loader, for a number of epochs.
+
+Each sample is one whole file (open + read + close), timed inside Dataset.__getitem__ in the worker
+process; the latencies travel back with the batch. Reports samples/s per epoch and the p50/p99/max
+of the per-sample read latency. An epoch that runs past --cap seconds is cut short and reported as
+capped (its samples/s is then measured over the samples that did complete).
+
+  loader.py ROOT [--epochs 2] [--workers 4] [--batch 64] [--cap 120] [--expect N] [--out FILE]
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+
+class FileDataset(Dataset):
+    def __init__(self, paths):
+        self.paths = paths
+
+    def __len__(self):
+        return len(self.paths)
+
+    def __getitem__(self, i):
+        t0 = time.perf_counter()
+        with open(self.paths[i], "rb", buffering=0) as f:
+            data = f.read()
+        dt = time.perf_counter() - t0
+        # A minimal "decode": view the bytes as a tensor (no copy) and touch one byte, so the
+        # loader costs no more CPU than the file system it measures.
+        t = torch.frombuffer(bytearray(data), dtype=torch.uint8) if data else torch.zeros(1, dtype=torch.uint8)
+        return len(data), dt, int(t[0])
+
+
+def pct(sorted_vals, p):
+    if not sorted_vals:
+        return None
+    k = min(len(sorted_vals) - 1, max(0, int(round(p / 100.0 * (len(sorted_vals) - 1)))))
+    return sorted_vals[k]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("root")
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--cap", type=float, default=120.0, help="seconds per epoch before cutting it short")
+    ap.add_argument("--expect", type=int, default=0, help="expected number of files")
+    ap.add_argument("--out")
+    args = ap.parse_args()
+
+    result = {"root": args.root, "workers": args.workers, "batch": args.batch, "epochs": []}
+    t0 = time.perf_counter()
+    paths = []
+    for dirpath, dirnames, filenames in os.walk(args.root):
+        dirnames.sort()
+        for n in sorted(filenames):
+            paths.append(os.path.join(dirpath, n))
+    result["list_s"] = time.perf_counter() - t0
+    result["files"] = len(paths)
+    if args.expect and len(paths) != args.expect:
+        result["status"] = "error"
+        result["error"] = "listed %d files, expected %d" % (len(paths), args.expect)
+    else:
+        torch.manual_seed(0)
+        loader = DataLoader(FileDataset(paths), batch_size=args.batch, shuffle=True,
+                            num_workers=args.workers, persistent_workers=False)
+        status = "ok"
+        for epoch in range(args.epochs):
+            lat = []
+            nbytes = 0
+            capped = False
+            t0 = time.perf_counter()
+            it = iter(loader)
+            try:
+                for sizes, dts, _ in it:
+                    lat.extend(dts.tolist())
+                    nbytes += int(sizes.sum())
+                    if time.perf_counter() - t0 > args.cap:
+                        capped = True
+                        break
+            finally:
+                del it
+            secs = time.perf_counter() - t0
+            lat.sort()
+            n = len(lat)
+            result["epochs"].append({
+                "epoch": epoch + 1, "samples": n, "seconds": secs, "bytes": nbytes,
+                "samples_per_s": n / secs if secs > 0 else None,
+                "mb_per_s": nbytes / secs / 1e6 if secs > 0 else None,
+                "lat_p50_ms": pct(lat, 50) * 1e3 if n else None,
+                "lat_p99_ms": pct(lat, 99) * 1e3 if n else None,
+                "lat_max_ms": lat[-1] * 1e3 if n else None,
+                "capped": capped,
+            })
+            print("loader: epoch %d: %d samples in %.1f s = %.0f samples/s, p50 %.2f ms p99 %.2f ms max %.1f ms%s"
+                  % (epoch + 1, n, secs, n / secs, pct(lat, 50) * 1e3, pct(lat, 99) * 1e3, lat[-1] * 1e3,
+                     " (capped)" if capped else ""), flush=True)
+            if capped:
+                status = "capped"
+                break
+        result["status"] = status
+    out = json.dumps(result, indent=1)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(out)
+    else:
+        print(out)
+    return 0 if result["status"] != "error" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

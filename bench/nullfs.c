@@ -1,0 +1,344 @@
+// nullfs: a do-nothing read-only FUSE filesystem that serves files from memory, so the benchmark
+// can measure the FUSE ceiling of the machine (kernel <-> daemon round trips, copies, no I/O).
+//
+// The tree is generated from a layout, the same one bench/seed.py writes to the origin:
+//   GROUP/dNNN/fNNNNN.bin   (NDIRS > 0)      GROUP/fNNNNN.bin   (NDIRS == 0)
+// Every file's content is a 4 KiB repeating pattern, served from one static buffer: no per-read
+// allocation, no copy other than the one libfuse does into /dev/fuse.
+//
+//   nullfs MOUNTPOINT --layout big:0:2:1073741824,small:10:1000:131072,tiny:200:100:1024
+//          [-f] [-o max_read=1048576] [-o ...]
+//   layout entry: NAME:NDIRS:FILES_PER_DIR:SIZE_BYTES
+//
+// Low-level libfuse 3 API, multi-threaded loop, keep_cache on open, 1 hour entry/attr timeouts,
+// max_readahead as large as the kernel allows. Build:
+//   gcc -O2 -Wall -o nullfs nullfs.c $(pkg-config --cflags --libs fuse3)
+#define FUSE_USE_VERSION 312
+#include <fuse_lowlevel.h>
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define PATTERN_PERIOD 4096u
+#define MAX_READ (1u << 20)
+#define TIMEOUT 3600.0
+
+struct node {
+  char name[24];
+  uint64_t size;       // files only
+  uint32_t parent;     // index
+  uint32_t first;      // first child index (dirs)
+  uint32_t nchild;     // number of children (dirs)
+  uint8_t is_dir;
+};
+
+static struct node *nodes;
+static uint32_t nnodes;
+static char pattern[MAX_READ + PATTERN_PERIOD];
+
+struct group {
+  char name[24];
+  uint32_t ndirs, nfiles;
+  uint64_t size;
+};
+
+static int cmp_group(const void *a, const void *b) {
+  return strcmp(((const struct group *)a)->name, ((const struct group *)b)->name);
+}
+
+static uint32_t add_node(const char *name, int is_dir, uint64_t size, uint32_t parent) {
+  struct node *n = &nodes[nnodes];
+  size_t len = strnlen(name, sizeof(n->name) - 1);
+  memcpy(n->name, name, len);
+  n->name[len] = '\0';
+  n->is_dir = (uint8_t)is_dir;
+  n->size = size;
+  n->parent = parent;
+  n->first = 0;
+  n->nchild = 0;
+  return nnodes++;
+}
+
+static void add_files(uint32_t dir, uint32_t count, uint64_t size) {
+  char name[24];
+  nodes[dir].first = nnodes;
+  nodes[dir].nchild = count;
+  for (uint32_t i = 0; i < count; i++) {
+    snprintf(name, sizeof(name), "f%05u.bin", i);
+    add_node(name, 0, size, dir);
+  }
+}
+
+static int build_tree(const char *spec) {
+  struct group g[64];
+  int ng = 0;
+  char *copy = strdup(spec), *save = NULL;
+  for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    if (ng == 64) return -1;
+    unsigned long long size;
+    char name[24];
+    if (sscanf(tok, "%23[^:]:%u:%u:%llu", name, &g[ng].ndirs, &g[ng].nfiles, &size) != 4) {
+      fprintf(stderr, "nullfs: bad layout entry '%s'\n", tok);
+      return -1;
+    }
+    if (g[ng].ndirs > 1000 || g[ng].nfiles > 100000) return -1;
+    snprintf(g[ng].name, sizeof(g[ng].name), "%s", name);
+    g[ng].size = size;
+    ng++;
+  }
+  free(copy);
+  qsort(g, ng, sizeof(g[0]), cmp_group);  // children must be sorted by name for lookup
+  uint64_t total = 1 + ng;
+  for (int i = 0; i < ng; i++)
+    total += (uint64_t)(g[i].ndirs ? g[i].ndirs : 1) * g[i].nfiles + g[i].ndirs;
+  nodes = calloc(total, sizeof(*nodes));
+  if (!nodes) return -1;
+  add_node("", 1, 0, 0);  // root: index 0, ino 1
+  nodes[0].first = 1;
+  nodes[0].nchild = ng;
+  for (int i = 0; i < ng; i++) add_node(g[i].name, 1, 0, 0);
+  for (int i = 0; i < ng; i++) {
+    uint32_t gi = 1 + i;
+    if (g[i].ndirs == 0) {
+      add_files(gi, g[i].nfiles, g[i].size);
+      continue;
+    }
+    nodes[gi].first = nnodes;
+    nodes[gi].nchild = g[i].ndirs;
+    uint32_t first = nnodes;
+    char name[24];
+    for (uint32_t d = 0; d < g[i].ndirs; d++) {
+      snprintf(name, sizeof(name), "d%03u", d);
+      add_node(name, 1, 0, gi);
+    }
+    for (uint32_t d = 0; d < g[i].ndirs; d++) add_files(first + d, g[i].nfiles, g[i].size);
+  }
+  return 0;
+}
+
+static struct node *node_of(fuse_ino_t ino) {
+  if (ino < 1 || ino > nnodes) return NULL;
+  return &nodes[ino - 1];
+}
+
+static void fill_attr(uint32_t idx, struct stat *st) {
+  const struct node *n = &nodes[idx];
+  memset(st, 0, sizeof(*st));
+  st->st_ino = idx + 1;
+  if (n->is_dir) {
+    st->st_mode = S_IFDIR | 0555;
+    st->st_nlink = 2;
+  } else {
+    st->st_mode = S_IFREG | 0444;
+    st->st_nlink = 1;
+    st->st_size = (off_t)n->size;
+    st->st_blocks = (blkcnt_t)((n->size + 511) / 512);
+  }
+  st->st_blksize = 1 << 20;
+}
+
+static void nl_init(void *userdata, struct fuse_conn_info *conn) {
+  (void)userdata;
+  conn->max_read = MAX_READ;  // must match -o max_read, which run.sh passes
+  conn->max_readahead = conn->max_readahead > MAX_READ ? MAX_READ : conn->max_readahead;
+  if (conn->capable & FUSE_CAP_ASYNC_READ) conn->want |= FUSE_CAP_ASYNC_READ;
+  conn->max_background = 64;
+  conn->congestion_threshold = 48;
+}
+
+static void nl_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) {
+  struct node *p = node_of(parent);
+  if (!p || !p->is_dir) {
+    fuse_reply_err(req, ENOTDIR);
+    return;
+  }
+  uint32_t lo = p->first, hi = p->first + p->nchild;
+  while (lo < hi) {
+    uint32_t mid = lo + (hi - lo) / 2;
+    int c = strcmp(nodes[mid].name, name);
+    if (c == 0) {
+      struct fuse_entry_param e;
+      memset(&e, 0, sizeof(e));
+      e.ino = mid + 1;
+      e.attr_timeout = TIMEOUT;
+      e.entry_timeout = TIMEOUT;
+      fill_attr(mid, &e.attr);
+      fuse_reply_entry(req, &e);
+      return;
+    }
+    if (c < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  struct fuse_entry_param e;  // negative entry, cached by the kernel
+  memset(&e, 0, sizeof(e));
+  e.entry_timeout = TIMEOUT;
+  fuse_reply_entry(req, &e);
+}
+
+static void nl_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+  (void)fi;
+  if (!node_of(ino)) {
+    fuse_reply_err(req, ENOENT);
+    return;
+  }
+  struct stat st;
+  fill_attr((uint32_t)(ino - 1), &st);
+  fuse_reply_attr(req, &st, TIMEOUT);
+}
+
+static void nl_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                       struct fuse_file_info *fi) {
+  (void)fi;
+  struct node *d = node_of(ino);
+  if (!d || !d->is_dir) {
+    fuse_reply_err(req, ENOTDIR);
+    return;
+  }
+  char *buf = malloc(size);  // one per readdir call (not per read), bounded by the kernel's size
+  if (!buf) {
+    fuse_reply_err(req, ENOMEM);
+    return;
+  }
+  size_t used = 0;
+  uint64_t total = 2 + (uint64_t)d->nchild;
+  for (uint64_t i = (uint64_t)off; i < total; i++) {
+    struct stat st;
+    memset(&st, 0, sizeof(st));
+    const char *name;
+    if (i == 0) {
+      name = ".";
+      st.st_ino = ino;
+      st.st_mode = S_IFDIR;
+    } else if (i == 1) {
+      name = "..";
+      st.st_ino = d->parent + 1;
+      st.st_mode = S_IFDIR;
+    } else {
+      uint32_t c = d->first + (uint32_t)(i - 2);
+      name = nodes[c].name;
+      st.st_ino = c + 1;
+      st.st_mode = nodes[c].is_dir ? S_IFDIR : S_IFREG;
+    }
+    size_t need = fuse_add_direntry(req, buf + used, size - used, name, &st, (off_t)(i + 1));
+    if (need > size - used) break;
+    used += need;
+  }
+  fuse_reply_buf(req, buf, used);
+  free(buf);
+}
+
+static void nl_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+  struct node *n = node_of(ino);
+  if (!n) {
+    fuse_reply_err(req, ENOENT);
+    return;
+  }
+  if (n->is_dir) {
+    fuse_reply_err(req, EISDIR);
+    return;
+  }
+  if ((fi->flags & O_ACCMODE) != O_RDONLY) {
+    fuse_reply_err(req, EROFS);
+    return;
+  }
+  fi->keep_cache = 1;
+  fuse_reply_open(req, fi);
+}
+
+static void nl_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                    struct fuse_file_info *fi) {
+  (void)fi;
+  struct node *n = node_of(ino);
+  if (!n || n->is_dir) {
+    fuse_reply_err(req, EISDIR);
+    return;
+  }
+  if ((uint64_t)off >= n->size) {
+    fuse_reply_buf(req, NULL, 0);
+    return;
+  }
+  if (size > MAX_READ) size = MAX_READ;
+  if ((uint64_t)off + size > n->size) size = (size_t)(n->size - (uint64_t)off);
+  fuse_reply_buf(req, pattern + ((uint64_t)off % PATTERN_PERIOD), size);
+}
+
+static void nl_statfs(fuse_req_t req, fuse_ino_t ino) {
+  (void)ino;
+  struct statvfs sv;
+  memset(&sv, 0, sizeof(sv));
+  sv.f_bsize = 4096;
+  sv.f_frsize = 4096;
+  sv.f_files = nnodes;
+  sv.f_namemax = 255;
+  fuse_reply_statfs(req, &sv);
+}
+
+static const struct fuse_lowlevel_ops ops = {
+    .init = nl_init,
+    .lookup = nl_lookup,
+    .getattr = nl_getattr,
+    .readdir = nl_readdir,
+    .open = nl_open,
+    .read = nl_read,
+    .statfs = nl_statfs,
+};
+
+int main(int argc, char *argv[]) {
+  const char *layout = "big:0:2:1073741824,small:10:1000:131072,tiny:200:100:1024";
+  // Take --layout out of argv before libfuse parses the rest.
+  int out = 1;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--layout") == 0 && i + 1 < argc) {
+      layout = argv[++i];
+    } else {
+      argv[out++] = argv[i];
+    }
+  }
+  argc = out;
+  argv[argc] = NULL;
+  if (build_tree(layout) != 0) {
+    fprintf(stderr, "nullfs: bad --layout\n");
+    return 2;
+  }
+  for (size_t i = 0; i < sizeof(pattern); i++)
+    pattern[i] = (char)(((i % PATTERN_PERIOD) * 131u + 7u) & 0xff);
+
+  struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+  struct fuse_cmdline_opts opts;
+  if (fuse_parse_cmdline(&args, &opts) != 0) return 2;
+  if (opts.show_help || !opts.mountpoint) {
+    printf("usage: %s MOUNTPOINT --layout NAME:NDIRS:FILES:SIZE,... [-f] [-o opt,...]\n", argv[0]);
+    fuse_cmdline_help();
+    fuse_lowlevel_help();
+    return opts.show_help ? 0 : 2;
+  }
+  fuse_opt_add_arg(&args, "-oro,default_permissions,fsname=nullfs,subtype=nullfs");
+  struct fuse_session *se = fuse_session_new(&args, &ops, sizeof(ops), NULL);
+  int ret = 1;
+  if (!se) goto out;
+  if (fuse_set_signal_handlers(se) != 0) goto out_destroy;
+  if (fuse_session_mount(se, opts.mountpoint) != 0) goto out_signals;
+  fprintf(stderr, "nullfs: %u nodes mounted on %s\n", nnodes, opts.mountpoint);
+  fuse_daemonize(opts.foreground);
+  struct fuse_loop_config *cfg = fuse_loop_cfg_create();
+  fuse_loop_cfg_set_clone_fd(cfg, opts.clone_fd);
+  fuse_loop_cfg_set_max_threads(cfg, 16);
+  fuse_loop_cfg_set_idle_threads(cfg, 8);
+  ret = fuse_session_loop_mt(se, cfg);
+  fuse_loop_cfg_destroy(cfg);
+  fuse_session_unmount(se);
+out_signals:
+  fuse_remove_signal_handlers(se);
+out_destroy:
+  fuse_session_destroy(se);
+out:
+  free(opts.mountpoint);
+  fuse_opt_free_args(&args);
+  free(nodes);
+  return ret ? 1 : 0;
+}

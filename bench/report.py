@@ -1,0 +1,401 @@
+#!/usr/bin/python3
+"""Turns one benchmark run directory (bench/out/<stamp>/) into results.json, results.md, results.png.
+
+  report.py RUN_DIR
+
+Reads RUN_DIR/meta.json and RUN_DIR/raw/<tool>/*.json (fio JSON output, or the small status/result
+records run.sh and loader.py write). Every figure in the table comes with its ratio to the best
+*other* peer (tierfs, s3fs, rclone) and to local disk, oriented so that > 1 means better.
+"""
+import json
+import math
+import os
+import sys
+
+TOOLS = ["tierfs", "s3fs", "rclone", "local", "nullfs", "raw"]
+PEERS = ["tierfs", "s3fs", "rclone"]
+COLORS = {"tierfs": "#d62728", "s3fs": "#1f77b4", "rclone": "#2ca02c", "local": "#7f7f7f",
+          "nullfs": "#9467bd", "raw": "#ff7f0e"}
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+# A figure: {"value": float|None, "status": "ok"|"capped"|"timeout"|"error"|"n/a", "note": str}
+def fig(value, status="ok", note=""):
+    return {"value": value, "status": status, "note": note}
+
+
+def fio_figures(j, expected_bytes=None):
+    """fio JSON -> dict of figures (bw MB/s, iops, p50/p99/max latency ms)."""
+    if j is None:
+        return {}
+    if "jobs" not in j:
+        st = j.get("status", "error")
+        return {k: fig(None, st, j.get("message", "")) for k in ("mbps", "iops", "p50", "p99", "max")}
+    r = j["jobs"][0]["read"]
+    st = "ok"
+    if expected_bytes and r.get("io_bytes", 0) < expected_bytes * 0.999:
+        st = "capped"
+    pct = r.get("clat_ns", {}).get("percentile", {})
+
+    def p(k):
+        for key, v in pct.items():
+            if abs(float(key) - k) < 1e-6:
+                return v / 1e6
+        return None
+    return {
+        "mbps": fig(r["bw_bytes"] / 1e6, st),
+        "iops": fig(r["iops"], st),
+        "p50": fig(p(50), st),
+        "p99": fig(p(99), st),
+        "max": fig(r.get("clat_ns", {}).get("max", 0) / 1e6, st),
+    }
+
+
+def collect(run):
+    meta = load(os.path.join(run, "meta.json")) or {}
+    ds = meta.get("dataset", {})
+    big = ds.get("big_size")
+    tools = [t for t in meta.get("tools", TOOLS) if t in TOOLS]
+    res = {}   # metric -> tool -> figure
+    notes = {}
+
+    def put(metric, tool, f):
+        res.setdefault(metric, {})[tool] = f
+
+    for t in tools:
+        d = os.path.join(run, "raw", t)
+        if os.path.exists(os.path.join(d, "skipped.json")):
+            notes[t] = "not available on this machine (skipped)"
+            continue
+        if t == "raw":
+            for name, metric in (("seq1", "seq1-cold"), ("seq2", "seq2-cold"), ("seqpar", "seqpar")):
+                j = load(os.path.join(d, name + ".json"))
+                if j:
+                    v = j["bytes"] / j["seconds"] / 1e6 if j.get("status") == "ok" else None
+                    put(metric + ".mbps", t, fig(v, j.get("status", "error")))
+            for name in ("rand4k", "rand128k"):
+                j = load(os.path.join(d, name + ".json"))
+                if j:
+                    st = j.get("status", "error")
+                    put(name + "-cold.iops", t, fig(j.get("iops"), st))
+                    for k in ("p50", "p99", "max"):
+                        put("%s-cold.%s" % (name, k), t, fig(j.get("lat_%s_ms" % k), st))
+            j = load(os.path.join(d, "small.json"))
+            if j:
+                st = j.get("status", "error")
+                put("loader.e1.sps", t, fig(j.get("iops"), st, "GET of whole objects, 4 in flight"))
+                for k in ("p50", "p99", "max"):
+                    put("loader.e1.%s" % k, t, fig(j.get("lat_%s_ms" % k), st))
+            continue
+        for name, nfiles in (("seq1-cold", 1), ("seq1-warm", 1), ("seq2-cold", 2), ("seq2-warm", 2)):
+            j = load(os.path.join(d, name + ".json"))
+            if j is not None:
+                put(name + ".mbps", t, fio_figures(j, big * nfiles if big else None)["mbps"])
+        for name in ("rand4k-cold", "rand4k-warm", "rand128k-cold", "rand128k-warm"):
+            j = load(os.path.join(d, name + ".json"))
+            if j is not None:
+                for k, f in fio_figures(j).items():
+                    if k != "mbps":
+                        put("%s.%s" % (name, k), t, f)
+        for name in ("find-cold", "find-warm"):
+            j = load(os.path.join(d, name + ".json"))
+            if j is not None:
+                st = j.get("status", "error")
+                put(name + ".s", t, fig(j.get("seconds"), st,
+                                        "%s/%s files" % (j.get("files"), j.get("expected"))))
+        for name in ("loader", "loader-prefetched"):
+            j = load(os.path.join(d, name + ".json"))
+            if j is None:
+                continue
+            if not j.get("epochs"):
+                for e in (1, 2):
+                    put("%s.e%d.sps" % (name, e), t, fig(None, j.get("status", "error"), j.get("error", "")))
+                continue
+            for e in j["epochs"]:
+                st = "capped" if e.get("capped") else "ok"
+                n = e["epoch"]
+                put("%s.e%d.sps" % (name, n), t, fig(e["samples_per_s"], st))
+                for k in ("p50", "p99", "max"):
+                    put("%s.e%d.%s" % (name, n, k), t, fig(e.get("lat_%s_ms" % k), st))
+            if len(j["epochs"]) < 2 and j.get("status") == "capped":
+                put("%s.e2.sps" % name, t, fig(None, "skipped", "epoch 1 capped"))
+        j = load(os.path.join(d, "prefetch.json"))
+        if j:
+            put("prefetch.s", t, fig(j.get("seconds"), j.get("status", "error"), j.get("how", "")))
+            if t == "tierfs":
+                notes.setdefault("tierfs", "")
+                notes["tierfs"] = ("prefetch: " + j.get("how", "")).strip()
+        rss = []
+        try:
+            for line in open(os.path.join(d, "rss.jsonl")):
+                rss.append(json.loads(line)["vmhwm_kb"])
+        except OSError:
+            pass
+        if rss:
+            put("rss.mib", t, fig(max(rss) / 1024.0))
+    return meta, tools, res, notes
+
+
+# metric key -> (label, unit, higher is better, in chart)
+METRICS = [
+    ("seq1-cold.mbps", "seq read 1 MiB, 1 stream, cold", "MB/s", True, True),
+    ("seq1-warm.mbps", "seq read 1 MiB, 1 stream, warm", "MB/s", True, True),
+    ("seq2-cold.mbps", "seq read 1 MiB, 2 streams, cold", "MB/s", True, True),
+    ("seq2-warm.mbps", "seq read 1 MiB, 2 streams, warm", "MB/s", True, True),
+    ("seqpar.mbps", "origin: 8 parallel ranged GETs", "MB/s", True, False),
+]
+for _bs in ("4k", "128k"):
+    for _st in ("cold", "warm"):
+        METRICS += [
+            ("rand%s-%s.iops" % (_bs, _st), "rand read %s, 4 jobs, %s" % (_bs.replace("k", " KiB"), _st),
+             "IOPS", True, True),
+            ("rand%s-%s.p50" % (_bs, _st), "  ↳ latency p50", "ms", False, False),
+            ("rand%s-%s.p99" % (_bs, _st), "  ↳ latency p99", "ms", False, _bs == "4k"),
+            ("rand%s-%s.max" % (_bs, _st), "  ↳ latency max", "ms", False, False),
+        ]
+METRICS += [
+    ("find-cold.s", "find/stat tiny files, cold", "s", False, True),
+    ("find-warm.s", "find/stat tiny files, warm", "s", False, True),
+]
+for _name, _label in (("loader", "DataLoader"), ("loader-prefetched", "DataLoader, dir prefetched")):
+    if _name == "loader-prefetched":
+        METRICS.append(("prefetch.s", "prefetch the directory", "s", False, False))
+    for _e in (1, 2):
+        METRICS += [
+            ("%s.e%d.sps" % (_name, _e), "%s epoch %d" % (_label, _e), "samples/s", True, True),
+            ("%s.e%d.p50" % (_name, _e), "  ↳ sample read p50", "ms", False, False),
+            ("%s.e%d.p99" % (_name, _e), "  ↳ sample read p99", "ms", False, _e == 1),
+            ("%s.e%d.max" % (_name, _e), "  ↳ sample read max", "ms", False, False),
+        ]
+METRICS.append(("rss.mib", "daemon peak RSS (VmHWM)", "MiB", False, True))
+
+
+def ok(f):
+    return f is not None and f["value"] is not None and f["status"] in ("ok", "capped") and f["value"] > 0
+
+
+def better_ratio(v, ref, higher):
+    return v / ref if higher else ref / v
+
+
+def fmt_ratio(r):
+    if r < 0.01:
+        return "<0.01×"
+    if r >= 100:
+        return "%.0f×" % r
+    if r >= 10:
+        return "%.1f×" % r
+    return "%.2f×" % r
+
+
+def fmt_num(v):
+    if v is None:
+        return "–"
+    a = abs(v)
+    if a >= 1000:
+        return "{:,.0f}".format(v)
+    if a >= 100:
+        return "%.0f" % v
+    if a >= 10:
+        return "%.1f" % v
+    if a >= 1:
+        return "%.2f" % v
+    return "%.3f" % v
+
+
+def cell(metric, tool, row, higher, meta):
+    f = row.get(tool)
+    if f is None:
+        return "–"
+    if not ok(f):
+        if f["status"] == "timeout":
+            return "timeout (> %ss)" % fmt_num(meta.get("cap_s"))
+        if f["status"] == "skipped":
+            return "– (%s)" % f.get("note", "skipped")
+        return f["status"]
+    s = fmt_num(f["value"])
+    if f["status"] == "capped":
+        s += " (capped)"
+    ratios = []
+    if tool in PEERS:
+        others = [row[p]["value"] for p in PEERS if p != tool and ok(row.get(p))]
+        if others:
+            best = max(others) if higher else min(others)
+            ratios.append(fmt_ratio(better_ratio(f["value"], best, higher)) + " peer")
+    if tool != "local" and ok(row.get("local")) and not metric.startswith("rss"):
+        ratios.append(fmt_ratio(better_ratio(f["value"], row["local"]["value"], higher)) + " local")
+    if ratios:
+        s += " <sub>" + ", ".join(ratios) + "</sub>"
+    return s
+
+
+def markdown(meta, tools, res, notes):
+    ds = meta.get("dataset", {})
+    v = meta.get("versions", {})
+    shown = [t for t in tools if t not in notes or not notes[t].startswith("not available")]
+    lines = [
+        "# tierfs benchmark — %s" % meta.get("date", "?"),
+        "",
+        "Machine: %s, %s cores, %s GiB RAM, Linux %s. Origin: s3rver on loopback behind a %.0f ms-each-way "
+        "delay proxy. Dataset (%s): 2 × %s MiB, %s × 128 KiB files, %s tiny files. Cap per workload: %ss."
+        % (meta.get("cpu", "?"), meta.get("cores", "?"), round(meta.get("mem_mib", 0) / 1024),
+           meta.get("kernel", "?"), meta.get("delay_ms", 0), meta.get("layout", "?"),
+           (ds.get("big_size") or 0) >> 20, "{:,}".format(ds.get("small_files", 0)),
+           "{:,}".format(ds.get("tiny_files", 0)), fmt_num(meta.get("cap_s"))),
+        "",
+        "Versions: tierfs %s, %s, %s, fio %s, libfuse %s, torch %s."
+        % (v.get("tierfs", "?"), v.get("s3fs", "?"), v.get("rclone", "?"), v.get("fio", "?"),
+           v.get("libfuse", "?"), v.get("torch", "?")),
+        "",
+        "Each figure is followed by its ratio to the best *other* peer (tierfs, s3fs, rclone) and to "
+        "local disk, oriented so that **> 1× means better** (faster, more IOPS, lower latency). "
+        "*cold* = fresh mount, empty caches; *warm* = after the tool has read the data once and "
+        "`drop_caches`, so the tool's own cache tiers are measured, not the kernel page cache. "
+        "`capped`: the workload hit the cap and the figure covers the part that ran; `timeout`: "
+        "nothing usable within the cap (a lower bound on the time).",
+        "",
+        "| workload | unit | " + " | ".join(shown) + " |",
+        "|---|---|" + "---|" * len(shown),
+    ]
+    for key, label, unit, higher, _ in METRICS:
+        row = res.get(key)
+        if not row:
+            continue
+        lines.append("| %s | %s | %s |" % (label, unit, " | ".join(cell(key, t, row, higher, meta) for t in shown)))
+    lines.append("")
+    for t in tools:
+        if t in notes and notes[t]:
+            lines.append("- **%s**: %s" % (t, notes[t]))
+    pre = res.get("prefetch.s", {})
+    for t in shown:
+        if t in pre and t != "tierfs" and pre[t].get("note"):
+            lines.append("- **%s** prefetch: %s" % (t, pre[t]["note"]))
+    lines.append("- **raw**: curl against the delayed origin (single GET, 2 GETs at once, 8 parallel "
+                 "ranged GETs; random ranged GETs 4 in flight; its DataLoader row is whole-object GETs of the "
+                 "128 KiB files, 4 in flight, in shuffled order: the origin's ceiling for that workload). **nullfs**: a do-nothing FUSE file system "
+                 "serving memory — the FUSE ceiling of this machine. **local**: the same files on local "
+                 "disk; its cold and warm runs both read from disk after `drop_caches`.")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def chart(meta, tools, res, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    keys = [(k, l, u, h) for k, l, u, h, c in METRICS
+            if c and k in res and any(t != "raw" for t in res[k])]
+    if not keys:
+        return
+    shown = [t for t in tools if any(t in res[k] for k, _, _, _ in keys)]
+    ncol = 4
+    nrow = int(math.ceil(len(keys) / float(ncol)))
+    fig_, axes = plt.subplots(nrow, ncol, figsize=(4.2 * ncol, 3.0 * nrow + 0.8), squeeze=False)
+    for i, (key, label, unit, higher) in enumerate(keys):
+        ax = axes[i // ncol][i % ncol]
+        row = res[key]
+        vals, cols, hatches, names = [], [], [], []
+        here = [t for t in shown if t in row]
+        for t in here:
+            f = row.get(t)
+            names.append(t)
+            cols.append(COLORS[t])
+            if ok(f):
+                vals.append(f["value"])
+                hatches.append("//" if f["status"] == "capped" else "")
+            else:
+                vals.append(0)
+                hatches.append("")
+        bars = ax.bar(range(len(here)), vals, color=cols)
+        for b, h in zip(bars, hatches):
+            if h:
+                b.set_hatch(h)
+                b.set_edgecolor("white")
+        positive = [v for v in vals if v > 0]
+        if positive and max(positive) / min(positive) > 50:
+            ax.set_yscale("log")
+        top = max(positive) if positive else 1
+        for j, (b, t) in enumerate(zip(bars, here)):
+            f = row.get(t)
+            if ok(f):
+                txt = fmt_num(f["value"])
+            elif f is None:
+                txt = "n/a"
+            else:
+                txt = f["status"]
+            y = b.get_height() if b.get_height() > 0 else (min(positive) if positive and ax.get_yscale() == "log" else 0)
+            ax.annotate(txt, (b.get_x() + b.get_width() / 2, y), ha="center", va="bottom", fontsize=7,
+                        xytext=(0, 2), textcoords="offset points",
+                        color="black" if ok(f) else "#b00000")
+        ax.set_xticks(range(len(here)))
+        ax.set_xticklabels(here, fontsize=7.5)
+        title = label.strip().replace("↳ ", "")
+        if key.endswith(".p99") and key.startswith("rand"):
+            title = key.split(".")[0].replace("-", " ") + " p99 latency"
+        if key.startswith("loader") and key.endswith(".p99"):
+            title = ("prefetched " if "prefetched" in key else "") + "loader epoch %s sample p99" % key.split(".")[1][1:]
+        ax.set_title(title, fontsize=9)
+        ax.set_ylabel("%s (%s)" % (unit, "higher is better" if higher else "lower is better"), fontsize=7)
+        ax.tick_params(axis="y", labelsize=7)
+        if ax.get_yscale() != "log":
+            ax.set_ylim(0, top * 1.18)
+        else:
+            ax.set_ylim(top=top * 3)
+        ax.grid(axis="y", alpha=0.3)
+    for i in range(len(keys), nrow * ncol):
+        axes[i // ncol][i % ncol].axis("off")
+    ds = meta.get("dataset", {})
+    fig_.suptitle("tierfs benchmark (%s, %s) — %s cores, %s; origin s3rver + %.0f ms each way; hatched = capped"
+                  % (meta.get("layout", "?"), meta.get("date", "?"), meta.get("cores", "?"),
+                     (meta.get("cpu") or "?")[:40], meta.get("delay_ms", 0)), fontsize=10)
+    fig_.legend(handles=[Patch(color=COLORS[t], label=t) for t in shown], loc="upper right", ncol=len(shown),
+                fontsize=8, frameon=False)
+    fig_.tight_layout(rect=(0, 0, 1, 0.96))
+    fig_.savefig(path, dpi=110)
+    plt.close(fig_)
+
+
+def latencies(path, secs, rc):
+    """run.sh helper: curl's per-request times (one per line) -> JSON summary on stdout."""
+    lat = sorted(float(x) for x in open(path) if x.strip())
+    secs, rc = float(secs), int(rc)
+
+    def pick(p):
+        return lat[min(len(lat) - 1, int(round(p / 100.0 * (len(lat) - 1))))] * 1e3 if lat else None
+    print(json.dumps({"status": "ok" if rc == 0 else ("timeout" if rc == 124 else "error"), "seconds": secs,
+                      "requests": len(lat), "iops": len(lat) / secs if secs else None,
+                      "lat_p50_ms": pick(50), "lat_p99_ms": pick(99),
+                      "lat_max_ms": lat[-1] * 1e3 if lat else None}))
+
+
+def main():
+    if len(sys.argv) == 5 and sys.argv[1] == "--latencies":
+        latencies(*sys.argv[2:])
+        return
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    run = sys.argv[1]
+    meta, tools, res, notes = collect(run)
+    out = {"meta": meta, "notes": notes,
+           "metrics": [{"key": k, "label": l.replace("↳ ", "").strip(), "unit": u, "higher_is_better": h,
+                        "results": res.get(k, {})} for k, l, u, h, _ in METRICS if k in res]}
+    with open(os.path.join(run, "results.json"), "w") as f:
+        json.dump(out, f, indent=1)
+    md = markdown(meta, tools, res, notes)
+    with open(os.path.join(run, "results.md"), "w") as f:
+        f.write(md)
+    chart(meta, tools, res, os.path.join(run, "results.png"))
+    print(md)
+
+
+if __name__ == "__main__":
+    main()

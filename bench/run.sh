@@ -1,0 +1,550 @@
+#!/usr/bin/env bash
+# tierfs benchmark: one command. Starts its own S3 origin (s3rver) behind a delay proxy, seeds it,
+# mounts each tool on empty caches, runs the same workloads, and writes JSON + markdown + PNG.
+#
+#   bench/run.sh [--quick] [--tools tierfs,s3fs,rclone,local,nullfs,raw] [--delay-ms 5]
+#                [--cap SECONDS] [--out DIR]
+#
+#   --quick      smaller dataset (2 x 256 MiB, 2,000 x 128 KiB, 2,000 tiny) and shorter random-read
+#                runs: a few minutes. The full run (2 x 1 GiB, 10,000 x 128 KiB, 20,000 tiny) takes
+#                up to ~40 minutes on 2 cores, most of it in the slowest peers.
+#   --tools      which tools to measure (default: all; a tool whose binary is missing is skipped)
+#   --delay-ms   delay per origin request chunk, each way (default 5; 0 = plain loopback)
+#   --cap        seconds a single workload may run before it is cut short (default 120, quick 60);
+#                a cut-short result is reported as a lower bound / "timeout", never as a failure;
+#                a DataLoader epoch is cut after LOADER_CAP seconds (default 60)
+#
+# Environment: TIERFS (path of the tierfs binary, default build/daemon/tierfs), TIERFS_L1 / TIERFS_L2
+# (cache sizes, default 1GiB / 16GiB), TIERFS_OPTS (default --metadata-ttl 10m), S3FS_OPTS, RCLONE_OPTS (extra mount options).
+#
+# Needs root (drop_caches, mounts), fio, curl, fusermount3, gcc + libfuse3-dev, node/npm (s3rver),
+# /usr/bin/python3 with torch, boto3, matplotlib; s3fs and rclone for those peers
+# (scripts/install-deps.sh --bench). Results: bench/out/<UTC timestamp>/ and bench/out/latest.
+# Benchmarks report numbers; nothing here fails on timing, and the test suite never runs it.
+set -uo pipefail
+
+BENCH="$(cd "$(dirname "$0")" && pwd)"
+ROOT="$(cd "$BENCH/.." && pwd)"
+PY=/usr/bin/python3
+
+LAYOUT=full
+TOOLS="tierfs,s3fs,rclone,local,nullfs,raw"
+DELAY_MS=5
+CAP=""
+OUT=""
+while (($#)); do
+  case "$1" in
+    --quick) LAYOUT=quick ;;
+    --tools) TOOLS="$2"; shift ;;
+    --tools=*) TOOLS="${1#*=}" ;;
+    --delay-ms) DELAY_MS="$2"; shift ;;
+    --delay-ms=*) DELAY_MS="${1#*=}" ;;
+    --cap) CAP="$2"; shift ;;
+    --cap=*) CAP="${1#*=}" ;;
+    --out) OUT="$2"; shift ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+if [[ $LAYOUT == quick ]]; then
+  CAP="${CAP:-60}"; RAND_RT=3; RAW_RAND_N=300
+else
+  CAP="${CAP:-120}"; RAND_RT=15; RAW_RAND_N=1500
+fi
+# A DataLoader epoch is cut after this long (samples/s is then measured over the part that ran):
+# two loader runs of two epochs each per tool would otherwise dominate the run on a slow peer.
+LOADER_CAP="${LOADER_CAP:-60}"
+TIERFS="${TIERFS:-$ROOT/build/daemon/tierfs}"
+TIERFS_L1="${TIERFS_L1:-1GiB}"
+TIERFS_L2="${TIERFS_L2:-16GiB}"
+# Metadata kept 10 minutes: like the peers' defaults (s3fs stat cache 15 min, rclone dir cache 5 min),
+# it never expires within one workload.
+TIERFS_OPTS="${TIERFS_OPTS:---metadata-ttl 10m}"
+BUCKET=bench
+
+STAMP="$(date -u +%Y%m%dT%H%M%SZ)"
+OUT="${OUT:-$BENCH/out/$STAMP}"
+WORK="$BENCH/out/work"
+LAYOUT_ID="$(cd "$BENCH" && $PY seed.py id "$LAYOUT")"   # data dirs are cached per layout
+ORIGIN_DATA="$BENCH/out/origin-$LAYOUT_ID"
+LOCAL_DATA="$BENCH/out/local-$LAYOUT_ID"
+mkdir -p "$OUT/raw" "$WORK"
+LOG="$OUT/run.log"
+
+log() { printf '[%s] %s\n' "$(date -u +%H:%M:%S)" "$*" | tee -a "$LOG" >&2; }
+die() { log "FATAL: $*"; exit 1; }
+
+[[ $(id -u) == 0 ]] || die "run as root (drop_caches and mounts need it)"
+for c in fio curl fusermount3 gcc pkg-config getfattr setfattr timeout; do
+  command -v "$c" >/dev/null || die "$c not found (scripts/install-deps.sh --bench)"
+done
+$PY -c 'import torch, boto3, matplotlib' 2>/dev/null || die "$PY lacks torch/boto3/matplotlib"
+
+# ---------------------------------------------------------------------------------------------
+# cleanup: unmount what we mounted (by mountpoint), stop what we started (by PID)
+MOUNTED=()        # mountpoints
+PIDS=()           # daemons + proxy
+S3RVER_STARTED=""
+cleanup() {
+  local m p
+  for m in "${MOUNTED[@]}"; do
+    if grep -qs " $m " /proc/self/mounts; then
+      fusermount3 -u "$m" 2>/dev/null || fusermount3 -u -z "$m" 2>/dev/null || umount -l "$m" 2>/dev/null
+    fi
+  done
+  for p in "${PIDS[@]}"; do
+    kill -0 "$p" 2>/dev/null && kill "$p" 2>/dev/null
+  done
+  sleep 0.5
+  for p in "${PIDS[@]}"; do
+    kill -0 "$p" 2>/dev/null && kill -KILL "$p" 2>/dev/null
+  done
+  if [[ -n $S3RVER_STARTED ]]; then
+    "$ROOT/scripts/s3rver.sh" stop "$ORIGIN_DATA" >/dev/null 2>&1
+  fi
+}
+trap cleanup EXIT
+trap 'log "interrupted"; exit 130' INT TERM
+
+drop_caches() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+now() { echo "$EPOCHREALTIME"; }
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.4f", b-a}'; }
+has_tool() { [[ ",$TOOLS," == *",$1,"* ]]; }
+free_port() { "$ROOT/scripts/s3rver.sh" free-port; }
+
+# A status record for a workload that produced no tool output (timeout, error, skipped).
+status_json() { # FILE STATUS MESSAGE [SECONDS]
+  printf '{"status": "%s", "message": "%s", "seconds": %s}\n' "$2" "${3//\"/\'}" "${4:-null}" >"$1"
+}
+
+# ---------------------------------------------------------------------------------------------
+# origin: s3rver (scripts/s3rver.sh) on a cached, seeded data dir, and the delay proxy in front
+log "layout=$LAYOUT tools=$TOOLS delay=${DELAY_MS}ms cap=${CAP}s out=$OUT"
+"$ROOT/scripts/s3rver.sh" install >>"$LOG" 2>&1 || die "scripts/s3rver.sh install failed (see $LOG)"
+
+log "local copy: $LOCAL_DATA"
+$PY "$BENCH/seed.py" local "$LAYOUT" "$LOCAL_DATA" 2>&1 | tee -a "$LOG" >&2
+[[ -f $LOCAL_DATA/.complete ]] || die "writing the local copy failed"
+
+S3PORT="$(free_port)"
+"$ROOT/scripts/s3rver.sh" start "$ORIGIN_DATA" "$S3PORT" "$BUCKET" >>"$LOG" 2>&1 || die "s3rver did not start (see $LOG)"
+S3RVER_STARTED=1
+log "s3rver on 127.0.0.1:$S3PORT, data $ORIGIN_DATA"
+timeout 1800 $PY "$BENCH/seed.py" origin "$LAYOUT" "$LOCAL_DATA" "http://127.0.0.1:$S3PORT" "$BUCKET" \
+  2>&1 | tee -a "$LOG" >&2
+[[ ${PIPESTATUS[0]} == 0 ]] || die "seeding the origin failed"
+sync
+
+if [[ $DELAY_MS != 0 ]]; then
+  rm -f "$WORK/proxy.port"
+  $PY "$BENCH/delay_proxy.py" --upstream-port "$S3PORT" --delay-ms "$DELAY_MS" \
+    --port-file "$WORK/proxy.port" >>"$LOG" 2>&1 &
+  PIDS+=($!)
+  for _ in $(seq 50); do [[ -s $WORK/proxy.port ]] && break; sleep 0.1; done
+  [[ -s $WORK/proxy.port ]] || die "delay proxy did not start"
+  PORT="$(cat "$WORK/proxy.port")"
+else
+  PORT="$S3PORT"
+fi
+ENDPOINT="http://127.0.0.1:$PORT"
+log "origin endpoint for the tools: $ENDPOINT (${DELAY_MS} ms each way)"
+
+# Dataset facts for the workloads
+read -r BIG_SIZE N_SMALL N_TINY < <(cd "$BENCH" && $PY -c "
+import seed
+g = {n: (d, f, s) for n, d, f, s in seed.LAYOUTS['$LAYOUT']}
+print(g['big'][2], max(g['small'][0],1)*g['small'][1], max(g['tiny'][0],1)*g['tiny'][1])")
+NULLFS_LAYOUT="$(cd "$BENCH" && $PY seed.py layout "$LAYOUT")"
+BIG0=big/f00000.bin
+BIG1=big/f00001.bin
+
+# meta.json: machine, date, versions, parameters
+$PY - "$OUT/meta.json" <<EOF
+import json, os, platform, subprocess, sys, datetime
+def sh(c):
+    try: return subprocess.run(c, shell=True, capture_output=True, text=True, timeout=10).stdout.strip()
+    except Exception: return ""
+cpu = sh("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2").strip()
+mem = int(sh("awk '/MemTotal/{print \$2}' /proc/meminfo") or 0) // 1024
+meta = {
+  "date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
+  "host": platform.node(), "kernel": platform.release(), "cpu": cpu, "cores": os.cpu_count(),
+  "mem_mib": mem, "layout": "$LAYOUT", "delay_ms": float("$DELAY_MS"), "cap_s": float("$CAP"), "loader_cap_s": float("$LOADER_CAP"),
+  "rand_runtime_s": $RAND_RT, "tools": "$TOOLS".split(","),
+  "dataset": {"big_size": $BIG_SIZE, "small_files": $N_SMALL, "tiny_files": $N_TINY},
+  "versions": {
+    "fio": sh("fio --version"), "s3fs": sh("s3fs --version 2>&1 | head -1"),
+    "rclone": sh("rclone version 2>/dev/null | head -1"), "libfuse": sh("pkg-config --modversion fuse3"),
+    "torch": sh("$PY -c 'import torch; print(torch.__version__)'"),
+    "tierfs": sh("git -C '$ROOT' rev-parse --short HEAD"),
+  },
+  "tierfs_opts": {"l1": "$TIERFS_L1", "l2": "$TIERFS_L2", "extra": "${TIERFS_OPTS:-}"},
+}
+json.dump(meta, open(sys.argv[1], "w"), indent=1)
+EOF
+
+# ---------------------------------------------------------------------------------------------
+# mounting
+MNT=""; DPID=""; CACHE=""; RSS_MAX_KB=0; SESSION=""
+
+build_nullfs() {
+  local src="$BENCH/nullfs.c" bin="$WORK/nullfs"
+  if [[ ! -x $bin || $src -nt $bin ]]; then
+    gcc -O2 -Wall -o "$bin" "$src" $(pkg-config --cflags --libs fuse3) >>"$LOG" 2>&1 || return 1
+  fi
+}
+
+tool_available() {
+  case "$1" in
+    tierfs) [[ -x $TIERFS ]] ;;
+    s3fs) command -v s3fs >/dev/null ;;
+    rclone) command -v rclone >/dev/null ;;
+    nullfs) build_nullfs ;;
+    local|raw) true ;;
+  esac
+}
+
+wait_mounted() { # MNT PID -> 0 when mounted
+  local i
+  for i in $(seq 300); do
+    if grep -qs " $1 " /proc/self/mounts; then return 0; fi
+    kill -0 "$2" 2>/dev/null || return 1
+    sleep 0.1
+  done
+  return 1
+}
+
+mount_tool() { # TOOL SESSION -> sets MNT DPID
+  local tool="$1"; SESSION="$2"
+  DPID=""
+  if [[ $tool == local ]]; then MNT="$LOCAL_DATA"; return 0; fi
+  MNT="$WORK/mnt-$tool"
+  CACHE="$WORK/cache-$tool"
+  mkdir -p "$MNT"
+  if grep -qs " $MNT " /proc/self/mounts; then fusermount3 -u -z "$MNT"; fi
+  rm -rf "$CACHE"; mkdir -p "$CACHE"        # fresh, empty caches for every session
+  local dlog="$OUT/raw/$tool/daemon-$SESSION.log"
+  case "$tool" in
+    tierfs)
+      env AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER "$TIERFS" mount "s3://$BUCKET" "$MNT" \
+        --endpoint "$ENDPOINT" --cache-dir "$CACHE" --l1-size "$TIERFS_L1" --l2-size "$TIERFS_L2" \
+        ${TIERFS_OPTS:-} -f >"$dlog" 2>&1 &
+      DPID=$! ;;
+    s3fs)
+      printf 'S3RVER:S3RVER\n' >"$WORK/s3fs.passwd"; chmod 600 "$WORK/s3fs.passwd"
+      s3fs "$BUCKET" "$MNT" -f -o "ro,use_path_request_style,url=$ENDPOINT,passwd_file=$WORK/s3fs.passwd" \
+        -o "use_cache=$CACHE,dbglevel=warn" ${S3FS_OPTS:-} >"$dlog" 2>&1 &
+      DPID=$! ;;
+    rclone)
+      cat >"$WORK/rclone.conf" <<EOF
+[origin]
+type = s3
+provider = Other
+env_auth = false
+access_key_id = S3RVER
+secret_access_key = S3RVER
+endpoint = $ENDPOINT
+region = us-east-1
+force_path_style = true
+EOF
+      # rclone 1.60 fails when AWS_CA_BUNDLE names a file it does not need; unset the TLS overrides.
+      env -u AWS_CA_BUNDLE -u CURL_CA_BUNDLE -u SSL_CERT_FILE -u SSL_CERT_DIR \
+        rclone mount "origin:$BUCKET" "$MNT" --config "$WORK/rclone.conf" --read-only \
+        --vfs-cache-mode full --cache-dir "$CACHE" --log-level NOTICE ${RCLONE_OPTS:-} >"$dlog" 2>&1 &
+      DPID=$! ;;
+    nullfs)
+      "$WORK/nullfs" "$MNT" -f -o max_read=1048576 --layout "$NULLFS_LAYOUT" >"$dlog" 2>&1 &
+      DPID=$! ;;
+  esac
+  PIDS+=("$DPID")
+  MOUNTED+=("$MNT")
+  if ! wait_mounted "$MNT" "$DPID"; then
+    log "$tool: mount failed (see $dlog)"
+    unmount_tool "$tool"
+    return 1
+  fi
+  # Touch the root so the first workload does not pay for FUSE_INIT; then check the layout.
+  if ! timeout 60 ls "$MNT/big" >/dev/null 2>&1; then
+    log "$tool: mounted but $MNT/big is not listable"
+    unmount_tool "$tool"
+    return 1
+  fi
+  return 0
+}
+
+record_rss() { # TOOL
+  [[ -n $DPID ]] || return 0
+  local kb
+  kb="$(awk '/VmHWM/{print $2}' "/proc/$DPID/status" 2>/dev/null)"
+  [[ -n $kb ]] || return 0
+  echo "{\"session\": \"$SESSION\", \"vmhwm_kb\": $kb}" >>"$OUT/raw/$1/rss.jsonl"
+}
+
+unmount_tool() { # TOOL
+  local tool="$1" i
+  [[ $tool == local ]] && return 0
+  record_rss "$tool"
+  if [[ $tool == tierfs ]]; then
+    timeout 10 getfattr --only-values -n user.tierfs.stats "$MNT" >"$OUT/raw/tierfs/stats-$SESSION.txt" 2>/dev/null
+  fi
+  if grep -qs " $MNT " /proc/self/mounts; then
+    timeout 30 fusermount3 -u "$MNT" 2>>"$LOG" || timeout 10 fusermount3 -u -z "$MNT" 2>>"$LOG"
+  fi
+  if [[ -n $DPID ]]; then
+    for i in $(seq 100); do kill -0 "$DPID" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$DPID" 2>/dev/null; then
+      log "$tool: daemon $DPID still running 10 s after unmount, SIGTERM"
+      kill "$DPID" 2>/dev/null; sleep 2; kill -KILL "$DPID" 2>/dev/null
+    fi
+    wait "$DPID" 2>/dev/null
+  fi
+  rm -rf "$CACHE"
+  DPID=""
+}
+
+# ---------------------------------------------------------------------------------------------
+# workloads
+
+# fio in a hard timeout. The job is also capped by --runtime, so a slow tool yields a partial
+# (lower-bound) result rather than nothing.
+run_fio() { # TOOL NAME -- fio args...
+  local tool="$1" name="$2"; shift 3
+  local out="$OUT/raw/$tool/$name.json" t0 t1 rc
+  t0="$(now)"
+  timeout -k 10 $((CAP + 60)) fio --output-format=json --output="$out.tmp" \
+    --readonly --ioengine=psync --direct=0 --invalidate=1 --percentile_list=50:99 "$@" \
+    >>"$LOG" 2>&1
+  rc=$?
+  t1="$(now)"
+  if [[ $rc == 0 ]] && $PY -c "import json,sys; json.load(open(sys.argv[1]))" "$out.tmp" 2>/dev/null; then
+    mv "$out.tmp" "$out"
+    log "$tool: $name done in $(elapsed "$t0" "$t1") s"
+  else
+    rm -f "$out.tmp"
+    local st=error; [[ $rc == 124 || $rc == 137 ]] && st=timeout
+    status_json "$out" "$st" "fio exit $rc" "$(elapsed "$t0" "$t1")"
+    log "$tool: $name $st (fio exit $rc)"
+  fi
+}
+
+fio_seq() { # TOOL NAME FILE... (one job per file, 1 MiB blocks)
+  local tool="$1" name="$2"; shift 2
+  local args=(--rw=read --bs=1M --runtime="$CAP" --group_reporting)
+  local f
+  for f in "$@"; do args+=(--name="${f##*/}" --filename="$MNT/$f"); done
+  run_fio "$tool" "$name" -- "${args[@]}"
+}
+
+fio_rand() { # TOOL NAME BS FILE (4 jobs, time based)
+  local tool="$1" name="$2" bs="$3" f="$4"
+  run_fio "$tool" "$name" -- --name="$name" --filename="$MNT/$f" --rw=randread --bs="$bs" \
+    --numjobs=4 --time_based --runtime="$RAND_RT" --group_reporting
+}
+
+run_find() { # TOOL NAME: stat every file under tiny/
+  local tool="$1" name="$2" out="$OUT/raw/$1/$2.json" t0 t1 rc n
+  t0="$(now)"
+  timeout -k 5 "$CAP" find "$MNT/tiny" -type f -printf '%s\n' >"$WORK/find.out" 2>>"$LOG"
+  rc=$?
+  t1="$(now)"
+  n="$(wc -l <"$WORK/find.out")"
+  local st=ok
+  if [[ $rc == 124 || $rc == 137 ]]; then st=timeout; elif [[ $n != "$N_TINY" ]]; then st=error; fi
+  printf '{"status": "%s", "seconds": %s, "files": %s, "expected": %s}\n' \
+    "$st" "$(elapsed "$t0" "$t1")" "$n" "$N_TINY" >"$out"
+  log "$tool: $name $st: $n files in $(elapsed "$t0" "$t1") s"
+}
+
+run_loader() { # TOOL NAME
+  local tool="$1" name="$2" out="$OUT/raw/$1/$2.json" rc t0 t1
+  t0="$(now)"
+  timeout -k 10 $((2 * LOADER_CAP + 180)) $PY "$BENCH/loader.py" "$MNT/small" --epochs 2 --workers 4 \
+    --batch 64 --cap "$LOADER_CAP" --expect "$N_SMALL" --out "$out" 2>&1 | grep -v Warning | tee -a "$LOG" >&2
+  rc=${PIPESTATUS[0]}
+  t1="$(now)"
+  if [[ ! -s $out ]]; then
+    local st=error; [[ $rc == 124 || $rc == 137 ]] && st=timeout
+    status_json "$out" "$st" "loader exit $rc" "$(elapsed "$t0" "$t1")"
+  fi
+  log "$tool: $name finished (exit $rc) in $(elapsed "$t0" "$t1") s"
+}
+
+# Read a directory once, 16 files at a time (the peers' way to prefetch, and tierfs' fallback).
+read_dir_parallel() { # DIR
+  find "$1" -type f -print0 | timeout -k 5 "$CAP" xargs -0 -P 16 -n 32 cat >/dev/null
+}
+
+prefetch() { # TOOL -> writes prefetch.json
+  local tool="$1" out="$OUT/raw/$1/prefetch.json" t0 t1 how rc st=ok v=""
+  t0="$(now)"
+  if [[ $tool == tierfs ]] && setfattr -n user.tierfs.prefetch -v l2 "$MNT/small" 2>>"$LOG"; then
+    how="xattr user.tierfs.prefetch=l2"
+    st=timeout
+    local deadline=$((SECONDS + CAP))
+    while ((SECONDS < deadline)); do
+      v="$(timeout 10 getfattr --only-values -n user.tierfs.prefetch "$MNT/small" 2>/dev/null)"
+      if [[ $v =~ (^|[^a-z])(done|complete|completed|idle)([^a-z]|$) || $v =~ 100(\.0+)?% ]]; then
+        st=ok; break
+      fi
+      if [[ $v =~ (fail|error) ]]; then st=error; break; fi
+      sleep 0.2
+    done
+  else
+    [[ $tool == tierfs ]] && how="prefetch via read (xattr unsupported)" || how="read once (cat, 16 parallel)"
+    read_dir_parallel "$MNT/small"
+    rc=$?
+    [[ $rc == 0 ]] || st=timeout
+  fi
+  t1="$(now)"
+  printf '{"status": "%s", "how": "%s", "seconds": %s, "last_value": "%s"}\n' \
+    "$st" "$how" "$(elapsed "$t0" "$t1")" "${v//[$'\n\"']/ }" >"$out"
+  log "$tool: prefetch ($how) $st in $(elapsed "$t0" "$t1") s"
+}
+
+# ---------------------------------------------------------------------------------------------
+# the raw origin: curl straight at the (delayed) endpoint, no file system
+run_raw() {
+  local d="$OUT/raw/raw" t0 t1
+  mkdir -p "$d"
+  local url0="$ENDPOINT/$BUCKET/$BIG0" url1="$ENDPOINT/$BUCKET/$BIG1"
+  drop_caches
+  # 1 stream: one GET of the whole object
+  t0="$(now)"
+  timeout "$CAP" curl -sf -o /dev/null "$url0"; local rc=$?
+  t1="$(now)"
+  printf '{"status": "%s", "seconds": %s, "bytes": %s}\n' "$([[ $rc == 0 ]] && echo ok || echo error)" \
+    "$(elapsed "$t0" "$t1")" "$BIG_SIZE" >"$d/seq1.json"
+  # 2 streams: both objects at once
+  drop_caches
+  t0="$(now)"
+  timeout "$CAP" curl -sf -o /dev/null "$url1" & local p=$!
+  timeout "$CAP" curl -sf -o /dev/null "$url0"; rc=$?
+  wait $p || rc=1
+  t1="$(now)"
+  printf '{"status": "%s", "seconds": %s, "bytes": %s}\n' "$([[ $rc == 0 ]] && echo ok || echo error)" \
+    "$(elapsed "$t0" "$t1")" $((2 * BIG_SIZE)) >"$d/seq2.json"
+  # parallel ranged GETs: the object in 16 ranges, 8 at a time
+  drop_caches
+  local cfg="$WORK/curl-ranges.cfg" part=$((BIG_SIZE / 16)) i
+  : >"$cfg"
+  for i in $(seq 0 15); do
+    ((i)) && echo next >>"$cfg"
+    printf 'url = "%s"\nrange = "%d-%d"\noutput = "/dev/null"\n' "$url0" $((i * part)) \
+      $((i * part + part - 1)) >>"$cfg"
+  done
+  t0="$(now)"
+  timeout "$CAP" curl -sSf --no-progress-meter --parallel --parallel-max 8 -K "$cfg" 2>>"$LOG"; rc=$?
+  t1="$(now)"
+  printf '{"status": "%s", "seconds": %s, "bytes": %s, "streams": 8}\n' \
+    "$([[ $rc == 0 ]] && echo ok || echo error)" "$(elapsed "$t0" "$t1")" "$BIG_SIZE" >"$d/seqpar.json"
+  # random ranged GETs, 4 in flight (like fio's 4 jobs), per-request latency from curl
+  local bs name
+  for bs in 4096 131072; do
+    name=rand4k; [[ $bs == 131072 ]] && name=rand128k
+    $PY - "$url0" "$BIG_SIZE" "$bs" "$RAW_RAND_N" >"$cfg" <<'EOF'
+import random, sys
+url, size, bs, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+r = random.Random(7)
+for i in range(n):
+    off = r.randrange(0, size // bs) * bs
+    if i:
+        print("next")
+    print('url = "%s"\nrange = "%d-%d"\noutput = "/dev/null"\nwrite-out = "%%{time_total}\\n"' % (url, off, off + bs - 1))
+EOF
+    drop_caches
+    t0="$(now)"
+    timeout "$CAP" curl -sSf --no-progress-meter --parallel --parallel-max 4 -K "$cfg" >"$WORK/curl-lat.txt" 2>>"$LOG"; rc=$?
+    t1="$(now)"
+    $PY "$BENCH/report.py" --latencies "$WORK/curl-lat.txt" "$(elapsed "$t0" "$t1")" "$rc" >"$d/$name.json"
+  done
+  # whole small objects, 4 in flight (like the DataLoader's 4 workers), shuffled
+  (cd "$LOCAL_DATA" && find small -type f | sort) >"$WORK/small-keys.txt"
+  $PY - "$ENDPOINT/$BUCKET" "$WORK/small-keys.txt" >"$cfg" <<'EOF'
+import random, sys
+keys = [l.strip() for l in open(sys.argv[2]) if l.strip()]
+random.Random(3).shuffle(keys)
+for i, k in enumerate(keys[:2000]):
+    if i:
+        print("next")
+    print('url = "%s/%s"\noutput = "/dev/null"\nwrite-out = "%%{time_total}\\n"' % (sys.argv[1], k))
+EOF
+  drop_caches
+  t0="$(now)"
+  timeout "$CAP" curl -sSf --no-progress-meter --parallel --parallel-max 4 -K "$cfg" >"$WORK/curl-lat.txt" 2>>"$LOG"; rc=$?
+  t1="$(now)"
+  $PY "$BENCH/report.py" --latencies "$WORK/curl-lat.txt" "$(elapsed "$t0" "$t1")" "$rc" >"$d/small.json"
+  log "raw: origin measured"
+}
+
+# ---------------------------------------------------------------------------------------------
+run_tool() {
+  local t="$1"
+  mkdir -p "$OUT/raw/$t"
+  if ! tool_available "$t"; then
+    log "$t: not available, skipped"
+    status_json "$OUT/raw/$t/skipped.json" skipped "not available on this machine"
+    return
+  fi
+  log "==== $t ===="
+  if [[ $t == raw ]]; then run_raw; return; fi
+
+  # A: sequential 1 stream cold, then warm; warm random reads on the file it has now cached
+  drop_caches
+  if mount_tool "$t" seq1; then
+    fio_seq "$t" seq1-cold "$BIG0"
+    drop_caches; fio_seq "$t" seq1-warm "$BIG0"
+    drop_caches; fio_rand "$t" rand4k-warm 4k "$BIG0"
+    drop_caches; fio_rand "$t" rand128k-warm 128k "$BIG0"
+    unmount_tool "$t"
+  fi
+  # B: sequential 2 streams (one per 1 GiB file), cold then warm (not in --quick)
+  [[ $LAYOUT == quick ]] || drop_caches
+  if [[ $LAYOUT != quick ]] && mount_tool "$t" seq2; then
+    fio_seq "$t" seq2-cold "$BIG0" "$BIG1"
+    drop_caches; fio_seq "$t" seq2-warm "$BIG0" "$BIG1"
+    unmount_tool "$t"
+  fi
+  # C: random reads on empty caches
+  drop_caches
+  if mount_tool "$t" rand-cold; then
+    fio_rand "$t" rand4k-cold 4k "$BIG0"
+    fio_rand "$t" rand128k-cold 128k "$BIG1"
+    unmount_tool "$t"
+  fi
+  # D: find/stat over the tiny files, cold then warm
+  drop_caches
+  if mount_tool "$t" find; then
+    run_find "$t" find-cold
+    drop_caches; run_find "$t" find-warm
+    unmount_tool "$t"
+  fi
+  # E: DataLoader, 2 epochs, from empty caches
+  drop_caches
+  if mount_tool "$t" loader; then
+    run_loader "$t" loader
+    unmount_tool "$t"
+  fi
+  # F: DataLoader after prefetching the directory into the tool's own cache
+  drop_caches
+  if mount_tool "$t" loader-prefetched; then
+    prefetch "$t"
+    drop_caches
+    run_loader "$t" loader-prefetched
+    unmount_tool "$t"
+  fi
+}
+
+T_START=$SECONDS
+IFS=, read -r -a TOOL_LIST <<<"$TOOLS"
+for t in "${TOOL_LIST[@]}"; do
+  case "$t" in tierfs|s3fs|rclone|local|nullfs|raw) run_tool "$t" ;; *) log "unknown tool $t, skipped" ;; esac
+done
+log "all tools done in $((SECONDS - T_START)) s"
+
+$PY "$BENCH/report.py" "$OUT" 2>&1 | tee -a "$LOG" >&2
+if [[ $OUT == "$BENCH/out/"* ]]; then
+  ln -sfn "$(basename "$OUT")" "$BENCH/out/latest"
+fi
+log "results: $OUT/results.md, $OUT/results.json, $OUT/results.png"
