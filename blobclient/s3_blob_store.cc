@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "base/logging.h"
+#include "base/mutex.h"
 #include "blobclient/blob_store.h"
 #include "blobclient/http_transport.h"
 #include "blobclient/sigv4.h"
@@ -317,12 +318,31 @@ class S3BlobStore final : public BlobStore {
     return std::chrono::milliseconds(dist(rng));
   }
 
+  // At most options.max_connections requests of this store are in flight; callers beyond that
+  // wait here rather than in curl's per-host queue, where their timeouts would already run.
+  void AcquireSlot() EXCLUDES(slots_mu_) NO_THREAD_SAFETY_ANALYSIS {
+    MutexLock l(&slots_mu_);
+    while (in_flight_ >= max_in_flight_) slots_cv_.Wait();
+    ++in_flight_;
+  }
+  void ReleaseSlot() EXCLUDES(slots_mu_) {
+    MutexLock l(&slots_mu_);
+    --in_flight_;
+    slots_cv_.Signal();
+  }
+  Result<HttpResponse> ExecuteLimited(HttpRequest req) {
+    AcquireSlot();
+    Result<HttpResponse> r = engine_->Execute(std::move(req));
+    ReleaseSlot();
+    return r;
+  }
+
   // The one place with retries. OK with a 2xx response (or 416 when c.accept_416).
   Result<HttpResponse> Perform(const Call& c) {
     Status last;
     for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
       ++requests_;
-      Result<HttpResponse> r = engine_->Execute(BuildRequest(c));
+      Result<HttpResponse> r = ExecuteLimited(BuildRequest(c));
       bool retryable;
       if (!r.ok()) {
         last = r.status().WithContext(c.context);
@@ -399,7 +419,14 @@ class S3BlobStore final : public BlobStore {
   std::string host_header_;
   std::string describe_;
 
+  const int max_in_flight_ = std::max(1, options_.max_connections);
+
   std::atomic<uint64_t> requests_{0}, retries_{0}, bytes_read_{0}, bytes_written_{0}, errors_{0};
+
+  Mutex slots_mu_;
+  CondVar slots_cv_{&slots_mu_};
+  // State below is protected by slots_mu_.
+  int in_flight_ GUARDED_BY(slots_mu_) = 0;
 };
 
 }  // namespace
@@ -415,6 +442,9 @@ Result<std::unique_ptr<BlobStore>> NewS3BlobStore(const S3Options& options,
                                    options.prefix + "'");
   }
   if (options.max_attempts < 1) return Status::InvalidArgument("s3: max_attempts must be >= 1");
+  if (options.max_connections < 1) {
+    return Status::InvalidArgument("s3: max_connections must be >= 1");
+  }
   if (options.backoff_base.count() < 0 || options.backoff_max < options.backoff_base) {
     return Status::InvalidArgument("s3: need 0 <= backoff_base <= backoff_max");
   }

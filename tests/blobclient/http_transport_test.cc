@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <fstream>
 #include <future>
+#include <optional>
 
 #include "tests/blobclient/test_util.h"
 #include "tests/fakes/http_test_server.h"
@@ -210,6 +211,34 @@ TEST_F(HttpTransportTest, ShortBodyForContentLengthIsUnavailable) {
   auto r = engine_->Execute(Get("/short"));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Status::Code::kUnavailable) << r.status().ToString();
+}
+
+TEST_F(HttpTransportTest, CaBundleEnvironmentDoesNotBreakPlainHttp) {
+  // These machines set AWS_CA_BUNDLE/CURL_CA_BUNDLE/SSL_CERT_FILE; libcurl must not care for
+  // http://, even when they point at files that do not exist.
+  struct Saved {
+    const char* name;
+    std::optional<std::string> value;
+  };
+  std::vector<Saved> saved;
+  for (const char* v : {"AWS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR"}) {
+    const char* cur = std::getenv(v);
+    saved.push_back({v, cur ? std::optional<std::string>(cur) : std::nullopt});
+    ::setenv(v, "/nonexistent/tierfs-ca.pem", 1);
+  }
+  server_->SetHandler([](const HttpTestRequest&) { return HttpTestResponse::Make(200, "ok"); });
+  HttpRequest req = Get("/ca");
+  auto r = engine_->Execute(req);
+  req.ca_bundle = "/nonexistent/explicit-ca.pem";  // only used for https
+  auto r2 = engine_->Execute(req);
+  for (const auto& s : saved) {
+    if (s.value) ::setenv(s.name, s.value->c_str(), 1);
+    else ::unsetenv(s.name);
+  }
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->body, "ok");
+  ASSERT_TRUE(r2.ok()) << r2.status().ToString();
+  EXPECT_EQ(r2->body, "ok");
 }
 
 TEST_F(HttpTransportTest, ConnectionsAndHandlesAreReused) {

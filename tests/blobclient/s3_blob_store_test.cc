@@ -619,6 +619,32 @@ TEST_F(S3BlobStoreTest, ConcurrentReadsFromEightThreads) {
   EXPECT_EQ(store->Stats().bytes_read, 200u * 8192u);
 }
 
+TEST_F(S3BlobStoreTest, MaxConnectionsBoundsRequestsInFlight) {
+  std::atomic<int> in_flight{0}, peak{0};
+  server_->SetHandler([&](const HttpTestRequest& req) {
+    int now = ++in_flight;
+    int p = peak.load();
+    while (now > p && !peak.compare_exchange_weak(p, now)) {
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    --in_flight;
+    return HttpTestServer::ServeObject(req, "0123456789", "e");
+  });
+  S3Options o = Options();
+  o.max_connections = 2;
+  auto store = Open(o);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 6; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 3; ++i) EXPECT_TRUE(store->Head("k").ok());
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(server_->request_count(), 18u);
+  EXPECT_LE(peak.load(), 2);
+  EXPECT_GE(peak.load(), 1);
+}
+
 TEST_F(S3BlobStoreTest, VirtualHostAddressingPutsTheBucketInTheHost) {
   // curl resolves *.localhost to the loopback address without DNS.
   server_->SetHandler([](const HttpTestRequest& req) {
