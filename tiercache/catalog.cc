@@ -245,8 +245,23 @@ class CatalogImpl final : public Catalog {
       }
       token = std::move(page.next_token);
     } while (!token.empty());
+    // MetaStore keys are bounded (kMaxMetaKeyBytes): an entry whose key would not fit is left
+    // out (it can't be looked up) rather than failing the whole directory.
+    const size_t key_room = kMaxMetaKeyBytes - std::min(kMaxMetaKeyBytes, DirKey(dir).size() + 1);
+    size_t skipped = 0;
     out->reserve(byname.size());
-    for (auto& [_, e] : byname) out->push_back(std::move(e));
+    for (auto& [_, e] : byname) {
+      if (e.name.size() > key_room) {
+        ++skipped;
+        continue;
+      }
+      out->push_back(std::move(e));
+    }
+    if (skipped > 0) {
+      Logger(Module::kTierCache)
+          .warn("listing of '{}': {} names too long for the metadata store are hidden", dir,
+                skipped);
+    }
     return Status::OK();
   }
 

@@ -38,6 +38,10 @@ namespace {
 
 using tiercache_internal::BlockKeyHash;
 
+// CondVar::Wait is annotated REQUIRES(<the CondVar's own Mutex pointer>), which clang cannot
+// relate to the Mutex the caller holds. REQUIRES: the caller holds the CondVar's Mutex.
+void WaitWhileHeld(CondVar* cv) NO_THREAD_SAFETY_ANALYSIS { cv->Wait(); }
+
 struct PrefetchTask {
   std::shared_ptr<const ObjectRef> obj;
   uint64_t index = 0;
@@ -47,11 +51,10 @@ struct PrefetchTask {
 class TieredCacheImpl final : public TieredCache {
  public:
   TieredCacheImpl(const TieredCacheOptions& options, std::vector<std::unique_ptr<Tier>> tiers,
-                  BlobStore* origin, Clock* clock)
+                  BlobStore* origin, Clock* /*clock: unused until TTL policies*/)
       : options_(options),
         tiers_(std::move(tiers)),
         origin_(origin),
-        clock_(clock),
         source_(origin->Describe()),
         queue_limit_(std::max<uint64_t>(
             1, options.readahead_budget_bytes / std::max<uint64_t>(1, options.block_size))),
@@ -313,7 +316,7 @@ class TieredCacheImpl final : public TieredCache {
       PrefetchTask task;
       {
         MutexLock l(&queue_mu_);
-        while (queue_.empty() && !st.stop_requested()) queue_cv_.Wait();
+        while (queue_.empty() && !st.stop_requested()) WaitWhileHeld(&queue_cv_);
         if (st.stop_requested()) return;
         task = std::move(queue_.front());
         queue_.pop_front();
@@ -334,7 +337,6 @@ class TieredCacheImpl final : public TieredCache {
   const TieredCacheOptions options_;
   const std::vector<std::unique_ptr<Tier>> tiers_;
   BlobStore* const origin_;
-  Clock* const clock_;
   const std::string source_;
   const size_t queue_limit_;
 

@@ -231,6 +231,14 @@ TEST_F(CatalogTest, RevalidateOfADirectory) {
   EXPECT_TRUE(c->Revalidate("a/zzz").status().IsNotFound());
 }
 
+TEST_F(CatalogTest, OverlongNamesAreHiddenNotFatal) {
+  origin_.PutObject("long/" + std::string(600, 'n'), "x");
+  origin_.PutObject("long/short", "x");
+  auto c = Open();
+  EXPECT_EQ(Names(c.get(), "long"), (std::vector<std::string>{"short"}));
+  EXPECT_TRUE(c->Lookup("long", std::string(600, 'n')).status().IsNotFound());
+}
+
 TEST_F(CatalogTest, ConcurrentLookupsListOnce) {
   origin_.SetDelay(std::chrono::milliseconds(100));
   auto c = Open();

@@ -382,3 +382,69 @@ TEST_F(TieredCacheTest, OpenValidatesOptions) {
 
 }  // namespace
 }  // namespace tierfs
+
+namespace tierfs {
+namespace {
+
+// The real thing end to end below the FUSE layer: LMDB index + block files, closed and reopened
+// (a daemon restart / remount), then read with zero origin traffic.
+TEST(TieredCacheLmdbTest, RemountOverLmdbReadsNothingFromOrigin) {
+  testing::TcTempDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  testing::FakeBlobStore origin("fake://bucket");
+  const std::string data = testing::Pattern(10 * 4096 + 17);
+  origin.PutObject("obj", data);
+  ObjectRef o{"obj", *origin.Head("obj")};
+  auto open = [&](std::unique_ptr<MetaStore>* meta, std::unique_ptr<FlashStore>* flash)
+      -> std::unique_ptr<TieredCache> {
+    MetaStoreOptions mo;
+    mo.path = dir.path() + "/meta";
+    mo.map_size = 64ULL << 20;
+    auto m = NewLmdbMetaStore(mo);
+    EXPECT_TRUE(m.ok()) << m.status().ToString();
+    if (!m.ok()) return nullptr;
+    *meta = std::move(*m);
+    auto f = NewPosixFlashStore(dir.path() + "/l2", true);
+    EXPECT_TRUE(f.ok());
+    *flash = std::move(*f);
+    FlashTierOptions fo;
+    fo.capacity_bytes = 1 << 20;
+    fo.min_free_bytes = 0;
+    auto l2 = NewFlashTier(fo, flash->get(), meta->get(), SystemClock());
+    EXPECT_TRUE(l2.ok()) << l2.status().ToString();
+    std::vector<std::unique_ptr<Tier>> tiers;
+    tiers.push_back(NewMemoryTier({}));
+    tiers.push_back(std::move(*l2));
+    TieredCacheOptions co;
+    co.block_size = 4096;
+    auto c = TieredCache::Open(co, std::move(tiers), &origin, SystemClock());
+    EXPECT_TRUE(c.ok());
+    return std::move(*c);
+  };
+  {
+    std::unique_ptr<MetaStore> meta;
+    std::unique_ptr<FlashStore> flash;
+    auto c = open(&meta, &flash);
+    ASSERT_TRUE(c);
+    std::string buf(data.size(), '\0');
+    auto n = c->ReadInto(o, 0, {reinterpret_cast<std::byte*>(buf.data()), buf.size()});
+    ASSERT_TRUE(n.ok());
+    EXPECT_EQ(buf, data);
+    c.reset();  // tiers flush before the metastore closes
+  }
+  origin.ResetCounters();
+  std::unique_ptr<MetaStore> meta;
+  std::unique_ptr<FlashStore> flash;
+  auto c = open(&meta, &flash);
+  ASSERT_TRUE(c);
+  std::string buf(data.size(), '\0');
+  auto n = c->ReadInto(o, 0, {reinterpret_cast<std::byte*>(buf.data()), buf.size()});
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(buf, data);
+  EXPECT_EQ(origin.read_calls(), 0u);
+  EXPECT_NE(c->StatsText().find("origin.bytes=0 "), std::string::npos) << c->StatsText();
+  c.reset();
+}
+
+}  // namespace
+}  // namespace tierfs
