@@ -90,7 +90,7 @@ count_plain() {
 cmake_build() {  # cmake_build DIR CMAKE-ARGS...: configure + build
   local dir="$1"
   shift
-  cmake -S . -B "$dir" -G Ninja "$@" && ninja -C "$dir" -j "$JOBS"
+  cmake -S . -B "$dir" -G Ninja "$@" && ninja -C "$dir" -j "$JOBS" -k 0
 }
 
 run_ctest() {  # run_ctest DIR: ctest with its normal summary

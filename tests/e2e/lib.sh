@@ -117,9 +117,11 @@ s3rver_start() {
   S3_ENDPOINT="http://127.0.0.1:$S3_PORT"
 }
 
-s3_upload() {  # s3_upload BUCKET
-  step "upload dataset to s3://$1" 300 "$PY" "$E2E_DIR/upload.py" "$DATASET" "$MANIFEST" \
-    --endpoint "$S3_ENDPOINT" --bucket "$1"
+s3_upload() {  # s3_upload BUCKET [--only DIR]
+  local bucket="$1"
+  shift
+  step "upload dataset to s3://$bucket $*" 300 "$PY" "$E2E_DIR/upload.py" "$DATASET" "$MANIFEST" \
+    --endpoint "$S3_ENDPOINT" --bucket "$bucket" "$@"
 }
 
 # tierfs_mount SOURCE MNT CACHE LOGFILE [ARGS...]: runs the daemon in the foreground (-f) in the

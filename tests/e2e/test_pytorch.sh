@@ -7,7 +7,9 @@ e2e_init
 e2e_dataset
 BUCKET=tierfs-torch
 s3rver_start "$BUCKET"
-s3_upload "$BUCKET"
+# Only the DataLoader's directory (300 files) goes up: the rest is test_s3_mount's business.
+torch_dir="$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["pytorch_dir"])' "$MANIFEST")"
+s3_upload "$BUCKET" --only "$torch_dir"
 mnt="$E2E_WORK/mnt"
 tierfs_mount "s3://$BUCKET" "$mnt" "$E2E_WORK/cache" "$E2E_WORK/daemon.log" --endpoint "$S3_ENDPOINT"
 pid=$TIERFS_PID

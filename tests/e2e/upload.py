@@ -58,10 +58,23 @@ def main():
     ap.add_argument("--bucket", required=True)
     ap.add_argument("--threads", type=int, default=16)
     ap.add_argument("--no-verify", action="store_true")
+    ap.add_argument("--only", metavar="DIR",
+                    help="upload (and verify) only the files under this directory of the dataset")
     args = ap.parse_args()
 
     with open(args.manifest, encoding="utf-8") as f:
         manifest = json.load(f)
+    if args.only:
+        d = args.only.strip("/")
+        manifest["files"] = {k: v for k, v in manifest["files"].items() if k.startswith(d + "/")}
+        manifest["markers"] = [m for m in manifest["markers"] if m.startswith(d + "/")]
+        keep = set()
+        for k in manifest["files"]:
+            p = os.path.dirname(k)
+            while p:
+                keep.add(p)
+                p = os.path.dirname(p)
+        manifest["dirs"] = sorted(keep)
     s3 = client(args.endpoint)
     xfer = TransferConfig(multipart_threshold=32 * MiB, multipart_chunksize=16 * MiB,
                           max_concurrency=4)
