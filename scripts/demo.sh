@@ -129,7 +129,7 @@ reads "cold (origin)" shards
 reads "cold (origin)" images
 
 say "Warm reads in the same mount"
-reads "warm (kernel page cache)" models/checkpoint-256MiB.bin
+reads "warm, 2nd open (page cache)" models/checkpoint-256MiB.bin
 reads "warm (L1 memory)" models/checkpoint-256MiB.bin --drop-page-cache
 reads "warm (L1 memory)" images --drop-page-cache
 

@@ -25,9 +25,9 @@ until is_mounted "$mnt"; do
 done
 # The daemon's PID: the tierfs process whose arguments name this (unique, temporary) mountpoint.
 dpid=""
-for p in /proc/[0-9]*; do
-  if [[ -r "$p/cmdline" ]] && tr '\0' '\n' <"$p/cmdline" 2>/dev/null | grep -qxF "$mnt" &&
-     [[ "$(readlink "$p/exe" 2>/dev/null)" == "$(readlink -f "$TIERFS")" ]]; then
+for f in $(grep -lzxF -- "$mnt" /proc/[0-9]*/cmdline 2>/dev/null); do
+  p="${f%/cmdline}"
+  if [[ "$(readlink "$p/exe" 2>/dev/null)" == "$(readlink -f "$TIERFS")" ]]; then
     dpid="${p#/proc/}"
   fi
 done
