@@ -317,9 +317,10 @@ Status ApplyConfigText(std::string_view toml_text, std::string_view file_name,
           tname, Suggest(tname), kTables));
     }
     for (auto&& [key, node] : *tnode.as_table()) {
-      const std::string full = fmt::format("{}.{}", tname, key.str());
+      const std::string kname(key.str());
+      const std::string full = fmt::format("{}.{}", tname, kname);
       auto spec = std::find_if(Schema().begin(), Schema().end(), [&](const KeySpec& k) {
-        return k.table == tname && k.name == key.str();
+        return k.table == tname && k.name == kname;
       });
       if (spec == Schema().end()) {
         return Status::InvalidArgument(fmt::format("{}: unknown key '{}'{}",

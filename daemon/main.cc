@@ -121,7 +121,6 @@ Status EnsureDir(const std::string& dir) {
 // Builds everything below the FUSE server. Failures are runtime failures (exit 1).
 Status Build(const DaemonOptions& o, Components* c) {
   Clock* clock = SystemClock();
-  TIERFS_RETURN_IF_ERROR(EnsureDir(o.cache_dir));
   if (o.source_uri.scheme == SourceUri::Scheme::kS3) {
     auto t = NewHttpTransport(o.http);
     if (!t.ok()) return t.status().WithContext("starting the HTTP transport");
@@ -134,6 +133,7 @@ Status Build(const DaemonOptions& o, Components* c) {
     if (!s.ok()) return s.status().WithContext("opening the file:// origin");
     c->origin = std::move(*s);
   }
+  TIERFS_RETURN_IF_ERROR(EnsureDir(o.cache_dir));
   auto m = NewLmdbMetaStore(o.meta);
   if (!m.ok()) return m.status().WithContext("opening the metadata store at " + o.meta.path);
   c->meta = std::move(*m);
@@ -386,7 +386,7 @@ int RunStatus(const std::string& mountpoint, bool raw) {
     bool has_hits = false, has_misses = false;
     for (const auto& [name, value] : kv) {
       std::string shown = value;
-      if (name.find("bytes") != std::string::npos || name == "capacity") {
+      if (name.find("bytes") != std::string::npos || name == "capacity" || name == "used") {
         char* endp = nullptr;
         unsigned long long v = std::strtoull(value.c_str(), &endp, 10);
         if (endp && *endp == '\0') shown = FormatSize(v);

@@ -82,7 +82,6 @@ Filesystem::Filesystem(const FilesystemOptions& options, Catalog* catalog, Tiere
       catalog_(catalog),
       cache_(cache),
       source_id_(std::move(source_id)),
-      clock_(clock),
       mount_time_ns_(clock->NowUnixNanos()),
       xattrs_(NewDefaultXattrRegistry()) {
   auto root = std::make_shared<Inode>(kRootInode, std::string(), /*is_dir=*/true);

@@ -194,7 +194,6 @@ class Filesystem {
   Catalog* const catalog_;
   TieredCache* const cache_;
   const std::string source_id_;
-  Clock* const clock_;
   const int64_t mount_time_ns_;
   std::unique_ptr<XattrRegistry> xattrs_;
 
