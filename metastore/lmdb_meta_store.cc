@@ -737,7 +737,7 @@ Status LmdbMetaStore::Submit(WriteOp* op) {
   if (!accepting_) return Status::Cancelled("meta store is shutting down");
   queue_.push_back(op);
   work_cv_.Signal();
-  while (!op->done) done_cv_.Wait();
+  while (!op->done) WaitDone();
   return op->status;
 }
 
@@ -752,13 +752,13 @@ void LmdbMetaStore::WriterLoop(std::stop_token stop) {
       MutexLock l(&mu_);
       while ((queue_.empty() || paused_) && !stop.stop_requested()) {
         if (!unsynced_) {
-          work_cv_.Wait();
+          WaitWork();
           continue;
         }
         const auto due = last_sync + kSyncInterval;
         const auto now = Clock::now();
         if (now >= due) break;
-        work_cv_.WaitFor(due - now);
+        WaitWorkFor(due - now);
       }
       while (!queue_.empty() && (!paused_ || stop.stop_requested()) &&
              batch.size() < kMaxBatchOps) {
