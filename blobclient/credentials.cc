@@ -42,9 +42,12 @@ Result<Credentials> FromFile(const std::string& path, const std::string& profile
     if (eq == std::string::npos) continue;
     std::string key = Trim(t.substr(0, eq));
     std::string value = Trim(t.substr(eq + 1));
-    if (key == "aws_access_key_id") c.access_key_id = value;
-    else if (key == "aws_secret_access_key") c.secret_access_key = value;
-    else if (key == "aws_session_token") c.session_token = value;
+    if (key == "aws_access_key_id")
+      c.access_key_id = value;
+    else if (key == "aws_secret_access_key")
+      c.secret_access_key = value;
+    else if (key == "aws_session_token")
+      c.session_token = value;
   }
   if (!found) return Status::NotFound("no profile [" + profile + "] in " + path);
   if (c.access_key_id.empty() || c.secret_access_key.empty()) {

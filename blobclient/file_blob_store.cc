@@ -79,7 +79,8 @@ class FileBlobStore final : public BlobStore {
     ++requests_;
     TIERFS_RETURN_IF_ERROR(CheckKey(key));
     struct stat st;
-    if (::stat(Path(key).c_str(), &st) != 0) return Fail(Status::FromErrno(errno, Ctx("stat", key)));
+    if (::stat(Path(key).c_str(), &st) != 0)
+      return Fail(Status::FromErrno(errno, Ctx("stat", key)));
     if (!S_ISREG(st.st_mode)) return Status::NotFound(Ctx("not a regular file", key));
     return InfoFromStat(st);
   }
@@ -101,8 +102,8 @@ class FileBlobStore final : public BlobStore {
     }
     size_t done = 0;
     while (done < out.size()) {
-      ssize_t n = ::pread(fd, out.data() + done, out.size() - done,
-                          static_cast<off_t>(offset + done));
+      ssize_t n =
+          ::pread(fd, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) {
         Status s = Status::FromErrno(errno, Ctx("pread", key));
@@ -117,8 +118,8 @@ class FileBlobStore final : public BlobStore {
     return done;
   }
 
-  Result<ListPage> List(std::string_view prefix, std::string_view delimiter,
-                        std::string_view token, int max_keys) override {
+  Result<ListPage> List(std::string_view prefix, std::string_view delimiter, std::string_view token,
+                        int max_keys) override {
     ++requests_;
     TIERFS_RETURN_IF_ERROR(CheckRelative(prefix, /*allow_trailing_slash=*/true, "prefix"));
     const size_t cut = prefix.rfind('/');
@@ -224,8 +225,7 @@ class FileBlobStore final : public BlobStore {
   // are not entered; otherwise the walk recurses (real directories only, so symlink loops cannot
   // trap it) and the delimiter is applied to the full keys.
   void Walk(const std::string& dir, std::string_view name_filter, const std::string& prefix,
-            const std::string& delimiter,
-            std::map<std::string, std::optional<ObjectInfo>>* out) {
+            const std::string& delimiter, std::map<std::string, std::optional<ObjectInfo>>* out) {
     const std::string abs = dir.empty() ? root_ : root_ + "/" + dir.substr(0, dir.size() - 1);
     DIR* d = ::opendir(abs.c_str());
     if (d == nullptr) return;  // a missing "directory" lists as empty, like S3

@@ -36,8 +36,8 @@ struct Transfer {
   CURL* easy = nullptr;
   curl_slist* header_list = nullptr;
   size_t upload_pos = 0;
-  uint64_t skip = 0;            // bytes of a 200 answer still to drop before the sink
-  bool decided = false;         // the write target of the current response is chosen
+  uint64_t skip = 0;     // bytes of a 200 answer still to drop before the sink
+  bool decided = false;  // the write target of the current response is chosen
   bool to_sink = false;
   bool stopped_sink_full = false;  // we ended the transfer because the sink was full: success
   char errbuf[CURL_ERROR_SIZE] = {0};
@@ -154,7 +154,8 @@ class CurlEngine final : public HttpEngine {
                       static_cast<long>(options.max_total_connections));
     curl_multi_setopt(multi_, CURLMOPT_MAX_HOST_CONNECTIONS,
                       static_cast<long>(options.max_host_connections));
-    curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, static_cast<long>(options.max_total_connections));
+    curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS,
+                      static_cast<long>(options.max_total_connections));
     thread_ = std::jthread([this](std::stop_token st) { Run(st); });
   }
 
@@ -295,7 +296,8 @@ class CurlEngine final : public HttpEngine {
 
     CURLMcode mc = curl_multi_add_handle(multi_, h);
     if (mc != CURLM_OK) {
-      Status st = Status::Internal(std::string("curl_multi_add_handle: ") + curl_multi_strerror(mc));
+      Status st =
+          Status::Internal(std::string("curl_multi_add_handle: ") + curl_multi_strerror(mc));
       Complete(std::move(t), st);
       return;
     }

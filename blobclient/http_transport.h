@@ -47,23 +47,23 @@ struct HttpRequest {
   // still receives exactly the requested range (and the transfer stops once the sink is full).
   uint64_t range_offset = 0;
   std::chrono::milliseconds connect_timeout{3000};
-  std::chrono::milliseconds timeout{30000};          // whole transfer
-  std::chrono::milliseconds low_speed_time{10000};   // abort when < 1 byte/s for this long
-  std::string ca_bundle;                             // empty: the system store
+  std::chrono::milliseconds timeout{30000};         // whole transfer
+  std::chrono::milliseconds low_speed_time{10000};  // abort when < 1 byte/s for this long
+  std::string ca_bundle;                            // empty: the system store
 };
 
 struct HttpResponse {
   long status = 0;
   // Header names lowercased; values trimmed. Only the final response's headers (not 100s).
   std::vector<std::pair<std::string, std::string>> headers;
-  std::string body;        // without a sink, or the (bounded) error body of a non-2xx answer
-  size_t sink_bytes = 0;   // bytes written into the sink
+  std::string body;       // without a sink, or the (bounded) error body of a non-2xx answer
+  size_t sink_bytes = 0;  // bytes written into the sink
   // Returns the first header named `lower_name`, or nullptr.
   const std::string* Header(std::string_view lower_name) const;
 };
 
-// Runs on the I/O thread: keep it short, never call back into the engine synchronously from it
-// with Execute().
+// Runs on the I/O thread: keep it short. It must not call Execute() (that would wait for the
+// thread it runs on) nor destroy the engine.
 using HttpCallback = std::function<void(Status, HttpResponse)>;
 
 class HttpEngine : public HttpTransport {

@@ -6,12 +6,11 @@
 // attempts, only for retryable failures (transport errors, timeouts, resets, 5xx including
 // 503 SlowDown, 429). 404/403/412 and other 4xx answers are never retried. Each attempt is bounded
 // by options.request_timeout, so an origin outage ends in Unavailable/TimedOut, never a hang.
-#include <pugixml.hpp>
-
 #include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <ctime>
+#include <pugixml.hpp>
 #include <random>
 #include <thread>
 
@@ -172,8 +171,8 @@ class S3BlobStore final : public BlobStore {
     c.method = "GET";
     c.path = ObjectPath(key);
     c.context = "GET " + std::string(key) + " @" + std::to_string(offset);
-    c.headers.emplace_back("Range", "bytes=" + std::to_string(offset) + "-" +
-                                        std::to_string(offset + out.size() - 1));
+    c.headers.emplace_back(
+        "Range", "bytes=" + std::to_string(offset) + "-" + std::to_string(offset + out.size() - 1));
     if (!if_match_etag.empty()) {
       c.headers.emplace_back("If-Match", "\"" + StripQuotes(if_match_etag) + "\"");
     }
@@ -196,8 +195,8 @@ class S3BlobStore final : public BlobStore {
     return resp.sink_bytes;
   }
 
-  Result<ListPage> List(std::string_view prefix, std::string_view delimiter,
-                        std::string_view token, int max_keys) override {
+  Result<ListPage> List(std::string_view prefix, std::string_view delimiter, std::string_view token,
+                        int max_keys) override {
     Call c;
     c.method = "GET";
     c.path = virtual_host_ ? "/" : "/" + options_.bucket;
@@ -373,8 +372,8 @@ class S3BlobStore final : public BlobStore {
     pugi::xml_document doc;
     pugi::xml_parse_result pr = doc.load_buffer(xml.data(), xml.size());
     if (!pr) {
-      return Fail(Status::Corruption(context + ": unparsable ListObjectsV2 XML: " +
-                                     pr.description()));
+      return Fail(
+          Status::Corruption(context + ": unparsable ListObjectsV2 XML: " + pr.description()));
     }
     pugi::xml_node root = doc.child("ListBucketResult");
     if (!root) return Fail(Status::Corruption(context + ": no ListBucketResult in the answer"));
@@ -435,7 +434,8 @@ Result<std::unique_ptr<BlobStore>> NewS3BlobStore(const S3Options& options,
                                                   HttpTransport* transport, Clock* clock) {
   if (options.bucket.empty()) return Status::InvalidArgument("s3: bucket is required");
   if (options.bucket.find('/') != std::string::npos) {
-    return Status::InvalidArgument("s3: bucket name must not contain '/': '" + options.bucket + "'");
+    return Status::InvalidArgument("s3: bucket name must not contain '/': '" + options.bucket +
+                                   "'");
   }
   if (!options.prefix.empty() && (options.prefix.front() == '/' || options.prefix.back() != '/')) {
     return Status::InvalidArgument("s3: prefix must not start with '/' and must end in '/': '" +

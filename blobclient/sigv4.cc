@@ -190,10 +190,9 @@ SignedRequest SignV4(const SigningRequest& request, const Credentials& credentia
   std::string sig = HmacSha256(k, out.string_to_sign);
   out.signature = ToHex(reinterpret_cast<const unsigned char*>(sig.data()), sig.size());
 
-  out.headers.emplace_back("Authorization",
-                           "AWS4-HMAC-SHA256 Credential=" + credentials.access_key_id + "/" +
-                               scope + ", SignedHeaders=" + signed_headers +
-                               ", Signature=" + out.signature);
+  out.headers.emplace_back(
+      "Authorization", "AWS4-HMAC-SHA256 Credential=" + credentials.access_key_id + "/" + scope +
+                           ", SignedHeaders=" + signed_headers + ", Signature=" + out.signature);
   return out;
 }
 

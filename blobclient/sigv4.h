@@ -28,7 +28,8 @@ using HeaderList = std::vector<std::pair<std::string, std::string>>;
 
 struct SigningRequest {
   std::string method = "GET";
-  std::string host;  // the Host header exactly as sent ("bucket.s3.amazonaws.com", "127.0.0.1:9000")
+  std::string
+      host;  // the Host header exactly as sent ("bucket.s3.amazonaws.com", "127.0.0.1:9000")
   // The path, NOT encoded ("/bucket/a b+c.txt"); the signer encodes it once.
   std::string path = "/";
   // Query parameters, NOT encoded, in any order; the signer encodes and sorts them.
@@ -46,7 +47,7 @@ struct SignedRequest {
   HeaderList headers;             // to add to the request: Authorization, x-amz-date, ...
   std::string canonical_request;  // for tests/debugging; never logged (no secrets in it, though)
   std::string string_to_sign;
-  std::string signature;          // hex
+  std::string signature;  // hex
 };
 
 // Signs `request`. `now` is the signing time (from Clock::Now() in production, fixed in tests).

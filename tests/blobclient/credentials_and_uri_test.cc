@@ -18,8 +18,8 @@ namespace fs = std::filesystem;
 // Saves the AWS_* / HOME variables, clears them, and restores them afterwards.
 class CredentialsTest : public ::testing::Test {
  protected:
-  static constexpr const char* kVars[] = {"AWS_ACCESS_KEY_ID",     "AWS_SECRET_ACCESS_KEY",
-                                          "AWS_SESSION_TOKEN",     "AWS_PROFILE",
+  static constexpr const char* kVars[] = {"AWS_ACCESS_KEY_ID",           "AWS_SECRET_ACCESS_KEY",
+                                          "AWS_SESSION_TOKEN",           "AWS_PROFILE",
                                           "AWS_SHARED_CREDENTIALS_FILE", "HOME"};
   void SetUp() override {
     for (const char* v : kVars) {
@@ -34,8 +34,10 @@ class CredentialsTest : public ::testing::Test {
   }
   void TearDown() override {
     for (const auto& [k, v] : saved_) {
-      if (v) ::setenv(k.c_str(), v->c_str(), 1);
-      else ::unsetenv(k.c_str());
+      if (v)
+        ::setenv(k.c_str(), v->c_str(), 1);
+      else
+        ::unsetenv(k.c_str());
     }
     fs::remove_all(home_);
   }
@@ -155,8 +157,8 @@ TEST(ParseSourceUriTest, File) {
 }
 
 TEST(ParseSourceUriTest, BadInputsNameTheInput) {
-  for (const char* bad : {"", "bucket/x", "http://x/y", "s3://", "s3:///prefix", "file://rel/x",
-                          "S3:/b"}) {
+  for (const char* bad :
+       {"", "bucket/x", "http://x/y", "s3://", "s3:///prefix", "file://rel/x", "S3:/b"}) {
     auto r = ParseSourceUri(bad);
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument) << bad;

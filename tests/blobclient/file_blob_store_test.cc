@@ -121,13 +121,11 @@ TEST_F(FileBlobStoreTest, ListWithDelimiterMakesDirectoriesPrefixes) {
   Write("ds/c/2", "x");
   Write("ds/d/x/y", "x");  // a directory holding only sub-directories is still listed
   Write("ds/zz", "x");
-  Write("ds-other", "x");   // '-' sorts before '/'
+  Write("ds-other", "x");  // '-' sorts before '/'
   Write("top", "x");
-  EXPECT_EQ(ListAll("ds/", "/", 1000),
-            (std::vector<std::string>{"o:ds/a.txt", "o:ds/b.txt", "p:ds/c/", "p:ds/d/",
-                                      "o:ds/zz"}));
-  EXPECT_EQ(ListAll("", "/", 1000),
-            (std::vector<std::string>{"o:ds-other", "p:ds/", "o:top"}));
+  EXPECT_EQ(ListAll("ds/", "/", 1000), (std::vector<std::string>{"o:ds/a.txt", "o:ds/b.txt",
+                                                                 "p:ds/c/", "p:ds/d/", "o:ds/zz"}));
+  EXPECT_EQ(ListAll("", "/", 1000), (std::vector<std::string>{"o:ds-other", "p:ds/", "o:top"}));
   // A partial last component matches by name prefix.
   EXPECT_EQ(ListAll("ds", "/", 1000), (std::vector<std::string>{"o:ds-other", "p:ds/"}));
   auto page = store_->List("ds/", "/", "", 1000);
@@ -144,14 +142,12 @@ TEST_F(FileBlobStoreTest, ListPaginatesInByteOrder) {
   Write("ds/c/1", "x");
   Write("ds/d/x/y", "x");
   Write("ds/zz", "x");
-  EXPECT_EQ(ListAll("ds/", "/", 2),
-            (std::vector<std::string>{"o:ds/a.txt", "o:ds/b.txt", "p:ds/c/", "p:ds/d/",
-                                      "o:ds/zz"}));
+  EXPECT_EQ(ListAll("ds/", "/", 2), (std::vector<std::string>{"o:ds/a.txt", "o:ds/b.txt", "p:ds/c/",
+                                                              "p:ds/d/", "o:ds/zz"}));
   // Without a delimiter everything below comes back, byte-ordered across directories.
   Write("ds/c-1", "x");  // '-' (0x2d) sorts before '/' (0x2f): "ds/c-1" < "ds/c/1"
-  EXPECT_EQ(ListAll("ds/", "", 2),
-            (std::vector<std::string>{"o:ds/a.txt", "o:ds/b.txt", "o:ds/c-1", "o:ds/c/1",
-                                      "o:ds/d/x/y", "o:ds/zz"}));
+  EXPECT_EQ(ListAll("ds/", "", 2), (std::vector<std::string>{"o:ds/a.txt", "o:ds/b.txt", "o:ds/c-1",
+                                                             "o:ds/c/1", "o:ds/d/x/y", "o:ds/zz"}));
 }
 
 TEST_F(FileBlobStoreTest, PutCreatesDirectoriesAndDeleteRemoves) {

@@ -2,6 +2,7 @@
 // connection reuse, shutdown.
 #include "blobclient/http_transport.h"
 
+#include <dirent.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -9,7 +10,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <dirent.h>
 #include <fstream>
 #include <future>
 #include <optional>
@@ -73,9 +73,8 @@ TEST_F(HttpTransportTest, GetIntoStringAndHeaders) {
 
 TEST_F(HttpTransportTest, RangedGetStreamsIntoSink) {
   const std::string data = ::tierfs::testing::Pattern(100000);
-  server_->SetHandler([&](const HttpTestRequest& req) {
-    return HttpTestServer::ServeObject(req, data, "e1");
-  });
+  server_->SetHandler(
+      [&](const HttpTestRequest& req) { return HttpTestServer::ServeObject(req, data, "e1"); });
   std::vector<std::byte> buf(1000);
   std::span<std::byte> sink(buf);
   HttpRequest req = Get("/obj");
@@ -232,8 +231,10 @@ TEST_F(HttpTransportTest, CaBundleEnvironmentDoesNotBreakPlainHttp) {
   req.ca_bundle = "/nonexistent/explicit-ca.pem";  // only used for https
   auto r2 = engine_->Execute(req);
   for (const auto& s : saved) {
-    if (s.value) ::setenv(s.name, s.value->c_str(), 1);
-    else ::unsetenv(s.name);
+    if (s.value)
+      ::setenv(s.name, s.value->c_str(), 1);
+    else
+      ::unsetenv(s.name);
   }
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->body, "ok");
@@ -292,7 +293,8 @@ TEST_F(HttpTransportTest, HeadAndDelete) {
 }
 
 TEST_F(HttpTransportTest, CallbacksRunForConcurrentSubmits) {
-  server_->SetHandler([](const HttpTestRequest& req) { return HttpTestResponse::Make(200, req.path); });
+  server_->SetHandler(
+      [](const HttpTestRequest& req) { return HttpTestResponse::Make(200, req.path); });
   constexpr int kN = 50;
   std::vector<std::promise<std::string>> promises(kN);
   for (int i = 0; i < kN; ++i) {

@@ -86,10 +86,14 @@ class FakeS3 {
     auto xml_escape = [](const std::string& e) {
       std::string x;
       for (char c : e) {
-        if (c == '&') x += "&amp;";
-        else if (c == '<') x += "&lt;";
-        else if (c == '>') x += "&gt;";
-        else x.push_back(c);
+        if (c == '&')
+          x += "&amp;";
+        else if (c == '<')
+          x += "&lt;";
+        else if (c == '>')
+          x += "&gt;";
+        else
+          x.push_back(c);
       }
       return x;
     };
@@ -112,7 +116,8 @@ class FakeS3 {
       std::string xml =
           "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
           "<ListBucketResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
-          "<Name>" + bucket_ + "</Name><Prefix>" + enc(prefix) + "</Prefix>";
+          "<Name>" +
+          bucket_ + "</Name><Prefix>" + enc(prefix) + "</Prefix>";
       if (url) xml += "<EncodingType>url</EncodingType>";
       auto it = token.empty() ? entries.begin() : entries.upper_bound(token);
       int n = 0;
@@ -124,15 +129,15 @@ class FakeS3 {
         } else {
           xml += "<Contents><Key>" + enc(it->first) +
                  "</Key><LastModified>2009-10-12T17:50:30.000Z</LastModified>"
-                 "<ETag>&quot;" + it->second->etag + "&quot;</ETag><Size>" +
+                 "<ETag>&quot;" +
+                 it->second->etag + "&quot;</ETag><Size>" +
                  std::to_string(it->second->data.size()) +
                  "</Size><StorageClass>STANDARD</StorageClass></Contents>";
         }
       }
       const bool truncated = it != entries.end();
-      xml += "<KeyCount>" + std::to_string(n) + "</KeyCount><MaxKeys>" +
-             std::to_string(max_keys) + "</MaxKeys><IsTruncated>" +
-             (truncated ? "true" : "false") + "</IsTruncated>";
+      xml += "<KeyCount>" + std::to_string(n) + "</KeyCount><MaxKeys>" + std::to_string(max_keys) +
+             "</MaxKeys><IsTruncated>" + (truncated ? "true" : "false") + "</IsTruncated>";
       // The token is opaque to clients (and never URL-encoded); this fake uses the last key.
       if (truncated) {
         xml += "<NextContinuationToken>" + xml_escape(last) + "</NextContinuationToken>";
@@ -153,8 +158,7 @@ class FakeS3 {
 class S3BlobStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto s = HttpTestServer::Start(
-        [this](const HttpTestRequest& req) { return s3_.Handle(req); });
+    auto s = HttpTestServer::Start([this](const HttpTestRequest& req) { return s3_.Handle(req); });
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     server_ = std::move(*s);
     auto t = NewHttpTransport(HttpTransportOptions{});
@@ -199,7 +203,7 @@ TEST_F(S3BlobStoreTest, HeadReturnsSizeEtagAndMtime) {
   auto info = store->Head("a/b.bin");
   ASSERT_TRUE(info.ok()) << info.status().ToString();
   EXPECT_EQ(info->size, 1234u);
-  EXPECT_EQ(info->etag, s3_.Etag("a/b.bin"));  // quotes stripped
+  EXPECT_EQ(info->etag, s3_.Etag("a/b.bin"));              // quotes stripped
   EXPECT_EQ(info->mtime_ns, 1'255'369'800'000'000'000LL);  // Wed, 12 Oct 2009 17:50:00 GMT
   auto reqs = server_->requests();
   ASSERT_EQ(reqs.size(), 1u);
@@ -215,9 +219,9 @@ TEST_F(S3BlobStoreTest, SignedRequestsCarrySigV4Headers) {
   ASSERT_EQ(reqs.size(), 1u);
   const std::string* auth = reqs[0].Header("authorization");
   ASSERT_NE(auth, nullptr);
-  EXPECT_TRUE(auth->starts_with(
-      "AWS4-HMAC-SHA256 Credential=AKIDTEST/20150830/us-east-1/s3/aws4_request, "
-      "SignedHeaders=host;x-amz-content-sha256;x-amz-date, Signature="))
+  EXPECT_TRUE(
+      auth->starts_with("AWS4-HMAC-SHA256 Credential=AKIDTEST/20150830/us-east-1/s3/aws4_request, "
+                        "SignedHeaders=host;x-amz-content-sha256;x-amz-date, Signature="))
       << *auth;
   ASSERT_NE(reqs[0].Header("x-amz-date"), nullptr);
   EXPECT_EQ(*reqs[0].Header("x-amz-date"), "20150830T123600Z");
@@ -452,9 +456,13 @@ TEST_F(S3BlobStoreTest, UnreachableEndpointIsUnavailable) {
 }
 
 TEST_F(S3BlobStoreTest, SpecialKeysRoundTrip) {
-  const std::vector<std::string> keys = {
-      "dir/a b+c%d=e.txt", "\xC3\xBCn\xC3\xAF/c\xC3\xB6""d\xC3\xA9.bin", "x/y&z?w#v.txt",
-      "sp ace/tab\tchar", "dots/../not-parent", "a//double"};
+  const std::vector<std::string> keys = {"dir/a b+c%d=e.txt",
+                                         "\xC3\xBCn\xC3\xAF/c\xC3\xB6"
+                                         "d\xC3\xA9.bin",
+                                         "x/y&z?w#v.txt",
+                                         "sp ace/tab\tchar",
+                                         "dots/../not-parent",
+                                         "a//double"};
   auto store = Open(Options());
   for (const auto& k : keys) {
     ASSERT_TRUE(store->Put(k, AsBytes("data:" + k)).ok()) << k;
@@ -486,8 +494,8 @@ TEST_F(S3BlobStoreTest, SpecialKeysRoundTrip) {
 }
 
 TEST_F(S3BlobStoreTest, ListPaginatesWithCommonPrefixesRelativeToStorePrefix) {
-  for (const char* k : {"ds/a.txt", "ds/b.txt", "ds/c/1", "ds/c/2", "ds/d/x/y", "ds/e f/z",
-                        "ds/zz", "other/q"}) {
+  for (const char* k :
+       {"ds/a.txt", "ds/b.txt", "ds/c/1", "ds/c/2", "ds/d/x/y", "ds/e f/z", "ds/zz", "other/q"}) {
     s3_.Put(k, "v");
   }
   S3Options o = Options();
@@ -534,9 +542,8 @@ TEST_F(S3BlobStoreTest, ListPaginatesWithCommonPrefixesRelativeToStorePrefix) {
 
 TEST_F(S3BlobStoreTest, ListDecodesAwsStylePlusAndLeavesUnencodedAnswersAlone) {
   std::string answer;
-  server_->SetHandler([&answer](const HttpTestRequest&) {
-    return HttpTestResponse::Make(200, answer);
-  });
+  server_->SetHandler(
+      [&answer](const HttpTestRequest&) { return HttpTestResponse::Make(200, answer); });
   auto store = Open(Options());
   // AWS: encoding-type=url encodes a space as '+', a '+' as %2B.
   answer =
@@ -647,9 +654,8 @@ TEST_F(S3BlobStoreTest, MaxConnectionsBoundsRequestsInFlight) {
 
 TEST_F(S3BlobStoreTest, VirtualHostAddressingPutsTheBucketInTheHost) {
   // curl resolves *.localhost to the loopback address without DNS.
-  server_->SetHandler([](const HttpTestRequest& req) {
-    return HttpTestServer::ServeObject(req, "vh", "e");
-  });
+  server_->SetHandler(
+      [](const HttpTestRequest& req) { return HttpTestServer::ServeObject(req, "vh", "e"); });
   S3Options o = Options();
   o.endpoint = "http://localhost:" + std::to_string(server_->port());
   o.addressing = S3Options::Addressing::kVirtualHost;

@@ -63,9 +63,8 @@ TEST(S3LiveTest, RoundTripAgainstARealServer) {
   std::vector<std::byte> buf(10);
   // s3rver 3.7.1 does not implement If-Match; set TIERFS_TEST_S3_IGNORES_IF_MATCH=1 for it.
   if (Env("TIERFS_TEST_S3_IGNORES_IF_MATCH").empty()) {
-    EXPECT_EQ(
-        store->Read("plain.bin", 0, buf, "0123456789abcdef0123456789abcdef").status().code(),
-        Status::Code::kFailedPrecondition);
+    EXPECT_EQ(store->Read("plain.bin", 0, buf, "0123456789abcdef0123456789abcdef").status().code(),
+              Status::Code::kFailedPrecondition);
   }
   EXPECT_EQ(*store->Read("plain.bin", body.size(), buf, ""), 0u);
   EXPECT_EQ(store->Head("missing").status().code(), Status::Code::kNotFound);
@@ -76,8 +75,7 @@ TEST(S3LiveTest, RoundTripAgainstARealServer) {
   for (const auto& e : top->objects) objects.insert(e.key);
   for (const auto& p : top->prefixes) prefixes.insert(p);
   EXPECT_EQ(objects, std::set<std::string>({"plain.bin"}));
-  EXPECT_EQ(prefixes,
-            std::set<std::string>({"dir/", "only/", "\xC3\xBCnicode/"}));
+  EXPECT_EQ(prefixes, std::set<std::string>({"dir/", "only/", "\xC3\xBCnicode/"}));
   std::set<std::string> all;
   std::string token;
   do {

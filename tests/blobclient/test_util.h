@@ -10,15 +10,15 @@
 
 #include "base/status.h"
 
-#define TIERFS_ASSERT_OK(expr)                                   \
-  do {                                                           \
-    const auto& _st = (expr);                                    \
-    ASSERT_TRUE(_st.ok()) << ::tierfs::testing::StatusOf(_st);   \
+#define TIERFS_ASSERT_OK(expr)                                 \
+  do {                                                         \
+    const auto& _st = (expr);                                  \
+    ASSERT_TRUE(_st.ok()) << ::tierfs::testing::StatusOf(_st); \
   } while (0)
-#define TIERFS_EXPECT_OK(expr)                                   \
-  do {                                                           \
-    const auto& _st = (expr);                                    \
-    EXPECT_TRUE(_st.ok()) << ::tierfs::testing::StatusOf(_st);   \
+#define TIERFS_EXPECT_OK(expr)                                 \
+  do {                                                         \
+    const auto& _st = (expr);                                  \
+    EXPECT_TRUE(_st.ok()) << ::tierfs::testing::StatusOf(_st); \
   } while (0)
 
 namespace tierfs::testing {

@@ -61,17 +61,28 @@ bool SendAll(int fd, std::string_view data) {
 
 const char* Reason(int status) {
   switch (status) {
-    case 200: return "OK";
-    case 204: return "No Content";
-    case 206: return "Partial Content";
-    case 400: return "Bad Request";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 412: return "Precondition Failed";
-    case 416: return "Range Not Satisfiable";
-    case 500: return "Internal Server Error";
-    case 503: return "Service Unavailable";
-    default: return "Status";
+    case 200:
+      return "OK";
+    case 204:
+      return "No Content";
+    case 206:
+      return "Partial Content";
+    case 400:
+      return "Bad Request";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
+    case 412:
+      return "Precondition Failed";
+    case 416:
+      return "Range Not Satisfiable";
+    case 500:
+      return "Internal Server Error";
+    case 503:
+      return "Service Unavailable";
+    default:
+      return "Status";
   }
 }
 
@@ -124,8 +135,7 @@ Result<std::unique_ptr<HttpTestServer>> HttpTestServer::Start(HttpTestHandler ha
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   addr.sin_port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      ::listen(fd, 128) != 0) {
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(fd, 128) != 0) {
     int err = errno;
     ::close(fd);
     return Status::FromErrno(err, "bind/listen 127.0.0.1:0");
@@ -284,7 +294,8 @@ void HttpTestServer::ServeConnection(int fd, uint64_t id) {
     if (const std::string* c = req.Header("connection"); c && ToLower(*c) == "close") {
       close_after = true;
     }
-    std::string out = "HTTP/1.1 " + std::to_string(resp.status) + " " + Reason(resp.status) + "\r\n";
+    std::string out =
+        "HTTP/1.1 " + std::to_string(resp.status) + " " + Reason(resp.status) + "\r\n";
     for (const auto& [k, v] : resp.headers) out += k + ": " + v + "\r\n";
     out += "Content-Length: " + std::to_string(declared) + "\r\n";
     out += close_after ? "Connection: close\r\n" : "Connection: keep-alive\r\n";
@@ -328,9 +339,8 @@ HttpTestResponse HttpTestServer::ServeObject(const HttpTestRequest& req, std::st
     r.body = "<Error><Code>PreconditionFailed</Code></Error>";
     return r;
   }
-  r.headers = {{"ETag", quoted},
-               {"Last-Modified", std::string(last_modified)},
-               {"Accept-Ranges", "bytes"}};
+  r.headers = {
+      {"ETag", quoted}, {"Last-Modified", std::string(last_modified)}, {"Accept-Ranges", "bytes"}};
   const std::string* range = req.Header("range");
   if (range == nullptr || !range->starts_with("bytes=")) {
     r.status = 200;

@@ -58,11 +58,11 @@ struct HttpTestResponse {
   std::string body;  // for HEAD, only its size is sent (as Content-Length)
 
   // Faults.
-  std::optional<size_t> declared_length;  // Content-Length to announce instead of body.size()
-  size_t reset_after_bytes = kNever;      // send this many body bytes, then reset (RST)
-  size_t stall_after_bytes = kNever;      // send this many body bytes, then stall ...
+  std::optional<size_t> declared_length;   // Content-Length to announce instead of body.size()
+  size_t reset_after_bytes = kNever;       // send this many body bytes, then reset (RST)
+  size_t stall_after_bytes = kNever;       // send this many body bytes, then stall ...
   std::chrono::milliseconds stall_for{0};  // ... this long (server shutdown ends it early)
-  bool close_connection = false;          // close after this response (no keep-alive)
+  bool close_connection = false;           // close after this response (no keep-alive)
 
   static HttpTestResponse Make(int status, std::string body = {});
 };
@@ -90,10 +90,9 @@ class HttpTestServer {
   // Answers a GET or HEAD of one object the way S3 does: If-Match against "etag" (412 on
   // mismatch), Range "bytes=a-b" / "bytes=a-" (206 + Content-Range; 416 past the end), ETag
   // (quoted), Last-Modified, Accept-Ranges.
-  static HttpTestResponse ServeObject(const HttpTestRequest& req, std::string_view data,
-                                      std::string_view etag,
-                                      std::string_view last_modified =
-                                          "Wed, 12 Oct 2009 17:50:00 GMT");
+  static HttpTestResponse ServeObject(
+      const HttpTestRequest& req, std::string_view data, std::string_view etag,
+      std::string_view last_modified = "Wed, 12 Oct 2009 17:50:00 GMT");
 
  private:
   HttpTestServer(int listen_fd, uint16_t port, HttpTestHandler handler);
