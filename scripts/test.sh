@@ -129,12 +129,16 @@ if want unit; then
   fi
 fi
 
+# Sanitizer builds: unit tests only, -O1 with line tables (enough for sanitizer stack traces,
+# much cheaper to compile than -O2 -g) and assertions on.
+SAN_FLAGS="-DCMAKE_BUILD_TYPE=RelWithDebInfo '-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1' \
+'-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1' -DTIERFS_UNIT_ONLY=ON -DTIERFS_WERROR=ON"
+
 # --- 3. ASan + UBSan unit tests
 if want asan; then
   export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:strict_string_checks=1}"
   export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
-  if stage asan-build 1800 'cmake_build build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-      -DTIERFS_SANITIZE=address -DTIERFS_UNIT_ONLY=ON -DTIERFS_WERROR=ON'; then
+  if stage asan-build 1800 "cmake_build build-asan $SAN_FLAGS -DTIERFS_SANITIZE=address"; then
     stage asan 1200 'run_ctest build-asan'
     count_ctest "$logdir/asan.log"
   else
@@ -145,8 +149,7 @@ fi
 # --- 4. TSan unit tests (clang; CMakeLists adds -Wthread-safety for clang)
 if want tsan; then
   export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}"
-  if stage tsan-build 1800 'export CC=clang CXX=clang++; cmake_build build-tsan \
-      -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTIERFS_SANITIZE=thread -DTIERFS_UNIT_ONLY=ON -DTIERFS_WERROR=ON'; then
+  if stage tsan-build 1800 "export CC=clang CXX=clang++; cmake_build build-tsan $SAN_FLAGS -DTIERFS_SANITIZE=thread"; then
     stage tsan 1200 'run_ctest build-tsan'
     count_ctest "$logdir/tsan.log"
   else
