@@ -280,7 +280,9 @@ TEST_F(FlashTierTest, ConcurrentInsertReadEraseStaysConsistent) {
           t->Erase(Key(k));
         } else {
           auto r = t->Read(Key(k));
-          if (r.ok()) ASSERT_EQ(testing::AsString((*r)->data()), Pattern(1000, k));
+          if (r.ok()) {
+            ASSERT_EQ(testing::AsString((*r)->data()), Pattern(1000, k));
+          }
         }
       }
     });

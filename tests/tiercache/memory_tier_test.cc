@@ -133,7 +133,9 @@ TEST(MemoryTierTest, ConcurrentUseKeepsAccountsStraight) {
           t->Erase(Key(k));
         } else {
           auto r = t->Read(Key(k));
-          if (r.ok()) ASSERT_EQ((*r)->size(), static_cast<size_t>(512 + k));
+          if (r.ok()) {
+            ASSERT_EQ((*r)->size(), static_cast<size_t>(512 + k));
+          }
         }
       }
     });
