@@ -85,7 +85,9 @@ TEST(UnitsTest, ParseSize) {
   for (const char* bad : {"", "MiB", "-1", "12XB", "1e400", "ten"}) {
     Result<uint64_t> r = ParseSize(bad);
     EXPECT_FALSE(r.ok()) << bad;
-    if (!r.ok()) EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
+    if (!r.ok()) {
+      EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
+    }
   }
 }
 
