@@ -12,8 +12,8 @@
 namespace tierfs {
 namespace {
 
-constexpr std::array<const char*, 6> kNames = {"base",  "blobclient", "metastore",
-                                               "tiercache", "fuse", "daemon"};
+constexpr std::array<const char*, 6> kNames = {"base",      "blobclient", "metastore",
+                                               "tiercache", "fuse",       "daemon"};
 
 struct Registry {
   std::mutex mu;

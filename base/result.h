@@ -29,10 +29,9 @@ class [[nodiscard]] Result {
     assert(!status_.ok() && "Result constructed from an OK Status without a value");
     if (status_.ok()) status_ = Status::Internal("Result from OK status without a value");
   }
-  template <typename U,
-            typename = std::enable_if_t<std::is_constructible_v<T, U&&> &&
-                                        !std::is_same_v<std::decay_t<U>, Status> &&
-                                        !std::is_same_v<std::decay_t<U>, Result>>>
+  template <typename U, typename = std::enable_if_t<std::is_constructible_v<T, U&&> &&
+                                                    !std::is_same_v<std::decay_t<U>, Status> &&
+                                                    !std::is_same_v<std::decay_t<U>, Result>>>
   Result(U&& value) : value_(std::forward<U>(value)) {}
 
   Result(const Result&) = default;
@@ -50,9 +49,18 @@ class [[nodiscard]] Result {
   const Status& error() const& { return status_; }
 
   // REQUIRES: ok().
-  T& value() & { assert(ok()); return *value_; }
-  const T& value() const& { assert(ok()); return *value_; }
-  T&& value() && { assert(ok()); return std::move(*value_); }
+  T& value() & {
+    assert(ok());
+    return *value_;
+  }
+  const T& value() const& {
+    assert(ok());
+    return *value_;
+  }
+  T&& value() && {
+    assert(ok());
+    return std::move(*value_);
+  }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
   T&& operator*() && { return std::move(*this).value(); }
@@ -60,7 +68,9 @@ class [[nodiscard]] Result {
   const T* operator->() const { return &value(); }
 
   template <typename U>
-  T value_or(U&& fallback) const& { return ok() ? *value_ : static_cast<T>(std::forward<U>(fallback)); }
+  T value_or(U&& fallback) const& {
+    return ok() ? *value_ : static_cast<T>(std::forward<U>(fallback));
+  }
 
  private:
   std::optional<T> value_;

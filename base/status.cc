@@ -6,19 +6,32 @@ namespace tierfs {
 
 std::string_view CodeName(Status::Code code) {
   switch (code) {
-    case Status::Code::kOk: return "OK";
-    case Status::Code::kNotFound: return "NotFound";
-    case Status::Code::kInvalidArgument: return "InvalidArgument";
-    case Status::Code::kIOError: return "IOError";
-    case Status::Code::kCorruption: return "Corruption";
-    case Status::Code::kUnavailable: return "Unavailable";
-    case Status::Code::kTimedOut: return "TimedOut";
-    case Status::Code::kPermissionDenied: return "PermissionDenied";
-    case Status::Code::kNoSpace: return "NoSpace";
-    case Status::Code::kCancelled: return "Cancelled";
-    case Status::Code::kNotSupported: return "NotSupported";
-    case Status::Code::kInternal: return "Internal";
-    case Status::Code::kFailedPrecondition: return "FailedPrecondition";
+    case Status::Code::kOk:
+      return "OK";
+    case Status::Code::kNotFound:
+      return "NotFound";
+    case Status::Code::kInvalidArgument:
+      return "InvalidArgument";
+    case Status::Code::kIOError:
+      return "IOError";
+    case Status::Code::kCorruption:
+      return "Corruption";
+    case Status::Code::kUnavailable:
+      return "Unavailable";
+    case Status::Code::kTimedOut:
+      return "TimedOut";
+    case Status::Code::kPermissionDenied:
+      return "PermissionDenied";
+    case Status::Code::kNoSpace:
+      return "NoSpace";
+    case Status::Code::kCancelled:
+      return "Cancelled";
+    case Status::Code::kNotSupported:
+      return "NotSupported";
+    case Status::Code::kInternal:
+      return "Internal";
+    case Status::Code::kFailedPrecondition:
+      return "FailedPrecondition";
   }
   return "Unknown";
 }
@@ -48,17 +61,25 @@ Status Status::FromErrno(int err, std::string_view what) {
   msg += ": ";
   msg += std::strerror(err);
   switch (err) {
-    case ENOENT: return NotFound(msg);
+    case ENOENT:
+      return NotFound(msg);
     case EACCES:
-    case EPERM: return PermissionDenied(msg);
+    case EPERM:
+      return PermissionDenied(msg);
     case ENOSPC:
-    case EDQUOT: return NoSpace(msg);
-    case EINVAL: return InvalidArgument(msg);
-    case ETIMEDOUT: return TimedOut(msg);
+    case EDQUOT:
+      return NoSpace(msg);
+    case EINVAL:
+      return InvalidArgument(msg);
+    case ETIMEDOUT:
+      return TimedOut(msg);
     case EINTR:
-    case ECANCELED: return Cancelled(msg);
-    case ENOTSUP: return NotSupported(msg);
-    default: return IOError(msg);
+    case ECANCELED:
+      return Cancelled(msg);
+    case ENOTSUP:
+      return NotSupported(msg);
+    default:
+      return IOError(msg);
   }
 }
 

@@ -35,7 +35,9 @@ class [[nodiscard]] Status {
   Status() = default;  // OK
   static Status OK() { return Status(); }
   static Status NotFound(std::string_view msg) { return Status(Code::kNotFound, msg); }
-  static Status InvalidArgument(std::string_view msg) { return Status(Code::kInvalidArgument, msg); }
+  static Status InvalidArgument(std::string_view msg) {
+    return Status(Code::kInvalidArgument, msg);
+  }
   static Status IOError(std::string_view msg) { return Status(Code::kIOError, msg); }
   static Status Corruption(std::string_view msg) { return Status(Code::kCorruption, msg); }
   static Status Unavailable(std::string_view msg) { return Status(Code::kUnavailable, msg); }
@@ -83,10 +85,10 @@ bool IsRetryable(const Status& s);
 #define TIERFS_STATUS_CONCAT_(a, b) TIERFS_STATUS_CONCAT_INNER_(a, b)
 
 // Returns from the enclosing function if `expr` (a Status) is not OK.
-#define TIERFS_RETURN_IF_ERROR(expr)                 \
-  do {                                               \
-    ::tierfs::Status _tierfs_st = (expr);            \
-    if (!_tierfs_st.ok()) return _tierfs_st;         \
+#define TIERFS_RETURN_IF_ERROR(expr)         \
+  do {                                       \
+    ::tierfs::Status _tierfs_st = (expr);    \
+    if (!_tierfs_st.ok()) return _tierfs_st; \
   } while (0)
 
 // `lhs = value of expr` (a Result<T>), or returns its Status from the enclosing function.

@@ -17,8 +17,8 @@
 #define FUSE_USE_VERSION FUSE_MAKE_VERSION(3, 12)  // fuse_loop_cfg_* (libfuse >= 3.12)
 #include "fuse/fuse_server.h"
 
-#include <fuse3/fuse_lowlevel.h>
 #include <fcntl.h>
+#include <fuse3/fuse_lowlevel.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/uio.h>
@@ -144,7 +144,7 @@ std::string TakeLastFuseError() {
 // ---- conversions ----
 
 struct stat ToStat(const InodeAttr& a) {
-  struct stat st{};
+  struct stat st {};
   st.st_ino = a.ino;
   st.st_mode = a.mode;
   st.st_nlink = a.nlink;
@@ -301,9 +301,8 @@ void OpenDir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
   Context* ctx = Ctx(req);
   auto dh = ctx->fs->OpenDir(ino);
   if (!dh.ok()) {
-    fuse_reply_err(req, dh.status().code() == Status::Code::kInvalidArgument
-                            ? ENOTDIR
-                            : ToErrno(dh.status()));
+    fuse_reply_err(
+        req, dh.status().code() == Status::Code::kInvalidArgument ? ENOTDIR : ToErrno(dh.status()));
     return;
   }
   fi->fh = *dh;
@@ -338,7 +337,7 @@ Result<DirReply> DoReadDir(Context* ctx, fuse_req_t req, fuse_ino_t ino, uint64_
       const size_t rem = size - used;
       char* at = reply.buf.data() + used;
       if (!plus) {
-        struct stat st{};
+        struct stat st {};
         st.st_ino = item.ino;
         st.st_mode = item.is_dir ? S_IFDIR : S_IFREG;
         size_t need = fuse_add_direntry(req, at, rem, item.name.c_str(), &st,
@@ -420,9 +419,8 @@ void Open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
   }
   auto r = ctx->fs->Open(ino);
   if (!r.ok()) {
-    fuse_reply_err(req, r.status().code() == Status::Code::kInvalidArgument
-                            ? EISDIR
-                            : ToErrno(r.status()));
+    fuse_reply_err(
+        req, r.status().code() == Status::Code::kInvalidArgument ? EISDIR : ToErrno(r.status()));
     return;
   }
   fi->fh = r->fh;
@@ -468,7 +466,7 @@ void Release(fuse_req_t req, fuse_ino_t, struct fuse_file_info* fi) {
 
 void StatFs(fuse_req_t req, fuse_ino_t) {
   FsStatsInfo s = Ctx(req)->fs->StatFs();
-  struct statvfs st{};
+  struct statvfs st {};
   st.f_bsize = s.block_size;
   st.f_frsize = s.block_size;
   st.f_blocks = s.total_blocks;

@@ -18,8 +18,8 @@ inline Status CheckDirKey(std::string_view dir_key) {
     return Status::InvalidArgument("dir key contains NUL");
   }
   if (dir_key.size() + 1 > kMaxMetaKeyBytes) {
-    return Status::InvalidArgument("dir key longer than " +
-                                   std::to_string(kMaxMetaKeyBytes - 1) + " bytes");
+    return Status::InvalidArgument("dir key longer than " + std::to_string(kMaxMetaKeyBytes - 1) +
+                                   " bytes");
   }
   return Status::OK();
 }
@@ -42,8 +42,8 @@ inline Status CheckEntryKey(std::string_view dir_key, std::string_view name) {
 inline Status CheckValueName(std::string_view name) {
   if (name.empty()) return Status::InvalidArgument("empty value name");
   if (name.size() > kMaxMetaKeyBytes) {
-    return Status::InvalidArgument("value name longer than " +
-                                   std::to_string(kMaxMetaKeyBytes) + " bytes");
+    return Status::InvalidArgument("value name longer than " + std::to_string(kMaxMetaKeyBytes) +
+                                   " bytes");
   }
   return Status::OK();
 }

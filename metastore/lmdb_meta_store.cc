@@ -367,9 +367,9 @@ Result<std::unique_ptr<LmdbMetaStore>> LmdbMetaStore::Open(const MetaStoreOption
       const char* name;
       unsigned int* dbi;
     };
-    for (Named n : {Named{"meta", &dbis.meta}, Named{"dirs", &dbis.dirs},
-                    Named{"entries", &dbis.entries}, Named{"blocks", &dbis.blocks},
-                    Named{"values", &dbis.values}}) {
+    for (Named n :
+         {Named{"meta", &dbis.meta}, Named{"dirs", &dbis.dirs}, Named{"entries", &dbis.entries},
+          Named{"blocks", &dbis.blocks}, Named{"values", &dbis.values}}) {
       rc = mdb_dbi_open(txn.get(), n.name, MDB_CREATE, n.dbi);
       if (rc != MDB_SUCCESS) {
         // A named database whose record is not a database (MDB_INCOMPATIBLE) means the file was
@@ -425,8 +425,7 @@ Result<std::unique_ptr<LmdbMetaStore>> LmdbMetaStore::Open(const MetaStoreOption
   const size_t max_key = kMaxMetaKeyBytes;
   log.info("{}: opened (map_size {} MiB, {})", where, options.map_size >> 20,
            options.sync_every_commit ? "sync every commit" : "nosync + periodic sync");
-  return std::unique_ptr<LmdbMetaStore>(
-      new LmdbMetaStore(options, env.release(), dbis, max_key));
+  return std::unique_ptr<LmdbMetaStore>(new LmdbMetaStore(options, env.release(), dbis, max_key));
 }
 
 LmdbMetaStore::LmdbMetaStore(const MetaStoreOptions& options, MDB_env* env, Dbis dbis,
@@ -474,8 +473,8 @@ Result<std::optional<DirEntry>> LmdbMetaStore::GetDirEntry(std::string_view dir_
   return std::optional<DirEntry>(std::move(e));
 }
 
-Status LmdbMetaStore::ListDirEntries(std::string_view dir_key, std::string_view after,
-                                     size_t max, std::vector<DirEntry>* out) {
+Status LmdbMetaStore::ListDirEntries(std::string_view dir_key, std::string_view after, size_t max,
+                                     std::vector<DirEntry>* out) {
   reads_.fetch_add(1, std::memory_order_relaxed);
   out->clear();
   if (dir_key.find('\0') != std::string_view::npos) {
@@ -880,8 +879,8 @@ Status LmdbMetaStore::SyncEnv(const char* why) {
   syncs_.fetch_add(1, std::memory_order_relaxed);
   Status s = MdbStatus(mdb_env_sync(env_.get(), /*force=*/1), "mdb_env_sync");
   if (!s.ok()) {
-    Logger(Module::kMetaStore).error("meta store {}: {} sync failed: {}", options_.path, why,
-                                     s.ToString());
+    Logger(Module::kMetaStore)
+        .error("meta store {}: {} sync failed: {}", options_.path, why, s.ToString());
   }
   return s;
 }

@@ -56,10 +56,10 @@ class WriteTxn;
 
 // Extra counters for tests and the periodic summary; MetaStoreStats holds the public ones.
 struct LmdbInternalStats {
-  uint64_t batches = 0;          // write transactions attempted for groups of operations
-  uint64_t failed_batches = 0;   // batches that failed and were retried operation by operation
-  uint64_t syncs = 0;            // mdb_env_sync calls (periodic + Sync())
-  uint64_t max_batch_ops = 0;    // largest number of operations committed in one transaction
+  uint64_t batches = 0;         // write transactions attempted for groups of operations
+  uint64_t failed_batches = 0;  // batches that failed and were retried operation by operation
+  uint64_t syncs = 0;           // mdb_env_sync calls (periodic + Sync())
+  uint64_t max_batch_ops = 0;   // largest number of operations committed in one transaction
 };
 
 class LmdbMetaStore final : public MetaStore {

@@ -34,15 +34,15 @@ namespace tierfs {
 enum class EntryType : uint8_t { kFile = 1, kDir = 2 };
 
 struct DirEntry {
-  std::string name;       // one path component, no '/'
+  std::string name;  // one path component, no '/'
   EntryType type = EntryType::kFile;
-  uint64_t size = 0;      // files only
-  std::string etag;       // files only
-  int64_t mtime_ns = 0;   // files only (directories: 0)
+  uint64_t size = 0;     // files only
+  std::string etag;      // files only
+  int64_t mtime_ns = 0;  // files only (directories: 0)
 };
 
 struct DirRecord {
-  int64_t listed_at_ns = 0;   // wall clock time the listing was fetched (for metadata_ttl)
+  int64_t listed_at_ns = 0;  // wall clock time the listing was fetched (for metadata_ttl)
   uint64_t entry_count = 0;
 };
 
@@ -51,11 +51,11 @@ using BlockKey = std::array<uint8_t, 16>;
 
 struct BlockRecord {
   BlockKey key{};
-  uint32_t length = 0;         // bytes of data in the block (the last block of an object is short)
-  uint64_t checksum = 0;       // XXH3-64 of the data
-  int64_t atime_ns = 0;        // last access (wall clock), for LRU ordering across restarts
-  int64_t stored_ns = 0;       // when the block was written (for TTLs)
-  uint32_t flags = 0;          // bit 0: pinned
+  uint32_t length = 0;    // bytes of data in the block (the last block of an object is short)
+  uint64_t checksum = 0;  // XXH3-64 of the data
+  int64_t atime_ns = 0;   // last access (wall clock), for LRU ordering across restarts
+  int64_t stored_ns = 0;  // when the block was written (for TTLs)
+  uint32_t flags = 0;     // bit 0: pinned
 };
 
 // Longest key the store accepts, in bytes (LMDB's default key limit): a directory entry needs
@@ -66,8 +66,8 @@ struct BlockRecord {
 inline constexpr size_t kMaxMetaKeyBytes = 511;
 
 struct MetaStoreOptions {
-  std::string path;                      // directory holding data.mdb/lock.mdb; created if missing
-  uint64_t map_size = 64ULL << 30;       // LMDB map size (virtual; sparse on disk)
+  std::string path;                 // directory holding data.mdb/lock.mdb; created if missing
+  uint64_t map_size = 64ULL << 30;  // LMDB map size (virtual; sparse on disk)
   // Writes are committed by a single writer thread in batches; durability of the last few
   // milliseconds of index updates is traded for throughput (MDB_NOSYNC + periodic sync). A lost
   // index update only loses a cache entry, never serves wrong bytes.
@@ -76,8 +76,8 @@ struct MetaStoreOptions {
 
 struct MetaStoreStats {
   uint64_t reads = 0;
-  uint64_t writes = 0;         // records written
-  uint64_t commits = 0;        // write transactions
+  uint64_t writes = 0;   // records written
+  uint64_t commits = 0;  // write transactions
   uint64_t map_bytes_used = 0;
 };
 

@@ -32,8 +32,8 @@ std::pair<std::string_view, std::string_view> SplitPath(std::string_view path) {
 }
 
 bool ValidName(std::string_view name) {
-  return !name.empty() && name != "." && name != ".." &&
-         name.find('/') == std::string_view::npos && name.find('\0') == std::string_view::npos;
+  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string_view::npos &&
+         name.find('\0') == std::string_view::npos;
 }
 
 // Paths are relative, without leading/trailing '/' and without empty, "." or ".." components.
@@ -51,11 +51,15 @@ bool ValidPath(std::string_view path) {
 class CatalogImpl final : public Catalog {
  public:
   CatalogImpl(const CatalogOptions& options, BlobStore* origin, MetaStore* meta, Clock* clock)
-      : options_(options), origin_(origin), meta_(meta), clock_(clock),
+      : options_(options),
+        origin_(origin),
+        meta_(meta),
+        clock_(clock),
         source_(origin->Describe()) {}
 
   Result<DirEntry> Lookup(std::string_view dir, std::string_view name) override {
-    if (!ValidPath(dir)) return Status::InvalidArgument("bad directory path '" + std::string(dir) + "'");
+    if (!ValidPath(dir))
+      return Status::InvalidArgument("bad directory path '" + std::string(dir) + "'");
     if (!ValidName(name)) return Status::NotFound("no entry '" + std::string(name) + "'");
     TIERFS_RETURN_IF_ERROR(EnsureListing(dir));
     TIERFS_ASSIGN_OR_RETURN(std::optional<DirEntry> e, meta_->GetDirEntry(DirKey(dir), name));
@@ -65,7 +69,8 @@ class CatalogImpl final : public Catalog {
 
   Status ReadDir(std::string_view dir, std::string_view after, size_t max,
                  std::vector<DirEntry>* out) override {
-    if (!ValidPath(dir)) return Status::InvalidArgument("bad directory path '" + std::string(dir) + "'");
+    if (!ValidPath(dir))
+      return Status::InvalidArgument("bad directory path '" + std::string(dir) + "'");
     TIERFS_RETURN_IF_ERROR(EnsureListing(dir));
     return meta_->ListDirEntries(DirKey(dir), after, max, out);
   }
@@ -120,7 +125,8 @@ class CatalogImpl final : public Catalog {
       // Only cache it beside an existing listing: an entry without a listing record would
       // look like a listing to nobody and be shadowed by the next full listing anyway.
       Status st = meta_->PutDirEntry(dir_key, e);
-      if (!st.ok()) Logger(Module::kTierCache).warn("cannot cache entry '{}': {}", path, st.ToString());
+      if (!st.ok())
+        Logger(Module::kTierCache).warn("cannot cache entry '{}': {}", path, st.ToString());
     }
     RememberHead(path, now);
     return e;
@@ -178,7 +184,8 @@ class CatalogImpl final : public Catalog {
         if (!e.status().IsNotFound() && rec) return ServeStale(dir, e.status());
         return e.status();
       }
-      if (e->type != EntryType::kDir) return Status::NotFound("'" + std::string(dir) + "' is a file");
+      if (e->type != EntryType::kDir)
+        return Status::NotFound("'" + std::string(dir) + "' is a file");
     }
     ++stats_.listing_misses;
     std::vector<DirEntry> entries;

@@ -34,7 +34,7 @@ struct CatalogOptions {
 };
 
 struct CatalogStats {
-  std::atomic<uint64_t> list_requests{0};   // ListObjectsV2 pages fetched
+  std::atomic<uint64_t> list_requests{0};  // ListObjectsV2 pages fetched
   std::atomic<uint64_t> head_requests{0};
   std::atomic<uint64_t> listing_hits{0};    // directory answered from the cache
   std::atomic<uint64_t> listing_misses{0};  // directory (re)listed from the origin

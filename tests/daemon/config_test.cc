@@ -129,8 +129,8 @@ sync_every_commit = true
 
 TEST(ConfigTest, UnknownKeyNamesKeyAndLine) {
   DaemonOptions o = Base();
-  std::string m = Err(ApplyConfigText("[cache]\nl1_size = \"1GiB\"\nl1_sise = \"2GiB\"\n",
-                                      "my.toml", &o));
+  std::string m =
+      Err(ApplyConfigText("[cache]\nl1_size = \"1GiB\"\nl1_sise = \"2GiB\"\n", "my.toml", &o));
   EXPECT_TRUE(Contains(m, "my.toml:3")) << m;
   EXPECT_TRUE(Contains(m, "unknown key 'cache.l1_sise'")) << m;
   EXPECT_TRUE(Contains(m, "did you mean 'cache.l1_size'")) << m;
@@ -200,12 +200,12 @@ ttl = "5m"
   f.endpoint = "http://127.0.0.1:4568";
   f.cache_dir = "/tmp/c";
   ASSERT_TRUE(ApplyFlags(f, &o).ok());
-  ASSERT_TRUE(FinishOptions(&o, FakeEnv({{"AWS_REGION", "from-env"},
-                                         {"AWS_ENDPOINT_URL", "http://env:1"}}))
-                  .ok());
-  EXPECT_EQ(o.l1.capacity_bytes, 256u << 20);         // flag beats file
-  EXPECT_EQ(o.l2.capacity_bytes, 8ULL << 30);         // file beats default
-  EXPECT_EQ(o.origin.region, "from-file");            // file beats environment
+  ASSERT_TRUE(
+      FinishOptions(&o, FakeEnv({{"AWS_REGION", "from-env"}, {"AWS_ENDPOINT_URL", "http://env:1"}}))
+          .ok());
+  EXPECT_EQ(o.l1.capacity_bytes, 256u << 20);             // flag beats file
+  EXPECT_EQ(o.l2.capacity_bytes, 8ULL << 30);             // file beats default
+  EXPECT_EQ(o.origin.region, "from-file");                // file beats environment
   EXPECT_EQ(o.origin.endpoint, "http://127.0.0.1:4568");  // flag beats environment
   EXPECT_EQ(o.catalog.metadata_ttl, std::chrono::minutes(5));
   EXPECT_EQ(o.cache_dir, "/tmp/c");

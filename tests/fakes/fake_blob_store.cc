@@ -54,8 +54,8 @@ Result<ObjectInfo> FakeBlobStore::Head(std::string_view key) {
   return it->second.info;
 }
 
-Result<size_t> FakeBlobStore::Read(std::string_view key, uint64_t offset,
-                                   std::span<std::byte> out, std::string_view if_match_etag) {
+Result<size_t> FakeBlobStore::Read(std::string_view key, uint64_t offset, std::span<std::byte> out,
+                                   std::string_view if_match_etag) {
   ++read_calls_;
   TIERFS_RETURN_IF_ERROR(Enter());
   MutexLock l(&mu_);
@@ -82,8 +82,7 @@ Result<ListPage> FakeBlobStore::List(std::string_view prefix, std::string_view d
   // after it, skipping every key below a returned prefix.
   std::string last_emitted;
   int n = 0;
-  const bool token_is_prefix =
-      !token.empty() && !delimiter.empty() && token.ends_with(delimiter);
+  const bool token_is_prefix = !token.empty() && !delimiter.empty() && token.ends_with(delimiter);
   for (auto it = objects_.lower_bound(prefix); it != objects_.end(); ++it) {
     const std::string& k = it->first;
     if (k.compare(0, prefix.size(), prefix) != 0) break;

@@ -37,8 +37,8 @@ class FakeBlobStore : public BlobStore {
   Result<ObjectInfo> Head(std::string_view key) override;
   Result<size_t> Read(std::string_view key, uint64_t offset, std::span<std::byte> out,
                       std::string_view if_match_etag) override;
-  Result<ListPage> List(std::string_view prefix, std::string_view delimiter,
-                        std::string_view token, int max_keys) override;
+  Result<ListPage> List(std::string_view prefix, std::string_view delimiter, std::string_view token,
+                        int max_keys) override;
   Status Put(std::string_view key, std::span<const std::byte> data) override;
   Status Delete(std::string_view key) override;
   BlobStoreStats Stats() const override;

@@ -56,8 +56,6 @@ Result<uint64_t> FaultyFlashStore::FreeBytes() {
   return base_->FreeBytes();
 }
 
-Status FaultyFlashStore::ListFiles(std::vector<std::string>* out) {
-  return base_->ListFiles(out);
-}
+Status FaultyFlashStore::ListFiles(std::vector<std::string>* out) { return base_->ListFiles(out); }
 
 }  // namespace tierfs::testing

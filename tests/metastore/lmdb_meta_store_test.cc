@@ -64,8 +64,8 @@ TEST_F(LmdbMetaStoreTest, DataSurvivesCloseAndReopen) {
   {
     auto store = MustOpen(Options());
     ASSERT_NE(store, nullptr);
-    DirEntry e{.name = "f.bin", .type = EntryType::kFile, .size = 77, .etag = "\"abc\"",
-               .mtime_ns = 5};
+    DirEntry e{
+        .name = "f.bin", .type = EntryType::kFile, .size = 77, .etag = "\"abc\"", .mtime_ns = 5};
     MS_ASSERT_OK(store->ReplaceDir("src\n/x", DirRecord{42, 1}, std::span(&e, 1)));
     std::vector<BlockRecord> recs = {RecordOf(1), RecordOf(2)};
     MS_ASSERT_OK(store->PutBlocks(recs));
@@ -105,8 +105,7 @@ TEST_F(LmdbMetaStoreTest, NewerSchemaVersionIsRefused) {
   auto store = LmdbMetaStore::Open(Options());
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.status().code(), Status::Code::kCorruption) << store.status().ToString();
-  EXPECT_NE(store.status().message().find("newer"), std::string::npos)
-      << store.status().ToString();
+  EXPECT_NE(store.status().message().find("newer"), std::string::npos) << store.status().ToString();
   // The public factory refuses too.
   auto pub = NewLmdbMetaStore(Options());
   EXPECT_EQ(pub.status().code(), Status::Code::kCorruption);

@@ -186,8 +186,8 @@ TEST_P(MetaStoreTest, ListClearsOutput) {
 TEST_P(MetaStoreTest, ReplaceDirDropsOldEntries) {
   MS_ASSERT_OK(store_->ReplaceDir("d", DirRecord{1, 3},
                                   std::vector<DirEntry>{File("a"), File("b"), File("c")}));
-  MS_ASSERT_OK(store_->ReplaceDir("d", DirRecord{2, 2},
-                                  std::vector<DirEntry>{File("b", 99), File("z")}));
+  MS_ASSERT_OK(
+      store_->ReplaceDir("d", DirRecord{2, 2}, std::vector<DirEntry>{File("b", 99), File("z")}));
   auto list = ListAll("d");
   EXPECT_EQ(Names(list), (std::vector<std::string>{"b", "z"}));
   EXPECT_EQ(list[0].size, 99u);
@@ -210,7 +210,8 @@ TEST_P(MetaStoreTest, ReplaceDirRejectsBadNamesAndChangesNothing) {
   MS_ASSERT_OK(store_->ReplaceDir("d", DirRecord{1, 1}, std::vector<DirEntry>{File("keep")}));
   std::string nul("x\0y", 3);
   for (const std::string& bad : {std::string(), nul, std::string("a/b")}) {
-    Status s = store_->ReplaceDir("d", DirRecord{2, 2}, std::vector<DirEntry>{File("new"), File(bad)});
+    Status s =
+        store_->ReplaceDir("d", DirRecord{2, 2}, std::vector<DirEntry>{File("new"), File(bad)});
     EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
   }
   EXPECT_EQ(Names(ListAll("d")), (std::vector<std::string>{"keep"}));
@@ -219,8 +220,8 @@ TEST_P(MetaStoreTest, ReplaceDirRejectsBadNamesAndChangesNothing) {
 }
 
 TEST_P(MetaStoreTest, PutAndDeleteDirEntry) {
-  MS_ASSERT_OK(store_->ReplaceDir("d", DirRecord{1, 2},
-                                  std::vector<DirEntry>{File("a"), File("b")}));
+  MS_ASSERT_OK(
+      store_->ReplaceDir("d", DirRecord{1, 2}, std::vector<DirEntry>{File("a"), File("b")}));
   MS_ASSERT_OK(store_->PutDirEntry("d", File("b", 42, "new-etag")));
   MS_ASSERT_OK(store_->PutDirEntry("d", File("c")));
   auto list = ListAll("d");
@@ -257,8 +258,9 @@ TEST_P(MetaStoreTest, PrefixDirKeysDoNotMix) {
 
 TEST_P(MetaStoreTest, UnicodeAndSpacesInNames) {
   std::vector<DirEntry> entries = {File("hello world.txt"), File("Ünïcødé—名前.bin"),
-                                   File(" leading space"), File("trailing space "),
-                                   File("emoji 🚀"), File("tab\tname"), File("\x7f\x01")};
+                                   File(" leading space"),  File("trailing space "),
+                                   File("emoji 🚀"),         File("tab\tname"),
+                                   File("\x7f\x01")};
   const std::string dir_key = "source with space\n/dïr/ü";
   MS_ASSERT_OK(store_->ReplaceDir(dir_key, DirRecord{1, entries.size()}, entries));
   std::vector<std::string> want = Names(entries);
@@ -411,9 +413,8 @@ TEST_P(MetaStoreTest, ValuesAndPrefixScan) {
   }));
   EXPECT_EQ(names, (std::vector<std::string>{"empty", "pol", "policy/a", "policy0", "queue/1"}));
   int calls = 0;
-  MS_ASSERT_OK(store_->ScanValues("", [&](std::string_view, std::string_view) {
-    return ++calls < 2;
-  }));
+  MS_ASSERT_OK(
+      store_->ScanValues("", [&](std::string_view, std::string_view) { return ++calls < 2; }));
   EXPECT_EQ(calls, 2);
 }
 
@@ -423,8 +424,7 @@ TEST_P(MetaStoreTest, KeyLengthLimit) {
   const std::string longest(kMaxMetaKeyBytes - dir_key.size() - 1, 'n');
   const std::string too_long = longest + "n";
   MS_ASSERT_OK(store_->PutDirEntry(dir_key, File(longest)));
-  EXPECT_EQ(store_->PutDirEntry(dir_key, File(too_long)).code(),
-            Status::Code::kInvalidArgument);
+  EXPECT_EQ(store_->PutDirEntry(dir_key, File(too_long)).code(), Status::Code::kInvalidArgument);
   EXPECT_EQ(store_->ReplaceDir(dir_key, DirRecord{}, std::vector<DirEntry>{File(too_long)}).code(),
             Status::Code::kInvalidArgument);
   auto got = store_->GetDirEntry(dir_key, longest);

@@ -9,14 +9,14 @@
 
 #include "base/status.h"
 
-#define MS_ASSERT_OK(expr)                                  \
-  do {                                                      \
-    const ::tierfs::Status _ms_st = (expr);                 \
+#define MS_ASSERT_OK(expr)                                          \
+  do {                                                              \
+    const ::tierfs::Status _ms_st = (expr);                         \
     ASSERT_TRUE(_ms_st.ok()) << #expr << ": " << _ms_st.ToString(); \
   } while (0)
-#define MS_EXPECT_OK(expr)                                  \
-  do {                                                      \
-    const ::tierfs::Status _ms_st = (expr);                 \
+#define MS_EXPECT_OK(expr)                                          \
+  do {                                                              \
+    const ::tierfs::Status _ms_st = (expr);                         \
     EXPECT_TRUE(_ms_st.ok()) << #expr << ": " << _ms_st.ToString(); \
   } while (0)
 

@@ -1,4 +1,6 @@
 // Catalog over FakeBlobStore + the in-memory MetaStore, with a FakeClock for TTLs.
+#include "tiercache/catalog.h"
+
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -6,7 +8,6 @@
 #include "base/units.h"
 #include "tests/fakes/fake_blob_store.h"
 #include "tests/tiercache/test_util.h"
-#include "tiercache/catalog.h"
 
 namespace tierfs {
 namespace {
@@ -17,8 +18,8 @@ using testing::FakeBlobStore;
 class SmallPageStore : public FakeBlobStore {
  public:
   using FakeBlobStore::FakeBlobStore;
-  Result<ListPage> List(std::string_view prefix, std::string_view delimiter,
-                        std::string_view token, int max_keys) override {
+  Result<ListPage> List(std::string_view prefix, std::string_view delimiter, std::string_view token,
+                        int max_keys) override {
     return FakeBlobStore::List(prefix, delimiter, token, std::min(max_keys, 2));
   }
 };
@@ -32,8 +33,8 @@ class CatalogTest : public ::testing::Test {
     origin_.PutObject("a/two.bin", std::string(20, 'y'));
     origin_.PutObject("a/b/deep.bin", "deep");
     origin_.PutObject("a/b/c/deeper.bin", "deeper");
-    origin_.PutObject("marked/", "");          // folder marker of an otherwise empty dir
-    origin_.PutObject("withmark/", "");        // folder marker + content
+    origin_.PutObject("marked/", "");    // folder marker of an otherwise empty dir
+    origin_.PutObject("withmark/", "");  // folder marker + content
     origin_.PutObject("withmark/f", "f");
     origin_.PutObject("clash", "i am a file");  // "clash" is also a directory
     origin_.PutObject("clash/inner", "x");
@@ -191,7 +192,7 @@ TEST_F(CatalogTest, RevalidateUsesFreshListingThenHeads) {
   ASSERT_TRUE(c->Lookup("a", "one.bin").ok());
   auto e = c->Revalidate("a/one.bin");
   ASSERT_TRUE(e.ok());
-  EXPECT_EQ(origin_.head_calls(), 0u);  // fresh listing
+  EXPECT_EQ(origin_.head_calls(), 0u);                   // fresh listing
   origin_.PutObject("a/one.bin", std::string(99, 'z'));  // changed
   clock_.Advance(std::chrono::seconds(11));
   e = c->Revalidate("a/one.bin");

@@ -12,15 +12,15 @@
 
 #include "base/status.h"
 
-#define TC_ASSERT_OK(expr)                                              \
-  do {                                                                  \
-    const ::tierfs::Status _tc_st = (expr);                             \
-    ASSERT_TRUE(_tc_st.ok()) << #expr << ": " << _tc_st.ToString();     \
+#define TC_ASSERT_OK(expr)                                          \
+  do {                                                              \
+    const ::tierfs::Status _tc_st = (expr);                         \
+    ASSERT_TRUE(_tc_st.ok()) << #expr << ": " << _tc_st.ToString(); \
   } while (0)
-#define TC_EXPECT_OK(expr)                                              \
-  do {                                                                  \
-    const ::tierfs::Status _tc_st = (expr);                             \
-    EXPECT_TRUE(_tc_st.ok()) << #expr << ": " << _tc_st.ToString();     \
+#define TC_EXPECT_OK(expr)                                          \
+  do {                                                              \
+    const ::tierfs::Status _tc_st = (expr);                         \
+    EXPECT_TRUE(_tc_st.ok()) << #expr << ": " << _tc_st.ToString(); \
   } while (0)
 
 namespace tierfs::testing {

@@ -1,5 +1,7 @@
 // TieredCache over FakeBlobStore, a MemoryTier and a FlashTier (real files in a temp dir,
 // through FaultyFlashStore) with the in-memory MetaStore.
+#include "tiercache/tiered_cache.h"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -12,7 +14,6 @@
 #include "tests/fakes/fake_blob_store.h"
 #include "tests/fakes/faulty_flash_store.h"
 #include "tests/tiercache/test_util.h"
-#include "tiercache/tiered_cache.h"
 
 namespace tierfs {
 namespace {
@@ -104,15 +105,15 @@ TEST_F(TieredCacheTest, ReadsAtEveryBoundary) {
   auto c = OpenCache();
   const std::string data = Pattern(3 * kBs + 100);  // 3 full blocks + a 100-byte last block
   ObjectRef o = Put("obj", data);
-  EXPECT_EQ(ReadAll(c.get(), o, 0, 0), "");                            // 0 bytes
+  EXPECT_EQ(ReadAll(c.get(), o, 0, 0), "");                             // 0 bytes
   EXPECT_EQ(ReadAll(c.get(), o, 0, kBs), data.substr(0, kBs));          // exactly one block
   EXPECT_EQ(ReadAll(c.get(), o, 0, kBs + 1), data.substr(0, kBs + 1));  // one block + 1
   EXPECT_EQ(ReadAll(c.get(), o, kBs - 1, 2), data.substr(kBs - 1, 2));  // straddles
   EXPECT_EQ(ReadAll(c.get(), o, 3 * kBs, kBs), data.substr(3 * kBs));   // last short block
   EXPECT_EQ(ReadAll(c.get(), o, 3 * kBs + 50, 1000), data.substr(3 * kBs + 50));
-  EXPECT_EQ(ReadAll(c.get(), o, 0, 1 << 30), data);                    // whole, clipped at EOF
-  EXPECT_EQ(ReadAll(c.get(), o, data.size(), 10), "");                 // at EOF
-  EXPECT_EQ(ReadAll(c.get(), o, data.size() + 5000, 10), "");          // past EOF
+  EXPECT_EQ(ReadAll(c.get(), o, 0, 1 << 30), data);            // whole, clipped at EOF
+  EXPECT_EQ(ReadAll(c.get(), o, data.size(), 10), "");         // at EOF
+  EXPECT_EQ(ReadAll(c.get(), o, data.size() + 5000, 10), "");  // past EOF
   auto slices = c->Read(o, kBs - 10, 20);
   ASSERT_TRUE(slices.ok());
   ASSERT_EQ(slices->size(), 2u);
@@ -160,7 +161,7 @@ TEST_F(TieredCacheTest, OriginFetchFillsEveryTierAndL2HitCopiesUp) {
   EXPECT_EQ(c->Residency(o)[0].second, 0u);
   EXPECT_EQ(ReadAll(c.get(), o, 0, kBs), data.substr(0, kBs));  // L2 hit
   EXPECT_EQ(c->tiers()[1]->Stats().hits, 1u);
-  EXPECT_EQ(c->Residency(o)[0].second, 1u);  // copied up into L1
+  EXPECT_EQ(c->Residency(o)[0].second, 1u);                     // copied up into L1
   EXPECT_EQ(ReadAll(c.get(), o, 0, kBs), data.substr(0, kBs));  // L1 hit
   EXPECT_EQ(c->tiers()[1]->Stats().hits, 1u);
   EXPECT_EQ(origin_.read_calls(), 1u);
@@ -363,9 +364,9 @@ TEST_F(TieredCacheTest, StatsTextIsMachineParseable) {
   ObjectRef o = Put("obj", Pattern(kBs));
   EXPECT_EQ(ReadAll(c.get(), o, 0, kBs).size(), kBs);
   auto stats = ParseStats(c->StatsText());
-  for (const char* k : {"l1.hits", "l1.misses", "l1.bytes", "l1.used", "l2.hits", "l2.misses",
-                        "l2.bytes", "l2.used", "origin.requests", "origin.bytes",
-                        "singleflight.merged"}) {
+  for (const char* k :
+       {"l1.hits", "l1.misses", "l1.bytes", "l1.used", "l2.hits", "l2.misses", "l2.bytes",
+        "l2.used", "origin.requests", "origin.bytes", "singleflight.merged"}) {
     EXPECT_TRUE(stats.count(k)) << k;
   }
   EXPECT_EQ(stats["origin.bytes"], kBs);
@@ -395,8 +396,8 @@ TEST(TieredCacheLmdbTest, RemountOverLmdbReadsNothingFromOrigin) {
   const std::string data = testing::Pattern(10 * 4096 + 17);
   origin.PutObject("obj", data);
   ObjectRef o{"obj", *origin.Head("obj")};
-  auto open = [&](std::unique_ptr<MetaStore>* meta, std::unique_ptr<FlashStore>* flash)
-      -> std::unique_ptr<TieredCache> {
+  auto open = [&](std::unique_ptr<MetaStore>* meta,
+                  std::unique_ptr<FlashStore>* flash) -> std::unique_ptr<TieredCache> {
     MetaStoreOptions mo;
     mo.path = dir.path() + "/meta";
     mo.map_size = 64ULL << 20;

@@ -4,8 +4,8 @@
 // Thread-safety: stateless.
 #pragma once
 
-#include <cstring>
 #include <cstddef>
+#include <cstring>
 
 #include "metastore/meta_store.h"
 
