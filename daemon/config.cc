@@ -85,6 +85,40 @@ const std::vector<KeySpec>& Schema() {
        [](const Value& v, DaemonOptions* o) { o->cache.readahead_max_bytes = v.size; return Status::OK(); }},
       {"cache", "readahead_budget", Kind::kSize,
        [](const Value& v, DaemonOptions* o) { o->cache.readahead_budget_bytes = v.size; return Status::OK(); }},
+      // [cache] L3, the regional tier
+      {"cache", "l3", Kind::kString,
+       [](const Value& v, DaemonOptions* o) { o->l3 = v.str; return Status::OK(); }},
+      {"cache", "l3_endpoint", Kind::kString,
+       [](const Value& v, DaemonOptions* o) { o->l3_endpoint = v.str; return Status::OK(); }},
+      {"cache", "l3_region", Kind::kString,
+       [](const Value& v, DaemonOptions* o) { o->l3_region = v.str; return Status::OK(); }},
+      {"cache", "l3_profile", Kind::kString,
+       [](const Value& v, DaemonOptions* o) { o->l3_profile = v.str; return Status::OK(); }},
+      {"cache", "l3_access_key_id_env", Kind::kString,
+       [](const Value& v, DaemonOptions* o) { o->l3_access_key_id_env = v.str; return Status::OK(); }},
+      {"cache", "l3_secret_access_key_env", Kind::kString,
+       [](const Value& v, DaemonOptions* o) { o->l3_secret_access_key_env = v.str; return Status::OK(); }},
+      {"cache", "l3_no_sign_request", Kind::kBool,
+       [](const Value& v, DaemonOptions* o) { o->l3_no_sign_request = v.b; return Status::OK(); }},
+      {"cache", "l3_ttl", Kind::kDuration,
+       [](const Value& v, DaemonOptions* o) { o->l3_tier.ttl = v.duration; return Status::OK(); }},
+      {"cache", "l3_max_bytes", Kind::kSize,
+       [](const Value& v, DaemonOptions* o) {
+         o->l3_gc.max_bytes = v.size == 0 ? UINT64_MAX : v.size;  // 0: no bound
+         return Status::OK();
+       }},
+      {"cache", "l3_write_queue", Kind::kInt,
+       [](const Value& v, DaemonOptions* o) {
+         if (v.i < 1 || v.i > 65536) return Status::InvalidArgument("must be 1..65536 (blocks)");
+         o->l3_tier.write_queue = static_cast<size_t>(v.i);
+         return Status::OK();
+       }},
+      {"cache", "l3_write_threads", Kind::kInt,
+       [](const Value& v, DaemonOptions* o) { o->l3_tier.write_threads = static_cast<int>(v.i); return Status::OK(); }},
+      {"cache", "l3_request_timeout", Kind::kDuration,
+       [](const Value& v, DaemonOptions* o) { o->l3_store.request_timeout = ToMillis(v.duration); return Status::OK(); }},
+      {"cache", "l3_max_attempts", Kind::kInt,
+       [](const Value& v, DaemonOptions* o) { o->l3_store.max_attempts = static_cast<int>(v.i); return Status::OK(); }},
       // [metadata]
       {"metadata", "ttl", Kind::kDuration,
        [](const Value& v, DaemonOptions* o) { o->catalog.metadata_ttl = v.duration; return Status::OK(); }},
@@ -443,6 +477,8 @@ Status ApplyFlags(const MountFlags& f, DaemonOptions* out) {
   if (f.log_file) out->log.destination = *f.log_file;
   if (f.no_sign_request) out->no_sign_request = true;
   if (f.foreground) out->foreground = true;
+  if (f.l3) out->l3 = *f.l3;
+  if (f.l3_endpoint) out->l3_endpoint = *f.l3_endpoint;
   for (const auto& o : f.options) TIERFS_RETURN_IF_ERROR(ApplyMountOptions(o, out));
   return Status::OK();
 }
@@ -508,7 +544,92 @@ Status FinishOptions(DaemonOptions* o, const GetEnvFn& getenv) {
   o->fs.readahead_max_bytes = o->cache.readahead_max_bytes;
   o->fs.uid = o->uid.value_or(static_cast<uint32_t>(getuid()));
   o->fs.gid = o->gid.value_or(static_cast<uint32_t>(getgid()));
+  TIERFS_RETURN_IF_ERROR(FinishL3Options(o, getenv));
   return Validate(*o);
+}
+
+Status FinishL3Options(DaemonOptions* o, const GetEnvFn& getenv) {
+  if (o->l3.empty()) return Status::OK();
+  auto uri = ParseSourceUri(o->l3);
+  if (!uri.ok()) return Status::InvalidArgument(fmt::format("cache.l3 (--l3): {}", uri.status().message()));
+  if (uri->scheme != SourceUri::Scheme::kS3) {
+    return Status::InvalidArgument(
+        fmt::format("cache.l3 (--l3): '{}' must be s3://BUCKET[/PREFIX]", o->l3));
+  }
+  o->l3_store.bucket = uri->bucket;
+  o->l3_store.prefix = uri->prefix;
+  if (o->l3_endpoint) o->l3_store.endpoint = *o->l3_endpoint;
+  if (o->l3_region) {
+    o->l3_store.region = *o->l3_region;
+  } else if (o->region) {
+    o->l3_store.region = *o->region;
+  } else if (auto r = getenv("AWS_REGION")) {
+    o->l3_store.region = *r;
+  } else if (auto r2 = getenv("AWS_DEFAULT_REGION")) {
+    o->l3_store.region = *r2;
+  }
+  o->l3_store.addressing = S3Options::Addressing::kAuto;
+  o->l3_tier.block_size = o->cache.block_size;
+  o->l3_gc.ttl = o->l3_tier.ttl;
+  auto bad = [](std::string_view key, std::string_view why) {
+    return Status::InvalidArgument(fmt::format("{}: {}", key, why));
+  };
+  if (!o->l3_store.endpoint.empty() && !o->l3_store.endpoint.starts_with("http://") &&
+      !o->l3_store.endpoint.starts_with("https://")) {
+    return bad("cache.l3_endpoint (--l3-endpoint)",
+               fmt::format("'{}' must start with http:// or https://", o->l3_store.endpoint));
+  }
+  if (o->l3_store.region.empty()) return bad("cache.l3_region", "must not be empty");
+  if (o->l3_tier.ttl <= std::chrono::nanoseconds(0)) {
+    return bad("cache.l3_ttl", "must be positive (or \"forever\")");
+  }
+  if (o->l3_tier.write_threads < 1 || o->l3_tier.write_threads > 64) {
+    return bad("cache.l3_write_threads", "must be 1..64");
+  }
+  if (o->l3_store.max_attempts < 1 || o->l3_store.max_attempts > 100) {
+    return bad("cache.l3_max_attempts", "must be 1..100");
+  }
+  if (o->l3_store.request_timeout.count() <= 0) {
+    return bad("cache.l3_request_timeout", "must be positive");
+  }
+  if (o->l3_access_key_id_env.empty() != o->l3_secret_access_key_env.empty()) {
+    return bad("cache.l3_access_key_id_env / cache.l3_secret_access_key_env",
+               "set both or neither");
+  }
+  return Status::OK();
+}
+
+Status ResolveL3Credentials(DaemonOptions* o, const GetEnvFn& getenv) {
+  if (o->l3.empty()) return Status::OK();
+  if (o->l3_no_sign_request) {
+    o->l3_store.credentials = Credentials{};
+    o->l3_store.credentials.anonymous = true;
+    return Status::OK();
+  }
+  if (!o->l3_access_key_id_env.empty()) {
+    auto id = getenv(o->l3_access_key_id_env.c_str());
+    auto secret = getenv(o->l3_secret_access_key_env.c_str());
+    if (!id || !secret) {
+      return Status::InvalidArgument(fmt::format(
+          "cache.l3_access_key_id_env / cache.l3_secret_access_key_env: environment variable {} "
+          "is not set",
+          !id ? o->l3_access_key_id_env : o->l3_secret_access_key_env));
+    }
+    o->l3_store.credentials = Credentials{};
+    o->l3_store.credentials.access_key_id = *id;
+    o->l3_store.credentials.secret_access_key = *secret;
+    return Status::OK();
+  }
+  auto creds = ResolveCredentials(o->l3_profile);
+  if (!creds.ok()) {
+    return Status::InvalidArgument(
+        fmt::format("no credentials for the L3 store ({}); set cache.l3_access_key_id_env and "
+                    "cache.l3_secret_access_key_env, cache.l3_profile, or "
+                    "cache.l3_no_sign_request",
+                    creds.status().message()));
+  }
+  o->l3_store.credentials = std::move(*creds);
+  return Status::OK();
 }
 
 Status Validate(const DaemonOptions& o) {
@@ -583,6 +704,11 @@ std::string DescribeOptions(const DaemonOptions& o) {
     s += fmt::format(" endpoint={} region={} credentials={}",
                      o.origin.endpoint.empty() ? "(aws default)" : o.origin.endpoint,
                      o.origin.region, o.no_sign_request ? "anonymous" : "signed");
+  }
+  if (!o.l3.empty()) {
+    s += fmt::format(" l3={} l3_endpoint={} l3_region={} l3_ttl={} l3_write_queue={}", o.l3,
+                     o.l3_store.endpoint.empty() ? "(aws default)" : o.l3_store.endpoint,
+                     o.l3_store.region, FormatDuration(o.l3_tier.ttl), o.l3_tier.write_queue);
   }
   return s;
 }

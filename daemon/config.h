@@ -5,7 +5,10 @@
 // The config file (packaging/tierfs.toml documents every key and its default):
 //
 //   [cache]     dir, block_size, l1_size, l2_size, l2_min_free, prefetch_threads,
-//               readahead_max, readahead_budget
+//               readahead_max, readahead_budget,
+//               l3, l3_endpoint, l3_region, l3_profile, l3_access_key_id_env,
+//               l3_secret_access_key_env, l3_no_sign_request, l3_ttl, l3_max_bytes,
+//               l3_write_queue, l3_write_threads, l3_request_timeout, l3_max_attempts
 //   [metadata]  ttl
 //   [s3]        endpoint, region, addressing, profile, no_sign_request, ca_bundle,
 //               connect_timeout, request_timeout, low_speed_time, max_attempts, backoff_base,
@@ -44,6 +47,21 @@ namespace tierfs {
 
 inline constexpr const char* kDefaultCacheDir = "/var/cache/tierfs";
 
+// The L3 store's S3 settings before the file and flags: a regional store is near, and a slow or
+// dead one must cost a reader little (the origin serves it), so timeouts are short and there is
+// one retry at most.
+inline S3Options DefaultL3StoreOptions() {
+  S3Options s;
+  s.connect_timeout = std::chrono::milliseconds(1000);
+  s.request_timeout = std::chrono::milliseconds(5000);
+  s.low_speed_time = std::chrono::milliseconds(2000);
+  s.max_attempts = 2;
+  s.backoff_base = std::chrono::milliseconds(20);
+  s.backoff_max = std::chrono::milliseconds(200);
+  s.max_connections = 32;
+  return s;
+}
+
 struct DaemonOptions {
   // The mount.
   std::string source;      // "s3://BUCKET[/PREFIX]" or "file:///PATH"
@@ -63,6 +81,21 @@ struct DaemonOptions {
   // Owner of every inode; unset: the mounting user.
   std::optional<uint32_t> uid;
   std::optional<uint32_t> gid;
+
+  // L3, the regional tier (optional): empty `l3` = no L3. FinishOptions/FinishL3Options fill
+  // `l3_store` from these. Its credentials are its own: the environment variables named by
+  // l3_access_key_id_env/l3_secret_access_key_env, else the AWS profile l3_profile (else the
+  // usual AWS_ACCESS_KEY_ID/... and default profile), resolved by ResolveL3Credentials.
+  std::string l3;                          // "s3://BUCKET[/PREFIX]"
+  std::optional<std::string> l3_endpoint;  // unset: AWS S3 for the region
+  std::optional<std::string> l3_region;    // unset: the origin's region
+  std::string l3_profile;
+  std::string l3_access_key_id_env;
+  std::string l3_secret_access_key_env;
+  bool l3_no_sign_request = false;
+  RemoteTierOptions l3_tier;               // ttl, write queue; block_size = cache.block_size
+  RemoteGcOptions l3_gc;                   // max_bytes (cache.l3_max_bytes); ttl = l3_tier.ttl
+  S3Options l3_store = DefaultL3StoreOptions();
 
   FuseOptions fuse;
   FilesystemOptions fs;
@@ -91,6 +124,8 @@ struct MountFlags {
   std::optional<std::string> profile;       // --profile
   bool no_sign_request = false;             // --no-sign-request
   bool foreground = false;                  // -f / --foreground
+  std::optional<std::string> l3;            // --l3
+  std::optional<std::string> l3_endpoint;   // --l3-endpoint
   std::vector<std::string> options;         // -o a,b=c (each -o may hold a comma list)
 };
 
@@ -118,6 +153,15 @@ Status ApplyMountOptions(std::string_view list, DaemonOptions* out);
 using GetEnvFn = std::function<std::optional<std::string>(const char*)>;
 Status FinishOptions(DaemonOptions* out, const GetEnvFn& getenv);
 std::optional<std::string> RealGetEnv(const char* name);
+
+// The L3 part of FinishOptions (also used alone by `tierfs l3 gc`): parses `l3` into l3_store,
+// resolves its endpoint and region, copies block size and ttl. OK and nothing done when `l3` is
+// empty. InvalidArgument naming the key.
+Status FinishL3Options(DaemonOptions* out, const GetEnvFn& getenv);
+
+// Fills l3_store.credentials (see DaemonOptions::l3). OK and nothing done without `l3`.
+// InvalidArgument naming the key or the missing environment variable, never a secret.
+Status ResolveL3Credentials(DaemonOptions* out, const GetEnvFn& getenv);
 
 // Checks every setting; InvalidArgument naming the key.
 Status Validate(const DaemonOptions& options);

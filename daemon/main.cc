@@ -1,8 +1,8 @@
-// tierfs — the command line: `tierfs mount`, `tierfs status`, `tierfs --version`.
+// tierfs — the command line: `tierfs mount`, `tierfs status`, `tierfs l3 gc`, `tierfs --version`.
 //
 // mount: parse flags → config file → overlay flags → environment → Validate (exit 2 naming the
 // bad flag/key) → resolve credentials → [daemonize] → build the components bottom-up (HTTP
-// transport, origin BlobStore, MetaStore, L1/L2 tiers, TieredCache, Catalog, Filesystem,
+// transport, origin BlobStore, MetaStore, L1/L2/L3 tiers, TieredCache, Catalog, Filesystem,
 // FuseServer) → probe the origin with one List of the root → mount → serve → orderly teardown.
 //
 // Daemonizing: the parent forks before any thread exists (curl, LMDB writer, prefetch pool and
@@ -28,6 +28,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -87,6 +88,7 @@ class StartupPipe {
 struct Components {
   std::unique_ptr<HttpTransport> transport;
   std::unique_ptr<BlobStore> origin;
+  std::unique_ptr<BlobStore> l3_store;  // the regional L3 store, when configured
   std::unique_ptr<MetaStore> meta;
   std::unique_ptr<FlashStore> flash;
   std::unique_ptr<TieredCache> cache;
@@ -101,6 +103,7 @@ struct Components {
     catalog.reset();
     cache.reset();  // joins the prefetch pool; destroys the tiers (L2 flushes its atimes)
     flash.reset();
+    l3_store.reset();
     if (meta) {
       Status s = meta->Sync();
       if (!s.ok()) Logger(Module::kDaemon).warn("metastore sync at exit: {}", s.ToString());
@@ -121,10 +124,12 @@ Status EnsureDir(const std::string& dir) {
 // Builds everything below the FUSE server. Failures are runtime failures (exit 1).
 Status Build(const DaemonOptions& o, Components* c) {
   Clock* clock = SystemClock();
-  if (o.source_uri.scheme == SourceUri::Scheme::kS3) {
+  if (o.source_uri.scheme == SourceUri::Scheme::kS3 || !o.l3.empty()) {
     auto t = NewHttpTransport(o.http);
     if (!t.ok()) return t.status().WithContext("starting the HTTP transport");
     c->transport = std::move(*t);
+  }
+  if (o.source_uri.scheme == SourceUri::Scheme::kS3) {
     auto s = NewS3BlobStore(o.origin, c->transport.get(), clock);
     if (!s.ok()) return s.status().WithContext("configuring the S3 origin");
     c->origin = std::move(*s);
@@ -149,6 +154,21 @@ Status Build(const DaemonOptions& o, Components* c) {
     auto l2 = NewFlashTier(o.l2, c->flash.get(), c->meta.get(), clock);
     if (!l2.ok()) return l2.status().WithContext("opening the L2 tier");
     tiers.push_back(std::move(*l2));
+  }
+  if (!o.l3.empty()) {
+    auto s = NewS3BlobStore(o.l3_store, c->transport.get(), clock);
+    if (!s.ok()) return s.status().WithContext("configuring the L3 store " + o.l3);
+    c->l3_store = std::move(*s);
+    // An unreachable L3 does not stop the mount: reads go to the origin until it answers.
+    auto probe = c->l3_store->List("blocks/", "/", "", 1);
+    if (!probe.ok()) {
+      Logger(Module::kDaemon)
+          .warn("L3 {} ({}) does not answer: {}; reading from the origin until it does", o.l3,
+                c->l3_store->Describe(), probe.status().ToString());
+    }
+    auto l3 = NewRemoteTier(o.l3_tier, c->l3_store.get(), clock);
+    if (!l3.ok()) return l3.status().WithContext("opening the L3 tier");
+    tiers.push_back(std::move(*l3));
   }
   auto cache = TieredCache::Open(o.cache, std::move(tiers), c->origin.get(), clock);
   if (!cache.ok()) return cache.status().WithContext("opening the tiered cache");
@@ -318,6 +338,7 @@ int RunMount(DaemonOptions o, const std::string& config_path, const MountFlags& 
       o.origin.credentials = std::move(*creds);
     }
   }
+  if (Status s = ResolveL3Credentials(&o, RealGetEnv); !s.ok()) return usage(s);
   if (o.fuse.allow_other && getuid() != 0 && !UserAllowOtherConfigured()) {
     std::fprintf(stderr,
                  "tierfs mount: warning: allow_other needs user_allow_other in /etc/fuse.conf; "
@@ -409,6 +430,76 @@ int RunStatus(const std::string& mountpoint, bool raw) {
   return kExitOk;
 }
 
+// ---- tierfs l3 gc ----
+
+// Settings as for a mount (config file, then flags), then GcRemoteTier over the L3 store.
+int RunL3Gc(const std::string& config_path, const MountFlags& flags,
+            const std::optional<std::string>& ttl, const std::optional<std::string>& max_bytes,
+            bool dry_run) {
+  auto usage = [](const Status& s) {
+    std::fprintf(stderr, "tierfs l3 gc: %s\n", s.message().c_str());
+    return kExitUsage;
+  };
+  DaemonOptions o;
+  if (!config_path.empty()) {
+    if (Status s = ApplyConfigFile(config_path, &o); !s.ok()) return usage(s);
+  }
+  if (flags.l3) o.l3 = *flags.l3;
+  if (flags.l3_endpoint) o.l3_endpoint = *flags.l3_endpoint;
+  if (flags.region) o.region = *flags.region;
+  if (ttl) {
+    auto d = ParseDuration(*ttl);
+    if (!d.ok()) return usage(Status::InvalidArgument("--l3-ttl: " + d.status().message()));
+    o.l3_tier.ttl = *d;
+  }
+  if (max_bytes) {
+    auto b = ParseSize(*max_bytes);
+    if (!b.ok()) return usage(Status::InvalidArgument("--l3-max-bytes: " + b.status().message()));
+    o.l3_gc.max_bytes = *b == 0 ? UINT64_MAX : *b;  // 0: no bound
+  }
+  if (o.l3.empty()) return usage(Status::InvalidArgument("--l3 (or cache.l3 in --config) is required"));
+  if (Status s = FinishL3Options(&o, RealGetEnv); !s.ok()) return usage(s);
+  if (Status s = ResolveL3Credentials(&o, RealGetEnv); !s.ok()) return usage(s);
+  o.l3_gc.dry_run = dry_run;
+  // gc is not latency-bound: the ordinary retry budget.
+  o.l3_store.max_attempts = std::max(o.l3_store.max_attempts, 5);
+  o.l3_store.request_timeout = std::max(o.l3_store.request_timeout, std::chrono::milliseconds(30000));
+  LogOptions lo = o.log;
+  std::string err;
+  ConfigureLogging(lo, &err);
+  auto transport = NewHttpTransport(o.http);
+  if (!transport.ok()) {
+    std::fprintf(stderr, "tierfs l3 gc: %s\n", transport.status().ToString().c_str());
+    return kExitRuntime;
+  }
+  auto store = NewS3BlobStore(o.l3_store, transport->get(), SystemClock());
+  if (!store.ok()) return usage(store.status());
+  std::printf("tierfs l3 gc: %s (%s): ttl=%s max_bytes=%s%s\n", o.l3.c_str(),
+              (*store)->Describe().c_str(), FormatDuration(o.l3_gc.ttl).c_str(),
+              o.l3_gc.max_bytes == UINT64_MAX ? "unlimited" : FormatSize(o.l3_gc.max_bytes).c_str(),
+              dry_run ? " (dry run: nothing is deleted)" : "");
+  auto rep = GcRemoteTier(o.l3_gc, store->get(), SystemClock());
+  if (!rep.ok()) {
+    std::fprintf(stderr, "tierfs l3 gc: %s\n", rep.status().ToString().c_str());
+    return kExitRuntime;
+  }
+  const char* verb = dry_run ? "would delete" : "deleted";
+  std::printf("found %llu blocks (%s)\n", static_cast<unsigned long long>(rep->objects),
+              FormatSize(rep->bytes).c_str());
+  std::printf("%s %llu expired blocks (%s)\n", verb, static_cast<unsigned long long>(rep->expired),
+              FormatSize(rep->expired_bytes).c_str());
+  std::printf("%s %llu oldest blocks (%s) to fit max_bytes\n", verb,
+              static_cast<unsigned long long>(rep->trimmed), FormatSize(rep->trimmed_bytes).c_str());
+  std::printf("remaining %llu blocks (%s)\n", static_cast<unsigned long long>(rep->remaining_objects),
+              FormatSize(rep->remaining_bytes).c_str());
+  if (rep->delete_errors > 0) {
+    std::printf("%llu deletes failed (see the log)\n",
+                static_cast<unsigned long long>(rep->delete_errors));
+    return kExitRuntime;
+  }
+  return kExitOk;
+}
+
 int Main(int argc, char** argv) {
   CLI::App app{"tierfs: mounts an object-store bucket (S3 API or a local directory) as a read-only "
                "file system, served through a memory (L1) and local-flash (L2) block cache."};
@@ -450,6 +541,12 @@ int Main(int argc, char** argv) {
   auto* o_logf = mount->add_option("--log-file", log_file,
                                    "Log to this file (default: stderr with -f, syslog otherwise)");
   mount->add_flag("-f,--foreground", flags.foreground, "Stay in the foreground, logging to stderr");
+  std::string l3_uri, l3_endpoint;
+  auto* o_l3 = mount->add_option("--l3", l3_uri,
+                                 "Regional L3 tier shared by the hosts of a region: "
+                                 "s3://BUCKET[/PREFIX] on any S3-compatible store (default: none)");
+  auto* o_l3_endpoint = mount->add_option("--l3-endpoint", l3_endpoint,
+                                          "Endpoint URL of the L3 store, e.g. http://10.0.0.7:9000");
   mount->add_option("-o", flags.options,
                     "Mount options, comma-separated: allow_other, noallow_other, "
                     "default_permissions, uid=N, gid=N, max_threads=N, debug, and libfuse's "
@@ -464,6 +561,23 @@ int Main(int argc, char** argv) {
   status->add_option("MOUNTPOINT", status_mnt, "The mount point")->required();
   status->add_flag("--raw", raw, "Print the user.tierfs.stats attribute as it is");
 
+  // ---- l3 gc ----
+  CLI::App* l3_cmd = app.add_subcommand("l3", "Manage the regional L3 tier");
+  l3_cmd->require_subcommand(1);
+  CLI::App* gc = l3_cmd->add_subcommand(
+      "gc", "Delete L3 blocks older than the TTL, then the oldest blocks until the tier holds at "
+            "most --l3-max-bytes");
+  std::string gc_config, gc_l3, gc_endpoint, gc_region, gc_ttl, gc_max;
+  bool gc_dry = false;
+  gc->add_option("--config", gc_config, "TOML config file with the cache.l3* keys");
+  auto* g_l3 = gc->add_option("--l3", gc_l3, "The L3 store, s3://BUCKET[/PREFIX]");
+  auto* g_endpoint = gc->add_option("--l3-endpoint", gc_endpoint, "Endpoint URL of the L3 store");
+  auto* g_region = gc->add_option("--region", gc_region, "Region of the L3 store");
+  auto* g_ttl = gc->add_option("--l3-ttl", gc_ttl, "Delete blocks older than this (cache.l3_ttl)");
+  auto* g_max = gc->add_option("--l3-max-bytes", gc_max,
+                               "Then trim the oldest blocks down to this size (cache.l3_max_bytes)");
+  gc->add_flag("--dry-run", gc_dry, "Report what would be deleted; delete nothing");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -472,6 +586,16 @@ int Main(int argc, char** argv) {
   }
 
   if (*status) return RunStatus(status_mnt, raw);
+  if (*gc) {
+    MountFlags gf;
+    if (g_l3->count() > 0) gf.l3 = gc_l3;
+    if (g_endpoint->count() > 0) gf.l3_endpoint = gc_endpoint;
+    if (g_region->count() > 0) gf.region = gc_region;
+    std::optional<std::string> ttl_flag, max_flag;
+    if (g_ttl->count() > 0) ttl_flag = gc_ttl;
+    if (g_max->count() > 0) max_flag = gc_max;
+    return RunL3Gc(gc_config, gf, ttl_flag, max_flag, gc_dry);
+  }
 
   auto set = [](CLI::Option* opt, const std::string& v, std::optional<std::string>* dst) {
     if (opt->count() > 0) *dst = v;
@@ -486,6 +610,8 @@ int Main(int argc, char** argv) {
   set(o_block, block, &flags.block_size);
   set(o_level, level, &flags.log_level);
   set(o_logf, log_file, &flags.log_file);
+  set(o_l3, l3_uri, &flags.l3);
+  set(o_l3_endpoint, l3_endpoint, &flags.l3_endpoint);
   (void)o_config;
   DaemonOptions options;
   options.source = source;

@@ -6,7 +6,8 @@
 // requests from different hosts name the same block (what makes the shared L3 work).
 //
 // Tiers: L1 memory (NewMemoryTier), L2 local flash (NewFlashTier), L3 regional object store
-// (later). The origin is not a Tier: TieredCache reads it through BlobStore.
+// shared by the hosts of a region (NewRemoteTier). The origin is not a Tier: TieredCache reads it
+// through BlobStore.
 #pragma once
 
 #include <atomic>
@@ -17,10 +18,12 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "base/clock.h"
 #include "base/result.h"
+#include "blobclient/blob_store.h"
 #include "metastore/meta_store.h"
 
 namespace tierfs {
@@ -87,6 +90,14 @@ class Tier {
   virtual bool Contains(const BlockKey& key) = 0;
   virtual void Erase(const BlockKey& key) = 0;
   virtual const TierStats& Stats() const = 0;
+
+  // True for a tier shared with other hosts (L3): its Contains() is only a hint, it is not a
+  // "host tier" (TieredCache::Evict leaves it alone, and prefetch into the host tiers does not
+  // count a block it holds as cached).
+  virtual bool IsRemote() const { return false; }
+  // Counters beyond TierStats, appended as (name without the tier prefix, value), e.g.
+  // ("write.dropped", 3); TieredCache::StatsText prints them as "<tier>.<name>=<value>".
+  virtual void AppendExtraStats(std::vector<std::pair<std::string, uint64_t>>* out) const {}
 };
 
 struct MemoryTierOptions {
@@ -131,5 +142,53 @@ struct FlashTierOptions {
 // read. `flash` and `meta` are not owned and must outlive the tier.
 Result<std::unique_ptr<Tier>> NewFlashTier(const FlashTierOptions& options, FlashStore* flash,
                                            MetaStore* meta, Clock* clock);
+
+struct RemoteTierOptions {
+  // Largest block the tier reads or writes (TieredCacheOptions::block_size): a read GETs at most
+  // this plus the object header.
+  uint64_t block_size = 1ULL << 20;
+  // Blocks stored longer ago than this are ignored (a miss); kForever keeps them. `tierfs l3 gc`
+  // deletes them. Config: cache.l3_ttl.
+  std::chrono::nanoseconds ttl = std::chrono::nanoseconds::max();
+  // Write-back queue, in blocks (each holds a reference to its block's bytes until uploaded). A
+  // full queue drops the write (counted in write.dropped); a reader never waits for L3.
+  // Config: cache.l3_write_queue.
+  size_t write_queue = 256;
+  int write_threads = 2;  // owned uploader threads "tierfs-l3-w"
+  // Circuit breaker: after this many consecutive failed requests (errors other than NotFound)
+  // the tier is skipped (reads miss at once, writes are dropped) for `breaker_cooldown`; then
+  // requests are let through again and the first success closes the breaker.
+  int breaker_failures = 5;
+  std::chrono::nanoseconds breaker_cooldown = std::chrono::seconds(15);
+  // Bound of the in-memory set of blocks known to be in L3 (written or read by this process);
+  // Contains() answers from it. When full it is cleared (it is only a hint).
+  size_t known_keys_max = 1 << 18;
+};
+
+// L3: a tier over any S3-compatible BlobStore (MinIO, Ceph RGW, S3 Express; `file://` works too)
+// shared by every host of a region. One object per block, "blocks/<32 hex>" (BlockKeyHex) under
+// the store's prefix: a header (magic, version, length, XXH3-64 checksum, stored-at time, block
+// key; tiercache/FORMAT.md) followed by the bytes. Read = one GET, verified (a bad object is
+// counted in corruptions and is a miss); Insert = enqueued for asynchronous upload. Any store
+// error is a miss for the caller. `store` and `clock` are not owned and must outlive the tier.
+Result<std::unique_ptr<Tier>> NewRemoteTier(const RemoteTierOptions& options, BlobStore* store,
+                                            Clock* clock);
+
+// `tierfs l3 gc`: lists blocks/ of an L3 store, deletes blocks stored longer ago than `ttl`
+// (by the store's Last-Modified), then the oldest blocks until at most `max_bytes` remain.
+struct RemoteGcOptions {
+  std::chrono::nanoseconds ttl = std::chrono::nanoseconds::max();  // kForever: no expiry
+  uint64_t max_bytes = UINT64_MAX;                                 // no trim
+  bool dry_run = false;  // count what would be deleted, delete nothing
+};
+struct RemoteGcReport {
+  uint64_t objects = 0, bytes = 0;                  // found under blocks/
+  uint64_t expired = 0, expired_bytes = 0;          // deleted (or would be) for their age
+  uint64_t trimmed = 0, trimmed_bytes = 0;          // deleted (or would be) to fit max_bytes
+  uint64_t delete_errors = 0;
+  uint64_t remaining_objects = 0, remaining_bytes = 0;
+};
+Result<RemoteGcReport> GcRemoteTier(const RemoteGcOptions& options, BlobStore* store,
+                                    Clock* clock);
 
 }  // namespace tierfs

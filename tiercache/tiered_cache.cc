@@ -153,7 +153,9 @@ class TieredCacheImpl final : public TieredCache {
     const uint64_t n = NumBlocks(obj);
     for (uint64_t i = 0; i < n; ++i) {
       const BlockKey key = KeyFor(obj, i);
-      for (auto& t : tiers_) t->Erase(key);
+      for (auto& t : tiers_) {
+        if (!t->IsRemote()) t->Erase(key);  // L3 is shared with other hosts: not evicted here
+      }
     }
   }
 
@@ -181,6 +183,9 @@ class TieredCacheImpl final : public TieredCache {
       add(n + ".evictions", ts.evictions);
       add(n + ".corruptions", ts.corruptions);
       add(n + ".errors", ts.errors);
+      std::vector<std::pair<std::string, uint64_t>> extra;
+      t->AppendExtraStats(&extra);
+      for (const auto& [k, v] : extra) add(n + "." + k, v);
     }
     add("origin.requests", stats_.origin_requests);
     add("origin.bytes", stats_.origin_bytes);
@@ -209,9 +214,11 @@ class TieredCacheImpl final : public TieredCache {
     return std::min<uint64_t>(options_.block_size, obj.info.size - start);
   }
 
+  // In a host tier (L1/L2). A block in L3 still gets prefetched: prefetch brings blocks to the
+  // host, and L3's Contains() is only a hint.
   bool CachedAnywhere(const BlockKey& key) {
     for (const auto& t : tiers_) {
-      if (t->Contains(key)) return true;
+      if (!t->IsRemote() && t->Contains(key)) return true;
     }
     return false;
   }

@@ -2,8 +2,10 @@
 // levels; conventions C14, C15).
 //
 // Read path for one block: L1 → L2 → (L3) → origin. A hit in a lower tier fills the tiers above
-// it; a block fetched from the origin fills every host tier. Concurrent misses on the same block
-// are merged into one fetch (single-flight); the winner re-checks the upper tiers first.
+// it; a block fetched from the origin fills every tier (L3 asynchronously, through its write
+// queue). A tier that errs (L3 down, slow, full) is a miss: the read goes below, never fails
+// because of it. Concurrent misses on the same block are merged into one fetch (single-flight);
+// the winner re-checks the upper tiers first.
 // Readahead and prefetch run on a bounded pool of owned threads ("tierfs-prefetch-N") below demand
 // reads in priority.
 //
@@ -83,7 +85,8 @@ class TieredCache {
   // prefetch priority. Returns at once; blocks already cached or in flight are skipped.
   virtual void Prefetch(const ObjectRef& obj, uint64_t first_block, uint64_t count) = 0;
 
-  // Which tier holds each block: counts per tier name, e.g. {"l1":3,"l2":25}.
+  // Which tier holds each block: counts per tier name, e.g. {"l1":3,"l2":25}. For L3 the count
+  // is of blocks this process knows to be there (it wrote or read them), not a remote lookup.
   virtual std::vector<std::pair<std::string, uint64_t>> Residency(const ObjectRef& obj) = 0;
 
   // Drops every block of `obj` from the host tiers.

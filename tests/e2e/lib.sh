@@ -101,9 +101,11 @@ free_port() {
   "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }
 
-# s3rver_start BUCKET: starts s3rver on a free port with one bucket; sets S3_PORT, S3_ENDPOINT.
+# s3rver_start BUCKET [NAME]: starts s3rver on a free port with one bucket, data in
+# $E2E_WORK/NAME (default s3rver; give each instance its own NAME to run several, and stop one
+# alone with `scripts/s3rver.sh stop $E2E_WORK/NAME`); sets S3_PORT, S3_ENDPOINT.
 s3rver_start() {
-  local bucket="$1" dir="$E2E_WORK/s3rver" tries=0
+  local bucket="$1" dir="$E2E_WORK/${2:-s3rver}" tries=0
   "$E2E_ROOT/scripts/s3rver.sh" install >/dev/null || fail "s3rver install failed"
   while :; do
     S3_PORT="$(free_port)"

@@ -1,0 +1,127 @@
+// daemon/config: the L3 keys (cache.l3*), the --l3/--l3-endpoint flags and L3 credentials.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "base/units.h"
+#include "daemon/config.h"
+
+namespace tierfs {
+namespace {
+
+using Env = std::map<std::string, std::string>;
+
+GetEnvFn L3Env(Env env) {
+  return [env](const char* name) -> std::optional<std::string> {
+    auto it = env.find(name);
+    if (it == env.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+DaemonOptions L3Base() {
+  DaemonOptions o;
+  o.source = "s3://data/train";
+  o.mountpoint = "/mnt/data";
+  return o;
+}
+
+TEST(L3ConfigTest, AbsentByDefault) {
+  DaemonOptions o = L3Base();
+  ASSERT_TRUE(FinishOptions(&o, L3Env({})).ok());
+  EXPECT_TRUE(o.l3.empty());
+  EXPECT_TRUE(o.l3_store.bucket.empty());
+  EXPECT_TRUE(ResolveL3Credentials(&o, L3Env({})).ok());
+  EXPECT_EQ(DescribeOptions(o).find("l3="), std::string::npos);
+}
+
+TEST(L3ConfigTest, KeysFromTheFile) {
+  DaemonOptions o = L3Base();
+  Status s = ApplyConfigText(R"(
+[cache]
+block_size = "4MiB"
+l3 = "s3://regional-cache/tierfs"
+l3_endpoint = "http://10.0.0.7:9000"
+l3_region = "eu-west-3"
+l3_ttl = "7d"
+l3_max_bytes = "10TiB"
+l3_write_queue = 64
+l3_write_threads = 3
+l3_request_timeout = "2s"
+l3_max_attempts = 1
+l3_access_key_id_env = "L3_KEY"
+l3_secret_access_key_env = "L3_SECRET"
+)",
+                             "t.toml", &o);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_TRUE(FinishOptions(&o, L3Env({{"AWS_REGION", "us-west-2"}})).ok());
+  EXPECT_EQ(o.l3_store.bucket, "regional-cache");
+  EXPECT_EQ(o.l3_store.prefix, "tierfs/");
+  EXPECT_EQ(o.l3_store.endpoint, "http://10.0.0.7:9000");
+  EXPECT_EQ(o.l3_store.region, "eu-west-3");
+  EXPECT_EQ(o.l3_store.request_timeout, std::chrono::seconds(2));
+  EXPECT_EQ(o.l3_store.max_attempts, 1);
+  EXPECT_EQ(o.l3_tier.ttl, std::chrono::hours(24 * 7));
+  EXPECT_EQ(o.l3_gc.ttl, std::chrono::hours(24 * 7));
+  EXPECT_EQ(o.l3_gc.max_bytes, 10ULL << 40);
+  EXPECT_EQ(o.l3_tier.write_queue, 64u);
+  EXPECT_EQ(o.l3_tier.write_threads, 3);
+  EXPECT_EQ(o.l3_tier.block_size, 4ULL << 20);
+
+  // Own credentials from the named variables; secrets never in the description.
+  ASSERT_TRUE(ResolveL3Credentials(&o, L3Env({{"L3_KEY", "AKL3"}, {"L3_SECRET", "s3cr3t"}})).ok());
+  EXPECT_EQ(o.l3_store.credentials.access_key_id, "AKL3");
+  EXPECT_EQ(o.l3_store.credentials.secret_access_key, "s3cr3t");
+  const std::string d = DescribeOptions(o);
+  EXPECT_NE(d.find("l3=s3://regional-cache/tierfs"), std::string::npos) << d;
+  EXPECT_EQ(d.find("s3cr3t"), std::string::npos);
+  EXPECT_EQ(d.find("AKL3"), std::string::npos);
+
+  // A missing variable is named, its value never shown.
+  Status miss = ResolveL3Credentials(&o, L3Env({{"L3_KEY", "AKL3"}}));
+  EXPECT_FALSE(miss.ok());
+  EXPECT_NE(miss.message().find("L3_SECRET"), std::string::npos) << miss.ToString();
+}
+
+TEST(L3ConfigTest, FlagsAndDefaults) {
+  DaemonOptions o = L3Base();
+  o.region = "ap-south-1";
+  MountFlags f;
+  f.l3 = "s3://l3bucket";
+  f.l3_endpoint = "http://127.0.0.1:4569";
+  ASSERT_TRUE(ApplyFlags(f, &o).ok());
+  ASSERT_TRUE(FinishOptions(&o, L3Env({})).ok());
+  EXPECT_EQ(o.l3_store.bucket, "l3bucket");
+  EXPECT_EQ(o.l3_store.prefix, "");
+  EXPECT_EQ(o.l3_store.endpoint, "http://127.0.0.1:4569");
+  EXPECT_EQ(o.l3_store.region, "ap-south-1");  // the origin's region
+  EXPECT_EQ(o.l3_tier.ttl, kForever);
+  EXPECT_EQ(o.l3_store.max_attempts, 2);  // short, for a regional store
+  EXPECT_LE(o.l3_store.request_timeout, std::chrono::seconds(5));
+
+  o.l3_no_sign_request = true;
+  ASSERT_TRUE(ResolveL3Credentials(&o, L3Env({})).ok());
+  EXPECT_TRUE(o.l3_store.credentials.anonymous);
+}
+
+TEST(L3ConfigTest, BadValuesNameTheKey) {
+  auto finish = [](const std::string& toml) {
+    DaemonOptions o = L3Base();
+    Status s = ApplyConfigText(toml, "t.toml", &o);
+    if (!s.ok()) return s;
+    return FinishOptions(&o, L3Env({}));
+  };
+  Status a = finish("[cache]\nl3 = \"file:///tmp/x\"\n");
+  EXPECT_NE(a.message().find("cache.l3"), std::string::npos) << a.ToString();
+  Status b = finish("[cache]\nl3 = \"s3://b\"\nl3_endpoint = \"10.0.0.1:9000\"\n");
+  EXPECT_NE(b.message().find("cache.l3_endpoint"), std::string::npos) << b.ToString();
+  Status c = finish("[cache]\nl3 = \"s3://b\"\nl3_write_queue = 0\n");
+  EXPECT_NE(c.message().find("cache.l3_write_queue"), std::string::npos) << c.ToString();
+  Status d = finish("[cache]\nl3 = \"s3://b\"\nl3_access_key_id_env = \"K\"\n");
+  EXPECT_NE(d.message().find("l3_secret_access_key_env"), std::string::npos) << d.ToString();
+  Status e = finish("[cache]\nl3_ttl = \"soon\"\n");
+  EXPECT_NE(e.message().find("cache.l3_ttl"), std::string::npos) << e.ToString();
+}
+
+}  // namespace
+}  // namespace tierfs

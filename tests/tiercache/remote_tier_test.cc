@@ -1,0 +1,486 @@
+// The L3 tier (NewRemoteTier) over FakeBlobStore: object format round trip, corruption, TTL,
+// the bounded write queue, the circuit breaker, concurrency, TieredCache with two "hosts" sharing
+// one L3, and GcRemoteTier.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "tests/fakes/fake_blob_store.h"
+#include "tests/tiercache/test_util.h"
+#include "tiercache/tier.h"
+#include "tiercache/tiered_cache.h"
+
+namespace tierfs {
+namespace {
+
+using testing::AsString;
+using testing::FakeBlobStore;
+using testing::Pattern;
+
+constexpr uint64_t kBs = 4096;
+constexpr size_t kHeader = 48;
+
+BlockRef MakeBlock(const std::string& s) {
+  auto b = Block::Allocate(s.size());
+  std::memcpy(b->mutable_data().data(), s.data(), s.size());
+  b->set_size(s.size());
+  return b;
+}
+
+BlockKey Key(int i) { return MakeBlockKey("fake://origin", "obj", "etag-1", kBs, i); }
+
+uint64_t Extra(const Tier& t, const std::string& name) {
+  std::vector<std::pair<std::string, uint64_t>> v;
+  t.AppendExtraStats(&v);
+  for (const auto& [k, n] : v) {
+    if (k == name) return n;
+  }
+  ADD_FAILURE() << "no extra stat " << name;
+  return 0;
+}
+
+// Waits until every queued upload finished (or 10 s passed).
+bool Drain(const Tier& t) {
+  for (int i = 0; i < 1000; ++i) {
+    if (Extra(t, "write.pending") == 0) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+std::string ObjectOf(FakeBlobStore* store, const BlockKey& key) {
+  const std::string name = "blocks/" + BlockKeyHex(key);
+  auto info = store->Head(name);
+  if (!info.ok()) return "";
+  std::string s(info->size, '\0');
+  auto n = store->Read(name, 0, {reinterpret_cast<std::byte*>(s.data()), s.size()}, "");
+  return n.ok() ? s : "";
+}
+
+class RemoteTierTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<Tier> Open() {
+    options_.block_size = kBs;
+    auto t = NewRemoteTier(options_, &store_, &clock_);
+    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    return t.ok() ? std::move(*t) : nullptr;
+  }
+
+  RemoteTierOptions options_;
+  FakeBlobStore store_{"fake://l3"};
+  FakeClock clock_;
+};
+
+TEST_F(RemoteTierTest, RoundTripAndObjectLayout) {
+  auto t = Open();
+  const std::string data = Pattern(kBs, 7);
+  EXPECT_FALSE(t->Contains(Key(0)));
+  TC_ASSERT_OK(t->Insert(Key(0), MakeBlock(data), {}));
+  ASSERT_TRUE(Drain(*t));
+  EXPECT_TRUE(t->Contains(Key(0)));
+  EXPECT_EQ(t->Stats().inserts, 1u);
+  EXPECT_EQ(t->Stats().bytes_inserted, kBs);
+
+  const std::string obj = ObjectOf(&store_, Key(0));
+  ASSERT_EQ(obj.size(), kHeader + kBs);
+  EXPECT_EQ(obj.substr(0, 4), "TFL3");
+  EXPECT_EQ(obj.substr(kHeader), data);
+  EXPECT_EQ(obj.substr(32, 16),
+            std::string(reinterpret_cast<const char*>(Key(0).data()), Key(0).size()));
+
+  auto r = t->Read(Key(0));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(AsString((*r)->data()), data);
+  EXPECT_EQ(t->Stats().hits, 1u);
+  EXPECT_EQ(t->Stats().bytes_read, kBs);
+
+  // A short (last) block and an empty one round-trip too.
+  TC_ASSERT_OK(t->Insert(Key(1), MakeBlock("tail"), {}));
+  TC_ASSERT_OK(t->Insert(Key(2), MakeBlock(""), {}));
+  ASSERT_TRUE(Drain(*t));
+  auto a = t->Read(Key(1));
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(AsString((*a)->data()), "tail");
+  auto b = t->Read(Key(2));
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ((*b)->size(), 0u);
+}
+
+TEST_F(RemoteTierTest, MissIsNotFound) {
+  auto t = Open();
+  auto r = t->Read(Key(5));
+  EXPECT_TRUE(r.status().IsNotFound());
+  EXPECT_EQ(t->Stats().misses, 1u);
+  EXPECT_EQ(t->Stats().errors, 0u);
+}
+
+TEST_F(RemoteTierTest, CorruptObjectsAreMissesAndCounted) {
+  auto t = Open();
+  for (int i = 0; i < 5; ++i) TC_ASSERT_OK(t->Insert(Key(i), MakeBlock(Pattern(kBs, i)), {}));
+  ASSERT_TRUE(Drain(*t));
+  std::string obj = ObjectOf(&store_, Key(0));
+  // 0: one payload byte flipped → checksum mismatch.
+  std::string flipped = obj;
+  flipped[kHeader + 100] ^= 0x5a;
+  store_.PutObject("blocks/" + BlockKeyHex(Key(0)), flipped);
+  // 1: truncated payload → length mismatch.
+  store_.PutObject("blocks/" + BlockKeyHex(Key(1)), ObjectOf(&store_, Key(1)).substr(0, 1000));
+  // 2: block 3's (valid) object stored under block 2's name → header names another block.
+  store_.PutObject("blocks/" + BlockKeyHex(Key(2)), ObjectOf(&store_, Key(3)));
+  // 4: garbage without a header.
+  store_.PutObject("blocks/" + BlockKeyHex(Key(4)), "not a tierfs block");
+  for (int i : {0, 1, 2, 4}) {
+    auto r = t->Read(Key(i));
+    EXPECT_TRUE(r.status().IsNotFound()) << i << ": " << r.status().ToString();
+    EXPECT_FALSE(t->Contains(Key(i)));
+  }
+  EXPECT_EQ(t->Stats().corruptions, 4u);
+  EXPECT_EQ(t->Stats().hits, 0u);
+  auto ok = t->Read(Key(3));
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(AsString((*ok)->data()), Pattern(kBs, 3));
+
+  // Writing the block again (what the origin refetch does) repairs the object.
+  TC_ASSERT_OK(t->Insert(Key(0), MakeBlock(Pattern(kBs, 0)), {}));
+  ASSERT_TRUE(Drain(*t));
+  auto fixed = t->Read(Key(0));
+  ASSERT_TRUE(fixed.ok());
+  EXPECT_EQ(AsString((*fixed)->data()), Pattern(kBs, 0));
+}
+
+TEST_F(RemoteTierTest, TtlExpiry) {
+  options_.ttl = std::chrono::hours(1);
+  auto t = Open();
+  TC_ASSERT_OK(t->Insert(Key(0), MakeBlock(Pattern(kBs)), {}));
+  ASSERT_TRUE(Drain(*t));
+  clock_.Advance(std::chrono::minutes(59));
+  EXPECT_TRUE(t->Read(Key(0)).ok());
+  clock_.Advance(std::chrono::minutes(2));
+  auto r = t->Read(Key(0));
+  EXPECT_TRUE(r.status().IsNotFound()) << r.status().ToString();
+  EXPECT_EQ(Extra(*t, "expired"), 1u);
+  EXPECT_FALSE(t->Contains(Key(0)));
+  // A fresh write makes it young again.
+  TC_ASSERT_OK(t->Insert(Key(0), MakeBlock(Pattern(kBs)), {}));
+  ASSERT_TRUE(Drain(*t));
+  EXPECT_TRUE(t->Read(Key(0)).ok());
+}
+
+TEST_F(RemoteTierTest, FullQueueDropsWithoutBlocking) {
+  options_.write_queue = 2;
+  options_.write_threads = 1;
+  store_.SetDelay(std::chrono::milliseconds(200));
+  auto t = Open();
+  const auto t0 = std::chrono::steady_clock::now();
+  int dropped = 0;
+  for (int i = 0; i < 10; ++i) {
+    Status s = t->Insert(Key(i), MakeBlock(Pattern(kBs, i)), {});
+    if (!s.ok()) {
+      EXPECT_EQ(s.code(), Status::Code::kNoSpace) << s.ToString();
+      ++dropped;
+    }
+  }
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_LT(took, std::chrono::milliseconds(100));
+  // One upload in progress at most, two queued: at least seven dropped.
+  EXPECT_GE(dropped, 7);
+  EXPECT_EQ(Extra(*t, "write.dropped"), static_cast<uint64_t>(dropped));
+  ASSERT_TRUE(Drain(*t));
+  EXPECT_EQ(t->Stats().inserts, static_cast<uint64_t>(10 - dropped));
+}
+
+TEST_F(RemoteTierTest, DuplicateInsertsQueueOnce) {
+  options_.write_threads = 1;
+  store_.SetDelay(std::chrono::milliseconds(50));
+  auto t = Open();
+  for (int i = 0; i < 5; ++i) TC_ASSERT_OK(t->Insert(Key(0), MakeBlock(Pattern(kBs)), {}));
+  ASSERT_TRUE(Drain(*t));
+  EXPECT_EQ(t->Stats().inserts, 1u);
+  // Known to be there: a later insert is not uploaded again.
+  TC_ASSERT_OK(t->Insert(Key(0), MakeBlock(Pattern(kBs)), {}));
+  ASSERT_TRUE(Drain(*t));
+  EXPECT_EQ(t->Stats().inserts, 1u);
+}
+
+TEST_F(RemoteTierTest, CircuitBreakerSkipsAFailingStore) {
+  options_.breaker_failures = 3;
+  options_.breaker_cooldown = std::chrono::seconds(10);
+  auto t = Open();
+  store_.FailNext(1000, Status::Unavailable("l3 down"));
+  for (int i = 0; i < 3; ++i) {
+    auto r = t->Read(Key(i));
+    EXPECT_EQ(r.status().code(), Status::Code::kUnavailable);
+  }
+  EXPECT_EQ(t->Stats().errors, 3u);
+  EXPECT_EQ(Extra(*t, "breaker.open"), 1u);
+  EXPECT_EQ(Extra(*t, "breaker.trips"), 1u);
+  const uint64_t calls = store_.read_calls();
+  for (int i = 0; i < 20; ++i) EXPECT_FALSE(t->Read(Key(i)).ok());
+  EXPECT_EQ(store_.read_calls(), calls) << "an open breaker must not touch the store";
+  EXPECT_EQ(Extra(*t, "skipped"), 20u);
+  // Writes are dropped while it is open.
+  EXPECT_FALSE(t->Insert(Key(0), MakeBlock("x"), {}).ok());
+  EXPECT_EQ(Extra(*t, "write.dropped"), 1u);
+
+  // After the cool-down a request goes through; still failing, it re-opens at once.
+  clock_.Advance(std::chrono::seconds(11));
+  EXPECT_EQ(Extra(*t, "breaker.open"), 0u);
+  EXPECT_FALSE(t->Read(Key(0)).ok());
+  EXPECT_EQ(store_.read_calls(), calls + 1);
+  EXPECT_EQ(Extra(*t, "breaker.open"), 1u);
+  EXPECT_EQ(Extra(*t, "breaker.trips"), 2u);
+
+  // Recovered: the next request after the cool-down succeeds (a miss) and closes it.
+  store_.FailNext(0);
+  clock_.Advance(std::chrono::seconds(11));
+  EXPECT_TRUE(t->Read(Key(0)).status().IsNotFound());
+  TC_ASSERT_OK(t->Insert(Key(0), MakeBlock("y"), {}));
+  ASSERT_TRUE(Drain(*t));
+  auto r = t->Read(Key(0));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(AsString((*r)->data()), "y");
+  EXPECT_EQ(Extra(*t, "breaker.open"), 0u);
+}
+
+TEST_F(RemoteTierTest, WriteErrorsAreCounted) {
+  options_.breaker_failures = 100;
+  options_.write_threads = 1;
+  auto t = Open();
+  store_.FailNext(2, Status::IOError("disk full"));
+  for (int i = 0; i < 3; ++i) TC_ASSERT_OK(t->Insert(Key(i), MakeBlock(Pattern(64, i)), {}));
+  ASSERT_TRUE(Drain(*t));
+  EXPECT_EQ(Extra(*t, "write.errors"), 2u);
+  EXPECT_EQ(t->Stats().inserts, 1u);
+}
+
+TEST_F(RemoteTierTest, ConcurrentInsertsAndReads) {
+  options_.write_queue = 1000;
+  options_.write_threads = 4;
+  auto t = Open();
+  constexpr int kThreads = 8, kPer = 40;
+  std::vector<std::thread> threads;
+  for (int th = 0; th < kThreads; ++th) {
+    threads.emplace_back([&, th] {
+      for (int i = 0; i < kPer; ++i) {
+        const int id = th * kPer + i;
+        EXPECT_TRUE(t->Insert(Key(id), MakeBlock(Pattern(512, id)), {}).ok());
+        (void)t->Read(Key(id));  // miss or hit, racing the upload
+        (void)t->Contains(Key(id));
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  ASSERT_TRUE(Drain(*t));
+  EXPECT_EQ(t->Stats().inserts, static_cast<uint64_t>(kThreads * kPer));
+  for (int id = 0; id < kThreads * kPer; ++id) {
+    auto r = t->Read(Key(id));
+    ASSERT_TRUE(r.ok()) << id;
+    EXPECT_EQ(AsString((*r)->data()), Pattern(512, id));
+  }
+  EXPECT_EQ(t->Stats().corruptions, 0u);
+}
+
+TEST_F(RemoteTierTest, OptionsAreValidated) {
+  options_.write_queue = 0;
+  EXPECT_FALSE(NewRemoteTier(options_, &store_, &clock_).ok());
+  options_.write_queue = 4;
+  options_.write_threads = 0;
+  EXPECT_FALSE(NewRemoteTier(options_, &store_, &clock_).ok());
+  options_.write_threads = 1;
+  EXPECT_FALSE(NewRemoteTier(options_, nullptr, &clock_).ok());
+}
+
+// ---- two hosts (separate L1s) sharing one origin and one L3 through TieredCache ----
+
+std::map<std::string, uint64_t> ParseStats(const std::string& text) {
+  std::map<std::string, uint64_t> m;
+  std::istringstream in(text);
+  std::string kv;
+  while (in >> kv) {
+    size_t eq = kv.find('=');
+    m[kv.substr(0, eq)] = std::stoull(kv.substr(eq + 1));
+  }
+  return m;
+}
+
+class SharedL3Test : public ::testing::Test {
+ protected:
+  struct Host {
+    Tier* l3 = nullptr;
+    std::unique_ptr<TieredCache> cache;
+  };
+  Host OpenHost() {
+    std::vector<std::unique_ptr<Tier>> tiers;
+    MemoryTierOptions m;
+    m.capacity_bytes = 1 << 22;
+    m.shards = 2;
+    tiers.push_back(NewMemoryTier(m));
+    RemoteTierOptions r;
+    r.block_size = kBs;
+    r.write_queue = 1000;
+    auto l3 = NewRemoteTier(r, &l3_store_, &clock_);
+    EXPECT_TRUE(l3.ok());
+    Host h;
+    h.l3 = l3->get();
+    tiers.push_back(std::move(*l3));
+    TieredCacheOptions o;
+    o.block_size = kBs;
+    o.prefetch_threads = 0;
+    auto c = TieredCache::Open(o, std::move(tiers), &origin_, &clock_);
+    EXPECT_TRUE(c.ok());
+    h.cache = std::move(*c);
+    return h;
+  }
+  ObjectRef Put(const std::string& key, const std::string& data) {
+    origin_.PutObject(key, data);
+    ObjectRef o;
+    o.key = key;
+    o.info = *origin_.Head(key);
+    return o;
+  }
+  std::string ReadAll(TieredCache* c, const ObjectRef& o) {
+    std::string out(o.info.size, '\0');
+    auto n = c->ReadInto(o, 0, {reinterpret_cast<std::byte*>(out.data()), out.size()});
+    EXPECT_TRUE(n.ok()) << n.status().ToString();
+    return out;
+  }
+
+  FakeBlobStore origin_{"fake://origin"};
+  FakeBlobStore l3_store_{"fake://l3"};
+  FakeClock clock_;
+};
+
+TEST_F(SharedL3Test, HostBReadsEverythingFromL3) {
+  const std::string data = Pattern(10 * kBs + 123, 9);
+  const ObjectRef obj = Put("data/a.bin", data);
+  Host a = OpenHost();
+  EXPECT_EQ(ReadAll(a.cache.get(), obj), data);
+  EXPECT_EQ(a.cache->Stats().origin_requests, 11u);
+  ASSERT_TRUE(Drain(*a.l3));
+  EXPECT_EQ(a.l3->Stats().inserts, 11u);
+  auto sa = ParseStats(a.cache->StatsText());
+  EXPECT_EQ(sa["l3.write.dropped"], 0u);
+  EXPECT_EQ(sa["l3.inserts"], 11u);
+
+  Host b = OpenHost();
+  origin_.ResetCounters();
+  EXPECT_EQ(ReadAll(b.cache.get(), obj), data);
+  EXPECT_EQ(b.cache->Stats().origin_requests, 0u);
+  EXPECT_EQ(origin_.read_calls(), 0u);
+  EXPECT_EQ(b.l3->Stats().hits, 11u);
+  // The L3 hits were copied up into B's L1: a second read touches neither L3 nor the origin.
+  EXPECT_EQ(ReadAll(b.cache.get(), obj), data);
+  EXPECT_EQ(b.l3->Stats().hits, 11u);
+  // B did not write the blocks back to L3.
+  ASSERT_TRUE(Drain(*b.l3));
+  EXPECT_EQ(b.l3->Stats().inserts, 0u);
+  auto res = b.cache->Residency(obj);
+  ASSERT_EQ(res.size(), 2u);
+  EXPECT_EQ(res[0], (std::pair<std::string, uint64_t>("l1", 11)));
+  EXPECT_EQ(res[1], (std::pair<std::string, uint64_t>("l3", 11)));
+  // Evict drops the host tiers only: L3 keeps its copy for the other hosts.
+  b.cache->Evict(obj);
+  EXPECT_EQ(l3_store_
+                .Head("blocks/" +
+                      BlockKeyHex(MakeBlockKey("fake://origin", obj.key, obj.info.etag, kBs, 0)))
+                .ok(),
+            true);
+}
+
+TEST_F(SharedL3Test, L3DownNeverFailsARead) {
+  const std::string data = Pattern(6 * kBs, 3);
+  const ObjectRef obj = Put("x", data);
+  Host h = OpenHost();
+  l3_store_.FailNext(1 << 30, Status::Unavailable("connection refused"));
+  EXPECT_EQ(ReadAll(h.cache.get(), obj), data);
+  EXPECT_EQ(h.cache->Stats().origin_requests, 6u);
+  auto s = ParseStats(h.cache->StatsText());
+  EXPECT_GT(s["l3.errors"] + s["l3.skipped"], 0u);
+  EXPECT_EQ(s["origin.errors"], 0u);
+}
+
+TEST_F(SharedL3Test, CorruptL3BlockIsRefetchedFromTheOrigin) {
+  const std::string data = Pattern(4 * kBs, 5);
+  const ObjectRef obj = Put("y", data);
+  {
+    Host a = OpenHost();
+    EXPECT_EQ(ReadAll(a.cache.get(), obj), data);
+    ASSERT_TRUE(Drain(*a.l3));
+  }
+  const std::string name =
+      "blocks/" + BlockKeyHex(MakeBlockKey("fake://origin", "y", obj.info.etag, kBs, 2));
+  std::string o = ObjectOf(&l3_store_, MakeBlockKey("fake://origin", "y", obj.info.etag, kBs, 2));
+  ASSERT_FALSE(o.empty());
+  o[kHeader + 7] ^= 1;
+  l3_store_.PutObject(name, o);
+  Host b = OpenHost();
+  EXPECT_EQ(ReadAll(b.cache.get(), obj), data);
+  EXPECT_EQ(b.l3->Stats().corruptions, 1u);
+  EXPECT_EQ(b.l3->Stats().hits, 3u);
+  EXPECT_EQ(b.cache->Stats().origin_requests, 1u);
+  // The refetched block was written back over the bad object.
+  ASSERT_TRUE(Drain(*b.l3));
+  Host c = OpenHost();
+  EXPECT_EQ(ReadAll(c.cache.get(), obj), data);
+  EXPECT_EQ(c.cache->Stats().origin_requests, 0u);
+  EXPECT_EQ(c.l3->Stats().corruptions, 0u);
+}
+
+// ---- gc ----
+
+TEST(RemoteGcTest, ExpiresThenTrimsOldestFirst) {
+  FakeBlobStore store("fake://l3");
+  FakeClock clock;
+  const int64_t now = clock.NowUnixNanos();
+  const int64_t hour = 3600LL * 1000000000LL;
+  // 6 blocks of 100 bytes, aged 10h, 8h, 5h, 3h, 2h, 1h; plus an object outside blocks/.
+  const int ages[] = {10, 8, 5, 3, 2, 1};
+  for (int i = 0; i < 6; ++i) {
+    store.PutObject("blocks/" + BlockKeyHex(Key(i)), std::string(100, 'x'), now - ages[i] * hour);
+  }
+  store.PutObject("other/keep", "k", 0);
+
+  RemoteGcOptions o;
+  o.ttl = std::chrono::hours(6);
+  o.max_bytes = 250;
+  o.dry_run = true;
+  auto dry = GcRemoteTier(o, &store, &clock);
+  ASSERT_TRUE(dry.ok()) << dry.status().ToString();
+  EXPECT_EQ(dry->objects, 6u);
+  EXPECT_EQ(dry->expired, 2u);
+  EXPECT_EQ(dry->trimmed, 2u);
+  EXPECT_EQ(dry->remaining_bytes, 200u);
+  for (int i = 0; i < 6; ++i) EXPECT_TRUE(store.Head("blocks/" + BlockKeyHex(Key(i))).ok());
+
+  o.dry_run = false;
+  auto rep = GcRemoteTier(o, &store, &clock);
+  ASSERT_TRUE(rep.ok());
+  EXPECT_EQ(rep->expired, 2u);
+  EXPECT_EQ(rep->expired_bytes, 200u);
+  EXPECT_EQ(rep->trimmed, 2u);
+  EXPECT_EQ(rep->remaining_objects, 2u);
+  EXPECT_EQ(rep->remaining_bytes, 200u);
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(store.Head("blocks/" + BlockKeyHex(Key(i))).ok(), i >= 4) << i;
+  }
+  EXPECT_TRUE(store.Head("other/keep").ok());
+
+  // No ttl, no max: nothing to do.
+  auto idle = GcRemoteTier(RemoteGcOptions{}, &store, &clock);
+  ASSERT_TRUE(idle.ok());
+  EXPECT_EQ(idle->expired + idle->trimmed, 0u);
+}
+
+TEST(RemoteGcTest, ListErrorIsReturned) {
+  FakeBlobStore store("fake://l3");
+  store.FailNext(1, Status::Unavailable("down"));
+  EXPECT_FALSE(GcRemoteTier(RemoteGcOptions{}, &store, nullptr).ok());
+}
+
+}  // namespace
+}  // namespace tierfs
