@@ -379,7 +379,8 @@ read_dir_parallel() { # DIR
 prefetch() { # TOOL -> writes prefetch.json
   local tool="$1" out="$OUT/raw/$1/prefetch.json" t0 t1 how rc st=ok v=""
   t0="$(now)"
-  if [[ $tool == tierfs ]] && setfattr -n user.tierfs.prefetch -v l2 "$MNT/small" 2>>"$LOG"; then
+  local err=""
+  if [[ $tool == tierfs ]] && err="$(setfattr -n user.tierfs.prefetch -v l2 "$MNT/small" 2>&1)"; then
     how="xattr user.tierfs.prefetch=l2"
     st=timeout
     local deadline=$((SECONDS + CAP))
@@ -392,7 +393,11 @@ prefetch() { # TOOL -> writes prefetch.json
       sleep 0.2
     done
   else
-    [[ $tool == tierfs ]] && how="prefetch via read (xattr unsupported)" || how="read once (cat, 16 parallel)"
+    how="read once (cat, 16 parallel)"
+    if [[ $tool == tierfs ]]; then
+      echo "$err" >>"$LOG"
+      how="prefetch via read: setxattr user.tierfs.prefetch failed (${err##*: })"
+    fi
     read_dir_parallel "$MNT/small"
     rc=$?
     [[ $rc == 0 ]] || st=timeout
