@@ -28,8 +28,8 @@ namespace tierfs {
 
 struct ObjectInfo {
   uint64_t size = 0;
-  std::string etag;       // as the store sends it, quotes stripped: "9b2cf535f27731c974343645a3985328"
-  int64_t mtime_ns = 0;   // Last-Modified, ns since the Unix epoch
+  std::string etag;  // as the store sends it, quotes stripped: "9b2cf535f27731c974343645a3985328"
+  int64_t mtime_ns = 0;  // Last-Modified, ns since the Unix epoch
 };
 
 struct ListEntry {
@@ -38,17 +38,24 @@ struct ListEntry {
 };
 
 struct ListPage {
-  std::vector<ListEntry> objects;       // keys in this "directory" (with delimiter) or below it
-  std::vector<std::string> prefixes;    // CommonPrefixes, relative, each ending in the delimiter
-  std::string next_token;               // empty when this was the last page
+  std::vector<ListEntry> objects;     // keys in this "directory" (with delimiter) or below it
+  std::vector<std::string> prefixes;  // CommonPrefixes, relative, each ending in the delimiter
+  std::string next_token;             // empty when this was the last page
 };
 
 struct BlobStoreStats {
-  uint64_t requests = 0;        // HTTP requests (or file ops) started, retries included
+  uint64_t requests = 0;  // HTTP requests (or file ops) started, retries included
   uint64_t retries = 0;
-  uint64_t bytes_read = 0;      // body bytes of successful GETs
+  uint64_t bytes_read = 0;  // body bytes of successful GETs
   uint64_t bytes_written = 0;
-  uint64_t errors = 0;          // calls that returned a non-OK, non-NotFound status
+  uint64_t errors = 0;  // calls that returned a non-OK, non-NotFound status
+  // Tail-latency and load control (S3 stores; 0 elsewhere).
+  uint64_t hedges_issued = 0;          // duplicate GETs sent because the first was late
+  uint64_t hedges_won = 0;             // ... of which answered first (the original was cancelled)
+  uint64_t concurrency_limit = 0;      // current AIMD limit on requests in flight
+  uint64_t concurrency_decreases = 0;  // times the limit was halved (throttling, timeouts, spikes)
+  uint64_t ttfb_p95_us = 0;            // recent p95 time to first byte of GETs; 0 until measured
+  uint64_t parallel_reads = 0;         // Read calls split into parallel ranged GETs
 };
 
 class BlobStore {
@@ -97,8 +104,8 @@ struct Credentials {
 Result<Credentials> ResolveCredentials(std::string_view profile = {});
 
 struct S3Options {
-  std::string bucket;               // required
-  std::string prefix;               // optional key prefix, without leading '/', ends in '/' if set
+  std::string bucket;  // required
+  std::string prefix;  // optional key prefix, without leading '/', ends in '/' if set
   // "https://s3.us-east-1.amazonaws.com" by default (from region); "http://127.0.0.1:4568" for
   // a local server. Scheme required.
   std::string endpoint;
@@ -107,14 +114,30 @@ struct S3Options {
   // kAuto: virtual-host for AWS endpoints with DNS-compatible bucket names, path otherwise.
   Addressing addressing = Addressing::kAuto;
   Credentials credentials;
-  std::string ca_bundle;            // empty: the system CA store
+  std::string ca_bundle;  // empty: the system CA store
   std::chrono::milliseconds connect_timeout{3000};
-  std::chrono::milliseconds request_timeout{30000};   // whole request, per attempt
-  std::chrono::milliseconds low_speed_time{10000};    // abort a body that stalls this long
-  int max_attempts = 5;             // 1 = no retries
+  std::chrono::milliseconds request_timeout{30000};  // whole request, per attempt
+  std::chrono::milliseconds low_speed_time{10000};   // abort a body that stalls this long
+  int max_attempts = 5;                              // 1 = no retries
   std::chrono::milliseconds backoff_base{50};
   std::chrono::milliseconds backoff_max{2000};
-  int max_connections = 64;         // per store
+  // Upper bound of the adaptive (AIMD) limit on this store's requests in flight. The limit
+  // starts at initial_concurrency (clamped to this), grows by one per `limit` successful
+  // requests while it is in use, and halves on 503 SlowDown / 429, timeouts and latency spikes
+  // (at most once per round trip). Requests beyond it wait, at most request_timeout.
+  int max_connections = 64;  // per store
+  int initial_concurrency = 16;
+  // Hedged GETs: a ranged GET of at most hedge_max_bytes still unanswered after
+  // max(hedge_min_delay, the store's recent p95 for that size) gets one duplicate; the first
+  // successful answer wins and the other is cancelled. Needs ~20 completed GETs of history before
+  // it starts; a duplicate is only sent if the concurrency limit has room.
+  bool hedge = true;
+  std::chrono::milliseconds hedge_min_delay{20};
+  uint64_t hedge_max_bytes = 8ull << 20;
+  // Reads larger than part_size are split into ranged GETs of part_size bytes, at most
+  // max_parts_in_flight of them at once (all carrying If-Match), each retried on its own.
+  uint64_t part_size = 8ull << 20;
+  int max_parts_in_flight = 8;
 };
 
 struct FileStoreOptions {

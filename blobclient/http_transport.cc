@@ -4,6 +4,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -30,6 +31,7 @@ std::string Trim(std::string_view s) {
 
 // One request in flight: owned by the engine from Submit() until its callback has run.
 struct Transfer {
+  HttpRequestId id = 0;
   HttpRequest req;
   HttpCallback done;
   HttpResponse resp;
@@ -171,8 +173,10 @@ class CurlEngine final : public HttpEngine {
     curl_multi_cleanup(multi_);
   }
 
-  void Submit(HttpRequest request, HttpCallback done) override {
+  HttpRequestId Submit(HttpRequest request, HttpCallback done) override {
     auto t = std::make_unique<Transfer>();
+    const HttpRequestId id = next_id_.fetch_add(1) + 1;
+    t->id = id;
     t->req = std::move(request);
     t->done = std::move(done);
     {
@@ -183,7 +187,17 @@ class CurlEngine final : public HttpEngine {
     }
     if (t != nullptr) {  // not queued: the engine is shutting down
       t->done(Status::Cancelled("http transport is shutting down"), HttpResponse{});
-      return;
+      return id;
+    }
+    curl_multi_wakeup(multi_);
+    return id;
+  }
+
+  void Cancel(HttpRequestId id) override {
+    {
+      MutexLock l(&mu_);
+      if (stopping_) return;  // shutdown cancels everything anyway
+      cancels_.push_back(id);
     }
     curl_multi_wakeup(multi_);
   }
@@ -194,16 +208,21 @@ class CurlEngine final : public HttpEngine {
   void Run(std::stop_token st) {
     pthread_setname_np(pthread_self(), "tierfs-http");
     std::deque<std::unique_ptr<Transfer>> incoming;
+    std::vector<HttpRequestId> cancels;
     while (true) {
       {
         MutexLock l(&mu_);
         if (stopping_ || st.stop_requested()) break;
         incoming.swap(queue_);
+        cancels.swap(cancels_);
       }
       while (!incoming.empty()) {
         Start(std::move(incoming.front()));
         incoming.pop_front();
       }
+      // After the starts: a request cancelled right after Submit is found in active_ here.
+      for (HttpRequestId id : cancels) CancelActive(id);
+      cancels.clear();
       int running = 0;
       curl_multi_perform(multi_, &running);
       int left = 0;
@@ -220,9 +239,11 @@ class CurlEngine final : public HttpEngine {
       Complete(std::move(t), Status::Cancelled("http transport is shutting down"));
     }
     active_.clear();
+    by_id_.clear();
     {
       MutexLock l(&mu_);
       incoming.swap(queue_);
+      cancels_.clear();
     }
     for (auto& t : incoming) {
       t->done(Status::Cancelled("http transport is shutting down"), HttpResponse{});
@@ -301,7 +322,23 @@ class CurlEngine final : public HttpEngine {
       Complete(std::move(t), st);
       return;
     }
+    by_id_.emplace(t->id, h);
     active_.emplace(h, std::move(t));
+  }
+
+  void CancelActive(HttpRequestId id) {
+    auto idit = by_id_.find(id);
+    if (idit == by_id_.end()) return;  // already completed
+    CURL* easy = idit->second;
+    by_id_.erase(idit);
+    auto it = active_.find(easy);
+    if (it == active_.end()) return;
+    std::unique_ptr<Transfer> t = std::move(it->second);
+    active_.erase(it);
+    curl_multi_remove_handle(multi_, easy);
+    // The connection was mid-response: curl closes it rather than reuse it.
+    Status st = Status::Cancelled(t->req.method + " " + t->req.url + ": cancelled");
+    Complete(std::move(t), std::move(st));
   }
 
   void Finish(CURL* easy, CURLcode rc) {
@@ -309,8 +346,14 @@ class CurlEngine final : public HttpEngine {
     if (it == active_.end()) return;
     std::unique_ptr<Transfer> t = std::move(it->second);
     active_.erase(it);
+    by_id_.erase(t->id);
     curl_multi_remove_handle(multi_, easy);
     curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &t->resp.status);
+    curl_off_t ttfb_us = 0, total_us = 0;
+    curl_easy_getinfo(easy, CURLINFO_STARTTRANSFER_TIME_T, &ttfb_us);
+    curl_easy_getinfo(easy, CURLINFO_TOTAL_TIME_T, &total_us);
+    t->resp.ttfb = std::chrono::microseconds(ttfb_us);
+    t->resp.total = std::chrono::microseconds(total_us);
     if (rc == CURLE_WRITE_ERROR && t->stopped_sink_full) rc = CURLE_OK;
     Status st = CurlCodeToStatus(rc, *t);
     Complete(std::move(t), std::move(st));
@@ -338,12 +381,15 @@ class CurlEngine final : public HttpEngine {
 
   // State below is used only by the I/O thread.
   std::unordered_map<CURL*, std::unique_ptr<Transfer>> active_;
+  std::unordered_map<HttpRequestId, CURL*> by_id_;  // the requests in active_, by id
   std::vector<CURL*> idle_;
   std::atomic<size_t> handles_created_{0};
+  std::atomic<HttpRequestId> next_id_{0};
 
   // State below is protected by mu_.
   Mutex mu_;
   std::deque<std::unique_ptr<Transfer>> queue_ GUARDED_BY(mu_);
+  std::vector<HttpRequestId> cancels_ GUARDED_BY(mu_);
   bool stopping_ GUARDED_BY(mu_) = false;
 
   std::jthread thread_;  // last: started after every member above is initialised

@@ -5,7 +5,9 @@
 // hand requests over through a mutex-guarded queue and wake the thread with curl_multi_wakeup (no
 // polling loop). Easy handles are pooled and reused, and the multi handle keeps a connection
 // cache, so keep-alive connections are reused across requests. Completion is reported through a
-// callback that runs on the I/O thread (Submit), or by blocking the caller (Execute).
+// callback that runs on the I/O thread (Submit), or by blocking the caller (Execute). A submitted
+// request can be cancelled (Cancel): the I/O thread removes it from the multi handle, so its sink
+// receives no byte after its callback has run with Cancelled (hedged requests, conventions C13).
 //
 // Error translation happens here, once (C3): a transfer that fails (CURLcode) completes with a
 // non-OK Status; a transfer that got an HTTP answer completes OK with the status code in the
@@ -20,6 +22,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <span>
@@ -58,6 +61,10 @@ struct HttpResponse {
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;       // without a sink, or the (bounded) error body of a non-2xx answer
   size_t sink_bytes = 0;  // bytes written into the sink
+  // From curl, for this attempt only (not the time queued before the I/O thread picked it up):
+  // until the first response byte (connect and TLS included), and until the end.
+  std::chrono::microseconds ttfb{0};
+  std::chrono::microseconds total{0};
   // Returns the first header named `lower_name`, or nullptr.
   const std::string* Header(std::string_view lower_name) const;
 };
@@ -66,11 +73,20 @@ struct HttpResponse {
 // thread it runs on) nor destroy the engine.
 using HttpCallback = std::function<void(Status, HttpResponse)>;
 
+// Identifies a submitted request for Cancel(); never 0, never reused by an engine.
+using HttpRequestId = uint64_t;
+
 class HttpEngine : public HttpTransport {
  public:
   // Queues `request`; `done` runs exactly once, on the I/O thread (or inline with Cancelled when
-  // the engine is shutting down).
-  virtual void Submit(HttpRequest request, HttpCallback done) = 0;
+  // the engine is shutting down). Returns an id for Cancel().
+  virtual HttpRequestId Submit(HttpRequest request, HttpCallback done) = 0;
+
+  // Asks the I/O thread to abandon request `id`. If it has not completed yet, it is removed from
+  // curl (its connection is closed, not reused), writes no more into its sink, and its callback
+  // runs with Cancelled. A no-op for a request that already completed (its callback ran or is
+  // about to run with its real outcome). Asynchronous: returns before the callback has run.
+  virtual void Cancel(HttpRequestId id) = 0;
 
   // Blocking wrapper: submits and waits for completion. OK with the response when the exchange
   // completed (whatever the HTTP status); Unavailable/TimedOut/IOError/Cancelled otherwise.

@@ -1,21 +1,36 @@
 // S3BlobStore — BlobStore over the S3 REST API (AWS S3, MinIO, Ceph RGW, s3rver), using the
 // shared HttpEngine for transfers and SignV4 for authentication.
 //
-// Every operation goes through Perform(), the one place with retries: jittered exponential
+// Every operation but Read goes through Perform(), the place with retries: jittered exponential
 // backoff between options.backoff_base and options.backoff_max, at most options.max_attempts
 // attempts, only for retryable failures (transport errors, timeouts, resets, 5xx including
 // 503 SlowDown, 429). 404/403/412 and other 4xx answers are never retried. Each attempt is bounded
 // by options.request_timeout, so an origin outage ends in Unavailable/TimedOut, never a hang.
+//
+// Read() goes through RunGets() instead, a small event loop on the calling thread (no extra
+// threads) that drives asynchronous ranged GETs on the shared engine:
+//   - a large read is split into parts of options.part_size, up to max_parts_in_flight at once,
+//     each streaming into its own slice of the caller's buffer and retried on its own;
+//   - a GET still unanswered after max(hedge_min_delay, the tracker's p95 for its size) gets one
+//     duplicate. The original streams into the caller's slice, the duplicate into a private
+//     buffer; the first successful answer wins, the other is cancelled, and a winning duplicate
+//     is copied into the slice only after the original's cancellation has completed, so the
+//     caller never sees interleaved bytes. RunGets returns only when none of its requests is
+//     still in flight: nothing writes into the caller's buffer after Read() returned.
+// Every request of the store (reads or not) holds a slot of the AIMD limiter while in flight, and
+// its outcome feeds the limiter (see adaptive.h).
 #include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <ctime>
+#include <deque>
 #include <pugixml.hpp>
 #include <random>
 #include <thread>
 
 #include "base/logging.h"
 #include "base/mutex.h"
+#include "blobclient/adaptive.h"
 #include "blobclient/blob_store.h"
 #include "blobclient/http_transport.h"
 #include "blobclient/sigv4.h"
@@ -26,7 +41,23 @@ namespace {
 using blobclient::HeaderList;
 using blobclient::HttpEngine;
 using blobclient::HttpRequest;
+using blobclient::HttpRequestId;
 using blobclient::HttpResponse;
+using SteadyClock = std::chrono::steady_clock;
+
+// A completed GET slower than max(kSpikeFactor × the expected p95, kSpikeFloor) is a latency
+// spike: a congestion signal for the limiter, like a 503.
+constexpr int kSpikeFactor = 4;
+constexpr std::chrono::milliseconds kSpikeFloor{50};
+// The limiter is cut at most once per max(kMinCutWindow, p95 TTFB): one round trip's worth of
+// throttled answers is one signal.
+constexpr std::chrono::milliseconds kMinCutWindow{50};
+
+// CondVar waits carry no capability annotation (base/mutex.h). REQUIRES: cv's Mutex is held.
+void WaitWhileHeld(CondVar* cv) NO_THREAD_SAFETY_ANALYSIS { cv->Wait(); }
+void WaitForWhileHeld(CondVar* cv, std::chrono::nanoseconds d) NO_THREAD_SAFETY_ANALYSIS {
+  cv->WaitFor(d);
+}
 
 struct Endpoint {
   std::string scheme;  // "http" or "https"
@@ -167,32 +198,18 @@ class S3BlobStore final : public BlobStore {
                       std::string_view if_match_etag) override {
     TIERFS_RETURN_IF_ERROR(CheckKey(key));
     if (out.empty()) return size_t{0};
-    Call c;
-    c.method = "GET";
-    c.path = ObjectPath(key);
-    c.context = "GET " + std::string(key) + " @" + std::to_string(offset);
-    c.headers.emplace_back(
-        "Range", "bytes=" + std::to_string(offset) + "-" + std::to_string(offset + out.size() - 1));
-    if (!if_match_etag.empty()) {
-      c.headers.emplace_back("If-Match", "\"" + StripQuotes(if_match_etag) + "\"");
+    const uint64_t part = std::max<uint64_t>(1, options_.part_size);
+    std::vector<GetPart> parts;
+    parts.reserve(static_cast<size_t>((out.size() + part - 1) / part));
+    for (uint64_t at = 0; at < out.size(); at += part) {
+      GetPart p;
+      p.offset = offset + at;
+      p.out = out.subspan(static_cast<size_t>(at),
+                          static_cast<size_t>(std::min<uint64_t>(part, out.size() - at)));
+      parts.push_back(std::move(p));
     }
-    c.sink = &out;
-    c.range_offset = offset;
-    c.accept_416 = true;
-    TIERFS_ASSIGN_OR_RETURN(HttpResponse resp, Perform(c));
-    if (resp.status == 416) return size_t{0};  // at or past the end of the object
-    if (resp.status == 206) {
-      // Guard against a server answering a different range than the one asked for.
-      if (const std::string* cr = resp.Header("content-range"); cr && cr->starts_with("bytes ")) {
-        uint64_t first = 0;
-        std::string_view v = std::string_view(*cr).substr(6);
-        if (!ParseU64(v.substr(0, v.find('-')), &first) || first != offset) {
-          return Fail(Status::Corruption(c.context + ": unexpected Content-Range " + *cr));
-        }
-      }
-    }
-    bytes_read_ += resp.sink_bytes;
-    return resp.sink_bytes;
+    if (parts.size() > 1) ++parallel_reads_;
+    return RunGets(key, parts, if_match_etag);
   }
 
   Result<ListPage> List(std::string_view prefix, std::string_view delimiter, std::string_view token,
@@ -245,6 +262,13 @@ class S3BlobStore final : public BlobStore {
     s.bytes_read = bytes_read_.load();
     s.bytes_written = bytes_written_.load();
     s.errors = errors_.load();
+    s.hedges_issued = hedges_issued_.load();
+    s.hedges_won = hedges_won_.load();
+    s.concurrency_limit = static_cast<uint64_t>(limiter_.limit());
+    s.concurrency_decreases = limiter_.decreases();
+    s.ttfb_p95_us = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::microseconds>(tracker_.TtfbP95()).count());
+    s.parallel_reads = parallel_reads_.load();
     return s;
   }
 
@@ -317,26 +341,319 @@ class S3BlobStore final : public BlobStore {
     return std::chrono::milliseconds(dist(rng));
   }
 
-  // At most options.max_connections requests of this store are in flight; callers beyond that
-  // wait here rather than in curl's per-host queue, where their timeouts would already run.
-  void AcquireSlot() EXCLUDES(slots_mu_) NO_THREAD_SAFETY_ANALYSIS {
-    MutexLock l(&slots_mu_);
-    while (in_flight_ >= max_in_flight_) slots_cv_.Wait();
-    ++in_flight_;
+  // The limiter's verdict on one finished request: OK answers let it grow, throttling (503, 429),
+  // timeouts and latency spikes cut it. `took` is curl's total time for the request.
+  void Feedback(const Status& transport, long http_status, std::chrono::nanoseconds took,
+                uint64_t body_bytes) {
+    const bool answered = transport.ok() && http_status > 0;
+    if (transport.code() == Status::Code::kTimedOut || http_status == 503 || http_status == 429 ||
+        http_status == 408) {
+      limiter_.OnCongestion(SteadyClock::now(), CutWindow());
+      return;
+    }
+    if (!answered || http_status >= 500) return;
+    if (auto expected = tracker_.ExpectedP95(body_bytes)) {
+      auto spike = std::max<std::chrono::nanoseconds>(kSpikeFactor * *expected, kSpikeFloor);
+      if (took > spike) {
+        limiter_.OnCongestion(SteadyClock::now(), CutWindow());
+        return;
+      }
+    }
+    limiter_.OnSuccess();
   }
-  void ReleaseSlot() EXCLUDES(slots_mu_) {
-    MutexLock l(&slots_mu_);
-    --in_flight_;
-    slots_cv_.Signal();
+  std::chrono::nanoseconds CutWindow() const {
+    return std::max<std::chrono::nanoseconds>(kMinCutWindow, tracker_.TtfbP95());
   }
+
+  // Requests beyond the store's adaptive limit wait here rather than in curl's per-host queue,
+  // where their timeouts would already run; the wait itself is bounded by request_timeout.
   Result<HttpResponse> ExecuteLimited(HttpRequest req) {
-    AcquireSlot();
+    if (!limiter_.Acquire(SteadyClock::now() + options_.request_timeout)) {
+      return Status::TimedOut("waiting for a connection slot (limit " +
+                              std::to_string(limiter_.limit()) + ")");
+    }
     Result<HttpResponse> r = engine_->Execute(std::move(req));
-    ReleaseSlot();
+    if (r.ok()) {
+      Feedback(Status::OK(), r->status, r->total, 0);
+    } else {
+      Feedback(r.status(), 0, {}, 0);
+    }
+    limiter_.Release();
     return r;
   }
 
-  // The one place with retries. OK with a 2xx response (or 416 when c.accept_416).
+  // One ranged GET of a Read: [offset, offset + out.size()) into `out`.
+  struct GetPart {
+    uint64_t offset = 0;
+    std::span<std::byte> out;  // the caller's slice; the primary's sink points here
+    enum class State { kWaiting, kRunning, kDone } state = State::kWaiting;
+    SteadyClock::time_point ready_at{};    // kWaiting: not before (retry backoff)
+    SteadyClock::time_point started{};     // when the current primary was submitted
+    int attempts = 0;                      // primaries submitted
+    HttpRequestId primary = 0, hedge = 0;  // in flight, or 0
+    bool hedge_tried = false;              // for the current primary
+    // A duplicate's private buffer (owned by its callback as well); `hedge_span` is its sink.
+    std::shared_ptr<std::vector<std::byte>> hedge_buf;
+    std::shared_ptr<std::span<std::byte>> hedge_span;
+    bool copy_pending = false;  // the duplicate won; copy once the primary is gone
+    size_t got = 0;
+    Status last;
+  };
+  struct Completion {
+    size_t part;
+    bool hedge;
+    Status status;
+    HttpResponse resp;
+  };
+  struct Inbox {
+    Mutex mu;
+    CondVar cv{&mu};
+    std::deque<Completion> q GUARDED_BY(mu);
+  };
+
+  HttpRequest PartRequest(std::string_view key, const GetPart& p, std::string_view if_match,
+                          std::span<std::byte>* sink) const {
+    Call c;
+    c.method = "GET";
+    c.path = ObjectPath(key);
+    c.headers.emplace_back("Range", "bytes=" + std::to_string(p.offset) + "-" +
+                                        std::to_string(p.offset + p.out.size() - 1));
+    if (!if_match.empty()) {
+      c.headers.emplace_back("If-Match", "\"" + StripQuotes(if_match) + "\"");
+    }
+    c.sink = sink;
+    c.range_offset = p.offset;
+    return BuildRequest(c);
+  }
+
+  // Runs the ranged GETs of one Read (retries, hedges, parallel parts) and assembles the result:
+  // the bytes read, short only at the end of the object. Returns only when none of its requests
+  // is in flight any more.
+  Result<size_t> RunGets(std::string_view key, std::vector<GetPart>& parts,
+                         std::string_view if_match) {
+    using State = GetPart::State;
+    const std::string context =
+        "GET " + std::string(key) + " @" + std::to_string(parts.front().offset);
+    auto inbox = std::make_shared<Inbox>();
+    auto submit = [&](size_t i, bool hedge, std::span<std::byte>* sink,
+                      std::shared_ptr<void> keep) -> HttpRequestId {
+      ++requests_;
+      return engine_->Submit(PartRequest(key, parts[i], if_match, sink),
+                             [inbox, i, hedge, keep](Status st, HttpResponse resp) {
+                               MutexLock l(&inbox->mu);
+                               inbox->q.push_back({i, hedge, std::move(st), std::move(resp)});
+                               inbox->cv.Signal();
+                             });
+    };
+    int in_flight = 0;
+    bool failed = false;
+    Status fatal;
+    auto cancel_all = [&] {
+      for (GetPart& p : parts) {
+        if (p.primary != 0) engine_->Cancel(p.primary);
+        if (p.hedge != 0) engine_->Cancel(p.hedge);
+      }
+    };
+    auto fail = [&](Status st) {
+      if (!failed) {
+        failed = true;
+        fatal = std::move(st);
+        cancel_all();
+      }
+    };
+    const int max_parts = std::max(1, options_.max_parts_in_flight);
+
+    while (true) {
+      auto now = SteadyClock::now();
+      bool all_done = true;
+      int running = 0;
+      for (const GetPart& p : parts) {
+        all_done &= p.state == State::kDone;
+        running += p.state == State::kRunning;
+      }
+      if ((all_done || failed) && in_flight == 0) break;
+      SteadyClock::time_point wake = SteadyClock::time_point::max();
+      if (!failed) {
+        // Start parts whose turn it is. With nothing in flight, wait for a slot (bounded);
+        // otherwise take free slots only, and let completions make room.
+        for (size_t i = 0; i < parts.size() && running < max_parts; ++i) {
+          GetPart& p = parts[i];
+          if (p.state != State::kWaiting) continue;
+          if (p.ready_at > now) {
+            wake = std::min(wake, p.ready_at);
+            continue;
+          }
+          bool slot = in_flight == 0 ? limiter_.Acquire(now + options_.request_timeout)
+                                     : limiter_.TryAcquire();
+          if (!slot) {
+            if (in_flight == 0) {
+              fail(Status::TimedOut(context + ": waiting for a connection slot (limit " +
+                                    std::to_string(limiter_.limit()) + ")"));
+            }
+            break;
+          }
+          p.state = State::kRunning;
+          ++p.attempts;
+          p.hedge_tried = false;
+          p.started = SteadyClock::now();
+          p.primary = submit(i, false, &p.out, nullptr);
+          ++in_flight;
+          ++running;
+        }
+        // Hedge the late ones (one duplicate per attempt, only with a free slot).
+        for (size_t i = 0; i < parts.size() && options_.hedge && !failed; ++i) {
+          GetPart& p = parts[i];
+          if (p.state != State::kRunning || p.primary == 0 || p.hedge_tried ||
+              p.out.size() > options_.hedge_max_bytes) {
+            continue;
+          }
+          std::optional<std::chrono::nanoseconds> p95 = tracker_.ExpectedP95(p.out.size());
+          if (!p95.has_value()) continue;
+          auto due = p.started + std::max<std::chrono::nanoseconds>(*p95, options_.hedge_min_delay);
+          if (SteadyClock::now() < due) {
+            wake = std::min(wake, due);
+            continue;
+          }
+          p.hedge_tried = true;
+          if (!limiter_.TryAcquire()) continue;
+          p.hedge_buf = std::make_shared<std::vector<std::byte>>(p.out.size());
+          p.hedge_span = std::make_shared<std::span<std::byte>>(*p.hedge_buf);
+          ++hedges_issued_;
+          p.hedge = submit(i, true, p.hedge_span.get(),
+                           std::make_shared<std::pair<std::shared_ptr<std::vector<std::byte>>,
+                                                      std::shared_ptr<std::span<std::byte>>>>(
+                               p.hedge_buf, p.hedge_span));
+          ++in_flight;
+        }
+      }
+
+      std::deque<Completion> done;
+      {
+        MutexLock l(&inbox->mu);
+        while (inbox->q.empty()) {
+          if (wake == SteadyClock::time_point::max()) {
+            WaitWhileHeld(&inbox->cv);
+            continue;
+          }
+          auto left = wake - SteadyClock::now();
+          if (left <= std::chrono::nanoseconds::zero()) break;
+          WaitForWhileHeld(&inbox->cv, left);
+        }
+        done.swap(inbox->q);
+      }
+      for (Completion& c : done) {
+        --in_flight;
+        GetPart& p = parts[c.part];
+        HttpRequestId& mine = c.hedge ? p.hedge : p.primary;
+        HttpRequestId& other = c.hedge ? p.primary : p.hedge;
+        mine = 0;
+        const bool cancelled = c.status.code() == Status::Code::kCancelled;
+        if (!cancelled) {
+          Feedback(c.status, c.status.ok() ? c.resp.status : 0, c.resp.total, c.resp.sink_bytes);
+        }
+        limiter_.Release();
+        if (p.state == State::kDone) {
+          // The loser of a hedge race. If the duplicate won, the original no longer writes into
+          // the caller's slice: now the duplicate's bytes can go there.
+          if (!c.hedge && p.copy_pending) {
+            std::memcpy(p.out.data(), p.hedge_buf->data(), p.got);
+            p.copy_pending = false;
+            p.hedge_buf.reset();
+            p.hedge_span.reset();
+          }
+          continue;
+        }
+        if (failed) continue;
+        Status st;
+        bool retryable = false;
+        const long code = c.status.ok() ? c.resp.status : 0;
+        if (!c.status.ok()) {
+          st = c.status.WithContext(context);
+          retryable = IsRetryable(st) && st.code() != Status::Code::kPermissionDenied;
+        } else if ((code >= 200 && code < 300) || code == 416) {
+          st = CheckContentRange(c.resp, p.offset, context);
+          if (st.ok()) {
+            // The first good answer wins.
+            const size_t got = code == 416 ? 0 : c.resp.sink_bytes;
+            if (code != 416 && c.resp.sink_bytes > 0) {
+              tracker_.Record(c.resp.ttfb, c.resp.total, c.resp.sink_bytes);
+            }
+            p.state = State::kDone;
+            p.got = got;
+            bytes_read_ += got;
+            if (c.hedge) {
+              ++hedges_won_;
+              if (other != 0) {
+                engine_->Cancel(other);
+                p.copy_pending = true;
+              } else {
+                std::memcpy(p.out.data(), p.hedge_buf->data(), got);
+              }
+            } else if (other != 0) {
+              engine_->Cancel(other);
+            }
+            continue;
+          }
+        } else {
+          st = blobclient::HttpStatusToStatus(code, context, c.resp.body);
+          retryable = code >= 500 || code == 429 || code == 408;
+        }
+        p.last = st;
+        if (!retryable) {
+          fail(st);
+          continue;
+        }
+        if (other != 0) continue;  // the other request of this part may still answer
+        if (p.attempts >= options_.max_attempts) {
+          fail(st);
+          continue;
+        }
+        ++retries_;
+        auto delay = Backoff(p.attempts);
+        SPDLOG_LOGGER_DEBUG(&Logger(Module::kBlobClient), "{}: {}; retry {} in {} ms", describe_,
+                            st.ToString(), p.attempts, delay.count());
+        p.state = State::kWaiting;
+        p.ready_at = SteadyClock::now() + delay;
+      }
+    }
+
+    if (failed) {
+      if (IsRetryable(fatal)) {
+        Logger(Module::kBlobClient)
+            .warn("{}: giving up after {} attempt(s): {}", describe_, options_.max_attempts,
+                  fatal.ToString());
+      }
+      return Fail(fatal);
+    }
+    // Parts are contiguous; only the end of the object may cut them short.
+    size_t total = 0;
+    bool short_seen = false;
+    for (const GetPart& p : parts) {
+      if (short_seen && p.got > 0) {
+        return Fail(Status::Corruption(context + ": the object's size changed during the read"));
+      }
+      total += p.got;
+      short_seen |= p.got < p.out.size();
+    }
+    return total;
+  }
+
+  // Guards against a server answering a different range than the one asked for.
+  static Status CheckContentRange(const HttpResponse& resp, uint64_t offset,
+                                  const std::string& context) {
+    if (resp.status != 206) return Status::OK();
+    if (const std::string* cr = resp.Header("content-range"); cr && cr->starts_with("bytes ")) {
+      uint64_t first = 0;
+      std::string_view v = std::string_view(*cr).substr(6);
+      if (!ParseU64(v.substr(0, v.find('-')), &first) || first != offset) {
+        return Status::Corruption(context + ": unexpected Content-Range " + *cr);
+      }
+    }
+    return Status::OK();
+  }
+
+  // Retries for everything but Read (RunGets has the same policy per part). OK with a 2xx
+  // response (or 416 when c.accept_416).
   Result<HttpResponse> Perform(const Call& c) {
     Status last;
     for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
@@ -418,14 +735,12 @@ class S3BlobStore final : public BlobStore {
   std::string host_header_;
   std::string describe_;
 
-  const int max_in_flight_ = std::max(1, options_.max_connections);
-
   std::atomic<uint64_t> requests_{0}, retries_{0}, bytes_read_{0}, bytes_written_{0}, errors_{0};
+  std::atomic<uint64_t> hedges_issued_{0}, hedges_won_{0}, parallel_reads_{0};
 
-  Mutex slots_mu_;
-  CondVar slots_cv_{&slots_mu_};
-  // State below is protected by slots_mu_.
-  int in_flight_ GUARDED_BY(slots_mu_) = 0;
+  // Thread-safe themselves.
+  blobclient::LatencyTracker tracker_;
+  blobclient::AimdLimiter limiter_{options_.initial_concurrency, options_.max_connections};
 };
 
 }  // namespace
@@ -444,6 +759,15 @@ Result<std::unique_ptr<BlobStore>> NewS3BlobStore(const S3Options& options,
   if (options.max_attempts < 1) return Status::InvalidArgument("s3: max_attempts must be >= 1");
   if (options.max_connections < 1) {
     return Status::InvalidArgument("s3: max_connections must be >= 1");
+  }
+  if (options.initial_concurrency < 1) {
+    return Status::InvalidArgument("s3: initial_concurrency must be >= 1");
+  }
+  if (options.part_size < 1 || options.max_parts_in_flight < 1) {
+    return Status::InvalidArgument("s3: part_size and max_parts_in_flight must be >= 1");
+  }
+  if (options.hedge_min_delay.count() < 0) {
+    return Status::InvalidArgument("s3: hedge_min_delay must be >= 0");
   }
   if (options.backoff_base.count() < 0 || options.backoff_max < options.backoff_base) {
     return Status::InvalidArgument("s3: need 0 <= backoff_base <= backoff_max");

@@ -332,6 +332,58 @@ TEST_F(HttpTransportTest, DestructionCancelsOutstandingRequests) {
   EXPECT_EQ(f.get().code(), Status::Code::kCancelled);
 }
 
+TEST_F(HttpTransportTest, CancelEndsAStalledRequestAndStopsItsSink) {
+  server_->SetHandler([](const HttpTestRequest& req) {
+    if (req.path == "/fast") return HttpTestResponse::Make(200, "quick");
+    HttpTestResponse r = HttpTestResponse::Make(200, std::string(100000, 'x'));
+    r.stall_after_bytes = 100;
+    r.stall_for = std::chrono::milliseconds(20000);
+    return r;
+  });
+  std::vector<std::byte> buf(100000);
+  std::span<std::byte> sink(buf);
+  HttpRequest req = Get("/stall");
+  req.sink = &sink;
+  req.timeout = std::chrono::milliseconds(60000);
+  std::promise<std::pair<Status, size_t>> done;
+  HttpRequestId id = engine_->Submit(req, [&done](Status st, HttpResponse resp) {
+    done.set_value({st, resp.sink_bytes});
+  });
+  EXPECT_NE(id, 0u);
+  auto deadline = Clock::now() + std::chrono::seconds(5);
+  while (server_->request_count() == 0 && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  auto start = Clock::now();
+  engine_->Cancel(id);
+  auto f = done.get_future();
+  ASSERT_EQ(f.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
+  auto [st, sink_bytes] = f.get();
+  EXPECT_EQ(st.code(), Status::Code::kCancelled) << st.ToString();
+  EXPECT_LE(sink_bytes, 100u);
+  // Cancelling again, or an unknown id, is a no-op; the engine keeps working.
+  engine_->Cancel(id);
+  engine_->Cancel(987654321);
+  auto r = engine_->Execute(Get("/fast"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->body, "quick");
+  EXPECT_GT(r->total.count(), 0);
+  EXPECT_LE(r->ttfb, r->total);
+}
+
+TEST_F(HttpTransportTest, CancelAfterCompletionIsANoOp) {
+  server_->SetHandler([](const HttpTestRequest&) { return HttpTestResponse::Make(200, "ok"); });
+  std::promise<Status> done;
+  HttpRequestId id =
+      engine_->Submit(Get("/"), [&done](Status st, HttpResponse) { done.set_value(st); });
+  auto f = done.get_future();
+  ASSERT_EQ(f.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  EXPECT_TRUE(f.get().ok());
+  engine_->Cancel(id);  // the callback must not run a second time (the promise would throw)
+  EXPECT_TRUE(engine_->Execute(Get("/")).ok());
+}
+
 bool ThreadNamed(const std::string& wanted) {
   bool found = false;
   DIR* d = ::opendir("/proc/self/task");

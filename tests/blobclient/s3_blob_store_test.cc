@@ -621,8 +621,11 @@ TEST_F(S3BlobStoreTest, ConcurrentReadsFromEightThreads) {
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(failures.load(), 0);
-  EXPECT_EQ(server_->request_count(), 200u);
-  EXPECT_LE(server_->connections_accepted(), 8u);
+  // A loaded machine may make a GET late enough to be hedged: each hedge is one more request
+  // (and maybe one more connection, since the cancelled loser's connection is closed).
+  const uint64_t hedges = store->Stats().hedges_issued;
+  EXPECT_EQ(server_->request_count(), 200u + hedges);
+  EXPECT_LE(server_->connections_accepted(), 8u + hedges);
   EXPECT_EQ(store->Stats().bytes_read, 200u * 8192u);
 }
 

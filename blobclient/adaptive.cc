@@ -1,0 +1,117 @@
+#include "blobclient/adaptive.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace tierfs::blobclient {
+namespace {
+
+// The q-quantile (0 < q < 1) of the first n values of `ring` (nearest rank).
+int64_t Quantile(const std::array<int64_t, LatencyTracker::kWindow>& ring, size_t n, double q) {
+  std::array<int64_t, LatencyTracker::kWindow> v = ring;
+  size_t k = std::min(n - 1, static_cast<size_t>(q * static_cast<double>(n)));
+  std::nth_element(v.begin(), v.begin() + static_cast<ptrdiff_t>(k),
+                   v.begin() + static_cast<ptrdiff_t>(n));
+  return v[k];
+}
+
+// CondVar waits carry no capability annotation (see base/mutex.h). REQUIRES: cv's Mutex held.
+bool WaitUntilWhileHeld(CondVar* cv, AimdLimiter::TimePoint deadline) NO_THREAD_SAFETY_ANALYSIS {
+  auto now = std::chrono::steady_clock::now();
+  if (now >= deadline) return false;
+  cv->WaitFor(deadline - now);
+  return true;
+}
+
+}  // namespace
+
+void LatencyTracker::Record(std::chrono::nanoseconds ttfb, std::chrono::nanoseconds total,
+                            uint64_t bytes) {
+  const int64_t t = std::max<int64_t>(0, ttfb.count());
+  const int64_t body = std::max<int64_t>(0, total.count() - t);
+  MutexLock l(&mu_);
+  ttfb_ns_[ttfb_count_ % kWindow] = t;
+  ++ttfb_count_;
+  if (bytes >= kMinBytesForRate) {
+    ns_per_kib_[rate_count_ % kWindow] =
+        static_cast<int64_t>(static_cast<double>(body) * 1024.0 / static_cast<double>(bytes));
+    ++rate_count_;
+  }
+  const size_t n = static_cast<size_t>(std::min<uint64_t>(ttfb_count_, kWindow));
+  if (n >= static_cast<size_t>(kMinSamples)) ttfb_p95_ns_ = Quantile(ttfb_ns_, n, 0.95);
+  const size_t m = static_cast<size_t>(std::min<uint64_t>(rate_count_, kWindow));
+  if (m > 0) ns_per_kib_p50_ = Quantile(ns_per_kib_, m, 0.5);
+}
+
+std::optional<std::chrono::nanoseconds> LatencyTracker::ExpectedP95(uint64_t bytes) const {
+  const int64_t p95 = ttfb_p95_ns_.load();
+  if (p95 < 0) return std::nullopt;
+  const double transfer =
+      static_cast<double>(ns_per_kib_p50_.load()) * static_cast<double>(bytes) / 1024.0;
+  return std::chrono::nanoseconds(p95 + static_cast<int64_t>(transfer));
+}
+
+AimdLimiter::AimdLimiter(int initial, int max)
+    : max_(std::max(1, max)), limit_(std::clamp(initial, 1, std::max(1, max))) {}
+
+bool AimdLimiter::Acquire(TimePoint deadline) {
+  MutexLock l(&mu_);
+  while (in_flight_ >= limit_) {
+    if (!WaitUntilWhileHeld(&cv_, deadline)) return false;
+  }
+  ++in_flight_;
+  return true;
+}
+
+bool AimdLimiter::TryAcquire() {
+  MutexLock l(&mu_);
+  if (in_flight_ >= limit_) return false;
+  ++in_flight_;
+  return true;
+}
+
+void AimdLimiter::Release() {
+  MutexLock l(&mu_);
+  --in_flight_;
+  cv_.Signal();
+}
+
+void AimdLimiter::OnSuccess() {
+  MutexLock l(&mu_);
+  // Grow only while the limit is the constraint (at least half of it in use, this request
+  // included): a store used by one thread at a time must not inflate a limit it never tests.
+  if (limit_ >= max_ || 2 * in_flight_ < limit_) return;
+  if (++successes_ >= limit_) {
+    ++limit_;
+    successes_ = 0;
+    cv_.SignalAll();
+  }
+}
+
+void AimdLimiter::OnCongestion(TimePoint now, std::chrono::nanoseconds window) {
+  MutexLock l(&mu_);
+  if (last_decrease_.has_value() && now - *last_decrease_ < window) return;
+  last_decrease_ = now;
+  successes_ = 0;
+  if (limit_ > 1) {
+    limit_ = std::max(1, limit_ / 2);
+    ++decreases_;
+  }
+}
+
+int AimdLimiter::limit() const {
+  MutexLock l(&mu_);
+  return limit_;
+}
+
+int AimdLimiter::in_flight() const {
+  MutexLock l(&mu_);
+  return in_flight_;
+}
+
+uint64_t AimdLimiter::decreases() const {
+  MutexLock l(&mu_);
+  return decreases_;
+}
+
+}  // namespace tierfs::blobclient

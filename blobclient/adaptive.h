@@ -1,0 +1,97 @@
+// Adaptive request control for one endpoint (internal to blobclient/): a streaming latency
+// estimate that decides when a GET is late enough to hedge, and an AIMD concurrency limiter.
+//
+// LatencyTracker keeps the last kWindow successful GETs of a store and models a GET of `bytes`
+// as  time-to-first-byte + bytes × transfer-time-per-byte. Hedging compares a request's age
+// with ExpectedP95(bytes) = p95(ttfb) + bytes × median(time per byte): the p95 captures the
+// queueing/seek tail of the server, the size term keeps a 4 MiB GET from being "late" next to
+// 4 KiB ones. Until kMinSamples samples exist it has no opinion (no hedging on a cold store).
+//
+// AimdLimiter bounds the requests of a store in flight by a limit that adapts: +1 after `limit`
+// successes while the limit is actually used (additive increase, about +1 per round trip), ×½ on
+// a congestion signal (503 SlowDown, 429, a timeout, a latency spike), at most once per window
+// so that one burst of throttled answers cuts once (multiplicative decrease). Between 1 and
+// `max`. Callers beyond the limit wait, bounded by their deadline.
+//
+// Both are thread-safe; no external synchronization needed.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <optional>
+
+#include "base/mutex.h"
+
+namespace tierfs::blobclient {
+
+class LatencyTracker {
+ public:
+  static constexpr int kWindow = 128;
+  static constexpr int kMinSamples = 20;
+  // Bodies smaller than this say little about transfer speed; only their TTFB is recorded.
+  static constexpr uint64_t kMinBytesForRate = 16 * 1024;
+
+  // One successful GET: time to the first response byte, time to the end, body bytes.
+  void Record(std::chrono::nanoseconds ttfb, std::chrono::nanoseconds total, uint64_t bytes)
+      EXCLUDES(mu_);
+
+  // The p95-ish completion time of a GET of `bytes`; nullopt until kMinSamples were recorded.
+  std::optional<std::chrono::nanoseconds> ExpectedP95(uint64_t bytes) const;
+
+  // p95 of the time to first byte, 0 until kMinSamples were recorded.
+  std::chrono::nanoseconds TtfbP95() const {
+    return std::chrono::nanoseconds(std::max<int64_t>(0, ttfb_p95_ns_.load()));
+  }
+
+ private:
+  mutable Mutex mu_;
+  // State below is protected by mu_.
+  std::array<int64_t, kWindow> ttfb_ns_ GUARDED_BY(mu_){};
+  std::array<int64_t, kWindow> ns_per_kib_ GUARDED_BY(mu_){};
+  uint64_t ttfb_count_ GUARDED_BY(mu_) = 0;
+  uint64_t rate_count_ GUARDED_BY(mu_) = 0;
+
+  // Derived after every Record, read without the lock: -1 = not enough samples yet.
+  std::atomic<int64_t> ttfb_p95_ns_{-1};
+  std::atomic<int64_t> ns_per_kib_p50_{0};
+};
+
+class AimdLimiter {
+ public:
+  using TimePoint = std::chrono::steady_clock::time_point;
+
+  // REQUIRES: 1 <= initial, 1 <= max (initial is clamped to max).
+  AimdLimiter(int initial, int max);
+
+  // Takes a slot under the current limit, waiting until `deadline`; false if it passed.
+  bool Acquire(TimePoint deadline) EXCLUDES(mu_);
+  // Takes a slot only if one is free now.
+  bool TryAcquire() EXCLUDES(mu_);
+  void Release() EXCLUDES(mu_);
+
+  // REQUIRES: called while the request still holds its slot (before Release).
+  void OnSuccess() EXCLUDES(mu_);
+  // Halves the limit unless it was already cut less than `window` before `now`.
+  void OnCongestion(TimePoint now, std::chrono::nanoseconds window) EXCLUDES(mu_);
+
+  int limit() const EXCLUDES(mu_);
+  int in_flight() const EXCLUDES(mu_);
+  uint64_t decreases() const EXCLUDES(mu_);
+
+ private:
+  // Constant after construction.
+  const int max_;
+
+  mutable Mutex mu_;
+  CondVar cv_{&mu_};
+  // State below is protected by mu_.
+  int limit_ GUARDED_BY(mu_);
+  int in_flight_ GUARDED_BY(mu_) = 0;
+  int successes_ GUARDED_BY(mu_) = 0;  // since the last change of limit_
+  uint64_t decreases_ GUARDED_BY(mu_) = 0;
+  std::optional<TimePoint> last_decrease_ GUARDED_BY(mu_);
+};
+
+}  // namespace tierfs::blobclient

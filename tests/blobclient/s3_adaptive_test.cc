@@ -1,0 +1,427 @@
+// Speed features of the S3 store over loopback HTTP: hedged GETs, the AIMD concurrency limit and
+// parallel ranged reads; plus the LatencyTracker and AimdLimiter on their own.
+//
+// These run on loaded 2-core CI machines and under sanitizers: they assert on counters and bytes,
+// and the few timing assertions have margins of seconds.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <set>
+#include <thread>
+
+#include "base/mutex.h"
+#include "blobclient/adaptive.h"
+#include "blobclient/blob_store.h"
+#include "tests/blobclient/test_util.h"
+#include "tests/fakes/http_test_server.h"
+
+namespace tierfs {
+namespace {
+
+using ::tierfs::testing::AsString;
+using ::tierfs::testing::HttpTestRequest;
+using ::tierfs::testing::HttpTestResponse;
+using ::tierfs::testing::HttpTestServer;
+using ::tierfs::testing::Pattern;
+using SteadyClock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+TEST(LatencyTrackerTest, NoOpinionUntilEnoughSamples) {
+  blobclient::LatencyTracker t;
+  for (int i = 0; i < blobclient::LatencyTracker::kMinSamples - 1; ++i) {
+    t.Record(milliseconds(2), milliseconds(3), 4096);
+    EXPECT_FALSE(t.ExpectedP95(4096).has_value());
+  }
+  t.Record(milliseconds(2), milliseconds(3), 4096);
+  ASSERT_TRUE(t.ExpectedP95(4096).has_value());
+  EXPECT_EQ(t.TtfbP95(), milliseconds(2));
+}
+
+TEST(LatencyTrackerTest, P95FollowsTheTailAndScalesWithSize) {
+  blobclient::LatencyTracker t;
+  // 90 fast answers, 10 slow ones: the p95 is the slow ones' TTFB.
+  for (int i = 0; i < 100; ++i) {
+    milliseconds ttfb = i % 10 == 0 ? milliseconds(50) : milliseconds(1);
+    // 1 MiB bodies taking 8 ms after the first byte: 8 ms/MiB.
+    t.Record(ttfb, ttfb + milliseconds(8), 1 << 20);
+  }
+  EXPECT_EQ(t.TtfbP95(), milliseconds(50));
+  auto small = t.ExpectedP95(0);
+  auto big = t.ExpectedP95(4 << 20);
+  ASSERT_TRUE(small && big);
+  EXPECT_EQ(*small, milliseconds(50));
+  const double extra_ms = std::chrono::duration<double, std::milli>(*big - *small).count();
+  EXPECT_NEAR(extra_ms, 32.0, 0.5);
+  // Old samples age out of the window.
+  for (int i = 0; i < blobclient::LatencyTracker::kWindow; ++i) {
+    t.Record(milliseconds(1), milliseconds(2), 100);
+  }
+  EXPECT_EQ(t.TtfbP95(), milliseconds(1));
+}
+
+TEST(AimdLimiterTest, HalvesOncePerWindowAndGrowsWhenUsed) {
+  blobclient::AimdLimiter l(16, 64);
+  EXPECT_EQ(l.limit(), 16);
+  auto t0 = SteadyClock::now();
+  l.OnCongestion(t0, milliseconds(100));
+  EXPECT_EQ(l.limit(), 8);
+  l.OnCongestion(t0 + milliseconds(10), milliseconds(100));  // same window: ignored
+  EXPECT_EQ(l.limit(), 8);
+  l.OnCongestion(t0 + milliseconds(200), milliseconds(100));
+  EXPECT_EQ(l.limit(), 4);
+  for (int i = 0; i < 10; ++i) l.OnCongestion(t0 + milliseconds(300 * (i + 1)), milliseconds(1));
+  EXPECT_EQ(l.limit(), 1);  // never below 1
+  EXPECT_EQ(l.decreases(), 4u);
+  // Successes with the limit unused do not grow it.
+  for (int i = 0; i < 100; ++i) l.OnSuccess();
+  EXPECT_EQ(l.limit(), 1);
+  // Used: +1 per `limit` successes.
+  ASSERT_TRUE(l.TryAcquire());
+  l.OnSuccess();
+  EXPECT_EQ(l.limit(), 2);
+  l.OnSuccess();
+  l.OnSuccess();
+  EXPECT_EQ(l.limit(), 3);
+  for (int i = 0; i < 10; ++i) l.OnSuccess();
+  EXPECT_EQ(l.limit(), 3);  // 1 in flight of 3: no longer the constraint, no growth
+  l.Release();
+}
+
+TEST(AimdLimiterTest, WaitersAreBoundedByTheirDeadlineAndWokenByRelease) {
+  blobclient::AimdLimiter l(1, 4);
+  ASSERT_TRUE(l.TryAcquire());
+  EXPECT_FALSE(l.TryAcquire());
+  EXPECT_FALSE(l.Acquire(SteadyClock::now() + milliseconds(20)));
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(milliseconds(20));
+    l.Release();
+  });
+  EXPECT_TRUE(l.Acquire(SteadyClock::now() + std::chrono::seconds(30)));
+  releaser.join();
+  EXPECT_EQ(l.in_flight(), 1);
+  l.Release();
+}
+
+class S3AdaptiveTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto s = HttpTestServer::Start();
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    server_ = std::move(*s);
+    auto t = NewHttpTransport(HttpTransportOptions{});
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    transport_ = std::move(*t);
+  }
+
+  S3Options Options() {
+    S3Options o;
+    o.bucket = "bkt";
+    o.endpoint = server_->base_url();
+    o.credentials.anonymous = true;
+    o.backoff_base = milliseconds(5);
+    o.backoff_max = milliseconds(40);
+    o.request_timeout = milliseconds(20000);
+    return o;
+  }
+
+  std::unique_ptr<BlobStore> Open(const S3Options& o) {
+    auto s = NewS3BlobStore(o, transport_.get(), &clock_);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return s.ok() ? std::move(*s) : nullptr;
+  }
+
+  // Enough fast GETs for the store's latency tracker to form an opinion.
+  void WarmUp(BlobStore* store, const std::string& key, size_t n = 40) {
+    std::vector<std::byte> buf(4096);
+    for (size_t i = 0; i < n; ++i) ASSERT_TRUE(store->Read(key, 0, buf, "").ok());
+  }
+
+  FakeClock clock_;
+  std::unique_ptr<HttpTestServer> server_;
+  std::unique_ptr<HttpTransport> transport_;
+};
+
+TEST_F(S3AdaptiveTest, SlowFirstAnswerIsHedgedAndTheHedgeWinsWithExactBytes) {
+  const std::string data = Pattern(1 << 20);
+  std::atomic<int> slow_gets{0};
+  server_->SetHandler([&](const HttpTestRequest& req) {
+    if (req.path == "/bkt/slow" && slow_gets++ == 0) {
+      // The first GET of "slow" starts answering with wrong bytes, then stalls: if any of them
+      // reached the caller's buffer, the comparison below would fail.
+      HttpTestResponse r = HttpTestServer::ServeObject(req, data, "e1");
+      std::fill(r.body.begin(), r.body.end(), 'X');
+      r.stall_after_bytes = 1000;
+      r.stall_for = std::chrono::seconds(20);
+      return r;
+    }
+    return HttpTestServer::ServeObject(req, data, "e1");
+  });
+  S3Options o = Options();
+  o.hedge_min_delay = milliseconds(100);
+  auto store = Open(o);
+  WarmUp(store.get(), "warm");
+  const BlobStoreStats before = store->Stats();
+  EXPECT_GT(before.ttfb_p95_us, 0u);
+
+  std::vector<std::byte> buf(256 * 1024);
+  auto start = SteadyClock::now();
+  auto n = store->Read("slow", 4096, buf, "e1");
+  auto took = SteadyClock::now() - start;
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  ASSERT_EQ(*n, buf.size());
+  EXPECT_TRUE(AsString(buf) == data.substr(4096, buf.size()));
+  EXPECT_LT(took, std::chrono::seconds(10));  // the stalled original would take 20 s
+
+  const BlobStoreStats after = store->Stats();
+  EXPECT_EQ(after.hedges_issued - before.hedges_issued, 1u);
+  EXPECT_EQ(after.hedges_won - before.hedges_won, 1u);
+  EXPECT_EQ(after.bytes_read - before.bytes_read, buf.size());
+  EXPECT_EQ(slow_gets.load(), 2);
+  // Both carried the range and If-Match.
+  int seen = 0;
+  for (const auto& r : server_->requests()) {
+    if (r.path != "/bkt/slow") continue;
+    ++seen;
+    EXPECT_EQ(*r.Header("range"), "bytes=4096-" + std::to_string(4096 + buf.size() - 1));
+    EXPECT_EQ(*r.Header("if-match"), "\"e1\"");
+  }
+  EXPECT_EQ(seen, 2);
+
+  // The store keeps working normally afterwards (the loser's connection was dropped cleanly).
+  auto again = store->Read("slow", 0, buf, "e1");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_TRUE(AsString(buf) == data.substr(0, buf.size()));
+}
+
+TEST_F(S3AdaptiveTest, NoHedgeWhenRequestsAreFast) {
+  const std::string data = Pattern(64 * 1024);
+  server_->SetHandler(
+      [&](const HttpTestRequest& req) { return HttpTestServer::ServeObject(req, data, "e"); });
+  S3Options o = Options();
+  o.hedge_min_delay = milliseconds(500);  // far above any loopback answer, even under TSan
+  auto store = Open(o);
+  std::vector<std::byte> buf(16 * 1024);
+  for (int i = 0; i < 100; ++i) {
+    auto n = store->Read("k", static_cast<uint64_t>(i) * 100, buf, "e");
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+  }
+  const BlobStoreStats st = store->Stats();
+  EXPECT_EQ(st.hedges_issued, 0u);
+  EXPECT_EQ(st.hedges_won, 0u);
+  EXPECT_EQ(st.requests, 100u);
+  EXPECT_EQ(server_->request_count(), 100u);
+  EXPECT_GT(st.ttfb_p95_us, 0u);
+}
+
+TEST_F(S3AdaptiveTest, HedgingOffOrColdStoreSendsNoDuplicate) {
+  const std::string data = Pattern(8192);
+  std::atomic<int> gets{0};
+  server_->SetHandler([&](const HttpTestRequest& req) {
+    HttpTestResponse r = HttpTestServer::ServeObject(req, data, "e");
+    if (gets++ == 40) {  // one slow answer after the warm-up
+      r.stall_after_bytes = 10;
+      r.stall_for = milliseconds(600);
+    }
+    return r;
+  });
+  S3Options o = Options();
+  o.hedge = false;
+  o.hedge_min_delay = milliseconds(1);
+  auto store = Open(o);
+  WarmUp(store.get(), "k");
+  std::vector<std::byte> buf(4096);
+  ASSERT_TRUE(store->Read("k", 0, buf, "").ok());
+  EXPECT_EQ(store->Stats().hedges_issued, 0u);
+  EXPECT_EQ(server_->request_count(), 41u);
+}
+
+TEST_F(S3AdaptiveTest, SlowDownCutsTheLimitAndSuccessGrowsItBack) {
+  const std::string data = Pattern(4096);
+  std::atomic<bool> throttle{true};
+  server_->SetHandler([&](const HttpTestRequest& req) {
+    if (throttle.load()) {
+      return HttpTestResponse::Make(503, "<Error><Code>SlowDown</Code></Error>");
+    }
+    return HttpTestServer::ServeObject(req, data, "e");
+  });
+  S3Options o = Options();
+  o.max_attempts = 1;
+  o.hedge = false;
+  auto store = Open(o);
+  EXPECT_EQ(store->Stats().concurrency_limit, 16u);
+
+  // ~1 s of throttled answers: the limit is cut at most once per 50 ms window.
+  std::vector<std::byte> buf(1024);
+  auto until = SteadyClock::now() + std::chrono::seconds(1);
+  int throttled = 0;
+  while (SteadyClock::now() < until) {
+    auto n = store->Read("k", 0, buf, "");
+    ASSERT_FALSE(n.ok());
+    EXPECT_EQ(n.status().code(), Status::Code::kUnavailable) << n.status().ToString();
+    ++throttled;
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  BlobStoreStats st = store->Stats();
+  EXPECT_GE(st.concurrency_decreases, 2u) << throttled << " throttled reads";
+  EXPECT_LE(st.concurrency_limit, 4u);
+  EXPECT_GE(st.concurrency_limit, 1u);
+  const uint64_t low = st.concurrency_limit;
+
+  // Recovery: concurrent successes grow the limit again (+1 per `limit` successes).
+  throttle = false;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      std::vector<std::byte> b(1024);
+      for (int i = 0; i < 60; ++i) {
+        if (!store->Read("k", 0, b, "").ok()) ++failures;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  st = store->Stats();
+  EXPECT_GT(st.concurrency_limit, low);
+  EXPECT_LE(st.concurrency_limit, 64u);
+}
+
+TEST_F(S3AdaptiveTest, LimitBoundsRequestsInFlightAndThrottledRequestsStillComplete) {
+  // Every third request is throttled; the rest take a little while. Retries make every read
+  // succeed, and the server never sees more requests at once than max_connections.
+  const std::string data = Pattern(4096);
+  std::atomic<int> in_flight{0}, peak{0}, calls{0};
+  server_->SetHandler([&](const HttpTestRequest& req) {
+    int now = ++in_flight;
+    int p = peak.load();
+    while (now > p && !peak.compare_exchange_weak(p, now)) {
+    }
+    std::this_thread::sleep_for(milliseconds(5));
+    --in_flight;
+    if (calls++ % 3 == 0)
+      return HttpTestResponse::Make(503, "<Error><Code>SlowDown</Code></Error>");
+    return HttpTestServer::ServeObject(req, data, "e");
+  });
+  S3Options o = Options();
+  o.max_connections = 4;
+  o.max_attempts = 10;
+  auto store = Open(o);
+  EXPECT_EQ(store->Stats().concurrency_limit, 4u);  // initial 16, clamped to the maximum
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      std::vector<std::byte> b(4096);
+      for (int i = 0; i < 10; ++i) {
+        auto n = store->Read("k", 0, b, "e");
+        if (!n.ok() || *n != b.size() || AsString(b) != data) ++failures;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_LE(peak.load(), 4);
+  EXPECT_GE(store->Stats().concurrency_decreases, 1u);
+}
+
+TEST_F(S3AdaptiveTest, LargeReadIsSplitIntoParallelRangedGets) {
+  const std::string data = Pattern(40 << 20);
+  std::atomic<int> in_flight{0}, peak{0};
+  server_->SetHandler([&](const HttpTestRequest& req) {
+    int now = ++in_flight;
+    int p = peak.load();
+    while (now > p && !peak.compare_exchange_weak(p, now)) {
+    }
+    // Hold each part briefly so that parts overlap even on a slow machine.
+    std::this_thread::sleep_for(milliseconds(100));
+    --in_flight;
+    return HttpTestServer::ServeObject(req, data, "big-etag");
+  });
+  S3Options o = Options();
+  o.hedge = false;  // count exactly the parts
+  auto store = Open(o);
+  std::vector<std::byte> buf(data.size() + 12345);  // asks past the end: a short read
+  auto n = store->Read("big", 0, buf, "big-etag");
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  ASSERT_EQ(*n, data.size());
+  EXPECT_TRUE(AsString(std::span<const std::byte>(buf.data(), *n)) == data);
+
+  auto reqs = server_->requests();
+  ASSERT_EQ(reqs.size(), 6u);  // 5 parts of 8 MiB + one past the end (416)
+  std::set<std::string> ranges;
+  std::set<uint64_t> conns;
+  for (const auto& r : reqs) {
+    ranges.insert(*r.Header("range"));
+    conns.insert(r.connection_id);
+    EXPECT_EQ(*r.Header("if-match"), "\"big-etag\"");
+  }
+  EXPECT_EQ(ranges.count("bytes=0-8388607"), 1u);
+  EXPECT_EQ(ranges.count("bytes=33554432-41943039"), 1u);
+  EXPECT_GE(conns.size(), 2u);
+  EXPECT_GE(peak.load(), 2);
+  EXPECT_LE(peak.load(), 8);  // max_parts_in_flight
+  BlobStoreStats st = store->Stats();
+  EXPECT_EQ(st.parallel_reads, 1u);
+  EXPECT_EQ(st.bytes_read, data.size());
+
+  // An unaligned large read from the middle, byte-exact.
+  std::vector<std::byte> mid(20 << 20);
+  n = store->Read("big", 3'000'001, mid, "big-etag");
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  ASSERT_EQ(*n, mid.size());
+  EXPECT_TRUE(AsString(mid) == data.substr(3'000'001, mid.size()));
+}
+
+TEST_F(S3AdaptiveTest, AFailingPartIsRetriedAndAPermanentFailureFailsTheRead) {
+  const std::string data = Pattern(3 << 20);
+  std::atomic<int> calls{0};
+  std::atomic<bool> changed{false};
+  server_->SetHandler([&](const HttpTestRequest& req) {
+    if (changed.load()) return HttpTestServer::ServeObject(req, data, "new-etag");
+    // The second part's first attempt is reset mid-body.
+    HttpTestResponse r = HttpTestServer::ServeObject(req, data, "e");
+    if (*req.Header("range") == "bytes=1048576-2097151" && calls++ == 0) {
+      r.reset_after_bytes = 1000;
+    }
+    return r;
+  });
+  S3Options o = Options();
+  o.part_size = 1 << 20;
+  o.hedge = false;
+  auto store = Open(o);
+  std::vector<std::byte> buf(data.size());
+  auto n = store->Read("obj", 0, buf, "e");
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  ASSERT_EQ(*n, data.size());
+  EXPECT_TRUE(AsString(buf) == data);
+  EXPECT_EQ(store->Stats().retries, 1u);
+  EXPECT_EQ(server_->request_count(), 4u);
+
+  // The object changed: every part gets 412, the read fails with FailedPrecondition, unretried.
+  changed = true;
+  server_->ClearRequests();
+  n = store->Read("obj", 0, buf, "e");
+  ASSERT_FALSE(n.ok());
+  EXPECT_EQ(n.status().code(), Status::Code::kFailedPrecondition) << n.status().ToString();
+  EXPECT_LE(server_->request_count(), 3u);
+  EXPECT_EQ(store->Stats().retries, 1u);
+}
+
+TEST_F(S3AdaptiveTest, OptionValidation) {
+  S3Options o = Options();
+  o.part_size = 0;
+  EXPECT_FALSE(NewS3BlobStore(o, transport_.get(), &clock_).ok());
+  o = Options();
+  o.max_parts_in_flight = 0;
+  EXPECT_FALSE(NewS3BlobStore(o, transport_.get(), &clock_).ok());
+  o = Options();
+  o.initial_concurrency = 0;
+  EXPECT_FALSE(NewS3BlobStore(o, transport_.get(), &clock_).ok());
+  o = Options();
+  o.hedge_min_delay = milliseconds(-1);
+  EXPECT_FALSE(NewS3BlobStore(o, transport_.get(), &clock_).ok());
+}
+
+}  // namespace
+}  // namespace tierfs
