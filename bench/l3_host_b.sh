@@ -12,8 +12,9 @@
 #   O  (cold host, no L3):          host O, fresh cache dir, no L3: the origin alone
 # Each read is `cat` of every file to /dev/null after dropping nothing (fresh mounts, fresh cache
 # dirs, so the page cache of the mount is empty). Prints the seconds and MB/s of each, and the
-# origin/L3 counters. Env: TIERFS (binary), KEEP=1 (keep the work dir), DELAY_MS (not used here:
-# s3rver on loopback is the "origin"; see bench/run.sh for a delayed origin).
+# origin/L3 counters. Env: TIERFS (binary), KEEP=1 (keep the work dir), ORIGIN_DELAY_MS=N (the
+# mounts reach the origin through bench/delay_proxy.py, N ms per chunk each way: a remote origin
+# against a near L3; unset: both s3rver instances on plain loopback).
 set -euo pipefail
 SIZE_MIB="${1:-1024}"
 FILES="${2:-4}"
@@ -24,6 +25,17 @@ e2e_init
 
 s3rver_start bench-origin s3rver-origin
 ORIGIN="$S3_ENDPOINT"
+UPLOAD_ENDPOINT="$ORIGIN"
+if [[ -n "${ORIGIN_DELAY_MS:-}" ]]; then
+  # The mounts reach the origin through a latency proxy (a remote origin); L3 stays near.
+  "$PY" "$E2E_ROOT/bench/delay_proxy.py" --upstream-port "$S3_PORT" --delay-ms "$ORIGIN_DELAY_MS" \
+    --port-file "$E2E_WORK/proxy.port" >"$E2E_WORK/proxy.log" 2>&1 &
+  PROXY_PID=$!
+  trap 'rc=$?; kill "$PROXY_PID" 2>/dev/null; e2e_cleanup $rc' EXIT
+  for _ in $(seq 100); do [[ -s "$E2E_WORK/proxy.port" ]] && break; sleep 0.1; done
+  ORIGIN="http://127.0.0.1:$(cat "$E2E_WORK/proxy.port")"
+  log "origin through a ${ORIGIN_DELAY_MS} ms delay proxy at $ORIGIN"
+fi
 s3rver_start bench-l3 s3rver-l3
 L3="$S3_ENDPOINT"
 
@@ -33,7 +45,7 @@ mkdir -p "$E2E_WORK/data"
 for i in $(seq 0 $((FILES - 1))); do
   head -c "$((per * 1024 * 1024))" /dev/urandom >"$E2E_WORK/data/part-$i.bin"
 done
-step "upload" 900 env -u AWS_CA_BUNDLE "$PY" - "$ORIGIN" "$E2E_WORK/data" <<'EOF'
+step "upload" 900 env -u AWS_CA_BUNDLE "$PY" - "$UPLOAD_ENDPOINT" "$E2E_WORK/data" <<'EOF'
 import os, sys, boto3
 from boto3.s3.transfer import TransferConfig
 s3 = boto3.client("s3", endpoint_url=sys.argv[1], aws_access_key_id="S3RVER",
@@ -94,5 +106,5 @@ one B_from_l3 "${L3ARGS[@]}"
 one O_origin_only_no_l3
 
 echo
-echo "=== L3 host-B measurement: $SIZE_MIB MiB in $FILES files, s3rver origin and L3 on loopback"
+echo "=== L3 host-B measurement: $SIZE_MIB MiB in $FILES files, s3rver origin and L3 on loopback, origin delay ${ORIGIN_DELAY_MS:-0} ms"
 for r in "${results[@]}"; do echo "$r"; done
