@@ -165,14 +165,14 @@ const std::vector<KeySpec>& Schema() {
        [](const Value& v, DaemonOptions* o) { o->fuse.default_permissions = v.b; return Status::OK(); }},
       {"fuse", "uid", Kind::kInt,
        [](const Value& v, DaemonOptions* o) {
-         uint32_t u;
+         uint32_t u = 0;
          TIERFS_RETURN_IF_ERROR(CheckUint32(v.i, &u));
          o->uid = u;
          return Status::OK();
        }},
       {"fuse", "gid", Kind::kInt,
        [](const Value& v, DaemonOptions* o) {
-         uint32_t g;
+         uint32_t g = 0;
          TIERFS_RETURN_IF_ERROR(CheckUint32(v.i, &g));
          o->gid = g;
          return Status::OK();
