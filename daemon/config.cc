@@ -79,6 +79,18 @@ const std::vector<KeySpec>& Schema() {
        [](const Value& v, DaemonOptions* o) { o->l2.min_free_bytes = v.size; return Status::OK(); }},
       {"cache", "l2_fsync", Kind::kBool,
        [](const Value& v, DaemonOptions* o) { o->l2_fsync = v.b; return Status::OK(); }},
+      {"cache", "pin_quota", Kind::kSize,
+       [](const Value& v, DaemonOptions* o) {
+         if (v.size == 0) return Status::InvalidArgument("must be > 0");
+         o->policies.pin_quota_bytes = v.size;
+         return Status::OK();
+       }},
+      {"cache", "prefetch_job_threads", Kind::kInt,
+       [](const Value& v, DaemonOptions* o) {
+         if (v.i < 1 || v.i > 64) return Status::InvalidArgument("must be in [1, 64]");
+         o->prefetch_jobs.threads = static_cast<int>(v.i);
+         return Status::OK();
+       }},
       {"cache", "prefetch_threads", Kind::kInt,
        [](const Value& v, DaemonOptions* o) { o->cache.prefetch_threads = static_cast<int>(v.i); return Status::OK(); }},
       {"cache", "readahead_max", Kind::kSize,
@@ -329,6 +341,59 @@ Status ParseUint(std::string_view what, std::string_view text, uint64_t max, uin
 
 bool IsPowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
+// [[policy]] tables: prefix (required), pin, ttl, policy. Every key is checked.
+Status ApplyPolicyTables(const toml::node& node, std::string_view file_name, DaemonOptions* out) {
+  if (!node.is_array_of_tables()) {
+    return Status::InvalidArgument(fmt::format(
+        "{}: 'policy' must be an array of tables ([[policy]] with prefix = \"datasets/x/\")",
+        Where(file_name, node.source())));
+  }
+  for (const toml::node& el : *node.as_array()) {
+    const toml::table& t = *el.as_table();
+    PrefixPolicy pp;
+    bool has_prefix = false;
+    for (auto&& [key, v] : t) {
+      const std::string k(key.str());
+      const std::string where = Where(file_name, v.source());
+      auto bad = [&](std::string_view why) {
+        return Status::InvalidArgument(fmt::format("{}: key 'policy.{}': {}", where, k, why));
+      };
+      if (k == "prefix") {
+        if (!v.is_string()) return bad("must be a string");
+        pp.prefix = *v.value<std::string>();
+        while (!pp.prefix.empty() && pp.prefix.front() == '/') pp.prefix.erase(0, 1);
+        has_prefix = true;
+      } else if (k == "pin") {
+        if (!v.is_boolean()) return bad("must be a boolean (true or false)");
+        pp.policy.pin = *v.value<bool>();
+      } else if (k == "ttl") {
+        Value val;
+        std::string why;
+        if (!ConvertValue(v, Kind::kDuration, &val, &why).ok()) {
+          return bad(why.empty() ? "must be a duration (\"30s\", \"10m\", \"forever\")" : why);
+        }
+        if (val.duration.count() <= 0) return bad("must be > 0");
+        pp.policy.ttl = val.duration;
+      } else if (k == "policy") {
+        if (!v.is_string()) return bad("must be a string (lru or ttl)");
+        auto e = ParseEvictionOrder(*v.value<std::string>());
+        if (!e.ok()) return bad(e.status().message());
+        pp.policy.eviction = *e;
+      } else {
+        return Status::InvalidArgument(fmt::format(
+            "{}: unknown key 'policy.{}' (a [[policy]] table takes prefix, pin, ttl, policy)",
+            Where(file_name, key.source()), k));
+      }
+    }
+    if (!has_prefix) {
+      return Status::InvalidArgument(fmt::format("{}: a [[policy]] table needs a prefix",
+                                                 Where(file_name, t.source())));
+    }
+    out->policies.prefixes.push_back(std::move(pp));
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Status ApplyConfigText(std::string_view toml_text, std::string_view file_name,
@@ -340,9 +405,14 @@ Status ApplyConfigText(std::string_view toml_text, std::string_view file_name,
     return Status::InvalidArgument(fmt::format("{}: {}", Where(file_name, e.source()),
                                                e.description()));
   }
-  static constexpr std::string_view kTables = "[cache], [metadata], [s3], [fuse], [log], [metastore]";
+  static constexpr std::string_view kTables =
+      "[cache], [metadata], [s3], [fuse], [log], [metastore], [[policy]]";
   for (auto&& [tkey, tnode] : root) {
     const std::string tname(tkey.str());
+    if (tname == "policy") {
+      TIERFS_RETURN_IF_ERROR(ApplyPolicyTables(tnode, file_name, out));
+      continue;
+    }
     const bool known_table = std::any_of(Schema().begin(), Schema().end(),
                                          [&](const KeySpec& k) { return k.table == tname; });
     if (!tnode.is_table() || !known_table) {

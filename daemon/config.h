@@ -5,6 +5,7 @@
 // The config file (packaging/tierfs.toml documents every key and its default):
 //
 //   [cache]     dir, block_size, l1_size, l2_size, l2_min_free, prefetch_threads,
+//               pin_quota, prefetch_job_threads,
 //               readahead_max, readahead_budget,
 //               l3, l3_endpoint, l3_region, l3_profile, l3_access_key_id_env,
 //               l3_secret_access_key_env, l3_no_sign_request, l3_ttl, l3_max_bytes,
@@ -16,6 +17,7 @@
 //   [fuse]      max_threads, clone_fd, allow_other, default_permissions, uid, gid, options
 //   [log]       level, file
 //   [metastore] map_size, sync_every_commit
+//   [[policy]]  prefix (required), pin, ttl, policy — one table per path prefix
 //
 // Sizes are strings ("512MiB", "20GiB") or integers (bytes); durations are strings ("30s",
 // "10m", "7d", "forever") or integers (seconds). Every key is checked: an unknown key or a value
@@ -40,6 +42,8 @@
 #include "fuse/fuse_server.h"
 #include "metastore/meta_store.h"
 #include "tiercache/catalog.h"
+#include "tiercache/policy.h"
+#include "tiercache/prefetch_jobs.h"
 #include "tiercache/tier.h"
 #include "tiercache/tiered_cache.h"
 
@@ -96,6 +100,11 @@ struct DaemonOptions {
   RemoteTierOptions l3_tier;               // ttl, write queue; block_size = cache.block_size
   RemoteGcOptions l3_gc;                   // max_bytes (cache.l3_max_bytes); ttl = l3_tier.ttl
   S3Options l3_store = DefaultL3StoreOptions();
+
+  // Policies ([[policy]] tables; cache.pin_quota, UINT64_MAX = half of the L2 size) and deep
+  // prefetch (cache.prefetch_job_threads).
+  PolicyOptions policies;
+  PrefetchJobsOptions prefetch_jobs;
 
   FuseOptions fuse;
   FilesystemOptions fs;

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -38,6 +39,8 @@
 #include "base/logging.h"
 #include "base/units.h"
 #include "daemon/config.h"
+#include "daemon/prefetch_cli.h"
+#include "tiercache/prefetch_jobs.h"
 
 #ifndef TIERFS_VERSION
 #define TIERFS_VERSION "0.0.0"
@@ -91,8 +94,10 @@ struct Components {
   std::unique_ptr<BlobStore> l3_store;  // the regional L3 store, when configured
   std::unique_ptr<MetaStore> meta;
   std::unique_ptr<FlashStore> flash;
+  std::unique_ptr<PolicyResolver> policies;  // user.tierfs.pin/ttl/policy + [[policy]]
   std::unique_ptr<TieredCache> cache;
   std::unique_ptr<Catalog> catalog;
+  std::unique_ptr<PrefetchJobs> jobs;  // deep prefetch (user.tierfs.prefetch)
   std::unique_ptr<Filesystem> fs;
   std::unique_ptr<FuseServer> server;
 
@@ -100,8 +105,10 @@ struct Components {
   void Shutdown() {
     server.reset();
     fs.reset();
+    jobs.reset();  // joins the job threads; a running job stays "running" and resumes next time
     catalog.reset();
     cache.reset();  // joins the prefetch pool; destroys the tiers (L2 flushes its atimes)
+    policies.reset();
     flash.reset();
     l3_store.reset();
     if (meta) {
@@ -170,7 +177,15 @@ Status Build(const DaemonOptions& o, Components* c) {
     if (!l3.ok()) return l3.status().WithContext("opening the L3 tier");
     tiers.push_back(std::move(*l3));
   }
-  auto cache = TieredCache::Open(o.cache, std::move(tiers), c->origin.get(), clock);
+  PolicyOptions po = o.policies;
+  if (po.pin_quota_bytes == UINT64_MAX) po.pin_quota_bytes = std::max<uint64_t>(1, o.l2.capacity_bytes / 2);
+  auto policies = PolicyResolver::Open(po, c->meta.get());
+  if (!policies.ok()) return policies.status().WithContext("loading the policies");
+  c->policies = std::move(*policies);
+  TieredCacheOptions cache_options = o.cache;
+  PolicyResolver* resolver = c->policies.get();
+  cache_options.placement = [resolver](std::string_view key) { return resolver->PlacementFor(key); };
+  auto cache = TieredCache::Open(cache_options, std::move(tiers), c->origin.get(), clock);
   if (!cache.ok()) return cache.status().WithContext("opening the tiered cache");
   c->cache = std::move(*cache);
   auto catalog = Catalog::Open(o.catalog, c->origin.get(), c->meta.get(), clock);
@@ -186,6 +201,12 @@ Status Build(const DaemonOptions& o, Components* c) {
   }
   c->fs = std::make_unique<Filesystem>(o.fs, c->catalog.get(), c->cache.get(),
                                        c->origin->Describe(), clock);
+  auto jobs = PrefetchJobs::Open(o.prefetch_jobs, c->catalog.get(), c->cache.get(),
+                                 c->meta.get());
+  if (!jobs.ok()) return jobs.status().WithContext("starting the prefetch jobs");
+  c->jobs = std::move(*jobs);
+  c->fs->AttachPrefetchJobs(c->jobs.get());
+  c->fs->AttachPolicies(c->policies.get());
   return Status::OK();
 }
 
@@ -561,6 +582,19 @@ int Main(int argc, char** argv) {
   status->add_option("MOUNTPOINT", status_mnt, "The mount point")->required();
   status->add_flag("--raw", raw, "Print the user.tierfs.stats attribute as it is");
 
+  // ---- prefetch ----
+  CLI::App* prefetch = app.add_subcommand(
+      "prefetch", "Hydrate files or directories (recursively) of a mounted tierfs into a tier in "
+                  "the background (user.tierfs.prefetch); the job survives daemon restarts");
+  std::vector<std::string> pf_paths;
+  PrefetchCliOptions pf;
+  prefetch->add_option("PATH", pf_paths, "Files or directories on a tierfs mount")->required();
+  prefetch->add_option("--tier", pf.tier, "l1 (memory), l2 (flash, default) or l3 (region only)");
+  prefetch->add_flag("--wait", pf.wait,
+                     "Wait until every job finished (progress bar on a terminal); exit 1 if one "
+                     "failed or was cancelled");
+  prefetch->add_flag("--cancel", pf.cancel, "Cancel the jobs of the paths instead");
+
   // ---- l3 gc ----
   CLI::App* l3_cmd = app.add_subcommand("l3", "Manage the regional L3 tier");
   l3_cmd->require_subcommand(1);
@@ -586,6 +620,7 @@ int Main(int argc, char** argv) {
   }
 
   if (*status) return RunStatus(status_mnt, raw);
+  if (*prefetch) return RunPrefetchCli(pf_paths, pf);
   if (*gc) {
     MountFlags gf;
     if (g_l3->count() > 0) gf.l3 = gc_l3;

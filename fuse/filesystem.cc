@@ -521,6 +521,13 @@ Status Filesystem::SetXattr(InodeId ino, std::string_view name, std::string_view
   t.is_dir = n->is_dir;
   t.is_root = ino == kRootInode;
   t.fs = this;
+  {
+    MutexLock l(&mu_);
+    t.object.key = n->path;
+    t.object.info.size = n->size;
+    t.object.info.etag = n->etag;
+    t.object.info.mtime_ns = n->mtime_ns;
+  }
   return h->Set(t, value);
 }
 

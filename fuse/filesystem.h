@@ -38,6 +38,8 @@
 namespace tierfs {
 
 class XattrRegistry;
+class PrefetchJobs;
+class PolicyResolver;
 
 using InodeId = uint64_t;
 inline constexpr InodeId kRootInode = 1;
@@ -171,6 +173,15 @@ class Filesystem {
 
   Catalog* catalog() const { return catalog_; }
   TieredCache* cache() const { return cache_; }
+  // Deep prefetch jobs (user.tierfs.prefetch); null until attached (the xattr then answers
+  // "state=none" and refuses to start jobs). `jobs` is not owned and must outlive the
+  // Filesystem or be detached (nullptr) first.
+  void AttachPrefetchJobs(PrefetchJobs* jobs) { prefetch_jobs_.store(jobs); }
+  PrefetchJobs* prefetch_jobs() const { return prefetch_jobs_.load(); }
+  // Policies (user.tierfs.pin/ttl/policy); null: the names answer the defaults and refuse sets.
+  // Same lifetime rule as AttachPrefetchJobs.
+  void AttachPolicies(PolicyResolver* policies) { policies_.store(policies); }
+  PolicyResolver* policies() const { return policies_.load(); }
 
  private:
   static constexpr uint64_t kGeneration = 1;
@@ -196,6 +207,8 @@ class Filesystem {
   const std::string source_id_;
   const int64_t mount_time_ns_;
   std::unique_ptr<XattrRegistry> xattrs_;
+  std::atomic<PrefetchJobs*> prefetch_jobs_{nullptr};
+  std::atomic<PolicyResolver*> policies_{nullptr};
 
   mutable FsCounters counters_;
 

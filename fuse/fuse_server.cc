@@ -411,8 +411,8 @@ void ReleaseDir(fuse_req_t req, fuse_ino_t, struct fuse_file_info* fi) {
 
 void Open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
   Context* ctx = Ctx(req);
-  // Read-only: write access is refused before anything is fetched (the kernel already does for
-  // a ro mount; this covers a remount or a bypass).
+  // Read-only: write access is refused here, before anything is fetched (the mount is not
+  // MS_RDONLY so that user.tierfs.* setxattr reaches us; see Mount).
   if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
     fuse_reply_err(req, EROFS);
     return;
@@ -625,7 +625,10 @@ Result<std::unique_ptr<FuseServer>> FuseServer::Mount(const FuseOptions& options
   ctx->max_read = options.max_read;
   ctx->max_readahead = options.max_readahead;
 
-  std::string o = "ro,subtype=tierfs,fsname=" + EscapeOpt(options.fsname) +
+  // Not "ro": the VFS refuses setxattr on a read-only mount (EROFS before the request reaches
+  // us), and the control plane is user.tierfs.* setxattr. Every write operation is refused
+  // here instead (EROFS from Open for writing, Create, Write, SetAttr, MkDir, ...).
+  std::string o = "subtype=tierfs,fsname=" + EscapeOpt(options.fsname) +
                   ",max_read=" + std::to_string(options.max_read);
   if (options.allow_other) o += ",allow_other";
   if (options.default_permissions) o += ",default_permissions";

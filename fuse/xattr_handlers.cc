@@ -2,8 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <functional>
+
 #include "base/logging.h"
 #include "fuse/filesystem.h"
+#include "base/units.h"
+#include "tiercache/policy.h"
+#include "tiercache/prefetch_jobs.h"
 
 namespace tierfs {
 namespace {
@@ -73,7 +78,206 @@ class ResidencyHandler final : public XattrHandler {
   }
 };
 
+// user.tierfs.prefetch on files and directories: start/cancel a deep prefetch job, read its state.
+class PrefetchHandler final : public XattrHandler {
+ public:
+  std::string_view name() const override { return "user.tierfs.prefetch"; }
+  bool AppliesTo(const XattrTarget&) const override { return true; }
+  Result<std::string> Get(const XattrTarget& t) const override {
+    PrefetchJobs* jobs = t.fs->prefetch_jobs();
+    if (jobs != nullptr) {
+      auto st = jobs->Get(t.path);
+      if (st.ok()) return FormatPrefetchStatus(*st);
+      if (!st.status().IsNotFound()) return st.status();
+    }
+    return std::string("state=none tier=- files=0/0 bytes=0/0");
+  }
+  Status Set(const XattrTarget& t, std::string_view raw) const override {
+    const std::string_view v = TrimXattrValue(raw);
+    PrefetchJobs* jobs = t.fs->prefetch_jobs();
+    Status s;
+    if (jobs == nullptr) {
+      s = Status::InvalidArgument("prefetch is not enabled in this daemon");
+    } else if (v == "cancel") {
+      s = jobs->Cancel(t.path);
+      if (s.IsNotFound()) s = Status::InvalidArgument(s.message());
+    } else if (v == "l1" || v == "l2" || v == "l3") {
+      s = jobs->Start(t.path, v);
+    } else {
+      s = Status::InvalidArgument(fmt::format("bad value '{}' (l1, l2, l3 or cancel)", v));
+    }
+    if (!s.ok()) {
+      Logger(Module::kFuse)
+          .warn("setxattr {}='{}' on '{}' refused: {}", name(), v, t.path, s.ToString());
+    }
+    return s;
+  }
+};
+
+// Calls fn(path, entry) for every file below `dir` (depth-first over the Catalog's listings).
+Status ForEachFile(Filesystem* fs, const std::string& dir,
+                   const std::function<void(const std::string&, const DirEntry&)>& fn) {
+  std::string after;
+  while (true) {
+    std::vector<DirEntry> page;
+    TIERFS_RETURN_IF_ERROR(fs->catalog()->ReadDir(dir, after, 1024, &page));
+    for (const auto& e : page) {
+      std::string p = dir.empty() ? e.name : dir + "/" + e.name;
+      if (e.type == EntryType::kDir) {
+        TIERFS_RETURN_IF_ERROR(ForEachFile(fs, p, fn));
+      } else {
+        fn(p, e);
+      }
+    }
+    if (page.size() < 1024) return Status::OK();
+    after = page.back().name;
+  }
+}
+
+ObjectRef RefOf(const std::string& path, const DirEntry& e) {
+  ObjectRef obj;
+  obj.key = path;
+  obj.info.size = e.size;
+  obj.info.etag = e.etag;
+  obj.info.mtime_ns = e.mtime_ns;
+  return obj;
+}
+
+// Files of the target: itself, or everything below a directory.
+Status ForEachTargetFile(const XattrTarget& t,
+                         const std::function<void(const ObjectRef&)>& fn) {
+  if (!t.is_dir) {
+    fn(t.object);
+    return Status::OK();
+  }
+  return ForEachFile(t.fs, std::string(t.path),
+                     [&](const std::string& p, const DirEntry& e) { fn(RefOf(p, e)); });
+}
+
+Status Refused(std::string_view name, const XattrTarget& t, std::string_view v, Status s) {
+  Logger(Module::kFuse).warn("setxattr {}='{}' on '{}' refused: {}", name, v, t.path, s.ToString());
+  return s;
+}
+
+// user.tierfs.pin / ttl / policy on files and directories: set a policy field at the path
+// (inherited below it); get the effective value.
+class PolicyFieldHandler : public XattrHandler {
+ public:
+  bool AppliesTo(const XattrTarget&) const override { return true; }
+  Result<std::string> Get(const XattrTarget& t) const override {
+    PolicyResolver* r = t.fs->policies();
+    return Format(r ? r->Resolve(t.path) : EffectivePolicy{});
+  }
+  Status Set(const XattrTarget& t, std::string_view raw) const override {
+    const std::string_view v = TrimXattrValue(raw);
+    PolicyResolver* r = t.fs->policies();
+    if (r == nullptr) {
+      return Refused(name(), t, v, Status::InvalidArgument("policies are not enabled"));
+    }
+    Policy update;
+    Status s = Parse(v, &update);
+    if (!s.ok()) return Refused(name(), t, v, s);
+    s = Apply(t, r, update);
+    if (!s.ok()) return Refused(name(), t, v, s);
+    Logger(Module::kFuse).info("{}={} set on '{}'", name(), v, t.path);
+    return Status::OK();
+  }
+
+ protected:
+  virtual std::string Format(const EffectivePolicy& p) const = 0;
+  virtual Status Parse(std::string_view v, Policy* update) const = 0;
+  virtual Status Apply(const XattrTarget& t, PolicyResolver* r, const Policy& update) const {
+    return r->Set(t.path, update);
+  }
+};
+
+class PinHandler final : public PolicyFieldHandler {
+ public:
+  std::string_view name() const override { return "user.tierfs.pin"; }
+
+ protected:
+  std::string Format(const EffectivePolicy& p) const override { return p.pin ? "1" : "0"; }
+  Status Parse(std::string_view v, Policy* u) const override {
+    TIERFS_ASSIGN_OR_RETURN(bool pin, ParsePinValue(v));
+    u->pin = pin;
+    return Status::OK();
+  }
+  // Measures the tree (for the pin quota), stores the pin, then pins or unpins the blocks the
+  // host tiers hold now, each file by its effective policy (a deeper pin stays in force).
+  Status Apply(const XattrTarget& t, PolicyResolver* r, const Policy& u) const override {
+    uint64_t bytes = 0;
+    if (*u.pin) {
+      TIERFS_RETURN_IF_ERROR(ForEachTargetFile(t, [&](const ObjectRef& o) { bytes += o.info.size; }));
+    }
+    TIERFS_RETURN_IF_ERROR(r->Set(t.path, u, bytes));
+    return ForEachTargetFile(t, [&](const ObjectRef& o) {
+      t.fs->cache()->SetPinned(o, r->Resolve(o.key).pin);
+    });
+  }
+};
+
+class TtlHandler final : public PolicyFieldHandler {
+ public:
+  std::string_view name() const override { return "user.tierfs.ttl"; }
+
+ protected:
+  std::string Format(const EffectivePolicy& p) const override { return FormatDuration(p.ttl); }
+  Status Parse(std::string_view v, Policy* u) const override {
+    TIERFS_ASSIGN_OR_RETURN(u->ttl, ParseTtlValue(v));
+    return Status::OK();
+  }
+};
+
+class EvictionPolicyHandler final : public PolicyFieldHandler {
+ public:
+  std::string_view name() const override { return "user.tierfs.policy"; }
+
+ protected:
+  std::string Format(const EffectivePolicy& p) const override {
+    return std::string(EvictionOrderName(p.eviction));
+  }
+  Status Parse(std::string_view v, Policy* u) const override {
+    TIERFS_ASSIGN_OR_RETURN(u->eviction, ParseEvictionOrder(v));
+    return Status::OK();
+  }
+};
+
+// user.tierfs.evict on files and directories, set-only: "1" drops the blocks from L1/L2 now.
+class EvictHandler final : public XattrHandler {
+ public:
+  std::string_view name() const override { return "user.tierfs.evict"; }
+  bool AppliesTo(const XattrTarget&) const override { return true; }
+  bool Listed() const override { return false; }
+  Result<std::string> Get(const XattrTarget&) const override {
+    return Status::NotFound("user.tierfs.evict is set-only");
+  }
+  Status Set(const XattrTarget& t, std::string_view raw) const override {
+    const std::string_view v = TrimXattrValue(raw);
+    if (v != "1") {
+      Logger(Module::kFuse).warn("setxattr {}='{}' on '{}' refused: the value must be 1", name(),
+                                 v, t.path);
+      return Status::InvalidArgument(fmt::format("bad value '{}' for {} (1)", v, name()));
+    }
+    uint64_t files = 0;
+    Status s = ForEachTargetFile(t, [&](const ObjectRef& o) {
+      t.fs->cache()->Evict(o);
+      ++files;
+    });
+    if (!s.ok()) {
+      Logger(Module::kFuse).warn("evict of '{}': {}", t.path, s.ToString());
+      return s;
+    }
+    Logger(Module::kFuse).info("evicted '{}' ({} files) from the host tiers", t.path, files);
+    return Status::OK();
+  }
+};
+
 }  // namespace
+
+std::string_view TrimXattrValue(std::string_view value) {
+  if (!value.empty() && (value.back() == '\0' || value.back() == '\n')) value.remove_suffix(1);
+  return value;
+}
 
 Status XattrHandler::Set(const XattrTarget& target, std::string_view value) const {
   Logger(Module::kFuse)
@@ -94,7 +298,7 @@ const XattrHandler* XattrRegistry::Find(std::string_view name) const {
 std::vector<std::string> XattrRegistry::List(const XattrTarget& target) const {
   std::vector<std::string> names;
   for (const auto& h : handlers_) {
-    if (h->AppliesTo(target)) names.emplace_back(h->name());
+    if (h->Listed() && h->AppliesTo(target)) names.emplace_back(h->name());
   }
   return names;
 }
@@ -106,6 +310,11 @@ std::unique_ptr<XattrRegistry> NewDefaultXattrRegistry() {
   r->Register(std::make_unique<EtagHandler>());
   r->Register(std::make_unique<SourceHandler>());
   r->Register(std::make_unique<ResidencyHandler>());
+  r->Register(std::make_unique<PrefetchHandler>());
+  r->Register(std::make_unique<PinHandler>());
+  r->Register(std::make_unique<TtlHandler>());
+  r->Register(std::make_unique<EvictionPolicyHandler>());
+  r->Register(std::make_unique<EvictHandler>());
   return r;
 }
 

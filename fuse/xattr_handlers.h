@@ -8,6 +8,13 @@
 //   user.tierfs.source     files, get: which tier served the file's last read: l1, l2, origin,
 //                          or "none" before the first read
 //   user.tierfs.residency  files, get: blocks held per host tier, "l1=3/25 l2=25/25"
+//   user.tierfs.prefetch   files and directories (recursive). set: "l1", "l2" or "l3" starts a
+//                          durable background job hydrating it into that tier, "cancel" stops
+//                          it; get: "state=<queued|running|done|failed|cancelled> tier=l2
+//                          files=<done>/<total> bytes=<done>/<total>" (+ " error=..." when
+//                          failed), "state=none tier=- files=0/0 bytes=0/0" without a job
+//   user.tierfs.evict      files and directories (recursive), set only: "1" drops the blocks
+//                          from the host tiers (L1, L2) now. Not listed; get → ENODATA.
 //
 // Values are short and machine-parseable. Unknown names: get → NotFound (ENODATA), set →
 // NotSupported (ENOTSUP). Setting a read-only name → InvalidArgument (EINVAL) and a log line.
@@ -49,7 +56,13 @@ class XattrHandler {
   virtual Result<std::string> Get(const XattrTarget& target) const = 0;
   // Default: the name is read-only (InvalidArgument).
   virtual Status Set(const XattrTarget& target, std::string_view value) const;
+  // Whether listxattr shows the name (false for set-only names such as evict).
+  virtual bool Listed() const { return true; }
 };
+
+// Value parsing shared by the handlers (unit-tested): the value with one trailing NUL or newline
+// removed (some tools send "l2\n" or "l2\0").
+std::string_view TrimXattrValue(std::string_view value);
 
 class XattrRegistry {
  public:

@@ -278,6 +278,30 @@ class FlashTier final : public Tier {
     return index_.count(key) != 0;
   }
 
+  // The pin flag is persisted with the next access-time batch (bit 0 of BlockRecord.flags).
+  void SetPinned(const BlockKey& key, bool pinned) override EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    auto it = index_.find(key);
+    if (it == index_.end()) return;
+    Entry& e = it->second;
+    if (((e.flags & kFlagPinned) != 0) == pinned) return;
+    if (pinned) {
+      e.flags |= kFlagPinned;
+      pinned_bytes_ += e.length;
+    } else {
+      e.flags &= ~kFlagPinned;
+      pinned_bytes_ -= e.length;
+    }
+    dirty_.insert(key);
+  }
+
+  std::optional<int64_t> StoredAt(const BlockKey& key) override EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    auto it = index_.find(key);
+    if (it == index_.end()) return std::nullopt;
+    return it->second.stored_ns;
+  }
+
   void Erase(const BlockKey& key) override EXCLUDES(mu_) {
     std::vector<BlockKey> victims;
     {

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <list>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -32,6 +33,7 @@ class Shard {
     BlockRef block;
     uint64_t charge = 0;
     bool pinned = false;
+    int64_t stored_ns = 0;  // Placement::stored_ns at insert (0: unknown)
   };
 
   void set_capacity(uint64_t c) { capacity_ = c; }
@@ -52,7 +54,27 @@ class Shard {
   // Returns OK, or NoSpace when the block can't fit. *evicted / *delta_used report the changes
   // for the tier-wide stats. Evicted BlockRefs are appended to *dropped so they are freed after
   // the lock is released.
-  Status Insert(const BlockKey& key, const BlockRef& block, bool pinned, uint64_t* evicted,
+  void SetPinned(const BlockKey& key, bool pinned) EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    auto it = index_.find(key);
+    if (it == index_.end() || it->second->pinned == pinned) return;
+    it->second->pinned = pinned;
+    if (pinned) {
+      pinned_bytes_ += it->second->charge;
+    } else {
+      pinned_bytes_ -= it->second->charge;
+    }
+  }
+
+  std::optional<int64_t> StoredAt(const BlockKey& key) EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    auto it = index_.find(key);
+    if (it == index_.end() || it->second->stored_ns == 0) return std::nullopt;
+    return it->second->stored_ns;
+  }
+
+  Status Insert(const BlockKey& key, const BlockRef& block, bool pinned, int64_t stored_ns,
+                uint64_t* evicted,
                 int64_t* delta_used, std::vector<BlockRef>* dropped) EXCLUDES(mu_) {
     const uint64_t charge = block->size();
     MutexLock l(&mu_);
@@ -86,7 +108,7 @@ class Shard {
     if (used_ + charge > capacity_) {
       return Status::NoSpace("L1 shard full of pinned blocks");
     }
-    lru_.push_front(Entry{key, block, charge, pinned});
+    lru_.push_front(Entry{key, block, charge, pinned, stored_ns});
     index_[key] = lru_.begin();
     used_ += charge;
     if (pinned) pinned_bytes_ += charge;
@@ -147,7 +169,8 @@ class MemoryTier final : public Tier {
     uint64_t evicted = 0;
     int64_t delta = 0;
     std::vector<BlockRef> dropped;
-    Status s = ShardFor(key).Insert(key, block, hint.pinned, &evicted, &delta, &dropped);
+    Status s = ShardFor(key).Insert(key, block, hint.pinned, hint.stored_ns, &evicted, &delta,
+                                    &dropped);
     stats_.evictions += evicted;
     stats_.bytes_used += static_cast<uint64_t>(delta);  // two's complement: subtracts if < 0
     if (s.ok() && delta > 0) {
@@ -158,6 +181,11 @@ class MemoryTier final : public Tier {
   }
 
   bool Contains(const BlockKey& key) override { return ShardFor(key).Contains(key); }
+
+  void SetPinned(const BlockKey& key, bool pinned) override { ShardFor(key).SetPinned(key, pinned); }
+  std::optional<int64_t> StoredAt(const BlockKey& key) override {
+    return ShardFor(key).StoredAt(key);
+  }
 
   void Erase(const BlockKey& key) override {
     BlockRef dropped;

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -67,9 +68,12 @@ struct TierStats {
   std::atomic<uint64_t> capacity{0};         // byte budget
 };
 
-// Hints that travel with an insert (pin/TTL in later work).
+// Hints that travel with an insert, from the object's policy (tiercache/policy.h).
 struct Placement {
-  bool pinned = false;
+  bool pinned = false;  // never evicted from this tier (L1/L2) while pinned
+  // Cached data older than this is refetched (TieredCache checks Tier::StoredAt on reads).
+  std::chrono::nanoseconds ttl = std::chrono::nanoseconds::max();
+  int64_t stored_ns = 0;  // wall-clock insert time for tiers without a clock (L1); 0: unknown
 };
 
 // Thread-safe; no external synchronization needed.
@@ -95,6 +99,11 @@ class Tier {
   // "host tier" (TieredCache::Evict leaves it alone, and prefetch into the host tiers does not
   // count a block it holds as cached).
   virtual bool IsRemote() const { return false; }
+  // Pins or unpins a block the tier holds (no-op if it does not hold it, or for tiers without
+  // pins). A pinned block is never evicted; Erase still drops it.
+  virtual void SetPinned(const BlockKey& key, bool pinned) {}
+  // When the block was stored (wall clock, ns), if the tier holds it and knows.
+  virtual std::optional<int64_t> StoredAt(const BlockKey& key) { return std::nullopt; }
   // Counters beyond TierStats, appended as (name without the tier prefix, value), e.g.
   // ("write.dropped", 3); TieredCache::StatsText prints them as "<tier>.<name>=<value>".
   virtual void AppendExtraStats(std::vector<std::pair<std::string, uint64_t>>* out) const {}

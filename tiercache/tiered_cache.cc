@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <optional>
 #include <stop_token>
 #include <thread>
 
@@ -51,10 +52,11 @@ struct PrefetchTask {
 class TieredCacheImpl final : public TieredCache {
  public:
   TieredCacheImpl(const TieredCacheOptions& options, std::vector<std::unique_ptr<Tier>> tiers,
-                  BlobStore* origin, Clock* /*clock: unused until TTL policies*/)
+                  BlobStore* origin, Clock* clock)
       : options_(options),
         tiers_(std::move(tiers)),
         origin_(origin),
+        clock_(clock),
         source_(origin->Describe()),
         queue_limit_(std::max<uint64_t>(
             1, options.readahead_budget_bytes / std::max<uint64_t>(1, options.block_size))),
@@ -149,6 +151,59 @@ class TieredCacheImpl final : public TieredCache {
     return out;
   }
 
+  Status Hydrate(const ObjectRef& obj, uint64_t index, size_t target,
+                 const Placement& hint) override {
+    if (target >= tiers_.size()) return Status::InvalidArgument("hydrate: no such tier");
+    if (index >= NumBlocks(obj)) return Status::InvalidArgument("hydrate: block past the end");
+    const BlockKey key = KeyFor(obj, index);
+    const uint64_t expected = ExpectedLength(obj, index);
+    Tier* dst = tiers_[target].get();
+    Placement h = options_.placement ? options_.placement(obj.key) : Placement{};
+    h.pinned = h.pinned || hint.pinned;
+    h.stored_ns = clock_->NowUnixNanos();
+    if (h.ttl != std::chrono::nanoseconds::max()) ExpireIfOlder(key, h.ttl);
+    if (dst->Contains(key)) {
+      if (h.pinned) dst->SetPinned(key, true);
+      return Status::OK();
+    }
+    BlockRef b;
+    size_t from = tiers_.size();
+    for (size_t t = target + 1; t < tiers_.size() && !b; ++t) {
+      if ((b = TryTier(t, key, expected))) from = t;
+    }
+    if (!b) {
+      TIERFS_ASSIGN_OR_RETURN(b, FetchFromOrigin(obj, index, expected));
+    }
+    Status last = Status::OK();
+    for (size_t t = target; t < from; ++t) {
+      Status st = tiers_[t]->Insert(key, b, h);
+      // A remote tier's write queue may be full: prefetch waits for room (bounded), it is not
+      // in a reader's way.
+      for (int tries = 0; st.code() == Status::Code::kNoSpace && tiers_[t]->IsRemote() &&
+                          tries < 500;
+           ++tries) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        st = tiers_[t]->Insert(key, b, h);
+      }
+      if (!st.ok()) {
+        ++insert_errors_;
+        if (t == target) last = st;
+      }
+    }
+    if (last.ok()) ++hydrated_blocks_;
+    return last;
+  }
+
+  void SetPinned(const ObjectRef& obj, bool pinned) override {
+    const uint64_t n = NumBlocks(obj);
+    for (uint64_t i = 0; i < n; ++i) {
+      const BlockKey key = KeyFor(obj, i);
+      for (auto& t : tiers_) {
+        if (!t->IsRemote()) t->SetPinned(key, pinned);
+      }
+    }
+  }
+
   void Evict(const ObjectRef& obj) override {
     const uint64_t n = NumBlocks(obj);
     for (uint64_t i = 0; i < n; ++i) {
@@ -193,6 +248,8 @@ class TieredCacheImpl final : public TieredCache {
     add("singleflight.merged", stats_.singleflight_merged);
     add("readahead.blocks", stats_.readahead_blocks);
     add("readahead.dropped", prefetch_dropped_);
+    add("prefetch.blocks", hydrated_blocks_);
+    add("ttl.expired", ttl_expired_);
     add("insert.errors", insert_errors_);
     add("read.calls", stats_.read_calls);
     add("read.bytes", stats_.bytes_served);
@@ -223,9 +280,30 @@ class TieredCacheImpl final : public TieredCache {
     return false;
   }
 
+  // TTL policy: drops the block from the host tiers when a tier stored it longer ago than
+  // `ttl`, so the read that follows refetches it from below (the origin, with If-Match).
+  void ExpireIfOlder(const BlockKey& key, std::chrono::nanoseconds ttl) {
+    const int64_t now = clock_->NowUnixNanos();
+    bool expired = false;
+    for (const auto& t : tiers_) {
+      if (t->IsRemote()) continue;
+      std::optional<int64_t> at = t->StoredAt(key);
+      if (at && now - *at > ttl.count()) expired = true;
+    }
+    if (!expired) return;
+    ++ttl_expired_;
+    for (const auto& t : tiers_) {
+      if (!t->IsRemote()) t->Erase(key);
+    }
+  }
+
   // REQUIRES: index < NumBlocks(obj).
   Result<BlockRef> GetBlock(const ObjectRef& obj, uint64_t index) {
     const BlockKey key = KeyFor(obj, index);
+    if (options_.placement) {
+      const Placement p = options_.placement(obj.key);
+      if (p.ttl != std::chrono::nanoseconds::max()) ExpireIfOlder(key, p.ttl);
+    }
     const uint64_t expected = ExpectedLength(obj, index);
     if (!tiers_.empty()) {
       if (auto b = TryTier(0, key, expected)) return b;
@@ -267,12 +345,12 @@ class TieredCacheImpl final : public TieredCache {
     }
     for (size_t t = 1; t < tiers_.size(); ++t) {
       if (auto b = TryTier(t, key, expected)) {
-        CopyUp(key, b, t);
+        CopyUp(obj, key, b, t);
         return b;
       }
     }
     TIERFS_ASSIGN_OR_RETURN(BlockRef b, FetchFromOrigin(obj, index, expected));
-    CopyUp(key, b, tiers_.size());
+    CopyUp(obj, key, b, tiers_.size());
     return b;
   }
 
@@ -304,10 +382,12 @@ class TieredCacheImpl final : public TieredCache {
     return BlockRef(std::move(block));
   }
 
-  // Offers `block` to tiers [0, upto).
-  void CopyUp(const BlockKey& key, const BlockRef& block, size_t upto) {
+  // Offers `block` to tiers [0, upto), with the object's placement (pin) policy.
+  void CopyUp(const ObjectRef& obj, const BlockKey& key, const BlockRef& block, size_t upto) {
+    Placement hint = options_.placement ? options_.placement(obj.key) : Placement{};
+    hint.stored_ns = clock_->NowUnixNanos();
     for (size_t t = 0; t < upto; ++t) {
-      Status st = tiers_[t]->Insert(key, block, Placement{});
+      Status st = tiers_[t]->Insert(key, block, hint);
       if (!st.ok()) {
         ++insert_errors_;
         SPDLOG_LOGGER_DEBUG(&Logger(Module::kTierCache), "{} insert declined: {}",
@@ -344,12 +424,15 @@ class TieredCacheImpl final : public TieredCache {
   const TieredCacheOptions options_;
   const std::vector<std::unique_ptr<Tier>> tiers_;
   BlobStore* const origin_;
+  Clock* const clock_;
   const std::string source_;
   const size_t queue_limit_;
 
   CacheStats stats_;
   std::atomic<uint64_t> prefetch_dropped_{0};
   std::atomic<uint64_t> insert_errors_{0};
+  std::atomic<uint64_t> hydrated_blocks_{0};
+  std::atomic<uint64_t> ttl_expired_{0};
   SingleFlight<BlockKey, Result<BlockRef>, BlockKeyHash> flights_;
 
   Mutex queue_mu_;

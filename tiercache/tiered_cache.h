@@ -15,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -47,6 +48,10 @@ struct TieredCacheOptions {
   int prefetch_threads = 4;            // the readahead/prefetch pool
   uint64_t readahead_max_bytes = 64ULL << 20;   // per open file, adaptive window upper bound
   uint64_t readahead_budget_bytes = 256ULL << 20;  // all in-flight readahead of the process
+  // Per-object placement (pin) for blocks inserted by reads: called with the object key on
+  // every insert. Empty: no pins. Must be thread-safe and cheap (tiercache/policy.h provides
+  // PolicyResolver::PlacementFor).
+  std::function<Placement(std::string_view key)> placement;
 };
 
 struct CacheStats {
@@ -88,6 +93,21 @@ class TieredCache {
   // Which tier holds each block: counts per tier name, e.g. {"l1":3,"l2":25}. For L3 the count
   // is of blocks this process knows to be there (it wrote or read them), not a remote lookup.
   virtual std::vector<std::pair<std::string, uint64_t>> Residency(const ObjectRef& obj) = 0;
+
+  // Deep prefetch (tiercache/prefetch_jobs.h): makes tier `target` (an index into tiers())
+  // hold block `index` of `obj`, reading it from the tiers below `target` or the origin and
+  // inserting it into `target` and the tiers between (not into the tiers above it: an L2
+  // prefetch does not fill L1, an L3 prefetch leaves no copy on this host). OK at once when the
+  // target already holds it. Runs on the caller's thread; demand reads never wait for it (no
+  // shared queue; a concurrent demand read of the same block may fetch it too). REQUIRES:
+  // index < blocks of obj, target < tiers().size(). Errors: the origin's; NoSpace when the
+  // target declined the block.
+  virtual Status Hydrate(const ObjectRef& obj, uint64_t index, size_t target,
+                         const Placement& hint) = 0;
+
+  // Pins (or unpins) the blocks of `obj` the host tiers hold now (user.tierfs.pin; blocks
+  // inserted later get their pin from TieredCacheOptions::placement).
+  virtual void SetPinned(const ObjectRef& obj, bool pinned) = 0;
 
   // Drops every block of `obj` from the host tiers.
   virtual void Evict(const ObjectRef& obj) = 0;

@@ -484,10 +484,15 @@ TEST_F(FilesystemTest, FileXattrs) {
   auto names = fs_->ListXattr(ino);
   ASSERT_TRUE(names.ok());
   EXPECT_EQ(*names, (std::vector<std::string>{"user.tierfs.etag", "user.tierfs.source",
-                                              "user.tierfs.residency"}));
+                                              "user.tierfs.residency", "user.tierfs.prefetch",
+                                              "user.tierfs.pin", "user.tierfs.ttl",
+                                              "user.tierfs.policy"}));
   auto root_names = fs_->ListXattr(kRootInode);
   ASSERT_TRUE(root_names.ok());
-  EXPECT_EQ(*root_names, (std::vector<std::string>{"user.tierfs.stats"}));
+  EXPECT_EQ(*root_names,
+            (std::vector<std::string>{"user.tierfs.stats", "user.tierfs.prefetch",
+                                      "user.tierfs.pin", "user.tierfs.ttl",
+                                      "user.tierfs.policy"}));
   // Directories have no etag.
   EXPECT_EQ(ToErrno(fs_->GetXattr(LookupIno(kRootInode, "a"), "user.tierfs.etag").status(),
                     ErrnoContext::kXattr),

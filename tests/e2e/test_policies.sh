@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# End-to-end policies and xattrs over s3rver with a small L2 (16 MiB, L1 off):
+#   * a pinned file survives cache pressure that evicts unpinned ones; a pin beyond the pin quota
+#     (half of L2) fails with ENOSPC; evict=1 drops a file now;
+#   * a short user.tierfs.ttl forces a refetch from the origin;
+#   * a changed object (new ETag) is served new after its metadata TTL;
+#   * every settable xattr with bad values, on files and on directories: EINVAL; unknown names
+#     ENODATA/ENOTSUP; `getfattr -d -m user.tierfs` prints every listed name.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/lib_pf.sh"
+e2e_init
+BUCKET=tierfs-pol
+s3rver_start "$BUCKET"
+MiB=$((1024 * 1024))
+objs=("p/pinned.bin=$((4 * MiB)):1" "ttl/t.bin=$((2 * MiB)):2" "chg/c.bin=100000:3")
+for i in 0 1 2 3 4 5; do objs+=("p/f$i.bin=$((4 * MiB)):$((10 + i))"); done
+step "upload test objects" 120 "$PY" "$E2E_DIR/s3put.py" --endpoint "$S3_ENDPOINT" --bucket "$BUCKET" "${objs[@]}"
+
+mnt="$E2E_WORK/mnt" cache="$E2E_WORK/cache" logf="$E2E_WORK/daemon.log"
+pf_mount "s3://$BUCKET" "$mnt" "$cache" "$logf" --endpoint "$S3_ENDPOINT" \
+  --l1-size 0 --l2-size 16MiB --metadata-ttl 2s
+# Reads files through the daemon: drops their kernel page cache first (dd iflag=nocache count=0
+# advises POSIX_FADV_DONTNEED for the whole file), since the page cache is kept across opens.
+cat_all() {
+  for f in "$@"; do
+    dd if="$f" iflag=nocache count=0 status=none 2>/dev/null || true
+    cat "$f" >/dev/null || fail "cat $f"
+  done
+}
+
+# ---- pin, pin quota, evict ----
+step "pin p/pinned.bin" 20 setfattr -n user.tierfs.pin -v 1 "$mnt/p/pinned.bin"
+[[ "$(xget "$mnt/p/pinned.bin" user.tierfs.pin)" == 1 ]] || fail "pin not reported"
+[[ "$(xget "$mnt/p/f0.bin" user.tierfs.pin)" == 0 ]] || fail "f0 must not be pinned"
+cat_all "$mnt/p/pinned.bin"
+[[ "$(xget "$mnt/p/pinned.bin" user.tierfs.residency)" == "l2=4/4" ]] || fail "pinned.bin not cached"
+# 24 MiB of unpinned reads through a 16 MiB L2.
+cat_all "$mnt"/p/f{0,1,2,3,4,5}.bin
+v="$(xget "$mnt/p/pinned.bin" user.tierfs.residency)"
+[[ "$v" == "l2=4/4" ]] || fail "pinned file was evicted: $v"
+v="$(xget "$mnt/p/f0.bin" user.tierfs.residency)"
+[[ "$v" != "l2=4/4" ]] || fail "f0.bin should have been evicted by the pressure: $v"
+log "ok pinned survives pressure (pinned.bin l2=4/4, f0.bin $v)"
+# The directory holds 28 MiB: beyond the pin quota (8 MiB = half of L2).
+xset_fails "$mnt/p" user.tierfs.pin 1 "No space left on device"
+[[ "$(xget "$mnt/p/f1.bin" user.tierfs.pin)" == 0 ]] || fail "a refused pin changed something"
+log "ok pin beyond the quota: ENOSPC"
+cat_all "$mnt/p/f5.bin"
+step "evict p/f5.bin" 20 setfattr -n user.tierfs.evict -v 1 "$mnt/p/f5.bin"
+v="$(xget "$mnt/p/f5.bin" user.tierfs.residency)"
+[[ "$v" == "l2=0/4" ]] || fail "evicted file still cached: $v"
+step "evict the directory p (the pinned file too)" 20 setfattr -n user.tierfs.evict -v 1 "$mnt/p"
+[[ "$(xget "$mnt/p/pinned.bin" user.tierfs.residency)" == "l2=0/4" ]] || fail "evict of p/ left pinned.bin"
+step "unpin" 20 setfattr -n user.tierfs.pin -v 0 "$mnt/p/pinned.bin"
+
+# ---- TTL ----
+step "ttl=2s on ttl/" 20 setfattr -n user.tierfs.ttl -v 2s "$mnt/ttl"
+[[ "$(xget "$mnt/ttl/t.bin" user.tierfs.ttl)" == 2s ]] || fail "ttl not inherited"
+cat_all "$mnt/ttl/t.bin"
+b1="$(stat_of "$mnt" origin.bytes)"
+cat_all "$mnt/ttl/t.bin"
+b2="$(stat_of "$mnt" origin.bytes)"
+[[ "$b1" == "$b2" ]] || fail "read within the TTL went to the origin ($b1 → $b2)"
+sleep 3
+cat_all "$mnt/ttl/t.bin"
+b3="$(stat_of "$mnt" origin.bytes)"
+(( b3 - b2 == 2 * MiB )) || fail "read after the TTL did not refetch 2 MiB (origin.bytes $b2 → $b3)"
+log "ok ttl: hit within 2s, refetched after ($(stat_of "$mnt" ttl.expired) blocks expired)"
+
+# ---- a changed object is served new after the metadata TTL ----
+want_old="$("$PY" "$E2E_DIR/s3put.py" --sha chg/c.bin=100000:3)"
+want_new="$("$PY" "$E2E_DIR/s3put.py" --sha chg/c.bin=120000:4)"
+got="$(sha256sum <"$mnt/chg/c.bin" | cut -d' ' -f1)"
+[[ "$got" == "$want_old" ]] || fail "chg/c.bin: wrong bytes before the change"
+etag1="$(xget "$mnt/chg/c.bin" user.tierfs.etag)"
+step "overwrite chg/c.bin on the origin" 60 "$PY" "$E2E_DIR/s3put.py" --endpoint "$S3_ENDPOINT" --bucket "$BUCKET" chg/c.bin=120000:4
+sleep 3
+got="$(sha256sum <"$mnt/chg/c.bin" | cut -d' ' -f1)"
+[[ "$got" == "$want_new" ]] || fail "chg/c.bin: old bytes after the metadata TTL"
+etag2="$(xget "$mnt/chg/c.bin" user.tierfs.etag)"
+[[ "$etag1" != "$etag2" ]] || fail "etag unchanged after the change ($etag1)"
+log "ok changed object served new after the metadata TTL (etag $etag1 → $etag2)"
+
+# ---- bad values, on a file and on a directory ----
+for target in "$mnt/p/f1.bin" "$mnt/p" "$mnt"; do
+  for v in "" l4 L2 "l2 x" 1; do xset_fails "$target" user.tierfs.prefetch "$v" "Invalid argument"; done
+  xset_fails "$target" user.tierfs.prefetch l3 "Invalid argument"      # no L3 in this daemon
+  xset_fails "$target" user.tierfs.prefetch cancel "Invalid argument"  # no job
+  for v in "" 2 yes -1; do xset_fails "$target" user.tierfs.pin "$v" "Invalid argument"; done
+  for v in "" abc -5s 0 "5 parsecs"; do xset_fails "$target" user.tierfs.ttl "$v" "Invalid argument"; done
+  for v in "" LRU fifo; do xset_fails "$target" user.tierfs.policy "$v" "Invalid argument"; done
+  for v in "" 0 2 yes; do xset_fails "$target" user.tierfs.evict "$v" "Invalid argument"; done
+  for n in residency etag source stats; do xset_fails "$target" "user.tierfs.$n" 1 "Invalid argument"; done
+  xset_fails "$target" user.tierfs.bogus 1 "Operation not supported"
+  out="$(getfattr -n user.tierfs.bogus "$target" 2>&1)" && fail "getfattr of an unknown name succeeded"
+  [[ "$out" == *"No such attribute"* ]] || fail "getfattr unknown name: $out"
+  out="$(getfattr -n user.tierfs.evict "$target" 2>&1)" && fail "getfattr of evict succeeded"
+  dump="$(timeout -k 2 20 getfattr -d -m user.tierfs --absolute-names "$target" 2>&1)" || fail "getfattr -d: $dump"
+  for n in prefetch pin ttl policy; do
+    [[ "$dump" == *"user.tierfs.$n="* ]] || fail "getfattr -d on $target lacks $n: $dump"
+  done
+done
+[[ "$(xget "$mnt/p/f1.bin" user.tierfs.policy)" == lru ]] || fail "a refused policy changed something"
+pid_alive "$TIERFS_PID" || fail "the daemon died"
+grep -q "refused" "$logf" || fail "no log line for refused values"
+log "ok every bad value refused (EINVAL/ENOTSUP/ENODATA), daemon alive, log lines written"
+step "policy=ttl on p/" 20 setfattr -n user.tierfs.policy -v ttl "$mnt/p"
+[[ "$(xget "$mnt/p/f1.bin" user.tierfs.policy)" == ttl ]] || fail "policy not inherited"
+timeout -k 2 20 getfattr -d -m user.tierfs --absolute-names "$mnt/p/f1.bin"
+
+tierfs_umount "$mnt" "$TIERFS_PID" || { print_log_tail "$logf"; fail "unclean unmount"; }

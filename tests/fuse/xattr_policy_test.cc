@@ -1,0 +1,170 @@
+// The settable user.tierfs.* xattrs (prefetch, evict, pin, ttl, policy) through Filesystem, with a
+// PrefetchJobs and a PolicyResolver attached: good values, every bad value on files and on
+// directories (EINVAL + no change), the pin quota (ENOSPC), inheritance, listing.
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <chrono>
+
+#include "fuse/filesystem.h"
+#include "fuse/fuse_server.h"
+#include "fuse/xattr_handlers.h"
+#include "metastore/meta_store.h"
+#include "tests/fakes/fake_blob_store.h"
+#include "tiercache/catalog.h"
+#include "tiercache/policy.h"
+#include "tiercache/prefetch_jobs.h"
+#include "tiercache/tiered_cache.h"
+
+namespace tierfs {
+namespace {
+
+using namespace std::chrono_literals;
+constexpr uint64_t kBlock = 4096;
+
+class XattrPolicyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    origin_.PutObject("d/a.bin", std::string(3 * kBlock, 'a'));
+    origin_.PutObject("d/sub/b.bin", std::string(kBlock + 1, 'b'));
+    origin_.PutObject("top.bin", std::string(100, 't'));
+    meta_ = NewMemMetaStore();
+    PolicyOptions po;
+    po.pin_quota_bytes = 4 * kBlock;
+    policies_ = std::move(*PolicyResolver::Open(po, meta_.get()));
+    TieredCacheOptions co;
+    co.block_size = kBlock;
+    co.prefetch_threads = 0;
+    PolicyResolver* r = policies_.get();
+    co.placement = [r](std::string_view k) { return r->PlacementFor(k); };
+    std::vector<std::unique_ptr<Tier>> tiers;
+    MemoryTierOptions l1;
+    l1.capacity_bytes = 64 * kBlock;
+    l1.shards = 1;
+    tiers.push_back(NewMemoryTier(l1));
+    cache_ = std::move(*TieredCache::Open(co, std::move(tiers), &origin_, &clock_));
+    catalog_ = std::move(*Catalog::Open(CatalogOptions{}, &origin_, meta_.get(), &clock_));
+    PrefetchJobsOptions jo;
+    jo.threads = 2;
+    jo.persist_interval = 5ms;
+    jobs_ = std::move(*PrefetchJobs::Open(jo, catalog_.get(), cache_.get(), meta_.get()));
+    fs_ = std::make_unique<Filesystem>(FilesystemOptions{}, catalog_.get(), cache_.get(),
+                                       origin_.Describe(), &clock_);
+    fs_->AttachPrefetchJobs(jobs_.get());
+    fs_->AttachPolicies(policies_.get());
+    dir_ = fs_->Lookup(kRootInode, "d")->attr.ino;
+    file_ = fs_->Lookup(dir_, "a.bin")->attr.ino;
+  }
+  void TearDown() override {
+    fs_->AttachPrefetchJobs(nullptr);
+    jobs_.reset();
+  }
+
+  int SetErrno(InodeId ino, std::string_view name, std::string_view value) {
+    return ToErrno(fs_->SetXattr(ino, name, value), ErrnoContext::kXattr);
+  }
+  std::string Get(InodeId ino, std::string_view name) {
+    auto v = fs_->GetXattr(ino, name);
+    EXPECT_TRUE(v.ok()) << name << ": " << v.status().ToString();
+    return v.ok() ? *v : std::string();
+  }
+
+  testing::FakeBlobStore origin_{"fake://bucket"};
+  FakeClock clock_;
+  std::unique_ptr<MetaStore> meta_;
+  std::unique_ptr<PolicyResolver> policies_;
+  std::unique_ptr<TieredCache> cache_;
+  std::unique_ptr<Catalog> catalog_;
+  std::unique_ptr<PrefetchJobs> jobs_;
+  std::unique_ptr<Filesystem> fs_;
+  InodeId dir_ = 0, file_ = 0;
+};
+
+TEST_F(XattrPolicyTest, TrimValue) {
+  EXPECT_EQ(TrimXattrValue("l2"), "l2");
+  EXPECT_EQ(TrimXattrValue("l2\n"), "l2");
+  EXPECT_EQ(TrimXattrValue(std::string_view("l2\0", 3)), "l2");
+  EXPECT_EQ(TrimXattrValue(""), "");
+}
+
+TEST_F(XattrPolicyTest, BadValuesAreEinvalOnFilesAndDirectories) {
+  for (InodeId ino : {file_, dir_, kRootInode}) {
+    for (const char* v : {"", "l4", "L2", "l2 ", "cancel!", "1"}) {
+      EXPECT_EQ(SetErrno(ino, "user.tierfs.prefetch", v), EINVAL) << ino << " prefetch=" << v;
+    }
+    for (const char* v : {"", "2", "yes", "-1"}) {
+      EXPECT_EQ(SetErrno(ino, "user.tierfs.pin", v), EINVAL) << ino << " pin=" << v;
+    }
+    for (const char* v : {"", "abc", "-5s", "0", "5 parsecs"}) {
+      EXPECT_EQ(SetErrno(ino, "user.tierfs.ttl", v), EINVAL) << ino << " ttl=" << v;
+    }
+    for (const char* v : {"", "LRU", "fifo"}) {
+      EXPECT_EQ(SetErrno(ino, "user.tierfs.policy", v), EINVAL) << ino << " policy=" << v;
+    }
+    for (const char* v : {"", "0", "2", "yes"}) {
+      EXPECT_EQ(SetErrno(ino, "user.tierfs.evict", v), EINVAL) << ino << " evict=" << v;
+    }
+    EXPECT_EQ(SetErrno(ino, "user.tierfs.prefetch", "l3"), EINVAL);  // no L3 in this cache
+    EXPECT_EQ(SetErrno(ino, "user.tierfs.prefetch", "cancel"), EINVAL);  // no job
+    EXPECT_EQ(SetErrno(ino, "user.tierfs.residency", "1"), EINVAL);      // read-only
+    EXPECT_EQ(SetErrno(ino, "user.tierfs.nosuch", "1"), ENOTSUP);
+    EXPECT_EQ(ToErrno(fs_->GetXattr(ino, "user.tierfs.nosuch").status(), ErrnoContext::kXattr),
+              ENODATA);
+    EXPECT_EQ(ToErrno(fs_->GetXattr(ino, "user.tierfs.evict").status(), ErrnoContext::kXattr),
+              ENODATA);
+  }
+  // Nothing was stored by the refused values.
+  EXPECT_EQ(Get(file_, "user.tierfs.pin"), "0");
+  EXPECT_EQ(Get(file_, "user.tierfs.ttl"), "forever");
+  EXPECT_EQ(Get(file_, "user.tierfs.policy"), "lru");
+  EXPECT_EQ(Get(dir_, "user.tierfs.prefetch"), "state=none tier=- files=0/0 bytes=0/0");
+}
+
+TEST_F(XattrPolicyTest, PoliciesInheritAndPinQuotaIsEnospc) {
+  ASSERT_EQ(SetErrno(dir_, "user.tierfs.ttl", "30s"), 0);
+  ASSERT_EQ(SetErrno(dir_, "user.tierfs.policy", "ttl"), 0);
+  EXPECT_EQ(Get(file_, "user.tierfs.ttl"), "30s");
+  EXPECT_EQ(Get(file_, "user.tierfs.policy"), "ttl");
+  EXPECT_EQ(Get(kRootInode, "user.tierfs.ttl"), "forever");
+  // d/ holds 4 blocks + 1 byte: over the quota of 4 blocks.
+  EXPECT_EQ(SetErrno(dir_, "user.tierfs.pin", "1"), ENOSPC);
+  EXPECT_EQ(Get(file_, "user.tierfs.pin"), "0");
+  ASSERT_EQ(SetErrno(file_, "user.tierfs.pin", "1"), 0);  // 3 blocks fit
+  EXPECT_EQ(Get(file_, "user.tierfs.pin"), "1");
+  InodeId top = fs_->Lookup(kRootInode, "top.bin")->attr.ino;
+  ASSERT_EQ(SetErrno(top, "user.tierfs.pin", "1"), 0);           // 100 bytes fit
+  EXPECT_EQ(SetErrno(kRootInode, "user.tierfs.pin", "1"), ENOSPC);
+  ASSERT_EQ(SetErrno(file_, "user.tierfs.pin", "0"), 0);
+  EXPECT_EQ(policies_->pinned_bytes(), 100u);
+}
+
+TEST_F(XattrPolicyTest, PrefetchEvictAndListing) {
+  ASSERT_EQ(SetErrno(dir_, "user.tierfs.prefetch", "l1"), 0);
+  ASSERT_TRUE(jobs_->TEST_WaitIdle(10s));
+  EXPECT_EQ(Get(dir_, "user.tierfs.prefetch"),
+            "state=done tier=l1 files=2/2 bytes=16385/16385");
+  EXPECT_EQ(Get(file_, "user.tierfs.residency"), "l1=3/3");
+  ASSERT_EQ(SetErrno(dir_, "user.tierfs.evict", "1"), 0);
+  EXPECT_EQ(Get(file_, "user.tierfs.residency"), "l1=0/3");
+  ASSERT_EQ(SetErrno(file_, "user.tierfs.prefetch", "l1\n"), 0);
+  ASSERT_TRUE(jobs_->TEST_WaitIdle(10s));
+  EXPECT_EQ(Get(file_, "user.tierfs.residency"), "l1=3/3");
+  ASSERT_EQ(SetErrno(file_, "user.tierfs.evict", "1"), 0);
+  EXPECT_EQ(Get(file_, "user.tierfs.residency"), "l1=0/3");
+
+  auto names = fs_->ListXattr(file_);
+  ASSERT_TRUE(names.ok());
+  EXPECT_EQ(*names, (std::vector<std::string>{"user.tierfs.etag", "user.tierfs.source",
+                                              "user.tierfs.residency", "user.tierfs.prefetch",
+                                              "user.tierfs.pin", "user.tierfs.ttl",
+                                              "user.tierfs.policy"}));
+  // Every listed name answers getxattr (getfattr -d must not fail).
+  for (InodeId ino : {file_, dir_, kRootInode}) {
+    auto listed = fs_->ListXattr(ino);  // keep the Result alive: range-for over *temp dangles
+    ASSERT_TRUE(listed.ok());
+    for (const auto& n : *listed) EXPECT_TRUE(fs_->GetXattr(ino, n).ok()) << n;
+  }
+}
+
+}  // namespace
+}  // namespace tierfs

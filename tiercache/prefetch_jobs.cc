@@ -1,0 +1,523 @@
+// PrefetchJobs (prefetch_jobs.h).
+//
+// Threads: one runner ("tierfs-pfjob") takes the oldest queued job, walks its tree (no lock held
+// across Catalog calls), splits the files into tasks of up to blocks_per_task consecutive blocks
+// and publishes them as the current Work; `threads` workers ("tierfs-pfjob-N") take tasks in
+// order and call TieredCache::Hydrate per block. The runner waits for the work to drain (or the
+// job to be cancelled, fail, or the object to be destroyed), persisting progress every
+// persist_interval, then records the final state.
+//
+// Lock order: mu_ is a leaf; it is never held across Catalog, TieredCache or MetaStore calls.
+#include "tiercache/prefetch_jobs.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <charconv>
+#include <deque>
+#include <map>
+#include <stop_token>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "base/logging.h"
+#include "base/mutex.h"
+
+namespace tierfs {
+namespace {
+
+constexpr std::string_view kJobPrefix = "prefetch/job/";
+
+// CondVar waits carry no capability annotation (base/mutex.h). REQUIRES: cv's mutex held.
+void WaitHeld(CondVar* cv) NO_THREAD_SAFETY_ANALYSIS { cv->Wait(); }
+void WaitHeldFor(CondVar* cv, std::chrono::nanoseconds d) NO_THREAD_SAFETY_ANALYSIS {
+  (void)cv->WaitFor(d);
+}
+
+bool ParseU64(std::string_view s, uint64_t* out) {
+  auto r = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return r.ec == std::errc() && r.ptr == s.data() + s.size();
+}
+
+std::string Join(std::string_view dir, std::string_view name) {
+  return dir.empty() ? std::string(name) : fmt::format("{}/{}", dir, name);
+}
+
+struct FileItem {
+  std::string path;
+  DirEntry entry;
+};
+
+struct Task {
+  size_t file = 0;
+  uint64_t first = 0, count = 0;
+};
+
+struct Job {
+  PrefetchJobStatus st;  // guarded by PrefetchJobsImpl::mu_
+  std::atomic<bool> cancel{false};
+};
+
+// The job being executed. Fields guarded by PrefetchJobsImpl::mu_ except the constants.
+struct Work {
+  std::shared_ptr<Job> job;
+  size_t target = 0;                    // constant
+  std::vector<FileItem> files;          // constant
+  std::vector<Task> tasks;              // constant
+  size_t next = 0;                      // next task to hand out
+  size_t in_flight = 0;
+  std::vector<uint64_t> remaining;      // tasks left per file
+  bool failed = false;
+};
+
+class PrefetchJobsImpl final : public PrefetchJobs {
+ public:
+  PrefetchJobsImpl(const PrefetchJobsOptions& o, Catalog* catalog, TieredCache* cache,
+                   MetaStore* meta)
+      : options_(o), catalog_(catalog), cache_(cache), meta_(meta), cv_(&mu_) {}
+
+  ~PrefetchJobsImpl() override {
+    {
+      MutexLock l(&mu_);
+      stop_ = true;
+    }
+    cv_.SignalAll();
+    runner_ = std::jthread();  // joins: the runner waits for the workers' tasks to end
+    workers_.clear();
+  }
+
+  Status Load() {
+    std::vector<std::pair<std::string, std::string>> stored;
+    TIERFS_RETURN_IF_ERROR(meta_->ScanValues(kJobPrefix, [&](std::string_view k, std::string_view v) {
+      stored.emplace_back(std::string(k.substr(kJobPrefix.size())), std::string(v));
+      return true;
+    }));
+    size_t resumed = 0;
+    MutexLock l(&mu_);
+    for (auto& [path, value] : stored) {
+      auto st = DecodePrefetchJob(path, value);
+      if (!st.ok()) {
+        Logger(Module::kTierCache)
+            .warn("prefetch job '{}': unreadable record ({}); dropped", path, st.status().ToString());
+        continue;
+      }
+      auto job = std::make_shared<Job>();
+      job->st = std::move(*st);
+      if (job->st.state == PrefetchState::kRunning || job->st.state == PrefetchState::kQueued) {
+        job->st.state = PrefetchState::kQueued;
+        queue_.push_back(path);
+        ++resumed;
+      }
+      jobs_[path] = std::move(job);
+    }
+    if (resumed > 0) {
+      Logger(Module::kTierCache).info("prefetch: resuming {} job(s) from the metastore", resumed);
+    }
+    return Status::OK();
+  }
+
+  void StartThreads() {
+    for (int i = 0; i < options_.threads; ++i) {
+      workers_.emplace_back([this, i](std::stop_token) { WorkerLoop(i); });
+    }
+    runner_ = std::jthread([this](std::stop_token) { RunnerLoop(); });
+  }
+
+  Status Start(std::string_view path, std::string_view tier) override {
+    TIERFS_ASSIGN_OR_RETURN(size_t target, TierIndex(tier));
+    (void)target;
+    PrefetchJobStatus snapshot;
+    {
+      MutexLock l(&mu_);
+      auto it = jobs_.find(path);
+      if (it != jobs_.end() && (it->second->st.state == PrefetchState::kQueued ||
+                                it->second->st.state == PrefetchState::kRunning)) {
+        return Status::OK();
+      }
+      auto job = std::make_shared<Job>();
+      job->st.path = std::string(path);
+      job->st.tier = std::string(tier);
+      job->st.state = PrefetchState::kQueued;
+      snapshot = job->st;
+      jobs_[std::string(path)] = std::move(job);
+      queue_.push_back(std::string(path));
+    }
+    Persist(snapshot);
+    Logger(Module::kTierCache).info("prefetch of '{}' into {} queued", path, tier);
+    cv_.SignalAll();
+    return Status::OK();
+  }
+
+  Result<PrefetchJobStatus> Get(std::string_view path) override {
+    MutexLock l(&mu_);
+    auto it = jobs_.find(path);
+    if (it == jobs_.end()) return Status::NotFound(fmt::format("no prefetch job for '{}'", path));
+    return it->second->st;
+  }
+
+  Status Cancel(std::string_view path) override {
+    PrefetchJobStatus snapshot;
+    {
+      MutexLock l(&mu_);
+      auto it = jobs_.find(path);
+      if (it == jobs_.end()) return Status::NotFound(fmt::format("no prefetch job for '{}'", path));
+      Job& job = *it->second;
+      job.cancel = true;
+      if (job.st.state != PrefetchState::kQueued) {
+        cv_.SignalAll();
+        return Status::OK();  // running: the runner records the cancellation
+      }
+      job.st.state = PrefetchState::kCancelled;
+      queue_.erase(std::remove(queue_.begin(), queue_.end(), std::string(path)), queue_.end());
+      snapshot = job.st;
+    }
+    Persist(snapshot);
+    Logger(Module::kTierCache).info("prefetch of '{}' cancelled", path);
+    return Status::OK();
+  }
+
+  bool TEST_WaitIdle(std::chrono::milliseconds timeout) override {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    MutexLock l(&mu_);
+    while (!queue_.empty() || busy_) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      WaitHeldFor(&cv_, std::chrono::milliseconds(10));
+    }
+    return true;
+  }
+
+ private:
+  Result<size_t> TierIndex(std::string_view tier) const {
+    const auto& tiers = cache_->tiers();
+    if (tier != "l1" && tier != "l2" && tier != "l3") {
+      return Status::InvalidArgument(fmt::format("unknown tier '{}' (l1, l2 or l3)", tier));
+    }
+    for (size_t i = 0; i < tiers.size(); ++i) {
+      if (tiers[i]->name() == tier) return i;
+    }
+    return Status::InvalidArgument(fmt::format("this daemon has no {} tier", tier));
+  }
+
+  void Persist(const PrefetchJobStatus& st) {
+    Status s = meta_->PutValue(PrefetchJobKey(st.path), EncodePrefetchJob(st));
+    if (!s.ok()) {
+      Logger(Module::kTierCache).warn("prefetch job '{}': cannot persist: {}", st.path, s.ToString());
+    }
+  }
+
+  // Depth-first, files in listing order. Stops early (Cancelled) on cancel or stop.
+  Status Walk(const std::string& dir, const Job& job, std::vector<FileItem>* out) {
+    std::string after;
+    while (true) {
+      if (job.cancel || Stopping()) return Status::Cancelled("prefetch walk interrupted");
+      std::vector<DirEntry> page;
+      TIERFS_RETURN_IF_ERROR(catalog_->ReadDir(dir, after, 1024, &page));
+      if (!page.empty()) after = page.back().name;  // before the entries are moved out
+      for (auto& e : page) {
+        std::string p = Join(dir, e.name);
+        if (e.type == EntryType::kDir) {
+          TIERFS_RETURN_IF_ERROR(Walk(p, job, out));
+        } else {
+          out->push_back(FileItem{std::move(p), std::move(e)});
+        }
+      }
+      if (page.size() < 1024) return Status::OK();
+    }
+  }
+
+  Status Collect(const std::string& path, const Job& job, std::vector<FileItem>* out) {
+    if (path.empty()) return Walk(path, job, out);
+    const size_t slash = path.rfind('/');
+    const std::string dir = slash == std::string::npos ? std::string() : path.substr(0, slash);
+    const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+    TIERFS_ASSIGN_OR_RETURN(DirEntry e, catalog_->Lookup(dir, base));
+    if (e.type == EntryType::kDir) return Walk(path, job, out);
+    out->push_back(FileItem{path, std::move(e)});
+    return Status::OK();
+  }
+
+  bool Stopping() {
+    MutexLock l(&mu_);
+    return stop_;
+  }
+
+  void RunnerLoop() {
+    pthread_setname_np(pthread_self(), "tierfs-pfjob");
+    while (true) {
+      std::shared_ptr<Job> job;
+      {
+        MutexLock l(&mu_);
+        while (!stop_ && queue_.empty()) WaitHeld(&cv_);
+        if (stop_) return;
+        std::string path = std::move(queue_.front());
+        queue_.pop_front();
+        auto it = jobs_.find(path);
+        if (it == jobs_.end() || it->second->st.state != PrefetchState::kQueued) continue;
+        job = it->second;
+        job->st.state = PrefetchState::kRunning;
+        busy_ = true;
+      }
+      RunJob(job);
+      MutexLock l(&mu_);
+      busy_ = false;
+      cv_.SignalAll();
+    }
+  }
+
+  void Finish(const std::shared_ptr<Job>& job, PrefetchState state, const std::string& error) {
+    PrefetchJobStatus snapshot;
+    {
+      MutexLock l(&mu_);
+      job->st.state = state;
+      job->st.error = error;
+      snapshot = job->st;
+    }
+    Persist(snapshot);
+    Logger(Module::kTierCache)
+        .info("prefetch of '{}' into {}: {} ({}){}", snapshot.path, snapshot.tier,
+              PrefetchStateName(state), FormatPrefetchStatus(snapshot),
+              error.empty() ? "" : ": " + error);
+  }
+
+  void RunJob(const std::shared_ptr<Job>& job) {
+    std::string path, tier;
+    uint64_t cursor;
+    {
+      MutexLock l(&mu_);
+      path = job->st.path;
+      tier = job->st.tier;
+      cursor = job->st.cursor;
+    }
+    auto target = TierIndex(tier);
+    if (!target.ok()) return Finish(job, PrefetchState::kFailed, target.status().message());
+    auto w = std::make_shared<Work>();
+    w->job = job;
+    w->target = *target;
+    Status ws = Collect(path, *job, &w->files);
+    if (Stopping()) return;  // stays "running" on disk: resumed at the next start
+    if (job->cancel) return Finish(job, PrefetchState::kCancelled, "");
+    if (!ws.ok()) return Finish(job, PrefetchState::kFailed, ws.ToString());
+
+    const uint64_t bs = cache_->block_size();
+    cursor = std::min<uint64_t>(cursor, w->files.size());
+    uint64_t bytes_total = 0, bytes_skipped = 0;
+    w->remaining.assign(w->files.size(), 0);
+    for (size_t f = 0; f < w->files.size(); ++f) {
+      const uint64_t size = w->files[f].entry.size;
+      bytes_total += size;
+      if (f < cursor) {
+        bytes_skipped += size;
+        continue;
+      }
+      const uint64_t nblocks = (size + bs - 1) / bs;
+      for (uint64_t b = 0; b < nblocks; b += options_.blocks_per_task) {
+        w->tasks.push_back(Task{f, b, std::min(options_.blocks_per_task, nblocks - b)});
+        ++w->remaining[f];
+      }
+    }
+    PrefetchJobStatus snapshot;
+    {
+      MutexLock l(&mu_);
+      job->st.files_total = w->files.size();
+      job->st.bytes_total = bytes_total;
+      job->st.bytes_done = bytes_skipped;
+      job->st.cursor = cursor;
+      job->st.files_done = cursor;
+      AdvanceLocked(*w);
+      snapshot = job->st;
+      work_ = w;
+    }
+    Persist(snapshot);
+    cv_.SignalAll();
+
+    // Wait for the work to drain, persisting progress on the way.
+    while (true) {
+      bool drained;
+      {
+        MutexLock l(&mu_);
+        WaitHeldFor(&cv_, options_.persist_interval);
+        const bool stopping = stop_ || job->cancel || w->failed;
+        drained = w->in_flight == 0 && (stopping || w->next == w->tasks.size());
+        snapshot = job->st;
+        if (drained) work_.reset();
+      }
+      if (drained) break;
+      Persist(snapshot);
+    }
+    if (Stopping()) {
+      Persist(snapshot);  // "running" with its cursor: resumed at the next start
+      return;
+    }
+    if (job->cancel) return Finish(job, PrefetchState::kCancelled, "");
+    if (w->failed) return Finish(job, PrefetchState::kFailed, snapshot.error);
+    Finish(job, PrefetchState::kDone, "");
+  }
+
+  // Counts files whose tasks all finished; moves the cursor over the completed prefix.
+  void AdvanceLocked(Work& w) REQUIRES(mu_) {
+    PrefetchJobStatus& st = w.job->st;
+    uint64_t done = 0;
+    for (size_t f = 0; f < w.files.size(); ++f) {
+      if (f < st.cursor || w.remaining[f] == 0) ++done;
+    }
+    st.files_done = done;
+    while (st.cursor < w.files.size() && w.remaining[st.cursor] == 0) ++st.cursor;
+  }
+
+  void WorkerLoop(int n) {
+    const std::string name = "tierfs-pfjob-" + std::to_string(n);
+    pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
+    while (true) {
+      std::shared_ptr<Work> w;
+      Task task;
+      {
+        MutexLock l(&mu_);
+        while (!stop_ && !(work_ && !work_->failed && !work_->job->cancel &&
+                           work_->next < work_->tasks.size())) {
+          WaitHeld(&cv_);
+        }
+        if (stop_) return;
+        w = work_;
+        task = w->tasks[w->next++];
+        ++w->in_flight;
+      }
+      const FileItem& file = w->files[task.file];
+      ObjectRef obj;
+      obj.key = file.path;
+      obj.info.size = file.entry.size;
+      obj.info.etag = file.entry.etag;
+      obj.info.mtime_ns = file.entry.mtime_ns;
+      const uint64_t bs = cache_->block_size();
+      Status err = Status::OK();
+      bool complete = true;
+      for (uint64_t b = task.first; b < task.first + task.count; ++b) {
+        if (w->job->cancel || Stopping()) {
+          complete = false;
+          break;
+        }
+        Status s = cache_->Hydrate(obj, b, w->target, Placement{});
+        if (!s.ok()) {
+          err = s.WithContext(fmt::format("'{}' block {}", file.path, b));
+          complete = false;
+          break;
+        }
+        const uint64_t len = std::min<uint64_t>(bs, obj.info.size - b * bs);
+        MutexLock l(&mu_);
+        w->job->st.bytes_done += len;
+      }
+      {
+        MutexLock l(&mu_);
+        --w->in_flight;
+        if (complete) {
+          --w->remaining[task.file];
+          AdvanceLocked(*w);
+        }
+        if (!err.ok() && !w->failed) {
+          w->failed = true;
+          w->job->st.error = err.ToString();
+          Logger(Module::kTierCache).warn("prefetch of '{}': {}", w->job->st.path, err.ToString());
+        }
+      }
+      cv_.SignalAll();
+    }
+  }
+
+  // Constant after construction.
+  const PrefetchJobsOptions options_;
+  Catalog* const catalog_;
+  TieredCache* const cache_;
+  MetaStore* const meta_;
+
+  Mutex mu_;
+  CondVar cv_;
+  bool stop_ GUARDED_BY(mu_) = false;
+  bool busy_ GUARDED_BY(mu_) = false;  // the runner is executing a job
+  std::map<std::string, std::shared_ptr<Job>, std::less<>> jobs_ GUARDED_BY(mu_);
+  std::deque<std::string> queue_ GUARDED_BY(mu_);
+  std::shared_ptr<Work> work_ GUARDED_BY(mu_);
+
+  // Declared last: joined first.
+  std::vector<std::jthread> workers_;
+  std::jthread runner_;
+};
+
+}  // namespace
+
+std::string_view PrefetchStateName(PrefetchState s) {
+  switch (s) {
+    case PrefetchState::kQueued: return "queued";
+    case PrefetchState::kRunning: return "running";
+    case PrefetchState::kDone: return "done";
+    case PrefetchState::kFailed: return "failed";
+    case PrefetchState::kCancelled: return "cancelled";
+  }
+  return "unknown";
+}
+
+std::string FormatPrefetchStatus(const PrefetchJobStatus& s) {
+  std::string out = fmt::format("state={} tier={} files={}/{} bytes={}/{}", PrefetchStateName(s.state),
+                                s.tier, s.files_done, s.files_total, s.bytes_done, s.bytes_total);
+  if (s.state == PrefetchState::kFailed && !s.error.empty()) {
+    std::string e = s.error.substr(0, 200);
+    std::replace(e.begin(), e.end(), ' ', '_');
+    std::replace(e.begin(), e.end(), '\n', '_');
+    out += " error=" + e;
+  }
+  return out;
+}
+
+std::string PrefetchJobKey(std::string_view path) {
+  return std::string(kJobPrefix) + std::string(path);
+}
+
+// "1 <state 0-4> <tier> <files_done> <files_total> <bytes_done> <bytes_total> <cursor> <error>"
+std::string EncodePrefetchJob(const PrefetchJobStatus& s) {
+  return fmt::format("1 {} {} {} {} {} {} {} {}", static_cast<int>(s.state), s.tier, s.files_done,
+                     s.files_total, s.bytes_done, s.bytes_total, s.cursor, s.error);
+}
+
+Result<PrefetchJobStatus> DecodePrefetchJob(std::string_view path, std::string_view value) {
+  std::vector<std::string_view> f;
+  size_t pos = 0;
+  while (f.size() < 8) {
+    size_t sp = value.find(' ', pos);
+    if (sp == std::string_view::npos) return Status::Corruption("prefetch job: too few fields");
+    f.push_back(value.substr(pos, sp - pos));
+    pos = sp + 1;
+  }
+  PrefetchJobStatus s;
+  s.path = std::string(path);
+  uint64_t state = 0;
+  if (f[0] != "1") return Status::Corruption("prefetch job: unknown layout version");
+  if (!ParseU64(f[1], &state) || state > 4) return Status::Corruption("prefetch job: bad state");
+  s.state = static_cast<PrefetchState>(state);
+  s.tier = std::string(f[2]);
+  if (!ParseU64(f[3], &s.files_done) || !ParseU64(f[4], &s.files_total) ||
+      !ParseU64(f[5], &s.bytes_done) || !ParseU64(f[6], &s.bytes_total) ||
+      !ParseU64(f[7], &s.cursor)) {
+    return Status::Corruption("prefetch job: bad counter");
+  }
+  s.error = std::string(value.substr(pos));
+  return s;
+}
+
+Result<std::unique_ptr<PrefetchJobs>> PrefetchJobs::Open(const PrefetchJobsOptions& options,
+                                                         Catalog* catalog, TieredCache* cache,
+                                                         MetaStore* meta) {
+  if (catalog == nullptr || cache == nullptr || meta == nullptr) {
+    return Status::InvalidArgument("prefetch jobs: catalog, cache and metastore are required");
+  }
+  if (options.threads < 1 || options.threads > 64) {
+    return Status::InvalidArgument("prefetch jobs: threads must be in [1, 64]");
+  }
+  if (options.blocks_per_task == 0) {
+    return Status::InvalidArgument("prefetch jobs: blocks_per_task must be > 0");
+  }
+  auto jobs = std::make_unique<PrefetchJobsImpl>(options, catalog, cache, meta);
+  TIERFS_RETURN_IF_ERROR(jobs->Load());
+  jobs->StartThreads();
+  return std::unique_ptr<PrefetchJobs>(std::move(jobs));
+}
+
+}  // namespace tierfs

@@ -1,0 +1,88 @@
+// PrefetchJobs — deep prefetch (user.tierfs.prefetch, `tierfs prefetch`): durable background jobs
+// that hydrate a file, or a directory recursively, into one tier.
+//
+// A job is named by the path it was started on (one job per path; starting again replaces a
+// finished job and leaves a queued or running one alone). It walks the Catalog depth-first, files
+// in listing order, then reads every block of every file through TieredCache::Hydrate into the
+// target tier: "l1" (memory, and L2 below it), "l2" (flash; L1 is not filled), "l3" (the regional
+// tier only: no copy on this host). Jobs run one at a time, FIFO, on `threads` owned worker
+// threads ("tierfs-pfjob-N") plus one runner ("tierfs-pfjob"); demand reads never pass through
+// them, so a reader never queues behind prefetch traffic (it may share the origin's bandwidth).
+//
+// Durability: every job is a MetaStore value "prefetch/job/<path>" (metastore/FORMAT.md) holding
+// its state, target, totals, progress and a cursor (files of the walk completed in order). A job
+// that was queued or running when the daemon stopped is resumed at the next start: the walk is
+// repeated (listings come from the MetaStore), the files before the cursor are counted as done,
+// and blocks the target already holds are skipped without I/O.
+//
+// Thread-safe; no external synchronization needed.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+#include "metastore/meta_store.h"
+#include "tiercache/catalog.h"
+#include "tiercache/tiered_cache.h"
+
+namespace tierfs {
+
+enum class PrefetchState : uint8_t { kQueued, kRunning, kDone, kFailed, kCancelled };
+std::string_view PrefetchStateName(PrefetchState s);
+
+struct PrefetchJobStatus {
+  std::string path;  // "" for the root
+  std::string tier;  // "l1", "l2", "l3"
+  PrefetchState state = PrefetchState::kQueued;
+  uint64_t files_done = 0, files_total = 0;  // totals are 0 until the walk finished
+  uint64_t bytes_done = 0, bytes_total = 0;
+  uint64_t cursor = 0;  // files of the walk completed in order (the resume point)
+  std::string error;    // failed: the first error
+};
+
+// "state=running tier=l2 files=3/10 bytes=3145728/10485760" (+ " error=<text>" when failed;
+// spaces in the error are replaced by '_'). The value of user.tierfs.prefetch.
+std::string FormatPrefetchStatus(const PrefetchJobStatus& s);
+// The value layout stored in MetaStore (FORMAT.md) and its parser (Corruption if malformed).
+std::string EncodePrefetchJob(const PrefetchJobStatus& s);
+Result<PrefetchJobStatus> DecodePrefetchJob(std::string_view path, std::string_view value);
+// The MetaStore value name of the job of `path`.
+std::string PrefetchJobKey(std::string_view path);
+
+struct PrefetchJobsOptions {
+  int threads = 4;                 // blocks fetched concurrently by one job
+  uint64_t blocks_per_task = 16;   // a worker takes this many consecutive blocks of a file
+  // Progress is written to the MetaStore at most this often (and at every state change).
+  std::chrono::milliseconds persist_interval{500};
+  // Finished jobs (done/failed/cancelled) kept for getxattr; the oldest are forgotten beyond it.
+  size_t keep_finished = 1024;
+};
+
+class PrefetchJobs {
+ public:
+  // Loads the jobs stored in `meta` and resumes the queued/running ones. `catalog`, `cache` and
+  // `meta` are not owned and must outlive the object.
+  static Result<std::unique_ptr<PrefetchJobs>> Open(const PrefetchJobsOptions& options,
+                                                    Catalog* catalog, TieredCache* cache,
+                                                    MetaStore* meta);
+  // Stops the threads (the running job keeps its state and cursor for the next start).
+  virtual ~PrefetchJobs() = default;
+
+  // Starts (or restarts, when finished) the job of `path` into `tier`. InvalidArgument: unknown
+  // tier name or no such tier in this daemon (e.g. "l3" without an L3). A queued or running job
+  // of the same path is left as it is (OK).
+  virtual Status Start(std::string_view path, std::string_view tier) = 0;
+  // NotFound when `path` has no job.
+  virtual Result<PrefetchJobStatus> Get(std::string_view path) = 0;
+  // Cancels the job of `path` (queued or running). NotFound: no job; OK for a finished one.
+  virtual Status Cancel(std::string_view path) = 0;
+  // Test hook: blocks until no job is queued or running, or `timeout` passes (false).
+  virtual bool TEST_WaitIdle(std::chrono::milliseconds timeout) = 0;
+};
+
+}  // namespace tierfs
