@@ -1,0 +1,72 @@
+// daemon/config: [[policy]] tables, cache.pin_quota and cache.prefetch_job_threads.
+#include <gtest/gtest.h>
+
+#include "daemon/config.h"
+
+namespace tierfs {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string ErrOf(std::string_view toml) {
+  DaemonOptions o;
+  Status s = ApplyConfigText(toml, "t.toml", &o);
+  EXPECT_FALSE(s.ok()) << toml;
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  return s.message();
+}
+
+TEST(PolicyConfig, TablesAndCacheKeys) {
+  DaemonOptions o;
+  Status s = ApplyConfigText(R"(
+[cache]
+pin_quota = "3GiB"
+prefetch_job_threads = 8
+
+[[policy]]
+prefix = "datasets/imagenet/"
+pin = true
+ttl = "7d"
+policy = "ttl"
+
+[[policy]]
+prefix = "/scratch/"
+ttl = 30
+)",
+                             "t.toml", &o);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(o.policies.pin_quota_bytes, 3ULL << 30);
+  EXPECT_EQ(o.prefetch_jobs.threads, 8);
+  ASSERT_EQ(o.policies.prefixes.size(), 2u);
+  EXPECT_EQ(o.policies.prefixes[0].prefix, "datasets/imagenet/");
+  EXPECT_EQ(o.policies.prefixes[0].policy.pin, true);
+  EXPECT_EQ(o.policies.prefixes[0].policy.ttl, std::chrono::hours(24 * 7));
+  EXPECT_EQ(o.policies.prefixes[0].policy.eviction, EvictionOrder::kTtl);
+  EXPECT_EQ(o.policies.prefixes[1].prefix, "scratch/");  // leading '/' dropped
+  EXPECT_EQ(o.policies.prefixes[1].policy.ttl, 30s);
+  EXPECT_FALSE(o.policies.prefixes[1].policy.pin.has_value());
+}
+
+TEST(PolicyConfig, EveryBadKeyIsNamed) {
+  EXPECT_NE(ErrOf("[[policy]]\nprefix = \"a/\"\npinn = true\n").find("policy.pinn"),
+            std::string::npos);
+  EXPECT_NE(ErrOf("[[policy]]\npin = true\n").find("needs a prefix"), std::string::npos);
+  EXPECT_NE(ErrOf("[[policy]]\nprefix = 3\n").find("policy.prefix"), std::string::npos);
+  EXPECT_NE(ErrOf("[[policy]]\nprefix = \"a/\"\npin = 1\n").find("policy.pin"),
+            std::string::npos);
+  EXPECT_NE(ErrOf("[[policy]]\nprefix = \"a/\"\nttl = \"soon\"\n").find("policy.ttl"),
+            std::string::npos);
+  EXPECT_NE(ErrOf("[[policy]]\nprefix = \"a/\"\nttl = 0\n").find("policy.ttl"),
+            std::string::npos);
+  EXPECT_NE(ErrOf("[[policy]]\nprefix = \"a/\"\npolicy = \"fifo\"\n").find("policy.policy"),
+            std::string::npos);
+  EXPECT_NE(ErrOf("[[policy]]\nprefix = \"a/\"\nquota = \"1GiB\"\n").find("policy.quota"),
+            std::string::npos);
+  EXPECT_NE(ErrOf("[policy]\nprefix = \"a/\"\n").find("array of tables"), std::string::npos);
+  EXPECT_NE(ErrOf("[cache]\npin_quota = 0\n").find("cache.pin_quota"), std::string::npos);
+  EXPECT_NE(ErrOf("[cache]\nprefetch_job_threads = 0\n").find("cache.prefetch_job_threads"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace tierfs
