@@ -18,7 +18,7 @@ proxy_port_file="$E2E_WORK/proxy.port"
   --port-file "$proxy_port_file" >"$E2E_WORK/proxy.log" 2>&1 &
 PROXY_PID=$!
 stop_proxy() { kill -TERM "$PROXY_PID" 2>/dev/null || true; wait_pid_exit "$PROXY_PID" 10 || kill -KILL "$PROXY_PID" 2>/dev/null || true; }
-trap 'stop_proxy; e2e_cleanup $?' EXIT
+trap 'rc=$?; stop_proxy; e2e_cleanup $rc' EXIT
 deadline=$((SECONDS + 20))
 until [[ -s "$proxy_port_file" ]]; do
   (( SECONDS < deadline )) || fail "delay proxy did not start"
