@@ -1,5 +1,7 @@
 #include "daemon/config.h"
 
+#include <fmt/format.h>
+#include <toml++/toml.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,8 +10,6 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <fmt/format.h>
-#include <toml++/toml.h>
 
 #include "base/units.h"
 
@@ -57,7 +57,8 @@ Status ParseAddressing(std::string_view v, S3Options::Addressing* out) {
 }
 
 Status CheckUint32(int64_t v, uint32_t* out) {
-  if (v < 0 || v > 0xffffffffLL) return Status::InvalidArgument(fmt::format("{} is out of range", v));
+  if (v < 0 || v > 0xffffffffLL)
+    return Status::InvalidArgument(fmt::format("{} is out of range", v));
   *out = static_cast<uint32_t>(v);
   return Status::OK();
 }
@@ -66,19 +67,40 @@ const std::vector<KeySpec>& Schema() {
   static const std::vector<KeySpec> kSchema = {
       // [cache]
       {"cache", "dir", Kind::kString,
-       [](const Value& v, DaemonOptions* o) { o->cache_dir = v.str; return Status::OK(); }},
+       [](const Value& v, DaemonOptions* o) {
+         o->cache_dir = v.str;
+         return Status::OK();
+       }},
       {"cache", "block_size", Kind::kSize,
-       [](const Value& v, DaemonOptions* o) { o->cache.block_size = v.size; return Status::OK(); }},
+       [](const Value& v, DaemonOptions* o) {
+         o->cache.block_size = v.size;
+         return Status::OK();
+       }},
       {"cache", "l1_size", Kind::kSize,
-       [](const Value& v, DaemonOptions* o) { o->l1.capacity_bytes = v.size; return Status::OK(); }},
+       [](const Value& v, DaemonOptions* o) {
+         o->l1.capacity_bytes = v.size;
+         return Status::OK();
+       }},
       {"cache", "l1_shards", Kind::kInt,
-       [](const Value& v, DaemonOptions* o) { o->l1.shards = static_cast<int>(v.i); return Status::OK(); }},
+       [](const Value& v, DaemonOptions* o) {
+         o->l1.shards = static_cast<int>(v.i);
+         return Status::OK();
+       }},
       {"cache", "l2_size", Kind::kSize,
-       [](const Value& v, DaemonOptions* o) { o->l2.capacity_bytes = v.size; return Status::OK(); }},
+       [](const Value& v, DaemonOptions* o) {
+         o->l2.capacity_bytes = v.size;
+         return Status::OK();
+       }},
       {"cache", "l2_min_free", Kind::kSize,
-       [](const Value& v, DaemonOptions* o) { o->l2.min_free_bytes = v.size; return Status::OK(); }},
+       [](const Value& v, DaemonOptions* o) {
+         o->l2.min_free_bytes = v.size;
+         return Status::OK();
+       }},
       {"cache", "l2_fsync", Kind::kBool,
-       [](const Value& v, DaemonOptions* o) { o->l2_fsync = v.b; return Status::OK(); }},
+       [](const Value& v, DaemonOptions* o) {
+         o->l2_fsync = v.b;
+         return Status::OK();
+       }},
       {"cache", "pin_quota", Kind::kSize,
        [](const Value& v, DaemonOptions* o) {
          if (v.size == 0) return Status::InvalidArgument("must be > 0");
@@ -92,28 +114,61 @@ const std::vector<KeySpec>& Schema() {
          return Status::OK();
        }},
       {"cache", "prefetch_threads", Kind::kInt,
-       [](const Value& v, DaemonOptions* o) { o->cache.prefetch_threads = static_cast<int>(v.i); return Status::OK(); }},
+       [](const Value& v, DaemonOptions* o) {
+         o->cache.prefetch_threads = static_cast<int>(v.i);
+         return Status::OK();
+       }},
       {"cache", "readahead_max", Kind::kSize,
-       [](const Value& v, DaemonOptions* o) { o->cache.readahead_max_bytes = v.size; return Status::OK(); }},
+       [](const Value& v, DaemonOptions* o) {
+         o->cache.readahead_max_bytes = v.size;
+         return Status::OK();
+       }},
       {"cache", "readahead_budget", Kind::kSize,
-       [](const Value& v, DaemonOptions* o) { o->cache.readahead_budget_bytes = v.size; return Status::OK(); }},
+       [](const Value& v, DaemonOptions* o) {
+         o->cache.readahead_budget_bytes = v.size;
+         return Status::OK();
+       }},
       // [cache] L3, the regional tier
       {"cache", "l3", Kind::kString,
-       [](const Value& v, DaemonOptions* o) { o->l3 = v.str; return Status::OK(); }},
+       [](const Value& v, DaemonOptions* o) {
+         o->l3 = v.str;
+         return Status::OK();
+       }},
       {"cache", "l3_endpoint", Kind::kString,
-       [](const Value& v, DaemonOptions* o) { o->l3_endpoint = v.str; return Status::OK(); }},
+       [](const Value& v, DaemonOptions* o) {
+         o->l3_endpoint = v.str;
+         return Status::OK();
+       }},
       {"cache", "l3_region", Kind::kString,
-       [](const Value& v, DaemonOptions* o) { o->l3_region = v.str; return Status::OK(); }},
+       [](const Value& v, DaemonOptions* o) {
+         o->l3_region = v.str;
+         return Status::OK();
+       }},
       {"cache", "l3_profile", Kind::kString,
-       [](const Value& v, DaemonOptions* o) { o->l3_profile = v.str; return Status::OK(); }},
+       [](const Value& v, DaemonOptions* o) {
+         o->l3_profile = v.str;
+         return Status::OK();
+       }},
       {"cache", "l3_access_key_id_env", Kind::kString,
-       [](const Value& v, DaemonOptions* o) { o->l3_access_key_id_env = v.str; return Status::OK(); }},
+       [](const Value& v, DaemonOptions* o) {
+         o->l3_access_key_id_env = v.str;
+         return Status::OK();
+       }},
       {"cache", "l3_secret_access_key_env", Kind::kString,
-       [](const Value& v, DaemonOptions* o) { o->l3_secret_access_key_env = v.str; return Status::OK(); }},
+       [](const Value& v, DaemonOptions* o) {
+         o->l3_secret_access_key_env = v.str;
+         return Status::OK();
+       }},
       {"cache", "l3_no_sign_request", Kind::kBool,
-       [](const Value& v, DaemonOptions* o) { o->l3_no_sign_request = v.b; return Status::OK(); }},
+       [](const Value& v, DaemonOptions* o) {
+         o->l3_no_sign_request = v.b;
+         return Status::OK();
+       }},
       {"cache", "l3_ttl", Kind::kDuration,
-       [](const Value& v, DaemonOptions* o) { o->l3_tier.ttl = v.duration; return Status::OK(); }},
+       [](const Value& v, DaemonOptions* o) {
+         o->l3_tier.ttl = v.duration;
+         return Status::OK();
+       }},
       {"cache", "l3_max_bytes", Kind::kSize,
        [](const Value& v, DaemonOptions* o) {
          o->l3_gc.max_bytes = v.size == 0 ? UINT64_MAX : v.size;  // 0: no bound
@@ -126,55 +181,115 @@ const std::vector<KeySpec>& Schema() {
          return Status::OK();
        }},
       {"cache", "l3_write_threads", Kind::kInt,
-       [](const Value& v, DaemonOptions* o) { o->l3_tier.write_threads = static_cast<int>(v.i); return Status::OK(); }},
+       [](const Value& v, DaemonOptions* o) {
+         o->l3_tier.write_threads = static_cast<int>(v.i);
+         return Status::OK();
+       }},
       {"cache", "l3_request_timeout", Kind::kDuration,
-       [](const Value& v, DaemonOptions* o) { o->l3_store.request_timeout = ToMillis(v.duration); return Status::OK(); }},
+       [](const Value& v, DaemonOptions* o) {
+         o->l3_store.request_timeout = ToMillis(v.duration);
+         return Status::OK();
+       }},
       {"cache", "l3_max_attempts", Kind::kInt,
-       [](const Value& v, DaemonOptions* o) { o->l3_store.max_attempts = static_cast<int>(v.i); return Status::OK(); }},
+       [](const Value& v, DaemonOptions* o) {
+         o->l3_store.max_attempts = static_cast<int>(v.i);
+         return Status::OK();
+       }},
       // [metadata]
       {"metadata", "ttl", Kind::kDuration,
-       [](const Value& v, DaemonOptions* o) { o->catalog.metadata_ttl = v.duration; return Status::OK(); }},
+       [](const Value& v, DaemonOptions* o) {
+         o->catalog.metadata_ttl = v.duration;
+         return Status::OK();
+       }},
       // [s3]
       {"s3", "endpoint", Kind::kString,
-       [](const Value& v, DaemonOptions* o) { o->endpoint = v.str; return Status::OK(); }},
+       [](const Value& v, DaemonOptions* o) {
+         o->endpoint = v.str;
+         return Status::OK();
+       }},
       {"s3", "region", Kind::kString,
-       [](const Value& v, DaemonOptions* o) { o->region = v.str; return Status::OK(); }},
+       [](const Value& v, DaemonOptions* o) {
+         o->region = v.str;
+         return Status::OK();
+       }},
       {"s3", "addressing", Kind::kString,
-       [](const Value& v, DaemonOptions* o) { return ParseAddressing(v.str, &o->origin.addressing); }},
+       [](const Value& v, DaemonOptions* o) {
+         return ParseAddressing(v.str, &o->origin.addressing);
+       }},
       {"s3", "profile", Kind::kString,
-       [](const Value& v, DaemonOptions* o) { o->profile = v.str; return Status::OK(); }},
+       [](const Value& v, DaemonOptions* o) {
+         o->profile = v.str;
+         return Status::OK();
+       }},
       {"s3", "no_sign_request", Kind::kBool,
-       [](const Value& v, DaemonOptions* o) { o->no_sign_request = v.b; return Status::OK(); }},
+       [](const Value& v, DaemonOptions* o) {
+         o->no_sign_request = v.b;
+         return Status::OK();
+       }},
       {"s3", "ca_bundle", Kind::kString,
-       [](const Value& v, DaemonOptions* o) { o->origin.ca_bundle = v.str; return Status::OK(); }},
+       [](const Value& v, DaemonOptions* o) {
+         o->origin.ca_bundle = v.str;
+         return Status::OK();
+       }},
       {"s3", "connect_timeout", Kind::kDuration,
-       [](const Value& v, DaemonOptions* o) { o->origin.connect_timeout = ToMillis(v.duration); return Status::OK(); }},
+       [](const Value& v, DaemonOptions* o) {
+         o->origin.connect_timeout = ToMillis(v.duration);
+         return Status::OK();
+       }},
       {"s3", "request_timeout", Kind::kDuration,
-       [](const Value& v, DaemonOptions* o) { o->origin.request_timeout = ToMillis(v.duration); return Status::OK(); }},
+       [](const Value& v, DaemonOptions* o) {
+         o->origin.request_timeout = ToMillis(v.duration);
+         return Status::OK();
+       }},
       {"s3", "low_speed_time", Kind::kDuration,
-       [](const Value& v, DaemonOptions* o) { o->origin.low_speed_time = ToMillis(v.duration); return Status::OK(); }},
+       [](const Value& v, DaemonOptions* o) {
+         o->origin.low_speed_time = ToMillis(v.duration);
+         return Status::OK();
+       }},
       {"s3", "max_attempts", Kind::kInt,
-       [](const Value& v, DaemonOptions* o) { o->origin.max_attempts = static_cast<int>(v.i); return Status::OK(); }},
+       [](const Value& v, DaemonOptions* o) {
+         o->origin.max_attempts = static_cast<int>(v.i);
+         return Status::OK();
+       }},
       {"s3", "backoff_base", Kind::kDuration,
-       [](const Value& v, DaemonOptions* o) { o->origin.backoff_base = ToMillis(v.duration); return Status::OK(); }},
+       [](const Value& v, DaemonOptions* o) {
+         o->origin.backoff_base = ToMillis(v.duration);
+         return Status::OK();
+       }},
       {"s3", "backoff_max", Kind::kDuration,
-       [](const Value& v, DaemonOptions* o) { o->origin.backoff_max = ToMillis(v.duration); return Status::OK(); }},
+       [](const Value& v, DaemonOptions* o) {
+         o->origin.backoff_max = ToMillis(v.duration);
+         return Status::OK();
+       }},
       {"s3", "max_connections", Kind::kInt,
        [](const Value& v, DaemonOptions* o) {
          o->origin.max_connections = static_cast<int>(v.i);
          o->http.max_host_connections = static_cast<int>(v.i);
-         o->http.max_total_connections = std::max<int>(o->http.max_total_connections, static_cast<int>(v.i));
+         o->http.max_total_connections =
+             std::max<int>(o->http.max_total_connections, static_cast<int>(v.i));
          return Status::OK();
        }},
       // [fuse]
       {"fuse", "max_threads", Kind::kInt,
-       [](const Value& v, DaemonOptions* o) { o->fuse.max_threads = static_cast<int>(v.i); return Status::OK(); }},
+       [](const Value& v, DaemonOptions* o) {
+         o->fuse.max_threads = static_cast<int>(v.i);
+         return Status::OK();
+       }},
       {"fuse", "clone_fd", Kind::kBool,
-       [](const Value& v, DaemonOptions* o) { o->fuse.clone_fd = v.b; return Status::OK(); }},
+       [](const Value& v, DaemonOptions* o) {
+         o->fuse.clone_fd = v.b;
+         return Status::OK();
+       }},
       {"fuse", "allow_other", Kind::kBool,
-       [](const Value& v, DaemonOptions* o) { o->fuse.allow_other = v.b; return Status::OK(); }},
+       [](const Value& v, DaemonOptions* o) {
+         o->fuse.allow_other = v.b;
+         return Status::OK();
+       }},
       {"fuse", "default_permissions", Kind::kBool,
-       [](const Value& v, DaemonOptions* o) { o->fuse.default_permissions = v.b; return Status::OK(); }},
+       [](const Value& v, DaemonOptions* o) {
+         o->fuse.default_permissions = v.b;
+         return Status::OK();
+       }},
       {"fuse", "uid", Kind::kInt,
        [](const Value& v, DaemonOptions* o) {
          uint32_t u = 0;
@@ -192,27 +307,46 @@ const std::vector<KeySpec>& Schema() {
       {"fuse", "options", Kind::kString,
        [](const Value& v, DaemonOptions* o) { return ApplyMountOptions(v.str, o); }},
       {"fuse", "debug", Kind::kBool,
-       [](const Value& v, DaemonOptions* o) { o->fuse.debug = v.b; return Status::OK(); }},
+       [](const Value& v, DaemonOptions* o) {
+         o->fuse.debug = v.b;
+         return Status::OK();
+       }},
       // [log]
       {"log", "level", Kind::kString,
-       [](const Value& v, DaemonOptions* o) { o->log.level = v.str; return Status::OK(); }},
+       [](const Value& v, DaemonOptions* o) {
+         o->log.level = v.str;
+         return Status::OK();
+       }},
       {"log", "file", Kind::kString,
-       [](const Value& v, DaemonOptions* o) { o->log.destination = v.str; return Status::OK(); }},
+       [](const Value& v, DaemonOptions* o) {
+         o->log.destination = v.str;
+         return Status::OK();
+       }},
       // [metastore]
       {"metastore", "map_size", Kind::kSize,
-       [](const Value& v, DaemonOptions* o) { o->meta.map_size = v.size; return Status::OK(); }},
+       [](const Value& v, DaemonOptions* o) {
+         o->meta.map_size = v.size;
+         return Status::OK();
+       }},
       {"metastore", "sync_every_commit", Kind::kBool,
-       [](const Value& v, DaemonOptions* o) { o->meta.sync_every_commit = v.b; return Status::OK(); }},
+       [](const Value& v, DaemonOptions* o) {
+         o->meta.sync_every_commit = v.b;
+         return Status::OK();
+       }},
   };
   return kSchema;
 }
 
 std::string_view KindName(Kind k) {
   switch (k) {
-    case Kind::kString: return "a string";
-    case Kind::kBool: return "a boolean (true or false)";
-    case Kind::kInt: return "an integer";
-    case Kind::kSize: return "a size (a string like \"512MiB\" or an integer number of bytes)";
+    case Kind::kString:
+      return "a string";
+    case Kind::kBool:
+      return "a boolean (true or false)";
+    case Kind::kInt:
+      return "an integer";
+    case Kind::kSize:
+      return "a size (a string like \"512MiB\" or an integer number of bytes)";
     case Kind::kDuration:
       return "a duration (a string like \"30s\", \"10m\", \"7d\", \"forever\" or an integer "
              "number of seconds)";
@@ -222,16 +356,26 @@ std::string_view KindName(Kind k) {
 
 std::string_view TomlTypeName(toml::node_type t) {
   switch (t) {
-    case toml::node_type::table: return "a table";
-    case toml::node_type::array: return "an array";
-    case toml::node_type::string: return "a string";
-    case toml::node_type::integer: return "an integer";
-    case toml::node_type::floating_point: return "a float";
-    case toml::node_type::boolean: return "a boolean";
-    case toml::node_type::date: return "a date";
-    case toml::node_type::time: return "a time";
-    case toml::node_type::date_time: return "a date-time";
-    default: return "a value";
+    case toml::node_type::table:
+      return "a table";
+    case toml::node_type::array:
+      return "an array";
+    case toml::node_type::string:
+      return "a string";
+    case toml::node_type::integer:
+      return "an integer";
+    case toml::node_type::floating_point:
+      return "a float";
+    case toml::node_type::boolean:
+      return "a boolean";
+    case toml::node_type::date:
+      return "a date";
+    case toml::node_type::time:
+      return "a time";
+    case toml::node_type::date_time:
+      return "a date-time";
+    default:
+      return "a value";
   }
 }
 
@@ -386,8 +530,8 @@ Status ApplyPolicyTables(const toml::node& node, std::string_view file_name, Dae
       }
     }
     if (!has_prefix) {
-      return Status::InvalidArgument(fmt::format("{}: a [[policy]] table needs a prefix",
-                                                 Where(file_name, t.source())));
+      return Status::InvalidArgument(
+          fmt::format("{}: a [[policy]] table needs a prefix", Where(file_name, t.source())));
     }
     out->policies.prefixes.push_back(std::move(pp));
   }
@@ -396,14 +540,13 @@ Status ApplyPolicyTables(const toml::node& node, std::string_view file_name, Dae
 
 }  // namespace
 
-Status ApplyConfigText(std::string_view toml_text, std::string_view file_name,
-                       DaemonOptions* out) {
+Status ApplyConfigText(std::string_view toml_text, std::string_view file_name, DaemonOptions* out) {
   toml::table root;
   try {
     root = toml::parse(toml_text, file_name);
   } catch (const toml::parse_error& e) {
-    return Status::InvalidArgument(fmt::format("{}: {}", Where(file_name, e.source()),
-                                               e.description()));
+    return Status::InvalidArgument(
+        fmt::format("{}: {}", Where(file_name, e.source()), e.description()));
   }
   static constexpr std::string_view kTables =
       "[cache], [metadata], [s3], [fuse], [log], [metastore], [[policy]]";
@@ -416,9 +559,9 @@ Status ApplyConfigText(std::string_view toml_text, std::string_view file_name,
     const bool known_table = std::any_of(Schema().begin(), Schema().end(),
                                          [&](const KeySpec& k) { return k.table == tname; });
     if (!tnode.is_table() || !known_table) {
-      return Status::InvalidArgument(fmt::format(
-          "{}: unknown key '{}'{} (settings live in the tables {})", Where(file_name, tkey.source()),
-          tname, Suggest(tname), kTables));
+      return Status::InvalidArgument(
+          fmt::format("{}: unknown key '{}'{} (settings live in the tables {})",
+                      Where(file_name, tkey.source()), tname, Suggest(tname), kTables));
     }
     for (auto&& [key, node] : *tnode.as_table()) {
       const std::string kname(key.str());
@@ -427,28 +570,25 @@ Status ApplyConfigText(std::string_view toml_text, std::string_view file_name,
         return k.table == tname && k.name == kname;
       });
       if (spec == Schema().end()) {
-        return Status::InvalidArgument(fmt::format("{}: unknown key '{}'{}",
-                                                   Where(file_name, key.source()), full,
-                                                   Suggest(full)));
+        return Status::InvalidArgument(fmt::format(
+            "{}: unknown key '{}'{}", Where(file_name, key.source()), full, Suggest(full)));
       }
       Value v;
       std::string why;
       Status s = ConvertValue(node, spec->kind, &v, &why);
       if (!s.ok()) {
         if (why.empty()) {
-          return Status::InvalidArgument(fmt::format("{}: key '{}' must be {}, not {}",
-                                                     Where(file_name, node.source()), full,
-                                                     KindName(spec->kind),
-                                                     TomlTypeName(node.type())));
+          return Status::InvalidArgument(
+              fmt::format("{}: key '{}' must be {}, not {}", Where(file_name, node.source()), full,
+                          KindName(spec->kind), TomlTypeName(node.type())));
         }
         return Status::InvalidArgument(
             fmt::format("{}: key '{}': {}", Where(file_name, node.source()), full, why));
       }
       s = spec->set(v, out);
       if (!s.ok()) {
-        return Status::InvalidArgument(fmt::format("{}: key '{}': {}",
-                                                   Where(file_name, node.source()), full,
-                                                   s.message()));
+        return Status::InvalidArgument(
+            fmt::format("{}: key '{}': {}", Where(file_name, node.source()), full, s.message()));
       }
     }
   }
@@ -468,18 +608,17 @@ Status ApplyConfigFile(const std::string& path, DaemonOptions* out) {
 
 Status ApplyMountOptions(std::string_view list, DaemonOptions* out) {
   static const std::vector<std::string_view> kPassThrough = {
-      "suid",     "nosuid",     "dev",         "nodev",         "exec",       "noexec",
-      "async",    "sync",       "dirsync",     "atime",         "noatime",    "diratime",
-      "nodiratime", "relatime", "norelatime",  "strictatime",   "nostrictatime",
-      "lazytime", "nolazytime", "auto_unmount"};
+      "suid",        "nosuid",        "dev",        "nodev",      "exec",
+      "noexec",      "async",         "sync",       "dirsync",    "atime",
+      "noatime",     "diratime",      "nodiratime", "relatime",   "norelatime",
+      "strictatime", "nostrictatime", "lazytime",   "nolazytime", "auto_unmount"};
   static const std::vector<std::string_view> kFstabOnly = {
       "defaults", "auto", "noauto", "user", "users", "nouser", "owner", "nofail", "_netdev"};
   size_t start = 0;
   while (start <= list.size()) {
     size_t comma = list.find(',', start);
-    std::string_view opt = list.substr(start, comma == std::string_view::npos
-                                                  ? std::string_view::npos
-                                                  : comma - start);
+    std::string_view opt = list.substr(
+        start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
     start = comma == std::string_view::npos ? list.size() + 1 : comma + 1;
     if (opt.empty() || opt == "ro") continue;
     size_t eq = opt.find('=');
@@ -560,7 +699,8 @@ std::optional<std::string> RealGetEnv(const char* name) {
 }
 
 Status FinishOptions(DaemonOptions* o, const GetEnvFn& getenv) {
-  if (o->source.empty()) return Status::InvalidArgument("SOURCE is required (s3://BUCKET[/PREFIX] or file:///PATH)");
+  if (o->source.empty())
+    return Status::InvalidArgument("SOURCE is required (s3://BUCKET[/PREFIX] or file:///PATH)");
   if (o->mountpoint.empty()) return Status::InvalidArgument("MOUNTPOINT is required");
   auto uri = ParseSourceUri(o->source);
   if (!uri.ok()) return Status::InvalidArgument(fmt::format("SOURCE: {}", uri.status().message()));
@@ -621,7 +761,8 @@ Status FinishOptions(DaemonOptions* o, const GetEnvFn& getenv) {
 Status FinishL3Options(DaemonOptions* o, const GetEnvFn& getenv) {
   if (o->l3.empty()) return Status::OK();
   auto uri = ParseSourceUri(o->l3);
-  if (!uri.ok()) return Status::InvalidArgument(fmt::format("cache.l3 (--l3): {}", uri.status().message()));
+  if (!uri.ok())
+    return Status::InvalidArgument(fmt::format("cache.l3 (--l3): {}", uri.status().message()));
   if (uri->scheme != SourceUri::Scheme::kS3) {
     return Status::InvalidArgument(
         fmt::format("cache.l3 (--l3): '{}' must be s3://BUCKET[/PREFIX]", o->l3));
@@ -751,7 +892,7 @@ Status Validate(const DaemonOptions& o) {
   if (o.fuse.max_threads < 1 || o.fuse.max_threads > 1024) {
     return bad("fuse.max_threads", "must be 1..1024");
   }
-  static const std::vector<std::string_view> kLevels = {"trace", "debug", "info", "warn",
+  static const std::vector<std::string_view> kLevels = {"trace",   "debug", "info",     "warn",
                                                         "warning", "error", "critical", "off"};
   if (std::find(kLevels.begin(), kLevels.end(), o.log.level) == kLevels.end()) {
     return bad("log.level (--log-level)",

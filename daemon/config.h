@@ -97,8 +97,8 @@ struct DaemonOptions {
   std::string l3_access_key_id_env;
   std::string l3_secret_access_key_env;
   bool l3_no_sign_request = false;
-  RemoteTierOptions l3_tier;               // ttl, write queue; block_size = cache.block_size
-  RemoteGcOptions l3_gc;                   // max_bytes (cache.l3_max_bytes); ttl = l3_tier.ttl
+  RemoteTierOptions l3_tier;  // ttl, write queue; block_size = cache.block_size
+  RemoteGcOptions l3_gc;      // max_bytes (cache.l3_max_bytes); ttl = l3_tier.ttl
   S3Options l3_store = DefaultL3StoreOptions();
 
   // Policies ([[policy]] tables; cache.pin_quota, UINT64_MAX = half of the L2 size) and deep
@@ -140,8 +140,7 @@ struct MountFlags {
 
 // Applies a TOML document to `out`. `file_name` is used in messages ("tierfs.toml:12: ...").
 // InvalidArgument naming the key on an unknown key, a wrong type or a bad value.
-Status ApplyConfigText(std::string_view toml_text, std::string_view file_name,
-                       DaemonOptions* out);
+Status ApplyConfigText(std::string_view toml_text, std::string_view file_name, DaemonOptions* out);
 // Reads and applies a config file. InvalidArgument if it cannot be read or parsed.
 Status ApplyConfigFile(const std::string& path, DaemonOptions* out);
 

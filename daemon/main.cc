@@ -13,12 +13,13 @@
 // Exit codes: 0 ok (also after fusermount3 -u, SIGINT, SIGTERM), 1 runtime failure (origin
 // unreachable, mount failed), 2 usage or configuration error.
 
+#include <fcntl.h>
+#include <fmt/format.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/xattr.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -29,11 +30,10 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
-#include <fmt/format.h>
 
 #include "base/clock.h"
 #include "base/logging.h"
@@ -178,13 +178,16 @@ Status Build(const DaemonOptions& o, Components* c) {
     tiers.push_back(std::move(*l3));
   }
   PolicyOptions po = o.policies;
-  if (po.pin_quota_bytes == UINT64_MAX) po.pin_quota_bytes = std::max<uint64_t>(1, o.l2.capacity_bytes / 2);
+  if (po.pin_quota_bytes == UINT64_MAX)
+    po.pin_quota_bytes = std::max<uint64_t>(1, o.l2.capacity_bytes / 2);
   auto policies = PolicyResolver::Open(po, c->meta.get());
   if (!policies.ok()) return policies.status().WithContext("loading the policies");
   c->policies = std::move(*policies);
   TieredCacheOptions cache_options = o.cache;
   PolicyResolver* resolver = c->policies.get();
-  cache_options.placement = [resolver](std::string_view key) { return resolver->PlacementFor(key); };
+  cache_options.placement = [resolver](std::string_view key) {
+    return resolver->PlacementFor(key);
+  };
   auto cache = TieredCache::Open(cache_options, std::move(tiers), c->origin.get(), clock);
   if (!cache.ok()) return cache.status().WithContext("opening the tiered cache");
   c->cache = std::move(*cache);
@@ -201,8 +204,7 @@ Status Build(const DaemonOptions& o, Components* c) {
   }
   c->fs = std::make_unique<Filesystem>(o.fs, c->catalog.get(), c->cache.get(),
                                        c->origin->Describe(), clock);
-  auto jobs = PrefetchJobs::Open(o.prefetch_jobs, c->catalog.get(), c->cache.get(),
-                                 c->meta.get());
+  auto jobs = PrefetchJobs::Open(o.prefetch_jobs, c->catalog.get(), c->cache.get(), c->meta.get());
   if (!jobs.ok()) return jobs.status().WithContext("starting the prefetch jobs");
   c->jobs = std::move(*jobs);
   c->fs->AttachPrefetchJobs(c->jobs.get());
@@ -340,8 +342,8 @@ int RunMount(DaemonOptions o, const std::string& config_path, const MountFlags& 
 
   struct stat st;
   if (stat(o.mountpoint.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    return usage(Status::InvalidArgument(
-        fmt::format("MOUNTPOINT {} is not a directory", o.mountpoint)));
+    return usage(
+        Status::InvalidArgument(fmt::format("MOUNTPOINT {} is not a directory", o.mountpoint)));
   }
   if (o.source_uri.scheme == SourceUri::Scheme::kS3) {
     if (o.no_sign_request) {
@@ -478,13 +480,15 @@ int RunL3Gc(const std::string& config_path, const MountFlags& flags,
     if (!b.ok()) return usage(Status::InvalidArgument("--l3-max-bytes: " + b.status().message()));
     o.l3_gc.max_bytes = *b == 0 ? UINT64_MAX : *b;  // 0: no bound
   }
-  if (o.l3.empty()) return usage(Status::InvalidArgument("--l3 (or cache.l3 in --config) is required"));
+  if (o.l3.empty())
+    return usage(Status::InvalidArgument("--l3 (or cache.l3 in --config) is required"));
   if (Status s = FinishL3Options(&o, RealGetEnv); !s.ok()) return usage(s);
   if (Status s = ResolveL3Credentials(&o, RealGetEnv); !s.ok()) return usage(s);
   o.l3_gc.dry_run = dry_run;
   // gc is not latency-bound: the ordinary retry budget.
   o.l3_store.max_attempts = std::max(o.l3_store.max_attempts, 5);
-  o.l3_store.request_timeout = std::max(o.l3_store.request_timeout, std::chrono::milliseconds(30000));
+  o.l3_store.request_timeout =
+      std::max(o.l3_store.request_timeout, std::chrono::milliseconds(30000));
   LogOptions lo = o.log;
   std::string err;
   ConfigureLogging(lo, &err);
@@ -510,8 +514,10 @@ int RunL3Gc(const std::string& config_path, const MountFlags& flags,
   std::printf("%s %llu expired blocks (%s)\n", verb, static_cast<unsigned long long>(rep->expired),
               FormatSize(rep->expired_bytes).c_str());
   std::printf("%s %llu oldest blocks (%s) to fit max_bytes\n", verb,
-              static_cast<unsigned long long>(rep->trimmed), FormatSize(rep->trimmed_bytes).c_str());
-  std::printf("remaining %llu blocks (%s)\n", static_cast<unsigned long long>(rep->remaining_objects),
+              static_cast<unsigned long long>(rep->trimmed),
+              FormatSize(rep->trimmed_bytes).c_str());
+  std::printf("remaining %llu blocks (%s)\n",
+              static_cast<unsigned long long>(rep->remaining_objects),
               FormatSize(rep->remaining_bytes).c_str());
   if (rep->delete_errors > 0) {
     std::printf("%llu deletes failed (see the log)\n",
@@ -522,8 +528,9 @@ int RunL3Gc(const std::string& config_path, const MountFlags& flags,
 }
 
 int Main(int argc, char** argv) {
-  CLI::App app{"tierfs: mounts an object-store bucket (S3 API or a local directory) as a read-only "
-               "file system, served through a memory (L1) and local-flash (L2) block cache."};
+  CLI::App app{
+      "tierfs: mounts an object-store bucket (S3 API or a local directory) as a read-only "
+      "file system, served through a memory (L1) and local-flash (L2) block cache."};
   app.set_version_flag("--version", std::string("tierfs ") + TIERFS_VERSION);
   app.require_subcommand(1);
 
@@ -545,20 +552,27 @@ int Main(int argc, char** argv) {
       "--endpoint", endpoint,
       "S3 endpoint URL, e.g. http://127.0.0.1:9000 (default: AWS for the region; env "
       "AWS_ENDPOINT_URL)");
-  auto* o_region = mount->add_option("--region", region, "S3 region (default: AWS_REGION, else us-east-1)");
-  auto* o_profile = mount->add_option("--profile", profile, "AWS profile for ~/.aws/credentials (default: AWS_PROFILE, else default)");
+  auto* o_region =
+      mount->add_option("--region", region, "S3 region (default: AWS_REGION, else us-east-1)");
+  auto* o_profile =
+      mount->add_option("--profile", profile,
+                        "AWS profile for ~/.aws/credentials (default: AWS_PROFILE, else default)");
   auto* o_cache = mount->add_option("--cache-dir", cache_dir,
                                     "Cache directory: L2 block files and the metadata store "
                                     "(default /var/cache/tierfs)");
-  auto* o_l1 = mount->add_option("--l1-size", l1, "Memory cache size, e.g. 4GiB (default 1GiB; 0 disables)");
-  auto* o_l2 = mount->add_option("--l2-size", l2, "Flash cache size, e.g. 200GiB (default 10GiB; 0 disables)");
+  auto* o_l1 =
+      mount->add_option("--l1-size", l1, "Memory cache size, e.g. 4GiB (default 1GiB; 0 disables)");
+  auto* o_l2 = mount->add_option("--l2-size", l2,
+                                 "Flash cache size, e.g. 200GiB (default 10GiB; 0 disables)");
   auto* o_ttl = mount->add_option("--metadata-ttl", ttl,
                                   "How long listings and object metadata are trusted: 30s, 10m, "
                                   "7d or forever (default 60s)");
-  auto* o_block = mount->add_option("--block-size", block, "Cache block size, a power of two (default 1MiB)");
+  auto* o_block =
+      mount->add_option("--block-size", block, "Cache block size, a power of two (default 1MiB)");
   mount->add_flag("--no-sign-request", flags.no_sign_request,
                   "Send anonymous requests (public buckets); no credentials are looked up");
-  auto* o_level = mount->add_option("--log-level", level, "trace, debug, info, warn, error or off (default info)");
+  auto* o_level = mount->add_option("--log-level", level,
+                                    "trace, debug, info, warn, error or off (default info)");
   auto* o_logf = mount->add_option("--log-file", log_file,
                                    "Log to this file (default: stderr with -f, syslog otherwise)");
   mount->add_flag("-f,--foreground", flags.foreground, "Stay in the foreground, logging to stderr");
@@ -566,12 +580,13 @@ int Main(int argc, char** argv) {
   auto* o_l3 = mount->add_option("--l3", l3_uri,
                                  "Regional L3 tier shared by the hosts of a region: "
                                  "s3://BUCKET[/PREFIX] on any S3-compatible store (default: none)");
-  auto* o_l3_endpoint = mount->add_option("--l3-endpoint", l3_endpoint,
-                                          "Endpoint URL of the L3 store, e.g. http://10.0.0.7:9000");
-  mount->add_option("-o", flags.options,
-                    "Mount options, comma-separated: allow_other, noallow_other, "
-                    "default_permissions, uid=N, gid=N, max_threads=N, debug, and libfuse's "
-                    "nodev, nosuid, noexec, noatime, auto_unmount, ...")
+  auto* o_l3_endpoint = mount->add_option(
+      "--l3-endpoint", l3_endpoint, "Endpoint URL of the L3 store, e.g. http://10.0.0.7:9000");
+  mount
+      ->add_option("-o", flags.options,
+                   "Mount options, comma-separated: allow_other, noallow_other, "
+                   "default_permissions, uid=N, gid=N, max_threads=N, debug, and libfuse's "
+                   "nodev, nosuid, noexec, noatime, auto_unmount, ...")
       ->allow_extra_args(false);
 
   // ---- status ----
@@ -584,8 +599,9 @@ int Main(int argc, char** argv) {
 
   // ---- prefetch ----
   CLI::App* prefetch = app.add_subcommand(
-      "prefetch", "Hydrate files or directories (recursively) of a mounted tierfs into a tier in "
-                  "the background (user.tierfs.prefetch); the job survives daemon restarts");
+      "prefetch",
+      "Hydrate files or directories (recursively) of a mounted tierfs into a tier in "
+      "the background (user.tierfs.prefetch); the job survives daemon restarts");
   std::vector<std::string> pf_paths;
   PrefetchCliOptions pf;
   prefetch->add_option("PATH", pf_paths, "Files or directories on a tierfs mount")->required();
@@ -599,8 +615,9 @@ int Main(int argc, char** argv) {
   CLI::App* l3_cmd = app.add_subcommand("l3", "Manage the regional L3 tier");
   l3_cmd->require_subcommand(1);
   CLI::App* gc = l3_cmd->add_subcommand(
-      "gc", "Delete L3 blocks older than the TTL, then the oldest blocks until the tier holds at "
-            "most --l3-max-bytes");
+      "gc",
+      "Delete L3 blocks older than the TTL, then the oldest blocks until the tier holds at "
+      "most --l3-max-bytes");
   std::string gc_config, gc_l3, gc_endpoint, gc_region, gc_ttl, gc_max;
   bool gc_dry = false;
   gc->add_option("--config", gc_config, "TOML config file with the cache.l3* keys");
@@ -608,8 +625,9 @@ int Main(int argc, char** argv) {
   auto* g_endpoint = gc->add_option("--l3-endpoint", gc_endpoint, "Endpoint URL of the L3 store");
   auto* g_region = gc->add_option("--region", gc_region, "Region of the L3 store");
   auto* g_ttl = gc->add_option("--l3-ttl", gc_ttl, "Delete blocks older than this (cache.l3_ttl)");
-  auto* g_max = gc->add_option("--l3-max-bytes", gc_max,
-                               "Then trim the oldest blocks down to this size (cache.l3_max_bytes)");
+  auto* g_max =
+      gc->add_option("--l3-max-bytes", gc_max,
+                     "Then trim the oldest blocks down to this size (cache.l3_max_bytes)");
   gc->add_flag("--dry-run", gc_dry, "Report what would be deleted; delete nothing");
 
   try {

@@ -1,5 +1,6 @@
 #include "daemon/prefetch_cli.h"
 
+#include <fmt/format.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -8,8 +9,6 @@
 #include <cstdio>
 #include <cstring>
 #include <thread>
-
-#include <fmt/format.h>
 
 #include "base/units.h"
 

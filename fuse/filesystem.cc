@@ -1,9 +1,9 @@
 #include "fuse/filesystem.h"
 
+#include <fmt/format.h>
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <fmt/format.h>
 
 #include "base/logging.h"
 #include "fuse/xattr_handlers.h"
@@ -39,10 +39,10 @@ struct Filesystem::Inode {
   const bool is_dir;
   // State below is protected by Filesystem::mu_.
   uint64_t nlookup = 0;
-  uint64_t size = 0;         // files: last seen version
+  uint64_t size = 0;  // files: last seen version
   std::string etag;
   int64_t mtime_ns = 0;
-  std::string opened_etag;   // the version the last Open pinned: what the page cache may hold
+  std::string opened_etag;  // the version the last Open pinned: what the page cache may hold
   // Which tier served the last read: a tier index, kOriginTier or kNoRead. Lock-free.
   std::atomic<int> last_source{kNoRead};
 };
@@ -71,8 +71,8 @@ struct Filesystem::FileHandle {
   // State below is protected by mu (a leaf lock).
   Mutex mu;
   uint64_t reads GUARDED_BY(mu) = 0;
-  uint64_t next_offset GUARDED_BY(mu) = 0;     // end of the furthest read so far
-  uint64_t window GUARDED_BY(mu) = 0;          // readahead window in bytes; 0 = not sequential
+  uint64_t next_offset GUARDED_BY(mu) = 0;       // end of the furthest read so far
+  uint64_t window GUARDED_BY(mu) = 0;            // readahead window in bytes; 0 = not sequential
   uint64_t prefetched_until GUARDED_BY(mu) = 0;  // first block not yet asked for
 };
 
@@ -166,8 +166,7 @@ Result<LookupEntry> Filesystem::Lookup(InodeId parent, std::string_view name) {
     if (e.status().IsNotFound()) {
       ++counters_.negative_lookups;
     } else {
-      Logger(Module::kFuse)
-          .warn("lookup '{}' in '{}': {}", name, p->path, e.status().ToString());
+      Logger(Module::kFuse).warn("lookup '{}' in '{}': {}", name, p->path, e.status().ToString());
     }
     return e.status();
   }
@@ -377,8 +376,8 @@ Result<OpenResult> Filesystem::Open(InodeId ino) {
 int Filesystem::TierHolding(const ObjectRef& obj, uint64_t block_index) const {
   const auto& tiers = cache_->tiers();
   if (tiers.empty()) return kOriginTier;
-  BlockKey key = MakeBlockKey(source_id_, obj.key, obj.info.etag, cache_->block_size(),
-                              block_index);
+  BlockKey key =
+      MakeBlockKey(source_id_, obj.key, obj.info.etag, cache_->block_size(), block_index);
   for (size_t i = 0; i < tiers.size(); ++i) {
     if (tiers[i]->Contains(key)) return static_cast<int>(i);
   }
@@ -431,8 +430,8 @@ Result<std::vector<BlockSlice>> Filesystem::Read(uint64_t fh, uint64_t offset, u
   auto r = cache_->Read(h->obj, offset, size);
   if (!r.ok()) {
     Logger(Module::kFuse)
-        .warn("read '{}' etag {} offset {} size {}: {}", h->obj.key, h->obj.info.etag, offset,
-              size, r.status().ToString());
+        .warn("read '{}' etag {} offset {} size {}: {}", h->obj.key, h->obj.info.etag, offset, size,
+              r.status().ToString());
     return r.status();
   }
   h->node->last_source.store(source, std::memory_order_relaxed);

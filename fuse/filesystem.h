@@ -81,7 +81,7 @@ struct LookupEntry {
 struct DirItem {
   std::string name;
   bool is_dir = false;
-  bool is_dot = false;      // "." or "..": never looked up by readdirplus
+  bool is_dot = false;  // "." or "..": never looked up by readdirplus
   InodeId ino = kUnknownInode;
   uint64_t size = 0;
   std::string etag;
@@ -98,7 +98,7 @@ struct FsStatsInfo {
   uint64_t block_size = 0;    // f_bsize / f_frsize
   uint64_t total_blocks = 0;  // capacity of the largest host tier, in blocks
   uint64_t free_blocks = 0;
-  uint64_t files = 0;         // inodes known
+  uint64_t files = 0;  // inodes known
   uint32_t name_max = 255;
 };
 

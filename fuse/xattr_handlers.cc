@@ -5,8 +5,8 @@
 #include <functional>
 
 #include "base/logging.h"
-#include "fuse/filesystem.h"
 #include "base/units.h"
+#include "fuse/filesystem.h"
 #include "tiercache/policy.h"
 #include "tiercache/prefetch_jobs.h"
 
@@ -144,8 +144,7 @@ ObjectRef RefOf(const std::string& path, const DirEntry& e) {
 }
 
 // Files of the target: itself, or everything below a directory.
-Status ForEachTargetFile(const XattrTarget& t,
-                         const std::function<void(const ObjectRef&)>& fn) {
+Status ForEachTargetFile(const XattrTarget& t, const std::function<void(const ObjectRef&)>& fn) {
   if (!t.is_dir) {
     fn(t.object);
     return Status::OK();
@@ -207,12 +206,12 @@ class PinHandler final : public PolicyFieldHandler {
   Status Apply(const XattrTarget& t, PolicyResolver* r, const Policy& u) const override {
     uint64_t bytes = 0;
     if (*u.pin) {
-      TIERFS_RETURN_IF_ERROR(ForEachTargetFile(t, [&](const ObjectRef& o) { bytes += o.info.size; }));
+      TIERFS_RETURN_IF_ERROR(
+          ForEachTargetFile(t, [&](const ObjectRef& o) { bytes += o.info.size; }));
     }
     TIERFS_RETURN_IF_ERROR(r->Set(t.path, u, bytes));
-    return ForEachTargetFile(t, [&](const ObjectRef& o) {
-      t.fs->cache()->SetPinned(o, r->Resolve(o.key).pin);
-    });
+    return ForEachTargetFile(
+        t, [&](const ObjectRef& o) { t.fs->cache()->SetPinned(o, r->Resolve(o.key).pin); });
   }
 };
 
@@ -254,8 +253,8 @@ class EvictHandler final : public XattrHandler {
   Status Set(const XattrTarget& t, std::string_view raw) const override {
     const std::string_view v = TrimXattrValue(raw);
     if (v != "1") {
-      Logger(Module::kFuse).warn("setxattr {}='{}' on '{}' refused: the value must be 1", name(),
-                                 v, t.path);
+      Logger(Module::kFuse)
+          .warn("setxattr {}='{}' on '{}' refused: the value must be 1", name(), v, t.path);
       return Status::InvalidArgument(fmt::format("bad value '{}' for {} (1)", v, name()));
     }
     uint64_t files = 0;

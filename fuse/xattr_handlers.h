@@ -43,8 +43,8 @@ struct XattrTarget {
   std::string_view path;  // "" for the root
   bool is_dir = false;
   bool is_root = false;
-  ObjectRef object;       // files: key and the last seen version (size, ETag, mtime)
-  std::string_view source;  // files: tier name of the last read, "" before any
+  ObjectRef object;          // files: key and the last seen version (size, ETag, mtime)
+  std::string_view source;   // files: tier name of the last read, "" before any
   Filesystem* fs = nullptr;  // for the catalog, the cache and the FUSE counters
 };
 

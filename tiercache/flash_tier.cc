@@ -106,7 +106,8 @@ class FlashTier final : public Tier {
       // an insert whose index write never happened. Neither is visible; both are garbage.
       (key ? orphans : temps) += 1;
       Status st = flash_->RemoveFile(f);
-      if (!st.ok()) Logger(Module::kTierCache).warn("l2 sweep: cannot remove {}: {}", f, st.ToString());
+      if (!st.ok())
+        Logger(Module::kTierCache).warn("l2 sweep: cannot remove {}: {}", f, st.ToString());
     }
 
     std::vector<BlockKey> missing;
@@ -142,9 +143,10 @@ class FlashTier final : public Tier {
     {
       MutexLock l(&mu_);
       Logger(Module::kTierCache)
-          .info("l2 opened: {} blocks, {} bytes; swept {} orphan and {} temp files, {} index "
-                "records without a file; evicted {} over budget",
-                index_.size(), indexed_bytes_, orphans, temps, missing.size(), victims.size());
+          .info(
+              "l2 opened: {} blocks, {} bytes; swept {} orphan and {} temp files, {} index "
+              "records without a file; evicted {} over budget",
+              index_.size(), indexed_bytes_, orphans, temps, missing.size(), victims.size());
     }
     RefreshFreeBytes(/*force=*/true);
     return Status::OK();

@@ -74,8 +74,8 @@ class Shard {
   }
 
   Status Insert(const BlockKey& key, const BlockRef& block, bool pinned, int64_t stored_ns,
-                uint64_t* evicted,
-                int64_t* delta_used, std::vector<BlockRef>* dropped) EXCLUDES(mu_) {
+                uint64_t* evicted, int64_t* delta_used, std::vector<BlockRef>* dropped)
+      EXCLUDES(mu_) {
     const uint64_t charge = block->size();
     MutexLock l(&mu_);
     auto it = index_.find(key);
@@ -169,8 +169,8 @@ class MemoryTier final : public Tier {
     uint64_t evicted = 0;
     int64_t delta = 0;
     std::vector<BlockRef> dropped;
-    Status s = ShardFor(key).Insert(key, block, hint.pinned, hint.stored_ns, &evicted, &delta,
-                                    &dropped);
+    Status s =
+        ShardFor(key).Insert(key, block, hint.pinned, hint.stored_ns, &evicted, &delta, &dropped);
     stats_.evictions += evicted;
     stats_.bytes_used += static_cast<uint64_t>(delta);  // two's complement: subtracts if < 0
     if (s.ok() && delta > 0) {
@@ -182,7 +182,9 @@ class MemoryTier final : public Tier {
 
   bool Contains(const BlockKey& key) override { return ShardFor(key).Contains(key); }
 
-  void SetPinned(const BlockKey& key, bool pinned) override { ShardFor(key).SetPinned(key, pinned); }
+  void SetPinned(const BlockKey& key, bool pinned) override {
+    ShardFor(key).SetPinned(key, pinned);
+  }
   std::optional<int64_t> StoredAt(const BlockKey& key) override {
     return ShardFor(key).StoredAt(key);
   }

@@ -1,9 +1,9 @@
 #include "tiercache/policy.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <charconv>
-
-#include <fmt/format.h>
 
 #include "base/logging.h"
 #include "base/units.h"
@@ -75,11 +75,10 @@ std::string PolicyKey(std::string_view path) {
 }
 
 std::string EncodePolicy(const Policy& p) {
-  return fmt::format("1 pin={} ttl={} eviction={} pinned_bytes={}",
-                     p.pin ? (*p.pin ? "1" : "0") : "-",
-                     p.ttl ? std::to_string(p.ttl->count()) : std::string("-"),
-                     p.eviction ? EvictionOrderName(*p.eviction) : std::string_view("-"),
-                     p.pinned_bytes);
+  return fmt::format(
+      "1 pin={} ttl={} eviction={} pinned_bytes={}", p.pin ? (*p.pin ? "1" : "0") : "-",
+      p.ttl ? std::to_string(p.ttl->count()) : std::string("-"),
+      p.eviction ? EvictionOrderName(*p.eviction) : std::string_view("-"), p.pinned_bytes);
 }
 
 Result<Policy> DecodePolicy(std::string_view v) {
@@ -139,10 +138,11 @@ Result<std::unique_ptr<PolicyResolver>> PolicyResolver::Open(const PolicyOptions
   if (meta == nullptr) return Status::InvalidArgument("policy resolver: metastore is required");
   std::unique_ptr<PolicyResolver> r(new PolicyResolver(options, meta));
   std::vector<std::pair<std::string, std::string>> stored;
-  TIERFS_RETURN_IF_ERROR(meta->ScanValues(kPolicyPrefix, [&](std::string_view k, std::string_view v) {
-    stored.emplace_back(std::string(k.substr(kPolicyPrefix.size())), std::string(v));
-    return true;
-  }));
+  TIERFS_RETURN_IF_ERROR(
+      meta->ScanValues(kPolicyPrefix, [&](std::string_view k, std::string_view v) {
+        stored.emplace_back(std::string(k.substr(kPolicyPrefix.size())), std::string(v));
+        return true;
+      }));
   {
     MutexLock l(&r->mu_);
     for (auto& [path, value] : stored) {
@@ -220,8 +220,8 @@ Status PolicyResolver::Set(std::string_view path, const Policy& update, uint64_t
       if (*update.pin) {
         if (total_after + tree_bytes > options_.pin_quota_bytes) {
           return Status::NoSpace(fmt::format(
-              "pinning '{}' ({} bytes) exceeds the pin quota: {} of {} bytes already pinned",
-              path, tree_bytes, total_after, options_.pin_quota_bytes));
+              "pinning '{}' ({} bytes) exceeds the pin quota: {} of {} bytes already pinned", path,
+              tree_bytes, total_after, options_.pin_quota_bytes));
         }
         total_after += tree_bytes;
       }

@@ -61,9 +61,9 @@ struct PolicyOptions {
 };
 
 // Value parsers shared by the xattr handlers and the config file. InvalidArgument on a bad value.
-Result<bool> ParsePinValue(std::string_view v);                   // "1" / "0"
+Result<bool> ParsePinValue(std::string_view v);                      // "1" / "0"
 Result<std::chrono::nanoseconds> ParseTtlValue(std::string_view v);  // "30s", "10m", "forever"
-Result<EvictionOrder> ParseEvictionOrder(std::string_view v);     // "lru" / "ttl"
+Result<EvictionOrder> ParseEvictionOrder(std::string_view v);        // "lru" / "ttl"
 std::string_view EvictionOrderName(EvictionOrder e);
 
 // Stored layout ("1 pin=<-|0|1> ttl=<-|ns> eviction=<-|lru|ttl> pinned_bytes=<n>").

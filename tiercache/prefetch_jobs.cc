@@ -10,6 +10,7 @@
 // Lock order: mu_ is a leaf; it is never held across Catalog, TieredCache or MetaStore calls.
 #include "tiercache/prefetch_jobs.h"
 
+#include <fmt/format.h>
 #include <pthread.h>
 
 #include <algorithm>
@@ -18,8 +19,6 @@
 #include <map>
 #include <stop_token>
 #include <thread>
-
-#include <fmt/format.h>
 
 #include "base/logging.h"
 #include "base/mutex.h"
@@ -62,12 +61,12 @@ struct Job {
 // The job being executed. Fields guarded by PrefetchJobsImpl::mu_ except the constants.
 struct Work {
   std::shared_ptr<Job> job;
-  size_t target = 0;                    // constant
-  std::vector<FileItem> files;          // constant
-  std::vector<Task> tasks;              // constant
-  size_t next = 0;                      // next task to hand out
+  size_t target = 0;            // constant
+  std::vector<FileItem> files;  // constant
+  std::vector<Task> tasks;      // constant
+  size_t next = 0;              // next task to hand out
   size_t in_flight = 0;
-  std::vector<uint64_t> remaining;      // tasks left per file
+  std::vector<uint64_t> remaining;  // tasks left per file
   bool failed = false;
 };
 
@@ -89,17 +88,19 @@ class PrefetchJobsImpl final : public PrefetchJobs {
 
   Status Load() {
     std::vector<std::pair<std::string, std::string>> stored;
-    TIERFS_RETURN_IF_ERROR(meta_->ScanValues(kJobPrefix, [&](std::string_view k, std::string_view v) {
-      stored.emplace_back(std::string(k.substr(kJobPrefix.size())), std::string(v));
-      return true;
-    }));
+    TIERFS_RETURN_IF_ERROR(
+        meta_->ScanValues(kJobPrefix, [&](std::string_view k, std::string_view v) {
+          stored.emplace_back(std::string(k.substr(kJobPrefix.size())), std::string(v));
+          return true;
+        }));
     size_t resumed = 0;
     MutexLock l(&mu_);
     for (auto& [path, value] : stored) {
       auto st = DecodePrefetchJob(path, value);
       if (!st.ok()) {
         Logger(Module::kTierCache)
-            .warn("prefetch job '{}': unreadable record ({}); dropped", path, st.status().ToString());
+            .warn("prefetch job '{}': unreadable record ({}); dropped", path,
+                  st.status().ToString());
         continue;
       }
       auto job = std::make_shared<Job>();
@@ -202,7 +203,8 @@ class PrefetchJobsImpl final : public PrefetchJobs {
   void Persist(const PrefetchJobStatus& st) {
     Status s = meta_->PutValue(PrefetchJobKey(st.path), EncodePrefetchJob(st));
     if (!s.ok()) {
-      Logger(Module::kTierCache).warn("prefetch job '{}': cannot persist: {}", st.path, s.ToString());
+      Logger(Module::kTierCache)
+          .warn("prefetch job '{}': cannot persist: {}", st.path, s.ToString());
     }
   }
 
@@ -446,18 +448,24 @@ class PrefetchJobsImpl final : public PrefetchJobs {
 
 std::string_view PrefetchStateName(PrefetchState s) {
   switch (s) {
-    case PrefetchState::kQueued: return "queued";
-    case PrefetchState::kRunning: return "running";
-    case PrefetchState::kDone: return "done";
-    case PrefetchState::kFailed: return "failed";
-    case PrefetchState::kCancelled: return "cancelled";
+    case PrefetchState::kQueued:
+      return "queued";
+    case PrefetchState::kRunning:
+      return "running";
+    case PrefetchState::kDone:
+      return "done";
+    case PrefetchState::kFailed:
+      return "failed";
+    case PrefetchState::kCancelled:
+      return "cancelled";
   }
   return "unknown";
 }
 
 std::string FormatPrefetchStatus(const PrefetchJobStatus& s) {
-  std::string out = fmt::format("state={} tier={} files={}/{} bytes={}/{}", PrefetchStateName(s.state),
-                                s.tier, s.files_done, s.files_total, s.bytes_done, s.bytes_total);
+  std::string out =
+      fmt::format("state={} tier={} files={}/{} bytes={}/{}", PrefetchStateName(s.state), s.tier,
+                  s.files_done, s.files_total, s.bytes_done, s.bytes_total);
   if (s.state == PrefetchState::kFailed && !s.error.empty()) {
     std::string e = s.error.substr(0, 200);
     std::replace(e.begin(), e.end(), ' ', '_');

@@ -55,8 +55,8 @@ Result<PrefetchJobStatus> DecodePrefetchJob(std::string_view path, std::string_v
 std::string PrefetchJobKey(std::string_view path);
 
 struct PrefetchJobsOptions {
-  int threads = 4;                 // blocks fetched concurrently by one job
-  uint64_t blocks_per_task = 16;   // a worker takes this many consecutive blocks of a file
+  int threads = 4;                // blocks fetched concurrently by one job
+  uint64_t blocks_per_task = 16;  // a worker takes this many consecutive blocks of a file
   // Progress is written to the MetaStore at most this often (and at every state change).
   std::chrono::milliseconds persist_interval{500};
   // Finished jobs (done/failed/cancelled) kept for getxattr; the oldest are forgotten beyond it.

@@ -58,14 +58,14 @@ uint64_t BlockChecksum(std::span<const std::byte> data);
 struct TierStats {
   std::atomic<uint64_t> hits{0};
   std::atomic<uint64_t> misses{0};
-  std::atomic<uint64_t> bytes_read{0};       // bytes served from this tier
+  std::atomic<uint64_t> bytes_read{0};  // bytes served from this tier
   std::atomic<uint64_t> inserts{0};
   std::atomic<uint64_t> bytes_inserted{0};
   std::atomic<uint64_t> evictions{0};
-  std::atomic<uint64_t> corruptions{0};      // blocks that failed their checksum (dropped)
+  std::atomic<uint64_t> corruptions{0};  // blocks that failed their checksum (dropped)
   std::atomic<uint64_t> errors{0};
-  std::atomic<uint64_t> bytes_used{0};       // current occupancy
-  std::atomic<uint64_t> capacity{0};         // byte budget
+  std::atomic<uint64_t> bytes_used{0};  // current occupancy
+  std::atomic<uint64_t> capacity{0};    // byte budget
 };
 
 // Hints that travel with an insert, from the object's policy (tiercache/policy.h).
@@ -191,13 +191,12 @@ struct RemoteGcOptions {
   bool dry_run = false;  // count what would be deleted, delete nothing
 };
 struct RemoteGcReport {
-  uint64_t objects = 0, bytes = 0;                  // found under blocks/
-  uint64_t expired = 0, expired_bytes = 0;          // deleted (or would be) for their age
-  uint64_t trimmed = 0, trimmed_bytes = 0;          // deleted (or would be) to fit max_bytes
+  uint64_t objects = 0, bytes = 0;          // found under blocks/
+  uint64_t expired = 0, expired_bytes = 0;  // deleted (or would be) for their age
+  uint64_t trimmed = 0, trimmed_bytes = 0;  // deleted (or would be) to fit max_bytes
   uint64_t delete_errors = 0;
   uint64_t remaining_objects = 0, remaining_bytes = 0;
 };
-Result<RemoteGcReport> GcRemoteTier(const RemoteGcOptions& options, BlobStore* store,
-                                    Clock* clock);
+Result<RemoteGcReport> GcRemoteTier(const RemoteGcOptions& options, BlobStore* store, Clock* clock);
 
 }  // namespace tierfs

@@ -93,8 +93,8 @@ class TieredCacheImpl final : public TieredCache {
       TIERFS_ASSIGN_OR_RETURN(BlockRef block, GetBlock(obj, index));
       const uint64_t in_block = pos - index * bs;
       const uint64_t n = std::min<uint64_t>(end - pos, block->size() - in_block);
-      slices.push_back(BlockSlice{std::move(block), static_cast<size_t>(in_block),
-                                  static_cast<size_t>(n)});
+      slices.push_back(
+          BlockSlice{std::move(block), static_cast<size_t>(in_block), static_cast<size_t>(n)});
       pos += n;
       served += n;
     }
@@ -179,9 +179,8 @@ class TieredCacheImpl final : public TieredCache {
       Status st = tiers_[t]->Insert(key, b, h);
       // A remote tier's write queue may be full: prefetch waits for room (bounded), it is not
       // in a reader's way.
-      for (int tries = 0; st.code() == Status::Code::kNoSpace && tiers_[t]->IsRemote() &&
-                          tries < 500;
-           ++tries) {
+      for (int tries = 0;
+           st.code() == Status::Code::kNoSpace && tiers_[t]->IsRemote() && tries < 500; ++tries) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
         st = tiers_[t]->Insert(key, b, h);
       }
@@ -360,8 +359,8 @@ class TieredCacheImpl final : public TieredCache {
     size_t got = 0;
     while (got < expected) {
       ++stats_.origin_requests;
-      Result<size_t> n = origin_->Read(obj.key, offset + got, block->mutable_data().subspan(got),
-                                       obj.info.etag);
+      Result<size_t> n =
+          origin_->Read(obj.key, offset + got, block->mutable_data().subspan(got), obj.info.etag);
       if (!n.ok()) {
         ++stats_.origin_errors;
         return n.status().WithContext("reading '" + obj.key + "' at " + std::to_string(offset));

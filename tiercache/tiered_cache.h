@@ -30,8 +30,8 @@ namespace tierfs {
 
 // One version of one object, as pinned by an open file handle.
 struct ObjectRef {
-  std::string key;   // relative to the source (BlobStore key)
-  ObjectInfo info;   // size and ETag at open: every block read is of this version
+  std::string key;  // relative to the source (BlobStore key)
+  ObjectInfo info;  // size and ETag at open: every block read is of this version
 };
 
 // A slice of a block that a reply can send without copying: the BlockRef keeps it alive.
@@ -45,8 +45,8 @@ struct TieredCacheOptions {
   // Block size. 1 MiB: matches the kernel's largest FUSE read, so one read touches at most two
   // blocks, and is large enough that per-request latency amortises (see README, "Block size").
   uint64_t block_size = 1ULL << 20;
-  int prefetch_threads = 4;            // the readahead/prefetch pool
-  uint64_t readahead_max_bytes = 64ULL << 20;   // per open file, adaptive window upper bound
+  int prefetch_threads = 4;                        // the readahead/prefetch pool
+  uint64_t readahead_max_bytes = 64ULL << 20;      // per open file, adaptive window upper bound
   uint64_t readahead_budget_bytes = 256ULL << 20;  // all in-flight readahead of the process
   // Per-object placement (pin) for blocks inserted by reads: called with the object key on
   // every insert. Empty: no pins. Must be thread-safe and cheap (tiercache/policy.h provides

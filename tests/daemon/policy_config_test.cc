@@ -52,12 +52,10 @@ TEST(PolicyConfig, EveryBadKeyIsNamed) {
             std::string::npos);
   EXPECT_NE(ErrOf("[[policy]]\npin = true\n").find("needs a prefix"), std::string::npos);
   EXPECT_NE(ErrOf("[[policy]]\nprefix = 3\n").find("policy.prefix"), std::string::npos);
-  EXPECT_NE(ErrOf("[[policy]]\nprefix = \"a/\"\npin = 1\n").find("policy.pin"),
-            std::string::npos);
+  EXPECT_NE(ErrOf("[[policy]]\nprefix = \"a/\"\npin = 1\n").find("policy.pin"), std::string::npos);
   EXPECT_NE(ErrOf("[[policy]]\nprefix = \"a/\"\nttl = \"soon\"\n").find("policy.ttl"),
             std::string::npos);
-  EXPECT_NE(ErrOf("[[policy]]\nprefix = \"a/\"\nttl = 0\n").find("policy.ttl"),
-            std::string::npos);
+  EXPECT_NE(ErrOf("[[policy]]\nprefix = \"a/\"\nttl = 0\n").find("policy.ttl"), std::string::npos);
   EXPECT_NE(ErrOf("[[policy]]\nprefix = \"a/\"\npolicy = \"fifo\"\n").find("policy.policy"),
             std::string::npos);
   EXPECT_NE(ErrOf("[[policy]]\nprefix = \"a/\"\nquota = \"1GiB\"\n").find("policy.quota"),

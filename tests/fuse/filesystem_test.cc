@@ -2,18 +2,16 @@
 // FakeBlobStore origin and an in-memory MetaStore, with a FakeClock for metadata TTLs.
 #include "fuse/filesystem.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <set>
 #include <map>
+#include <set>
 #include <thread>
 
-#include <fmt/format.h>
-
 #include "base/units.h"
-
 #include "fuse/fuse_server.h"
 #include "metastore/meta_store.h"
 #include "tests/fakes/fake_blob_store.h"
@@ -82,8 +80,8 @@ class FilesystemTest : public ::testing::Test {
     catalog_ = std::move(*catalog);
     fs_options.uid = 1234;
     fs_options.gid = 5678;
-    fs_ = std::make_unique<Filesystem>(fs_options, catalog_.get(), cache_.get(),
-                                       origin_.Describe(), &clock_);
+    fs_ = std::make_unique<Filesystem>(fs_options, catalog_.get(), cache_.get(), origin_.Describe(),
+                                       &clock_);
   }
 
   InodeId LookupIno(InodeId parent, std::string_view name) {
@@ -323,12 +321,12 @@ TEST_F(FilesystemTest, ReadAcrossBlockBoundaries) {
     uint64_t off, len;
   } cases[] = {
       {0, 10},
-      {kBlock - 3, 6},               // straddles block 0/1
-      {kBlock - 1, kBlock + 2},      // three blocks
-      {0, size},                     // everything
-      {2 * kBlock, kBlock / 2},      // the short last block exactly
-      {size - 5, 100},               // short at EOF
-      {123457, 3 * kBlock},          // short, from the middle
+      {kBlock - 3, 6},           // straddles block 0/1
+      {kBlock - 1, kBlock + 2},  // three blocks
+      {0, size},                 // everything
+      {2 * kBlock, kBlock / 2},  // the short last block exactly
+      {size - 5, 100},           // short at EOF
+      {123457, 3 * kBlock},      // short, from the middle
   };
   for (const auto& c : cases) {
     std::string got = ReadAll(o->fh, c.off, c.len);
@@ -483,16 +481,15 @@ TEST_F(FilesystemTest, FileXattrs) {
 
   auto names = fs_->ListXattr(ino);
   ASSERT_TRUE(names.ok());
-  EXPECT_EQ(*names, (std::vector<std::string>{"user.tierfs.etag", "user.tierfs.source",
-                                              "user.tierfs.residency", "user.tierfs.prefetch",
-                                              "user.tierfs.pin", "user.tierfs.ttl",
-                                              "user.tierfs.policy"}));
+  EXPECT_EQ(*names,
+            (std::vector<std::string>{"user.tierfs.etag", "user.tierfs.source",
+                                      "user.tierfs.residency", "user.tierfs.prefetch",
+                                      "user.tierfs.pin", "user.tierfs.ttl", "user.tierfs.policy"}));
   auto root_names = fs_->ListXattr(kRootInode);
   ASSERT_TRUE(root_names.ok());
   EXPECT_EQ(*root_names,
             (std::vector<std::string>{"user.tierfs.stats", "user.tierfs.prefetch",
-                                      "user.tierfs.pin", "user.tierfs.ttl",
-                                      "user.tierfs.policy"}));
+                                      "user.tierfs.pin", "user.tierfs.ttl", "user.tierfs.policy"}));
   // Directories have no etag.
   EXPECT_EQ(ToErrno(fs_->GetXattr(LookupIno(kRootInode, "a"), "user.tierfs.etag").status(),
                     ErrnoContext::kXattr),

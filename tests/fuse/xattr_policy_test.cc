@@ -104,7 +104,7 @@ TEST_F(XattrPolicyTest, BadValuesAreEinvalOnFilesAndDirectories) {
     for (const char* v : {"", "0", "2", "yes"}) {
       EXPECT_EQ(SetErrno(ino, "user.tierfs.evict", v), EINVAL) << ino << " evict=" << v;
     }
-    EXPECT_EQ(SetErrno(ino, "user.tierfs.prefetch", "l3"), EINVAL);  // no L3 in this cache
+    EXPECT_EQ(SetErrno(ino, "user.tierfs.prefetch", "l3"), EINVAL);      // no L3 in this cache
     EXPECT_EQ(SetErrno(ino, "user.tierfs.prefetch", "cancel"), EINVAL);  // no job
     EXPECT_EQ(SetErrno(ino, "user.tierfs.residency", "1"), EINVAL);      // read-only
     EXPECT_EQ(SetErrno(ino, "user.tierfs.nosuch", "1"), ENOTSUP);
@@ -132,7 +132,7 @@ TEST_F(XattrPolicyTest, PoliciesInheritAndPinQuotaIsEnospc) {
   ASSERT_EQ(SetErrno(file_, "user.tierfs.pin", "1"), 0);  // 3 blocks fit
   EXPECT_EQ(Get(file_, "user.tierfs.pin"), "1");
   InodeId top = fs_->Lookup(kRootInode, "top.bin")->attr.ino;
-  ASSERT_EQ(SetErrno(top, "user.tierfs.pin", "1"), 0);           // 100 bytes fit
+  ASSERT_EQ(SetErrno(top, "user.tierfs.pin", "1"), 0);  // 100 bytes fit
   EXPECT_EQ(SetErrno(kRootInode, "user.tierfs.pin", "1"), ENOSPC);
   ASSERT_EQ(SetErrno(file_, "user.tierfs.pin", "0"), 0);
   EXPECT_EQ(policies_->pinned_bytes(), 100u);
@@ -141,8 +141,7 @@ TEST_F(XattrPolicyTest, PoliciesInheritAndPinQuotaIsEnospc) {
 TEST_F(XattrPolicyTest, PrefetchEvictAndListing) {
   ASSERT_EQ(SetErrno(dir_, "user.tierfs.prefetch", "l1"), 0);
   ASSERT_TRUE(jobs_->TEST_WaitIdle(10s));
-  EXPECT_EQ(Get(dir_, "user.tierfs.prefetch"),
-            "state=done tier=l1 files=2/2 bytes=16385/16385");
+  EXPECT_EQ(Get(dir_, "user.tierfs.prefetch"), "state=done tier=l1 files=2/2 bytes=16385/16385");
   EXPECT_EQ(Get(file_, "user.tierfs.residency"), "l1=3/3");
   ASSERT_EQ(SetErrno(dir_, "user.tierfs.evict", "1"), 0);
   EXPECT_EQ(Get(file_, "user.tierfs.residency"), "l1=0/3");
@@ -154,10 +153,10 @@ TEST_F(XattrPolicyTest, PrefetchEvictAndListing) {
 
   auto names = fs_->ListXattr(file_);
   ASSERT_TRUE(names.ok());
-  EXPECT_EQ(*names, (std::vector<std::string>{"user.tierfs.etag", "user.tierfs.source",
-                                              "user.tierfs.residency", "user.tierfs.prefetch",
-                                              "user.tierfs.pin", "user.tierfs.ttl",
-                                              "user.tierfs.policy"}));
+  EXPECT_EQ(*names,
+            (std::vector<std::string>{"user.tierfs.etag", "user.tierfs.source",
+                                      "user.tierfs.residency", "user.tierfs.prefetch",
+                                      "user.tierfs.pin", "user.tierfs.ttl", "user.tierfs.policy"}));
   // Every listed name answers getxattr (getfattr -d must not fail).
   for (InodeId ino : {file_, dir_, kRootInode}) {
     auto listed = fs_->ListXattr(ino);  // keep the Result alive: range-for over *temp dangles

@@ -140,7 +140,7 @@ TEST_F(PolicyResolverTest, PinQuota) {
   TC_ASSERT_OK(r->Set("a", pin, 600));
   Status s = r->Set("b", pin, 500);
   EXPECT_EQ(s.code(), Status::Code::kNoSpace) << s.ToString();
-  EXPECT_FALSE(r->Resolve("b").pin);  // nothing changed
+  EXPECT_FALSE(r->Resolve("b").pin);    // nothing changed
   TC_ASSERT_OK(r->Set("a", pin, 700));  // re-pinning re-measures, not double counts
   EXPECT_EQ(r->pinned_bytes(), 700u);
   Policy unpin;
@@ -157,7 +157,8 @@ TEST(PolicyPlumbing, PinnedBlocksSurviveL1PressureAndTtlRefetches) {
   FakeClock clock;
   constexpr uint64_t kBs = 1024;
   origin.PutObject("pinned", testing::Pattern(kBs, 1));
-  for (int i = 0; i < 4; ++i) origin.PutObject("f" + std::to_string(i), testing::Pattern(kBs, 10 + i));
+  for (int i = 0; i < 4; ++i)
+    origin.PutObject("f" + std::to_string(i), testing::Pattern(kBs, 10 + i));
   auto meta = NewMemMetaStore();
   PolicyOptions po;
   auto resolver = std::move(*PolicyResolver::Open(po, meta.get()));
@@ -188,12 +189,14 @@ TEST(PolicyPlumbing, PinnedBlocksSurviveL1PressureAndTtlRefetches) {
   std::string buf(kBs, '\0');
   auto span = std::span(reinterpret_cast<std::byte*>(buf.data()), buf.size());
   ASSERT_TRUE(cache->ReadInto(ref("pinned"), 0, span).ok());
-  for (int i = 1; i < 4; ++i) ASSERT_TRUE(cache->ReadInto(ref("f" + std::to_string(i)), 0, span).ok());
+  for (int i = 1; i < 4; ++i)
+    ASSERT_TRUE(cache->ReadInto(ref("f" + std::to_string(i)), 0, span).ok());
   EXPECT_EQ(cache->Residency(ref("pinned"))[0].second, 1u);  // survived the pressure
   EXPECT_EQ(cache->Residency(ref("f1"))[0].second, 0u);      // evicted
   // Unpinned, it is evicted like any other block.
   cache->SetPinned(ref("pinned"), false);
-  for (int i = 1; i < 4; ++i) ASSERT_TRUE(cache->ReadInto(ref("f" + std::to_string(i)), 0, span).ok());
+  for (int i = 1; i < 4; ++i)
+    ASSERT_TRUE(cache->ReadInto(ref("f" + std::to_string(i)), 0, span).ok());
   EXPECT_EQ(cache->Residency(ref("pinned"))[0].second, 0u);
 
   // TTL: a read within the TTL is a hit, after it a refetch from the origin.

@@ -1,6 +1,8 @@
 // PrefetchJobs over FakeBlobStore, a MemoryTier + FlashTier and the in-memory MetaStore: jobs on
 // files and directories, target tiers, cancellation, failures, the persisted record and resuming
 // a job in a fresh PrefetchJobs (the daemon restart case).
+#include "tiercache/prefetch_jobs.h"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -10,7 +12,6 @@
 #include "tests/fakes/faulty_flash_store.h"
 #include "tests/tiercache/test_util.h"
 #include "tiercache/catalog.h"
-#include "tiercache/prefetch_jobs.h"
 #include "tiercache/tiered_cache.h"
 
 namespace tierfs {
@@ -114,9 +115,8 @@ TEST_F(PrefetchJobsTest, DirectoryIntoL2IsRecursiveAndSkipsL1) {
   const uint64_t total = 5 * kBs + 100 + 3 * kBs + 7 + kBs;
   EXPECT_EQ(st.bytes_total, total);
   EXPECT_EQ(st.bytes_done, total);
-  EXPECT_EQ(FormatPrefetchStatus(st),
-            "state=done tier=l2 files=5/5 bytes=" + std::to_string(total) + "/" +
-                std::to_string(total));
+  EXPECT_EQ(FormatPrefetchStatus(st), "state=done tier=l2 files=5/5 bytes=" +
+                                          std::to_string(total) + "/" + std::to_string(total));
   EXPECT_EQ(Held(Ref("d/a.bin"), "l2"), 5u);
   EXPECT_EQ(Held(Ref("d/a.bin"), "l1"), 0u);
   EXPECT_EQ(Held(Ref("d/sub/c.bin"), "l2"), 4u);
