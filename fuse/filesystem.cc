@@ -467,23 +467,28 @@ FsStatsInfo Filesystem::StatFs() {
   return s;
 }
 
+// What an xattr handler sees of an inode: its path and kind, and the object version it holds.
+// REQUIRES: `n` outlives the returned target (it points into n.path).
+XattrTarget Filesystem::XattrTargetFor(InodeId ino, const Inode& n) {
+  XattrTarget t;
+  t.path = n.path;
+  t.is_dir = n.is_dir;
+  t.is_root = ino == kRootInode;
+  t.fs = this;
+  MutexLock l(&mu_);
+  t.object.key = n.path;
+  t.object.info.size = n.size;
+  t.object.info.etag = n.etag;
+  t.object.info.mtime_ns = n.mtime_ns;
+  return t;
+}
+
 Result<std::string> Filesystem::GetXattr(InodeId ino, std::string_view name) {
   auto n = FindInode(ino);
   if (!n) return Status::FailedPrecondition(fmt::format("getxattr of unknown inode {}", ino));
   const XattrHandler* h = xattrs_->Find(name);
   if (!h) return Status::NotFound(fmt::format("no attribute {}", name));
-  XattrTarget t;
-  t.path = n->path;
-  t.is_dir = n->is_dir;
-  t.is_root = ino == kRootInode;
-  t.fs = this;
-  {
-    MutexLock l(&mu_);
-    t.object.key = n->path;
-    t.object.info.size = n->size;
-    t.object.info.etag = n->etag;
-    t.object.info.mtime_ns = n->mtime_ns;
-  }
+  XattrTarget t = XattrTargetFor(ino, *n);
   const int src = n->last_source.load(std::memory_order_relaxed);
   if (src == kOriginTier) {
     t.source = "origin";
@@ -497,12 +502,7 @@ Result<std::string> Filesystem::GetXattr(InodeId ino, std::string_view name) {
 Result<std::vector<std::string>> Filesystem::ListXattr(InodeId ino) {
   auto n = FindInode(ino);
   if (!n) return Status::FailedPrecondition(fmt::format("listxattr of unknown inode {}", ino));
-  XattrTarget t;
-  t.path = n->path;
-  t.is_dir = n->is_dir;
-  t.is_root = ino == kRootInode;
-  t.fs = this;
-  return xattrs_->List(t);
+  return xattrs_->List(XattrTargetFor(ino, *n));
 }
 
 Status Filesystem::SetXattr(InodeId ino, std::string_view name, std::string_view value) {
@@ -515,18 +515,7 @@ Status Filesystem::SetXattr(InodeId ino, std::string_view name, std::string_view
     }
     return Status::NotSupported(fmt::format("attribute {} cannot be set", name));
   }
-  XattrTarget t;
-  t.path = n->path;
-  t.is_dir = n->is_dir;
-  t.is_root = ino == kRootInode;
-  t.fs = this;
-  {
-    MutexLock l(&mu_);
-    t.object.key = n->path;
-    t.object.info.size = n->size;
-    t.object.info.etag = n->etag;
-    t.object.info.mtime_ns = n->mtime_ns;
-  }
+  XattrTarget t = XattrTargetFor(ino, *n);
   return h->Set(t, value);
 }
 

@@ -38,6 +38,7 @@
 namespace tierfs {
 
 class XattrRegistry;
+struct XattrTarget;
 class PrefetchJobs;
 class PolicyResolver;
 
@@ -190,6 +191,7 @@ class Filesystem {
   struct FileHandle;
 
   std::shared_ptr<Inode> FindInode(InodeId ino) const;
+  XattrTarget XattrTargetFor(InodeId ino, const Inode& n) EXCLUDES(mu_);
   // Finds or creates the inode of `path` with `entry`'s attributes; adds one lookup.
   LookupEntry Obtain(const std::string& path, const DirEntry& entry);
   InodeAttr AttrOf(const Inode& node) const REQUIRES(mu_);
