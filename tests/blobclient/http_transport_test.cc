@@ -73,7 +73,7 @@ TEST_F(HttpTransportTest, GetIntoStringAndHeaders) {
 
 TEST_F(HttpTransportTest, RangedGetStreamsIntoSink) {
   const std::string data = ::tierfs::testing::Pattern(100000);
-  server_->SetHandler(
+  auto handler = server_->Scoped(
       [&](const HttpTestRequest& req) { return HttpTestServer::ServeObject(req, data, "e1"); });
   std::vector<std::byte> buf(1000);
   std::span<std::byte> sink(buf);
@@ -91,7 +91,8 @@ TEST_F(HttpTransportTest, RangedGetStreamsIntoSink) {
 
 TEST_F(HttpTransportTest, A200ToARangedGetYieldsOnlyTheRange) {
   const std::string data = ::tierfs::testing::Pattern(300000);
-  server_->SetHandler([&](const HttpTestRequest&) { return HttpTestResponse::Make(200, data); });
+  auto handler =
+      server_->Scoped([&](const HttpTestRequest&) { return HttpTestResponse::Make(200, data); });
   std::vector<std::byte> buf(777);
   std::span<std::byte> sink(buf);
   HttpRequest req = Get("/obj");

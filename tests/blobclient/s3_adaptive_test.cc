@@ -145,7 +145,7 @@ class S3AdaptiveTest : public ::testing::Test {
 TEST_F(S3AdaptiveTest, SlowFirstAnswerIsHedgedAndTheHedgeWinsWithExactBytes) {
   const std::string data = Pattern(1 << 20);
   std::atomic<int> slow_gets{0};
-  server_->SetHandler([&](const HttpTestRequest& req) {
+  auto handler = server_->Scoped([&](const HttpTestRequest& req) {
     if (req.path == "/bkt/slow" && slow_gets++ == 0) {
       // The first GET of "slow" starts answering with wrong bytes, then stalls: if any of them
       // reached the caller's buffer, the comparison below would fail.
@@ -196,7 +196,7 @@ TEST_F(S3AdaptiveTest, SlowFirstAnswerIsHedgedAndTheHedgeWinsWithExactBytes) {
 
 TEST_F(S3AdaptiveTest, NoHedgeWhenRequestsAreFast) {
   const std::string data = Pattern(64 * 1024);
-  server_->SetHandler(
+  auto handler = server_->Scoped(
       [&](const HttpTestRequest& req) { return HttpTestServer::ServeObject(req, data, "e"); });
   S3Options o = Options();
   o.hedge_min_delay = milliseconds(500);  // far above any loopback answer, even under TSan
@@ -217,7 +217,7 @@ TEST_F(S3AdaptiveTest, NoHedgeWhenRequestsAreFast) {
 TEST_F(S3AdaptiveTest, HedgingOffOrColdStoreSendsNoDuplicate) {
   const std::string data = Pattern(8192);
   std::atomic<int> gets{0};
-  server_->SetHandler([&](const HttpTestRequest& req) {
+  auto handler = server_->Scoped([&](const HttpTestRequest& req) {
     HttpTestResponse r = HttpTestServer::ServeObject(req, data, "e");
     if (gets++ == 40) {  // one slow answer after the warm-up
       r.stall_after_bytes = 10;
@@ -239,7 +239,7 @@ TEST_F(S3AdaptiveTest, HedgingOffOrColdStoreSendsNoDuplicate) {
 TEST_F(S3AdaptiveTest, SlowDownCutsTheLimitAndSuccessGrowsItBack) {
   const std::string data = Pattern(4096);
   std::atomic<bool> throttle{true};
-  server_->SetHandler([&](const HttpTestRequest& req) {
+  auto handler = server_->Scoped([&](const HttpTestRequest& req) {
     if (throttle.load()) {
       return HttpTestResponse::Make(503, "<Error><Code>SlowDown</Code></Error>");
     }
@@ -292,7 +292,7 @@ TEST_F(S3AdaptiveTest, LimitBoundsRequestsInFlightAndThrottledRequestsStillCompl
   // succeed, and the server never sees more requests at once than max_connections.
   const std::string data = Pattern(4096);
   std::atomic<int> in_flight{0}, peak{0}, calls{0};
-  server_->SetHandler([&](const HttpTestRequest& req) {
+  auto handler = server_->Scoped([&](const HttpTestRequest& req) {
     int now = ++in_flight;
     int p = peak.load();
     while (now > p && !peak.compare_exchange_weak(p, now)) {
@@ -328,7 +328,7 @@ TEST_F(S3AdaptiveTest, LimitBoundsRequestsInFlightAndThrottledRequestsStillCompl
 TEST_F(S3AdaptiveTest, LargeReadIsSplitIntoParallelRangedGets) {
   const std::string data = Pattern(40 << 20);
   std::atomic<int> in_flight{0}, peak{0};
-  server_->SetHandler([&](const HttpTestRequest& req) {
+  auto handler = server_->Scoped([&](const HttpTestRequest& req) {
     int now = ++in_flight;
     int p = peak.load();
     while (now > p && !peak.compare_exchange_weak(p, now)) {
@@ -377,7 +377,7 @@ TEST_F(S3AdaptiveTest, AFailingPartIsRetriedAndAPermanentFailureFailsTheRead) {
   const std::string data = Pattern(3 << 20);
   std::atomic<int> calls{0};
   std::atomic<bool> changed{false};
-  server_->SetHandler([&](const HttpTestRequest& req) {
+  auto handler = server_->Scoped([&](const HttpTestRequest& req) {
     if (changed.load()) return HttpTestServer::ServeObject(req, data, "new-etag");
     // The second part's first attempt is reset mid-body.
     HttpTestResponse r = HttpTestServer::ServeObject(req, data, "e");

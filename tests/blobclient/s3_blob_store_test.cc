@@ -364,7 +364,7 @@ TEST_F(S3BlobStoreTest, ForbiddenIsPermissionDeniedAndNotRetried) {
 
 TEST_F(S3BlobStoreTest, A200InsteadOf206YieldsOnlyTheRequestedRange) {
   const std::string data = Pattern(50000);
-  server_->SetHandler([&data](const HttpTestRequest&) {
+  auto handler = server_->Scoped([&data](const HttpTestRequest&) {
     return HttpTestResponse::Make(200, data);  // ignores Range
   });
   auto store = Open(Options());
@@ -379,7 +379,7 @@ TEST_F(S3BlobStoreTest, A200InsteadOf206YieldsOnlyTheRequestedRange) {
 TEST_F(S3BlobStoreTest, Transient503IsRetried) {
   s3_.Put("obj", "payload");
   std::atomic<int> calls{0};
-  server_->SetHandler([this, &calls](const HttpTestRequest& req) {
+  auto handler = server_->Scoped([this, &calls](const HttpTestRequest& req) {
     if (calls++ < 2) return HttpTestResponse::Make(503, "<Error><Code>SlowDown</Code></Error>");
     return s3_.Handle(req);
   });
@@ -398,7 +398,7 @@ TEST_F(S3BlobStoreTest, ResetMidBodyIsRetried) {
   const std::string data = Pattern(200000);
   s3_.Put("obj", data);
   std::atomic<int> calls{0};
-  server_->SetHandler([this, &calls](const HttpTestRequest& req) {
+  auto handler = server_->Scoped([this, &calls](const HttpTestRequest& req) {
     HttpTestResponse r = s3_.Handle(req);
     if (calls++ == 0) r.reset_after_bytes = 1000;
     return r;
@@ -542,7 +542,7 @@ TEST_F(S3BlobStoreTest, ListPaginatesWithCommonPrefixesRelativeToStorePrefix) {
 
 TEST_F(S3BlobStoreTest, ListDecodesAwsStylePlusAndLeavesUnencodedAnswersAlone) {
   std::string answer;
-  server_->SetHandler(
+  auto handler = server_->Scoped(
       [&answer](const HttpTestRequest&) { return HttpTestResponse::Make(200, answer); });
   auto store = Open(Options());
   // AWS: encoding-type=url encodes a space as '+', a '+' as %2B.
@@ -631,7 +631,7 @@ TEST_F(S3BlobStoreTest, ConcurrentReadsFromEightThreads) {
 
 TEST_F(S3BlobStoreTest, MaxConnectionsBoundsRequestsInFlight) {
   std::atomic<int> in_flight{0}, peak{0};
-  server_->SetHandler([&](const HttpTestRequest& req) {
+  auto handler = server_->Scoped([&](const HttpTestRequest& req) {
     int now = ++in_flight;
     int p = peak.load();
     while (now > p && !peak.compare_exchange_weak(p, now)) {

@@ -174,8 +174,11 @@ HttpTestServer::~HttpTestServer() {
 }
 
 void HttpTestServer::SetHandler(HttpTestHandler handler) {
+  HttpTestHandler old;
   MutexLock l(&mu_);
+  old = std::move(handler_);
   handler_ = std::move(handler);
+  while (handler_calls_ > 0) idle_cv_.Wait();
 }
 
 std::vector<HttpTestRequest> HttpTestServer::requests() const {
@@ -284,8 +287,14 @@ void HttpTestServer::ServeConnection(int fd, uint64_t id) {
       MutexLock l(&mu_);
       requests_.push_back(req);
       handler = handler_;
+      ++handler_calls_;
     }
     HttpTestResponse resp = handler ? handler(req) : HttpTestResponse::Make(404);
+    handler = nullptr;  // drop the captures before saying the call is over
+    {
+      MutexLock l(&mu_);
+      if (--handler_calls_ == 0) idle_cv_.SignalAll();
+    }
 
     const bool head_only = req.method == "HEAD";
     const size_t declared = resp.declared_length.value_or(resp.body.size());

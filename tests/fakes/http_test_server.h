@@ -81,7 +81,28 @@ class HttpTestServer {
   uint16_t port() const { return port_; }
   std::string base_url() const { return "http://127.0.0.1:" + std::to_string(port_); }
 
+  // Replaces the handler and returns once no call of the old one is still running (handler
+  // calls are short: stalls happen after the handler returns).
   void SetHandler(HttpTestHandler handler) EXCLUDES(mu_);
+
+  // Installs `handler` for the life of the returned object; its destructor puts back the 404
+  // handler and waits for running calls. Declare it after the locals the handler captures by
+  // reference: the server threads then never touch them once they are gone (TSan sees socket
+  // traffic as no ordering at all, so without this a late call races the next stack frame).
+  class ScopedHandler {
+   public:
+    ScopedHandler(HttpTestServer* server, HttpTestHandler handler) : server_(server) {
+      server_->SetHandler(std::move(handler));
+    }
+    ~ScopedHandler() { server_->SetHandler({}); }
+    ScopedHandler(const ScopedHandler&) = delete;
+    ScopedHandler& operator=(const ScopedHandler&) = delete;
+
+   private:
+    HttpTestServer* const server_;
+  };
+  [[nodiscard]] ScopedHandler Scoped(HttpTestHandler handler) { return {this, std::move(handler)}; }
+
   std::vector<HttpTestRequest> requests() const EXCLUDES(mu_);
   size_t request_count() const EXCLUDES(mu_);
   uint64_t connections_accepted() const EXCLUDES(mu_);
@@ -107,12 +128,14 @@ class HttpTestServer {
 
   mutable Mutex mu_;
   CondVar stop_cv_{&mu_};
+  CondVar idle_cv_{&mu_};  // signalled when handler_calls_ drops to 0
   // State below is protected by mu_.
   HttpTestHandler handler_ GUARDED_BY(mu_);
   std::vector<HttpTestRequest> requests_ GUARDED_BY(mu_);
   std::vector<int> open_fds_ GUARDED_BY(mu_);
   std::vector<std::thread> conn_threads_ GUARDED_BY(mu_);
   uint64_t accepted_ GUARDED_BY(mu_) = 0;
+  int handler_calls_ GUARDED_BY(mu_) = 0;  // handler invocations running now
   bool stopping_ GUARDED_BY(mu_) = false;
 
   std::thread accept_thread_;  // last: started after everything above
