@@ -485,7 +485,7 @@ Status ParseUint(std::string_view what, std::string_view text, uint64_t max, uin
 
 bool IsPowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
-// [[policy]] tables: prefix (required), pin, ttl, policy. Every key is checked.
+// [[policy]] tables: prefix (required), pin, ttl, policy, quota. Every key is checked.
 Status ApplyPolicyTables(const toml::node& node, std::string_view file_name, DaemonOptions* out) {
   if (!node.is_array_of_tables()) {
     return Status::InvalidArgument(fmt::format(
@@ -523,9 +523,18 @@ Status ApplyPolicyTables(const toml::node& node, std::string_view file_name, Dae
         auto e = ParseEvictionOrder(*v.value<std::string>());
         if (!e.ok()) return bad(e.status().message());
         pp.policy.eviction = *e;
+      } else if (k == "quota") {
+        Value val;
+        std::string why;
+        if (!ConvertValue(v, Kind::kSize, &val, &why).ok()) {
+          return bad(why.empty() ? "must be a size (\"50GiB\")" : why);
+        }
+        if (val.size == 0) return bad("must be > 0 (leave it out for no quota)");
+        pp.quota_bytes = val.size;
       } else {
         return Status::InvalidArgument(fmt::format(
-            "{}: unknown key 'policy.{}' (a [[policy]] table takes prefix, pin, ttl, policy)",
+            "{}: unknown key 'policy.{}' (a [[policy]] table takes prefix, pin, ttl, policy, "
+            "quota)",
             Where(file_name, key.source()), k));
       }
     }

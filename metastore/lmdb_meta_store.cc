@@ -27,8 +27,9 @@ constexpr uint8_t kEntryLayoutV1 = 1;
 constexpr uint8_t kBlockLayoutV1 = 1;
 constexpr uint8_t kValueLayoutV1 = 1;
 constexpr size_t kDirValueSize = 1 + 8 + 8;
-constexpr size_t kEntryValueFixed = 1 + 1 + 8 + 8;  // + etag bytes
-constexpr size_t kBlockValueSize = 1 + 4 + 8 + 8 + 8 + 4;
+constexpr size_t kEntryValueFixed = 1 + 1 + 8 + 8;              // + etag bytes
+constexpr size_t kBlockValueSize = 1 + 4 + 8 + 8 + 8 + 4;       // the fields every record has
+constexpr size_t kBlockValueSizeExt = kBlockValueSize + 4 + 8;  // + group, expires_ns
 
 // Operations per group commit. Bounds the dirty pages of one transaction (MDB_TXN_FULL) and
 // the latency the first caller of a batch sees.
@@ -145,13 +146,15 @@ Result<DirEntry> DecodeEntry(std::string_view name, std::string_view v) {
 
 std::string EncodeBlock(const BlockRecord& r) {
   std::string v;
-  v.reserve(kBlockValueSize);
+  v.reserve(kBlockValueSizeExt);
   v.push_back(static_cast<char>(kBlockLayoutV1));
   PutU32(&v, r.length);
   PutU64(&v, r.checksum);
   PutU64(&v, static_cast<uint64_t>(r.atime_ns));
   PutU64(&v, static_cast<uint64_t>(r.stored_ns));
   PutU32(&v, r.flags);
+  PutU32(&v, r.group);
+  PutU64(&v, static_cast<uint64_t>(r.expires_ns));
   return v;
 }
 Result<BlockRecord> DecodeBlock(std::string_view key, std::string_view v) {
@@ -166,6 +169,10 @@ Result<BlockRecord> DecodeBlock(std::string_view key, std::string_view v) {
   r.atime_ns = static_cast<int64_t>(GetU64(v.data() + 13));
   r.stored_ns = static_cast<int64_t>(GetU64(v.data() + 21));
   r.flags = GetU32(v.data() + 29);
+  if (v.size() >= kBlockValueSizeExt) {  // older records end at 33 bytes: no group, no expiry
+    r.group = GetU32(v.data() + 33);
+    r.expires_ns = static_cast<int64_t>(GetU64(v.data() + 37));
+  }
   return r;
 }
 std::string_view BlockKeyView(const BlockKey& k) {

@@ -51,11 +51,13 @@ using BlockKey = std::array<uint8_t, 16>;
 
 struct BlockRecord {
   BlockKey key{};
-  uint32_t length = 0;    // bytes of data in the block (the last block of an object is short)
-  uint64_t checksum = 0;  // XXH3-64 of the data
-  int64_t atime_ns = 0;   // last access (wall clock), for LRU ordering across restarts
-  int64_t stored_ns = 0;  // when the block was written (for TTLs)
-  uint32_t flags = 0;     // bit 0: pinned
+  uint32_t length = 0;     // bytes of data in the block (the last block of an object is short)
+  uint64_t checksum = 0;   // XXH3-64 of the data
+  int64_t atime_ns = 0;    // last access (wall clock), for LRU ordering across restarts
+  int64_t stored_ns = 0;   // when the block was written (for TTLs)
+  uint32_t flags = 0;      // bit 0: pinned; bit 1: evicted in stored order (policy=ttl)
+  uint32_t group = 0;      // quota group of the block's [[policy]] prefix; 0: none
+  int64_t expires_ns = 0;  // when its TTL runs out (wall clock); 0: never
 };
 
 // Longest key the store accepts, in bytes (LMDB's default key limit): a directory entry needs

@@ -27,15 +27,17 @@
 
 #include "base/logging.h"
 #include "base/mutex.h"
-#include "tiercache/internal/block_key_hash.h"
+#include "tiercache/internal/eviction_list.h"
 #include "tiercache/tier.h"
 
 namespace tierfs {
 namespace {
 
 using tiercache_internal::BlockKeyHash;
+using tiercache_internal::EvictionList;
 
 constexpr uint32_t kFlagPinned = 1u << 0;
+constexpr uint32_t kFlagTtlOrder = 1u << 1;  // stored under policy=ttl
 constexpr std::string_view kBlocksDir = "blocks/";
 constexpr std::string_view kTempMarker = ".tmp.";
 
@@ -129,14 +131,14 @@ class FlashTier final : public Tier {
     {
       MutexLock l(&mu_);
       for (const auto& r : live) AddLocked(r);
-      stats_.bytes_used = indexed_bytes_;
+      stats_.bytes_used = list_.used();
     }
     // The budget may have shrunk since the last run.
     std::vector<BlockKey> victims;
     {
       MutexLock l(&mu_);
-      if (indexed_bytes_ > options_.capacity_bytes) {
-        CollectVictimsLocked(indexed_bytes_ - options_.capacity_bytes, &victims);
+      if (list_.used() > options_.capacity_bytes) {
+        CollectVictimsLocked(list_.used() - options_.capacity_bytes, 0, 0, &victims);
       }
     }
     DeleteVictims(victims);
@@ -146,7 +148,7 @@ class FlashTier final : public Tier {
           .info(
               "l2 opened: {} blocks, {} bytes; swept {} orphan and {} temp files, {} index "
               "records without a file; evicted {} over budget",
-              index_.size(), indexed_bytes_, orphans, temps, missing.size(), victims.size());
+              list_.size(), list_.used(), orphans, temps, missing.size(), victims.size());
     }
     RefreshFreeBytes(/*force=*/true);
     return Status::OK();
@@ -160,18 +162,20 @@ class FlashTier final : public Tier {
     uint64_t gen;
     {
       MutexLock l(&mu_);
-      auto it = index_.find(key);
-      if (it == index_.end()) {
+      List::Node* n = list_.Find(key);
+      if (n == nullptr) {
         ++stats_.misses;
         return Status::NotFound("l2 miss");
       }
-      Entry& e = it->second;
+      Entry& e = n->payload;
       length = e.length;
       checksum = e.checksum;
       gen = e.gen;
-      e.atime_ns = clock_->NowUnixNanos();
-      lru_.splice(lru_.begin(), lru_, e.lru);
-      dirty_.insert(key);
+      if (!n->meta.ttl_order) {  // a ttl-ordered block keeps its place (and atime = stored)
+        e.atime_ns = clock_->NowUnixNanos();
+        list_.Touch(key);
+        dirty_.insert(key);
+      }
     }
     auto block = Block::Allocate(length);
     Result<size_t> n = flash_->ReadFile(BlockPath(key), block->mutable_data());
@@ -217,12 +221,10 @@ class FlashTier final : public Tier {
     std::vector<BlockKey> victims;
     {
       MutexLock l(&mu_);
-      auto it = index_.find(key);
-      if (it != index_.end()) {
+      if (List::Node* n = list_.Find(key)) {
         // Content-addressed: same key, same bytes. Only a stronger pin is news.
-        if (hint.pinned && !(it->second.flags & kFlagPinned)) {
-          it->second.flags |= kFlagPinned;
-          pinned_bytes_ += it->second.length;
+        if (hint.pinned && list_.SetPinned(key, true)) {
+          n->payload.flags |= kFlagPinned;
           dirty_.insert(key);
         }
         return Status::OK();
@@ -230,17 +232,30 @@ class FlashTier final : public Tier {
       if (inserting_.count(key)) return Status::OK();  // another thread is writing it
       if (deleting_.count(key)) return Status::Unavailable("l2 block is being deleted");
       uint64_t need = 0;
-      const uint64_t used = indexed_bytes_ + reserved_bytes_;
+      const uint64_t used = list_.used() + reserved_bytes_;
       if (used + len > options_.capacity_bytes) need = used + len - options_.capacity_bytes;
       if (free_estimate_ < options_.min_free_bytes + len) {
         need = std::max(need, options_.min_free_bytes + len - free_estimate_);
       }
-      if (len > options_.capacity_bytes || need > indexed_bytes_ - pinned_bytes_) {
-        ++stats_.errors;
-        return Status::NoSpace("l2 full: cannot make room for the block");
+      uint64_t group_need = 0;
+      if (hint.quota_group != 0 && hint.quota_bytes > 0) {
+        if (len > hint.quota_bytes) {
+          return Status::NoSpace("l2: the block is larger than its prefix quota");
+        }
+        // Inserts of the group being written count too, or parallel readahead would overshoot.
+        const uint64_t g = list_.group_used(hint.quota_group) + group_reserved_[hint.quota_group];
+        if (g + len > hint.quota_bytes) group_need = g + len - hint.quota_bytes;
       }
-      if (need > 0) CollectVictimsLocked(need, &victims);
+      if (len > options_.capacity_bytes || !list_.CanFree(need, hint.quota_group, group_need)) {
+        ++stats_.errors;
+        return Status::NoSpace(group_need > 0 ? "l2: the prefix quota is full of pinned blocks"
+                                              : "l2 full: cannot make room for the block");
+      }
+      if (need > 0 || group_need > 0) {
+        CollectVictimsLocked(need, hint.quota_group, group_need, &victims);
+      }
       reserved_bytes_ += len;
+      if (hint.quota_group != 0) group_reserved_[hint.quota_group] += len;
       free_estimate_ -= std::min(free_estimate_, len);
       inserting_.insert(key);
     }
@@ -253,7 +268,9 @@ class FlashTier final : public Tier {
     rec.checksum = BlockChecksum(block->data());
     rec.atime_ns = now;
     rec.stored_ns = now;
-    rec.flags = hint.pinned ? kFlagPinned : 0;
+    rec.flags = (hint.pinned ? kFlagPinned : 0) | (hint.ttl_order ? kFlagTtlOrder : 0);
+    rec.group = hint.quota_group;
+    rec.expires_ns = hint.ExpiresAt(now) == INT64_MAX ? 0 : hint.ExpiresAt(now);
     const std::string path = BlockPath(key);
     Status st = flash_->WriteFile(path, block->data());
     if (st.ok()) {
@@ -262,6 +279,7 @@ class FlashTier final : public Tier {
     }
     MutexLock l(&mu_);
     reserved_bytes_ -= len;
+    if (hint.quota_group != 0) group_reserved_[hint.quota_group] -= len;
     inserting_.erase(key);
     if (!st.ok()) {
       free_estimate_ += len;
@@ -269,7 +287,7 @@ class FlashTier final : public Tier {
       return st.WithContext("l2 insert " + BlockKeyHex(key));
     }
     AddLocked(rec);
-    stats_.bytes_used = indexed_bytes_;
+    stats_.bytes_used = list_.used();
     ++stats_.inserts;
     stats_.bytes_inserted += len;
     return Status::OK();
@@ -277,40 +295,34 @@ class FlashTier final : public Tier {
 
   bool Contains(const BlockKey& key) override EXCLUDES(mu_) {
     MutexLock l(&mu_);
-    return index_.count(key) != 0;
+    return list_.Contains(key);
   }
 
   // The pin flag is persisted with the next access-time batch (bit 0 of BlockRecord.flags).
   void SetPinned(const BlockKey& key, bool pinned) override EXCLUDES(mu_) {
     MutexLock l(&mu_);
-    auto it = index_.find(key);
-    if (it == index_.end()) return;
-    Entry& e = it->second;
-    if (((e.flags & kFlagPinned) != 0) == pinned) return;
+    if (!list_.SetPinned(key, pinned)) return;
+    Entry& e = list_.Find(key)->payload;
     if (pinned) {
       e.flags |= kFlagPinned;
-      pinned_bytes_ += e.length;
     } else {
       e.flags &= ~kFlagPinned;
-      pinned_bytes_ -= e.length;
     }
     dirty_.insert(key);
   }
 
   std::optional<int64_t> StoredAt(const BlockKey& key) override EXCLUDES(mu_) {
     MutexLock l(&mu_);
-    auto it = index_.find(key);
-    if (it == index_.end()) return std::nullopt;
-    return it->second.stored_ns;
+    List::Node* n = list_.Find(key);
+    if (n == nullptr) return std::nullopt;
+    return n->payload.stored_ns;
   }
 
   void Erase(const BlockKey& key) override EXCLUDES(mu_) {
     std::vector<BlockKey> victims;
     {
       MutexLock l(&mu_);
-      auto it = index_.find(key);
-      if (it == index_.end()) return;
-      RemoveLocked(it);
+      if (!RemoveLocked(key)) return;
       deleting_.insert(key);
       victims.push_back(key);
     }
@@ -325,54 +337,52 @@ class FlashTier final : public Tier {
     uint64_t checksum = 0;
     int64_t atime_ns = 0;
     int64_t stored_ns = 0;
+    int64_t expires_ns = 0;  // as in BlockRecord: 0 = never
     uint32_t flags = 0;
     uint64_t gen = 0;  // distinguishes re-inserts of the same key
-    std::list<BlockKey>::iterator lru;
   };
-  using Index = std::unordered_map<BlockKey, Entry, BlockKeyHash>;
+  using List = EvictionList<Entry>;
 
   void AddLocked(const BlockRecord& r) REQUIRES(mu_) {
-    lru_.push_front(r.key);
     Entry e;
     e.length = r.length;
     e.checksum = r.checksum;
     e.atime_ns = r.atime_ns;
     e.stored_ns = r.stored_ns;
+    e.expires_ns = r.expires_ns;
     e.flags = r.flags;
     e.gen = ++next_gen_;
-    e.lru = lru_.begin();
-    index_[r.key] = e;
-    indexed_bytes_ += r.length;
-    if (r.flags & kFlagPinned) pinned_bytes_ += r.length;
+    List::Meta m;
+    m.charge = r.length;
+    m.pinned = (r.flags & kFlagPinned) != 0;
+    m.ttl_order = (r.flags & kFlagTtlOrder) != 0;
+    m.group = r.group;
+    m.expires_ns = r.expires_ns == 0 ? List::kNoExpiry : r.expires_ns;
+    list_.Add(r.key, m, e);
   }
 
-  void RemoveLocked(Index::iterator it) REQUIRES(mu_) {
-    const Entry& e = it->second;
-    indexed_bytes_ -= e.length;
-    if (e.flags & kFlagPinned) pinned_bytes_ -= e.length;
-    lru_.erase(e.lru);
-    dirty_.erase(it->first);
-    index_.erase(it);
-    stats_.bytes_used = indexed_bytes_;
+  // Unlinks `key` from the mirror; false if it is not there.
+  bool RemoveLocked(const BlockKey& key) REQUIRES(mu_) {
+    if (!list_.Remove(key)) return false;
+    dirty_.erase(key);
+    stats_.bytes_used = list_.used();
+    return true;
   }
 
-  // Unlinks LRU unpinned blocks from the mirror until `need` bytes are freed (REQUIRES: the
-  // caller checked that enough unpinned bytes exist). The caller deletes them (DeleteVictims).
-  void CollectVictimsLocked(uint64_t need, std::vector<BlockKey>* victims) REQUIRES(mu_) {
-    uint64_t freed = 0;
-    auto it = lru_.end();
-    while (freed < need && it != lru_.begin()) {
-      --it;
-      auto e = index_.find(*it);
-      if (e->second.flags & kFlagPinned) continue;
-      const BlockKey key = *it;
-      freed += e->second.length;
-      ++it;  // RemoveLocked erases the list node; keep a valid position after it
-      RemoveLocked(e);
-      deleting_.insert(key);
-      victims->push_back(key);
+  // Unlinks unpinned blocks from the mirror in eviction order until `need` bytes are freed, and
+  // `group_need` of them from quota group `group` (REQUIRES: list_.CanFree(...)). The caller
+  // deletes them (DeleteVictims).
+  void CollectVictimsLocked(uint64_t need, uint32_t group, uint64_t group_need,
+                            std::vector<BlockKey>* victims) REQUIRES(mu_) {
+    const size_t first = victims->size();
+    const uint64_t freed = list_.Evict(need, group, group_need, clock_->NowUnixNanos(),
+                                       [&](List::Node&& n) { victims->push_back(n.key); });
+    for (size_t i = first; i < victims->size(); ++i) {
+      dirty_.erase((*victims)[i]);
+      deleting_.insert((*victims)[i]);
       ++stats_.evictions;
     }
+    stats_.bytes_used = list_.used();
     free_estimate_ += freed;
   }
 
@@ -400,9 +410,9 @@ class FlashTier final : public Tier {
   bool DropIfGeneration(const BlockKey& key, uint64_t gen) EXCLUDES(mu_) {
     {
       MutexLock l(&mu_);
-      auto it = index_.find(key);
-      if (it == index_.end() || it->second.gen != gen) return false;
-      RemoveLocked(it);
+      List::Node* n = list_.Find(key);
+      if (n == nullptr || n->payload.gen != gen) return false;
+      RemoveLocked(key);
       deleting_.insert(key);
     }
     DeleteVictims({key});
@@ -423,10 +433,11 @@ class FlashTier final : public Tier {
       last_flush_mono_ = mono;
       records.reserve(dirty_.size());
       for (const auto& k : dirty_) {
-        auto it = index_.find(k);
-        if (it == index_.end()) continue;
-        const Entry& e = it->second;
-        records.push_back(BlockRecord{k, e.length, e.checksum, e.atime_ns, e.stored_ns, e.flags});
+        const List::Node* n = list_.Find(k);
+        if (n == nullptr) continue;
+        const Entry& e = n->payload;
+        records.push_back(BlockRecord{k, e.length, e.checksum, e.atime_ns, e.stored_ns, e.flags,
+                                      n->meta.group, e.expires_ns});
       }
       dirty_.clear();
     }
@@ -465,11 +476,9 @@ class FlashTier final : public Tier {
   std::atomic<int64_t> last_free_check_mono_{0};
 
   Mutex mu_;
-  Index index_ GUARDED_BY(mu_);
-  std::list<BlockKey> lru_ GUARDED_BY(mu_);  // front: most recently used
-  uint64_t indexed_bytes_ GUARDED_BY(mu_) = 0;
-  uint64_t pinned_bytes_ GUARDED_BY(mu_) = 0;
+  List list_ GUARDED_BY(mu_);                    // the mirror of the index, in eviction order
   uint64_t reserved_bytes_ GUARDED_BY(mu_) = 0;  // inserts being written
+  std::unordered_map<uint32_t, uint64_t> group_reserved_ GUARDED_BY(mu_);  // ditto per group
   uint64_t free_estimate_ GUARDED_BY(mu_) = UINT64_MAX;
   uint64_t next_gen_ GUARDED_BY(mu_) = 0;
   int64_t last_flush_mono_ GUARDED_BY(mu_) = 0;

@@ -3,115 +3,104 @@
 // after eviction and the budget counts only blocks the cache itself holds).
 //
 // Budget: capacity_bytes is split evenly over the shards and each shard's budget is honoured
-// strictly: room is made (LRU unpinned entries evicted) before an insert, and a block that can't
-// fit even after evicting every unpinned entry is declined with NoSpace (nothing is evicted in
-// that case). Pinned entries are never evicted but count against the budget.
+// strictly: room is made (unpinned entries evicted in EvictionList order: expired, then the
+// block's quota group over its share, then LRU) before an insert, and a block that can't fit
+// even after evicting every unpinned entry is declined with NoSpace (nothing is evicted in that
+// case). Pinned entries are never evicted but count against the budget.
 #include <algorithm>
 #include <cstring>
-#include <list>
 #include <memory>
 #include <optional>
-#include <unordered_map>
 #include <vector>
 
 #include "base/logging.h"
 #include "base/mutex.h"
-#include "tiercache/internal/block_key_hash.h"
+#include "tiercache/internal/eviction_list.h"
 #include "tiercache/tier.h"
 
 namespace tierfs {
 namespace {
 
-using tiercache_internal::BlockKeyHash;
+using tiercache_internal::EvictionList;
 
-// One shard: an LRU list (front = most recent) and an index into it.
+// One shard: the blocks in their eviction order (tiercache/internal/eviction_list.h).
 // Thread-safe; every member below mu_ is guarded by it.
 class Shard {
  public:
-  struct Entry {
-    BlockKey key;
+  struct Payload {
     BlockRef block;
-    uint64_t charge = 0;
-    bool pinned = false;
     int64_t stored_ns = 0;  // Placement::stored_ns at insert (0: unknown)
   };
+  using List = EvictionList<Payload>;
 
-  void set_capacity(uint64_t c) { capacity_ = c; }
+  void set_capacity(uint64_t c, int shards) {
+    capacity_ = c;
+    shards_ = static_cast<uint64_t>(shards);
+  }
 
   BlockRef Lookup(const BlockKey& key) EXCLUDES(mu_) {
     MutexLock l(&mu_);
-    auto it = index_.find(key);
-    if (it == index_.end()) return nullptr;
-    lru_.splice(lru_.begin(), lru_, it->second);
-    return it->second->block;
+    List::Node* n = list_.Find(key);
+    if (n == nullptr) return nullptr;
+    list_.Touch(key);
+    return n->payload.block;
   }
 
   bool Contains(const BlockKey& key) EXCLUDES(mu_) {
     MutexLock l(&mu_);
-    return index_.count(key) != 0;
+    return list_.Contains(key);
+  }
+
+  void SetPinned(const BlockKey& key, bool pinned) EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    list_.SetPinned(key, pinned);
+  }
+
+  std::optional<int64_t> StoredAt(const BlockKey& key) EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    List::Node* n = list_.Find(key);
+    if (n == nullptr || n->payload.stored_ns == 0) return std::nullopt;
+    return n->payload.stored_ns;
   }
 
   // Returns OK, or NoSpace when the block can't fit. *evicted / *delta_used report the changes
   // for the tier-wide stats. Evicted BlockRefs are appended to *dropped so they are freed after
   // the lock is released.
-  void SetPinned(const BlockKey& key, bool pinned) EXCLUDES(mu_) {
-    MutexLock l(&mu_);
-    auto it = index_.find(key);
-    if (it == index_.end() || it->second->pinned == pinned) return;
-    it->second->pinned = pinned;
-    if (pinned) {
-      pinned_bytes_ += it->second->charge;
-    } else {
-      pinned_bytes_ -= it->second->charge;
-    }
-  }
-
-  std::optional<int64_t> StoredAt(const BlockKey& key) EXCLUDES(mu_) {
-    MutexLock l(&mu_);
-    auto it = index_.find(key);
-    if (it == index_.end() || it->second->stored_ns == 0) return std::nullopt;
-    return it->second->stored_ns;
-  }
-
-  Status Insert(const BlockKey& key, const BlockRef& block, bool pinned, int64_t stored_ns,
+  Status Insert(const BlockKey& key, const BlockRef& block, const Placement& hint,
                 uint64_t* evicted, int64_t* delta_used, std::vector<BlockRef>* dropped)
       EXCLUDES(mu_) {
     const uint64_t charge = block->size();
     MutexLock l(&mu_);
-    auto it = index_.find(key);
-    if (it != index_.end()) {
-      // Same key ⇒ same bytes (content-addressed); refresh recency and keep the stronger pin.
-      if (pinned && !it->second->pinned) {
-        it->second->pinned = true;
-        pinned_bytes_ += it->second->charge;
-      }
-      lru_.splice(lru_.begin(), lru_, it->second);
+    if (list_.Find(key) != nullptr) {
+      // Same key => same bytes (content-addressed); refresh recency and keep the stronger pin.
+      if (hint.pinned) list_.SetPinned(key, true);
+      list_.Touch(key);
       return Status::OK();
     }
-    // Feasible only if evicting every unpinned entry would make room; otherwise decline
-    // without evicting anything.
-    if (charge > capacity_ || pinned_bytes_ + charge > capacity_) {
-      return Status::NoSpace("block does not fit the L1 shard budget");
+    // Feasible only if evicting unpinned entries can make room; otherwise decline without
+    // evicting anything.
+    const uint64_t need = list_.used() + charge > capacity_ ? list_.used() + charge - capacity_ : 0;
+    uint64_t group_need = 0;
+    if (hint.quota_group != 0 && hint.quota_bytes > 0) {
+      const uint64_t share = std::max(hint.quota_bytes / shards_, charge);
+      const uint64_t g = list_.group_used(hint.quota_group);
+      if (g + charge > share) group_need = g + charge - share;
     }
-    // Evict from the cold end, skipping pinned entries, until the block fits.
-    auto victim = lru_.end();
-    while (used_ + charge > capacity_ && victim != lru_.begin()) {
-      --victim;
-      if (victim->pinned) continue;
-      used_ -= victim->charge;
-      *delta_used -= static_cast<int64_t>(victim->charge);
+    if (charge > capacity_ || !list_.CanFree(need, hint.quota_group, group_need)) {
+      return Status::NoSpace("block does not fit the L1 shard budget (or its quota share)");
+    }
+    list_.Evict(need, hint.quota_group, group_need, hint.stored_ns, [&](List::Node&& n) {
+      *delta_used -= static_cast<int64_t>(n.meta.charge);
       ++*evicted;
-      dropped->push_back(std::move(victim->block));
-      index_.erase(victim->key);
-      victim = lru_.erase(victim);
-    }
-    if (used_ + charge > capacity_) {
-      return Status::NoSpace("L1 shard full of pinned blocks");
-    }
-    lru_.push_front(Entry{key, block, charge, pinned, stored_ns});
-    index_[key] = lru_.begin();
-    used_ += charge;
-    if (pinned) pinned_bytes_ += charge;
+      dropped->push_back(std::move(n.payload.block));
+    });
+    List::Meta m;
+    m.charge = charge;
+    m.pinned = hint.pinned;
+    m.ttl_order = hint.ttl_order;
+    m.group = hint.quota_group;
+    m.expires_ns = hint.ExpiresAt(hint.stored_ns);
+    list_.Add(key, m, Payload{block, hint.stored_ns});
     *delta_used += static_cast<int64_t>(charge);
     return Status::OK();
   }
@@ -119,25 +108,19 @@ class Shard {
   // Returns the bytes released (0 if absent).
   uint64_t Erase(const BlockKey& key, BlockRef* dropped) EXCLUDES(mu_) {
     MutexLock l(&mu_);
-    auto it = index_.find(key);
-    if (it == index_.end()) return 0;
-    const uint64_t charge = it->second->charge;
-    if (it->second->pinned) pinned_bytes_ -= charge;
-    *dropped = std::move(it->second->block);
-    lru_.erase(it->second);
-    index_.erase(it);
-    used_ -= charge;
-    return charge;
+    std::optional<List::Node> n = list_.Remove(key);
+    if (!n) return 0;
+    *dropped = std::move(n->payload.block);
+    return n->meta.charge;
   }
 
  private:
-  uint64_t capacity_ = 0;  // Constant after construction.
+  // Constant after construction.
+  uint64_t capacity_ = 0;
+  uint64_t shards_ = 1;
 
   Mutex mu_;
-  std::list<Entry> lru_ GUARDED_BY(mu_);
-  std::unordered_map<BlockKey, std::list<Entry>::iterator, BlockKeyHash> index_ GUARDED_BY(mu_);
-  uint64_t used_ GUARDED_BY(mu_) = 0;
-  uint64_t pinned_bytes_ GUARDED_BY(mu_) = 0;
+  List list_ GUARDED_BY(mu_);
 };
 
 // Thread-safe; no external synchronization needed (each shard has its own mutex; stats are
@@ -147,7 +130,7 @@ class MemoryTier final : public Tier {
   explicit MemoryTier(const MemoryTierOptions& options)
       : shards_(static_cast<size_t>(std::max(1, options.shards))) {
     const uint64_t per_shard = options.capacity_bytes / shards_.size();
-    for (auto& s : shards_) s.set_capacity(per_shard);
+    for (auto& s : shards_) s.set_capacity(per_shard, static_cast<int>(shards_.size()));
     stats_.capacity = per_shard * shards_.size();
   }
 
@@ -169,8 +152,7 @@ class MemoryTier final : public Tier {
     uint64_t evicted = 0;
     int64_t delta = 0;
     std::vector<BlockRef> dropped;
-    Status s =
-        ShardFor(key).Insert(key, block, hint.pinned, hint.stored_ns, &evicted, &delta, &dropped);
+    Status s = ShardFor(key).Insert(key, block, hint, &evicted, &delta, &dropped);
     stats_.evictions += evicted;
     stats_.bytes_used += static_cast<uint64_t>(delta);  // two's complement: subtracts if < 0
     if (s.ok() && delta > 0) {

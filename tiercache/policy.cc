@@ -1,6 +1,7 @@
 #include "tiercache/policy.h"
 
 #include <fmt/format.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <charconv>
@@ -68,6 +69,11 @@ Result<EvictionOrder> ParseEvictionOrder(std::string_view v) {
 
 std::string_view EvictionOrderName(EvictionOrder e) {
   return e == EvictionOrder::kTtl ? "ttl" : "lru";
+}
+
+uint32_t QuotaGroupId(std::string_view prefix) {
+  const auto id = static_cast<uint32_t>(XXH3_64bits(prefix.data(), prefix.size()));
+  return id == 0 ? 1 : id;
 }
 
 std::string PolicyKey(std::string_view path) {
@@ -176,9 +182,16 @@ EffectivePolicy PolicyResolver::Resolve(std::string_view path) const {
       }
     }
   }
-  for (const auto& pp : options_.prefixes) {
-    if (pin && ttl && ev) break;
-    if (Covers(pp.prefix, path)) Fill(pp.policy, &out, &pin, &ttl, &ev);
+  bool quota = false;
+  for (const auto& pp : options_.prefixes) {  // longest first
+    if (pin && ttl && ev && quota) break;
+    if (!Covers(pp.prefix, path)) continue;
+    Fill(pp.policy, &out, &pin, &ttl, &ev);
+    if (!quota && pp.quota_bytes > 0) {
+      out.quota_prefix = pp.prefix;
+      out.quota_bytes = pp.quota_bytes;
+      quota = true;
+    }
   }
   return out;
 }
@@ -189,6 +202,11 @@ Placement PolicyResolver::PlacementFor(std::string_view key) const {
   EffectivePolicy e = Resolve(key);
   h.pinned = e.pin;
   h.ttl = e.ttl;
+  h.ttl_order = e.eviction == EvictionOrder::kTtl;
+  if (e.quota_bytes > 0) {
+    h.quota_group = QuotaGroupId(e.quota_prefix);
+    h.quota_bytes = e.quota_bytes;
+  }
   return h;
 }
 

@@ -11,6 +11,10 @@
 // Pins count against a pin quota: Set(pin=1) on a path adds the bytes below it (the caller
 // measures them) to the pinned total and fails with NoSpace beyond the quota.
 //
+// Per-prefix byte quotas come from the config only ([[policy]] quota): the most specific
+// prefix with a quota that covers a key puts its blocks in that prefix's quota group
+// (QuotaGroupId), which L1 and L2 hold to the quota (tiercache/internal/eviction_list.h).
+//
 // Thread-safe; no external synchronization needed. All stored policies are held in memory
 // (loaded at Open, updated on Set), so Resolve never touches LMDB.
 #pragma once
@@ -46,6 +50,8 @@ struct EffectivePolicy {
   bool pin = false;
   std::chrono::nanoseconds ttl = std::chrono::nanoseconds::max();
   EvictionOrder eviction = EvictionOrder::kLru;
+  std::string_view quota_prefix;  // the config prefix whose quota applies ("" and 0: none)
+  uint64_t quota_bytes = 0;
 };
 
 // A [[policy]] table of the config file.
@@ -70,6 +76,9 @@ std::string_view EvictionOrderName(EvictionOrder e);
 std::string EncodePolicy(const Policy& p);
 Result<Policy> DecodePolicy(std::string_view v);
 std::string PolicyKey(std::string_view path);  // "policy/<path>"
+// The quota group of a config prefix: the low 32 bits of XXH3-64 of it, never 0 (stable across
+// restarts and config reorderings; stored in L2's block records).
+uint32_t QuotaGroupId(std::string_view prefix);
 
 class PolicyResolver {
  public:

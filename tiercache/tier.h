@@ -69,11 +69,25 @@ struct TierStats {
 };
 
 // Hints that travel with an insert, from the object's policy (tiercache/policy.h).
+// L1 and L2 evict by tiercache/internal/eviction_list.h: expired blocks first, then a quota
+// group over its budget gives up its own blocks, then least recently used.
 struct Placement {
   bool pinned = false;  // never evicted from this tier (L1/L2) while pinned
-  // Cached data older than this is refetched (TieredCache checks Tier::StoredAt on reads).
+  // Cached data older than this is refetched (TieredCache checks Tier::StoredAt on reads), and
+  // a block past it is evicted before any live block.
   std::chrono::nanoseconds ttl = std::chrono::nanoseconds::max();
-  int64_t stored_ns = 0;  // wall-clock insert time for tiers without a clock (L1); 0: unknown
+  int64_t stored_ns = 0;   // wall-clock insert time for tiers without a clock (L1); 0: unknown
+  bool ttl_order = false;  // policy=ttl: evicted in the order stored; reads do not refresh it
+  // [[policy]] quota: the block belongs to quota group `quota_group` (0: none), which may hold
+  // at most `quota_bytes` in each host tier (L1 applies it per shard, see NewMemoryTier).
+  uint32_t quota_group = 0;
+  uint64_t quota_bytes = 0;
+
+  // stored_ns + ttl, or INT64_MAX if the block never expires (or stored_ns is unknown).
+  int64_t ExpiresAt(int64_t stored) const {
+    if (ttl == std::chrono::nanoseconds::max() || stored <= 0) return INT64_MAX;
+    return ttl.count() > INT64_MAX - stored ? INT64_MAX : stored + ttl.count();
+  }
 };
 
 // Thread-safe; no external synchronization needed.
@@ -115,6 +129,9 @@ struct MemoryTierOptions {
 };
 // L1: sharded LRU, charge = block bytes (leveldb Cache model). A block held by a reader stays
 // alive through its BlockRef even after eviction, so the budget counts cached blocks only.
+// Budgets are per shard: capacity/shards, and a quota group may hold quota/shards in a shard
+// (at least the block being inserted), so a group's L1 share is its quota give or take the
+// unevenness of the key hash.
 std::unique_ptr<Tier> NewMemoryTier(const MemoryTierOptions& options);
 
 // The seam below the L2 tier (conventions C7): block files on local flash.

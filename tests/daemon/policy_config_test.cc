@@ -28,6 +28,7 @@ prefix = "datasets/imagenet/"
 pin = true
 ttl = "7d"
 policy = "ttl"
+quota = "50GiB"
 
 [[policy]]
 prefix = "/scratch/"
@@ -42,6 +43,8 @@ ttl = 30
   EXPECT_EQ(o.policies.prefixes[0].policy.pin, true);
   EXPECT_EQ(o.policies.prefixes[0].policy.ttl, std::chrono::hours(24 * 7));
   EXPECT_EQ(o.policies.prefixes[0].policy.eviction, EvictionOrder::kTtl);
+  EXPECT_EQ(o.policies.prefixes[0].quota_bytes, 50ULL << 30);
+  EXPECT_EQ(o.policies.prefixes[1].quota_bytes, 0u);     // no quota
   EXPECT_EQ(o.policies.prefixes[1].prefix, "scratch/");  // leading '/' dropped
   EXPECT_EQ(o.policies.prefixes[1].policy.ttl, 30s);
   EXPECT_FALSE(o.policies.prefixes[1].policy.pin.has_value());
@@ -58,7 +61,11 @@ TEST(PolicyConfig, EveryBadKeyIsNamed) {
   EXPECT_NE(ErrOf("[[policy]]\nprefix = \"a/\"\nttl = 0\n").find("policy.ttl"), std::string::npos);
   EXPECT_NE(ErrOf("[[policy]]\nprefix = \"a/\"\npolicy = \"fifo\"\n").find("policy.policy"),
             std::string::npos);
-  EXPECT_NE(ErrOf("[[policy]]\nprefix = \"a/\"\nquota = \"1GiB\"\n").find("policy.quota"),
+  EXPECT_NE(ErrOf("[[policy]]\nprefix = \"a/\"\nquota = \"lots\"\n").find("policy.quota"),
+            std::string::npos);
+  EXPECT_NE(ErrOf("[[policy]]\nprefix = \"a/\"\nquota = 0\n").find("policy.quota"),
+            std::string::npos);
+  EXPECT_NE(ErrOf("[[policy]]\nprefix = \"a/\"\nquota = true\n").find("policy.quota"),
             std::string::npos);
   EXPECT_NE(ErrOf("[policy]\nprefix = \"a/\"\n").find("array of tables"), std::string::npos);
   EXPECT_NE(ErrOf("[cache]\npin_quota = 0\n").find("cache.pin_quota"), std::string::npos);

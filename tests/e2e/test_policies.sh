@@ -5,7 +5,9 @@
 #   * a short user.tierfs.ttl forces a refetch from the origin;
 #   * a changed object (new ETag) is served new after its metadata TTL;
 #   * every settable xattr with bad values, on files and on directories: EINVAL; unknown names
-#     ENODATA/ENOTSUP; `getfattr -d -m user.tierfs` prints every listed name.
+#     ENODATA/ENOTSUP; `getfattr -d -m user.tierfs` prints every listed name;
+#   * a [[policy]] quota in the config file keeps one prefix from pushing the others out of L2,
+#     and a bad quota value is refused at mount time with the key named.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/lib_pf.sh"
@@ -15,6 +17,8 @@ s3rver_start "$BUCKET"
 MiB=$((1024 * 1024))
 objs=("p/pinned.bin=$((4 * MiB)):1" "ttl/t.bin=$((2 * MiB)):2" "chg/c.bin=100000:3")
 for i in 0 1 2 3 4 5; do objs+=("p/f$i.bin=$((4 * MiB)):$((10 + i))"); done
+for i in 0 1 2 3; do objs+=("q/a$i.bin=$((4 * MiB)):$((20 + i))"); done
+for i in 0 1; do objs+=("o/b$i.bin=$((4 * MiB)):$((30 + i))"); done
 step "upload test objects" 120 "$PY" "$E2E_DIR/s3put.py" --endpoint "$S3_ENDPOINT" --bucket "$BUCKET" "${objs[@]}"
 
 mnt="$E2E_WORK/mnt" cache="$E2E_WORK/cache" logf="$E2E_WORK/daemon.log"
@@ -110,3 +114,32 @@ step "policy=ttl on p/" 20 setfattr -n user.tierfs.policy -v ttl "$mnt/p"
 timeout -k 2 20 getfattr -d -m user.tierfs --absolute-names "$mnt/p/f1.bin"
 
 tierfs_umount "$mnt" "$TIERFS_PID" || { print_log_tail "$logf"; fail "unclean unmount"; }
+
+# ---- per-prefix byte quota from the config file ----
+cfg="$E2E_WORK/quota.toml"
+printf '[[policy]]\nprefix = "q/"\nquota = "lots"\n' >"$cfg"
+out="$(timeout -k 2 20 "$TIERFS" mount "s3://$BUCKET" "$E2E_WORK/mnt-bad" --cache-dir "$E2E_WORK/cache-bad" \
+  --endpoint "$S3_ENDPOINT" --config "$cfg" -f 2>&1 </dev/null)" && fail "a bad quota was accepted"
+[[ "$out" == *"policy.quota"* ]] || fail "the bad quota's key is not named: $out"
+log "ok bad quota refused: $(head -n1 <<<"$out")"
+printf '[[policy]]\nprefix = "q/"\nquota = "6MiB"\n' >"$cfg"
+mnt2="$E2E_WORK/mnt2" cache2="$E2E_WORK/cache2"
+pf_mount "s3://$BUCKET" "$mnt2" "$cache2" "$logf" --endpoint "$S3_ENDPOINT" \
+  --l1-size 0 --l2-size 16MiB --config "$cfg"
+cat_all "$mnt2"/o/b{0,1}.bin
+# 16 MiB under q/ after 8 MiB elsewhere: without the quota the 16 MiB L2 would evict o/.
+cat_all "$mnt2"/q/a{0,1,2,3}.bin
+for f in o/b0.bin o/b1.bin; do
+  v="$(xget "$mnt2/$f" user.tierfs.residency)"
+  [[ "$v" == "l2=4/4" ]] || fail "$f was pushed out by the quota'd prefix: $v"
+done
+held=0
+for i in 0 1 2 3; do
+  v="$(xget "$mnt2/q/a$i.bin" user.tierfs.residency)"
+  held=$((held + $(sed -E 's/^l2=([0-9]+)\/.*/\1/' <<<"$v")))
+done
+(( held >= 1 && held <= 6 )) || fail "q/ holds $held MiB in L2, quota 6 MiB"
+# The newest file of q/ is the one that stays whole.
+[[ "$(xget "$mnt2/q/a3.bin" user.tierfs.residency)" == "l2=4/4" ]] || fail "q/a3.bin not cached"
+log "ok quota: q/ holds $held of its 16 MiB in L2 (quota 6 MiB), o/ untouched"
+tierfs_umount "$mnt2" "$TIERFS_PID" || { print_log_tail "$logf"; fail "unclean unmount"; }

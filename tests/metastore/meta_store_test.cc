@@ -51,7 +51,9 @@ BlockRecord Block(const BlockKey& key, uint32_t length = 4096) {
   r.checksum = 0x0123456789abcdefULL ^ key[0];
   r.atime_ns = -5;  // negative on purpose: signed fields must round-trip
   r.stored_ns = 1700000000000000000LL;
-  r.flags = 1;
+  r.flags = 3;
+  r.group = 0xdeadbeef;
+  r.expires_ns = 1700000000000000000LL + 3600;
   return r;
 }
 
@@ -70,6 +72,8 @@ void ExpectSameBlock(const BlockRecord& a, const BlockRecord& b) {
   EXPECT_EQ(a.atime_ns, b.atime_ns);
   EXPECT_EQ(a.stored_ns, b.stored_ns);
   EXPECT_EQ(a.flags, b.flags);
+  EXPECT_EQ(a.group, b.group);
+  EXPECT_EQ(a.expires_ns, b.expires_ns);
 }
 
 std::vector<std::string> Names(const std::vector<DirEntry>& v) {

@@ -292,5 +292,73 @@ TEST_F(FlashTierTest, ConcurrentInsertReadEraseStaysConsistent) {
   EXPECT_EQ(t->Stats().corruptions, 0u);
 }
 
+TEST_F(FlashTierTest, QuotaGroupIsHeldToItsBytesAcrossReopen) {
+  options_.capacity_bytes = 10000;
+  const Placement q{.quota_group = 42, .quota_bytes = 3000};
+  {
+    auto t = Open();
+    clock_.Advance(std::chrono::seconds(1));
+    TC_ASSERT_OK(t->Insert(Key(1), MakeBlock(Pattern(1000, 1)), {}));
+    for (int i = 10; i < 15; ++i) {
+      clock_.Advance(std::chrono::seconds(1));
+      TC_ASSERT_OK(t->Insert(Key(i), MakeBlock(Pattern(1000, i)), q));
+    }
+    EXPECT_EQ(t->Stats().bytes_used, 4000u);  // 1 + three of the group's
+    EXPECT_TRUE(t->Contains(Key(1)));
+    EXPECT_FALSE(t->Contains(Key(10)));
+    EXPECT_TRUE(t->Contains(Key(14)));
+    // A block larger than the quota is declined rather than emptying the group.
+    EXPECT_EQ(t->Insert(Key(20), MakeBlock(Pattern(3001, 20)), q).code(), Status::Code::kNoSpace);
+    EXPECT_TRUE(t->Contains(Key(12)));
+  }
+  auto rec = meta_->GetBlock(Key(14));
+  ASSERT_TRUE(rec.ok() && rec->has_value());
+  EXPECT_EQ((*rec)->group, 42u);
+  // After a restart the group's blocks are still known as the group's.
+  auto t = Open();
+  clock_.Advance(std::chrono::seconds(1));
+  TC_ASSERT_OK(t->Insert(Key(15), MakeBlock(Pattern(1000, 15)), q));
+  EXPECT_FALSE(t->Contains(Key(12)));  // the group's oldest
+  EXPECT_TRUE(t->Contains(Key(1)));
+  EXPECT_EQ(t->Stats().bytes_used, 4000u);
+}
+
+TEST_F(FlashTierTest, TtlPolicyBlocksKeepStoredOrderAndExpiredGoFirst) {
+  options_.capacity_bytes = 3000;
+  const Placement ttl{.ttl = std::chrono::hours(1), .ttl_order = true};
+  {
+    auto t = Open();
+    clock_.Advance(std::chrono::seconds(1));
+    TC_ASSERT_OK(t->Insert(Key(1), MakeBlock(Pattern(1000, 1)), ttl));
+    clock_.Advance(std::chrono::seconds(1));
+    TC_ASSERT_OK(t->Insert(Key(2), MakeBlock(Pattern(1000, 2)), {}));
+    clock_.Advance(std::chrono::seconds(1));
+    ASSERT_TRUE(t->Read(Key(1)).ok());  // no refresh, not persisted either
+  }
+  auto rec = meta_->GetBlock(Key(1));
+  ASSERT_TRUE(rec.ok() && rec->has_value());
+  EXPECT_EQ((*rec)->atime_ns, (*rec)->stored_ns);
+  EXPECT_EQ((*rec)->expires_ns,
+            (*rec)->stored_ns + std::chrono::nanoseconds(std::chrono::hours(1)).count());
+  auto t = Open();
+  clock_.Advance(std::chrono::seconds(1));
+  TC_ASSERT_OK(t->Insert(Key(3), MakeBlock(Pattern(1000, 3)), {}));
+  TC_ASSERT_OK(t->Insert(Key(4), MakeBlock(Pattern(1000, 4)), {}));  // evicts 1, not 2
+  EXPECT_FALSE(t->Contains(Key(1)));
+  EXPECT_TRUE(t->Contains(Key(2)));
+  // An expired block goes before the least recently used one.
+  const Placement short_ttl{.ttl = std::chrono::seconds(5)};
+  TC_ASSERT_OK(t->Insert(Key(5), MakeBlock(Pattern(1000, 5)), short_ttl));  // evicts LRU 2
+  EXPECT_FALSE(t->Contains(Key(2)));
+  clock_.Advance(std::chrono::seconds(10));
+  ASSERT_TRUE(t->Read(Key(3)).ok());
+  ASSERT_TRUE(t->Read(Key(4)).ok());
+  ASSERT_TRUE(t->Read(Key(5)).ok());  // the most recently used, but expired
+  TC_ASSERT_OK(t->Insert(Key(6), MakeBlock(Pattern(1000, 6)), {}));
+  EXPECT_FALSE(t->Contains(Key(5)));
+  EXPECT_TRUE(t->Contains(Key(3)));
+  EXPECT_TRUE(t->Contains(Key(4)));
+}
+
 }  // namespace
 }  // namespace tierfs

@@ -149,5 +149,45 @@ TEST(MemoryTierTest, ConcurrentUseKeepsAccountsStraight) {
   EXPECT_EQ(sum, t->Stats().bytes_used.load());
 }
 
+TEST(MemoryTierTest, AQuotaGroupEvictsItsOwnBlocksFirst) {
+  auto t = OneShard(1000);
+  const Placement q{.quota_group = 5, .quota_bytes = 300};
+  TC_ASSERT_OK(t->Insert(Key(1), MakeBlock(100), {}));  // the oldest block, no group
+  for (int i = 10; i < 16; ++i) TC_ASSERT_OK(t->Insert(Key(i), MakeBlock(100), q));
+  // The group never holds more than its 300 bytes, and it made room from its own blocks.
+  int held = 0;
+  for (int i = 10; i < 16; ++i) held += t->Contains(Key(i)) ? 1 : 0;
+  EXPECT_EQ(held, 3);
+  EXPECT_TRUE(t->Contains(Key(13)) && t->Contains(Key(14)) && t->Contains(Key(15)));
+  EXPECT_TRUE(t->Contains(Key(1)));
+  EXPECT_EQ(t->Stats().bytes_used, 400u);
+  // A block bigger than the quota share still fits on its own (the share is at least a block).
+  TC_ASSERT_OK(t->Insert(Key(20), MakeBlock(500), q));
+  EXPECT_TRUE(t->Contains(Key(20)));
+  EXPECT_FALSE(t->Contains(Key(15)));
+}
+
+TEST(MemoryTierTest, TtlPolicyEvictsInStoredOrderAndExpiredFirst) {
+  auto t = OneShard(300);
+  Placement ttl{.ttl = std::chrono::seconds(10), .stored_ns = 1'000'000'000, .ttl_order = true};
+  TC_ASSERT_OK(t->Insert(Key(1), MakeBlock(100), ttl));
+  TC_ASSERT_OK(t->Insert(Key(2), MakeBlock(100), Placement{.stored_ns = 1'000'000'000}));
+  TC_ASSERT_OK(t->Insert(Key(3), MakeBlock(100), Placement{.stored_ns = 1'000'000'000}));
+  ASSERT_TRUE(t->Read(Key(1)).ok());  // does not refresh a ttl-ordered block
+  TC_ASSERT_OK(t->Insert(Key(4), MakeBlock(100), Placement{.stored_ns = 2'000'000'000}));
+  EXPECT_FALSE(t->Contains(Key(1)));
+  EXPECT_TRUE(t->Contains(Key(2)));
+  // An expired block goes before the least recently used one, whatever its policy.
+  Placement short_ttl{.ttl = std::chrono::seconds(1), .stored_ns = 3'000'000'000};
+  TC_ASSERT_OK(t->Insert(Key(5), MakeBlock(100), short_ttl));  // evicts LRU 2
+  ASSERT_TRUE(t->Read(Key(3)).ok());
+  ASSERT_TRUE(t->Read(Key(4)).ok());
+  ASSERT_TRUE(t->Read(Key(5)).ok());  // the most recently used, but expired by the next insert
+  TC_ASSERT_OK(t->Insert(Key(6), MakeBlock(100), Placement{.stored_ns = 5'000'000'000}));
+  EXPECT_FALSE(t->Contains(Key(5)));
+  EXPECT_TRUE(t->Contains(Key(3)));
+  EXPECT_TRUE(t->Contains(Key(4)));
+}
+
 }  // namespace
 }  // namespace tierfs

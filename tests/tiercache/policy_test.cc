@@ -131,6 +131,36 @@ TEST_F(PolicyResolverTest, ConfigPrefixesAreDefaultsLongestFirst) {
   EXPECT_EQ(r->Resolve("datasets/imagenet/train/0.jpg").ttl, 1s);
 }
 
+TEST_F(PolicyResolverTest, QuotaGroupsComeFromTheMostSpecificPrefixWithAQuota) {
+  PolicyOptions o;
+  PrefixPolicy all;
+  all.prefix = "datasets/";
+  all.quota_bytes = 1000;
+  PrefixPolicy inet;
+  inet.prefix = "datasets/imagenet/";
+  inet.quota_bytes = 300;
+  inet.policy.eviction = EvictionOrder::kTtl;
+  PrefixPolicy pinned;  // more specific, but without a quota: imagenet's quota still applies
+  pinned.prefix = "datasets/imagenet/val/";
+  pinned.policy.pin = true;
+  o.prefixes = {all, inet, pinned};
+  auto r = Open(o);
+  Placement p = r->PlacementFor("datasets/imagenet/val/1.jpg");
+  EXPECT_EQ(p.quota_group, QuotaGroupId("datasets/imagenet/"));
+  EXPECT_EQ(p.quota_bytes, 300u);
+  EXPECT_TRUE(p.pinned);
+  EXPECT_TRUE(p.ttl_order);
+  p = r->PlacementFor("datasets/coco/1.jpg");
+  EXPECT_EQ(p.quota_group, QuotaGroupId("datasets/"));
+  EXPECT_EQ(p.quota_bytes, 1000u);
+  EXPECT_FALSE(p.ttl_order);
+  EXPECT_NE(QuotaGroupId("datasets/"), QuotaGroupId("datasets/imagenet/"));
+  EXPECT_NE(QuotaGroupId(""), 0u);
+  p = r->PlacementFor("scratch/x");
+  EXPECT_EQ(p.quota_group, 0u);
+  EXPECT_EQ(p.quota_bytes, 0u);
+}
+
 TEST_F(PolicyResolverTest, PinQuota) {
   PolicyOptions o;
   o.pin_quota_bytes = 1000;
