@@ -269,6 +269,39 @@ const std::vector<KeySpec>& Schema() {
              std::max<int>(o->http.max_total_connections, static_cast<int>(v.i));
          return Status::OK();
        }},
+      {"s3", "initial_concurrency", Kind::kInt,
+       [](const Value& v, DaemonOptions* o) {
+         o->origin.initial_concurrency = static_cast<int>(v.i);
+         return Status::OK();
+       }},
+      {"s3", "hedge", Kind::kBool,
+       [](const Value& v, DaemonOptions* o) {
+         o->origin.hedge = v.b;
+         o->l3_store.hedge = v.b;
+         return Status::OK();
+       }},
+      {"s3", "hedge_min_delay", Kind::kDuration,
+       [](const Value& v, DaemonOptions* o) {
+         o->origin.hedge_min_delay = ToMillis(v.duration);
+         o->l3_store.hedge_min_delay = ToMillis(v.duration);
+         return Status::OK();
+       }},
+      {"s3", "hedge_max_size", Kind::kSize,
+       [](const Value& v, DaemonOptions* o) {
+         o->origin.hedge_max_bytes = v.size;
+         o->l3_store.hedge_max_bytes = v.size;
+         return Status::OK();
+       }},
+      {"s3", "part_size", Kind::kSize,
+       [](const Value& v, DaemonOptions* o) {
+         o->origin.part_size = v.size;
+         return Status::OK();
+       }},
+      {"s3", "max_parts_in_flight", Kind::kInt,
+       [](const Value& v, DaemonOptions* o) {
+         o->origin.max_parts_in_flight = static_cast<int>(v.i);
+         return Status::OK();
+       }},
       // [fuse]
       {"fuse", "max_threads", Kind::kInt,
        [](const Value& v, DaemonOptions* o) {
@@ -895,6 +928,14 @@ Status Validate(const DaemonOptions& o) {
   }
   if (o.origin.max_connections < 1 || o.origin.max_connections > 4096) {
     return bad("s3.max_connections", "must be 1..4096");
+  }
+  if (o.origin.initial_concurrency < 1 || o.origin.initial_concurrency > 4096) {
+    return bad("s3.initial_concurrency", "must be 1..4096");
+  }
+  if (o.origin.hedge_min_delay.count() <= 0) return bad("s3.hedge_min_delay", "must be positive");
+  if (o.origin.part_size < (64u << 10)) return bad("s3.part_size", "must be at least 64KiB");
+  if (o.origin.max_parts_in_flight < 1 || o.origin.max_parts_in_flight > 256) {
+    return bad("s3.max_parts_in_flight", "must be 1..256");
   }
   if (o.origin.connect_timeout.count() <= 0) return bad("s3.connect_timeout", "must be positive");
   if (o.origin.request_timeout.count() <= 0) return bad("s3.request_timeout", "must be positive");

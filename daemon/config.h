@@ -13,11 +13,12 @@
 //   [metadata]  ttl
 //   [s3]        endpoint, region, addressing, profile, no_sign_request, ca_bundle,
 //               connect_timeout, request_timeout, low_speed_time, max_attempts, backoff_base,
-//               backoff_max, max_connections
+//               backoff_max, max_connections, initial_concurrency, hedge, hedge_min_delay,
+//               hedge_max_size, part_size, max_parts_in_flight
 //   [fuse]      max_threads, clone_fd, allow_other, default_permissions, uid, gid, options
 //   [log]       level, file
 //   [metastore] map_size, sync_every_commit
-//   [[policy]]  prefix (required), pin, ttl, policy — one table per path prefix
+//   [[policy]]  prefix (required), pin, ttl, policy, quota — one table per path prefix
 //
 // Sizes are strings ("512MiB", "20GiB") or integers (bytes); durations are strings ("30s",
 // "10m", "7d", "forever") or integers (seconds). Every key is checked: an unknown key or a value

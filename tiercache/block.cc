@@ -10,6 +10,16 @@
 #include "tiercache/tier.h"
 
 namespace tierfs {
+
+void AppendStoreStats(const BlobStoreStats& s, std::vector<std::pair<std::string, uint64_t>>* out) {
+  out->emplace_back("retries", s.retries);
+  out->emplace_back("hedges", s.hedges_issued);
+  out->emplace_back("hedge_wins", s.hedges_won);
+  out->emplace_back("concurrency_limit", s.concurrency_limit);
+  out->emplace_back("throttled", s.concurrency_decreases);
+  out->emplace_back("ttfb_p95_us", s.ttfb_p95_us);
+  out->emplace_back("parallel_reads", s.parallel_reads);
+}
 namespace {
 
 void AppendU64LE(std::string* out, uint64_t v) {

@@ -183,6 +183,7 @@ class RemoteTier final : public Tier {
     out->emplace_back("skipped", skipped_.load());
     out->emplace_back("breaker.trips", breaker_trips_.load());
     out->emplace_back("breaker.open", BreakerOpenNow() ? 1 : 0);
+    AppendStoreStats(store_->Stats(), out);
   }
 
  private:

@@ -68,6 +68,10 @@ struct TierStats {
   std::atomic<uint64_t> capacity{0};    // byte budget
 };
 
+// The request-level counters of a BlobStore as "<name>=<value>" pairs for StatsText
+// (retries, hedges, hedge_wins, concurrency_limit, throttled, ttfb_p95_us, parallel_reads).
+void AppendStoreStats(const BlobStoreStats& s, std::vector<std::pair<std::string, uint64_t>>* out);
+
 // Hints that travel with an insert, from the object's policy (tiercache/policy.h).
 // L1 and L2 evict by tiercache/internal/eviction_list.h: expired blocks first, then a quota
 // group over its budget gives up its own blocks, then least recently used.

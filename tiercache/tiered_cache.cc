@@ -244,6 +244,11 @@ class TieredCacheImpl final : public TieredCache {
     add("origin.requests", stats_.origin_requests);
     add("origin.bytes", stats_.origin_bytes);
     add("origin.errors", stats_.origin_errors);
+    if (origin_ != nullptr) {
+      std::vector<std::pair<std::string, uint64_t>> store;
+      AppendStoreStats(origin_->Stats(), &store);
+      for (const auto& [k, v] : store) add("origin." + k, v);
+    }
     add("singleflight.merged", stats_.singleflight_merged);
     add("readahead.blocks", stats_.readahead_blocks);
     add("readahead.dropped", prefetch_dropped_);

@@ -79,6 +79,12 @@ connect_timeout = "2s"
 request_timeout = 45
 max_attempts = 3
 max_connections = 32
+initial_concurrency = 4
+hedge = false
+hedge_min_delay = "35ms"
+hedge_max_size = "2MiB"
+part_size = "16MiB"
+max_parts_in_flight = 4
 
 [fuse]
 max_threads = 32
@@ -115,6 +121,13 @@ sync_every_commit = true
   EXPECT_EQ(o.origin.request_timeout, std::chrono::milliseconds(45000));
   EXPECT_EQ(o.origin.max_attempts, 3);
   EXPECT_EQ(o.origin.max_connections, 32);
+  EXPECT_EQ(o.origin.initial_concurrency, 4);
+  EXPECT_FALSE(o.origin.hedge);
+  EXPECT_FALSE(o.l3_store.hedge);
+  EXPECT_EQ(o.origin.hedge_min_delay, std::chrono::milliseconds(35));
+  EXPECT_EQ(o.origin.hedge_max_bytes, 2u << 20);
+  EXPECT_EQ(o.origin.part_size, 16u << 20);
+  EXPECT_EQ(o.origin.max_parts_in_flight, 4);
   EXPECT_EQ(o.fuse.max_threads, 32);
   EXPECT_FALSE(o.fuse.allow_other);
   EXPECT_EQ(o.fs.uid, 1000u);
@@ -295,6 +308,18 @@ TEST(ConfigTest, ValidateNamesKeys) {
   c = o;
   c.meta.map_size = 1024;
   EXPECT_TRUE(Contains(Err(Validate(c)), "metastore.map_size"));
+  c = o;
+  c.origin.initial_concurrency = 0;
+  EXPECT_TRUE(Contains(Err(Validate(c)), "s3.initial_concurrency"));
+  c = o;
+  c.origin.part_size = 1000;
+  EXPECT_TRUE(Contains(Err(Validate(c)), "s3.part_size"));
+  c = o;
+  c.origin.max_parts_in_flight = 0;
+  EXPECT_TRUE(Contains(Err(Validate(c)), "s3.max_parts_in_flight"));
+  c = o;
+  c.origin.hedge_min_delay = std::chrono::milliseconds(0);
+  EXPECT_TRUE(Contains(Err(Validate(c)), "s3.hedge_min_delay"));
 }
 
 TEST(ConfigTest, ConfigFileOnDisk) {

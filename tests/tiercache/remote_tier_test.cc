@@ -402,6 +402,12 @@ TEST_F(SharedL3Test, L3DownNeverFailsARead) {
   auto s = ParseStats(h.cache->StatsText());
   EXPECT_GT(s["l3.errors"] + s["l3.skipped"], 0u);
   EXPECT_EQ(s["origin.errors"], 0u);
+  // The endpoints' request counters are listed too (a fake store reports zeros).
+  for (const char* k :
+       {"origin.retries", "origin.hedges", "origin.hedge_wins", "origin.concurrency_limit",
+        "origin.throttled", "l3.hedges", "l3.retries"}) {
+    EXPECT_TRUE(s.count(k)) << k << " missing from " << h.cache->StatsText();
+  }
 }
 
 TEST_F(SharedL3Test, CorruptL3BlockIsRefetchedFromTheOrigin) {
