@@ -128,6 +128,35 @@ Status EnsureDir(const std::string& dir) {
   return Status::OK();
 }
 
+// Moves a damaged metadata store aside (to PATH.corrupt, replacing an older one) so the daemon
+// can start with an empty index: the cache is a cache, and a power loss under MDB_NOSYNC must
+// cost a cold cache, never the mount. The L2 start-up sweep then removes the block files the new
+// index does not know. Stored policies and prefetch jobs are lost with it (logged).
+Status MoveMetaStoreAside(const std::string& path, const Status& why) {
+  const std::string aside = path + ".corrupt";
+  Logger(Module::kDaemon)
+      .error(
+          "the metadata store at {} is damaged ({}); moving it to {} and starting with an "
+          "empty cache index (cached blocks, stored policies and prefetch jobs are dropped)",
+          path, why.ToString(), aside);
+  std::error_code ec;
+  std::filesystem::remove_all(aside, ec);
+  std::filesystem::rename(path, aside, ec);
+  if (ec) {
+    return Status::IOError(
+        fmt::format("cannot move the damaged metadata store {} aside: {}", path, ec.message()));
+  }
+  return Status::OK();
+}
+
+// Opens the metadata store, recovering from a damaged one (MoveMetaStoreAside).
+Result<std::unique_ptr<MetaStore>> OpenMetaStore(const MetaStoreOptions& options) {
+  auto m = NewLmdbMetaStore(options);
+  if (m.ok() || m.status().code() != Status::Code::kCorruption) return m;
+  TIERFS_RETURN_IF_ERROR(MoveMetaStoreAside(options.path, m.status()));
+  return NewLmdbMetaStore(options);
+}
+
 // Builds everything below the FUSE server. Failures are runtime failures (exit 1).
 Status Build(const DaemonOptions& o, Components* c) {
   Clock* clock = SystemClock();
@@ -146,7 +175,7 @@ Status Build(const DaemonOptions& o, Components* c) {
     c->origin = std::move(*s);
   }
   TIERFS_RETURN_IF_ERROR(EnsureDir(o.cache_dir));
-  auto m = NewLmdbMetaStore(o.meta);
+  auto m = OpenMetaStore(o.meta);
   if (!m.ok()) return m.status().WithContext("opening the metadata store at " + o.meta.path);
   c->meta = std::move(*m);
 
@@ -159,6 +188,15 @@ Status Build(const DaemonOptions& o, Components* c) {
     if (!f.ok()) return f.status().WithContext("opening the flash cache at " + o.cache_dir);
     c->flash = std::move(*f);
     auto l2 = NewFlashTier(o.l2, c->flash.get(), c->meta.get(), clock);
+    if (!l2.ok() && l2.status().code() == Status::Code::kCorruption) {
+      // The store opened but its block index is unreadable: same recovery as a failed open.
+      c->meta.reset();
+      TIERFS_RETURN_IF_ERROR(MoveMetaStoreAside(o.meta.path, l2.status()));
+      auto again = NewLmdbMetaStore(o.meta);
+      if (!again.ok()) return again.status().WithContext("reopening the metadata store");
+      c->meta = std::move(*again);
+      l2 = NewFlashTier(o.l2, c->flash.get(), c->meta.get(), clock);
+    }
     if (!l2.ok()) return l2.status().WithContext("opening the L2 tier");
     tiers.push_back(std::move(*l2));
   }

@@ -406,7 +406,7 @@ Result<std::unique_ptr<LmdbMetaStore>> LmdbMetaStore::Open(const MetaStoreOption
       }
       const uint32_t on_disk = GetU32(version->data());
       if (on_disk > kSchemaVersion) {
-        Status s = Status::Corruption(
+        Status s = Status::FailedPrecondition(
             where + ": schema version " + std::to_string(on_disk) +
             " is newer than this binary understands (" + std::to_string(kSchemaVersion) +
             "); refusing to open. Upgrade tierfs, or delete the directory to start an empty "

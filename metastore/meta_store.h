@@ -126,8 +126,10 @@ class MetaStore {
   virtual MetaStoreStats Stats() const = 0;
 };
 
-// Opens (creating if needed) the LMDB environment at options.path. Fails with Corruption if the
-// schema version on disk is newer than this binary understands, or the files are not LMDB.
+// Opens (creating if needed) the LMDB environment at options.path. Fails with
+// FailedPrecondition if the schema version on disk is newer than this binary understands (the
+// data is fine, this binary is old: the caller must not discard it), and with Corruption if the
+// files are damaged or not LMDB (the daemon then moves them aside and starts an empty index).
 Result<std::unique_ptr<MetaStore>> NewLmdbMetaStore(const MetaStoreOptions& options);
 
 // An in-memory MetaStore with the same semantics, for tests (conventions C7).

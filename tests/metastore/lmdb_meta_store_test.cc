@@ -104,11 +104,11 @@ TEST_F(LmdbMetaStoreTest, NewerSchemaVersionIsRefused) {
   }
   auto store = LmdbMetaStore::Open(Options());
   ASSERT_FALSE(store.ok());
-  EXPECT_EQ(store.status().code(), Status::Code::kCorruption) << store.status().ToString();
+  EXPECT_EQ(store.status().code(), Status::Code::kFailedPrecondition) << store.status().ToString();
   EXPECT_NE(store.status().message().find("newer"), std::string::npos) << store.status().ToString();
   // The public factory refuses too.
   auto pub = NewLmdbMetaStore(Options());
-  EXPECT_EQ(pub.status().code(), Status::Code::kCorruption);
+  EXPECT_EQ(pub.status().code(), Status::Code::kFailedPrecondition);
 }
 
 TEST_F(LmdbMetaStoreTest, OlderUnknownSchemaVersionIsRefused) {
