@@ -449,15 +449,16 @@ class TieredCacheImpl final : public TieredCache {
         queue_.pop_front();
         queued_blocks_ -= task.count;
       }
-      RunTask(task);
+      RunTask(task, st);
     }
   }
 
-  // Brings blocks [task.first, task.first + task.count) to the fastest tier.
-  void RunTask(const PrefetchTask& task) {
+  // Brings blocks [task.first, task.first + task.count) to the fastest tier; stops early when
+  // the cache shuts down.
+  void RunTask(const PrefetchTask& task, const std::stop_token& st) {
     const ObjectRef& obj = *task.obj;
     const uint64_t end = task.first + task.count;
-    for (uint64_t i = task.first; i < end;) {
+    for (uint64_t i = task.first; i < end && !st.stop_requested();) {
       const BlockKey key = KeyFor(obj, i);
       if (InFastestTier(key) || flights_.InFlight(key)) {
         ++i;

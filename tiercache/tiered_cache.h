@@ -45,7 +45,7 @@ struct TieredCacheOptions {
   // Block size. 1 MiB: matches the kernel's largest FUSE read, so one read touches at most two
   // blocks, and is large enough that per-request latency amortises (see README, "Block size").
   uint64_t block_size = 1ULL << 20;
-  int prefetch_threads = 4;                    // the readahead/prefetch pool
+  int prefetch_threads = 8;                    // the readahead/prefetch pool
   uint64_t readahead_max_bytes = 64ULL << 20;  // per open file, adaptive window upper bound
   // Readahead memory of the whole process: the queue holds at most this many bytes' worth of
   // blocks, and the blocks being fetched (prefetch_threads runs of at most readahead_run_bytes)
