@@ -911,6 +911,12 @@ Status Validate(const DaemonOptions& o) {
   if (o.cache.prefetch_threads < 0 || o.cache.prefetch_threads > 256) {
     return bad("cache.prefetch_threads", "must be 0..256");
   }
+  if (o.cache.readahead_max_bytes != 0 && o.cache.readahead_budget_bytes < bs) {
+    return bad("cache.readahead_budget",
+               fmt::format("{} is smaller than one block ({}); set cache.readahead_max = 0 to "
+                           "disable readahead",
+                           FormatSize(o.cache.readahead_budget_bytes), FormatSize(bs)));
+  }
   if (o.catalog.metadata_ttl <= std::chrono::nanoseconds(0)) {
     return bad("metadata.ttl (--metadata-ttl)", "must be positive (or \"forever\")");
   }

@@ -15,6 +15,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -272,6 +273,14 @@ void DetachStdio() {
 // parent (or does nothing in the foreground). Returns the exit code.
 int ServeMount(const DaemonOptions& o, StartupPipe* pipe) {
   spdlog::logger& log = Logger(Module::kDaemon);
+  // Before any thread exists. Cache blocks are mappings of their own (tiercache/block.cc). For
+  // the other large buffers (libfuse's request buffers, hedged-GET copies, listings) a fixed
+  // mmap threshold keeps glibc from raising it after the first large free and carving them from
+  // the arenas instead, where freed memory fragments and is not returned; and a few arenas
+  // rather than 8 per core bound what the many short-lived small allocations of the FUSE,
+  // prefetch and HTTP threads can strand.
+  mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+  mallopt(M_ARENA_MAX, 4);
   // Signals stay blocked in every thread the components start; only the FUSE loop's thread
   // takes them (fuse_set_signal_handlers) so the loop wakes up and exits.
   SetSignalsBlocked(true);

@@ -386,7 +386,9 @@ int Filesystem::TierHolding(const ObjectRef& obj, uint64_t block_index) const {
 
 // Sequential detector: a read that starts near the end of the previous ones (the kernel issues
 // readahead asynchronously, so neighbours may arrive slightly out of order) doubles the window
-// up to readahead_max_bytes; any other read is a seek and resets it.
+// up to readahead_max_bytes; any other read is a seek and resets it. New blocks are asked for in
+// steps of at least min(a readahead run, half the window), so that once the window is full the
+// cache gets whole runs (one origin request each) rather than one block per read.
 void Filesystem::MaybeReadahead(FileHandle* fh, uint64_t offset, uint64_t size) {
   if (options_.readahead_max_bytes == 0) return;
   const uint64_t bs = cache_->block_size();
@@ -413,6 +415,9 @@ void Filesystem::MaybeReadahead(FileHandle* fh, uint64_t offset, uint64_t size) 
     first = std::max(fh->prefetched_until, end_block + 1);
     if (want_until <= first) return;
     count = want_until - first;
+    const uint64_t step = std::max<uint64_t>(
+        1, std::min<uint64_t>(cache_->readahead_run_blocks(), fh->window / bs / 2));
+    if (count < step && want_until < nblocks) return;  // wait for a whole step
     fh->prefetched_until = want_until;
   }
   ++counters_.readahead_requests;

@@ -12,12 +12,17 @@
 // `fn` should re-check the caches it is about to fill: a previous leader may have finished
 // between the caller's own miss and its call to Do().
 //
+// A caller that fetches several keys at once (one request for a run of adjacent blocks) claims
+// each with TryClaim() instead: the returned Lease makes it the leader for that key, callers of
+// Do() for the key wait for the value given to Lease::Complete().
+//
 // Thread-safe; no external synchronization needed. `fn` runs without any SingleFlight lock held.
 #pragma once
 
 #include <functional>
 #include <future>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <utility>
 
@@ -75,6 +80,58 @@ class SingleFlight {
       promise->set_exception(std::current_exception());
       throw;
     }
+  }
+
+  // Leadership of one key, taken by TryClaim(). Complete() publishes the value to the callers
+  // waiting in Do() and releases the key (erased before publishing, as in Do()). A lease
+  // destroyed without Complete() publishes its `abandoned` value. Movable, not copyable.
+  class Lease {
+   public:
+    Lease(Lease&& other) noexcept
+        : sf_(std::exchange(other.sf_, nullptr)),
+          key_(std::move(other.key_)),
+          promise_(std::move(other.promise_)),
+          abandoned_(std::move(other.abandoned_)) {}
+    Lease& operator=(Lease&&) = delete;
+    Lease(const Lease&) = delete;
+    ~Lease() {
+      if (sf_ != nullptr) Complete(abandoned_);
+    }
+    const Key& key() const { return key_; }
+    // REQUIRES: not completed yet.
+    void Complete(const Value& v) {
+      SingleFlight* sf = std::exchange(sf_, nullptr);
+      if (sf == nullptr) return;
+      {
+        MutexLock l(&sf->mu_);
+        sf->calls_.erase(key_);
+      }
+      promise_->set_value(v);
+    }
+
+   private:
+    friend class SingleFlight;
+    Lease(SingleFlight* sf, Key key, std::shared_ptr<std::promise<Value>> promise, Value abandoned)
+        : sf_(sf),
+          key_(std::move(key)),
+          promise_(std::move(promise)),
+          abandoned_(std::move(abandoned)) {}
+    SingleFlight* sf_;
+    Key key_;
+    std::shared_ptr<std::promise<Value>> promise_;
+    Value abandoned_;
+  };
+
+  // Makes the caller the leader for `key` if no call for it is in flight; nullopt otherwise.
+  // The SingleFlight must outlive the lease.
+  std::optional<Lease> TryClaim(const Key& key, Value abandoned) EXCLUDES(mu_) {
+    auto promise = std::make_shared<std::promise<Value>>();
+    {
+      MutexLock l(&mu_);
+      if (calls_.count(key) != 0) return std::nullopt;
+      calls_.emplace(key, promise->get_future().share());
+    }
+    return Lease(this, key, std::move(promise), std::move(abandoned));
   }
 
   // True when a call for `key` is running now.

@@ -31,10 +31,26 @@ namespace tierfs {
 
 // An immutable run of bytes once published. Built by the fetcher (mutable_data, set_size), then
 // shared as BlockRef by every tier and reader that holds it; freed when the last ref drops.
+//
+// Storage of kMapThreshold bytes or more is its own anonymous mapping (mmap, unmapped when the
+// block is freed), not malloc'd: glibc raises its dynamic mmap threshold after the first large
+// free, after which 1 MiB buffers come from the malloc arenas, which fragment and never shrink, so
+// the daemon's RSS grew well past the L1 budget. A mapping returns its pages to the kernel at once.
 class Block {
  public:
+  static constexpr size_t kMapThreshold = 64 * 1024;
   // Uninitialised storage of `capacity` bytes; size() is 0 until set_size().
   static std::shared_ptr<Block> Allocate(size_t capacity);
+  // Storage for `count` adjacent blocks, each `block_size` bytes but the last (`last_size`), back
+  // to back in one mapping, so that one read fills them all: *run is the whole span. Each block
+  // unmaps its own pages when it is freed. Empty when that layout is not possible (block_size
+  // below kMapThreshold or not a multiple of the page size, count 0, last_size 0 or above
+  // block_size, mmap failed): the caller allocates the blocks one by one.
+  static std::vector<std::shared_ptr<Block>> AllocateRun(size_t block_size, size_t count,
+                                                         size_t last_size,
+                                                         std::span<std::byte>* run);
+  // Bytes of block storage held in mappings by the whole process (capacities, not sizes).
+  static uint64_t MappedBytes();
   std::span<std::byte> mutable_data() { return {data_.get(), capacity_}; }
   std::span<const std::byte> data() const { return {data_.get(), size_}; }
   size_t size() const { return size_; }
@@ -42,7 +58,15 @@ class Block {
   void set_size(size_t n) { size_ = n; }
 
  private:
-  std::unique_ptr<std::byte[]> data_;
+  struct Free {
+    // (No default member initializer: unique_ptr needs Free default-constructible while Block
+    // is still incomplete.)
+    Free() : mapped(0) {}
+    explicit Free(size_t m) : mapped(m) {}
+    size_t mapped;  // length of the mapping, or 0 when the storage came from new[]
+    void operator()(std::byte* p) const;
+  };
+  std::unique_ptr<std::byte[], Free> data_;
   size_t capacity_ = 0;
   size_t size_ = 0;
 };

@@ -14,10 +14,15 @@
 // of the ObjectRef; fewer bytes than the size implies means the object changed
 // (FailedPrecondition) and nothing is cached or served.
 //
-// Prefetch: Prefetch() enqueues (object, block) tasks on a bounded queue served by
-// `prefetch_threads` owned jthreads; a full queue drops tasks (prefetch is advisory). Demand
-// reads never pass through that queue; a prefetch in flight for a block a demand read needs is
-// simply joined through the single-flight.
+// Prefetch: Prefetch() enqueues (object, first block, count) tasks of at most run_blocks_
+// adjacent blocks on a bounded queue (in blocks) served by `prefetch_threads` owned jthreads; a
+// full queue drops tasks (prefetch is advisory). Demand reads never pass through that queue; a
+// prefetch in flight for a block a demand read needs is simply joined through the single-flight.
+// A worker brings each block of its task to L1: a block in L2 is read from there (readahead from
+// flash ahead of the reader); blocks no host tier holds are claimed in the single-flight
+// (TryClaim) and fetched from the origin as one run, one request for up to readahead_run_bytes,
+// into one mapping that the blocks share without a copy (Block::AllocateRun). With an L3 tier
+// every block takes the one-block path, which looks in L3 first.
 #include "tiercache/tiered_cache.h"
 
 #include <pthread.h>
@@ -45,8 +50,18 @@ void WaitWhileHeld(CondVar* cv) NO_THREAD_SAFETY_ANALYSIS { cv->Wait(); }
 
 struct PrefetchTask {
   std::shared_ptr<const ObjectRef> obj;
-  uint64_t index = 0;
+  uint64_t first = 0;
+  uint64_t count = 0;
 };
+
+// Blocks in one readahead run: readahead_run_bytes, shrunk so that every prefetch thread's run
+// fits in the readahead budget at once; at least one block.
+uint64_t RunBlocks(const TieredCacheOptions& o) {
+  const uint64_t bs = std::max<uint64_t>(1, o.block_size);
+  const uint64_t threads = static_cast<uint64_t>(std::max(1, o.prefetch_threads));
+  const uint64_t bytes = std::min(o.readahead_run_bytes, o.readahead_budget_bytes / threads);
+  return std::max<uint64_t>(1, bytes / bs);
+}
 
 // Thread-safe; no external synchronization needed.
 class TieredCacheImpl final : public TieredCache {
@@ -60,6 +75,9 @@ class TieredCacheImpl final : public TieredCache {
         source_(origin->Describe()),
         queue_limit_(std::max<uint64_t>(
             1, options.readahead_budget_bytes / std::max<uint64_t>(1, options.block_size))),
+        run_blocks_(RunBlocks(options)),
+        runs_from_origin_(std::none_of(tiers_.begin(), tiers_.end(),
+                                       [](const auto& t) { return t->IsRemote(); })),
         queue_cv_(&queue_mu_) {}
 
   ~TieredCacheImpl() override {
@@ -67,6 +85,7 @@ class TieredCacheImpl final : public TieredCache {
     {
       MutexLock l(&queue_mu_);
       queue_.clear();
+      queued_blocks_ = 0;
     }
     queue_cv_.SignalAll();
     workers_.clear();  // joins; a worker finishes the fetch it is in, then exits
@@ -119,17 +138,30 @@ class TieredCacheImpl final : public TieredCache {
     if (first_block >= nblocks) return;
     count = std::min(count, nblocks - first_block);
     auto shared = std::make_shared<const ObjectRef>(obj);
-    uint64_t queued = 0;
+    // Tasks of up to run_blocks_ adjacent blocks that the fastest tier lacks.
+    std::vector<PrefetchTask> tasks;
     for (uint64_t i = first_block; i < first_block + count; ++i) {
       const BlockKey key = KeyFor(obj, i);
-      if (flights_.InFlight(key) || CachedAnywhere(key)) continue;
-      MutexLock l(&queue_mu_);
-      if (queue_.size() >= queue_limit_) {
-        ++prefetch_dropped_;
-        continue;
+      if (flights_.InFlight(key) || InFastestTier(key)) continue;
+      if (!tasks.empty() && tasks.back().first + tasks.back().count == i &&
+          tasks.back().count < run_blocks_) {
+        ++tasks.back().count;
+      } else {
+        tasks.push_back(PrefetchTask{shared, i, 1});
       }
-      queue_.push_back(PrefetchTask{shared, i});
-      ++queued;
+    }
+    uint64_t queued = 0;
+    {
+      MutexLock l(&queue_mu_);
+      for (PrefetchTask& t : tasks) {
+        if (queued_blocks_ + t.count > queue_limit_) {
+          prefetch_dropped_ += t.count;
+          continue;
+        }
+        queued_blocks_ += t.count;
+        queue_.push_back(std::move(t));
+        ++queued;
+      }
     }
     if (queued == 1) {
       queue_cv_.Signal();
@@ -214,6 +246,7 @@ class TieredCacheImpl final : public TieredCache {
   }
 
   uint64_t block_size() const override { return options_.block_size; }
+  uint64_t readahead_run_blocks() const override { return run_blocks_; }
   const std::vector<std::unique_ptr<Tier>>& tiers() const override { return tiers_; }
   const CacheStats& Stats() const override { return stats_; }
 
@@ -252,6 +285,8 @@ class TieredCacheImpl final : public TieredCache {
     add("singleflight.merged", stats_.singleflight_merged);
     add("readahead.blocks", stats_.readahead_blocks);
     add("readahead.dropped", prefetch_dropped_);
+    add("readahead.runs", readahead_runs_);
+    add("blocks.mapped_bytes", Block::MappedBytes());
     add("prefetch.blocks", hydrated_blocks_);
     add("ttl.expired", ttl_expired_);
     add("insert.errors", insert_errors_);
@@ -282,6 +317,11 @@ class TieredCacheImpl final : public TieredCache {
       if (!t->IsRemote() && t->Contains(key)) return true;
     }
     return false;
+  }
+
+  // In the first tier (L1; L2 when there is no L1): nothing left for readahead to do.
+  bool InFastestTier(const BlockKey& key) {
+    return !tiers_.empty() && !tiers_[0]->IsRemote() && tiers_[0]->Contains(key);
   }
 
   // TTL policy: drops the block from the host tiers when a tier stored it longer ago than
@@ -386,11 +426,12 @@ class TieredCacheImpl final : public TieredCache {
     return BlockRef(std::move(block));
   }
 
-  // Offers `block` to tiers [0, upto), with the object's placement (pin) policy.
-  void CopyUp(const ObjectRef& obj, const BlockKey& key, const BlockRef& block, size_t upto) {
+  // Offers `block` to tiers [from, upto), with the object's placement (pin) policy.
+  void CopyUp(const ObjectRef& obj, const BlockKey& key, const BlockRef& block, size_t upto,
+              size_t from = 0) {
     Placement hint = options_.placement ? options_.placement(obj.key) : Placement{};
     hint.stored_ns = clock_->NowUnixNanos();
-    for (size_t t = 0; t < upto; ++t) {
+    for (size_t t = from; t < upto; ++t) {
       Status st = tiers_[t]->Insert(key, block, hint);
       if (!st.ok()) {
         ++insert_errors_;
@@ -411,17 +452,141 @@ class TieredCacheImpl final : public TieredCache {
         if (st.stop_requested()) return;
         task = std::move(queue_.front());
         queue_.pop_front();
+        queued_blocks_ -= task.count;
       }
-      const BlockKey key = KeyFor(*task.obj, task.index);
-      if (CachedAnywhere(key)) continue;
-      Result<BlockRef> r = GetBlock(*task.obj, task.index);
+      RunTask(task, st);
+    }
+  }
+
+  // Brings blocks [task.first, task.first + task.count) to the fastest tier; stops early when
+  // the cache shuts down.
+  void RunTask(const PrefetchTask& task, const std::stop_token& st) {
+    const ObjectRef& obj = *task.obj;
+    const uint64_t end = task.first + task.count;
+    for (uint64_t i = task.first; i < end && !st.stop_requested();) {
+      const BlockKey key = KeyFor(obj, i);
+      if (InFastestTier(key) || flights_.InFlight(key)) {
+        ++i;
+        continue;
+      }
+      if (runs_from_origin_ && !CachedAnywhere(key)) {
+        const uint64_t n = FetchRun(obj, i, end);
+        if (n > 0) {
+          i += n;
+          continue;
+        }
+      }
+      Result<BlockRef> r = GetBlock(obj, i);
       if (r.ok()) {
         ++stats_.readahead_blocks;
       } else {
         SPDLOG_LOGGER_DEBUG(&Logger(Module::kTierCache), "prefetch of '{}' block {} failed: {}",
-                            task.obj->key, task.index, r.status().ToString());
+                            obj.key, i, r.status().ToString());
       }
+      ++i;
     }
+  }
+
+  // Claims blocks first, first+1, ... (before `end`, at most run_blocks_) while no host tier holds
+  // them and no one else fetches them, and reads them from the origin with one request. Returns
+  // how many blocks it handled (0: none could be claimed; the caller takes the one-block path).
+  uint64_t FetchRun(const ObjectRef& obj, uint64_t first, uint64_t end) {
+    using Lease = SingleFlight<BlockKey, Result<BlockRef>, BlockKeyHash>::Lease;
+    std::vector<Lease> leases;
+    for (uint64_t j = first; j < end && leases.size() < run_blocks_; ++j) {
+      const BlockKey key = KeyFor(obj, j);
+      if (CachedAnywhere(key)) break;
+      std::optional<Lease> lease =
+          flights_.TryClaim(key, Status::Unavailable("readahead of the block was abandoned"));
+      if (!lease) break;
+      if (CachedAnywhere(key)) {
+        // A leader finished between the check and the claim: serve whoever waits on us from
+        // the tiers, and end the run here.
+        lease->Complete(FetchBelowL1(obj, j, key, ExpectedLength(obj, j)));
+        if (leases.empty()) return 1;
+        break;
+      }
+      leases.push_back(std::move(*lease));
+    }
+    if (leases.empty()) return 0;
+    const uint64_t n = leases.size();
+    Result<std::vector<BlockRef>> blocks = FetchRunFromOrigin(obj, first, n);
+    if (!blocks.ok()) {
+      SPDLOG_LOGGER_DEBUG(&Logger(Module::kTierCache), "readahead of '{}' blocks {}+{} failed: {}",
+                          obj.key, first, n, blocks.status().ToString());
+      for (Lease& l : leases) l.Complete(blocks.status());
+      return n;
+    }
+    if (n > 1) ++readahead_runs_;
+    // L1 first, and publish each block as soon as it is there, so that a reader never misses
+    // both the flight and L1; the slower tiers (an L2 file write each) after.
+    for (uint64_t k = 0; k < n; ++k) {
+      CopyUp(obj, leases[k].key(), (*blocks)[k], std::min<size_t>(1, tiers_.size()));
+      leases[k].Complete((*blocks)[k]);
+    }
+    for (uint64_t k = 0; k < n; ++k) {
+      CopyUp(obj, KeyFor(obj, first + k), (*blocks)[k], tiers_.size(), /*from=*/1);
+    }
+    stats_.readahead_blocks += n;
+    return n;
+  }
+
+  // Blocks [first, first + n) of `obj` with one origin read (more only if the origin returns
+  // short reads), checked like FetchFromOrigin. REQUIRES: n >= 1, first + n <= NumBlocks(obj).
+  Result<std::vector<BlockRef>> FetchRunFromOrigin(const ObjectRef& obj, uint64_t first,
+                                                   uint64_t n) {
+    if (n == 1) {
+      TIERFS_ASSIGN_OR_RETURN(BlockRef b, FetchFromOrigin(obj, first, ExpectedLength(obj, first)));
+      return std::vector<BlockRef>{std::move(b)};
+    }
+    const uint64_t bs = options_.block_size;
+    const uint64_t last = ExpectedLength(obj, first + n - 1);
+    const uint64_t total = (n - 1) * bs + last;
+    std::span<std::byte> run;
+    std::vector<std::shared_ptr<Block>> blocks = Block::AllocateRun(bs, n, last, &run);
+    std::unique_ptr<std::byte[]> copy;  // when the blocks can't share one mapping
+    if (blocks.empty()) {
+      copy = std::make_unique_for_overwrite<std::byte[]>(total);
+      run = std::span<std::byte>(copy.get(), total);
+    }
+    const uint64_t offset = first * bs;
+    size_t got = 0;
+    while (got < total) {
+      ++stats_.origin_requests;
+      Result<size_t> r = origin_->Read(obj.key, offset + got, run.subspan(got), obj.info.etag);
+      if (!r.ok()) {
+        ++stats_.origin_errors;
+        return r.status().WithContext("reading '" + obj.key + "' at " + std::to_string(offset));
+      }
+      if (*r == 0) break;
+      got += *r;
+      stats_.origin_bytes += *r;
+    }
+    if (got != total) {
+      ++stats_.origin_errors;
+      Logger(Module::kTierCache)
+          .warn(
+              "origin returned {} bytes for blocks {}+{} of '{}' (expected {}); the object "
+              "changed",
+              got, first, n, obj.key, total);
+      return Status::FailedPrecondition("object '" + obj.key + "' is shorter than its size " +
+                                        std::to_string(obj.info.size) + "; it changed");
+    }
+    std::vector<BlockRef> out;
+    out.reserve(n);
+    for (uint64_t k = 0; k < n; ++k) {
+      const uint64_t len = k + 1 == n ? last : bs;
+      std::shared_ptr<Block> b;
+      if (copy) {
+        b = Block::Allocate(len);
+        std::memcpy(b->mutable_data().data(), run.data() + k * bs, len);
+      } else {
+        b = std::move(blocks[k]);
+      }
+      b->set_size(len);
+      out.push_back(std::move(b));
+    }
+    return out;
   }
 
   // Constant after construction.
@@ -430,18 +595,22 @@ class TieredCacheImpl final : public TieredCache {
   BlobStore* const origin_;
   Clock* const clock_;
   const std::string source_;
-  const size_t queue_limit_;
+  const size_t queue_limit_;  // in blocks
+  const uint64_t run_blocks_;
+  const bool runs_from_origin_;  // no L3: blocks no host tier holds come straight from the origin
 
   CacheStats stats_;
   std::atomic<uint64_t> prefetch_dropped_{0};
   std::atomic<uint64_t> insert_errors_{0};
   std::atomic<uint64_t> hydrated_blocks_{0};
   std::atomic<uint64_t> ttl_expired_{0};
+  std::atomic<uint64_t> readahead_runs_{0};  // origin reads of more than one block
   SingleFlight<BlockKey, Result<BlockRef>, BlockKeyHash> flights_;
 
   Mutex queue_mu_;
   CondVar queue_cv_;
   std::deque<PrefetchTask> queue_ GUARDED_BY(queue_mu_);
+  uint64_t queued_blocks_ GUARDED_BY(queue_mu_) = 0;
 
   // Declared last: destroyed (joined) first, while everything they use is alive.
   std::vector<std::jthread> workers_;

@@ -45,9 +45,18 @@ struct TieredCacheOptions {
   // Block size. 1 MiB: matches the kernel's largest FUSE read, so one read touches at most two
   // blocks, and is large enough that per-request latency amortises (see README, "Block size").
   uint64_t block_size = 1ULL << 20;
-  int prefetch_threads = 4;                        // the readahead/prefetch pool
-  uint64_t readahead_max_bytes = 64ULL << 20;      // per open file, adaptive window upper bound
-  uint64_t readahead_budget_bytes = 256ULL << 20;  // all in-flight readahead of the process
+  int prefetch_threads = 8;                    // the readahead/prefetch pool
+  uint64_t readahead_max_bytes = 64ULL << 20;  // per open file, adaptive window upper bound
+  // Readahead memory of the whole process: the queue holds at most this many bytes' worth of
+  // blocks, and the blocks being fetched (prefetch_threads runs of at most readahead_run_bytes)
+  // never exceed it (the run is shrunk to budget / prefetch_threads). Fetched blocks go to L1
+  // and count against its budget from then on.
+  uint64_t readahead_budget_bytes = 256ULL << 20;
+  // Readahead fetches up to this many bytes of adjacent blocks that no host tier holds with one
+  // origin request (the S3 store splits a large read into parallel ranged GETs of its part
+  // size), instead of one GET per block. Not used with an L3 tier (each block is looked up in L3
+  // first).
+  uint64_t readahead_run_bytes = 8ULL << 20;
   // Per-object placement (pin) for blocks inserted by reads: called with the object key on
   // every insert. Empty: no pins. Must be thread-safe and cheap (tiercache/policy.h provides
   // PolicyResolver::PlacementFor).
@@ -87,7 +96,9 @@ class TieredCache {
                                   std::span<std::byte> out) = 0;
 
   // Starts background fetches of blocks [first, first + count) of `obj` into the host tiers, at
-  // prefetch priority. Returns at once; blocks already cached or in flight are skipped.
+  // prefetch priority: from the origin (runs of adjacent blocks share one request), or from L2
+  // into L1 ahead of the reader. Returns at once; blocks already in the fastest tier or in flight
+  // are skipped; a full queue drops the rest (counted in readahead.dropped).
   virtual void Prefetch(const ObjectRef& obj, uint64_t first_block, uint64_t count) = 0;
 
   // Which tier holds each block: counts per tier name, e.g. {"l1":3,"l2":25}. For L3 the count
@@ -113,6 +124,9 @@ class TieredCache {
   virtual void Evict(const ObjectRef& obj) = 0;
 
   virtual uint64_t block_size() const = 0;
+  // Blocks one readahead run fetches together (>= 1): callers ask for readahead in steps of
+  // about this many blocks, so that the runs are full.
+  virtual uint64_t readahead_run_blocks() const = 0;
   virtual const std::vector<std::unique_ptr<Tier>>& tiers() const = 0;
   virtual const CacheStats& Stats() const = 0;
   // "l1.hits=.. l1.misses=.. l1.bytes=.. l2.hits=.. ... origin.requests=.. origin.bytes=.."

@@ -255,6 +255,13 @@ TEST(ConfigTest, FlagErrorsNameTheFlag) {
   f.endpoint = "127.0.0.1:9000";
   ASSERT_TRUE(ApplyFlags(f, &o).ok());
   EXPECT_TRUE(Contains(Err(FinishOptions(&o, FakeEnv({}))), "--endpoint"));
+  o = Base();
+  o.cache.readahead_budget_bytes = 4096;  // below one 1MiB block
+  EXPECT_TRUE(Contains(Err(FinishOptions(&o, FakeEnv({}))), "cache.readahead_budget"));
+  o = Base();
+  o.cache.readahead_budget_bytes = 0;
+  o.cache.readahead_max_bytes = 0;  // no readahead: the budget does not matter
+  EXPECT_TRUE(FinishOptions(&o, FakeEnv({})).ok());
 }
 
 TEST(ConfigTest, MountOptions) {

@@ -14,6 +14,7 @@
 #include "tests/fakes/fake_blob_store.h"
 #include "tests/fakes/faulty_flash_store.h"
 #include "tests/tiercache/test_util.h"
+#include "tiercache/single_flight.h"
 
 namespace tierfs {
 namespace {
@@ -167,6 +168,31 @@ TEST_F(TieredCacheTest, OriginFetchFillsEveryTierAndL2HitCopiesUp) {
   EXPECT_EQ(origin_.read_calls(), 1u);
 }
 
+TEST(SingleFlightTest, ALeaseIsTheLeaderUntilCompletedOrDropped) {
+  SingleFlight<int, int> sf;
+  auto lease = sf.TryClaim(1, -1);
+  ASSERT_TRUE(lease.has_value());
+  EXPECT_TRUE(sf.InFlight(1));
+  EXPECT_FALSE(sf.TryClaim(1, -1).has_value());  // one leader per key
+  int waited = 0;
+  bool merged = false;
+  std::thread waiter([&] {
+    waited = sf.Do(
+        1, [] { return 0; }, &merged);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let it join (not asserted)
+  lease->Complete(42);
+  waiter.join();
+  EXPECT_FALSE(sf.InFlight(1));
+  EXPECT_EQ(waited, merged ? 42 : 0);  // joined the lease, or ran fn after it
+  {
+    auto dropped = sf.TryClaim(2, -1);
+    ASSERT_TRUE(dropped.has_value());
+  }
+  EXPECT_FALSE(sf.InFlight(2));  // a dropped lease releases its key
+  EXPECT_EQ(sf.Do(2, [] { return 7; }), 7);
+}
+
 TEST_F(TieredCacheTest, SingleFlightMergesConcurrentColdReads) {
   auto c = OpenCache();
   const std::string data = Pattern(kBs);
@@ -299,22 +325,106 @@ TEST_F(TieredCacheTest, PrefetchHydratesInTheBackground) {
   auto c = OpenCache();
   const std::string data = Pattern(8 * kBs);
   ObjectRef o = Put("obj", data);
-  c->Prefetch(o, 2, 100);  // clipped to blocks 2..7
+  c->Prefetch(o, 2, 100);  // clipped to blocks 2..7: one run, one origin read
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (c->Residency(o)[1].second < 6 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   EXPECT_EQ(c->Residency(o)[1].second, 6u);
-  EXPECT_EQ(origin_.read_calls(), 6u);
+  EXPECT_EQ(origin_.read_calls(), 1u);
   EXPECT_EQ(ReadAll(c.get(), o, 2 * kBs, 6 * kBs), data.substr(2 * kBs));
-  EXPECT_EQ(origin_.read_calls(), 6u);
+  EXPECT_EQ(origin_.read_calls(), 1u);
   c->Prefetch(o, 0, 8);  // only 0 and 1 are missing
   deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (c->Residency(o)[1].second < 8 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
-  EXPECT_EQ(origin_.read_calls(), 8u);
-  EXPECT_EQ(ParseStats(c->StatsText())["readahead.blocks"], 8u);
+  EXPECT_EQ(origin_.read_calls(), 2u);
+  auto stats = ParseStats(c->StatsText());
+  EXPECT_EQ(stats["readahead.blocks"], 8u);
+  EXPECT_EQ(stats["readahead.runs"], 2u);
+}
+
+// Waits until L1 (tier 0) holds `n` blocks of `o`.
+void WaitForL1(TieredCache* c, const ObjectRef& o, uint64_t n) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (c->Residency(o)[0].second < n && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_EQ(c->Residency(o)[0].second, n);
+}
+
+TEST_F(TieredCacheTest, ReadaheadRunsAreBoundedByRunSizeAndBudget) {
+  options_.prefetch_threads = 2;
+  options_.readahead_run_bytes = 3 * kBs;
+  auto c = OpenCache();
+  EXPECT_EQ(c->readahead_run_blocks(), 3u);
+  const std::string data = Pattern(7 * kBs + 10);  // 8 blocks, the last one short
+  ObjectRef o = Put("obj", data);
+  c->Prefetch(o, 0, 8);  // runs 0..2, 3..5, 6..7
+  WaitForL1(c.get(), o, 8);
+  EXPECT_EQ(origin_.read_calls(), 3u);
+  EXPECT_EQ(ReadAll(c.get(), o, 0, data.size()), data);
+  EXPECT_EQ(origin_.read_calls(), 3u);
+
+  // Two threads in a budget of 4 blocks: runs of 2 blocks.
+  options_.readahead_budget_bytes = 4 * kBs;
+  auto small = OpenCache(/*with_l1=*/true, /*with_l2=*/false);
+  EXPECT_EQ(small->readahead_run_blocks(), 2u);
+}
+
+TEST_F(TieredCacheTest, ReadaheadRunsInBlocksOfTheMappingSize) {
+  // Blocks large enough to share one mapping (Block::AllocateRun), the last one short.
+  options_.block_size = 64 * 1024;
+  options_.prefetch_threads = 1;
+  auto c = OpenCache(/*with_l1=*/true, /*with_l2=*/false);
+  const std::string data = Pattern(5 * 64 * 1024 + 123);
+  ObjectRef o = Put("obj", data);
+  c->Prefetch(o, 1, 5);
+  WaitForL1(c.get(), o, 5);
+  EXPECT_EQ(origin_.read_calls(), 1u);
+  EXPECT_EQ(ReadAll(c.get(), o, 0, data.size()), data);
+  EXPECT_EQ(origin_.read_calls(), 2u);  // block 0 on demand
+}
+
+TEST_F(TieredCacheTest, ReadaheadSkipsWhatL1HoldsAndCopiesL2BlocksUp) {
+  auto c = OpenCache();
+  const std::string data = Pattern(6 * kBs);
+  ObjectRef o = Put("obj", data);
+  EXPECT_EQ(ReadAll(c.get(), o, 0, data.size()), data);  // all in L1 and L2
+  EXPECT_EQ(origin_.read_calls(), 6u);
+  for (uint64_t i = 2; i < 5; ++i) {
+    c->tiers()[0]->Erase(MakeBlockKey("fake://bucket", "obj", o.info.etag, kBs, i));
+  }
+  EXPECT_EQ(c->Residency(o)[0].second, 3u);
+  c->Prefetch(o, 0, 6);  // blocks 2..4 come back from L2, nothing from the origin
+  WaitForL1(c.get(), o, 6);
+  EXPECT_EQ(origin_.read_calls(), 6u);
+  EXPECT_EQ(ParseStats(c->StatsText())["readahead.blocks"], 3u);
+  EXPECT_EQ(ReadAll(c.get(), o, 0, data.size()), data);
+}
+
+TEST_F(TieredCacheTest, DemandReadsJoinARunInFlightAndSeeItsErrors) {
+  options_.prefetch_threads = 1;
+  auto c = OpenCache();
+  const std::string data = Pattern(4 * kBs);
+  ObjectRef o = Put("obj", data);
+  origin_.SetDelay(std::chrono::milliseconds(300));
+  c->Prefetch(o, 0, 4);
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));  // the worker is fetching
+  EXPECT_EQ(ReadAll(c.get(), o, 2 * kBs, kBs), data.substr(2 * kBs, kBs));
+  EXPECT_EQ(origin_.read_calls(), 1u);
+  EXPECT_EQ(ParseStats(c->StatsText())["singleflight.merged"], 1u);
+
+  // The object changed under a run: the waiters get the error, nothing is cached.
+  ObjectRef stale = o;
+  origin_.PutObject("obj", Pattern(4 * kBs, 2));
+  auto c2 = OpenCache(/*with_l1=*/true, /*with_l2=*/false);
+  c2->Prefetch(stale, 0, 4);
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  auto r = c2->Read(stale, kBs, 10);
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(c2->Residency(stale)[0].second, 0u);
 }
 
 TEST_F(TieredCacheTest, PrefetchQueueIsBoundedAndShutdownIsClean) {
@@ -323,7 +433,7 @@ TEST_F(TieredCacheTest, PrefetchQueueIsBoundedAndShutdownIsClean) {
   auto c = OpenCache();
   ObjectRef o = Put("obj", Pattern(100 * kBs));
   origin_.SetDelay(std::chrono::milliseconds(20));
-  c->Prefetch(o, 0, 100);
+  c->Prefetch(o, 0, 100);  // one task of 4 blocks (the run fits the budget) is queued
   auto stats = ParseStats(c->StatsText());
   EXPECT_GE(stats["readahead.dropped"], 90u);
   // Destroying the cache with work queued and one fetch in flight joins promptly.
