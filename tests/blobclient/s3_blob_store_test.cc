@@ -621,11 +621,14 @@ TEST_F(S3BlobStoreTest, ConcurrentReadsFromEightThreads) {
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(failures.load(), 0);
-  // A loaded machine may make a GET late enough to be hedged: each hedge is one more request
-  // (and maybe one more connection, since the cancelled loser's connection is closed).
-  const uint64_t hedges = store->Stats().hedges_issued;
-  EXPECT_EQ(server_->request_count(), 200u + hedges);
-  EXPECT_LE(server_->connections_accepted(), 8u + hedges);
+  // A loaded machine may make a GET late enough to be hedged, or time one out and retry it:
+  // each is one more request (and maybe one more connection, since the cancelled loser's or
+  // the timed-out connection is closed).
+  const uint64_t extra = store->Stats().hedges_issued + store->Stats().retries;
+  EXPECT_EQ(server_->request_count(), 200u + extra);
+  // Connections are reused: far fewer than the 200 requests (a pooled connection may be
+  // returned a moment after the next request starts, so allow some slack over the 8 threads).
+  EXPECT_LE(server_->connections_accepted(), 16u + extra);
   EXPECT_EQ(store->Stats().bytes_read, 200u * 8192u);
 }
 
