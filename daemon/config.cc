@@ -123,6 +123,11 @@ const std::vector<KeySpec>& Schema() {
          o->cache.readahead_max_bytes = v.size;
          return Status::OK();
        }},
+      {"cache", "prefetch_next_files", Kind::kInt,
+       [](const Value& v, DaemonOptions* o) {
+         o->fs.next_files = static_cast<int>(v.i);
+         return Status::OK();
+       }},
       {"cache", "readahead_budget", Kind::kSize,
        [](const Value& v, DaemonOptions* o) {
          o->cache.readahead_budget_bytes = v.size;
@@ -945,6 +950,9 @@ Status Validate(const DaemonOptions& o) {
   }
   if (o.origin.connect_timeout.count() <= 0) return bad("s3.connect_timeout", "must be positive");
   if (o.origin.request_timeout.count() <= 0) return bad("s3.request_timeout", "must be positive");
+  if (o.fs.next_files < 0 || o.fs.next_files > 1024) {
+    return bad("cache.prefetch_next_files", "must be 0..1024 (0 disables it)");
+  }
   if (o.fuse.max_threads < 1 || o.fuse.max_threads > 1024) {
     return bad("fuse.max_threads", "must be 1..1024");
   }

@@ -367,10 +367,52 @@ Result<OpenResult> Filesystem::Open(InodeId ino) {
     n->etag = e->etag;
     n->mtime_ns = e->mtime_ns;
   }
+  MaybePrefetchNextFiles(n->path, e->size);
   MutexLock l(&handles_mu_);
   result.fh = next_handle_++;
   files_[result.fh] = std::move(fh);
   return result;
+}
+
+// A directory of small files read one after another (a `cat dir/*`, a loader walking its
+// samples, even in shuffled order) would otherwise pay one origin round trip per file, each in
+// turn. After the second small-file open in a directory, each open queues the next files of the
+// listing: the cache skips what it holds or is already fetching, and a full prefetch queue drops
+// the rest, so this never holds up a reader.
+void Filesystem::MaybePrefetchNextFiles(const std::string& path, uint64_t size) {
+  if (options_.next_files <= 0 || size > options_.next_files_max_bytes) return;
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? std::string() : path.substr(0, slash);
+  const std::string_view name = slash == std::string::npos
+                                    ? std::string_view(path)
+                                    : std::string_view(path).substr(slash + 1);
+  {
+    MutexLock l(&next_mu_);
+    auto it = small_opens_.find(dir);
+    if (it == small_opens_.end()) {
+      if (small_opens_.size() >= kMaxNextDirs) small_opens_.clear();  // crude, bounded
+      small_opens_.emplace(dir, 1);
+      return;
+    }
+    if (it->second < 2) ++it->second;
+    if (it->second < 2) return;
+  }
+  std::vector<DirEntry> next;
+  Status s = catalog_->ReadDir(dir, name, static_cast<size_t>(options_.next_files), &next);
+  if (!s.ok()) return;  // the open itself succeeded; this is only a hint
+  const uint64_t bs = cache_->block_size();
+  for (const DirEntry& e : next) {
+    if (e.type != EntryType::kFile || e.size == 0 || e.size > options_.next_files_max_bytes) {
+      continue;
+    }
+    ObjectRef obj;
+    obj.key = dir.empty() ? e.name : dir + "/" + e.name;
+    obj.info.size = e.size;
+    obj.info.etag = e.etag;
+    obj.info.mtime_ns = e.mtime_ns;
+    cache_->Prefetch(obj, 0, (e.size + bs - 1) / bs);
+    ++counters_.next_file_prefetches;
+  }
 }
 
 int Filesystem::TierHolding(const ObjectRef& obj, uint64_t block_index) const {
@@ -540,10 +582,11 @@ std::string Filesystem::StatsText() const {
   }
   return fmt::format(
       "fuse.inodes={} fuse.open_files={} fuse.lookups={} fuse.negative_lookups={} fuse.opens={} "
-      "fuse.reads={} fuse.read_bytes={} fuse.readahead_requests={}",
+      "fuse.reads={} fuse.read_bytes={} fuse.readahead_requests={} "
+      "fuse.next_file_prefetches={}",
       InodeCount(), open_files, counters_.lookups.load(), counters_.negative_lookups.load(),
       counters_.opens.load(), counters_.reads.load(), counters_.read_bytes.load(),
-      counters_.readahead_requests.load());
+      counters_.readahead_requests.load(), counters_.next_file_prefetches.load());
 }
 
 }  // namespace tierfs

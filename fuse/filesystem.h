@@ -56,6 +56,11 @@ struct FilesystemOptions {
   uint64_t readahead_max_bytes = 64ULL << 20;
   // Entries fetched from the Catalog per page while filling a directory handle.
   size_t readdir_batch = 1024;
+  // Small files read one after another: once two files of at most next_files_max_bytes were
+  // opened in one directory, every further open there prefetches the next `next_files` files of
+  // the listing (byte order) that are that small, at prefetch priority. 0 disables it.
+  int next_files = 16;
+  uint64_t next_files_max_bytes = 4ULL << 20;
 };
 
 // The attributes of an inode, as stat(2) shows them.
@@ -111,6 +116,7 @@ struct FsCounters {
   std::atomic<uint64_t> reads{0};
   std::atomic<uint64_t> read_bytes{0};
   std::atomic<uint64_t> readahead_requests{0};
+  std::atomic<uint64_t> next_file_prefetches{0};  // files queued by the next-files prefetch
 };
 
 class Filesystem {
@@ -201,6 +207,8 @@ class Filesystem {
   // Which tier holds the first block of a read, before it is read (for user.tierfs.source).
   int TierHolding(const ObjectRef& obj, uint64_t block_index) const;
   void MaybeReadahead(FileHandle* fh, uint64_t offset, uint64_t size);
+  // The next-files prefetch of FilesystemOptions::next_files, after an open of `path`.
+  void MaybePrefetchNextFiles(const std::string& path, uint64_t size) EXCLUDES(next_mu_);
 
   // Constant after construction.
   const FilesystemOptions options_;
@@ -218,6 +226,11 @@ class Filesystem {
   std::unordered_map<InodeId, std::shared_ptr<Inode>> by_ino_ GUARDED_BY(mu_);
   std::unordered_map<std::string, InodeId> by_path_ GUARDED_BY(mu_);
   InodeId next_ino_ GUARDED_BY(mu_) = kRootInode + 1;
+
+  // Small-file opens per directory (next-files prefetch), at most kMaxNextDirs directories.
+  static constexpr size_t kMaxNextDirs = 256;
+  Mutex next_mu_;  // leaf
+  std::unordered_map<std::string, uint32_t> small_opens_ GUARDED_BY(next_mu_);
 
   mutable Mutex handles_mu_;  // leaf
   std::unordered_map<uint64_t, std::shared_ptr<DirHandle>> dirs_ GUARDED_BY(handles_mu_);

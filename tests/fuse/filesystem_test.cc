@@ -424,6 +424,44 @@ TEST_F(FilesystemTest, SequentialReadsStartReadaheadAndSeeksReset) {
   fs_->Release(o3->fh);
 }
 
+TEST_F(FilesystemTest, SmallFilesOpenedInADirectoryPrefetchTheNextOnes) {
+  auto open_close = [&](std::string_view path) {
+    auto o = fs_->Open(Walk(path));
+    ASSERT_TRUE(o.ok()) << path << ": " << o.status().ToString();
+    fs_->Release(o->fh);
+  };
+  auto residency = [&](std::string_view path) {
+    auto v = fs_->GetXattr(Walk(path), "user.tierfs.residency");
+    return v.ok() ? *v : v.status().ToString();
+  };
+  open_close("many/f010");  // one file of a directory: no pattern yet
+  EXPECT_EQ(fs_->counters().next_file_prefetches.load(), 0u);
+  open_close("hello.txt");  // another directory does not count
+  EXPECT_EQ(fs_->counters().next_file_prefetches.load(), 0u);
+  open_close("many/f030");  // the second: the next 16 of the listing are queued
+  EXPECT_EQ(fs_->counters().next_file_prefetches.load(), 16u);
+  for (int i = 31; i <= 46; ++i) {
+    const std::string path = fmt::format("many/f{:03d}", i);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (residency(path) != "l1=1/1" && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    EXPECT_EQ(residency(path), "l1=1/1") << path;
+  }
+  EXPECT_EQ(residency("many/f047"), "l1=0/1");  // beyond the 16
+  // Near the end of the listing there are fewer to queue.
+  open_close("many/f045");
+  EXPECT_EQ(fs_->counters().next_file_prefetches.load(), 16u + 4u);
+  // Big files neither count nor get queued; 0 turns it off.
+  FilesystemOptions off;
+  off.next_files = 0;
+  Open(off);
+  open_close("many/f001");
+  open_close("many/f002");
+  open_close("many/f003");
+  EXPECT_EQ(fs_->counters().next_file_prefetches.load(), 0u);
+}
+
 TEST_F(FilesystemTest, StatsXattrOnRoot) {
   InodeId ino = LookupIno(kRootInode, "hello.txt");
   auto o = fs_->Open(ino);
