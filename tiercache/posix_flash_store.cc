@@ -38,7 +38,8 @@ class PosixFlashStore final : public FlashStore {
  public:
   PosixFlashStore(std::string root, bool fsync) : root_(std::move(root)), fsync_(fsync) {}
 
-  Status WriteFile(const std::string& rel_path, std::span<const std::byte> data) override {
+  Status WriteFile(const std::string& rel_path, std::span<const std::byte> data,
+                   std::span<const std::byte> trailer) override {
     const std::string path = Abs(rel_path);
     const std::string tmp =
         path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(++tmp_counter_);
@@ -49,6 +50,7 @@ class PosixFlashStore final : public FlashStore {
     }
     if (fd < 0) return Status::FromErrno(errno, "create " + tmp);
     Status st = WriteAll(fd, data, tmp);
+    if (st.ok() && !trailer.empty()) st = WriteAll(fd, trailer, tmp);
     if (st.ok() && fsync_ && ::fdatasync(fd) != 0) st = Status::FromErrno(errno, "fsync " + tmp);
     if (::close(fd) != 0 && st.ok()) st = Status::FromErrno(errno, "close " + tmp);
     if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
@@ -76,6 +78,31 @@ class PosixFlashStore final : public FlashStore {
     }
     ::close(fd);
     return got;
+  }
+
+  Status ReadAt(const std::string& rel_path, std::span<const ReadRange> ranges) override {
+    const std::string path = Abs(rel_path);
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return Status::FromErrno(errno, "open " + path);
+    Status st;
+    for (const ReadRange& r : ranges) {
+      size_t got = 0;
+      while (st.ok() && got < r.out.size()) {
+        ssize_t n =
+            ::pread(fd, r.out.data() + got, r.out.size() - got, static_cast<off_t>(r.offset + got));
+        if (n < 0) {
+          if (errno == EINTR) continue;
+          st = Status::FromErrno(errno, "read " + path);
+        } else if (n == 0) {
+          st = Status::Corruption("short file " + path);
+        } else {
+          got += static_cast<size_t>(n);
+        }
+      }
+      if (!st.ok()) break;
+    }
+    ::close(fd);
+    return st;
   }
 
   Status RemoveFile(const std::string& rel_path) override {

@@ -141,6 +141,12 @@ class Tier {
   // "host tier" (TieredCache::Evict leaves it alone, and prefetch into the host tiers does not
   // count a block it holds as cached).
   virtual bool IsRemote() const { return false; }
+  // Bytes [offset, offset + length) of a block the tier holds, without reading the whole block
+  // where the tier can verify a part (L2: per-chunk checksums). Same outcomes as Read();
+  // NotSupported (the default): use Read().
+  virtual Result<BlockRef> ReadRange(const BlockKey& key, uint64_t offset, uint64_t length) {
+    return Status::NotSupported("partial reads");
+  }
   // Pins or unpins a block the tier holds (no-op if it does not hold it, or for tiers without
   // pins). A pinned block is never evicted; Erase still drops it.
   virtual void SetPinned(const BlockKey& key, bool pinned) {}
@@ -167,10 +173,19 @@ std::unique_ptr<Tier> NewMemoryTier(const MemoryTierOptions& options);
 class FlashStore {
  public:
   virtual ~FlashStore() = default;
-  // Writes a whole file atomically (temp file + rename); optionally fsyncs.
-  virtual Status WriteFile(const std::string& rel_path, std::span<const std::byte> data) = 0;
+  // Writes a whole file atomically (temp file + rename); optionally fsyncs. The file is `data`
+  // followed by `trailer` (may be empty).
+  virtual Status WriteFile(const std::string& rel_path, std::span<const std::byte> data,
+                           std::span<const std::byte> trailer) = 0;
   // Reads up to out.size() bytes from the start of the file; returns bytes read.
   virtual Result<size_t> ReadFile(const std::string& rel_path, std::span<std::byte> out) = 0;
+  // Fills each range's `out` from its `offset`, with one open of the file. A range the file
+  // does not cover in full is an error (Corruption: "short file").
+  struct ReadRange {
+    uint64_t offset = 0;
+    std::span<std::byte> out;
+  };
+  virtual Status ReadAt(const std::string& rel_path, std::span<const ReadRange> ranges) = 0;
   virtual Status RemoveFile(const std::string& rel_path) = 0;
   // Free bytes on the filesystem holding the cache directory (statvfs f_bavail * f_frsize).
   virtual Result<uint64_t> FreeBytes() = 0;

@@ -109,6 +109,16 @@ class TieredCacheImpl final : public TieredCache {
     uint64_t served = 0;
     for (uint64_t pos = offset; pos < end;) {
       const uint64_t index = pos / bs;
+      const uint64_t block_len = ExpectedLength(obj, index);
+      const uint64_t want = std::min<uint64_t>(end - pos, block_len - (pos - index * bs));
+      if (2 * want < block_len) {  // under half of the block: maybe without reading all of it
+        if (BlockRef part = TryRange(obj, index, pos - index * bs, want)) {
+          slices.push_back(BlockSlice{std::move(part), 0, static_cast<size_t>(want)});
+          pos += want;
+          served += want;
+          continue;
+        }
+      }
       TIERFS_ASSIGN_OR_RETURN(BlockRef block, GetBlock(obj, index));
       const uint64_t in_block = pos - index * bs;
       const uint64_t n = std::min<uint64_t>(end - pos, block->size() - in_block);
@@ -326,7 +336,8 @@ class TieredCacheImpl final : public TieredCache {
 
   // TTL policy: drops the block from the host tiers when a tier stored it longer ago than
   // `ttl`, so the read that follows refetches it from below (the origin, with If-Match).
-  void ExpireIfOlder(const BlockKey& key, std::chrono::nanoseconds ttl) {
+  // Returns true if it dropped the block (its TTL had passed).
+  bool ExpireIfOlder(const BlockKey& key, std::chrono::nanoseconds ttl) {
     const int64_t now = clock_->NowUnixNanos();
     bool expired = false;
     for (const auto& t : tiers_) {
@@ -334,11 +345,12 @@ class TieredCacheImpl final : public TieredCache {
       std::optional<int64_t> at = t->StoredAt(key);
       if (at && now - *at > ttl.count()) expired = true;
     }
-    if (!expired) return;
+    if (!expired) return false;
     ++ttl_expired_;
     for (const auto& t : tiers_) {
       if (!t->IsRemote()) t->Erase(key);
     }
+    return true;
   }
 
   // REQUIRES: index < NumBlocks(obj).
@@ -358,6 +370,29 @@ class TieredCacheImpl final : public TieredCache {
         &merged);
     if (merged) ++stats_.singleflight_merged;
     return r;
+  }
+
+  // Bytes [in_block, in_block + length) of block `index`, read alone from the fastest host tier
+  // that holds the block when that tier can read parts (L2), or null (then the whole block goes
+  // the usual way: a random small read of a block only L2 holds costs one chunk, not a block, and
+  // is not copied up).
+  BlockRef TryRange(const ObjectRef& obj, uint64_t index, uint64_t in_block, uint64_t length) {
+    const BlockKey key = KeyFor(obj, index);
+    for (size_t t = 0; t < tiers_.size(); ++t) {
+      Tier* tier = tiers_[t].get();
+      if (tier->IsRemote()) return nullptr;
+      if (!tier->Contains(key)) continue;
+      if (options_.placement) {
+        const Placement p = options_.placement(obj.key);
+        if (p.ttl != std::chrono::nanoseconds::max() && ExpireIfOlder(key, p.ttl)) {
+          return nullptr;
+        }
+      }
+      Result<BlockRef> r = tier->ReadRange(key, in_block, length);
+      if (!r.ok()) return nullptr;  // NotSupported (L1: take the block), a miss, a bad chunk
+      return std::move(r).value();
+    }
+    return nullptr;
   }
 
   // A block from tier `t` with the expected length, or null on a miss (or a bad copy, which is

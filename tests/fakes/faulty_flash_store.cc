@@ -19,7 +19,8 @@ void FaultyFlashStore::SetFreeBytes(std::optional<uint64_t> bytes) {
   free_bytes_ = bytes;
 }
 
-Status FaultyFlashStore::WriteFile(const std::string& rel_path, std::span<const std::byte> data) {
+Status FaultyFlashStore::WriteFile(const std::string& rel_path, std::span<const std::byte> data,
+                                   std::span<const std::byte> trailer) {
   ++writes_;
   {
     MutexLock l(&mu_);
@@ -28,7 +29,7 @@ Status FaultyFlashStore::WriteFile(const std::string& rel_path, std::span<const 
       return write_status_;
     }
   }
-  return base_->WriteFile(rel_path, data);
+  return base_->WriteFile(rel_path, data, trailer);
 }
 
 Result<size_t> FaultyFlashStore::ReadFile(const std::string& rel_path, std::span<std::byte> out) {
@@ -41,6 +42,18 @@ Result<size_t> FaultyFlashStore::ReadFile(const std::string& rel_path, std::span
     }
   }
   return base_->ReadFile(rel_path, out);
+}
+
+Status FaultyFlashStore::ReadAt(const std::string& rel_path, std::span<const ReadRange> ranges) {
+  ++reads_;
+  {
+    MutexLock l(&mu_);
+    if (fail_reads_ > 0) {
+      --fail_reads_;
+      return read_status_;
+    }
+  }
+  return base_->ReadAt(rel_path, ranges);
 }
 
 Status FaultyFlashStore::RemoveFile(const std::string& rel_path) {

@@ -30,8 +30,10 @@ class FaultyFlashStore : public FlashStore {
   uint64_t reads() const { return reads_; }
   uint64_t free_bytes_calls() const { return free_calls_; }
 
-  Status WriteFile(const std::string& rel_path, std::span<const std::byte> data) override;
+  Status WriteFile(const std::string& rel_path, std::span<const std::byte> data,
+                   std::span<const std::byte> trailer) override;
   Result<size_t> ReadFile(const std::string& rel_path, std::span<std::byte> out) override;
+  Status ReadAt(const std::string& rel_path, std::span<const ReadRange> ranges) override;
   Status RemoveFile(const std::string& rel_path) override;
   Result<uint64_t> FreeBytes() override;
   Status ListFiles(std::vector<std::string>* out) override;

@@ -251,10 +251,11 @@ TEST_F(FlashTierTest, StartupSweepRemovesOrphansTempsAndDanglingRecords) {
   }
   // A block file whose index write never happened, a temp file cut short by a crash, an index
   // record whose file is gone, and a foreign file outside blocks/ that must be left alone.
-  TC_ASSERT_OK(posix_->WriteFile(RelPath(Key(3)), testing::AsBytes(Pattern(1000, 3))));
-  TC_ASSERT_OK(posix_->WriteFile(RelPath(Key(4)) + ".tmp.123.1", testing::AsBytes(Pattern(10))));
+  TC_ASSERT_OK(posix_->WriteFile(RelPath(Key(3)), testing::AsBytes(Pattern(1000, 3)), {}));
+  TC_ASSERT_OK(
+      posix_->WriteFile(RelPath(Key(4)) + ".tmp.123.1", testing::AsBytes(Pattern(10)), {}));
   std::filesystem::remove(Abs(Key(2)));
-  TC_ASSERT_OK(posix_->WriteFile("meta/data.mdb", testing::AsBytes(Pattern(10))));
+  TC_ASSERT_OK(posix_->WriteFile("meta/data.mdb", testing::AsBytes(Pattern(10)), {}));
   auto t = Open();
   EXPECT_TRUE(t->Contains(Key(1)));
   EXPECT_FALSE(t->Contains(Key(2)));
@@ -358,6 +359,57 @@ TEST_F(FlashTierTest, TtlPolicyBlocksKeepStoredOrderAndExpiredGoFirst) {
   EXPECT_FALSE(t->Contains(Key(5)));
   EXPECT_TRUE(t->Contains(Key(3)));
   EXPECT_TRUE(t->Contains(Key(4)));
+}
+
+TEST_F(FlashTierTest, ReadRangeReadsAndVerifiesOnlyTheChunksItNeeds) {
+  options_.capacity_bytes = 1 << 20;
+  auto t = Open();
+  const std::string data = Pattern(100000, 4);  // chunks of 32 KiB: 3 full and a short one
+  TC_ASSERT_OK(t->Insert(Key(1), MakeBlock(data), {}));
+  auto piece = [&](uint64_t off, uint64_t len) -> std::string {
+    auto r = t->ReadRange(Key(1), off, len);
+    if (!r.ok()) return r.status().ToString();
+    return testing::AsString((*r)->data());
+  };
+  EXPECT_EQ(piece(0, 10), data.substr(0, 10));
+  EXPECT_EQ(piece(32760, 20), data.substr(32760, 20));  // across a chunk boundary
+  EXPECT_EQ(piece(99990, 10), data.substr(99990, 10));  // the short last chunk
+  EXPECT_EQ(piece(0, 100000), data);
+  EXPECT_EQ(t->ReadRange(Key(1), 99990, 11).status().code(), Status::Code::kInvalidArgument);
+  EXPECT_TRUE(t->ReadRange(Key(2), 0, 1).status().IsNotFound());
+  // The whole-block read still works on the file with its trailer.
+  auto whole = t->Read(Key(1));
+  ASSERT_TRUE(whole.ok());
+  EXPECT_EQ(testing::AsString((*whole)->data()), data);
+
+  // A flipped byte in chunk 2: chunk 0 still reads, chunk 2 is caught and the block dropped.
+  {
+    std::fstream f(Abs(Key(1)), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(70000);
+    f.put(static_cast<char>(data[70000] ^ 0x5a));
+  }
+  EXPECT_EQ(piece(5, 5), data.substr(5, 5));
+  EXPECT_TRUE(t->ReadRange(Key(1), 69999, 2).status().IsNotFound());
+  EXPECT_EQ(t->Stats().corruptions, 1u);
+  EXPECT_FALSE(t->Contains(Key(1)));
+  EXPECT_FALSE(std::filesystem::exists(Abs(Key(1))));
+}
+
+TEST_F(FlashTierTest, BlocksWithoutChunkChecksumsAreReadWhole) {
+  // A block written before chunk trailers existed: file = data only, record flags 0.
+  const std::string data = Pattern(5000, 6);
+  TC_ASSERT_OK(posix_->WriteFile(RelPath(Key(1)), testing::AsBytes(data), {}));
+  BlockRecord rec;
+  rec.key = Key(1);
+  rec.length = 5000;
+  rec.checksum = BlockChecksum(testing::AsBytes(data));
+  rec.atime_ns = rec.stored_ns = 1;
+  TC_ASSERT_OK(meta_->PutBlocks(std::span<const BlockRecord>(&rec, 1)));
+  auto t = Open();
+  EXPECT_EQ(t->ReadRange(Key(1), 0, 10).status().code(), Status::Code::kNotSupported);
+  auto whole = t->Read(Key(1));
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  EXPECT_EQ(testing::AsString((*whole)->data()), data);
 }
 
 }  // namespace

@@ -283,6 +283,40 @@ TEST_F(TieredCacheTest, CorruptL2BlockIsRefetchedFromOrigin) {
   EXPECT_EQ(stats["l2.corruptions"], 1u);
 }
 
+TEST_F(TieredCacheTest, SmallReadsOfL2OnlyBlocksReadOneChunk) {
+  options_.block_size = 128 << 10;  // four 32 KiB chunks per block
+  l2_options_.capacity_bytes = 4 << 20;
+  const std::string data = Pattern(3 * (128 << 10) + 1000, 9);
+  const ObjectRef o = Put("obj", data);
+  {
+    auto c = OpenCache();
+    ASSERT_EQ(ReadAll(c.get(), o, 0, data.size()), data);
+  }
+  auto c = OpenCache(/*with_l1=*/false);  // L2 only, from the cache left behind
+  const uint64_t reads_before = faulty_->reads();
+  EXPECT_EQ(ReadAll(c.get(), o, 200000, 4096), data.substr(200000, 4096));
+  EXPECT_EQ(faulty_->reads(), reads_before + 1);
+  auto st = ParseStats(c->StatsText());
+  EXPECT_EQ(st["l2.bytes"], 4096u);  // one range, not the 128 KiB block
+  EXPECT_EQ(st["origin.requests"], 0u);
+  // A bad chunk: the range read drops the block and the read goes to the origin, byte-exact.
+  {
+    std::string hex =
+        BlockKeyHex(MakeBlockKey(origin_.Describe(), "obj", o.info.etag, options_.block_size, 0));
+    std::fstream f(dir_.path() + "/blocks/" + hex.substr(0, 2) + "/" + hex,
+                   std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(f.good());
+    f.seekp(100);
+    f.put(static_cast<char>(data[100] ^ 1));
+  }
+  EXPECT_EQ(ReadAll(c.get(), o, 90, 20), data.substr(90, 20));
+  st = ParseStats(c->StatsText());
+  EXPECT_EQ(st["l2.corruptions"], 1u);
+  EXPECT_EQ(st["origin.requests"], 1u);
+  // Large reads still take whole blocks (and the tiers above get them).
+  EXPECT_EQ(ReadAll(c.get(), o, 0, data.size()), data);
+}
+
 TEST_F(TieredCacheTest, RemountServesFromL2WithZeroOriginReads) {
   const std::string data = Pattern(5 * kBs + 3);
   ObjectRef o = Put("obj", data);
