@@ -28,7 +28,9 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -310,9 +312,22 @@ void OpenDir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
 }
 
 struct DirReply {
-  std::vector<char> buf;
+  std::span<const char> buf;       // the filled part of the calling thread's reply buffer
   std::vector<InodeId> looked_up;  // readdirplus entries that added a lookup
 };
+
+// The reply buffer of this worker thread, at least `size` bytes. The kernel asks for up to
+// 1 MiB per readdir with large max_pages; allocating (and zero-filling) that per call was the
+// main cost of a warm `find`, so each thread keeps one, uninitialised.
+char* ReplyBuffer(size_t size) {
+  thread_local std::unique_ptr<char[]> buf;
+  thread_local size_t cap = 0;
+  if (cap < size) {
+    buf = std::make_unique_for_overwrite<char[]>(size);
+    cap = size;
+  }
+  return buf.get();
+}
 
 // Fills one reply buffer of at most `size` bytes from `off`. For readdirplus each entry that
 // fits adds a lookup (the kernel creates its dentry); "." and ".." go with ino 0, which the
@@ -320,7 +335,7 @@ struct DirReply {
 Result<DirReply> DoReadDir(Context* ctx, fuse_req_t req, fuse_ino_t ino, uint64_t dh, size_t size,
                            off_t off, bool plus) {
   DirReply reply;
-  reply.buf.resize(size);
+  char* const out = ReplyBuffer(size);
   size_t used = 0;
   uint64_t pos = static_cast<uint64_t>(off);
   const size_t batch = std::clamp<size_t>(size / 64, 8, 512);
@@ -335,7 +350,7 @@ Result<DirReply> DoReadDir(Context* ctx, fuse_req_t req, fuse_ino_t ino, uint64_
     if (items.empty()) break;  // end of directory
     for (const DirItem& item : items) {
       const size_t rem = size - used;
-      char* at = reply.buf.data() + used;
+      char* at = out + used;
       if (!plus) {
         struct stat st {};
         st.st_ino = item.ino;
@@ -376,7 +391,7 @@ Result<DirReply> DoReadDir(Context* ctx, fuse_req_t req, fuse_ino_t ino, uint64_
       pos = item.next_offset;
     }
   }
-  reply.buf.resize(used);
+  reply.buf = std::span<const char>(out, used);
   return reply;
 }
 
