@@ -377,8 +377,8 @@ Result<OpenResult> Filesystem::Open(InodeId ino) {
 // A directory of small files read one after another (a `cat dir/*`, a loader walking its
 // samples, even in shuffled order) would otherwise pay one origin round trip per file, each in
 // turn. After the second small-file open in a directory, each open queues the next files of the
-// listing: the cache skips what it holds or is already fetching, and a full prefetch queue drops
-// the rest, so this never holds up a reader.
+// listing that no host tier holds yet: the cache skips what is already being fetched, and a full
+// prefetch queue drops the rest, so this never holds up a reader.
 void Filesystem::MaybePrefetchNextFiles(const std::string& path, uint64_t size) {
   if (options_.next_files <= 0 || size > options_.next_files_max_bytes) return;
   const size_t slash = path.rfind('/');
@@ -410,6 +410,12 @@ void Filesystem::MaybePrefetchNextFiles(const std::string& path, uint64_t size) 
     obj.info.size = e.size;
     obj.info.etag = e.etag;
     obj.info.mtime_ns = e.mtime_ns;
+    // Only what no host tier holds: copying L2 blocks up to L1 for files that may never be
+    // read would churn L1 (a shuffled reader of a warm directory would read 16x from flash).
+    const int holder = TierHolding(obj, 0);
+    if (holder != kOriginTier && !cache_->tiers()[static_cast<size_t>(holder)]->IsRemote()) {
+      continue;
+    }
     cache_->Prefetch(obj, 0, (e.size + bs - 1) / bs);
     ++counters_.next_file_prefetches;
   }
