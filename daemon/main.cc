@@ -150,12 +150,18 @@ Status MoveMetaStoreAside(const std::string& path, const Status& why) {
   return Status::OK();
 }
 
-// Opens the metadata store, recovering from a damaged one (MoveMetaStoreAside).
+// Replaces a damaged metadata store (`why`) with a new, empty one (MoveMetaStoreAside).
+Result<std::unique_ptr<MetaStore>> RecreateMetaStore(const MetaStoreOptions& options,
+                                                     const Status& why) {
+  TIERFS_RETURN_IF_ERROR(MoveMetaStoreAside(options.path, why));
+  return NewLmdbMetaStore(options);
+}
+
+// Opens the metadata store, recovering from a damaged one.
 Result<std::unique_ptr<MetaStore>> OpenMetaStore(const MetaStoreOptions& options) {
   auto m = NewLmdbMetaStore(options);
   if (m.ok() || m.status().code() != Status::Code::kCorruption) return m;
-  TIERFS_RETURN_IF_ERROR(MoveMetaStoreAside(options.path, m.status()));
-  return NewLmdbMetaStore(options);
+  return RecreateMetaStore(options, m.status());
 }
 
 // Builds everything below the FUSE server. Failures are runtime failures (exit 1).
@@ -192,8 +198,7 @@ Status Build(const DaemonOptions& o, Components* c) {
     if (!l2.ok() && l2.status().code() == Status::Code::kCorruption) {
       // The store opened but its block index is unreadable: same recovery as a failed open.
       c->meta.reset();
-      TIERFS_RETURN_IF_ERROR(MoveMetaStoreAside(o.meta.path, l2.status()));
-      auto again = NewLmdbMetaStore(o.meta);
+      auto again = RecreateMetaStore(o.meta, l2.status());
       if (!again.ok()) return again.status().WithContext("reopening the metadata store");
       c->meta = std::move(*again);
       l2 = NewFlashTier(o.l2, c->flash.get(), c->meta.get(), clock);

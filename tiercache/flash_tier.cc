@@ -192,15 +192,10 @@ class FlashTier final : public Tier {
         ++stats_.misses;
         return Status::NotFound("l2 miss");
       }
-      Entry& e = n->payload;
-      length = e.length;
-      checksum = e.checksum;
-      gen = e.gen;
-      if (!n->meta.ttl_order) {  // a ttl-ordered block keeps its place (and atime = stored)
-        e.atime_ns = clock_->NowUnixNanos();
-        list_.Touch(key);
-        dirty_.insert(key);
-      }
+      length = n->payload.length;
+      checksum = n->payload.checksum;
+      gen = n->payload.gen;
+      MarkUsedLocked(key, n);
     }
     auto block = Block::Allocate(length);
     Result<size_t> n = flash_->ReadFile(BlockPath(key), block->mutable_data());
@@ -212,31 +207,14 @@ class FlashTier final : public Tier {
     } else if (BlockChecksum(block->mutable_data().first(length)) != checksum) {
       problem = "checksum mismatch";
     }
-    if (problem) {
-      // Drop only the entry we looked at: if it was evicted (or replaced) meanwhile, a missing
-      // file is the eviction's doing, not a corruption.
-      if (DropIfGeneration(key, gen)) {
-        if (n.ok() || n.status().IsNotFound()) {
-          ++stats_.corruptions;
-        } else {
-          ++stats_.errors;
-        }
-        Logger(Module::kTierCache)
-            .warn("l2 block {} dropped ({}{}); it will be refetched", BlockKeyHex(key), problem,
-                  n.ok() ? "" : ": " + n.status().ToString());
-      }
-      ++stats_.misses;
-      return Status::NotFound("l2 block dropped");
-    }
+    if (problem) return DropDamaged(key, gen, problem, n.status());
     block->set_size(length);
-    ++stats_.hits;
-    stats_.bytes_read += length;
-    FlushAtimes(/*force=*/false);
-    return BlockRef(std::move(block));
+    return Served(std::move(block));
   }
 
   // Reads the chunks covering the range and the matching trailer entries, and checks each
   // chunk: a random 4 KiB read costs one 32 KiB chunk, not the whole block.
+  bool SupportsRanges() const override { return true; }
   Result<BlockRef> ReadRange(const BlockKey& key, uint64_t offset, uint64_t length) override
       EXCLUDES(mu_) {
     uint32_t block_len;
@@ -254,11 +232,7 @@ class FlashTier final : public Tier {
       if (length == 0 || offset + length > block_len) {
         return Status::InvalidArgument("range outside the block");
       }
-      if (!n->meta.ttl_order) {
-        n->payload.atime_ns = clock_->NowUnixNanos();
-        list_.Touch(key);
-        dirty_.insert(key);
-      }
+      MarkUsedLocked(key, n);
     }
     const uint64_t c0 = offset / kChunkBytes, c1 = (offset + length - 1) / kChunkBytes;
     const uint64_t begin = c0 * kChunkBytes;
@@ -280,27 +254,11 @@ class FlashTier final : public Tier {
         }
       }
     }
-    if (problem) {
-      if (DropIfGeneration(key, gen)) {
-        if (st.ok() || st.IsNotFound() || st.code() == Status::Code::kCorruption) {
-          ++stats_.corruptions;
-        } else {
-          ++stats_.errors;
-        }
-        Logger(Module::kTierCache)
-            .warn("l2 block {} dropped ({}{}); it will be refetched", BlockKeyHex(key), problem,
-                  st.ok() ? "" : ": " + st.ToString());
-      }
-      ++stats_.misses;
-      return Status::NotFound("l2 block dropped");
-    }
+    if (problem) return DropDamaged(key, gen, problem, st);
     auto out = Block::Allocate(length);
     std::memcpy(out->mutable_data().data(), data.data() + (offset - begin), length);
     out->set_size(length);
-    ++stats_.hits;
-    stats_.bytes_read += length;
-    FlushAtimes(/*force=*/false);
-    return BlockRef(std::move(out));
+    return Served(std::move(out));
   }
 
   Status Insert(const BlockKey& key, const BlockRef& block, const Placement& hint) override
@@ -437,6 +395,43 @@ class FlashTier final : public Tier {
     uint64_t gen = 0;  // distinguishes re-inserts of the same key
   };
   using List = EvictionList<Entry>;
+
+  // A read is a use: the block moves to the recent end and its atime is batched for LMDB. A
+  // ttl-ordered block keeps its place (and atime = stored).
+  void MarkUsedLocked(const BlockKey& key, List::Node* n) REQUIRES(mu_) {
+    if (n->meta.ttl_order) return;
+    n->payload.atime_ns = clock_->NowUnixNanos();
+    list_.Touch(key);
+    dirty_.insert(key);
+  }
+
+  // The successful end of Read / ReadRange.
+  BlockRef Served(std::shared_ptr<Block> b) EXCLUDES(mu_) {
+    ++stats_.hits;
+    stats_.bytes_read += b->size();
+    FlushAtimes(/*force=*/false);
+    return BlockRef(std::move(b));
+  }
+
+  // The end of a Read / ReadRange that found the block unreadable or damaged (`problem`; `io`:
+  // the I/O status): the block is dropped and the read is a miss, so the caller refetches it.
+  Status DropDamaged(const BlockKey& key, uint64_t gen, const char* problem, const Status& io)
+      EXCLUDES(mu_) {
+    // Drop only the entry we looked at: if it was evicted (or replaced) meanwhile, a missing
+    // file is the eviction's doing, not a corruption.
+    if (DropIfGeneration(key, gen)) {
+      if (io.ok() || io.IsNotFound() || io.code() == Status::Code::kCorruption) {
+        ++stats_.corruptions;
+      } else {
+        ++stats_.errors;
+      }
+      Logger(Module::kTierCache)
+          .warn("l2 block {} dropped ({}{}); it will be refetched", BlockKeyHex(key), problem,
+                io.ok() ? "" : ": " + io.ToString());
+    }
+    ++stats_.misses;
+    return Status::NotFound("l2 block dropped");
+  }
 
   void AddLocked(const BlockRecord& r) REQUIRES(mu_) {
     Entry e;

@@ -143,7 +143,9 @@ class Tier {
   virtual bool IsRemote() const { return false; }
   // Bytes [offset, offset + length) of a block the tier holds, without reading the whole block
   // where the tier can verify a part (L2: per-chunk checksums). Same outcomes as Read();
-  // NotSupported (the default): use Read().
+  // NotSupported: use Read() (always, unless SupportsRanges(); L2 for blocks stored without
+  // chunk checksums).
+  virtual bool SupportsRanges() const { return false; }
   virtual Result<BlockRef> ReadRange(const BlockKey& key, uint64_t offset, uint64_t length) {
     return Status::NotSupported("partial reads");
   }

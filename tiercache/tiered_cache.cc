@@ -382,6 +382,7 @@ class TieredCacheImpl final : public TieredCache {
       Tier* tier = tiers_[t].get();
       if (tier->IsRemote()) return nullptr;
       if (!tier->Contains(key)) continue;
+      if (!tier->SupportsRanges()) return nullptr;  // L1 holds it: take the block from there
       if (options_.placement) {
         const Placement p = options_.placement(obj.key);
         if (p.ttl != std::chrono::nanoseconds::max() && ExpireIfOlder(key, p.ttl)) {
@@ -389,7 +390,7 @@ class TieredCacheImpl final : public TieredCache {
         }
       }
       Result<BlockRef> r = tier->ReadRange(key, in_block, length);
-      if (!r.ok()) return nullptr;  // NotSupported (L1: take the block), a miss, a bad chunk
+      if (!r.ok()) return nullptr;  // a block without chunk checksums, a miss, a bad chunk
       return std::move(r).value();
     }
     return nullptr;

@@ -32,27 +32,21 @@ Status FaultyFlashStore::WriteFile(const std::string& rel_path, std::span<const 
   return base_->WriteFile(rel_path, data, trailer);
 }
 
-Result<size_t> FaultyFlashStore::ReadFile(const std::string& rel_path, std::span<std::byte> out) {
+Status FaultyFlashStore::TakeRead() {
   ++reads_;
-  {
-    MutexLock l(&mu_);
-    if (fail_reads_ > 0) {
-      --fail_reads_;
-      return read_status_;
-    }
-  }
+  MutexLock l(&mu_);
+  if (fail_reads_ == 0) return Status::OK();
+  --fail_reads_;
+  return read_status_;
+}
+
+Result<size_t> FaultyFlashStore::ReadFile(const std::string& rel_path, std::span<std::byte> out) {
+  TIERFS_RETURN_IF_ERROR(TakeRead());
   return base_->ReadFile(rel_path, out);
 }
 
 Status FaultyFlashStore::ReadAt(const std::string& rel_path, std::span<const ReadRange> ranges) {
-  ++reads_;
-  {
-    MutexLock l(&mu_);
-    if (fail_reads_ > 0) {
-      --fail_reads_;
-      return read_status_;
-    }
-  }
+  TIERFS_RETURN_IF_ERROR(TakeRead());
   return base_->ReadAt(rel_path, ranges);
 }
 

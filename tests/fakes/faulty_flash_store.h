@@ -21,7 +21,7 @@ class FaultyFlashStore : public FlashStore {
 
   // The next `n` WriteFile calls fail with `status` (nothing is written).
   void FailWrites(int n, Status status = Status::NoSpace("injected ENOSPC"));
-  // The next `n` ReadFile calls fail with `status`.
+  // The next `n` ReadFile / ReadAt calls fail with `status`.
   void FailReads(int n, Status status = Status::IOError("injected EIO"));
   // FreeBytes returns this instead of asking the base store (nullopt: ask the base store).
   void SetFreeBytes(std::optional<uint64_t> bytes);
@@ -39,6 +39,9 @@ class FaultyFlashStore : public FlashStore {
   Status ListFiles(std::vector<std::string>* out) override;
 
  private:
+  // Counts a read; the injected failure if one is due, else OK.
+  Status TakeRead() EXCLUDES(mu_);
+
   FlashStore* const base_;
   Mutex mu_;
   int fail_writes_ GUARDED_BY(mu_) = 0;

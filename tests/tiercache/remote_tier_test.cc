@@ -20,6 +20,7 @@ namespace {
 
 using testing::AsString;
 using testing::FakeBlobStore;
+using testing::ParseStats;
 using testing::Pattern;
 
 constexpr uint64_t kBs = 4096;
@@ -296,17 +297,6 @@ TEST_F(RemoteTierTest, OptionsAreValidated) {
 }
 
 // ---- two hosts (separate L1s) sharing one origin and one L3 through TieredCache ----
-
-std::map<std::string, uint64_t> ParseStats(const std::string& text) {
-  std::map<std::string, uint64_t> m;
-  std::istringstream in(text);
-  std::string kv;
-  while (in >> kv) {
-    size_t eq = kv.find('=');
-    m[kv.substr(0, eq)] = std::stoull(kv.substr(eq + 1));
-  }
-  return m;
-}
 
 class SharedL3Test : public ::testing::Test {
  protected:

@@ -7,7 +7,9 @@
 
 #include <cstddef>
 #include <filesystem>
+#include <map>
 #include <span>
+#include <sstream>
 #include <string>
 
 #include "base/status.h"
@@ -68,6 +70,19 @@ inline std::string AsString(std::span<const std::byte> b) {
 
 inline std::span<const std::byte> AsBytes(const std::string& s) {
   return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
+}
+
+// "k1=v1 k2=v2 ..." (TieredCache::StatsText) as a map; every value must be a number.
+inline std::map<std::string, uint64_t> ParseStats(const std::string& text) {
+  std::map<std::string, uint64_t> m;
+  std::istringstream in(text);
+  std::string kv;
+  while (in >> kv) {
+    size_t eq = kv.find('=');
+    EXPECT_NE(eq, std::string::npos) << kv;
+    m[kv.substr(0, eq)] = std::stoull(kv.substr(eq + 1));
+  }
+  return m;
 }
 
 }  // namespace tierfs::testing

@@ -21,21 +21,10 @@ namespace {
 
 using testing::FakeBlobStore;
 using testing::FaultyFlashStore;
+using testing::ParseStats;
 using testing::Pattern;
 
 constexpr uint64_t kBs = 4096;
-
-std::map<std::string, uint64_t> ParseStats(const std::string& text) {
-  std::map<std::string, uint64_t> m;
-  std::istringstream in(text);
-  std::string kv;
-  while (in >> kv) {
-    size_t eq = kv.find('=');
-    EXPECT_NE(eq, std::string::npos) << kv;
-    m[kv.substr(0, eq)] = std::stoull(kv.substr(eq + 1));
-  }
-  return m;
-}
 
 class TieredCacheTest : public ::testing::Test {
  protected:
