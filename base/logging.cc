@@ -1,6 +1,7 @@
 #include "base/logging.h"
 
 #include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/sinks/syslog_sink.h>
 #include <syslog.h>
@@ -8,6 +9,9 @@
 #include <array>
 #include <memory>
 #include <mutex>
+#include <string>
+
+#include "base/strings.h"
 
 namespace tierfs {
 namespace {
@@ -15,12 +19,47 @@ namespace {
 constexpr std::array<const char*, 6> kNames = {"base",      "blobclient", "metastore",
                                                "tiercache", "fuse",       "daemon"};
 
+// Forwards to `inner` with control characters of the message escaped (EscapeForLog): whatever
+// a log line quotes (object keys, listing names, server answers, Status texts holding them), it
+// stays one printable line. Messages without control bytes pass unchanged.
+class EscapingSink final : public spdlog::sinks::sink {
+ public:
+  explicit EscapingSink(spdlog::sink_ptr inner) : inner_(std::move(inner)) {}
+  void log(const spdlog::details::log_msg& msg) override {
+    const std::string_view v(msg.payload.data(), msg.payload.size());
+    bool clean = true;
+    for (char ch : v) {
+      const auto c = static_cast<unsigned char>(ch);
+      if (c < 0x20 || c == 0x7f) {
+        clean = false;
+        break;
+      }
+    }
+    if (clean) {
+      inner_->log(msg);
+      return;
+    }
+    const std::string escaped = EscapeForLog(v, size_t{64} << 10);
+    spdlog::details::log_msg copy = msg;
+    copy.payload = spdlog::string_view_t(escaped.data(), escaped.size());
+    inner_->log(copy);
+  }
+  void flush() override { inner_->flush(); }
+  void set_pattern(const std::string& pattern) override { inner_->set_pattern(pattern); }
+  void set_formatter(std::unique_ptr<spdlog::formatter> f) override {
+    inner_->set_formatter(std::move(f));
+  }
+
+ private:
+  const spdlog::sink_ptr inner_;
+};
+
 struct Registry {
   std::mutex mu;
   std::array<std::shared_ptr<spdlog::logger>, kNames.size()> loggers;
 
   Registry() {
-    auto sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+    auto sink = std::make_shared<EscapingSink>(std::make_shared<spdlog::sinks::stderr_sink_mt>());
     for (size_t i = 0; i < kNames.size(); ++i) {
       loggers[i] = std::make_shared<spdlog::logger>(kNames[i], sink);
       loggers[i]->set_level(spdlog::level::info);
@@ -57,6 +96,7 @@ bool ConfigureLogging(const LogOptions& options, std::string* err) {
     if (err) *err = std::string("cannot open log destination: ") + e.what();
     return false;
   }
+  sink = std::make_shared<EscapingSink>(std::move(sink));
   Registry& r = Reg();
   std::lock_guard<std::mutex> lk(r.mu);
   for (auto& l : r.loggers) {

@@ -7,6 +7,7 @@
 #include "base/mutex.h"
 #include "base/result.h"
 #include "base/status.h"
+#include "base/strings.h"
 #include "base/units.h"
 
 namespace tierfs {
@@ -112,6 +113,25 @@ TEST(UnitsTest, FormatRoundTrips) {
   EXPECT_EQ(FormatDuration(kForever), "forever");
   EXPECT_EQ(FormatDuration(250ms), "250ms");
   EXPECT_EQ(*ParseDuration(FormatDuration(7 * 24h + 3s)), 7 * 24h + 3s);
+}
+
+TEST(StringsTest, EscapeForLogMakesControlBytesVisible) {
+  EXPECT_EQ(EscapeForLog("plain/key-1.bin"), "plain/key-1.bin");
+  EXPECT_EQ(EscapeForLog("a\nb\rc\td\\e"), "a\\nb\\rc\\td\\\\e");
+  EXPECT_EQ(EscapeForLog(std::string("x\0y\x1b[31m\x7f", 9)), "x\\x00y\\x1b[31m\\x7f");
+  EXPECT_EQ(EscapeForLog("caf\xc3\xa9"), "caf\xc3\xa9");  // UTF-8 stays readable
+  // A forged log line cannot start: no raw newline survives.
+  EXPECT_EQ(EscapeForLog("k\n[error] fake").find('\n'), std::string::npos);
+  EXPECT_EQ(EscapeForLog(std::string(10, 'a'), 4), "aaaa...(10 bytes)");
+}
+
+TEST(StringsTest, RedactUrlDropsUserinfo) {
+  EXPECT_EQ(RedactUrl("http://user:s3cr3t@127.0.0.1:9000/b"), "http://***@127.0.0.1:9000/b");
+  EXPECT_EQ(RedactUrl("https://tok@host"), "https://***@host");
+  EXPECT_EQ(RedactUrl("http://a:b@c@host/x@y"), "http://***@host/x@y");
+  EXPECT_EQ(RedactUrl("http://host:9000/path@x"), "http://host:9000/path@x");
+  EXPECT_EQ(RedactUrl("https://s3.amazonaws.com"), "https://s3.amazonaws.com");
+  EXPECT_EQ(RedactUrl("not a url"), "not a url");
 }
 
 TEST(ClockTest, FakeClockAdvances) {
