@@ -2,16 +2,30 @@
 //
 // Keys are '/'-separated paths below the root. A key with an empty, "." or ".." component, a
 // leading '/' or a NUL byte is refused (InvalidArgument), so no key can name a path outside the
-// root. The ETag of a file is derived from (size, mtime in ns, inode): any rewrite or replacement
-// gives a new ETag, which is what open-to-close consistency needs. List emulates ListObjectsV2:
-// keys in byte order, directories become common prefixes when the delimiter is "/", and the
-// continuation token is the last key or prefix returned. Put writes a temp file and renames it,
-// so readers never see a partial object.
+// root. List emulates ListObjectsV2: keys in byte order, directories become common prefixes when
+// the delimiter is "/", and the continuation token is the last key or prefix returned. Put
+// writes a temp file and renames it, so readers never see a partial object.
 //
-// Thread-safe; no external synchronization needed (no mutable state besides atomic counters).
+// Only regular files and directories below the root are served. Symlinks are never followed,
+// in any component of a key: paths are resolved with openat2(RESOLVE_BENEATH |
+// RESOLVE_NO_SYMLINKS) where the kernel has it (Linux >= 5.6), else one O_NOFOLLOW openat per
+// component. Symlinks, FIFOs, sockets and device nodes are hidden from listings (one info log
+// line per name) and Head/Read of them is NotFound, so `ln -s /etc/shadow x` is not served and
+// `ln -s .. loop` is not an endless tree. Files are opened O_NONBLOCK and checked with fstat, so
+// a FIFO swapped in at the last moment cannot block a worker.
+//
+// The ETag of a file is derived from (size, mtime ns, ctime ns, inode, device): any rewrite,
+// replacement, chmod or touch gives a new one. Read re-checks it with fstat after reading: a file
+// changed during the read fails the read (FailedPrecondition, as an If-Match failure) rather
+// than returning bytes of two versions.
+//
+// Thread-safe; no external synchronization needed (atomic counters; the set of names already
+// logged as skipped is guarded by a mutex).
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -19,21 +33,33 @@
 #include <cstdio>
 #include <map>
 #include <optional>
+#include <unordered_set>
+#include <utility>
 
 #include "base/logging.h"
+#include "base/mutex.h"
+#include "base/strings.h"
 #include "blobclient/blob_store.h"
 
 namespace tierfs {
 namespace {
 
 constexpr std::string_view kTempMarker = ".tierfs-tmp-";
+// At most this many distinct skipped names are remembered (and logged); later ones are skipped
+// silently.
+constexpr size_t kMaxLoggedSkips = 4096;
+
+int64_t Nanos(const struct timespec& ts) {
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000LL + ts.tv_nsec;
+}
 
 std::string MakeEtag(const struct stat& st) {
-  int64_t mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000LL + st.st_mtim.tv_nsec;
-  char buf[80];
-  std::snprintf(buf, sizeof(buf), "%llx-%llx-%llx", static_cast<unsigned long long>(st.st_size),
-                static_cast<unsigned long long>(mtime_ns),
-                static_cast<unsigned long long>(st.st_ino));
+  char buf[128];
+  std::snprintf(
+      buf, sizeof(buf), "%llx-%llx-%llx-%llx-%llx", static_cast<unsigned long long>(st.st_size),
+      static_cast<unsigned long long>(Nanos(st.st_mtim)),
+      static_cast<unsigned long long>(Nanos(st.st_ctim)),
+      static_cast<unsigned long long>(st.st_ino), static_cast<unsigned long long>(st.st_dev));
   return buf;
 }
 
@@ -41,14 +67,75 @@ ObjectInfo InfoFromStat(const struct stat& st) {
   ObjectInfo info;
   info.size = static_cast<uint64_t>(st.st_size);
   info.etag = MakeEtag(st);
-  info.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000LL + st.st_mtim.tv_nsec;
+  info.mtime_ns = Nanos(st.st_mtim);
   return info;
+}
+
+// An owned file descriptor, closed on destruction.
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  Fd& operator=(Fd&& o) noexcept {
+    if (this != &o) {
+      Reset();
+      fd_ = std::exchange(o.fd_, -1);
+    }
+    return *this;
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() { Reset(); }
+  int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
+  void Reset() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// Whether openat2(2) works here; cleared on the first ENOSYS (older kernels, some seccomp
+// filters answer EPERM).
+std::atomic<bool> g_have_openat2{true};
+
+// Opens `rel` (relative, no empty, "." or ".." component) below `dirfd` without following any
+// symlink. -1 and errno on failure; ELOOP/ENOTDIR when a component is a symlink.
+int OpenBeneath(int dirfd, const std::string& rel, int flags) {
+  if (rel.empty()) return ::openat(dirfd, ".", flags | O_CLOEXEC);
+  if (g_have_openat2.load(std::memory_order_relaxed)) {
+    struct open_how how = {};
+    how.flags = static_cast<uint64_t>(flags | O_CLOEXEC | O_NOFOLLOW);
+    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+    long fd = ::syscall(SYS_openat2, dirfd, rel.c_str(), &how, sizeof(how));
+    if (fd >= 0) return static_cast<int>(fd);
+    if (errno != ENOSYS && errno != EPERM) return -1;
+    g_have_openat2.store(false, std::memory_order_relaxed);
+  }
+  // Fallback: one component at a time, each directory opened O_NOFOLLOW | O_DIRECTORY.
+  Fd dir;
+  int cur = dirfd;
+  size_t pos = 0;
+  for (;;) {
+    const size_t slash = rel.find('/', pos);
+    const std::string comp = rel.substr(pos, slash == std::string::npos ? rel.npos : slash - pos);
+    if (slash == std::string::npos)
+      return ::openat(cur, comp.c_str(), flags | O_CLOEXEC | O_NOFOLLOW);
+    int next = ::openat(cur, comp.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (next < 0) return -1;
+    dir = Fd(next);
+    cur = next;
+    pos = slash + 1;
+  }
 }
 
 // Checks every '/'-separated component of `path` (allowing a trailing '/' when allow_dir).
 Status CheckRelative(std::string_view path, bool allow_trailing_slash, std::string_view what) {
   auto bad = [&](std::string_view why) {
-    return Status::InvalidArgument("file store: " + std::string(what) + " '" + std::string(path) +
+    return Status::InvalidArgument("file store: " + std::string(what) + " '" + EscapeForLog(path) +
                                    "' " + std::string(why));
   };
   if (path.find('\0') != std::string_view::npos) return bad("contains NUL");
@@ -71,7 +158,8 @@ Status CheckRelative(std::string_view path, bool allow_trailing_slash, std::stri
 
 class FileBlobStore final : public BlobStore {
  public:
-  explicit FileBlobStore(std::string root) : root_(std::move(root)) {}
+  FileBlobStore(std::string root, Fd root_fd)
+      : root_(std::move(root)), root_fd_(std::move(root_fd)) {}
 
   std::string Describe() const override { return "file://" + (root_.empty() ? "/" : root_); }
 
@@ -79,9 +167,7 @@ class FileBlobStore final : public BlobStore {
     ++requests_;
     TIERFS_RETURN_IF_ERROR(CheckKey(key));
     struct stat st;
-    if (::stat(Path(key).c_str(), &st) != 0)
-      return Fail(Status::FromErrno(errno, Ctx("stat", key)));
-    if (!S_ISREG(st.st_mode)) return Status::NotFound(Ctx("not a regular file", key));
+    TIERFS_RETURN_IF_ERROR(StatRegular(key, &st));
     return InfoFromStat(st);
   }
 
@@ -89,31 +175,37 @@ class FileBlobStore final : public BlobStore {
                       std::string_view if_match_etag) override {
     ++requests_;
     TIERFS_RETURN_IF_ERROR(CheckKey(key));
-    int fd = ::open(Path(key).c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return Fail(Status::FromErrno(errno, Ctx("open", key)));
+    // Refuse anything but a regular file before opening it (opening a device node can have
+    // effects of its own), then open without following a symlink and without blocking, and
+    // check that what was opened is that same regular file.
+    struct stat want;
+    TIERFS_RETURN_IF_ERROR(StatRegular(key, &want));
+    Fd fd(OpenBeneath(root_fd_.get(), std::string(key), O_RDONLY | O_NONBLOCK | O_NOCTTY));
+    if (fd.get() < 0) return OpenFailure(errno, key);
     struct stat st;
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-      ::close(fd);
+    if (::fstat(fd.get(), &st) != 0) return Fail(Status::FromErrno(errno, Ctx("fstat", key)));
+    if (!S_ISREG(st.st_mode) || st.st_ino != want.st_ino || st.st_dev != want.st_dev) {
       return Status::NotFound(Ctx("not a regular file", key));
     }
-    if (!if_match_etag.empty() && if_match_etag != MakeEtag(st)) {
-      ::close(fd);
+    const std::string etag = MakeEtag(st);
+    if (!if_match_etag.empty() && if_match_etag != etag) {
       return Fail(Status::FailedPrecondition(Ctx("object changed (ETag mismatch)", key)));
     }
     size_t done = 0;
     while (done < out.size()) {
-      ssize_t n =
-          ::pread(fd, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
+      ssize_t n = ::pread(fd.get(), out.data() + done, out.size() - done,
+                          static_cast<off_t>(offset + done));
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0) {
-        Status s = Status::FromErrno(errno, Ctx("pread", key));
-        ::close(fd);
-        return Fail(s);
-      }
+      if (n < 0) return Fail(Status::FromErrno(errno, Ctx("pread", key)));
       if (n == 0) break;  // end of file
       done += static_cast<size_t>(n);
     }
-    ::close(fd);
+    // Rewritten in place while we read: the bytes may mix two versions. Refuse them.
+    struct stat after;
+    if (::fstat(fd.get(), &after) != 0) return Fail(Status::FromErrno(errno, Ctx("fstat", key)));
+    if (MakeEtag(after) != etag) {
+      return Fail(Status::FailedPrecondition(Ctx("object changed during the read", key)));
+    }
     bytes_read_ += done;
     return done;
   }
@@ -203,7 +295,7 @@ class FileBlobStore final : public BlobStore {
   }
   std::string Path(std::string_view key) const { return root_ + "/" + std::string(key); }
   std::string Ctx(std::string_view op, std::string_view key) const {
-    return std::string(op) + " " + root_ + "/" + std::string(key);
+    return std::string(op) + " " + EscapeForLog(root_ + "/" + std::string(key));
   }
   Status Fail(Status st) {
     if (!st.ok() && !st.IsNotFound()) ++errors_;
@@ -222,48 +314,94 @@ class FileBlobStore final : public BlobStore {
 
   // Collects the entries below `dir` (relative, "" or ending in '/') whose names start with
   // `name_filter` (top level only). With delimiter "/", directories become common prefixes and
-  // are not entered; otherwise the walk recurses (real directories only, so symlink loops cannot
-  // trap it) and the delimiter is applied to the full keys.
+  // are not entered; otherwise the walk recurses. Only regular files and directories are seen:
+  // symlinks (never followed, so no loops), FIFOs, sockets and devices are skipped.
   void Walk(const std::string& dir, std::string_view name_filter, const std::string& prefix,
             const std::string& delimiter, std::map<std::string, std::optional<ObjectInfo>>* out) {
-    const std::string abs = dir.empty() ? root_ : root_ + "/" + dir.substr(0, dir.size() - 1);
-    DIR* d = ::opendir(abs.c_str());
-    if (d == nullptr) return;  // a missing "directory" lists as empty, like S3
-    int dfd = ::dirfd(d);
+    const std::string rel = dir.empty() ? std::string() : dir.substr(0, dir.size() - 1);
+    Fd dfd(OpenBeneath(root_fd_.get(), rel, O_RDONLY | O_DIRECTORY));
+    if (dfd.get() < 0) return;  // missing, or not a real directory: lists as empty, like S3
+    DIR* d = ::fdopendir(dfd.get());
+    if (d == nullptr) return;
+    const int fd = dfd.release();  // owned by `d` now
     while (dirent* e = ::readdir(d)) {
       std::string_view name = e->d_name;
       if (name == "." || name == "..") continue;
       if (name.starts_with(kTempMarker)) continue;  // an in-progress Put
       if (!name.starts_with(name_filter)) continue;
-      const std::string rel = dir + std::string(name);
+      const std::string key = dir + std::string(name);
       struct stat st;
-      if (::fstatat(dfd, e->d_name, &st, 0) != 0) continue;  // vanished or dangling symlink
+      if (::fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // vanished
       if (S_ISDIR(st.st_mode)) {
         if (delimiter == "/") {
-          (*out)[rel + "/"] = std::nullopt;
-          continue;
-        }
-        struct stat lst;
-        if (::fstatat(dfd, e->d_name, &lst, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(lst.st_mode)) {
-          Walk(rel + "/", "", prefix, delimiter, out);
+          (*out)[key + "/"] = std::nullopt;
+        } else {
+          Walk(key + "/", "", prefix, delimiter, out);
         }
         continue;
       }
-      if (!S_ISREG(st.st_mode)) continue;
+      if (!S_ISREG(st.st_mode)) {
+        LogSkipped(key, st.st_mode);
+        continue;
+      }
       if (!delimiter.empty()) {
-        size_t pos = rel.find(delimiter, prefix.size());
+        size_t pos = key.find(delimiter, prefix.size());
         if (pos != std::string::npos) {
-          (*out)[rel.substr(0, pos + delimiter.size())] = std::nullopt;
+          (*out)[key.substr(0, pos + delimiter.size())] = std::nullopt;
           continue;
         }
       }
-      (*out)[rel] = InfoFromStat(st);
+      (*out)[key] = InfoFromStat(st);
     }
     ::closedir(d);
   }
 
+  // One info line per skipped name (at most kMaxLoggedSkips names), not one per listing.
+  void LogSkipped(const std::string& key, mode_t mode) {
+    {
+      MutexLock l(&skipped_mu_);
+      if (skipped_logged_.size() >= kMaxLoggedSkips || !skipped_logged_.insert(key).second) return;
+    }
+    const char* kind = S_ISLNK(mode)    ? "a symlink (not followed)"
+                       : S_ISFIFO(mode) ? "a FIFO"
+                       : S_ISSOCK(mode) ? "a socket"
+                       : S_ISCHR(mode)  ? "a character device"
+                       : S_ISBLK(mode)  ? "a block device"
+                                        : "not a regular file";
+    Logger(Module::kBlobClient)
+        .info("file store {}: hiding '{}': {}", EscapeForLog(root_), EscapeForLog(key), kind);
+  }
+
+  // lstat of `key` below the root without following symlinks in any component; NotFound unless
+  // it is a regular file.
+  Status StatRegular(std::string_view key, struct stat* st) {
+    const std::string k(key);
+    const size_t slash = k.rfind('/');
+    const std::string parent = slash == std::string::npos ? std::string() : k.substr(0, slash);
+    const std::string name = slash == std::string::npos ? k : k.substr(slash + 1);
+    Fd dir(OpenBeneath(root_fd_.get(), parent, O_RDONLY | O_DIRECTORY));
+    if (dir.get() < 0) return OpenFailure(errno, key);
+    if (::fstatat(dir.get(), name.c_str(), st, AT_SYMLINK_NOFOLLOW) != 0) {
+      return OpenFailure(errno, key);
+    }
+    if (!S_ISREG(st->st_mode)) return Status::NotFound(Ctx("not a regular file", key));
+    return Status::OK();
+  }
+
+  // errno of a failed open/stat below the root as a Status: a symlink in the way (ELOOP, or
+  // ENOTDIR/EXDEV from the resolver) or a missing name is NotFound.
+  Status OpenFailure(int err, std::string_view key) {
+    if (err == ELOOP || err == ENOTDIR || err == EXDEV || err == ENXIO || err == ENOENT) {
+      return Status::NotFound(Ctx("no regular file", key));
+    }
+    return Fail(Status::FromErrno(err, Ctx("open", key)));
+  }
+
   // Constant after construction.
   const std::string root_;
+  const Fd root_fd_;  // the root directory; every path is resolved beneath it
+  Mutex skipped_mu_;
+  std::unordered_set<std::string> skipped_logged_ GUARDED_BY(skipped_mu_);
   std::atomic<uint64_t> requests_{0}, bytes_read_{0}, bytes_written_{0}, errors_{0};
 };
 
@@ -280,8 +418,10 @@ Result<std::unique_ptr<BlobStore>> NewFileBlobStore(const FileStoreOptions& opti
   if (!S_ISDIR(st.st_mode)) {
     return Status::InvalidArgument("file store root is not a directory: '" + root + "'");
   }
+  Fd fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd.get() < 0) return Status::FromErrno(errno, "file store root " + root);
   if (root == "/") root.clear();  // keys then map to "/" + key
-  return std::unique_ptr<BlobStore>(std::make_unique<FileBlobStore>(root));
+  return std::unique_ptr<BlobStore>(std::make_unique<FileBlobStore>(root, std::move(fd)));
 }
 
 }  // namespace tierfs

@@ -1,7 +1,9 @@
 // FileBlobStore on a temp directory: Head/Read/If-Match, List with delimiter semantics and
 // pagination, Put/Delete, and refusal of keys that would leave the root.
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -168,6 +170,83 @@ TEST_F(FileBlobStoreTest, PutCreatesDirectoriesAndDeleteRemoves) {
   BlobStoreStats st = store_->Stats();
   EXPECT_EQ(st.bytes_written, body.size());
   EXPECT_EQ(st.bytes_read, body.size());
+}
+
+// Symlinks are never followed, in any component; they and FIFOs/sockets are hidden from
+// listings, Head/Read of them is NotFound, and nothing blocks.
+TEST_F(FileBlobStoreTest, SymlinksAndSpecialFilesAreNeitherListedNorServed) {
+  Write("dir/real.bin", "real");
+  Write("top.bin", "top");
+  const std::string outside = root_ + "-outside";
+  std::ofstream(outside) << "secret";
+  fs::create_symlink(outside, fs::path(root_) / "shadow");          // to a file outside
+  fs::create_symlink("top.bin", fs::path(root_) / "inner-link");    // to a file inside
+  fs::create_symlink("..", fs::path(root_) / "dir" / "loop");       // a directory loop
+  fs::create_symlink(root_ + "/dir", fs::path(root_) / "dirlink");  // a directory, absolute
+  ASSERT_EQ(::mkfifo((root_ + "/fifo").c_str(), 0644), 0);
+  int sock = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(sock, 0);
+  struct sockaddr_un addr = {};
+  addr.sun_family = AF_UNIX;
+  const std::string sock_path = root_ + "/sock";
+  ASSERT_LT(sock_path.size(), sizeof(addr.sun_path));
+  std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", sock_path.c_str());
+  ASSERT_EQ(::bind(sock, reinterpret_cast<struct sockaddr*>(&addr), sizeof(addr)), 0);
+
+  EXPECT_EQ(ListAll("", "/", 1000), (std::vector<std::string>{"p:dir/", "o:top.bin"}));
+  EXPECT_EQ(ListAll("dir/", "/", 1000), (std::vector<std::string>{"o:dir/real.bin"}));
+  // Recursive listing terminates and holds only real files.
+  EXPECT_EQ(ListAll("", "", 1000), (std::vector<std::string>{"o:dir/real.bin", "o:top.bin"}));
+  for (const char* key : {"shadow", "inner-link", "fifo", "sock", "dir/loop/top.bin",
+                          "dirlink/real.bin", "dir/loop"}) {
+    EXPECT_EQ(store_->Head(key).status().code(), Status::Code::kNotFound) << key;
+    EXPECT_EQ(Read(key, 0, 16).status().code(), Status::Code::kNotFound) << key;
+  }
+  EXPECT_TRUE(ListAll("dirlink/", "/", 10).empty());
+  EXPECT_TRUE(ListAll("dir/loop/", "", 10).empty());
+  EXPECT_EQ(*Read("dir/real.bin", 0, 16), "real");
+  ::close(sock);
+  fs::remove(outside);
+}
+
+TEST_F(FileBlobStoreTest, EtagCoversCtimeAndReadsRecheckIt) {
+  Write("f", "0123456789");
+  auto before = store_->Head("f");
+  ASSERT_TRUE(before.ok());
+  // A metadata-only change (chmod) moves ctime: a new ETag, the old one fails If-Match.
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_EQ(::chmod((root_ + "/f").c_str(), 0600), 0);
+  auto after = store_->Head("f");
+  ASSERT_TRUE(after.ok());
+  EXPECT_NE(before->etag, after->etag);
+  EXPECT_EQ(Read("f", 0, 4, before->etag).status().code(), Status::Code::kFailedPrecondition);
+  EXPECT_EQ(*Read("f", 0, 4, after->etag), "0123");
+
+  // A rewrite in place (same inode) during a read is caught by the fstat after the read: with
+  // no If-Match given, the only way to get FailedPrecondition is that re-check. (Writes land
+  // within one timestamp tick of each other can slip past it: see the README.)
+  const std::string a(4 << 20, 'a'), b(4 << 20, 'b');
+  Write("big", a);
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    for (int i = 0; !stop.load(); ++i) {
+      std::fstream f(root_ + "/big", std::ios::in | std::ios::out | std::ios::binary);
+      const std::string& v = i % 2 ? a : b;
+      f.write(v.data(), static_cast<std::streamsize>(v.size()));
+    }
+  });
+  int refused = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (refused == 0 && std::chrono::steady_clock::now() < deadline) {
+    auto r = Read("big", 0, 4 << 20);
+    if (!r.ok()) {
+      EXPECT_EQ(r.status().code(), Status::Code::kFailedPrecondition) << r.status().ToString();
+      ++refused;
+    }
+  }
+  stop = true;
+  writer.join();
+  EXPECT_GT(refused, 0);
 }
 
 TEST(FileBlobStoreFactoryTest, RootMustBeAnAbsoluteDirectory) {
