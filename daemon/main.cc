@@ -39,6 +39,7 @@
 #include "base/clock.h"
 #include "base/logging.h"
 #include "base/units.h"
+#include "daemon/cache_dir.h"
 #include "daemon/config.h"
 #include "daemon/prefetch_cli.h"
 #include "tiercache/prefetch_jobs.h"
@@ -101,6 +102,7 @@ struct Components {
   std::unique_ptr<PrefetchJobs> jobs;  // deep prefetch (user.tierfs.prefetch)
   std::unique_ptr<Filesystem> fs;
   std::unique_ptr<FuseServer> server;
+  std::unique_ptr<CacheDirLock> cache_lock;  // held while anything uses the cache directory
 
   // Orderly teardown: unmount, stop serving, join the cache's threads, sync LMDB.
   void Shutdown() {
@@ -119,15 +121,9 @@ struct Components {
     }
     origin.reset();
     transport.reset();
+    cache_lock.reset();  // last: nothing touches the cache directory any more
   }
 };
-
-Status EnsureDir(const std::string& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return Status::IOError(fmt::format("cannot create directory {}: {}", dir, ec.message()));
-  return Status::OK();
-}
 
 // Moves a damaged metadata store aside (to PATH.corrupt, replacing an older one) so the daemon
 // can start with an empty index: the cache is a cache, and a power loss under MDB_NOSYNC must
@@ -181,7 +177,10 @@ Status Build(const DaemonOptions& o, Components* c) {
     if (!s.ok()) return s.status().WithContext("opening the file:// origin");
     c->origin = std::move(*s);
   }
-  TIERFS_RETURN_IF_ERROR(EnsureDir(o.cache_dir));
+  // Private and locked before any block or LMDB file in it is opened (or swept).
+  auto lock = PrepareCacheDir(o.cache_dir);
+  if (!lock.ok()) return lock.status();
+  c->cache_lock = std::move(*lock);
   auto m = OpenMetaStore(o.meta);
   if (!m.ok()) return m.status().WithContext("opening the metadata store at " + o.meta.path);
   c->meta = std::move(*m);
@@ -385,6 +384,9 @@ int RunMount(DaemonOptions o, const std::string& config_path, const MountFlags& 
     std::fprintf(stderr, "tierfs mount: %s\n", s.message().c_str());
     return kExitUsage;
   };
+  // Everything the daemon creates (cache directories and files, the log file) is private to its
+  // user unless a mode is given explicitly.
+  ::umask(077);
   if (!config_path.empty()) {
     Status s = ApplyConfigFile(config_path, &o);
     if (!s.ok()) return usage(s);

@@ -3,6 +3,7 @@
 
 #include <lmdb.h>
 #include <pthread.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -336,9 +337,14 @@ void LmdbMetaStore::EnvCloser::operator()(MDB_env* env) const { mdb_env_close(en
 Result<std::unique_ptr<LmdbMetaStore>> LmdbMetaStore::Open(const MetaStoreOptions& options) {
   auto& log = Logger(Module::kMetaStore);
   if (options.path.empty()) return Status::InvalidArgument("meta store path is empty");
+  // The store is private to the daemon's user: directory 0700, files 0600.
   std::error_code ec;
-  std::filesystem::create_directories(options.path, ec);
+  const std::filesystem::path parent = std::filesystem::path(options.path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
   if (ec) return Status::FromErrno(ec.value(), "creating meta store directory " + options.path);
+  if (::mkdir(options.path.c_str(), 0700) != 0 && errno != EEXIST) {
+    return Status::FromErrno(errno, "creating meta store directory " + options.path);
+  }
 
   MDB_env* raw = nullptr;
   int rc = mdb_env_create(&raw);
@@ -354,7 +360,7 @@ Result<std::unique_ptr<LmdbMetaStore>> LmdbMetaStore::Open(const MetaStoreOption
   // all use the env). NORDAHEAD: lookups are random; read-ahead only pollutes the page cache.
   unsigned int flags = MDB_NOTLS | MDB_NORDAHEAD;
   if (!options.sync_every_commit) flags |= MDB_NOSYNC;
-  rc = mdb_env_open(env.get(), options.path.c_str(), flags, 0644);
+  rc = mdb_env_open(env.get(), options.path.c_str(), flags, 0600);
   if (rc != MDB_SUCCESS) {
     Status s = MdbStatus(rc, where + ": mdb_env_open");
     log.error("{}", s.ToString());

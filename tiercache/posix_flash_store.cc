@@ -1,7 +1,8 @@
 // PosixFlashStore: the real FlashStore (tier.h) — one regular file per path under a root
 // directory. Writes go to a temp file in the destination directory ("<name>.tmp.<pid>.<n>"),
 // are optionally fsynced, then renamed over the final name, so a reader sees either no file or
-// the whole file. Missing parent directories are created on demand. errno is translated into
+// the whole file. Missing parent directories are created on demand. Directories are created
+// 0700 and files 0600: cached bytes are private to the daemon's user. errno is translated into
 // Status here, once (C3).
 #include <dirent.h>
 #include <errno.h>
@@ -20,11 +21,16 @@
 namespace tierfs {
 namespace {
 
-// Creates every missing directory of `dir` (absolute). EEXIST is fine.
+// Creates every missing directory of `dir` (absolute), each mode 0700 (the cache is private to
+// the daemon's user). EEXIST is fine; existing directories are left as they are.
 Status MakeDirs(const std::string& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return Status::FromErrno(ec.value(), "mkdir " + dir);
+  for (size_t pos = dir.find('/', 1);; pos = dir.find('/', pos + 1)) {
+    const std::string part = dir.substr(0, pos);
+    if (!part.empty() && ::mkdir(part.c_str(), 0700) != 0 && errno != EEXIST) {
+      return Status::FromErrno(errno, "mkdir " + part);
+    }
+    if (pos == std::string::npos) break;
+  }
   return Status::OK();
 }
 
@@ -43,10 +49,10 @@ class PosixFlashStore final : public FlashStore {
     const std::string path = Abs(rel_path);
     const std::string tmp =
         path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(++tmp_counter_);
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0 && errno == ENOENT) {
       TIERFS_RETURN_IF_ERROR(MakeDirs(DirName(tmp)));
-      fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+      fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     }
     if (fd < 0) return Status::FromErrno(errno, "create " + tmp);
     Status st = WriteAll(fd, data, tmp);
