@@ -13,6 +13,7 @@
 
 #include "base/logging.h"
 #include "base/mutex.h"
+#include "base/strings.h"
 
 namespace tierfs::blobclient {
 namespace {
@@ -438,7 +439,7 @@ Status HttpStatusToStatus(long http_status, std::string_view context, std::strin
     size_t e = body.find("</Code>", b);
     if (e != std::string_view::npos && e - b < 128) {
       msg += " ";
-      msg += body.substr(b + 6, e - b - 6);
+      msg += EscapeForLog(body.substr(b + 6, e - b - 6));  // untrusted bytes
     }
   }
   switch (http_status) {

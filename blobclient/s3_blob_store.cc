@@ -30,6 +30,7 @@
 
 #include "base/logging.h"
 #include "base/mutex.h"
+#include "base/strings.h"
 #include "blobclient/adaptive.h"
 #include "blobclient/blob_store.h"
 #include "blobclient/http_transport.h"
@@ -75,25 +76,25 @@ Result<Endpoint> ParseEndpoint(std::string_view url) {
   ep.scheme = std::string(url.substr(0, sep));
   for (char& c : ep.scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (ep.scheme != "http" && ep.scheme != "https") {
-    return Status::InvalidArgument("s3 endpoint scheme must be http or https: '" +
-                                   std::string(url) + "'");
+    return Status::InvalidArgument("s3 endpoint scheme must be http or https: '" + RedactUrl(url) +
+                                   "'");
   }
   std::string_view rest = url.substr(sep + 3);
   size_t slash = rest.find('/');
   std::string_view authority = rest.substr(0, slash);
   if (slash != std::string_view::npos && rest.substr(slash) != "/") {
-    return Status::InvalidArgument("s3 endpoint must not have a path: '" + std::string(url) + "'");
+    return Status::InvalidArgument("s3 endpoint must not have a path: '" + RedactUrl(url) + "'");
   }
   if (authority.empty() || authority.find('@') != std::string_view::npos) {
     return Status::InvalidArgument("s3 endpoint needs a host (and no user info): '" +
-                                   std::string(url) + "'");
+                                   RedactUrl(url) + "'");
   }
   size_t colon = authority.rfind(':');
   if (colon != std::string_view::npos && authority.find(']') == std::string_view::npos) {
     ep.host = std::string(authority.substr(0, colon));
     ep.port = std::string(authority.substr(colon + 1));
     if (ep.port.empty() || ep.port.find_first_not_of("0123456789") != std::string::npos) {
-      return Status::InvalidArgument("s3 endpoint has a bad port: '" + std::string(url) + "'");
+      return Status::InvalidArgument("s3 endpoint has a bad port: '" + RedactUrl(url) + "'");
     }
     if ((ep.scheme == "http" && ep.port == "80") || (ep.scheme == "https" && ep.port == "443")) {
       ep.port.clear();  // curl sends Host without a default port; sign the same

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/strings.h"
 #include "base/units.h"
 
 namespace tierfs {
@@ -60,6 +61,28 @@ Status CheckUint32(int64_t v, uint32_t* out) {
   if (v < 0 || v > 0xffffffffLL)
     return Status::InvalidArgument(fmt::format("{} is out of range", v));
   *out = static_cast<uint32_t>(v);
+  return Status::OK();
+}
+
+// A permission mode in octal ("0644", "640"): at most 0777, no setuid/setgid/sticky bits.
+Status ParseMode(std::string_view what, std::string_view text, uint32_t* out) {
+  uint32_t v = 0;
+  if (text.empty() || text.size() > 4) {
+    return Status::InvalidArgument(
+        fmt::format("{}: '{}' is not an octal mode such as \"0644\"", what, text));
+  }
+  for (char c : text) {
+    if (c < '0' || c > '7') {
+      return Status::InvalidArgument(
+          fmt::format("{}: '{}' is not an octal mode such as \"0644\"", what, text));
+    }
+    v = v * 8 + static_cast<uint32_t>(c - '0');
+  }
+  if (v > 0777) {
+    return Status::InvalidArgument(
+        fmt::format("{}: '{}' has bits beyond 0777 (no setuid, setgid or sticky bit)", what, text));
+  }
+  *out = v;
   return Status::OK();
 }
 
@@ -325,8 +348,16 @@ const std::vector<KeySpec>& Schema() {
        }},
       {"fuse", "default_permissions", Kind::kBool,
        [](const Value& v, DaemonOptions* o) {
-         o->fuse.default_permissions = v.b;
+         o->default_permissions = v.b;
          return Status::OK();
+       }},
+      {"fuse", "file_mode", Kind::kString,
+       [](const Value& v, DaemonOptions* o) {
+         return ParseMode("fuse.file_mode", v.str, &o->fs.file_mode);
+       }},
+      {"fuse", "dir_mode", Kind::kString,
+       [](const Value& v, DaemonOptions* o) {
+         return ParseMode("fuse.dir_mode", v.str, &o->fs.dir_mode);
        }},
       {"fuse", "uid", Kind::kInt,
        [](const Value& v, DaemonOptions* o) {
@@ -682,7 +713,13 @@ Status ApplyMountOptions(std::string_view list, DaemonOptions* out) {
     } else if (opt == "noallow_other") {
       out->fuse.allow_other = false;
     } else if (opt == "default_permissions") {
-      out->fuse.default_permissions = true;
+      out->default_permissions = true;
+    } else if (opt == "nodefault_permissions") {
+      out->default_permissions = false;
+    } else if (name == "file_mode" || name == "dir_mode") {
+      TIERFS_RETURN_IF_ERROR(
+          ParseMode(fmt::format("-o {}", name), value,
+                    name == "file_mode" ? &out->fs.file_mode : &out->fs.dir_mode));
     } else if (opt == "debug") {
       out->fuse.debug = true;
     } else if (name == "uid" || name == "gid") {
@@ -698,7 +735,8 @@ Status ApplyMountOptions(std::string_view list, DaemonOptions* out) {
     } else {
       return Status::InvalidArgument(fmt::format(
           "-o: unknown mount option '{}' (tierfs: allow_other, noallow_other, default_permissions, "
-          "uid=N, gid=N, max_threads=N, debug; libfuse: nodev, nosuid, noexec, noatime, "
+          "nodefault_permissions, uid=N, gid=N, file_mode=OCTAL, dir_mode=OCTAL, max_threads=N, "
+          "debug; libfuse: nodev, nosuid, noexec, noatime, "
           "auto_unmount, ...)",
           opt));
     }
@@ -801,6 +839,11 @@ Status FinishOptions(DaemonOptions* o, const GetEnvFn& getenv) {
   o->fs.readahead_max_bytes = o->cache.readahead_max_bytes;
   o->fs.uid = o->uid.value_or(static_cast<uint32_t>(getuid()));
   o->fs.gid = o->gid.value_or(static_cast<uint32_t>(getgid()));
+  // Root and the mounting user (the daemon's uid) may set user.tierfs.* controls.
+  o->fs.control_uid = static_cast<uint32_t>(getuid());
+  // Other users get in only with allow_other, and then the kernel checks modes and owner
+  // (fuse.file_mode / fuse.dir_mode / fuse.uid / fuse.gid) unless told otherwise.
+  o->fuse.default_permissions = o->default_permissions.value_or(o->fuse.allow_other);
   TIERFS_RETURN_IF_ERROR(FinishL3Options(o, getenv));
   return Validate(*o);
 }
@@ -834,8 +877,9 @@ Status FinishL3Options(DaemonOptions* o, const GetEnvFn& getenv) {
   };
   if (!o->l3_store.endpoint.empty() && !o->l3_store.endpoint.starts_with("http://") &&
       !o->l3_store.endpoint.starts_with("https://")) {
-    return bad("cache.l3_endpoint (--l3-endpoint)",
-               fmt::format("'{}' must start with http:// or https://", o->l3_store.endpoint));
+    return bad(
+        "cache.l3_endpoint (--l3-endpoint)",
+        fmt::format("'{}' must start with http:// or https://", RedactUrl(o->l3_store.endpoint)));
   }
   if (o->l3_store.region.empty()) return bad("cache.l3_region", "must not be empty");
   if (o->l3_tier.ttl <= std::chrono::nanoseconds(0)) {
@@ -929,8 +973,8 @@ Status Validate(const DaemonOptions& o) {
     if (o.origin.bucket.empty()) return bad("SOURCE", "no bucket");
     if (!o.origin.endpoint.empty() && !o.origin.endpoint.starts_with("http://") &&
         !o.origin.endpoint.starts_with("https://")) {
-      return bad("s3.endpoint (--endpoint)",
-                 fmt::format("'{}' must start with http:// or https://", o.origin.endpoint));
+      return bad("s3.endpoint (--endpoint)", fmt::format("'{}' must start with http:// or https://",
+                                                         RedactUrl(o.origin.endpoint)));
     }
     if (o.origin.region.empty()) return bad("s3.region (--region)", "must not be empty");
   }
@@ -970,19 +1014,24 @@ Status Validate(const DaemonOptions& o) {
 std::string DescribeOptions(const DaemonOptions& o) {
   std::string s = fmt::format(
       "source={} mountpoint={} cache_dir={} block_size={} l1={} l2={} metadata_ttl={} "
-      "fuse.max_threads={} prefetch_threads={} readahead_max={}",
-      o.source, o.mountpoint, o.cache_dir, FormatSize(o.cache.block_size),
-      FormatSize(o.l1.capacity_bytes), FormatSize(o.l2.capacity_bytes),
-      FormatDuration(o.catalog.metadata_ttl), o.fuse.max_threads, o.cache.prefetch_threads,
-      FormatSize(o.cache.readahead_max_bytes));
+      "fuse.max_threads={} allow_other={} default_permissions={} file_mode={:04o} "
+      "dir_mode={:04o} prefetch_threads={} readahead_max={}",
+      EscapeForLog(RedactUrl(o.source)), EscapeForLog(o.mountpoint), EscapeForLog(o.cache_dir),
+      FormatSize(o.cache.block_size), FormatSize(o.l1.capacity_bytes),
+      FormatSize(o.l2.capacity_bytes), FormatDuration(o.catalog.metadata_ttl), o.fuse.max_threads,
+      o.fuse.allow_other, o.fuse.default_permissions, o.fs.file_mode, o.fs.dir_mode,
+      o.cache.prefetch_threads, FormatSize(o.cache.readahead_max_bytes));
   if (o.source_uri.scheme == SourceUri::Scheme::kS3) {
-    s += fmt::format(" endpoint={} region={} credentials={}",
-                     o.origin.endpoint.empty() ? "(aws default)" : o.origin.endpoint,
-                     o.origin.region, o.no_sign_request ? "anonymous" : "signed");
+    s += fmt::format(
+        " endpoint={} region={} credentials={}",
+        o.origin.endpoint.empty() ? "(aws default)" : EscapeForLog(RedactUrl(o.origin.endpoint)),
+        EscapeForLog(o.origin.region), o.no_sign_request ? "anonymous" : "signed");
   }
   if (!o.l3.empty()) {
-    s += fmt::format(" l3={} l3_endpoint={} l3_region={} l3_ttl={} l3_write_queue={}", o.l3,
-                     o.l3_store.endpoint.empty() ? "(aws default)" : o.l3_store.endpoint,
+    s += fmt::format(" l3={} l3_endpoint={} l3_region={} l3_ttl={} l3_write_queue={}",
+                     EscapeForLog(RedactUrl(o.l3)),
+                     o.l3_store.endpoint.empty() ? "(aws default)"
+                                                 : EscapeForLog(RedactUrl(o.l3_store.endpoint)),
                      o.l3_store.region, FormatDuration(o.l3_tier.ttl), o.l3_tier.write_queue);
   }
   return s;

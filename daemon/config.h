@@ -15,7 +15,8 @@
 //               connect_timeout, request_timeout, low_speed_time, max_attempts, backoff_base,
 //               backoff_max, max_connections, initial_concurrency, hedge, hedge_min_delay,
 //               hedge_max_size, part_size, max_parts_in_flight
-//   [fuse]      max_threads, clone_fd, allow_other, default_permissions, uid, gid, options
+//   [fuse]      max_threads, clone_fd, allow_other, default_permissions, uid, gid, file_mode,
+//               dir_mode, options
 //   [log]       level, file
 //   [metastore] map_size, sync_every_commit
 //   [[policy]]  prefix (required), pin, ttl, policy, quota — one table per path prefix
@@ -86,6 +87,9 @@ struct DaemonOptions {
   // Owner of every inode; unset: the mounting user.
   std::optional<uint32_t> uid;
   std::optional<uint32_t> gid;
+  // fuse.default_permissions / -o [no]default_permissions; unset: on exactly when allow_other
+  // is (FinishOptions sets fuse.default_permissions).
+  std::optional<bool> default_permissions;
 
   // L3, the regional tier (optional): empty `l3` = no L3. FinishOptions/FinishL3Options fill
   // `l3_store` from these. Its credentials are its own: the environment variables named by
@@ -149,7 +153,8 @@ Status ApplyConfigFile(const std::string& path, DaemonOptions* out);
 Status ApplyFlags(const MountFlags& flags, DaemonOptions* out);
 
 // Applies one comma-separated -o list: tierfs's own (allow_other, noallow_other,
-// default_permissions, uid=N, gid=N, max_threads=N, debug, ro) and libfuse mount options passed
+// default_permissions, nodefault_permissions, uid=N, gid=N, file_mode=OCTAL, dir_mode=OCTAL,
+// max_threads=N, debug, ro) and libfuse mount options passed
 // through (nodev, nosuid, noexec, noatime, nodiratime, auto_unmount, ...). fstab-only words
 // (defaults, auto, noauto, user, users, nouser, nofail, _netdev, x-*, comment=*) are ignored.
 // "rw" is refused: the file system is read-only.

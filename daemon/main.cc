@@ -422,6 +422,11 @@ int RunMount(DaemonOptions o, const std::string& config_path, const MountFlags& 
                  "mounting for this user only\n");
     o.fuse.allow_other = false;
   }
+  if (o.fuse.allow_other && !o.fuse.default_permissions) {
+    std::fprintf(stderr,
+                 "tierfs mount: warning: allow_other without default_permissions: every local "
+                 "user can read every file, whatever fuse.file_mode/dir_mode say\n");
+  }
 
   if (o.foreground) {
     LogOptions lo = o.log;  // stderr unless --log-file
@@ -638,9 +643,11 @@ int Main(int argc, char** argv) {
       "--l3-endpoint", l3_endpoint, "Endpoint URL of the L3 store, e.g. http://10.0.0.7:9000");
   mount
       ->add_option("-o", flags.options,
-                   "Mount options, comma-separated: allow_other, noallow_other, "
-                   "default_permissions, uid=N, gid=N, max_threads=N, debug, and libfuse's "
-                   "nodev, nosuid, noexec, noatime, auto_unmount, ...")
+                   "Mount options, comma-separated: allow_other (other users may enter; off by "
+                   "default), noallow_other, default_permissions (on with allow_other), "
+                   "nodefault_permissions, uid=N, gid=N, file_mode=OCTAL (0644), "
+                   "dir_mode=OCTAL (0755), max_threads=N, debug, and libfuse's nodev, nosuid, "
+                   "noexec, noatime, auto_unmount, ...")
       ->allow_extra_args(false);
 
   // ---- status ----

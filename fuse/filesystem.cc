@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "base/logging.h"
+#include "base/strings.h"
 #include "fuse/xattr_handlers.h"
 
 namespace tierfs {
@@ -103,7 +104,7 @@ InodeAttr Filesystem::DirAttr(InodeId ino) const {
   InodeAttr a;
   a.ino = ino;
   a.is_dir = true;
-  a.mode = S_IFDIR | 0555;
+  a.mode = S_IFDIR | (options_.dir_mode & 07777);
   a.nlink = 2;
   a.uid = options_.uid;
   a.gid = options_.gid;
@@ -118,7 +119,7 @@ InodeAttr Filesystem::AttrOf(const Inode& node) const {
   InodeAttr a;
   a.ino = node.ino;
   a.is_dir = false;
-  a.mode = S_IFREG | 0444;
+  a.mode = S_IFREG | (options_.file_mode & 07777);
   a.nlink = 1;
   a.uid = options_.uid;
   a.gid = options_.gid;
@@ -166,7 +167,9 @@ Result<LookupEntry> Filesystem::Lookup(InodeId parent, std::string_view name) {
     if (e.status().IsNotFound()) {
       ++counters_.negative_lookups;
     } else {
-      Logger(Module::kFuse).warn("lookup '{}' in '{}': {}", name, p->path, e.status().ToString());
+      Logger(Module::kFuse)
+          .warn("lookup '{}' in '{}': {}", EscapeForLog(name), EscapeForLog(p->path),
+                e.status().ToString());
     }
     return e.status();
   }
@@ -345,7 +348,7 @@ Result<OpenResult> Filesystem::Open(InodeId ino) {
   auto e = catalog_->Revalidate(n->path);
   if (!e.ok()) {
     if (!e.status().IsNotFound()) {
-      Logger(Module::kFuse).warn("open '{}': {}", n->path, e.status().ToString());
+      Logger(Module::kFuse).warn("open '{}': {}", EscapeForLog(n->path), e.status().ToString());
     }
     return e.status();
   }
@@ -558,13 +561,26 @@ Result<std::vector<std::string>> Filesystem::ListXattr(InodeId ino) {
   return xattrs_->List(XattrTargetFor(ino, *n));
 }
 
-Status Filesystem::SetXattr(InodeId ino, std::string_view name, std::string_view value) {
+Status Filesystem::SetXattr(InodeId ino, std::string_view name, std::string_view value,
+                            uint32_t caller_uid) {
   auto n = FindInode(ino);
   if (!n) return Status::FailedPrecondition(fmt::format("setxattr of unknown inode {}", ino));
+  if (name.starts_with(kXattrPrefix) && caller_uid != 0 && caller_uid != options_.control_uid) {
+    // The controls (evict, prefetch, pin, ttl, ...) act for every user of the mount: only root
+    // and the mounting user may use them.
+    Logger(Module::kFuse)
+        .warn(
+            "setxattr {} on '{}' by uid {} refused: only root and the mounting user (uid {}) "
+            "may set user.tierfs.* attributes",
+            EscapeForLog(name), EscapeForLog(n->path), caller_uid, options_.control_uid);
+    return Status::PermissionDenied(fmt::format("uid {} may not set {}", caller_uid, name));
+  }
   const XattrHandler* h = xattrs_->Find(name);
   if (!h) {
     if (name.starts_with(kXattrPrefix)) {
-      Logger(Module::kFuse).warn("setxattr of unknown attribute {} on '{}'", name, n->path);
+      Logger(Module::kFuse)
+          .warn("setxattr of unknown attribute {} on '{}'", EscapeForLog(name),
+                EscapeForLog(n->path));
     }
     return Status::NotSupported(fmt::format("attribute {} cannot be set", name));
   }
@@ -576,7 +592,8 @@ Status Filesystem::RemoveXattr(InodeId ino, std::string_view name) {
   auto n = FindInode(ino);
   if (!n) return Status::FailedPrecondition(fmt::format("removexattr of unknown inode {}", ino));
   if (!xattrs_->Find(name)) return Status::NotFound(fmt::format("no attribute {}", name));
-  Logger(Module::kFuse).warn("removexattr {} on '{}' refused: read-only", name, n->path);
+  Logger(Module::kFuse)
+      .warn("removexattr {} on '{}' refused: read-only", EscapeForLog(name), EscapeForLog(n->path));
   return Status::InvalidArgument(fmt::format("{} is read-only", name));
 }
 

@@ -51,6 +51,13 @@ inline constexpr InodeId kUnknownInode = 0xffffffff;
 struct FilesystemOptions {
   uint32_t uid = 0;  // owner of every inode (daemon/: the mounting user unless configured)
   uint32_t gid = 0;
+  // Permission bits of every file and directory. The owner's write bit lets the owner set
+  // user.tierfs.* when the kernel checks modes (default_permissions); writes still get EROFS.
+  uint32_t file_mode = 0644;
+  uint32_t dir_mode = 0755;
+  // Who may set user.tierfs.* attributes besides root: the mounting user (daemon/: the daemon's
+  // uid). Others get PermissionDenied (EPERM); reading the attributes stays open to all.
+  uint32_t control_uid = 0;
   // Upper bound of the per-file readahead window; the window starts at two blocks and doubles
   // while reads stay sequential. 0 disables readahead. (TieredCacheOptions::readahead_max_bytes.)
   uint64_t readahead_max_bytes = 64ULL << 20;
@@ -67,7 +74,7 @@ struct FilesystemOptions {
 struct InodeAttr {
   InodeId ino = 0;
   bool is_dir = false;
-  uint32_t mode = 0;   // S_IFDIR|0555 or S_IFREG|0444
+  uint32_t mode = 0;   // S_IFDIR|dir_mode or S_IFREG|file_mode
   uint32_t nlink = 1;  // 2 for directories
   uint32_t uid = 0;
   uint32_t gid = 0;
@@ -167,7 +174,9 @@ class Filesystem {
   // Names that apply to the inode.
   Result<std::vector<std::string>> ListXattr(InodeId ino);
   // NotSupported: unknown name (ENOTSUP). InvalidArgument: read-only name or bad value (EINVAL).
-  Status SetXattr(InodeId ino, std::string_view name, std::string_view value);
+  // PermissionDenied (EPERM): a user.tierfs.* name set by a `caller_uid` other than root and
+  // FilesystemOptions::control_uid.
+  Status SetXattr(InodeId ino, std::string_view name, std::string_view value, uint32_t caller_uid);
   // NotFound for unknown names (ENODATA); InvalidArgument for the read-only tierfs names.
   Status RemoveXattr(InodeId ino, std::string_view name);
 

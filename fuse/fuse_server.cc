@@ -65,8 +65,9 @@ int ToErrno(const Status& status, ErrnoContext context) {
       // A deadline passed after retries → EIO (ETIMEDOUT would read as a network socket error).
       return EIO;
     case Status::Code::kPermissionDenied:
-      // The store refused our credentials (401/403) → EACCES.
-      return EACCES;
+      // The store refused our credentials (401/403) → EACCES. A user.tierfs.* control set by a
+      // user other than root and the mounting user → EPERM, as for other privileged attributes.
+      return context == ErrnoContext::kXattr ? EPERM : EACCES;
     case Status::Code::kNoSpace:
       // A tier or quota is full → ENOSPC.
       return ENOSPC;
@@ -539,7 +540,9 @@ void ListXattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
 
 void SetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size,
               int flags) {
-  Status s = Ctx(req)->fs->SetXattr(ino, name, std::string_view(value, size));
+  const fuse_ctx* caller = fuse_req_ctx(req);
+  Status s = Ctx(req)->fs->SetXattr(ino, name, std::string_view(value, size),
+                                    static_cast<uint32_t>(caller->uid));
   fuse_reply_err(req, ToErrno(s, ErrnoContext::kXattr));
 }
 

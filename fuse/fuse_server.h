@@ -33,11 +33,12 @@ struct FuseOptions {
   int max_threads = 16;
   // One /dev/fuse fd per worker thread (less contention on the device).
   bool clone_fd = true;
-  // -o allow_other: other users (the training job's) may use the mount. Needs user_allow_other
-  // in /etc/fuse.conf when not mounting as root.
-  bool allow_other = true;
-  // -o default_permissions: the kernel checks the mode bits (0444/0555) itself.
-  bool default_permissions = true;
+  // -o allow_other: other users (the training job's) may use the mount. Off by default: only
+  // the mounting user can. Needs user_allow_other in /etc/fuse.conf when not mounting as root.
+  bool allow_other = false;
+  // -o default_permissions: the kernel checks the mode bits and owner (FilesystemOptions) itself.
+  // daemon/ turns it on with allow_other unless told otherwise.
+  bool default_permissions = false;
   // "tierfs:SOURCE", shown by mount(8) and df(1). Subtype is always "tierfs" (type fuse.tierfs).
   std::string fsname = "tierfs";
   // Further -o options passed to libfuse as they are ("nodev", "noatime", "auto_unmount", ...).

@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "base/logging.h"
+#include "base/strings.h"
 #include "base/units.h"
 #include "fuse/filesystem.h"
 #include "tiercache/policy.h"
@@ -108,7 +109,8 @@ class PrefetchHandler final : public XattrHandler {
     }
     if (!s.ok()) {
       Logger(Module::kFuse)
-          .warn("setxattr {}='{}' on '{}' refused: {}", name(), v, t.path, s.ToString());
+          .warn("setxattr {}='{}' on '{}' refused: {}", name(), EscapeForLog(v),
+                EscapeForLog(t.path), s.ToString());
     }
     return s;
   }
@@ -154,7 +156,9 @@ Status ForEachTargetFile(const XattrTarget& t, const std::function<void(const Ob
 }
 
 Status Refused(std::string_view name, const XattrTarget& t, std::string_view v, Status s) {
-  Logger(Module::kFuse).warn("setxattr {}='{}' on '{}' refused: {}", name, v, t.path, s.ToString());
+  Logger(Module::kFuse)
+      .warn("setxattr {}='{}' on '{}' refused: {}", name, EscapeForLog(v), EscapeForLog(t.path),
+            s.ToString());
   return s;
 }
 
@@ -178,7 +182,7 @@ class PolicyFieldHandler : public XattrHandler {
     if (!s.ok()) return Refused(name(), t, v, s);
     s = Apply(t, r, update);
     if (!s.ok()) return Refused(name(), t, v, s);
-    Logger(Module::kFuse).info("{}={} set on '{}'", name(), v, t.path);
+    Logger(Module::kFuse).info("{}={} set on '{}'", name(), EscapeForLog(v), EscapeForLog(t.path));
     return Status::OK();
   }
 
@@ -254,7 +258,8 @@ class EvictHandler final : public XattrHandler {
     const std::string_view v = TrimXattrValue(raw);
     if (v != "1") {
       Logger(Module::kFuse)
-          .warn("setxattr {}='{}' on '{}' refused: the value must be 1", name(), v, t.path);
+          .warn("setxattr {}='{}' on '{}' refused: the value must be 1", name(), EscapeForLog(v),
+                EscapeForLog(t.path));
       return Status::InvalidArgument(fmt::format("bad value '{}' for {} (1)", v, name()));
     }
     uint64_t files = 0;
@@ -263,10 +268,11 @@ class EvictHandler final : public XattrHandler {
       ++files;
     });
     if (!s.ok()) {
-      Logger(Module::kFuse).warn("evict of '{}': {}", t.path, s.ToString());
+      Logger(Module::kFuse).warn("evict of '{}': {}", EscapeForLog(t.path), s.ToString());
       return s;
     }
-    Logger(Module::kFuse).info("evicted '{}' ({} files) from the host tiers", t.path, files);
+    Logger(Module::kFuse)
+        .info("evicted '{}' ({} files) from the host tiers", EscapeForLog(t.path), files);
     return Status::OK();
   }
 };
@@ -280,7 +286,8 @@ std::string_view TrimXattrValue(std::string_view value) {
 
 Status XattrHandler::Set(const XattrTarget& target, std::string_view value) const {
   Logger(Module::kFuse)
-      .warn("setxattr {} on '{}' refused: the attribute is read-only", name(), target.path);
+      .warn("setxattr {} on '{}' refused: the attribute is read-only", name(),
+            EscapeForLog(target.path));
   return Status::InvalidArgument(std::string(name()) + " is read-only");
 }
 

@@ -282,6 +282,70 @@ TEST(ConfigTest, MountOptions) {
   EXPECT_TRUE(Contains(Err(ApplyMountOptions("rw", &b)), "read-only"));
 }
 
+TEST(ConfigTest, PrivateByDefaultAndAllowOtherTurnsOnDefaultPermissions) {
+  DaemonOptions d = Base();
+  ASSERT_TRUE(FinishOptions(&d, FakeEnv({})).ok());
+  EXPECT_FALSE(d.fuse.allow_other);
+  EXPECT_FALSE(d.fuse.default_permissions);
+  EXPECT_EQ(d.fs.file_mode, 0644u);
+  EXPECT_EQ(d.fs.dir_mode, 0755u);
+  EXPECT_EQ(d.fs.control_uid, static_cast<uint32_t>(getuid()));
+
+  DaemonOptions o = Base();
+  ASSERT_TRUE(ApplyMountOptions("allow_other,file_mode=0640,dir_mode=750", &o).ok());
+  ASSERT_TRUE(FinishOptions(&o, FakeEnv({})).ok());
+  EXPECT_TRUE(o.fuse.allow_other);
+  EXPECT_TRUE(o.fuse.default_permissions);
+  EXPECT_EQ(o.fs.file_mode, 0640u);
+  EXPECT_EQ(o.fs.dir_mode, 0750u);
+
+  // Explicitly off stays off (the operator's choice), in the file or with -o.
+  DaemonOptions f = Base();
+  ASSERT_TRUE(ApplyConfigText("[fuse]\nallow_other = true\ndefault_permissions = false\n"
+                              "file_mode = \"0600\"\n",
+                              "t.toml", &f)
+                  .ok());
+  ASSERT_TRUE(FinishOptions(&f, FakeEnv({})).ok());
+  EXPECT_TRUE(f.fuse.allow_other);
+  EXPECT_FALSE(f.fuse.default_permissions);
+  EXPECT_EQ(f.fs.file_mode, 0600u);
+  DaemonOptions g = Base();
+  ASSERT_TRUE(ApplyMountOptions("allow_other,nodefault_permissions", &g).ok());
+  ASSERT_TRUE(FinishOptions(&g, FakeEnv({})).ok());
+  EXPECT_FALSE(g.fuse.default_permissions);
+  DaemonOptions h = Base();
+  ASSERT_TRUE(ApplyMountOptions("default_permissions", &h).ok());
+  ASSERT_TRUE(FinishOptions(&h, FakeEnv({})).ok());
+  EXPECT_FALSE(h.fuse.allow_other);
+  EXPECT_TRUE(h.fuse.default_permissions);
+
+  DaemonOptions b = Base();
+  for (const char* bad : {"file_mode=644x", "file_mode=", "dir_mode=4755", "file_mode=99999",
+                          "dir_mode=1777", "file_mode=8"}) {
+    EXPECT_TRUE(Contains(Err(ApplyMountOptions(bad, &b)), "_mode")) << bad;
+  }
+  EXPECT_TRUE(Contains(Err(ApplyConfigText("[fuse]\nfile_mode = \"04755\"\n", "t.toml", &b)),
+                       "fuse.file_mode"));
+  EXPECT_TRUE(
+      Contains(Err(ApplyConfigText("[fuse]\ndir_mode = 493\n", "t.toml", &b)), "fuse.dir_mode"));
+}
+
+TEST(ConfigTest, DescribeOptionsRedactsEndpointUserinfo) {
+  DaemonOptions o = Base();
+  o.endpoint = "http://user:TopSecret99@127.0.0.1:9000";
+  o.l3 = "s3://l3bucket";
+  o.l3_endpoint = "https://k:L3Secret77@10.0.0.7:9000";
+  ASSERT_TRUE(FinishOptions(&o, FakeEnv({})).ok());
+  const std::string d = DescribeOptions(o);
+  EXPECT_EQ(d.find("TopSecret99"), std::string::npos) << d;
+  EXPECT_EQ(d.find("L3Secret77"), std::string::npos) << d;
+  EXPECT_NE(d.find("http://***@127.0.0.1:9000"), std::string::npos) << d;
+  DaemonOptions bad = Base();
+  bad.endpoint = "ftp://user:TopSecret99@host";
+  const std::string err = Err(FinishOptions(&bad, FakeEnv({})));
+  EXPECT_EQ(err.find("TopSecret99"), std::string::npos) << err;
+}
+
 TEST(ConfigTest, SourcesAndRequiredArguments) {
   DaemonOptions o = Base("file:///data/set");
   ASSERT_TRUE(FinishOptions(&o, FakeEnv({})).ok());

@@ -137,7 +137,7 @@ TEST_F(FilesystemTest, RootIsAReadOnlyDirectory) {
   auto a = fs_->GetAttr(kRootInode);
   ASSERT_TRUE(a.ok());
   EXPECT_TRUE(a->is_dir);
-  EXPECT_EQ(a->mode, static_cast<uint32_t>(S_IFDIR | 0555));
+  EXPECT_EQ(a->mode, static_cast<uint32_t>(S_IFDIR | 0755));
   EXPECT_EQ(a->uid, 1234u);
   EXPECT_EQ(a->gid, 5678u);
   EXPECT_EQ(a->blksize, kBlock);
@@ -148,7 +148,7 @@ TEST_F(FilesystemTest, LookupFileAttributes) {
   ASSERT_TRUE(e.ok()) << e.status().ToString();
   EXPECT_NE(e->attr.ino, kRootInode);
   EXPECT_FALSE(e->attr.is_dir);
-  EXPECT_EQ(e->attr.mode, static_cast<uint32_t>(S_IFREG | 0444));
+  EXPECT_EQ(e->attr.mode, static_cast<uint32_t>(S_IFREG | 0644));
   EXPECT_EQ(e->attr.size, 12u);
   EXPECT_EQ(e->attr.nlink, 1u);
   EXPECT_EQ(e->attr.mtime_ns, 1'600'000'000'000'000'000LL);
@@ -190,7 +190,7 @@ TEST_F(FilesystemTest, NestedDirectories) {
   auto aa = fs_->GetAttr(a);
   ASSERT_TRUE(aa.ok());
   EXPECT_TRUE(aa->is_dir);
-  EXPECT_EQ(aa->mode, static_cast<uint32_t>(S_IFDIR | 0555));
+  EXPECT_EQ(aa->mode, static_cast<uint32_t>(S_IFDIR | 0755));
   InodeId b = LookupIno(a, "b");
   auto c = fs_->Lookup(b, "c.txt");
   ASSERT_TRUE(c.ok());
@@ -542,13 +542,14 @@ TEST_F(FilesystemTest, XattrErrors) {
   EXPECT_EQ(ToErrno(unknown.status(), ErrnoContext::kXattr), ENODATA);
   EXPECT_EQ(ToErrno(fs_->GetXattr(ino, "security.capability").status(), ErrnoContext::kXattr),
             ENODATA);
-  Status ro = fs_->SetXattr(ino, "user.tierfs.etag", "x");
+  Status ro = fs_->SetXattr(ino, "user.tierfs.etag", "x", 0);
   EXPECT_EQ(ro.code(), Status::Code::kInvalidArgument);
   EXPECT_EQ(ToErrno(ro, ErrnoContext::kXattr), EINVAL);
-  EXPECT_EQ(ToErrno(fs_->SetXattr(kRootInode, "user.tierfs.stats", ""), ErrnoContext::kXattr),
+  EXPECT_EQ(ToErrno(fs_->SetXattr(kRootInode, "user.tierfs.stats", "", 0), ErrnoContext::kXattr),
             EINVAL);
-  EXPECT_EQ(ToErrno(fs_->SetXattr(ino, "user.tierfs.bogus", "1"), ErrnoContext::kXattr), ENOTSUP);
-  EXPECT_EQ(ToErrno(fs_->SetXattr(ino, "user.other", "1"), ErrnoContext::kXattr), ENOTSUP);
+  EXPECT_EQ(ToErrno(fs_->SetXattr(ino, "user.tierfs.bogus", "1", 0), ErrnoContext::kXattr),
+            ENOTSUP);
+  EXPECT_EQ(ToErrno(fs_->SetXattr(ino, "user.other", "1", 0), ErrnoContext::kXattr), ENOTSUP);
   EXPECT_EQ(ToErrno(fs_->RemoveXattr(ino, "user.tierfs.etag"), ErrnoContext::kXattr), EINVAL);
   EXPECT_EQ(ToErrno(fs_->RemoveXattr(ino, "user.other"), ErrnoContext::kXattr), ENODATA);
   EXPECT_EQ(ToErrno(fs_->GetXattr(424242, "user.tierfs.etag").status(), ErrnoContext::kXattr),

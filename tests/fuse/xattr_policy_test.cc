@@ -21,6 +21,8 @@ namespace {
 
 using namespace std::chrono_literals;
 constexpr uint64_t kBlock = 4096;
+constexpr uint32_t kMounter = 1000;  // the mounting user: may set the controls
+constexpr uint32_t kOther = 1001;    // any other user of an allow_other mount: may only read
 
 class XattrPolicyTest : public ::testing::Test {
  protected:
@@ -48,8 +50,10 @@ class XattrPolicyTest : public ::testing::Test {
     jo.threads = 2;
     jo.persist_interval = 5ms;
     jobs_ = std::move(*PrefetchJobs::Open(jo, catalog_.get(), cache_.get(), meta_.get()));
-    fs_ = std::make_unique<Filesystem>(FilesystemOptions{}, catalog_.get(), cache_.get(),
-                                       origin_.Describe(), &clock_);
+    FilesystemOptions fo;
+    fo.control_uid = kMounter;
+    fs_ =
+        std::make_unique<Filesystem>(fo, catalog_.get(), cache_.get(), origin_.Describe(), &clock_);
     fs_->AttachPrefetchJobs(jobs_.get());
     fs_->AttachPolicies(policies_.get());
     dir_ = fs_->Lookup(kRootInode, "d")->attr.ino;
@@ -60,8 +64,8 @@ class XattrPolicyTest : public ::testing::Test {
     jobs_.reset();
   }
 
-  int SetErrno(InodeId ino, std::string_view name, std::string_view value) {
-    return ToErrno(fs_->SetXattr(ino, name, value), ErrnoContext::kXattr);
+  int SetErrno(InodeId ino, std::string_view name, std::string_view value, uint32_t uid = 0) {
+    return ToErrno(fs_->SetXattr(ino, name, value, uid), ErrnoContext::kXattr);
   }
   std::string Get(InodeId ino, std::string_view name) {
     auto v = fs_->GetXattr(ino, name);
@@ -163,6 +167,39 @@ TEST_F(XattrPolicyTest, PrefetchEvictAndListing) {
     ASSERT_TRUE(listed.ok());
     for (const auto& n : *listed) EXPECT_TRUE(fs_->GetXattr(ino, n).ok()) << n;
   }
+}
+
+// Only root and the mounting user may set user.tierfs.*; everyone else gets EPERM before the
+// value is even looked at, and nothing changes. Reads stay open to all.
+TEST_F(XattrPolicyTest, OnlyRootAndTheMountingUserMaySetControls) {
+  ASSERT_EQ(SetErrno(file_, "user.tierfs.prefetch", "l1", kMounter), 0);
+  ASSERT_TRUE(jobs_->TEST_WaitIdle(10s));
+  ASSERT_EQ(Get(file_, "user.tierfs.residency"), "l1=3/3");
+  for (InodeId ino : {file_, dir_, kRootInode}) {
+    EXPECT_EQ(SetErrno(ino, "user.tierfs.evict", "1", kOther), EPERM) << ino;
+    EXPECT_EQ(SetErrno(ino, "user.tierfs.prefetch", "l1", kOther), EPERM) << ino;
+    EXPECT_EQ(SetErrno(ino, "user.tierfs.pin", "1", kOther), EPERM) << ino;
+    EXPECT_EQ(SetErrno(ino, "user.tierfs.ttl", "1ns", kOther), EPERM) << ino;
+    EXPECT_EQ(SetErrno(ino, "user.tierfs.policy", "ttl", kOther), EPERM) << ino;
+    EXPECT_EQ(SetErrno(ino, "user.tierfs.prefetch", "bogus", kOther), EPERM) << ino;
+    EXPECT_EQ(SetErrno(ino, "user.tierfs.nosuch", "1", kOther), EPERM) << ino;
+  }
+  // Nothing changed, and the other user can still read every attribute.
+  EXPECT_EQ(Get(file_, "user.tierfs.residency"), "l1=3/3");
+  EXPECT_EQ(Get(kRootInode, "user.tierfs.ttl"), "forever");
+  EXPECT_EQ(Get(file_, "user.tierfs.pin"), "0");
+  EXPECT_EQ(policies_->pinned_bytes(), 0u);
+  // Not our namespace: still ENOTSUP for anyone.
+  EXPECT_EQ(SetErrno(file_, "user.other", "1", kOther), ENOTSUP);
+  // The mounting user and root may.
+  EXPECT_EQ(SetErrno(file_, "user.tierfs.evict", "1", kMounter), 0);
+  EXPECT_EQ(Get(file_, "user.tierfs.residency"), "l1=0/3");
+  EXPECT_EQ(SetErrno(dir_, "user.tierfs.ttl", "30s", kMounter), 0);
+  EXPECT_EQ(Get(file_, "user.tierfs.ttl"), "30s");
+  EXPECT_EQ(SetErrno(dir_, "user.tierfs.ttl", "45s", 0), 0);
+  EXPECT_EQ(Get(file_, "user.tierfs.ttl"), "45s");
+  // EPERM is the xattr answer; elsewhere PermissionDenied stays EACCES.
+  EXPECT_EQ(ToErrno(Status::PermissionDenied("x")), EACCES);
 }
 
 }  // namespace
