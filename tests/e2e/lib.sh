@@ -128,7 +128,8 @@ s3_upload() {  # s3_upload BUCKET [--only DIR]
 
 # tierfs_mount SOURCE MNT CACHE LOGFILE [ARGS...]: runs the daemon in the foreground (-f) in the
 # background, so its PID is known and its log is captured; returns once MNT is a mount. Sets
-# TIERFS_PID. The S3 credentials are s3rver's.
+# TIERFS_PID. The S3 credentials are s3rver's (the secret is $E2E_S3_SECRET when set: s3rver checks
+# only the access key).
 tierfs_mount() {
   local src="$1" mnt="$2" cache="$3" logf="$4"
   shift 4
@@ -136,7 +137,7 @@ tierfs_mount() {
   is_mounted "$mnt" && fail "$mnt is already a mount"
   local cmd=("$TIERFS" mount "$src" "$mnt" --cache-dir "$cache" --l1-size 256MiB --l2-size 4GiB "$@" -f)
   log "mount: ${cmd[*]}"
-  AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_REGION=us-east-1 \
+  AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY="${E2E_S3_SECRET:-S3RVER}" AWS_REGION=us-east-1 \
     "${cmd[@]}" >"$logf" 2>&1 </dev/null &
   TIERFS_PID=$!
   E2E_PIDS+=("$TIERFS_PID")
