@@ -618,7 +618,8 @@ int Main(int argc, char** argv) {
                         "AWS profile for ~/.aws/credentials (default: AWS_PROFILE, else default)");
   auto* o_cache = mount->add_option("--cache-dir", cache_dir,
                                     "Cache directory: L2 block files and the metadata store "
-                                    "(default /var/cache/tierfs)");
+                                    "(default /var/cache/tierfs). Private (0700, files 0600) and "
+                                    "locked: one daemon per directory");
   auto* o_l1 =
       mount->add_option("--l1-size", l1, "Memory cache size, e.g. 4GiB (default 1GiB; 0 disables)");
   auto* o_l2 = mount->add_option("--l2-size", l2,
