@@ -142,6 +142,10 @@ struct S3Options {
 
 struct FileStoreOptions {
   std::string root;  // absolute directory path; keys are paths below it
+  // Resolve paths with openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS) when the kernel has it.
+  // false: one O_NOFOLLOW openat per component, what kernels before 5.6 get (tests use it to
+  // cover that path).
+  bool use_openat2 = true;
 };
 
 // The HTTP I/O engine shared by every S3 store of the process: one thread ("tierfs-http")

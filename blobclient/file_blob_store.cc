@@ -98,22 +98,20 @@ class Fd {
   int fd_ = -1;
 };
 
-// Whether openat2(2) works here; cleared on the first ENOSYS (older kernels, some seccomp
-// filters answer EPERM).
-std::atomic<bool> g_have_openat2{true};
-
 // Opens `rel` (relative, no empty, "." or ".." component) below `dirfd` without following any
 // symlink. -1 and errno on failure; ELOOP/ENOTDIR when a component is a symlink.
-int OpenBeneath(int dirfd, const std::string& rel, int flags) {
+// `have_openat2`: whether to try openat2(2); cleared on the first ENOSYS (kernels before 5.6;
+// some seccomp filters answer EPERM).
+int OpenBeneath(int dirfd, const std::string& rel, int flags, std::atomic<bool>* have_openat2) {
   if (rel.empty()) return ::openat(dirfd, ".", flags | O_CLOEXEC);
-  if (g_have_openat2.load(std::memory_order_relaxed)) {
+  if (have_openat2->load(std::memory_order_relaxed)) {
     struct open_how how = {};
     how.flags = static_cast<uint64_t>(flags | O_CLOEXEC | O_NOFOLLOW);
     how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
     long fd = ::syscall(SYS_openat2, dirfd, rel.c_str(), &how, sizeof(how));
     if (fd >= 0) return static_cast<int>(fd);
     if (errno != ENOSYS && errno != EPERM) return -1;
-    g_have_openat2.store(false, std::memory_order_relaxed);
+    have_openat2->store(false, std::memory_order_relaxed);
   }
   // Fallback: one component at a time, each directory opened O_NOFOLLOW | O_DIRECTORY.
   Fd dir;
@@ -158,8 +156,8 @@ Status CheckRelative(std::string_view path, bool allow_trailing_slash, std::stri
 
 class FileBlobStore final : public BlobStore {
  public:
-  FileBlobStore(std::string root, Fd root_fd)
-      : root_(std::move(root)), root_fd_(std::move(root_fd)) {}
+  FileBlobStore(std::string root, Fd root_fd, bool use_openat2)
+      : root_(std::move(root)), root_fd_(std::move(root_fd)), have_openat2_(use_openat2) {}
 
   std::string Describe() const override { return "file://" + (root_.empty() ? "/" : root_); }
 
@@ -180,7 +178,8 @@ class FileBlobStore final : public BlobStore {
     // check that what was opened is that same regular file.
     struct stat want;
     TIERFS_RETURN_IF_ERROR(StatRegular(key, &want));
-    Fd fd(OpenBeneath(root_fd_.get(), std::string(key), O_RDONLY | O_NONBLOCK | O_NOCTTY));
+    Fd fd(OpenBeneath(root_fd_.get(), std::string(key), O_RDONLY | O_NONBLOCK | O_NOCTTY,
+                      &have_openat2_));
     if (fd.get() < 0) return OpenFailure(errno, key);
     struct stat st;
     if (::fstat(fd.get(), &st) != 0) return Fail(Status::FromErrno(errno, Ctx("fstat", key)));
@@ -319,7 +318,7 @@ class FileBlobStore final : public BlobStore {
   void Walk(const std::string& dir, std::string_view name_filter, const std::string& prefix,
             const std::string& delimiter, std::map<std::string, std::optional<ObjectInfo>>* out) {
     const std::string rel = dir.empty() ? std::string() : dir.substr(0, dir.size() - 1);
-    Fd dfd(OpenBeneath(root_fd_.get(), rel, O_RDONLY | O_DIRECTORY));
+    Fd dfd(OpenBeneath(root_fd_.get(), rel, O_RDONLY | O_DIRECTORY, &have_openat2_));
     if (dfd.get() < 0) return;  // missing, or not a real directory: lists as empty, like S3
     DIR* d = ::fdopendir(dfd.get());
     if (d == nullptr) return;
@@ -379,7 +378,7 @@ class FileBlobStore final : public BlobStore {
     const size_t slash = k.rfind('/');
     const std::string parent = slash == std::string::npos ? std::string() : k.substr(0, slash);
     const std::string name = slash == std::string::npos ? k : k.substr(slash + 1);
-    Fd dir(OpenBeneath(root_fd_.get(), parent, O_RDONLY | O_DIRECTORY));
+    Fd dir(OpenBeneath(root_fd_.get(), parent, O_RDONLY | O_DIRECTORY, &have_openat2_));
     if (dir.get() < 0) return OpenFailure(errno, key);
     if (::fstatat(dir.get(), name.c_str(), st, AT_SYMLINK_NOFOLLOW) != 0) {
       return OpenFailure(errno, key);
@@ -400,6 +399,7 @@ class FileBlobStore final : public BlobStore {
   // Constant after construction.
   const std::string root_;
   const Fd root_fd_;  // the root directory; every path is resolved beneath it
+  std::atomic<bool> have_openat2_;
   Mutex skipped_mu_;
   std::unordered_set<std::string> skipped_logged_ GUARDED_BY(skipped_mu_);
   std::atomic<uint64_t> requests_{0}, bytes_read_{0}, bytes_written_{0}, errors_{0};
@@ -421,7 +421,8 @@ Result<std::unique_ptr<BlobStore>> NewFileBlobStore(const FileStoreOptions& opti
   Fd fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (fd.get() < 0) return Status::FromErrno(errno, "file store root " + root);
   if (root == "/") root.clear();  // keys then map to "/" + key
-  return std::unique_ptr<BlobStore>(std::make_unique<FileBlobStore>(root, std::move(fd)));
+  return std::unique_ptr<BlobStore>(
+      std::make_unique<FileBlobStore>(root, std::move(fd), options.use_openat2));
 }
 
 }  // namespace tierfs

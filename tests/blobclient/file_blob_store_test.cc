@@ -193,18 +193,25 @@ TEST_F(FileBlobStoreTest, SymlinksAndSpecialFilesAreNeitherListedNorServed) {
   std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", sock_path.c_str());
   ASSERT_EQ(::bind(sock, reinterpret_cast<struct sockaddr*>(&addr), sizeof(addr)), 0);
 
-  EXPECT_EQ(ListAll("", "/", 1000), (std::vector<std::string>{"p:dir/", "o:top.bin"}));
-  EXPECT_EQ(ListAll("dir/", "/", 1000), (std::vector<std::string>{"o:dir/real.bin"}));
-  // Recursive listing terminates and holds only real files.
-  EXPECT_EQ(ListAll("", "", 1000), (std::vector<std::string>{"o:dir/real.bin", "o:top.bin"}));
-  for (const char* key : {"shadow", "inner-link", "fifo", "sock", "dir/loop/top.bin",
-                          "dirlink/real.bin", "dir/loop"}) {
-    EXPECT_EQ(store_->Head(key).status().code(), Status::Code::kNotFound) << key;
-    EXPECT_EQ(Read(key, 0, 16).status().code(), Status::Code::kNotFound) << key;
+  // Both resolvers: openat2 (this kernel) and the per-component O_NOFOLLOW walk.
+  for (bool use_openat2 : {true, false}) {
+    SCOPED_TRACE(use_openat2 ? "openat2" : "O_NOFOLLOW walk");
+    auto st = NewFileBlobStore(FileStoreOptions{root_, use_openat2});
+    ASSERT_TRUE(st.ok()) << st.status().ToString();
+    store_ = std::move(*st);
+    EXPECT_EQ(ListAll("", "/", 1000), (std::vector<std::string>{"p:dir/", "o:top.bin"}));
+    EXPECT_EQ(ListAll("dir/", "/", 1000), (std::vector<std::string>{"o:dir/real.bin"}));
+    // Recursive listing terminates and holds only real files.
+    EXPECT_EQ(ListAll("", "", 1000), (std::vector<std::string>{"o:dir/real.bin", "o:top.bin"}));
+    for (const char* key : {"shadow", "inner-link", "fifo", "sock", "dir/loop/top.bin",
+                            "dirlink/real.bin", "dir/loop"}) {
+      EXPECT_EQ(store_->Head(key).status().code(), Status::Code::kNotFound) << key;
+      EXPECT_EQ(Read(key, 0, 16).status().code(), Status::Code::kNotFound) << key;
+    }
+    EXPECT_TRUE(ListAll("dirlink/", "/", 10).empty());
+    EXPECT_TRUE(ListAll("dir/loop/", "", 10).empty());
+    EXPECT_EQ(*Read("dir/real.bin", 0, 16), "real");
   }
-  EXPECT_TRUE(ListAll("dirlink/", "/", 10).empty());
-  EXPECT_TRUE(ListAll("dir/loop/", "", 10).empty());
-  EXPECT_EQ(*Read("dir/real.bin", 0, 16), "real");
   ::close(sock);
   fs::remove(outside);
 }
