@@ -1,9 +1,14 @@
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <fstream>
+#include <sstream>
 #include <thread>
 #include <vector>
 
 #include "base/clock.h"
+#include "base/logging.h"
 #include "base/mutex.h"
 #include "base/result.h"
 #include "base/status.h"
@@ -132,6 +137,29 @@ TEST(StringsTest, RedactUrlDropsUserinfo) {
   EXPECT_EQ(RedactUrl("http://host:9000/path@x"), "http://host:9000/path@x");
   EXPECT_EQ(RedactUrl("https://s3.amazonaws.com"), "https://s3.amazonaws.com");
   EXPECT_EQ(RedactUrl("not a url"), "not a url");
+}
+
+// Whatever a message quotes, the log gets one printable line: the sink escapes control bytes.
+TEST(LoggingTest, SinkEscapesControlCharacters) {
+  char tmpl[] = "/tmp/tierfs-log-XXXXXX";
+  int fd = ::mkstemp(tmpl);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  std::string err;
+  ASSERT_TRUE(ConfigureLogging(LogOptions{"info", tmpl}, &err)) << err;
+  Logger(Module::kBase).warn("key '{}' failed", "evil\n2026-01-01 [error] forged\x1b[2J");
+  Logger(Module::kBase).warn("plain line");
+  Logger(Module::kBase).flush();
+  ASSERT_TRUE(ConfigureLogging(LogOptions{"info", "stderr"}, &err)) << err;
+  std::ifstream in(tmpl);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  ::unlink(tmpl);
+  const std::string text = ss.str();
+  EXPECT_NE(text.find("key 'evil\\n2026-01-01 [error] forged\\x1b[2J' failed"), std::string::npos)
+      << text;
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 2) << text;
+  EXPECT_EQ(text.find('\x1b'), std::string::npos);
 }
 
 TEST(ClockTest, FakeClockAdvances) {
