@@ -85,9 +85,13 @@ int RunPrefetchCli(const std::vector<std::string>& paths, const PrefetchCliOptio
   std::vector<std::string> started;
   for (const auto& p : paths) {
     if (setxattr(p.c_str(), kAttr, value.data(), value.size(), 0) != 0) {
+      const int err = errno;
       std::fprintf(stderr, "tierfs prefetch: %s %s: %s%s\n", o.cancel ? "cancel" : "start",
-                   p.c_str(), std::strerror(errno),
-                   errno == ENOTSUP ? " (not on a tierfs mount?)" : "");
+                   p.c_str(), std::strerror(err),
+                   err == ENOTSUP                  ? " (not on a tierfs mount?)"
+                   : err == EPERM || err == EACCES ? " (only root and the user who mounted may "
+                                                     "start or cancel prefetch jobs)"
+                                                   : "");
       rc = 1;
       continue;
     }
