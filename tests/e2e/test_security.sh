@@ -99,6 +99,7 @@ for kv in user.tierfs.evict=1 user.tierfs.ttl=1ns user.tierfs.pin=1 user.tierfs.
   denied_to_nobody "Permission denied" setfattr -n "${kv%%=*}" -v "${kv#*=}" "$mnt/d/one.bin"
   denied_to_nobody "Permission denied" setfattr -n "${kv%%=*}" -v "${kv#*=}" "$mnt"
 done
+denied_to_nobody "only root and the user who mounted" "$TIERFS" prefetch "$mnt/d"
 wait_residency "$mnt/d/one.bin" "l2=3/3"
 step "root sets user.tierfs.evict" 20 setfattr -n user.tierfs.evict -v 1 "$mnt/d/one.bin"
 wait_residency "$mnt/d/one.bin" "l2=0/3"
