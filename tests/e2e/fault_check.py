@@ -14,7 +14,7 @@
         not met by every read.
     fault_check.py soak MNT MANIFEST --seconds S [--threads 16]
         random whole-file reads and random preads (checked against the generator's bytes) until
-        S seconds passed; fails on any wrong byte or a read slower than --max-seconds; at least
+        S seconds passed, each dropping the file's page cache first (so reads reach the daemon); fails on any wrong byte or a read slower than --max-seconds; at least
         one read must succeed.
 """
 import argparse
@@ -70,9 +70,19 @@ def cmd_gen(args):
     return 0
 
 
-def read_whole(path):
+def drop_page_cache(fd):
+    """The kernel's page cache of this file goes, so the next reads reach the daemon."""
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    except OSError:
+        pass
+
+
+def read_whole(path, uncached=False):
     h = hashlib.sha256()
     with open(path, "rb", buffering=0) as f:
+        if uncached:
+            drop_page_cache(f.fileno())
         while True:
             b = f.read(MiB)
             if not b:
@@ -107,10 +117,10 @@ def classify(meta, digest, allow_v2):
     return "WRONG"
 
 
-def one_read(mnt, rel, meta, tally, args):
+def one_read(mnt, rel, meta, tally, args, uncached=False):
     t0 = time.monotonic()
     try:
-        digest = read_whole(os.path.join(mnt, rel))
+        digest = read_whole(os.path.join(mnt, rel), uncached)
         what = classify(meta, digest, args.allow_v2)
         detail = "sha256 %s is neither version" % digest[:16] if what == "WRONG" else ""
         if what == "WRONG" and digest == meta.get("sha256_v2"):
@@ -170,6 +180,19 @@ def cmd_read(args):
     return rc
 
 
+def pread_full(fd, ln, off):
+    """pread until ln bytes or end of file. A read cut short by a failing block returns the
+    bytes before it (kernel semantics); the next pread then fails (OSError), or returns 0 bytes,
+    which before the end of the file is a wrong answer (a truncated file)."""
+    out = b""
+    while len(out) < ln:
+        b = os.pread(fd, ln - len(out), off + len(out))
+        if not b:
+            break
+        out += b
+    return out
+
+
 def cmd_soak(args):
     with open(args.manifest, encoding="utf-8") as f:
         m = json.load(f)
@@ -183,20 +206,24 @@ def cmd_soak(args):
         while time.monotonic() < end:
             rel = rng.choice(rels)
             if rng.random() < 0.3:
-                one_read(args.mnt, rel, m["files"][rel], tally, args)
+                one_read(args.mnt, rel, m["files"][rel], tally, args, uncached=True)
                 continue
             size = len(data[rel])
             t0 = time.monotonic()
             try:
                 fd = os.open(os.path.join(args.mnt, rel), os.O_RDONLY)
                 try:
+                    drop_page_cache(fd)
                     for _ in range(8):
                         off = rng.randrange(0, size + 1)
                         ln = rng.choice([1, 4096, 65536, MiB, 3 * MiB])
-                        got = os.pread(fd, ln, off)
-                        if got != data[rel][off:off + ln]:
+                        want = data[rel][off:off + ln]
+                        got = pread_full(fd, ln, off)
+                        if got != want:
                             tally.add("WRONG", rel, time.monotonic() - t0, args.max_seconds,
-                                      "pread(%d, %d): %d bytes differ" % (off, ln, len(got)))
+                                      "pread(%d, %d): %d bytes, want %d%s" % (
+                                          off, ln, len(got), len(want),
+                                          " (content differs)" if len(got) == len(want) else ""))
                             break
                     else:
                         tally.add("ok", rel, time.monotonic() - t0, args.max_seconds)

@@ -443,6 +443,8 @@ class Handler(socketserver.StreamRequestHandler):
         if chunked:
             self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
+        if self.server.verbose and method == "GET":
+            self.server.note("%s   answered %d, %d bytes" % (time.strftime("%H:%M:%S"), resp.status, sent))
         if cut:  # an empty body: nothing to cut, the connection still ends
             return False
         return not close

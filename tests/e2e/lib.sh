@@ -325,6 +325,10 @@ fault_proxy_start() {
   log "fault proxy $name at $PROXY_ENDPOINT -> 127.0.0.1:$up (pid $PROXY_PID)"
 }
 
+# fault_wanted NAME: true unless FAULTS_ONLY (space-separated scenario names) leaves NAME out;
+# lets a fault test run some of its scenarios only (for debugging).
+fault_wanted() { [[ -z "${FAULTS_ONLY:-}" || " $FAULTS_ONLY " == *" $1 "* ]]; }
+
 # fault_set NAME JSON: replaces the proxy's rules, e.g.
 #   fault_set origin '{"rules":[{"action":"503","kind":"range","prob":0.3}]}'
 #   fault_set origin '{}'            (no faults)
@@ -383,4 +387,54 @@ backoff_max = "200ms"
 CFG
   local line
   for line in "$@"; do printf '%s\n' "$line" >>"$f"; done
+}
+
+# Scenarios: a test of several independent cases runs each one with run_scenario, so one failing
+# case does not hide the others; scenarios_done fails the test when any of them failed.
+#   run_scenario NAME FUNC [ARGS...]   runs FUNC in a subshell (a `fail` ends only the scenario);
+#       when it fails, every daemon it started (scenario_mount) is unmounted and stopped by PID.
+#       Skipped when FAULTS_ONLY is set and does not name it.
+#   scenario_mount NAME SOURCE CACHE-DIR LOGFILE [ARGS...]   pf_mount (lib_pf.sh) at $E2E_WORK/mnt-NAME
+#       (sets MNT, PID, LOGF) that run_scenario knows about; scenario_umount unmounts it and
+#       checks the daemon exited 0.
+E2E_FAILED=()
+run_scenario() {
+  local name="$1" rc=0 pidf
+  shift
+  fault_wanted "$name" || return 0
+  log "=== scenario $name"
+  ( "$@" ) || rc=$?
+  if (( rc != 0 )); then
+    E2E_FAILED+=("$name")
+    log "=== scenario $name FAILED"
+    for pidf in "$E2E_WORK"/pid-"$name"*; do
+      [[ -f "$pidf" ]] || continue
+      local mnt pid
+      read -r pid mnt <"$pidf"
+      if is_mounted "$mnt" || pid_alive "$pid"; then
+        log "cleanup of scenario $name: unmounting $mnt (daemon pid $pid)"
+        tierfs_umount "$mnt" "$pid" || true
+      fi
+    done
+  else
+    log "=== scenario $name passed"
+  fi
+}
+scenarios_done() {
+  (( ${#E2E_FAILED[@]} == 0 )) || fail "scenarios failed: ${E2E_FAILED[*]}"
+}
+scenario_mount() {
+  local name="$1" src="$2" cache="$3"
+  LOGF="$4"
+  shift 4
+  MNT="$E2E_WORK/mnt-$name"
+  pf_mount "$src" "$MNT" "$cache" "$LOGF" "$@"
+  PID=$TIERFS_PID
+  echo "$PID $MNT" >"$E2E_WORK/pid-$name"
+}
+scenario_umount() {
+  local rc
+  tierfs_umount "$MNT" "$PID" || { print_log_tail "$LOGF"; fail "unclean unmount of $MNT"; }
+  rc="$(daemon_exit_code "$PID")"
+  [[ "$rc" == 0 ]] || { print_log_tail "$LOGF"; fail "daemon exited with $rc"; }
 }
