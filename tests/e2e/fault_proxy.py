@@ -48,8 +48,10 @@ With "enforce_if_match": true the proxy itself honours If-Match on GET/HEAD (s3r
 it asks the upstream for the object's current ETag (HEAD) and answers 412 PreconditionFailed
 when it differs.
 
-Several rules may fire on one request: request modifiers (strip_*, replace) all apply, then the
-first answer fault that fires (at most one answer fault fires per request). Stops on SIGTERM/SIGINT.
+reset, short, stall_body and corrupt act at half of the announced Content-Length; on a chunked
+answer (no length) they act at the start of the body. Several rules may fire on one request:
+request modifiers (strip_*, replace, delay) all apply, then the first answer fault that fires (at
+most one answer fault fires per request). Stops on SIGTERM/SIGINT.
 """
 import argparse
 import http.client

@@ -56,13 +56,13 @@ transient_and_persistent() {
   fault_set origin '{}'
   mount_s "$name" "$CFG"
   fault_set origin "{\"rules\":[$(sed 's/}$/,"count":2}/' <<<"$rule")]}"
-  read_step "$name transient: every read byte-exact" 120 --files "$CACHED" --require ok --max-seconds 30
+  read_step "$name transient: every read byte-exact" 60 --files "$CACHED" --require ok --max-seconds 30
   must_fire "$action" "$name transient"
   fault_set origin "{\"rules\":[$rule]}"
   read_step "$name persistent: cached files still byte-exact" 60 --files "$CACHED" --require ok \
     --max-seconds 5
   t0=$SECONDS
-  read_step "$name persistent: an uncached file fails with EIO within ${bound}s" 120 \
+  read_step "$name persistent: an uncached file fails with EIO within ${bound}s" 60 \
     --files "$UNCACHED" --require error --errnos EIO --max-seconds "$bound"
   must_fire "$action" "$name persistent"
   log "$name: EIO after $((SECONDS - t0))s"
