@@ -56,6 +56,7 @@ most one answer fault fires per request). Stops on SIGTERM/SIGINT.
 import argparse
 import http.client
 import json
+import os
 import random
 import re
 import signal
@@ -489,7 +490,6 @@ def main():
     if args.port_file:
         with open(args.port_file + ".tmp", "w") as f:
             f.write("%d\n" % port)
-        import os
         os.replace(args.port_file + ".tmp", args.port_file)
     print("fault_proxy: 127.0.0.1:%d -> 127.0.0.1:%d" % (port, args.upstream_port), flush=True)
     srv.serve_forever(poll_interval=0.2)
