@@ -15,6 +15,7 @@ UMOUNT_TIMEOUT="${E2E_UMOUNT_TIMEOUT:-20}"
 E2E_MOUNTS=()        # mountpoints made by tierfs_mount
 E2E_PIDS=()          # daemon PIDs started by tierfs_mount (foreground mode)
 E2E_S3_DIRS=()       # s3rver data dirs started by s3rver_start
+E2E_BG_PIDS=()       # other helpers started in the background (fault proxies), stopped by PID
 E2E_WORK=""
 E2E_NAME="${E2E_NAME:-$(basename "$0" .sh)}"
 E2E_T0=$SECONDS
@@ -196,6 +197,13 @@ daemon_exit_code() {
   echo "$rc"
 }
 
+# stop_pid PID: SIGTERM, then SIGKILL after 10 s (a helper this test started).
+stop_pid() {
+  pid_alive "$1" || return 0
+  kill -TERM "$1" 2>/dev/null || true
+  wait_pid_exit "$1" 10 || { kill -KILL "$1" 2>/dev/null || true; wait_pid_exit "$1" 5 || true; }
+}
+
 e2e_cleanup() {
   local rc="${1:-0}" i
   trap - EXIT INT TERM
@@ -206,6 +214,9 @@ e2e_cleanup() {
       log "cleanup: unmounting $mnt (daemon pid ${pid:-?})"
       tierfs_umount "$mnt" "$pid"
     fi
+  done
+  for i in "${E2E_BG_PIDS[@]}"; do
+    stop_pid "$i"
   done
   for i in "${E2E_S3_DIRS[@]}"; do
     "$E2E_ROOT/scripts/s3rver.sh" stop "$i" >/dev/null 2>&1
@@ -290,4 +301,141 @@ mount_cycle() {
   tierfs_umount "$mnt" "$pid" || { print_log_tail "$E2E_WORK/daemon2.log"; fail "unclean unmount"; }
   rc="$(daemon_exit_code "$pid")"
   [[ "$rc" == 0 ]] || { print_log_tail "$E2E_WORK/daemon2.log"; fail "daemon exited with $rc after unmount"; }
+}
+
+# ---- fault injection (tests/e2e/fault_proxy.py)
+
+# fault_proxy_start NAME UPSTREAM_PORT: starts a fault proxy in front of 127.0.0.1:UPSTREAM_PORT
+# (log in $E2E_WORK/NAME.log); sets PROXY_PORT, PROXY_ENDPOINT, PROXY_PID. Control it with
+# fault_set NAME / fault_stats NAME.
+fault_proxy_start() {
+  local name="$1" up="$2" pf="$E2E_WORK/$1.port" deadline
+  rm -f "$pf"
+  "$PY" "$E2E_DIR/fault_proxy.py" --upstream-port "$up" --port-file "$pf" --verbose \
+    >"$E2E_WORK/$name.log" 2>&1 </dev/null &
+  PROXY_PID=$!
+  E2E_BG_PIDS+=("$PROXY_PID")
+  deadline=$((SECONDS + 20))
+  until [[ -s "$pf" ]]; do
+    pid_alive "$PROXY_PID" || { cat "$E2E_WORK/$name.log" >&2; fail "fault proxy $name exited"; }
+    (( SECONDS < deadline )) || fail "fault proxy $name did not start"
+    sleep 0.1
+  done
+  PROXY_PORT="$(cat "$pf")"
+  PROXY_ENDPOINT="http://127.0.0.1:$PROXY_PORT"
+  log "fault proxy $name at $PROXY_ENDPOINT -> 127.0.0.1:$up (pid $PROXY_PID)"
+}
+
+# fault_wanted NAME: true unless FAULTS_ONLY (space-separated scenario names) leaves NAME out;
+# lets a fault test run some of its scenarios only (for debugging).
+fault_wanted() { [[ -z "${FAULTS_ONLY:-}" || " $FAULTS_ONLY " == *" $1 "* ]]; }
+
+# fault_set NAME JSON: replaces the proxy's rules, e.g.
+#   fault_set origin '{"rules":[{"action":"503","kind":"range","prob":0.3}]}'
+#   fault_set origin '{}'            (no faults)
+fault_set() {
+  local port
+  port="$(cat "$E2E_WORK/$1.port")" || fail "no fault proxy $1"
+  timeout -k 2 10 curl -sf -X POST --data-binary "$2" "http://127.0.0.1:$port/__fault__" >/dev/null ||
+    fail "fault_set $1 '$2' failed"
+}
+
+# fault_fired NAME ACTION: how often ACTION fired since the last fault_set.
+fault_fired() {
+  local port
+  port="$(cat "$E2E_WORK/$1.port")" || fail "no fault proxy $1"
+  timeout -k 2 10 curl -sf "http://127.0.0.1:$port/__fault__" |
+    "$PY" -c 'import json,sys; print(json.load(sys.stdin)["fired"].get(sys.argv[1], 0))' "$2"
+}
+
+# fault_dataset: the small dataset of the fault tests (tests/e2e/fault_check.py gen): sets FDATA
+# (first versions), FDATA_V2 (same names and sizes, other bytes) and FMANIFEST.
+fault_dataset() {
+  FDATA="$E2E_WORK/fdata"
+  FDATA_V2="$E2E_WORK/fdata.v2"
+  FMANIFEST="$E2E_WORK/fmanifest.json"
+  step "generate the fault dataset" 60 "$PY" "$E2E_DIR/fault_check.py" gen "$FDATA" "$FMANIFEST"
+}
+
+# fault_upload BUCKET: uploads the fault dataset to $S3_ENDPOINT.
+fault_upload() {
+  step "upload the fault dataset to s3://$1" 120 "$PY" "$E2E_DIR/upload.py" "$FDATA" "$FMANIFEST" \
+    --endpoint "$S3_ENDPOINT" --bucket "$1"
+}
+
+# fault_read NAME TIMEOUT MNT ARGS...: a step running fault_check.py read on the fault dataset
+# (every read byte-exact or an error, in bounded time; see its --help for ARGS).
+fault_read() {
+  local name="$1" secs="$2" mnt="$3"
+  shift 3
+  step "$name" "$secs" "$PY" "$E2E_DIR/fault_check.py" read "$mnt" "$FMANIFEST" "$@"
+}
+
+# fault_config FILE [EXTRA TOML LINES...]: a config with short S3 timeouts and few attempts, so a
+# failing origin gives a bounded EIO within seconds. Extra lines are appended as given (each one
+# may start a [section]).
+fault_config() {
+  local f="$1"
+  shift
+  cat >"$f" <<CFG
+[s3]
+connect_timeout = "1s"
+request_timeout = "3s"
+low_speed_time = "2s"
+max_attempts = 3
+backoff_base = "20ms"
+backoff_max = "200ms"
+CFG
+  local line
+  for line in "$@"; do printf '%s\n' "$line" >>"$f"; done
+}
+
+# Scenarios: a test of several independent cases runs each one with run_scenario, so one failing
+# case does not hide the others; scenarios_done fails the test when any of them failed.
+#   run_scenario NAME FUNC [ARGS...]   runs FUNC in a subshell (a `fail` ends only the scenario);
+#       when it fails, every daemon it started (scenario_mount) is unmounted and stopped by PID.
+#       Skipped when FAULTS_ONLY is set and does not name it.
+#   scenario_mount NAME SOURCE CACHE-DIR LOGFILE [ARGS...]   pf_mount (lib_pf.sh) at $E2E_WORK/mnt-NAME
+#       (sets MNT, PID, LOGF) that run_scenario knows about; scenario_umount unmounts it and
+#       checks the daemon exited 0.
+E2E_FAILED=()
+run_scenario() {
+  local name="$1" rc=0 pidf
+  shift
+  fault_wanted "$name" || return 0
+  log "=== scenario $name"
+  ( "$@" ) || rc=$?
+  if (( rc != 0 )); then
+    E2E_FAILED+=("$name")
+    log "=== scenario $name FAILED"
+    for pidf in "$E2E_WORK"/pid-"$name"*; do
+      [[ -f "$pidf" ]] || continue
+      local mnt pid
+      read -r pid mnt <"$pidf"
+      if is_mounted "$mnt" || pid_alive "$pid"; then
+        log "cleanup of scenario $name: unmounting $mnt (daemon pid $pid)"
+        tierfs_umount "$mnt" "$pid" || true
+      fi
+    done
+  else
+    log "=== scenario $name passed"
+  fi
+}
+scenarios_done() {
+  (( ${#E2E_FAILED[@]} == 0 )) || fail "scenarios failed: ${E2E_FAILED[*]}"
+}
+scenario_mount() {
+  local name="$1" src="$2" cache="$3"
+  LOGF="$4"
+  shift 4
+  MNT="$E2E_WORK/mnt-$name"
+  pf_mount "$src" "$MNT" "$cache" "$LOGF" "$@"
+  PID=$TIERFS_PID
+  echo "$PID $MNT" >"$E2E_WORK/pid-$name"
+}
+scenario_umount() {
+  local rc
+  tierfs_umount "$MNT" "$PID" || { print_log_tail "$LOGF"; fail "unclean unmount of $MNT"; }
+  rc="$(daemon_exit_code "$PID")"
+  [[ "$rc" == 0 ]] || { print_log_tail "$LOGF"; fail "daemon exited with $rc"; }
 }
