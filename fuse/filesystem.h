@@ -98,6 +98,9 @@ struct DirItem {
 struct OpenResult {
   uint64_t fh = 0;          // handle id for Read/Release
   bool keep_cache = false;  // the kernel may keep cached pages of this inode
+  // The open saw another size or mtime than the inode had: the kernel's cached attributes (its
+  // i_size) are stale and must be invalidated, or reads would stop at the old size.
+  bool attr_changed = false;
 };
 
 struct FsStatsInfo {
@@ -117,6 +120,7 @@ struct FsCounters {
   std::atomic<uint64_t> read_bytes{0};
   std::atomic<uint64_t> readahead_requests{0};
   std::atomic<uint64_t> next_file_prefetches{0};  // files queued by the next-files prefetch
+  std::atomic<uint64_t> stale_reads{0};           // reads failed with ESTALE: the object changed
 };
 
 class Filesystem {
