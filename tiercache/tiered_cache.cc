@@ -11,8 +11,10 @@
 //      has correct bytes.
 // A block served by a tier must have the length the object's size implies; otherwise the tier's
 // copy is erased and the block is read from below. The origin is read with If-Match = the ETag
-// of the ObjectRef; fewer bytes than the size implies means the object changed
-// (FailedPrecondition) and nothing is cached or served.
+// of the ObjectRef, through BlobStore::ReadPinned, which checks each answer against the pinned
+// version (ETag, size, range, length); fewer bytes than the size implies, or an answer of another
+// version, means the object changed (FailedPrecondition) and nothing is cached or served. A store
+// claiming more bytes than its buffer is an error (Internal), never copied.
 //
 // Prefetch: Prefetch() enqueues (object, first block, count) tasks of at most run_blocks_
 // adjacent blocks on a bounded queue (in blocks) served by `prefetch_threads` owned jthreads; a

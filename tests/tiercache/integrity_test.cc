@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <thread>
 
 #include "base/mutex.h"
@@ -166,6 +167,27 @@ TEST(CacheBoundsTest, AStoreReturningMoreThanAskedIsAnErrorNotACopy) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Status::Code::kInternal) << r.status().ToString();
   EXPECT_EQ((*c)->tiers()[0]->Stats().inserts, 0u);
+}
+
+TEST(CacheBoundsTest, AnL3StoreReturningMoreThanAskedIsCorruptionNotAnOverread) {
+  OverrunStore l3("fake://l3");
+  RemoteTierOptions o;
+  o.block_size = kBs;
+  FakeClock clock;
+  auto t = NewRemoteTier(o, &l3, &clock);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  const BlockKey key = MakeBlockKey("fake://origin", "obj", "etag-1", kBs, 0);
+  auto b = Block::Allocate(kBs);
+  std::memcpy(b->mutable_data().data(), Pattern(kBs).data(), kBs);
+  b->set_size(kBs);
+  ASSERT_TRUE((*t)->Insert(key, BlockRef(std::move(b)), {}).ok());
+  for (int i = 0; i < 500 && !l3.Head("blocks/" + BlockKeyHex(key)).ok(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  auto r = (*t)->Read(key);
+  EXPECT_TRUE(r.status().IsNotFound()) << r.status().ToString();
+  EXPECT_EQ((*t)->Stats().corruptions, 1u);
+  EXPECT_EQ((*t)->Stats().hits, 0u);
 }
 
 // ---- the catalog after a version change ----
