@@ -19,6 +19,12 @@
 //     still in flight: nothing writes into the caller's buffer after Read() returned.
 // Every request of the store (reads or not) holds a slot of the AIMD limiter while in flight, and
 // its outcome feeds the limiter (see adaptive.h).
+//
+// Every GET answer is checked against what was asked (CheckAnswer), because origins and proxies
+// may ignore If-Match (s3rver does) or Range: the ETag against the pinned one, Content-Range start,
+// end and total (or a 200's Content-Length) against the request and the pinned size, the body
+// length against what was announced, and all parts of one read against each other. Another
+// version is FailedPrecondition (the fuse layer's ESTALE), a malformed answer Corruption (EIO).
 #include <algorithm>
 #include <atomic>
 #include <cstring>

@@ -14,7 +14,9 @@
 // Open-to-close consistency: Open() revalidates the object (Catalog::Revalidate) and pins its
 // version (key, size, ETag) in the file handle; every Read of that handle reads that version.
 // Open tells the caller whether the kernel may keep its page cache: only when the ETag equals the
-// one the inode last saw.
+// one the inode last saw. A read that meets another version fails with FailedPrecondition (ESTALE)
+// and marks the file in the Catalog (Invalidate), so the next Open HEADs it and pins the new
+// version at once, whatever metadata_ttl says.
 //
 // Thread-safe; no external synchronization needed. Lock order (outer first):
 //   DirHandle::mu → Filesystem::mu_ ; FileHandle::mu and handles_mu_ are leaves.
