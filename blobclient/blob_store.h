@@ -28,7 +28,9 @@ namespace tierfs {
 
 struct ObjectInfo {
   uint64_t size = 0;
-  std::string etag;  // as the store sends it, quotes stripped: "9b2cf535f27731c974343645a3985328"
+  // As the store sends it, quotes stripped: "9b2cf535f27731c974343645a3985328"; a weak ETag keeps
+  // its prefix (W/"abc"). Empty when the store sent none (blocks are then keyed by size and mtime).
+  std::string etag;
   int64_t mtime_ns = 0;  // Last-Modified, ns since the Unix epoch
 };
 
@@ -74,6 +76,18 @@ class BlobStore {
   // refuse (FailedPrecondition) if the object no longer has that ETag. NotFound if it is gone.
   virtual Result<size_t> Read(std::string_view key, uint64_t offset, std::span<std::byte> out,
                               std::string_view if_match_etag) = 0;
+
+  // Read() of one pinned version: the version an open file handle took (size, ETag, mtime).
+  // Stores that can check their answers do so against all of it: the answer's ETag (weak `W/`
+  // and quotes stripped) must equal pinned.etag when it is set, the object's total size
+  // (Content-Range or a 200's Content-Length) must equal pinned.size, and without an ETag its
+  // Last-Modified must equal pinned.mtime_ns (to the second). A different version is
+  // FailedPrecondition (nothing of it is returned as data), a malformed answer Corruption.
+  // The default (file://, fakes) is Read() with If-Match = pinned.etag.
+  virtual Result<size_t> ReadPinned(std::string_view key, uint64_t offset, std::span<std::byte> out,
+                                    const ObjectInfo& pinned) {
+    return Read(key, offset, out, pinned.etag);
+  }
 
   // One page of ListObjectsV2 under `prefix` (relative). With delimiter "/" it returns the
   // objects directly in that "directory" and its sub-directories as `prefixes`. `token` is the

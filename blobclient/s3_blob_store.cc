@@ -19,6 +19,12 @@
 //     still in flight: nothing writes into the caller's buffer after Read() returned.
 // Every request of the store (reads or not) holds a slot of the AIMD limiter while in flight, and
 // its outcome feeds the limiter (see adaptive.h).
+//
+// Every GET answer is checked against what was asked (CheckAnswer), because origins and proxies
+// may ignore If-Match (s3rver does) or Range: the ETag against the pinned one, Content-Range start,
+// end and total (or a 200's Content-Length) against the request and the pinned size, the body
+// length against what was announced, and all parts of one read against each other. Another
+// version is FailedPrecondition (the fuse layer's ESTALE), a malformed answer Corruption (EIO).
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -156,10 +162,50 @@ bool ParseU64(std::string_view s, uint64_t* out) {
   uint64_t v = 0;
   for (char c : s) {
     if (c < '0' || c > '9') return false;
-    v = v * 10 + static_cast<uint64_t>(c - '0');
+    const auto d = static_cast<uint64_t>(c - '0');
+    if (v > (UINT64_MAX - d) / 10) return false;  // does not fit in 64 bits
+    v = v * 10 + d;
   }
   *out = v;
   return true;
+}
+
+// The comparable form of an ETag: a weak validator's "W/" and the quotes stripped, so that
+// W/"abc", "abc" and abc compare equal.
+std::string_view NormalizeEtag(std::string_view e) {
+  if (e.starts_with("W/") || e.starts_with("w/")) e.remove_prefix(2);
+  if (e.size() >= 2 && e.front() == '"' && e.back() == '"') e = e.substr(1, e.size() - 2);
+  return e;
+}
+bool WeakEtag(std::string_view e) { return e.starts_with("W/") || e.starts_with("w/"); }
+
+// "bytes FIRST-LAST/TOTAL" (TOTAL may be "*") or "bytes */TOTAL" (a 416's). False if malformed.
+struct ContentRange {
+  bool unsatisfied = false;  // "*/TOTAL"
+  uint64_t first = 0, last = 0;
+  std::optional<uint64_t> total;
+};
+bool ParseContentRange(std::string_view v, ContentRange* out) {
+  if (!v.starts_with("bytes ")) return false;
+  v.remove_prefix(6);
+  const size_t slash = v.find('/');
+  if (slash == std::string_view::npos) return false;
+  std::string_view range = v.substr(0, slash), total = v.substr(slash + 1);
+  if (total != "*") {
+    uint64_t t = 0;
+    if (!ParseU64(total, &t)) return false;
+    out->total = t;
+  }
+  if (range == "*") {
+    out->unsatisfied = true;
+    return out->total.has_value();
+  }
+  const size_t dash = range.find('-');
+  if (dash == std::string_view::npos || !ParseU64(range.substr(0, dash), &out->first) ||
+      !ParseU64(range.substr(dash + 1), &out->last) || out->last < out->first) {
+    return false;
+  }
+  return !out->total || out->last < *out->total;
 }
 
 class S3BlobStore final : public BlobStore {
@@ -197,6 +243,34 @@ class S3BlobStore final : public BlobStore {
 
   Result<size_t> Read(std::string_view key, uint64_t offset, std::span<std::byte> out,
                       std::string_view if_match_etag) override {
+    Expect expect;
+    expect.etag = std::string(if_match_etag);
+    return ReadChecked(key, offset, out, expect);
+  }
+
+  Result<size_t> ReadPinned(std::string_view key, uint64_t offset, std::span<std::byte> out,
+                            const ObjectInfo& pinned) override {
+    Expect expect;
+    expect.etag = pinned.etag;
+    expect.size = pinned.size;
+    expect.mtime_ns = pinned.mtime_ns;
+    // Nothing past the pinned end is asked for: every part must then come back whole.
+    if (offset >= pinned.size) return size_t{0};
+    if (out.size() > pinned.size - offset)
+      out = out.first(static_cast<size_t>(pinned.size - offset));
+    return ReadChecked(key, offset, out, expect);
+  }
+
+ private:
+  // What a GET's answer must agree with (see CheckAnswer).
+  struct Expect {
+    std::string etag;              // as pinned or given for If-Match; empty: none
+    std::optional<uint64_t> size;  // the pinned object size; nullopt: not pinned
+    int64_t mtime_ns = 0;          // the pinned mtime; checked only when etag is empty
+  };
+
+  Result<size_t> ReadChecked(std::string_view key, uint64_t offset, std::span<std::byte> out,
+                             const Expect& expect) {
     TIERFS_RETURN_IF_ERROR(CheckKey(key));
     if (out.empty()) return size_t{0};
     const uint64_t part = std::max<uint64_t>(1, options_.part_size);
@@ -210,9 +284,10 @@ class S3BlobStore final : public BlobStore {
       parts.push_back(std::move(p));
     }
     if (parts.size() > 1) ++parallel_reads_;
-    return RunGets(key, parts, if_match_etag);
+    return RunGets(key, parts, expect);
   }
 
+ public:
   Result<ListPage> List(std::string_view prefix, std::string_view delimiter, std::string_view token,
                         int max_keys) override {
     Call c;
@@ -412,15 +487,18 @@ class S3BlobStore final : public BlobStore {
     std::deque<Completion> q GUARDED_BY(mu);
   };
 
-  HttpRequest PartRequest(std::string_view key, const GetPart& p, std::string_view if_match,
+  // If-Match carries the pinned ETag, except a weak one: If-Match compares strongly (RFC 9110
+  // 13.1.1), so a server would refuse every read of a weak-ETag object with 412. Those reads rely
+  // on CheckAnswer comparing the answer's ETag instead.
+  HttpRequest PartRequest(std::string_view key, const GetPart& p, const Expect& expect,
                           std::span<std::byte>* sink) const {
     Call c;
     c.method = "GET";
     c.path = ObjectPath(key);
     c.headers.emplace_back("Range", "bytes=" + std::to_string(p.offset) + "-" +
                                         std::to_string(p.offset + p.out.size() - 1));
-    if (!if_match.empty()) {
-      c.headers.emplace_back("If-Match", "\"" + StripQuotes(if_match) + "\"");
+    if (!expect.etag.empty() && !WeakEtag(expect.etag)) {
+      c.headers.emplace_back("If-Match", "\"" + std::string(NormalizeEtag(expect.etag)) + "\"");
     }
     c.sink = sink;
     c.range_offset = p.offset;
@@ -430,8 +508,7 @@ class S3BlobStore final : public BlobStore {
   // Runs the ranged GETs of one Read (retries, hedges, parallel parts) and assembles the result:
   // the bytes read, short only at the end of the object. Returns only when none of its requests
   // is in flight any more.
-  Result<size_t> RunGets(std::string_view key, std::vector<GetPart>& parts,
-                         std::string_view if_match) {
+  Result<size_t> RunGets(std::string_view key, std::vector<GetPart>& parts, const Expect& expect) {
     using State = GetPart::State;
     const std::string context =
         "GET " + std::string(key) + " @" + std::to_string(parts.front().offset);
@@ -439,7 +516,7 @@ class S3BlobStore final : public BlobStore {
     auto submit = [&](size_t i, bool hedge, std::span<std::byte>* sink,
                       std::shared_ptr<void> keep) -> HttpRequestId {
       ++requests_;
-      return engine_->Submit(PartRequest(key, parts[i], if_match, sink),
+      return engine_->Submit(PartRequest(key, parts[i], expect, sink),
                              [inbox, i, hedge, keep](Status st, HttpResponse resp) {
                                MutexLock l(&inbox->mu);
                                inbox->q.push_back({i, hedge, std::move(st), std::move(resp)});
@@ -449,6 +526,9 @@ class S3BlobStore final : public BlobStore {
     int in_flight = 0;
     bool failed = false;
     Status fatal;
+    // What the first good answer said about the object: every later part must agree (a read
+    // never assembles parts of two versions, pinned or not).
+    Seen seen;
     auto cancel_all = [&] {
       for (GetPart& p : parts) {
         if (p.primary != 0) engine_->Cancel(p.primary);
@@ -557,7 +637,7 @@ class S3BlobStore final : public BlobStore {
           // The loser of a hedge race. If the duplicate won, the original no longer writes into
           // the caller's slice: now the duplicate's bytes can go there.
           if (!c.hedge && p.copy_pending) {
-            std::memcpy(p.out.data(), p.hedge_buf->data(), p.got);
+            std::memcpy(p.out.data(), p.hedge_buf->data(), std::min(p.got, p.out.size()));
             p.copy_pending = false;
             p.hedge_buf.reset();
             p.hedge_span.reset();
@@ -572,10 +652,10 @@ class S3BlobStore final : public BlobStore {
           st = c.status.WithContext(context);
           retryable = IsRetryable(st) && st.code() != Status::Code::kPermissionDenied;
         } else if ((code >= 200 && code < 300) || code == 416) {
-          st = CheckContentRange(c.resp, p.offset, context);
+          size_t got = 0;
+          st = CheckAnswer(c.resp, p, expect, &seen, context, &got, &retryable);
           if (st.ok()) {
             // The first good answer wins.
-            const size_t got = code == 416 ? 0 : c.resp.sink_bytes;
             if (code != 416 && c.resp.sink_bytes > 0) {
               tracker_.Record(c.resp.ttfb, c.resp.total, c.resp.sink_bytes);
             }
@@ -588,7 +668,7 @@ class S3BlobStore final : public BlobStore {
                 engine_->Cancel(other);
                 p.copy_pending = true;
               } else {
-                std::memcpy(p.out.data(), p.hedge_buf->data(), got);
+                std::memcpy(p.out.data(), p.hedge_buf->data(), std::min(got, p.out.size()));
               }
             } else if (other != 0) {
               engine_->Cancel(other);
@@ -639,17 +719,121 @@ class S3BlobStore final : public BlobStore {
     return total;
   }
 
-  // Guards against a server answering a different range than the one asked for.
-  static Status CheckContentRange(const HttpResponse& resp, uint64_t offset,
-                                  const std::string& context) {
-    if (resp.status != 206) return Status::OK();
-    if (const std::string* cr = resp.Header("content-range"); cr && cr->starts_with("bytes ")) {
-      uint64_t first = 0;
-      std::string_view v = std::string_view(*cr).substr(6);
-      if (!ParseU64(v.substr(0, v.find('-')), &first) || first != offset) {
-        return Status::Corruption(context + ": unexpected Content-Range " + *cr);
+  struct Seen {
+    bool any = false;
+    std::string etag;  // normalized; empty if the answers carry none
+    std::optional<uint64_t> total;
+  };
+
+  // Checks one 2xx/416 answer to part `p` against what was asked: the version (ETag, or without
+  // one Last-Modified; the total size), the range (Content-Range start and end, or a 200 that
+  // ignored Range) and the body length. On success *got is the number of bytes of p.out that
+  // hold the requested range. Version changes are FailedPrecondition, malformed answers
+  // Corruption; only a body shorter than announced is *retryable (a truncating proxy).
+  static Status CheckAnswer(const HttpResponse& resp, const GetPart& p, const Expect& expect,
+                            Seen* seen, const std::string& context, size_t* got, bool* retryable) {
+    *retryable = false;
+    *got = 0;
+    const long code = resp.status;
+    const uint64_t want = p.out.size();
+    auto changed = [&](const std::string& why) {
+      return Status::FailedPrecondition(context + ": the object changed (" + why + ")");
+    };
+    auto bad = [&](const std::string& why) {
+      return Status::Corruption(context + ": bad answer (" + why + ")");
+    };
+    const std::string* cr_header = resp.Header("content-range");
+    if (code == 416) {
+      // Nothing returned: the range starts at or past the end.
+      ContentRange cr;
+      std::optional<uint64_t> total;
+      if (cr_header != nullptr && ParseContentRange(*cr_header, &cr)) total = cr.total;
+      if (expect.size) {
+        // A pinned read never asks past the pinned end: the object shrank.
+        return changed("416, object now " + (total ? std::to_string(*total) : std::string("?")) +
+                       " bytes, pinned " + std::to_string(*expect.size));
+      }
+      if (total && p.offset < *total) return bad("416 for a range inside the object");
+      return Status::OK();
+    }
+    if (code != 200 && code != 206) return bad("HTTP " + std::to_string(code) + " to a GET");
+
+    // The version.
+    const std::string* etag_header = resp.Header("etag");
+    const std::string etag = etag_header ? std::string(NormalizeEtag(*etag_header)) : "";
+    if (!expect.etag.empty()) {
+      if (etag_header == nullptr) return bad("no ETag, cannot confirm version " + expect.etag);
+      if (etag != NormalizeEtag(expect.etag)) {
+        return changed("ETag " + *etag_header + ", expected " + expect.etag);
+      }
+    } else if (expect.size && expect.mtime_ns != 0) {
+      // No ETag to go by: the pinned Last-Modified (whole seconds in HTTP dates).
+      if (const std::string* lm = resp.Header("last-modified")) {
+        const int64_t t = ParseHttpDate(*lm);
+        if (t != 0 && t / 1'000'000'000 != expect.mtime_ns / 1'000'000'000) {
+          return changed("Last-Modified " + *lm);
+        }
       }
     }
+
+    // The range and the object's total size.
+    std::optional<uint64_t> total;
+    uint64_t announced = 0;  // bytes of the requested range the answer says it carries
+    if (code == 206) {
+      ContentRange cr;
+      if (cr_header == nullptr) return bad("206 without Content-Range");
+      if (!ParseContentRange(*cr_header, &cr) || cr.unsatisfied) {
+        return bad("unparsable Content-Range " + *cr_header);
+      }
+      if (cr.first != p.offset) {
+        return bad("Content-Range " + *cr_header + " for a read at " + std::to_string(p.offset));
+      }
+      total = cr.total;
+      announced = cr.last - cr.first + 1;
+    } else {
+      // 200: the server ignored Range and sends the whole object; the engine skipped the bytes
+      // before p.offset (HttpRequest::range_offset). Its Content-Length is the total.
+      uint64_t len = 0;
+      if (const std::string* cl = resp.Header("content-length"); cl && ParseU64(*cl, &len)) {
+        total = len;
+      }
+      announced = total ? (p.offset < *total ? *total - p.offset : 0) : resp.sink_bytes;
+    }
+    if (expect.size) {
+      if (!total) return bad("the answer does not state the object's size");
+      if (*total != *expect.size) {
+        return changed("object now " + std::to_string(*total) + " bytes, pinned " +
+                       std::to_string(*expect.size));
+      }
+    }
+    // Every answer of one read must be of one version.
+    if (seen->any) {
+      if (etag != seen->etag) return changed("ETag changed between parts of one read");
+      if (total && seen->total && *total != *seen->total) {
+        return changed("size changed between parts of one read");
+      }
+    }
+
+    // The length: all that was asked for, short only at the end of the object.
+    const uint64_t expected =
+        total ? std::min<uint64_t>(want, *total > p.offset ? *total - p.offset : 0)
+              : std::min<uint64_t>(want, announced);
+    if (code == 206 && announced != expected) {
+      return bad("Content-Range " + *cr_header + " for " + std::to_string(want) + " bytes at " +
+                 std::to_string(p.offset));
+    }
+    if (resp.sink_bytes > want) return bad("more bytes than the buffer holds");  // engine bound
+    if (resp.sink_bytes != expected) {
+      *retryable = resp.sink_bytes < expected;
+      return bad("body of " + std::to_string(resp.sink_bytes) + " bytes, expected " +
+                 std::to_string(expected));
+    }
+    if (!seen->any) {
+      seen->any = true;
+      seen->etag = etag;
+      seen->total = total;
+    }
+    *got = static_cast<size_t>(expected);
     return Status::OK();
   }
 

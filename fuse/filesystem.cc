@@ -365,6 +365,7 @@ Result<OpenResult> Filesystem::Open(InodeId ino) {
   {
     MutexLock l(&mu_);
     result.keep_cache = !n->opened_etag.empty() && n->opened_etag == e->etag;
+    result.attr_changed = n->size != e->size || n->mtime_ns != e->mtime_ns;
     n->opened_etag = e->etag;
     n->size = e->size;
     n->etag = e->etag;
@@ -427,8 +428,7 @@ void Filesystem::MaybePrefetchNextFiles(const std::string& path, uint64_t size) 
 int Filesystem::TierHolding(const ObjectRef& obj, uint64_t block_index) const {
   const auto& tiers = cache_->tiers();
   if (tiers.empty()) return kOriginTier;
-  BlockKey key =
-      MakeBlockKey(source_id_, obj.key, obj.info.etag, cache_->block_size(), block_index);
+  BlockKey key = MakeBlockKey(source_id_, obj.key, obj.info, cache_->block_size(), block_index);
   for (size_t i = 0; i < tiers.size(); ++i) {
     if (tiers[i]->Contains(key)) return static_cast<int>(i);
   }
@@ -488,6 +488,12 @@ Result<std::vector<BlockSlice>> Filesystem::Read(uint64_t fh, uint64_t offset, u
     Logger(Module::kFuse)
         .warn("read '{}' etag {} offset {} size {}: {}", h->obj.key, h->obj.info.etag, offset, size,
               r.status().ToString());
+    if (r.status().code() == Status::Code::kFailedPrecondition) {
+      // The origin has another version than this handle pinned: this handle fails (ESTALE), and
+      // the next open HEADs the object instead of trusting the catalog (even with ttl=forever).
+      ++counters_.stale_reads;
+      catalog_->Invalidate(h->obj.key);
+    }
     return r.status();
   }
   h->node->last_source.store(source, std::memory_order_relaxed);
@@ -606,10 +612,11 @@ std::string Filesystem::StatsText() const {
   return fmt::format(
       "fuse.inodes={} fuse.open_files={} fuse.lookups={} fuse.negative_lookups={} fuse.opens={} "
       "fuse.reads={} fuse.read_bytes={} fuse.readahead_requests={} "
-      "fuse.next_file_prefetches={}",
+      "fuse.next_file_prefetches={} fuse.stale_reads={}",
       InodeCount(), open_files, counters_.lookups.load(), counters_.negative_lookups.load(),
       counters_.opens.load(), counters_.reads.load(), counters_.read_bytes.load(),
-      counters_.readahead_requests.load(), counters_.next_file_prefetches.load());
+      counters_.readahead_requests.load(), counters_.next_file_prefetches.load(),
+      counters_.stale_reads.load());
 }
 
 }  // namespace tierfs

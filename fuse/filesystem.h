@@ -14,7 +14,9 @@
 // Open-to-close consistency: Open() revalidates the object (Catalog::Revalidate) and pins its
 // version (key, size, ETag) in the file handle; every Read of that handle reads that version.
 // Open tells the caller whether the kernel may keep its page cache: only when the ETag equals the
-// one the inode last saw.
+// one the inode last saw. A read that meets another version fails with FailedPrecondition (ESTALE)
+// and marks the file in the Catalog (Invalidate), so the next Open HEADs it and pins the new
+// version at once, whatever metadata_ttl says.
 //
 // Thread-safe; no external synchronization needed. Lock order (outer first):
 //   DirHandle::mu → Filesystem::mu_ ; FileHandle::mu and handles_mu_ are leaves.
@@ -105,6 +107,9 @@ struct DirItem {
 struct OpenResult {
   uint64_t fh = 0;          // handle id for Read/Release
   bool keep_cache = false;  // the kernel may keep cached pages of this inode
+  // The open saw another size or mtime than the inode had: the kernel's cached attributes (its
+  // i_size) are stale and must be invalidated, or reads would stop at the old size.
+  bool attr_changed = false;
 };
 
 struct FsStatsInfo {
@@ -124,6 +129,7 @@ struct FsCounters {
   std::atomic<uint64_t> read_bytes{0};
   std::atomic<uint64_t> readahead_requests{0};
   std::atomic<uint64_t> next_file_prefetches{0};  // files queued by the next-files prefetch
+  std::atomic<uint64_t> stale_reads{0};           // reads failed with ESTALE: the object changed
 };
 
 class Filesystem {

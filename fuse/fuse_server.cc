@@ -81,8 +81,9 @@ int ToErrno(const Status& status, ErrnoContext context) {
       // A bug: an invariant did not hold → EIO, and it is logged where it happened.
       return EIO;
     case Status::Code::kFailedPrecondition:
-      // The object changed under an open handle (If-Match failed), or an inode/handle the kernel
-      // named is unknown → ESTALE: the next open sees the new version.
+      // The object changed under an open handle (If-Match failed with 412, or an answer's ETag,
+      // size or Last-Modified differed from the version the handle pinned), or an inode/handle
+      // the kernel named is unknown → ESTALE: the next open sees the new version.
       return ESTALE;
   }
   return EIO;
@@ -97,6 +98,7 @@ double TimeoutSeconds(std::chrono::nanoseconds d) {
 
 struct FuseServer::Context {
   Filesystem* fs = nullptr;
+  fuse_session* se = nullptr;  // set once the session exists, before the loop runs
   std::string mountpoint;
   double entry_timeout = 60;
   double attr_timeout = 60;
@@ -443,7 +445,17 @@ void Open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
   fi->keep_cache = r->keep_cache ? 1 : 0;
   fi->direct_io = 0;
   fi->noflush = 1;  // nothing to flush on close(2) of a read-only file
-  if (fuse_reply_open(req, fi) == -ENOENT) ctx->fs->Release(r->fh);  // interrupted
+  if (fuse_reply_open(req, fi) == -ENOENT) {
+    ctx->fs->Release(r->fh);  // interrupted
+    return;
+  }
+  if (r->attr_changed && ctx->se != nullptr) {
+    // A new version of another size (seen at once after an ESTALE, whatever the attribute
+    // timeout): drop the kernel's cached attributes (offset -1: not the pages), so its i_size is
+    // fetched again instead of cutting reads at the old size. After the reply: not in the path of
+    // this open.
+    fuse_lowlevel_notify_inval_inode(ctx->se, ino, -1, 0);
+  }
 }
 
 void Read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, struct fuse_file_info* fi) {
@@ -667,6 +679,7 @@ Result<std::unique_ptr<FuseServer>> FuseServer::Mount(const FuseOptions& options
     return Status::InvalidArgument("cannot create the FUSE session with options '" + o +
                                    "': " + TakeLastFuseError());
   }
+  ctx->se = se;
   if (fuse_set_signal_handlers(se) != 0) {
     fuse_session_destroy(se);
     return Status::Internal("cannot install the FUSE signal handlers");

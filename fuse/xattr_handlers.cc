@@ -18,9 +18,9 @@ std::string CatalogStatsText(const Catalog& catalog) {
   const CatalogStats& s = catalog.Stats();
   return fmt::format(
       "catalog.list_requests={} catalog.head_requests={} catalog.listing_hits={} "
-      "catalog.listing_misses={}",
+      "catalog.listing_misses={} catalog.invalidations={}",
       s.list_requests.load(), s.head_requests.load(), s.listing_hits.load(),
-      s.listing_misses.load());
+      s.listing_misses.load(), s.invalidations.load());
 }
 
 // user.tierfs.stats on the root: every counter of the daemon, space-separated key=value.

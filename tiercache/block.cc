@@ -124,6 +124,16 @@ BlockKey MakeBlockKey(std::string_view source, std::string_view key, std::string
   return out;
 }
 
+std::string BlockVersion(const ObjectInfo& info) {
+  if (!info.etag.empty()) return info.etag;
+  return " size=" + std::to_string(info.size) + " mtime_ns=" + std::to_string(info.mtime_ns);
+}
+
+BlockKey MakeBlockKey(std::string_view source, std::string_view key, const ObjectInfo& info,
+                      uint64_t block_size, uint64_t block_index) {
+  return MakeBlockKey(source, key, BlockVersion(info), block_size, block_index);
+}
+
 std::string BlockKeyHex(const BlockKey& key) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string s(key.size() * 2, '0');

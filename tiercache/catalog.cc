@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <map>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "base/logging.h"
 #include "base/mutex.h"
@@ -87,7 +88,11 @@ class CatalogImpl final : public Catalog {
     TIERFS_ASSIGN_OR_RETURN(std::optional<DirRecord> rec, meta_->GetDir(dir_key));
     TIERFS_ASSIGN_OR_RETURN(std::optional<DirEntry> cached, meta_->GetDirEntry(dir_key, name));
     const int64_t now = clock_->NowUnixNanos();
-    if (rec && Fresh(rec->listed_at_ns, now)) {
+    // Files known to have changed, and files without an ETag (their version is only size and
+    // mtime), are HEADed at every open.
+    const bool must_head =
+        (cached && cached->type == EntryType::kFile && cached->etag.empty()) || IsInvalidated(path);
+    if (rec && Fresh(rec->listed_at_ns, now) && !must_head) {
       ++stats_.listing_hits;
       if (!cached) return Status::NotFound(std::string(path));
       return std::move(*cached);
@@ -96,12 +101,13 @@ class CatalogImpl final : public Catalog {
       // Directories have no HEAD; their truth is the parent's listing.
       return Lookup(dir, name);
     }
-    if (cached && HeadIsFresh(path, now)) return std::move(*cached);
+    if (cached && !must_head && HeadIsFresh(path, now)) return std::move(*cached);
     ++stats_.head_requests;
     Result<ObjectInfo> info = origin_->Head(path);
     if (!info.ok()) {
       if (info.status().IsNotFound()) {
         ForgetHead(path);
+        ClearInvalidated(path);
         if (cached) (void)meta_->DeleteDirEntry(dir_key, name);
         // It may be a directory now (only a prefix exists): the parent listing knows.
         if (rec || cached) return Status::NotFound(std::string(path));
@@ -129,7 +135,17 @@ class CatalogImpl final : public Catalog {
         Logger(Module::kTierCache).warn("cannot cache entry '{}': {}", path, st.ToString());
     }
     RememberHead(path, now);
+    ClearInvalidated(path);
     return e;
+  }
+
+  void Invalidate(std::string_view path) override {
+    if (path.empty() || !ValidPath(path)) return;
+    ++stats_.invalidations;
+    ForgetHead(path);
+    MutexLock l(&head_mu_);
+    if (invalidated_.size() >= kMaxInvalidated) invalidated_.clear();  // bounded; see catalog.h
+    invalidated_.insert(std::string(path));
   }
 
   std::chrono::nanoseconds metadata_ttl() const override { return options_.metadata_ttl; }
@@ -288,8 +304,17 @@ class CatalogImpl final : public Catalog {
     MutexLock l(&head_mu_);
     head_times_.erase(std::string(path));
   }
+  bool IsInvalidated(std::string_view path) EXCLUDES(head_mu_) {
+    MutexLock l(&head_mu_);
+    return !invalidated_.empty() && invalidated_.contains(std::string(path));
+  }
+  void ClearInvalidated(std::string_view path) EXCLUDES(head_mu_) {
+    MutexLock l(&head_mu_);
+    if (!invalidated_.empty()) invalidated_.erase(std::string(path));
+  }
 
   static constexpr size_t kMaxHeadTimes = 1 << 16;
+  static constexpr size_t kMaxInvalidated = 1 << 16;
 
   // Constant after construction.
   const CatalogOptions options_;
@@ -303,6 +328,8 @@ class CatalogImpl final : public Catalog {
 
   Mutex head_mu_;
   std::unordered_map<std::string, int64_t> head_times_ GUARDED_BY(head_mu_);
+  // Files Invalidate() named, until a HEAD has refreshed them.
+  std::unordered_set<std::string> invalidated_ GUARDED_BY(head_mu_);
 };
 
 }  // namespace

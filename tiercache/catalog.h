@@ -38,6 +38,7 @@ struct CatalogStats {
   std::atomic<uint64_t> head_requests{0};
   std::atomic<uint64_t> listing_hits{0};    // directory answered from the cache
   std::atomic<uint64_t> listing_misses{0};  // directory (re)listed from the origin
+  std::atomic<uint64_t> invalidations{0};   // files marked changed by Invalidate()
 };
 
 class Catalog {
@@ -56,8 +57,16 @@ class Catalog {
                          std::vector<DirEntry>* out) = 0;
 
   // Fresh metadata of the file at `path` for an open(): from the cache when younger than
-  // metadata_ttl, else a HEAD (updating the cached entry). NotFound if it is gone.
+  // metadata_ttl, else a HEAD (updating the cached entry). NotFound if it is gone. A file without
+  // an ETag, or one Invalidate() named, is always HEADed (whatever metadata_ttl says), and the
+  // answer replaces the cached entry.
   virtual Result<DirEntry> Revalidate(std::string_view path) = 0;
+
+  // The file at `path` is known to have changed (a read saw another version: 412, or an answer
+  // whose ETag, size or Last-Modified differs from the pinned one). Its cached entry is no longer
+  // trusted: the next Revalidate (open) HEADs it, even with metadata_ttl = forever. The mark is
+  // kept in memory (bounded); after a restart the next mismatching read marks it again.
+  virtual void Invalidate(std::string_view path) = 0;
 
   virtual std::chrono::nanoseconds metadata_ttl() const = 0;
   virtual const CatalogStats& Stats() const = 0;

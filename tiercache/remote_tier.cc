@@ -113,7 +113,9 @@ class RemoteTier final : public Tier {
     }
     RecordSuccess();
     uint64_t stored_ns = 0;
-    Status bad = Verify(key, {buf.get(), *n}, &stored_ns);
+    // A store claiming more bytes than the buffer holds is never trusted (nor read past).
+    Status bad = *n > cap ? Status::Corruption("the store returned more bytes than asked for")
+                          : Verify(key, {buf.get(), *n}, &stored_ns);
     if (!bad.ok()) {
       ++stats_.corruptions;
       ++stats_.misses;
@@ -193,6 +195,9 @@ class RemoteTier final : public Tier {
     if (std::memcmp(h, kMagic, 4) != 0) return Status::Corruption("bad magic");
     if (GetU32(h + 4) != kVersion) return Status::Corruption("unknown format version");
     const uint64_t len = GetU64(h + 8);
+    if (len > options_.block_size) {
+      return Status::Corruption("length " + std::to_string(len) + " exceeds the block size");
+    }
     if (len != obj.size() - kHeaderSize) {
       return Status::Corruption("length " + std::to_string(len) + " but " +
                                 std::to_string(obj.size() - kHeaderSize) + " bytes of data");

@@ -75,6 +75,13 @@ using BlockRef = std::shared_ptr<const Block>;
 // XXH3-128 of the length-prefixed fields. Stable across versions: FORMAT.md documents it.
 BlockKey MakeBlockKey(std::string_view source, std::string_view key, std::string_view etag,
                       uint64_t block_size, uint64_t block_index);
+// The version field of an object's block keys: its ETag, or for an object without one
+// " size=<size> mtime_ns=<mtime_ns>" (a space cannot occur in an ETag), so that block keys are
+// never version-less (FORMAT.md).
+std::string BlockVersion(const ObjectInfo& info);
+// MakeBlockKey with BlockVersion(info) as the version: what every reader of a source uses.
+BlockKey MakeBlockKey(std::string_view source, std::string_view key, const ObjectInfo& info,
+                      uint64_t block_size, uint64_t block_index);
 std::string BlockKeyHex(const BlockKey& key);
 // XXH3-64 of the data: the checksum stored with every block on flash and in L3.
 uint64_t BlockChecksum(std::span<const std::byte> data);

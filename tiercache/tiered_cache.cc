@@ -11,8 +11,10 @@
 //      has correct bytes.
 // A block served by a tier must have the length the object's size implies; otherwise the tier's
 // copy is erased and the block is read from below. The origin is read with If-Match = the ETag
-// of the ObjectRef; fewer bytes than the size implies means the object changed
-// (FailedPrecondition) and nothing is cached or served.
+// of the ObjectRef, through BlobStore::ReadPinned, which checks each answer against the pinned
+// version (ETag, size, range, length); fewer bytes than the size implies, or an answer of another
+// version, means the object changed (FailedPrecondition) and nothing is cached or served. A store
+// claiming more bytes than its buffer is an error (Internal), never copied.
 //
 // Prefetch: Prefetch() enqueues (object, first block, count) tasks of at most run_blocks_
 // adjacent blocks on a bounded queue (in blocks) served by `prefetch_threads` owned jthreads; a
@@ -112,7 +114,8 @@ class TieredCacheImpl final : public TieredCache {
       const uint64_t block_len = ExpectedLength(obj, index);
       const uint64_t want = std::min<uint64_t>(end - pos, block_len - (pos - index * bs));
       if (2 * want < block_len) {  // under half of the block: maybe without reading all of it
-        if (BlockRef part = TryRange(obj, index, pos - index * bs, want)) {
+        BlockRef part = TryRange(obj, index, pos - index * bs, want);
+        if (part && part->size() == want) {
           slices.push_back(BlockSlice{std::move(part), 0, static_cast<size_t>(want)});
           pos += want;
           served += want;
@@ -121,6 +124,11 @@ class TieredCacheImpl final : public TieredCache {
       }
       TIERFS_ASSIGN_OR_RETURN(BlockRef block, GetBlock(obj, index));
       const uint64_t in_block = pos - index * bs;
+      if (block->size() != block_len) {  // GetBlock guarantees it; never slice past the end
+        return Status::Internal("block " + std::to_string(index) + " of '" + obj.key + "' has " +
+                                std::to_string(block->size()) + " bytes, expected " +
+                                std::to_string(block_len));
+      }
       const uint64_t n = std::min<uint64_t>(end - pos, block->size() - in_block);
       slices.push_back(
           BlockSlice{std::move(block), static_cast<size_t>(in_block), static_cast<size_t>(n)});
@@ -136,6 +144,9 @@ class TieredCacheImpl final : public TieredCache {
     TIERFS_ASSIGN_OR_RETURN(auto slices, Read(obj, offset, out.size()));
     size_t done = 0;
     for (const auto& s : slices) {
+      if (s.length > out.size() - done || s.offset + s.length > s.block->size()) {
+        return Status::Internal("a slice of '" + obj.key + "' does not fit its block or buffer");
+      }
       std::memcpy(out.data() + done, s.block->data().data() + s.offset, s.length);
       done += s.length;
     }
@@ -311,7 +322,7 @@ class TieredCacheImpl final : public TieredCache {
   }
 
   BlockKey KeyFor(const ObjectRef& obj, uint64_t index) const {
-    return MakeBlockKey(source_, obj.key, obj.info.etag, options_.block_size, index);
+    return MakeBlockKey(source_, obj.key, obj.info, options_.block_size, index);
   }
 
   // Bytes block `index` of `obj` holds: block_size, or less for the last block.
@@ -440,12 +451,13 @@ class TieredCacheImpl final : public TieredCache {
     size_t got = 0;
     while (got < expected) {
       ++stats_.origin_requests;
-      Result<size_t> n =
-          origin_->Read(obj.key, offset + got, block->mutable_data().subspan(got), obj.info.etag);
+      const std::span<std::byte> rest = block->mutable_data().subspan(got, expected - got);
+      Result<size_t> n = origin_->ReadPinned(obj.key, offset + got, rest, obj.info);
       if (!n.ok()) {
         ++stats_.origin_errors;
         return n.status().WithContext("reading '" + obj.key + "' at " + std::to_string(offset));
       }
+      if (*n > rest.size()) return OriginOverrun(obj, *n, rest.size());
       if (*n == 0) break;
       got += *n;
       stats_.origin_bytes += *n;
@@ -460,6 +472,13 @@ class TieredCacheImpl final : public TieredCache {
     }
     block->set_size(got);
     return BlockRef(std::move(block));
+  }
+
+  // A BlobStore claimed more bytes than the buffer it was given: a bug below us, never copied.
+  Status OriginOverrun(const ObjectRef& obj, size_t n, size_t room) {
+    ++stats_.origin_errors;
+    return Status::Internal("origin read of '" + obj.key + "' returned " + std::to_string(n) +
+                            " bytes into a buffer of " + std::to_string(room));
   }
 
   // Offers `block` to tiers [from, upto), with the object's placement (pin) policy.
@@ -589,11 +608,13 @@ class TieredCacheImpl final : public TieredCache {
     size_t got = 0;
     while (got < total) {
       ++stats_.origin_requests;
-      Result<size_t> r = origin_->Read(obj.key, offset + got, run.subspan(got), obj.info.etag);
+      const std::span<std::byte> rest = run.subspan(got, total - got);
+      Result<size_t> r = origin_->ReadPinned(obj.key, offset + got, rest, obj.info);
       if (!r.ok()) {
         ++stats_.origin_errors;
         return r.status().WithContext("reading '" + obj.key + "' at " + std::to_string(offset));
       }
+      if (*r > rest.size()) return OriginOverrun(obj, *r, rest.size());
       if (*r == 0) break;
       got += *r;
       stats_.origin_bytes += *r;

@@ -74,7 +74,7 @@ class FilesystemTest : public ::testing::Test {
     ASSERT_TRUE(cache.ok()) << cache.status().ToString();
     cache_ = std::move(*cache);
     CatalogOptions cat;
-    cat.metadata_ttl = std::chrono::seconds(60);
+    cat.metadata_ttl = ttl_;
     auto catalog = Catalog::Open(cat, &origin_, meta_.get(), &clock_);
     ASSERT_TRUE(catalog.ok()) << catalog.status().ToString();
     catalog_ = std::move(*catalog);
@@ -126,6 +126,7 @@ class FilesystemTest : public ::testing::Test {
 
   FakeClock clock_;
   FakeBlobStore origin_;
+  std::chrono::nanoseconds ttl_ = std::chrono::seconds(60);  // metadata.ttl of Open()
   std::string big_;
   std::unique_ptr<MetaStore> meta_;
   std::unique_ptr<TieredCache> cache_;
@@ -396,6 +397,33 @@ TEST_F(FilesystemTest, ChangedObjectUnderAnOpenHandleIsStale) {
     EXPECT_EQ(ToErrno(r.status()), ESTALE);
   }
   fs_->Release(o->fh);
+}
+
+TEST_F(FilesystemTest, AStaleReadMakesTheNextOpenSeeTheNewVersionWithTtlForever) {
+  ttl_ = kForever;
+  FilesystemOptions no_readahead;
+  no_readahead.readahead_max_bytes = 0;  // block 2 is only ever read on demand
+  Open(no_readahead);
+  InodeId ino = Walk("data/big.bin");
+  auto o = fs_->Open(ino);
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(ReadAll(o->fh, 0, 10), big_.substr(0, 10));
+  const std::string replaced = Pattern(big_.size(), 99);  // same size, new ETag
+  origin_.PutObject("data/big.bin", replaced);
+  auto r = fs_->Read(o->fh, 2 * kBlock, 10);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(ToErrno(r.status()), ESTALE);
+  EXPECT_EQ(fs_->counters().stale_reads, 1u);
+  fs_->Release(o->fh);
+  // No remount, metadata.ttl = forever: the next open pins the new version, whole and unmixed.
+  auto o2 = fs_->Open(ino);
+  ASSERT_TRUE(o2.ok()) << o2.status().ToString();
+  EXPECT_FALSE(o2->keep_cache);  // the kernel's pages are of the old version
+  EXPECT_EQ(ReadAll(o2->fh, 0, replaced.size()), replaced);
+  auto xattr = fs_->GetXattr(ino, "user.tierfs.etag");
+  ASSERT_TRUE(xattr.ok()) << xattr.status().ToString();
+  EXPECT_EQ(*xattr, origin_.Head("data/big.bin")->etag);
+  fs_->Release(o2->fh);
 }
 
 TEST_F(FilesystemTest, SequentialReadsStartReadaheadAndSeeksReset) {
