@@ -256,6 +256,9 @@ class RemoteWork {
 
 }  // namespace
 
+// The kernel's max_background (see Init).
+constexpr unsigned kMaxBackground = 1024;
+
 struct FuseServer::Context {
   Filesystem* fs = nullptr;
   std::unique_ptr<RemoteWork> remote;
@@ -265,6 +268,7 @@ struct FuseServer::Context {
   double negative_timeout = 60;
   uint32_t max_read = 1U << 20;
   uint32_t max_readahead = 1U << 20;
+  unsigned max_background = 12;  // the kernel's default
 };
 
 namespace {
@@ -391,7 +395,9 @@ void Init(void* userdata, struct fuse_conn_info* conn) {
   if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;
   // Several reads of one file in flight at once (kernel readahead overlaps the demand read).
   if (conn->capable & FUSE_CAP_ASYNC_READ) conn->want |= FUSE_CAP_ASYNC_READ;
-  // Lookups and readdirs of one directory in parallel: the Filesystem is thread-safe.
+  // Lookups and readdirs of one directory in parallel: the Filesystem is thread-safe. (libfuse
+  // before 3.16 never passes this flag on to the kernel: there, lookups in one directory are
+  // serialised by the kernel, and one waiting for the directory's listing holds up the others.)
   if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
   // A changed size/mtime seen by getattr drops the kernel's cached pages (pairs with keep_cache).
   if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA) conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
@@ -399,11 +405,24 @@ void Init(void* userdata, struct fuse_conn_info* conn) {
   conn->want &= ~(FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE | FUSE_CAP_SPLICE_READ);
   conn->max_read = ctx->max_read;
   conn->max_readahead = ctx->max_readahead;
+  // Readahead and async reads are "background" requests: the kernel holds back all beyond
+  // max_background (default 12) until one is answered. With its default, a dozen readers stuck on
+  // a stalled origin would keep every other reader's reads, cached ones included, from reaching
+  // us. So the kernel passes on up to kMaxBackground: cached reads are answered at once, the
+  // others wait in the remote slots or the remote pool's queue (memory, not threads), each until
+  // its deadline. (The kernel sends no INTERRUPT for background requests: a killed reader's
+  // readahead ends at its deadline.) The kernel caps it at fs.fuse.max_user_bgreq for a mount by
+  // an unprivileged user.
+  conn->max_background = ctx->max_background;
+  conn->congestion_threshold = std::max(1U, ctx->max_background * 3 / 4);
   RaiseKernelReadahead(*ctx);
   Logger(Module::kFuse)
-      .info("fuse connection: protocol {}.{}, max_read {}, max_readahead {}, readdirplus {}",
-            conn->proto_major, conn->proto_minor, conn->max_read, conn->max_readahead,
-            (conn->want & FUSE_CAP_READDIRPLUS) != 0);
+      .info(
+          "fuse connection: protocol {}.{}, max_read {}, max_readahead {}, max_background {}, "
+          "readdirplus {}, parallel_dirops {} (capable {:#x} want {:#x})",
+          conn->proto_major, conn->proto_minor, conn->max_read, conn->max_readahead,
+          conn->max_background, (conn->want & FUSE_CAP_READDIRPLUS) != 0,
+          (conn->want & FUSE_CAP_PARALLEL_DIROPS) != 0, conn->capable, conn->want);
 }
 
 // ---- lookup / forget / getattr ----
@@ -835,6 +854,7 @@ Result<std::unique_ptr<FuseServer>> FuseServer::Mount(const FuseOptions& options
   ctx->negative_timeout = TimeoutSeconds(options.negative_timeout);
   ctx->max_read = options.max_read;
   ctx->max_readahead = options.max_readahead;
+  ctx->max_background = kMaxBackground;
 
   // Not "ro": the VFS refuses setxattr on a read-only mount (EROFS before the request reaches
   // us), and the control plane is user.tierfs.* setxattr. Every write operation is refused
