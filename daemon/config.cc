@@ -136,6 +136,12 @@ const std::vector<KeySpec>& Schema() {
          o->prefetch_jobs.threads = static_cast<int>(v.i);
          return Status::OK();
        }},
+      {"cache", "fetch_threads", Kind::kInt,
+       [](const Value& v, DaemonOptions* o) {
+         if (v.i < 1 || v.i > 1024) return Status::InvalidArgument("must be in [1, 1024]");
+         o->cache.fetch_threads = static_cast<int>(v.i);
+         return Status::OK();
+       }},
       {"cache", "prefetch_threads", Kind::kInt,
        [](const Value& v, DaemonOptions* o) {
          o->cache.prefetch_threads = static_cast<int>(v.i);
@@ -334,6 +340,12 @@ const std::vector<KeySpec>& Schema() {
       {"fuse", "max_threads", Kind::kInt,
        [](const Value& v, DaemonOptions* o) {
          o->fuse.max_threads = static_cast<int>(v.i);
+         return Status::OK();
+       }},
+      {"fuse", "remote_threads", Kind::kInt,
+       [](const Value& v, DaemonOptions* o) {
+         if (v.i < 1 || v.i > 4096) return Status::InvalidArgument("must be in [1, 4096]");
+         o->fuse.remote_threads = static_cast<int>(v.i);
          return Status::OK();
        }},
       {"fuse", "clone_fd", Kind::kBool,
@@ -845,7 +857,24 @@ Status FinishOptions(DaemonOptions* o, const GetEnvFn& getenv) {
   // (fuse.file_mode / fuse.dir_mode / fuse.uid / fuse.gid) unless told otherwise.
   o->fuse.default_permissions = o->default_permissions.value_or(o->fuse.allow_other);
   TIERFS_RETURN_IF_ERROR(FinishL3Options(o, getenv));
+  // Every wait on the network has a deadline (README, "Semantics"): a reader waits for a block
+  // at most as long as the fetch itself may take, and a request at most that plus one more
+  // request timeout (its own HEAD or listing page).
+  o->cache.wait_timeout = NetworkWaitBound(*o);
+  o->fuse.request_timeout = o->cache.wait_timeout + o->origin.request_timeout;
   return Validate(*o);
+}
+
+std::chrono::nanoseconds NetworkWaitBound(const DaemonOptions& o) {
+  // One store: every attempt may wait for a concurrency slot (at most request_timeout), connect
+  // and run to its timeout, with the largest backoff between attempts.
+  auto store = [](const S3Options& s) -> std::chrono::nanoseconds {
+    const int attempts = std::clamp(s.max_attempts, 1, 100);
+    return attempts * (2 * s.request_timeout + s.connect_timeout) + (attempts - 1) * s.backoff_max;
+  };
+  std::chrono::nanoseconds bound = store(o.origin);
+  if (!o.l3.empty()) bound += store(o.l3_store);  // a block is looked up in L3 first
+  return bound;
 }
 
 Status FinishL3Options(DaemonOptions* o, const GetEnvFn& getenv) {

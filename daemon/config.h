@@ -177,6 +177,11 @@ Status FinishL3Options(DaemonOptions* out, const GetEnvFn& getenv);
 // InvalidArgument naming the key or the missing environment variable, never a secret.
 Status ResolveL3Credentials(DaemonOptions* out, const GetEnvFn& getenv);
 
+// How long one block fetch may take at most with these stores' timeouts, attempts and backoff
+// (L3, then the origin): the bound of every wait on the network (TieredCacheOptions::
+// wait_timeout; FuseOptions::request_timeout adds one request timeout). Set by FinishOptions.
+std::chrono::nanoseconds NetworkWaitBound(const DaemonOptions& options);
+
 // Checks every setting; InvalidArgument naming the key.
 Status Validate(const DaemonOptions& options);
 

@@ -475,7 +475,14 @@ void Filesystem::MaybeReadahead(FileHandle* fh, uint64_t offset, uint64_t size) 
   cache_->Prefetch(fh->obj, first, count);
 }
 
-Result<std::vector<BlockSlice>> Filesystem::Read(uint64_t fh, uint64_t offset, uint64_t size) {
+bool Filesystem::ReadIsLocal(uint64_t fh, uint64_t offset, uint64_t size) {
+  auto h = FindFile(fh);
+  if (!h) return true;  // answered at once (ESTALE)
+  return cache_->HostHolds(h->obj, offset, size);
+}
+
+Result<std::vector<BlockSlice>> Filesystem::Read(uint64_t fh, uint64_t offset, uint64_t size,
+                                                 const CancelToken* token) {
   auto h = FindFile(fh);
   if (!h) return Status::FailedPrecondition(fmt::format("unknown file handle {}", fh));
   ++counters_.reads;
@@ -483,8 +490,9 @@ Result<std::vector<BlockSlice>> Filesystem::Read(uint64_t fh, uint64_t offset, u
   size = std::min(size, h->obj.info.size - offset);
   MaybeReadahead(h.get(), offset, size);
   const int source = TierHolding(h->obj, offset / cache_->block_size());
-  auto r = cache_->Read(h->obj, offset, size);
+  auto r = cache_->Read(h->obj, offset, size, token);
   if (!r.ok()) {
+    if (r.status().code() == Status::Code::kCancelled) return r.status();  // the reader left
     Logger(Module::kFuse)
         .warn("read '{}' etag {} offset {} size {}: {}", h->obj.key, h->obj.info.etag, offset, size,
               r.status().ToString());

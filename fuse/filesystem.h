@@ -31,6 +31,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/cancel.h"
 #include "base/clock.h"
 #include "base/mutex.h"
 #include "base/result.h"
@@ -168,8 +169,13 @@ class Filesystem {
   // directory. Write access is refused by the caller (EROFS) before this is called.
   Result<OpenResult> Open(InodeId ino);
   // Slices covering [offset, offset + size) of the pinned version, short at EOF. Starts readahead
-  // when reads are sequential.
-  Result<std::vector<BlockSlice>> Read(uint64_t fh, uint64_t offset, uint64_t size);
+  // when reads are sequential. `token` (not owned, may be null): the kernel request's
+  // cancellation (a FUSE interrupt → Cancelled) and deadline (→ TimedOut), see TieredCache::Read.
+  Result<std::vector<BlockSlice>> Read(uint64_t fh, uint64_t offset, uint64_t size,
+                                       const CancelToken* token = nullptr);
+  // True when Read(fh, offset, size) will be served from the host tiers (L1/L2) without waiting
+  // on the network (a hint for fuse_server's scheduling; false for an unknown handle).
+  bool ReadIsLocal(uint64_t fh, uint64_t offset, uint64_t size);
   void Release(uint64_t fh);
 
   FsStatsInfo StatFs();

@@ -13,28 +13,46 @@
 // fuse_send_data_iov_fallback). The slices (and the BlockRefs keeping them alive) live on the
 // handler's stack until the reply call returns. SPLICE_WRITE/MOVE are not requested: they only
 // help for fd-backed buffers; with memory buffers libfuse would copy into a pipe.
+//
+// Interrupts (see fuse_server.h). A request that may wait on the network is run through
+// Dispatch(): it gets a RequestToken, which registers a libfuse interrupt callback that cancels
+// the request's CancelToken (the callback only sets the token and wakes its waiters: libfuse
+// calls it holding the request's lock, possibly from inside fuse_req_interrupt_func). Before the
+// reply the callback is unregistered (fuse_req_interrupt_func(req, NULL, NULL) takes the same
+// lock, so a callback running on another thread has finished when it returns); the token then
+// dies with the request. Dispatch() runs the work inline while a remote slot is free, else
+// queues it for the remote pool, which replies from its own thread (libfuse allows replying from
+// any thread). Local reads (every block in L1/L2, Filesystem::ReadIsLocal) take no slot.
 
 #define FUSE_USE_VERSION FUSE_MAKE_VERSION(3, 12)  // fuse_loop_cfg_* (libfuse >= 3.12)
 #include "fuse/fuse_server.h"
 
 #include <fcntl.h>
 #include <fuse3/fuse_lowlevel.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/uio.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <string>
+#include <thread>
+#include <unordered_set>
 #include <vector>
 
+#include "base/cancel.h"
 #include "base/logging.h"
+#include "base/mutex.h"
 #include "base/units.h"
 #include "fuse/filesystem.h"
 
@@ -96,15 +114,164 @@ double TimeoutSeconds(std::chrono::nanoseconds d) {
   return std::clamp(s, 0.0, kYear);
 }
 
+namespace {
+
+// One kernel request's CancelToken, cancelled by the request's FUSE interrupt. Created before
+// the work starts (also while it waits in the remote pool's queue); Detach() before the reply.
+class RequestToken {
+ public:
+  RequestToken(fuse_req_t req, std::chrono::nanoseconds timeout) : req_(req), token_(timeout) {
+    // May call OnInterrupt at once (already interrupted): it only cancels the token.
+    fuse_req_interrupt_func(req_, &RequestToken::OnInterrupt, &token_);
+  }
+  ~RequestToken() { Detach(); }
+  RequestToken(const RequestToken&) = delete;
+  RequestToken& operator=(const RequestToken&) = delete;
+
+  // Unregisters the interrupt callback; when this returns, the callback is not running and will
+  // not run. REQUIRES: before the request is replied.
+  void Detach() {
+    if (req_ == nullptr) return;
+    fuse_req_interrupt_func(req_, nullptr, nullptr);
+    req_ = nullptr;
+  }
+  const CancelToken* token() const { return &token_; }
+  void Cancel() { token_.Cancel(); }
+
+ private:
+  static void OnInterrupt(fuse_req_t, void* data) { static_cast<CancelToken*>(data)->Cancel(); }
+
+  fuse_req_t req_;
+  CancelToken token_;
+};
+
+// Network-bound work of one request: runs with the token installed as the thread's current one,
+// calls RequestToken::Detach() and replies.
+using RemoteJob = std::function<void(fuse_req_t req, RequestToken* tok)>;
+
+// The remote slots and the remote pool (see the file comment).
+class RemoteWork {
+ public:
+  RemoteWork(int slots, int threads, std::chrono::nanoseconds timeout)
+      : free_slots_(slots), timeout_(timeout) {
+    for (int i = 0; i < threads; ++i) {
+      threads_.emplace_back([this, i] { Loop(i); });
+    }
+  }
+  ~RemoteWork() { Stop(); }
+
+  void Dispatch(fuse_req_t req, RemoteJob job) EXCLUDES(mu_) {
+    auto tok = std::make_shared<RequestToken>(req, timeout_);
+    const bool slot = TakeSlot();
+    {
+      MutexLock l(&mu_);
+      if (cancel_all_) tok->Cancel();
+      active_.insert(tok.get());
+      if (!slot && !stopping_ && !threads_.empty()) {
+        queue_.push_back(Item{req, std::move(tok), std::move(job)});
+        cv_.Signal();
+        return;
+      }
+    }
+    // A free slot (or no pool, or shutting down): on this libfuse worker.
+    Run(req, tok.get(), job);
+    if (slot) free_slots_.fetch_add(1, std::memory_order_acq_rel);
+    MutexLock l(&mu_);
+    active_.erase(tok.get());
+  }
+
+  // The session is over (unmounted or a signal): cancels every request waiting on the network,
+  // inline or in the pool, and every one dispatched from now on.
+  void CancelAll() EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    cancel_all_ = true;
+    for (RequestToken* t : active_) t->Cancel();
+  }
+
+  // CancelAll(), then joins the pool (its queue drained). Idempotent.
+  void Stop() EXCLUDES(mu_) {
+    CancelAll();
+    {
+      MutexLock l(&mu_);
+      if (stopping_) return;
+      stopping_ = true;
+    }
+    cv_.SignalAll();
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+  }
+
+ private:
+  struct Item {
+    fuse_req_t req = nullptr;
+    std::shared_ptr<RequestToken> tok;
+    RemoteJob job;
+  };
+
+  bool TakeSlot() {
+    int n = free_slots_.load(std::memory_order_acquire);
+    while (n > 0) {
+      if (free_slots_.compare_exchange_weak(n, n - 1, std::memory_order_acq_rel)) return true;
+    }
+    return false;
+  }
+
+  static void Run(fuse_req_t req, RequestToken* tok, const RemoteJob& job) {
+    // Interrupted (or past its deadline) while queued: reply at once.
+    if (Status s = tok->token()->Check("request"); !s.ok()) {
+      tok->Detach();
+      fuse_reply_err(req, ToErrno(s));
+      return;
+    }
+    CancelToken::Scope scope(tok->token());
+    job(req, tok);
+  }
+
+  void Loop(int n) EXCLUDES(mu_) {
+    const std::string name = "tierfs-remote-" + std::to_string(n);
+    pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
+    while (true) {
+      Item item;
+      {
+        MutexLock l(&mu_);
+        while (queue_.empty() && !stopping_) cv_.Wait();
+        if (queue_.empty()) return;  // stopping, queue drained
+        item = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      Run(item.req, item.tok.get(), item.job);
+      MutexLock l(&mu_);
+      active_.erase(item.tok.get());
+    }
+  }
+
+  std::atomic<int> free_slots_;
+  const std::chrono::nanoseconds timeout_;
+  Mutex mu_;
+  CondVar cv_{&mu_};
+  std::deque<Item> queue_ GUARDED_BY(mu_);
+  std::unordered_set<RequestToken*> active_ GUARDED_BY(mu_);  // dispatched, not yet replied
+  bool cancel_all_ GUARDED_BY(mu_) = false;
+  bool stopping_ GUARDED_BY(mu_) = false;
+  std::vector<std::thread> threads_;  // written only by the constructor and Stop()
+};
+
+}  // namespace
+
+// The kernel's max_background (see Init).
+constexpr unsigned kMaxBackground = 1024;
+
 struct FuseServer::Context {
   Filesystem* fs = nullptr;
   fuse_session* se = nullptr;  // set once the session exists, before the loop runs
+  std::unique_ptr<RemoteWork> remote;
   std::string mountpoint;
   double entry_timeout = 60;
   double attr_timeout = 60;
   double negative_timeout = 60;
   uint32_t max_read = 1U << 20;
   uint32_t max_readahead = 1U << 20;
+  unsigned max_background = 12;  // the kernel's default
 };
 
 namespace {
@@ -231,7 +398,9 @@ void Init(void* userdata, struct fuse_conn_info* conn) {
   if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;
   // Several reads of one file in flight at once (kernel readahead overlaps the demand read).
   if (conn->capable & FUSE_CAP_ASYNC_READ) conn->want |= FUSE_CAP_ASYNC_READ;
-  // Lookups and readdirs of one directory in parallel: the Filesystem is thread-safe.
+  // Lookups and readdirs of one directory in parallel: the Filesystem is thread-safe. (libfuse
+  // before 3.16 never passes this flag on to the kernel: there, lookups in one directory are
+  // serialised by the kernel, and one waiting for the directory's listing holds up the others.)
   if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
   // A changed size/mtime seen by getattr drops the kernel's cached pages (pairs with keep_cache).
   if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA) conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
@@ -239,11 +408,24 @@ void Init(void* userdata, struct fuse_conn_info* conn) {
   conn->want &= ~(FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE | FUSE_CAP_SPLICE_READ);
   conn->max_read = ctx->max_read;
   conn->max_readahead = ctx->max_readahead;
+  // Readahead and async reads are "background" requests: the kernel holds back all beyond
+  // max_background (default 12) until one is answered. With its default, a dozen readers stuck on
+  // a stalled origin would keep every other reader's reads, cached ones included, from reaching
+  // us. So the kernel passes on up to kMaxBackground: cached reads are answered at once, the
+  // others wait in the remote slots or the remote pool's queue (memory, not threads), each until
+  // its deadline. (The kernel sends no INTERRUPT for background requests: a killed reader's
+  // readahead ends at its deadline.) The kernel caps it at fs.fuse.max_user_bgreq for a mount by
+  // an unprivileged user.
+  conn->max_background = ctx->max_background;
+  conn->congestion_threshold = std::max(1U, ctx->max_background * 3 / 4);
   RaiseKernelReadahead(*ctx);
   Logger(Module::kFuse)
-      .info("fuse connection: protocol {}.{}, max_read {}, max_readahead {}, readdirplus {}",
-            conn->proto_major, conn->proto_minor, conn->max_read, conn->max_readahead,
-            (conn->want & FUSE_CAP_READDIRPLUS) != 0);
+      .info(
+          "fuse connection: protocol {}.{}, max_read {}, max_readahead {}, max_background {}, "
+          "readdirplus {}, parallel_dirops {} (capable {:#x} want {:#x})",
+          conn->proto_major, conn->proto_minor, conn->max_read, conn->max_readahead,
+          conn->max_background, (conn->want & FUSE_CAP_READDIRPLUS) != 0,
+          (conn->want & FUSE_CAP_PARALLEL_DIROPS) != 0, conn->capable, conn->want);
 }
 
 // ---- lookup / forget / getattr ----
@@ -265,13 +447,17 @@ Result<fuse_entry_param> DoLookup(Context* ctx, fuse_ino_t parent, const char* n
 
 void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   Context* ctx = Ctx(req);
-  auto e = DoLookup(ctx, parent, name);
-  if (!e.ok()) {
-    fuse_reply_err(req, ToErrno(e.status()));
-    return;
-  }
-  // An interrupted lookup never reached the kernel: take back the lookup count it added.
-  if (fuse_reply_entry(req, &*e) == -ENOENT && e->ino != 0) ctx->fs->Forget(e->ino, 1);
+  // `name` lives in libfuse's request buffer, reused once this handler returns: copied.
+  ctx->remote->Dispatch(req, [ctx, parent, n = std::string(name)](fuse_req_t r, RequestToken* t) {
+    auto e = DoLookup(ctx, parent, n.c_str());
+    t->Detach();
+    if (!e.ok()) {
+      fuse_reply_err(r, ToErrno(e.status()));
+      return;
+    }
+    // An interrupted lookup never reached the kernel: take back the lookup count it added.
+    if (fuse_reply_entry(r, &*e) == -ENOENT && e->ino != 0) ctx->fs->Forget(e->ino, 1);
+  });
 }
 
 void Forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
@@ -292,12 +478,16 @@ Result<struct stat> DoGetAttr(Context* ctx, fuse_ino_t ino) {
 
 void GetAttr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info*) {
   Context* ctx = Ctx(req);
-  auto st = DoGetAttr(ctx, ino);
-  if (!st.ok()) {
-    fuse_reply_err(req, ToErrno(st.status()));
-    return;
-  }
-  fuse_reply_attr(req, &*st, ctx->attr_timeout);
+  // A file's attributes come from its directory's listing, which may be (re)listed.
+  ctx->remote->Dispatch(req, [ctx, ino](fuse_req_t r, RequestToken* t) {
+    auto st = DoGetAttr(ctx, ino);
+    t->Detach();
+    if (!st.ok()) {
+      fuse_reply_err(r, ToErrno(st.status()));
+      return;
+    }
+    fuse_reply_attr(r, &*st, ctx->attr_timeout);
+  });
 }
 
 // ---- directories ----
@@ -401,14 +591,18 @@ Result<DirReply> DoReadDir(Context* ctx, fuse_req_t req, fuse_ino_t ino, uint64_
 void ReadDirCommon(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                    struct fuse_file_info* fi, bool plus) {
   Context* ctx = Ctx(req);
-  auto r = DoReadDir(ctx, req, ino, fi->fh, size, off, plus);
-  if (!r.ok()) {
-    fuse_reply_err(req, ToErrno(r.status()));
-    return;
-  }
-  if (fuse_reply_buf(req, r->buf.data(), r->buf.size()) == -ENOENT) {
-    for (InodeId i : r->looked_up) ctx->fs->Forget(i, 1);  // interrupted: the kernel saw none
-  }
+  const uint64_t dh = fi->fh;
+  ctx->remote->Dispatch(req, [=](fuse_req_t q, RequestToken* t) {
+    auto r = DoReadDir(ctx, q, ino, dh, size, off, plus);
+    t->Detach();
+    if (!r.ok()) {
+      fuse_reply_err(q, ToErrno(r.status()));
+      return;
+    }
+    if (fuse_reply_buf(q, r->buf.data(), r->buf.size()) == -ENOENT) {
+      for (InodeId i : r->looked_up) ctx->fs->Forget(i, 1);  // interrupted: the kernel saw none
+    }
+  });
 }
 
 void ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info* fi) {
@@ -435,28 +629,35 @@ void Open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
     fuse_reply_err(req, EROFS);
     return;
   }
-  auto r = ctx->fs->Open(ino);
-  if (!r.ok()) {
-    fuse_reply_err(
-        req, r.status().code() == Status::Code::kInvalidArgument ? EISDIR : ToErrno(r.status()));
-    return;
-  }
-  fi->fh = r->fh;
-  fi->keep_cache = r->keep_cache ? 1 : 0;
-  fi->direct_io = 0;
-  fi->noflush = 1;  // nothing to flush on close(2) of a read-only file
-  if (fuse_reply_open(req, fi) == -ENOENT) {
-    ctx->fs->Release(r->fh);  // interrupted
-    return;
-  }
-  if (r->attr_changed && ctx->se != nullptr) {
-    // A new version of another size (seen at once after an ESTALE, whatever the attribute
-    // timeout): drop the kernel's cached attributes (offset -1: not the pages), so its i_size is
-    // fetched again instead of cutting reads at the old size. After the reply: not in the path of
-    // this open.
-    fuse_lowlevel_notify_inval_inode(ctx->se, ino, -1, 0);
-  }
+  // Open revalidates the object (a HEAD when its metadata is stale). `fi` lives in libfuse's
+  // request handling, gone once this handler returns: copied.
+  ctx->remote->Dispatch(req, [ctx, ino, f = *fi](fuse_req_t q, RequestToken* t) mutable {
+    auto r = ctx->fs->Open(ino);
+    t->Detach();
+    if (!r.ok()) {
+      fuse_reply_err(
+          q, r.status().code() == Status::Code::kInvalidArgument ? EISDIR : ToErrno(r.status()));
+      return;
+    }
+    f.fh = r->fh;
+    f.keep_cache = r->keep_cache ? 1 : 0;
+    f.direct_io = 0;
+    f.noflush = 1;  // nothing to flush on close(2) of a read-only file
+    if (fuse_reply_open(q, &f) == -ENOENT) {
+      ctx->fs->Release(r->fh);  // interrupted
+      return;
+    }
+    if (r->attr_changed && ctx->se != nullptr) {
+      // A new version of another size (seen at once after an ESTALE, whatever the attribute
+      // timeout): drop the kernel's cached attributes (offset -1: not the pages), so its i_size is
+      // fetched again instead of cutting reads at the old size. After the reply: not in the path
+      // of this open.
+      fuse_lowlevel_notify_inval_inode(ctx->se, ino, -1, 0);
+    }
+  });
 }
+
+void ReplyRead(fuse_req_t req, const Result<std::vector<BlockSlice>>& slices);
 
 void Read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, struct fuse_file_info* fi) {
   Context* ctx = Ctx(req);
@@ -464,8 +665,22 @@ void Read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, struct fuse_file_i
     fuse_reply_err(req, EINVAL);
     return;
   }
-  // The slices (and their BlockRefs) stay alive on this stack frame until the reply returns.
-  auto slices = ctx->fs->Read(fi->fh, static_cast<uint64_t>(off), size);
+  const uint64_t fh = fi->fh;
+  const auto offset = static_cast<uint64_t>(off);
+  if (ctx->fs->ReadIsLocal(fh, offset, size)) {
+    // Every block is in L1/L2: served here, without a remote slot.
+    ReplyRead(req, ctx->fs->Read(fh, offset, size));
+    return;
+  }
+  ctx->remote->Dispatch(req, [ctx, fh, offset, size](fuse_req_t q, RequestToken* t) {
+    auto slices = ctx->fs->Read(fh, offset, size, t->token());
+    t->Detach();
+    ReplyRead(q, slices);
+  });
+}
+
+// The slices (and their BlockRefs) stay alive in the caller until the reply returns.
+void ReplyRead(fuse_req_t req, const Result<std::vector<BlockSlice>>& slices) {
   if (!slices.ok()) {
     fuse_reply_err(req, ToErrno(slices.status()));
     return;
@@ -654,6 +869,7 @@ Result<std::unique_ptr<FuseServer>> FuseServer::Mount(const FuseOptions& options
   ctx->negative_timeout = TimeoutSeconds(options.negative_timeout);
   ctx->max_read = options.max_read;
   ctx->max_readahead = options.max_readahead;
+  ctx->max_background = kMaxBackground;
 
   // Not "ro": the VFS refuses setxattr on a read-only mount (EROFS before the request reaches
   // us), and the control plane is user.tierfs.* setxattr. Every write operation is refused
@@ -699,8 +915,38 @@ Status FuseServer::Run() {
   if (cfg == nullptr) return Status::Internal("fuse_loop_cfg_create failed");
   fuse_loop_cfg_set_clone_fd(cfg, options_.clone_fd ? 1 : 0);
   fuse_loop_cfg_set_max_threads(cfg, static_cast<unsigned>(std::max(1, options_.max_threads)));
+  if (!ctx_->remote) {
+    // The libfuse workers' share of network-bound requests: all but `reserved` of them.
+    const int workers = std::max(1, options_.max_threads);
+    const int reserved = std::max(2, workers / 4);
+    ctx_->remote = std::make_unique<RemoteWork>(std::max(0, workers - reserved),
+                                                std::max(0, options_.remote_threads),
+                                                options_.request_timeout);
+  }
+  // libfuse joins its workers before fuse_session_loop_mt returns: once the session has ended
+  // (unmount, signal), the requests still waiting on the network are cancelled so that the
+  // join does not wait for their deadlines.
+  Mutex watch_mu;
+  CondVar watch_cv(&watch_mu);
+  bool loop_done = false;
+  std::thread watcher([&] {
+    MutexLock l(&watch_mu);
+    while (!loop_done) {
+      if (fuse_session_exited(se_)) {
+        ctx_->remote->CancelAll();
+        return;
+      }
+      watch_cv.WaitFor(std::chrono::milliseconds(200));
+    }
+  });
   int rc = fuse_session_loop_mt(se_, cfg);
   fuse_loop_cfg_destroy(cfg);
+  {
+    MutexLock l(&watch_mu);
+    loop_done = true;
+  }
+  watch_cv.SignalAll();
+  watcher.join();
   // 0: unmounted (fusermount3 -u / umount); > 0: the signal that ended the loop.
   if (rc > 0) Logger(Module::kFuse).info("signal {}: unmounting {}", rc, mountpoint_);
   if (rc < 0) return Status::FromErrno(-rc, "fuse session loop");
@@ -715,6 +961,9 @@ void FuseServer::Unmount() {
 }
 
 FuseServer::~FuseServer() {
+  // Pool requests end first (cancelled: EINTR to a kernel that no longer listens), while the
+  // session they reply on still exists.
+  if (ctx_->remote) ctx_->remote->Stop();
   Unmount();
   fuse_remove_signal_handlers(se_);
   fuse_session_destroy(se_);

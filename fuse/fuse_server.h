@@ -7,6 +7,17 @@
 //
 // The mount is read-only: every write operation gets EROFS.
 //
+// Interrupts and isolation (issue 7). Requests that may wait on the network (a read of blocks
+// no host tier holds; lookup, getattr, open and readdir, whose catalog may list or HEAD the
+// origin) get a CancelToken: a FUSE interrupt (the reader's ^C or SIGKILL) cancels it and the
+// request replies EINTR at once; its deadline (request_timeout) ends it with EIO. Such a request
+// runs on the libfuse worker that received it only while one of the max_threads - reserved
+// "remote slots" is free; otherwise it is handed to an owned pool of remote_threads threads
+// ("tierfs-remote-N") and replied from there. So at least `reserved` libfuse workers are always
+// free to serve reads of cached blocks and cached metadata, and to receive the kernel's
+// INTERRUPT requests, however many readers wait on a stalled origin. A request queued for the
+// pool that is interrupted before it starts replies EINTR when a pool thread takes it.
+//
 // Thread-safety: Mount/Run/Unmount/destructor are called from one thread (the daemon's main
 // thread); the handlers run on libfuse's worker threads and only touch the (thread-safe)
 // Filesystem.
@@ -28,9 +39,14 @@ namespace tierfs {
 class Filesystem;
 
 struct FuseOptions {
-  // libfuse worker threads (fuse_loop_cfg_set_max_threads). Each blocks during a fetch, so this
-  // bounds the concurrent reads that reach the cache.
+  // libfuse worker threads (fuse_loop_cfg_set_max_threads). At most max_threads - reserved of
+  // them wait on the network at once (see the file comment); reserved = max(2, max_threads / 4).
   int max_threads = 16;
+  // Owned threads that serve the network-bound requests beyond the libfuse workers' share.
+  int remote_threads = 64;
+  // Longest a request may wait on the network before it fails with EIO (its CancelToken's
+  // deadline). daemon/ derives it from the origin's timeouts, attempts and backoff.
+  std::chrono::nanoseconds request_timeout = std::chrono::minutes(5);
   // One /dev/fuse fd per worker thread (less contention on the device).
   bool clone_fd = true;
   // -o allow_other: other users (the training job's) may use the mount. Off by default: only

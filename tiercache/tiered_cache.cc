@@ -25,6 +25,13 @@
 // (TryClaim) and fetched from the origin as one run, one request for up to readahead_run_bytes,
 // into one mapping that the blocks share without a copy (Block::AllocateRun). With an L3 tier
 // every block takes the one-block path, which looks in L3 first.
+//
+// Fetch pool (demand reads with a CancelToken): the single-flight leader reads L1 and the other
+// host tiers on its own thread; on a miss it queues a FetchJob (its Lease) for the
+// `fetch_threads` owned jthreads, which read L3/the origin and complete the lease. Every reader
+// waits for the call with its token and wait_timeout (SingleFlight::Wait), so an interrupt or a
+// stalled origin never holds a reader longer than that. A job whose readers all left before it
+// started is dropped (AbandonIfUnwaited); one already fetching finishes and fills the cache.
 #include "tiercache/tiered_cache.h"
 
 #include <pthread.h>
@@ -56,6 +63,22 @@ struct PrefetchTask {
   uint64_t count = 0;
 };
 
+using Flights = SingleFlight<BlockKey, Result<BlockRef>, BlockKeyHash>;
+
+// The remote part of one demand read's block, for the fetch pool.
+struct FetchJob {
+  std::shared_ptr<const ObjectRef> obj;
+  uint64_t index = 0;
+  uint64_t expected = 0;
+  Flights::Lease lease;
+};
+
+CancelToken::TimePoint DeadlineAfter(std::chrono::nanoseconds d) {
+  const auto now = CancelToken::SteadyClock::now();
+  if (d >= CancelToken::TimePoint::max() - now) return CancelToken::TimePoint::max();
+  return now + std::chrono::duration_cast<CancelToken::SteadyClock::duration>(d);
+}
+
 // Blocks in one readahead run: readahead_run_bytes, shrunk so that every prefetch thread's run
 // fits in the readahead budget at once; at least one block.
 uint64_t RunBlocks(const TieredCacheOptions& o) {
@@ -80,27 +103,50 @@ class TieredCacheImpl final : public TieredCache {
         run_blocks_(RunBlocks(options)),
         runs_from_origin_(std::none_of(tiers_.begin(), tiers_.end(),
                                        [](const auto& t) { return t->IsRemote(); })),
-        queue_cv_(&queue_mu_) {}
+        queue_cv_(&queue_mu_),
+        fetch_cv_(&fetch_mu_) {}
 
   ~TieredCacheImpl() override {
     for (auto& t : workers_) t.request_stop();
+    for (auto& t : fetch_workers_) t.request_stop();
     {
       MutexLock l(&queue_mu_);
       queue_.clear();
       queued_blocks_ = 0;
     }
     queue_cv_.SignalAll();
+    std::deque<FetchJob> dropped;  // their leases publish "abandoned" to any reader still waiting
+    {
+      MutexLock l(&fetch_mu_);
+      dropped.swap(fetch_queue_);
+    }
+    dropped.clear();
+    fetch_cv_.SignalAll();
     workers_.clear();  // joins; a worker finishes the fetch it is in, then exits
+    fetch_workers_.clear();
   }
 
   void StartWorkers() {
     for (int i = 0; i < options_.prefetch_threads; ++i) {
       workers_.emplace_back([this, i](std::stop_token st) { WorkerLoop(st, i); });
     }
+    for (int i = 0; i < options_.fetch_threads; ++i) {
+      fetch_workers_.emplace_back([this, i](std::stop_token st) { FetchLoop(st, i); });
+    }
   }
 
-  Result<std::vector<BlockSlice>> Read(const ObjectRef& obj, uint64_t offset,
-                                       uint64_t length) override {
+  bool HostHolds(const ObjectRef& obj, uint64_t offset, uint64_t length) override {
+    const uint64_t size = obj.info.size;
+    if (length == 0 || offset >= size) return true;
+    const uint64_t end = offset + std::min(length, size - offset);
+    for (uint64_t i = offset / options_.block_size; i * options_.block_size < end; ++i) {
+      if (!CachedAnywhere(KeyFor(obj, i))) return false;
+    }
+    return true;
+  }
+
+  Result<std::vector<BlockSlice>> Read(const ObjectRef& obj, uint64_t offset, uint64_t length,
+                                       const CancelToken* token) override {
     ++stats_.read_calls;
     std::vector<BlockSlice> slices;
     const uint64_t size = obj.info.size;
@@ -122,7 +168,7 @@ class TieredCacheImpl final : public TieredCache {
           continue;
         }
       }
-      TIERFS_ASSIGN_OR_RETURN(BlockRef block, GetBlock(obj, index));
+      TIERFS_ASSIGN_OR_RETURN(BlockRef block, GetBlock(obj, index, token));
       const uint64_t in_block = pos - index * bs;
       if (block->size() != block_len) {  // GetBlock guarantees it; never slice past the end
         return Status::Internal("block " + std::to_string(index) + " of '" + obj.key + "' has " +
@@ -141,7 +187,7 @@ class TieredCacheImpl final : public TieredCache {
 
   Result<size_t> ReadInto(const ObjectRef& obj, uint64_t offset,
                           std::span<std::byte> out) override {
-    TIERFS_ASSIGN_OR_RETURN(auto slices, Read(obj, offset, out.size()));
+    TIERFS_ASSIGN_OR_RETURN(auto slices, Read(obj, offset, out.size(), nullptr));
     size_t done = 0;
     for (const auto& s : slices) {
       if (s.length > out.size() - done || s.offset + s.length > s.block->size()) {
@@ -311,6 +357,9 @@ class TieredCacheImpl final : public TieredCache {
     add("prefetch.blocks", hydrated_blocks_);
     add("ttl.expired", ttl_expired_);
     add("insert.errors", insert_errors_);
+    add("fetch.abandoned", stats_.fetch_abandoned);
+    add("waits.cancelled", stats_.waits_cancelled);
+    add("waits.timed_out", stats_.waits_timed_out);
     add("read.calls", stats_.read_calls);
     add("read.bytes", stats_.bytes_served);
     return s;
@@ -364,8 +413,10 @@ class TieredCacheImpl final : public TieredCache {
     return true;
   }
 
-  // REQUIRES: index < NumBlocks(obj).
-  Result<BlockRef> GetBlock(const ObjectRef& obj, uint64_t index) {
+  // REQUIRES: index < NumBlocks(obj). With a token, the remote part goes to the fetch pool and
+  // the wait observes the token (see the file comment).
+  Result<BlockRef> GetBlock(const ObjectRef& obj, uint64_t index,
+                            const CancelToken* token = nullptr) {
     const BlockKey key = KeyFor(obj, index);
     if (options_.placement) {
       const Placement p = options_.placement(obj.key);
@@ -375,12 +426,73 @@ class TieredCacheImpl final : public TieredCache {
     if (!tiers_.empty()) {
       if (auto b = TryTier(0, key, expected)) return b;
     }
-    bool merged = false;
-    Result<BlockRef> r = flights_.Do(
-        key, [&]() -> Result<BlockRef> { return FetchBelowL1(obj, index, key, expected); },
-        &merged);
-    if (merged) ++stats_.singleflight_merged;
+    const auto deadline = DeadlineAfter(options_.wait_timeout);
+    if (token == nullptr || fetch_workers_.empty()) {
+      bool merged = false;
+      Result<BlockRef> r = flights_.Do(
+          key, [&]() -> Result<BlockRef> { return FetchBelowL1(obj, index, key, expected); },
+          &merged, token, deadline);
+      if (merged) ++stats_.singleflight_merged;
+      return CountWaitEnd(std::move(r));
+    }
+    Flights::Joined j =
+        flights_.Join(key, Status::Unavailable("the fetch of the block was dropped"));
+    if (j.lease) {
+      if (BlockRef b = FetchFromHostTiers(obj, key, expected)) {
+        j.lease->Complete(b);
+      } else {
+        SubmitFetch(
+            FetchJob{std::make_shared<const ObjectRef>(obj), index, expected, std::move(*j.lease)});
+      }
+    } else {
+      ++stats_.singleflight_merged;
+    }
+    return CountWaitEnd(Flights::Wait(j.call, token, deadline));
+  }
+
+  Result<BlockRef> CountWaitEnd(Result<BlockRef> r) {
+    if (r.status().code() == Status::Code::kCancelled) ++stats_.waits_cancelled;
+    if (r.status().code() == Status::Code::kTimedOut) ++stats_.waits_timed_out;
     return r;
+  }
+
+  // Queues `job` for the fetch pool; a full queue completes it with Unavailable at once.
+  void SubmitFetch(FetchJob job) {
+    {
+      MutexLock l(&fetch_mu_);
+      if (fetch_queue_.size() < options_.fetch_queue_limit) {
+        fetch_queue_.push_back(std::move(job));
+        fetch_cv_.Signal();
+        return;
+      }
+    }
+    Logger(Module::kTierCache)
+        .warn("{} origin fetches queued: failing the read of '{}' block {}",
+              options_.fetch_queue_limit, job.obj->key, job.index);
+    job.lease.Complete(
+        Status::Unavailable("too many fetches queued (the origin is not keeping up)"));
+  }
+
+  void FetchLoop(std::stop_token st, int n) {
+    const std::string name = "tierfs-fetch-" + std::to_string(n);
+    pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
+    while (true) {
+      std::optional<FetchJob> job;
+      {
+        MutexLock l(&fetch_mu_);
+        while (fetch_queue_.empty() && !st.stop_requested()) WaitWhileHeld(&fetch_cv_);
+        if (st.stop_requested()) return;
+        job.emplace(std::move(fetch_queue_.front()));
+        fetch_queue_.pop_front();
+      }
+      if (flights_.AbandonIfUnwaited(job->lease,
+                                     Status::Cancelled("every reader of the block gave up"))) {
+        ++stats_.fetch_abandoned;
+        continue;
+      }
+      const BlockKey key = job->lease.key();
+      job->lease.Complete(FetchFromRemote(*job->obj, job->index, key, job->expected));
+    }
   }
 
   // Bytes [in_block, in_block + length) of block `index`, read alone from the fastest host tier
@@ -431,10 +543,30 @@ class TieredCacheImpl final : public TieredCache {
   // The single-flight leader's work: L1 again, then the lower tiers, then the origin.
   Result<BlockRef> FetchBelowL1(const ObjectRef& obj, uint64_t index, const BlockKey& key,
                                 uint64_t expected) {
+    if (BlockRef b = FetchFromHostTiers(obj, key, expected)) return b;
+    return FetchFromRemote(obj, index, key, expected);
+  }
+
+  // L1 again (the previous leader may just have filled it), then the other host tiers (copied
+  // up on a hit); null when none holds the block. Never waits on the network.
+  BlockRef FetchFromHostTiers(const ObjectRef& obj, const BlockKey& key, uint64_t expected) {
     if (!tiers_.empty() && tiers_[0]->Contains(key)) {
       if (auto b = TryTier(0, key, expected)) return b;
     }
-    for (size_t t = 1; t < tiers_.size(); ++t) {
+    for (size_t t = 1; t < tiers_.size() && !tiers_[t]->IsRemote(); ++t) {
+      if (auto b = TryTier(t, key, expected)) {
+        CopyUp(obj, key, b, t);
+        return b;
+      }
+    }
+    return nullptr;
+  }
+
+  // The remote tiers (L3) in order, then the origin; fills the tiers above the one that served.
+  Result<BlockRef> FetchFromRemote(const ObjectRef& obj, uint64_t index, const BlockKey& key,
+                                   uint64_t expected) {
+    for (size_t t = 0; t < tiers_.size(); ++t) {
+      if (!tiers_[t]->IsRemote()) continue;
       if (auto b = TryTier(t, key, expected)) {
         CopyUp(obj, key, b, t);
         return b;
@@ -546,7 +678,7 @@ class TieredCacheImpl final : public TieredCache {
   // them and no one else fetches them, and reads them from the origin with one request. Returns
   // how many blocks it handled (0: none could be claimed; the caller takes the one-block path).
   uint64_t FetchRun(const ObjectRef& obj, uint64_t first, uint64_t end) {
-    using Lease = SingleFlight<BlockKey, Result<BlockRef>, BlockKeyHash>::Lease;
+    using Lease = Flights::Lease;
     std::vector<Lease> leases;
     for (uint64_t j = first; j < end && leases.size() < run_blocks_; ++j) {
       const BlockKey key = KeyFor(obj, j);
@@ -662,15 +794,20 @@ class TieredCacheImpl final : public TieredCache {
   std::atomic<uint64_t> hydrated_blocks_{0};
   std::atomic<uint64_t> ttl_expired_{0};
   std::atomic<uint64_t> readahead_runs_{0};  // origin reads of more than one block
-  SingleFlight<BlockKey, Result<BlockRef>, BlockKeyHash> flights_;
+  Flights flights_;
 
   Mutex queue_mu_;
   CondVar queue_cv_;
   std::deque<PrefetchTask> queue_ GUARDED_BY(queue_mu_);
   uint64_t queued_blocks_ GUARDED_BY(queue_mu_) = 0;
 
+  Mutex fetch_mu_;
+  CondVar fetch_cv_;
+  std::deque<FetchJob> fetch_queue_ GUARDED_BY(fetch_mu_);
+
   // Declared last: destroyed (joined) first, while everything they use is alive.
   std::vector<std::jthread> workers_;
+  std::vector<std::jthread> fetch_workers_;
 };
 
 }  // namespace
@@ -685,6 +822,12 @@ Result<std::unique_ptr<TieredCache>> TieredCache::Open(const TieredCacheOptions&
   }
   if (options.prefetch_threads < 0 || options.prefetch_threads > 256) {
     return Status::InvalidArgument("tiered cache: prefetch_threads must be in [0, 256]");
+  }
+  if (options.fetch_threads < 0 || options.fetch_threads > 1024) {
+    return Status::InvalidArgument("tiered cache: fetch_threads must be in [0, 1024]");
+  }
+  if (options.wait_timeout <= std::chrono::nanoseconds::zero()) {
+    return Status::InvalidArgument("tiered cache: wait_timeout must be positive");
   }
   for (const auto& t : tiers) {
     if (!t) return Status::InvalidArgument("tiered cache: null tier");

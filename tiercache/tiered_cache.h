@@ -9,6 +9,16 @@
 // Readahead and prefetch run on a bounded pool of owned threads ("tierfs-prefetch-N") below demand
 // reads in priority.
 //
+// Interrupts and deadlines (issue 7). A demand read given a CancelToken never waits on the
+// network on its own thread: the single-flight leader reads the host tiers itself (L1, L2: local,
+// fast) and hands the remote part (L3, origin) to an owned fetch pool ("tierfs-fetch-N",
+// fetch_threads); every reader of the block, leader included, then waits for the result with
+// the token and wait_timeout. A cancelled reader returns Cancelled at once; the fetch goes on
+// and fills the cache for the readers still waiting and for the next read (a fetch still queued
+// when every reader has given up is dropped: fetch.abandoned). A reader that waits longer than
+// wait_timeout gets TimedOut. Reads without a token (readahead, Hydrate) fetch on their own
+// thread as before; their single-flight waits are bounded by wait_timeout too.
+//
 // Thread-safe; no external synchronization needed.
 #pragma once
 
@@ -21,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "base/cancel.h"
 #include "base/clock.h"
 #include "base/result.h"
 #include "blobclient/blob_store.h"
@@ -57,6 +68,16 @@ struct TieredCacheOptions {
   // size), instead of one GET per block. Not used with an L3 tier (each block is looked up in L3
   // first).
   uint64_t readahead_run_bytes = 8ULL << 20;
+  // Owned threads that fetch blocks from the remote tiers (L3, origin) for demand reads given a
+  // CancelToken (see the file comment). 0: such reads fetch on their own thread.
+  int fetch_threads = 16;
+  // Fetches queued for the fetch pool beyond which a demand read fails at once (Unavailable):
+  // bounded memory when the origin stalls and readers keep asking for new blocks.
+  size_t fetch_queue_limit = 4096;
+  // Longest a reader waits for a block being fetched by another thread (single-flight follower,
+  // fetch pool): TimedOut (EIO) after it. daemon/ derives it from the stores' request timeouts,
+  // attempts and backoff, so it ends only waits whose fetch is itself past its deadline.
+  std::chrono::nanoseconds wait_timeout = std::chrono::minutes(5);
   // Per-object placement (pin) for blocks inserted by reads: called with the object key on
   // every insert. Empty: no pins. Must be thread-safe and cheap (tiercache/policy.h provides
   // PolicyResolver::PlacementFor).
@@ -71,6 +92,9 @@ struct CacheStats {
   std::atomic<uint64_t> readahead_blocks{0};
   std::atomic<uint64_t> read_calls{0};
   std::atomic<uint64_t> bytes_served{0};
+  std::atomic<uint64_t> waits_cancelled{0};  // reads that stopped waiting: interrupted
+  std::atomic<uint64_t> waits_timed_out{0};  // reads that stopped waiting: wait_timeout passed
+  std::atomic<uint64_t> fetch_abandoned{0};  // queued fetches dropped: no reader waited any more
 };
 
 // Which tier served a block: 0..tiers-1, or kOriginTier.
@@ -87,9 +111,16 @@ class TieredCache {
 
   // Returns slices covering [offset, offset + length) of `obj`, short at end of object (empty at
   // or past it). Errors: the origin's (NotFound if the object is gone, FailedPrecondition if it
-  // changed since `obj` was taken, Unavailable/TimedOut/IOError after retries).
+  // changed since `obj` was taken, Unavailable/TimedOut/IOError after retries). With a `token`
+  // (not owned, may be null) the remote part runs on the fetch pool and the read returns
+  // Cancelled as soon as the token is cancelled, TimedOut when its deadline passes.
   virtual Result<std::vector<BlockSlice>> Read(const ObjectRef& obj, uint64_t offset,
-                                               uint64_t length) = 0;
+                                               uint64_t length,
+                                               const CancelToken* token = nullptr) = 0;
+
+  // True when every block of [offset, offset + length) of `obj` is in a host tier (L1/L2) now:
+  // a read of it will not wait on the network (a hint: a block may be evicted meanwhile).
+  virtual bool HostHolds(const ObjectRef& obj, uint64_t offset, uint64_t length) = 0;
 
   // Copying convenience over Read(): fills `out`, returns bytes read.
   virtual Result<size_t> ReadInto(const ObjectRef& obj, uint64_t offset,

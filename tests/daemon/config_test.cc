@@ -140,6 +140,26 @@ sync_every_commit = true
   EXPECT_EQ(o.meta.path, "/srv/cache/meta");
 }
 
+// Every wait on the network has a deadline derived from the stores' timeouts (issue 7).
+TEST(ConfigTest, NetworkDeadlinesFollowTheStoreTimeouts) {
+  DaemonOptions o = Base();
+  ASSERT_TRUE(ApplyConfigText("[s3]\nrequest_timeout = \"20s\"\nconnect_timeout = \"3s\"\n"
+                              "max_attempts = 2\nbackoff_max = \"1s\"\n"
+                              "[cache]\nfetch_threads = 4\n[fuse]\nremote_threads = 8\n",
+                              "t.toml", &o)
+                  .ok());
+  ASSERT_TRUE(FinishOptions(&o, FakeEnv({})).ok());
+  // 2 attempts x (20s slot wait + 20s request + 3s connect) + 1 backoff of 1s.
+  EXPECT_EQ(o.cache.wait_timeout, std::chrono::seconds(87));
+  EXPECT_EQ(o.fuse.request_timeout, std::chrono::seconds(107));
+  EXPECT_EQ(o.cache.fetch_threads, 4);
+  EXPECT_EQ(o.fuse.remote_threads, 8);
+  EXPECT_TRUE(Contains(Err(ApplyConfigText("[cache]\nfetch_threads = 0\n", "t.toml", &o)),
+                       "fetch_threads"));
+  EXPECT_TRUE(Contains(Err(ApplyConfigText("[fuse]\nremote_threads = 100000\n", "t.toml", &o)),
+                       "remote_threads"));
+}
+
 TEST(ConfigTest, UnknownKeyNamesKeyAndLine) {
   DaemonOptions o = Base();
   std::string m =

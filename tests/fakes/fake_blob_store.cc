@@ -54,9 +54,39 @@ Result<ObjectInfo> FakeBlobStore::Head(std::string_view key) {
   return it->second.info;
 }
 
+void FakeBlobStore::HoldReads() {
+  MutexLock l(&gate_mu_);
+  gate_held_ = true;
+}
+
+void FakeBlobStore::ReleaseReads() {
+  MutexLock l(&gate_mu_);
+  gate_held_ = false;
+  gate_cv_.SignalAll();
+}
+
+void FakeBlobStore::WaitForBlockedReads(int n) {
+  MutexLock l(&gate_mu_);
+  while (gate_blocked_ < n) gate_cv_.Wait();
+}
+
+int FakeBlobStore::blocked_reads() const {
+  MutexLock l(&gate_mu_);
+  return gate_blocked_;
+}
+
 Result<size_t> FakeBlobStore::Read(std::string_view key, uint64_t offset, std::span<std::byte> out,
                                    std::string_view if_match_etag) {
   ++read_calls_;
+  {
+    MutexLock l(&gate_mu_);
+    if (gate_held_) {
+      ++gate_blocked_;
+      gate_cv_.SignalAll();  // WaitForBlockedReads
+      while (gate_held_) gate_cv_.Wait();
+      --gate_blocked_;
+    }
+  }
   TIERFS_RETURN_IF_ERROR(Enter());
   MutexLock l(&mu_);
   auto it = objects_.find(key);

@@ -27,6 +27,13 @@ class FakeBlobStore : public BlobStore {
   // Every call sleeps this long first (simulates a remote origin).
   void SetDelay(std::chrono::microseconds d) { delay_us_ = d.count(); }
 
+  // A gate for Read (a stalled origin): while held, every Read blocks (after counting) until
+  // ReleaseReads(). WaitForBlockedReads(n) returns once n reads wait at the gate.
+  void HoldReads() EXCLUDES(gate_mu_);
+  void ReleaseReads() EXCLUDES(gate_mu_);
+  void WaitForBlockedReads(int n) EXCLUDES(gate_mu_);
+  int blocked_reads() const EXCLUDES(gate_mu_);
+
   uint64_t read_calls() const { return read_calls_; }
   uint64_t head_calls() const { return head_calls_; }
   uint64_t list_calls() const { return list_calls_; }
@@ -57,6 +64,10 @@ class FakeBlobStore : public BlobStore {
   Status fail_status_ GUARDED_BY(mu_);
   uint64_t etag_counter_ GUARDED_BY(mu_) = 0;
   std::atomic<int64_t> delay_us_{0};
+  mutable Mutex gate_mu_;
+  CondVar gate_cv_{&gate_mu_};
+  bool gate_held_ GUARDED_BY(gate_mu_) = false;
+  int gate_blocked_ GUARDED_BY(gate_mu_) = 0;
   std::atomic<uint64_t> read_calls_{0}, head_calls_{0}, list_calls_{0}, bytes_read_{0};
   std::atomic<uint64_t> requests_{0}, errors_{0};
 };

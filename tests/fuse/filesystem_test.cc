@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <future>
 #include <map>
 #include <set>
 #include <thread>
@@ -83,6 +84,10 @@ class FilesystemTest : public ::testing::Test {
     fs_ = std::make_unique<Filesystem>(fs_options, catalog_.get(), cache_.get(), origin_.Describe(),
                                        &clock_);
   }
+
+  // A test that closes the origin's read gate must not leave a fetch thread blocked for the
+  // cache's destructor (which joins them).
+  void TearDown() override { origin_.ReleaseReads(); }
 
   InodeId LookupIno(InodeId parent, std::string_view name) {
     auto r = fs_->Lookup(parent, name);
@@ -647,6 +652,39 @@ TEST_F(FilesystemTest, ConcurrentLookupsReadsAndForgets) {
 }
 
 // ---- ToErrno: the one Status → errno table ----
+
+// Interrupts (issue 7): a read waiting on a stalled origin ends with Cancelled (EINTR) when its
+// token is cancelled, while reads of cached files go on; ReadIsLocal tells them apart.
+TEST_F(FilesystemTest, InterruptedReadIsEintrAndCachedReadsGoOn) {
+  FilesystemOptions o;
+  o.readahead_max_bytes = 0;  // only the demand read reaches the origin
+  o.next_files = 0;
+  Open(o);
+  auto small = fs_->Open(LookupIno(kRootInode, "hello.txt"));
+  ASSERT_TRUE(small.ok());
+  EXPECT_FALSE(fs_->ReadIsLocal(small->fh, 0, 12));
+  EXPECT_EQ(ReadAll(small->fh, 0, 12), "hello world\n");
+  EXPECT_TRUE(fs_->ReadIsLocal(small->fh, 0, 12));
+
+  auto big = fs_->Open(Walk("data/big.bin"));
+  ASSERT_TRUE(big.ok());
+  EXPECT_FALSE(fs_->ReadIsLocal(big->fh, 0, kBlock));
+  origin_.HoldReads();
+  CancelToken token;
+  auto blocked =
+      std::async(std::launch::async, [&] { return fs_->Read(big->fh, 0, kBlock, &token); });
+  origin_.WaitForBlockedReads(1);
+  EXPECT_EQ(ReadAll(small->fh, 0, 5), "hello");  // served from L1 meanwhile
+  token.Cancel();
+  ASSERT_EQ(blocked.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  auto r = blocked.get();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(ToErrno(r.status()), EINTR);
+  origin_.ReleaseReads();
+  EXPECT_EQ(ReadAll(big->fh, 0, kBlock), big_.substr(0, kBlock));  // the fetch went on
+  fs_->Release(small->fh);
+  fs_->Release(big->fh);
+}
 
 TEST(ToErrnoTest, Table) {
   EXPECT_EQ(ToErrno(Status::OK()), 0);

@@ -158,28 +158,29 @@ TEST_F(TieredCacheTest, OriginFetchFillsEveryTierAndL2HitCopiesUp) {
 }
 
 TEST(SingleFlightTest, ALeaseIsTheLeaderUntilCompletedOrDropped) {
-  SingleFlight<int, int> sf;
-  auto lease = sf.TryClaim(1, -1);
+  SingleFlight<int, Result<int>> sf;
+  auto lease = sf.TryClaim(1, Status::Internal("dropped"));
   ASSERT_TRUE(lease.has_value());
   EXPECT_TRUE(sf.InFlight(1));
-  EXPECT_FALSE(sf.TryClaim(1, -1).has_value());  // one leader per key
-  int waited = 0;
+  EXPECT_FALSE(sf.TryClaim(1, Status::Internal("dropped")).has_value());  // one leader per key
+  Result<int> waited = 0;
   bool merged = false;
   std::thread waiter([&] {
     waited = sf.Do(
-        1, [] { return 0; }, &merged);
+        1, []() -> Result<int> { return 0; }, &merged);
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let it join (not asserted)
   lease->Complete(42);
   waiter.join();
   EXPECT_FALSE(sf.InFlight(1));
-  EXPECT_EQ(waited, merged ? 42 : 0);  // joined the lease, or ran fn after it
+  ASSERT_TRUE(waited.ok());
+  EXPECT_EQ(*waited, merged ? 42 : 0);  // joined the lease, or ran fn after it
   {
-    auto dropped = sf.TryClaim(2, -1);
+    auto dropped = sf.TryClaim(2, Status::Internal("dropped"));
     ASSERT_TRUE(dropped.has_value());
   }
   EXPECT_FALSE(sf.InFlight(2));  // a dropped lease releases its key
-  EXPECT_EQ(sf.Do(2, [] { return 7; }), 7);
+  EXPECT_EQ(*sf.Do(2, []() -> Result<int> { return 7; }), 7);
 }
 
 TEST_F(TieredCacheTest, SingleFlightMergesConcurrentColdReads) {
