@@ -153,7 +153,9 @@ TEST_F(PrefetchJobsTest, MissingPathFails) {
   TC_ASSERT_OK(jobs_->Start("nope", "l2"));
   PrefetchJobStatus st = WaitDone("nope");
   EXPECT_EQ(st.state, PrefetchState::kFailed);
-  EXPECT_FALSE(st.error.empty());
+  // The reason names the missing path, as a NotFound.
+  EXPECT_NE(st.error.find("NotFound"), std::string::npos) << st.error;
+  EXPECT_NE(st.error.find("nope"), std::string::npos) << st.error;
   EXPECT_NE(FormatPrefetchStatus(st).find("state=failed"), std::string::npos);
 }
 
@@ -163,7 +165,11 @@ TEST_F(PrefetchJobsTest, ChangedObjectFailsTheJob) {
   TC_ASSERT_OK(catalog_->ReadDir("d", "", 100, &warm));
   origin_.PutObject("d/a.bin", Pattern(5 * kBs, 9));
   TC_ASSERT_OK(jobs_->Start("d", "l2"));
-  EXPECT_EQ(WaitDone("d").state, PrefetchState::kFailed);
+  PrefetchJobStatus st = WaitDone("d");
+  EXPECT_EQ(st.state, PrefetchState::kFailed);
+  // The reason is the version change of that file (If-Match refused), not some other error.
+  EXPECT_NE(st.error.find("FailedPrecondition"), std::string::npos) << st.error;
+  EXPECT_NE(st.error.find("d/a.bin"), std::string::npos) << st.error;
 }
 
 TEST_F(PrefetchJobsTest, CancelStopsARunningJob) {
