@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -103,6 +104,42 @@ class BlobStore {
 
   virtual BlobStoreStats Stats() const = 0;
 };
+
+// Following a listing's continuation tokens. A server that hands out a token it already gave in
+// this listing (any cycle: A->A, A->B->A, ...) or more than `max_pages` pages would keep a
+// caller looping forever; ListPageTracker turns both into Corruption naming the listing.
+// Tokens are remembered as 128-bit fingerprints (16 bytes + set overhead per page), so the
+// memory of the check stays small even at the page cap.
+inline constexpr uint64_t kMaxListPages = 1'000'000;  // 10^9 keys at 1000 keys per page
+
+// Not thread-safe; one per listing. REQUIRES: external synchronization.
+class ListPageTracker {
+ public:
+  // `what` names the listing in errors ("listing 'a/b/'").
+  explicit ListPageTracker(std::string what, uint64_t max_pages = kMaxListPages);
+  ~ListPageTracker();
+  ListPageTracker(const ListPageTracker&) = delete;
+  ListPageTracker& operator=(const ListPageTracker&) = delete;
+
+  // Call with each page's next_token before following it ("" ends the listing: OK). Corruption
+  // if the token was seen before in this listing or the page cap is reached.
+  Status Next(std::string_view next_token);
+  uint64_t pages() const { return pages_; }
+
+ private:
+  struct Seen;
+  const std::string what_;
+  const uint64_t max_pages_;
+  uint64_t pages_ = 0;
+  std::unique_ptr<Seen> seen_;
+};
+
+// Lists every page under `prefix` (see BlobStore::List), calling fn(page) for each in order; a
+// non-OK Status from fn stops the listing and is returned. Token cycles and the page cap end it
+// with Corruption (ListPageTracker).
+Status ForEachListPage(BlobStore* store, std::string_view prefix, std::string_view delimiter,
+                       int max_keys, const std::function<Status(ListPage&)>& fn,
+                       uint64_t max_pages = kMaxListPages);
 
 struct Credentials {
   std::string access_key_id;

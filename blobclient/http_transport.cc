@@ -14,12 +14,10 @@
 #include "base/logging.h"
 #include "base/mutex.h"
 #include "base/strings.h"
+#include "base/units.h"
 
 namespace tierfs::blobclient {
 namespace {
-
-// Error bodies (S3's <Error> XML) are kept only this long; they are for messages, not data.
-constexpr size_t kMaxErrorBody = 16 * 1024;
 
 std::string Trim(std::string_view s) {
   size_t b = 0, e = s.size();
@@ -43,25 +41,59 @@ struct Transfer {
   bool decided = false;  // the write target of the current response is chosen
   bool to_sink = false;
   bool stopped_sink_full = false;  // we ended the transfer because the sink was full: success
+  long code = 0;                   // HTTP status of the response being written
+  size_t header_bytes = 0;         // all header lines received so far (1xx answers included)
+  std::string refused;             // why we ended the transfer at a cap: the request fails
   char errbuf[CURL_ERROR_SIZE] = {0};
 };
 
+bool ParseLength(std::string_view s, uint64_t* out) {
+  if (s.empty() || s.size() > 19) return false;
+  uint64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  *out = v;
+  return true;
+}
+
+// Returning anything but `len` from a curl write/header callback ends the transfer with
+// CURLE_WRITE_ERROR; Finish() tells our own stops (sink full, error body cut, a cap) apart.
 size_t WriteCallback(char* data, size_t size, size_t nmemb, void* userdata) {
   auto* t = static_cast<Transfer*>(userdata);
   const size_t len = size * nmemb;
   if (!t->decided) {
-    long code = 0;
-    curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &code);
+    curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &t->code);
     t->decided = true;
-    t->to_sink = t->req.sink != nullptr && code >= 200 && code < 300;
+    t->to_sink = t->req.sink != nullptr && t->code >= 200 && t->code < 300;
     // A 200 to a ranged request carries the whole object: skip to the requested offset.
-    t->skip = (t->to_sink && code == 200) ? t->req.range_offset : 0;
+    t->skip = (t->to_sink && t->code == 200) ? t->req.range_offset : 0;
+    uint64_t announced = 0;
+    const std::string* cl = t->resp.Header("content-length");
+    if (t->to_sink && t->code != 200 && cl != nullptr && ParseLength(*cl, &announced) &&
+        announced > t->req.sink->size()) {
+      t->refused = "answer of " + std::to_string(announced) + " bytes for a range of " +
+                   std::to_string(t->req.sink->size());
+      return 0;
+    }
   }
   if (!t->to_sink) {
-    if (t->req.sink == nullptr) {
-      t->resp.body.append(data, len);
-    } else if (t->resp.body.size() < kMaxErrorBody) {
-      t->resp.body.append(data, std::min(len, kMaxErrorBody - t->resp.body.size()));
+    std::string& body = t->resp.body;
+    if (t->req.sink == nullptr && t->code >= 200 && t->code < 300) {
+      if (len > t->req.max_body - body.size()) {
+        t->refused = "response body over the " + FormatSize(t->req.max_body) + " cap";
+        return 0;
+      }
+      body.append(data, len);
+      return len;
+    }
+    // An error body is for messages only: keep its start, read no further.
+    const size_t room = kMaxErrorBody - body.size();
+    body.append(data, std::min(len, room));
+    if (len > room) {
+      t->resp.error_body_cut = true;
+      return 0;
     }
     return len;
   }
@@ -73,6 +105,12 @@ size_t WriteCallback(char* data, size_t size, size_t nmemb, void* userdata) {
   }
   const size_t room = sink.size() - t->resp.sink_bytes;
   const size_t take = std::min(room, len - off);
+  if (off + take < len && t->code != 200) {
+    // A 206 longer than the range asked for: refuse it rather than keep a cut answer.
+    t->refused =
+        "answer longer than the requested range of " + std::to_string(sink.size()) + " bytes";
+    return 0;
+  }
   if (take > 0) {
     std::memcpy(sink.data() + t->resp.sink_bytes, data + off, take);
     t->resp.sink_bytes += take;
@@ -88,6 +126,11 @@ size_t WriteCallback(char* data, size_t size, size_t nmemb, void* userdata) {
 size_t HeaderCallback(char* data, size_t size, size_t nmemb, void* userdata) {
   auto* t = static_cast<Transfer*>(userdata);
   const size_t len = size * nmemb;
+  t->header_bytes += len;
+  if (t->header_bytes > kMaxHeaderBytes) {
+    t->refused = "response headers over the " + FormatSize(kMaxHeaderBytes) + " cap";
+    return 0;
+  }
   std::string_view line(data, len);
   if (line.starts_with("HTTP/")) {
     // A new response (after a 100 Continue, say): forget the previous one's headers.
@@ -355,8 +398,15 @@ class CurlEngine final : public HttpEngine {
     curl_easy_getinfo(easy, CURLINFO_TOTAL_TIME_T, &total_us);
     t->resp.ttfb = std::chrono::microseconds(ttfb_us);
     t->resp.total = std::chrono::microseconds(total_us);
-    if (rc == CURLE_WRITE_ERROR && t->stopped_sink_full) rc = CURLE_OK;
-    Status st = CurlCodeToStatus(rc, *t);
+    Status st;
+    if (rc == CURLE_WRITE_ERROR && !t->refused.empty()) {
+      // Not retryable: the same server would send the same oversized answer again.
+      st = Status::Corruption(t->req.method + " " + t->req.url + ": " + t->refused);
+    } else if (rc == CURLE_WRITE_ERROR && (t->stopped_sink_full || t->resp.error_body_cut)) {
+      st = Status::OK();
+    } else {
+      st = CurlCodeToStatus(rc, *t);
+    }
     Complete(std::move(t), std::move(st));
   }
 

@@ -17,6 +17,16 @@
 // and response sinks belong to the caller and must stay alive until the callback has run.
 // Destruction stops the thread and completes every outstanding request with Cancelled.
 //
+// Bounded buffering: nothing an answer sends is kept without a limit. A body without a sink is
+// kept up to HttpRequest::max_body (LIST pages: kMaxListPageBody); a longer one ends the transfer
+// and the request fails with Corruption (not retryable: the same answer would come again). An
+// error (non-2xx) body is kept up to kMaxErrorBody; the rest is not read (the connection is
+// closed) and the request completes with its HTTP status as usual. The header block of an answer
+// (all header lines, 1xx answers included) may be at most kMaxHeaderBytes, else Corruption. A
+// sink never receives more than its size: a 206 answer longer than the sink is refused
+// (Corruption) instead of being cut; only a 200 to a ranged request (a server that ignores Range)
+// is cut at the sink's end, by design.
+//
 // Thread-safe; no external synchronization needed.
 #pragma once
 
@@ -36,6 +46,12 @@
 
 namespace tierfs::blobclient {
 
+// Caps on what an answer may make the engine buffer (see the file comment).
+inline constexpr size_t kMaxListPageBody = 16u << 20;  // one ListObjectsV2 page (1000 keys)
+inline constexpr size_t kMaxSmallBody = 64u << 10;     // HEAD/PUT/DELETE answers, no real body
+inline constexpr size_t kMaxErrorBody = 64u << 10;     // kept of a non-2xx body, for messages
+inline constexpr size_t kMaxHeaderBytes = 64u << 10;   // all header lines of one transfer
+
 struct HttpRequest {
   std::string method = "GET";  // GET, HEAD, PUT, DELETE
   std::string url;             // fully encoded
@@ -49,6 +65,9 @@ struct HttpRequest {
   // Range and answers 200 with the whole object, the engine skips this many bytes, so the sink
   // still receives exactly the requested range (and the transfer stops once the sink is full).
   uint64_t range_offset = 0;
+  // Without a sink: the largest 2xx body kept in HttpResponse::body; a longer one fails the
+  // request with Corruption.
+  size_t max_body = kMaxListPageBody;
   std::chrono::milliseconds connect_timeout{3000};
   std::chrono::milliseconds timeout{30000};         // whole transfer
   std::chrono::milliseconds low_speed_time{10000};  // abort when < 1 byte/s for this long
@@ -59,8 +78,9 @@ struct HttpResponse {
   long status = 0;
   // Header names lowercased; values trimmed. Only the final response's headers (not 100s).
   std::vector<std::pair<std::string, std::string>> headers;
-  std::string body;       // without a sink, or the (bounded) error body of a non-2xx answer
-  size_t sink_bytes = 0;  // bytes written into the sink
+  std::string body;  // without a sink (<= max_body), or a non-2xx body (<= kMaxErrorBody)
+  bool error_body_cut = false;  // a non-2xx body was longer than kMaxErrorBody and was cut
+  size_t sink_bytes = 0;        // bytes written into the sink
   // From curl, for this attempt only (not the time queued before the I/O thread picked it up):
   // until the first response byte (connect and TLS included), and until the end.
   std::chrono::microseconds ttfb{0};

@@ -294,6 +294,7 @@ class S3BlobStore final : public BlobStore {
     c.method = "GET";
     c.path = virtual_host_ ? "/" : "/" + options_.bucket;
     c.context = "LIST " + std::string(prefix);
+    c.max_body = blobclient::kMaxListPageBody;
     c.query = {{"list-type", "2"},
                {"prefix", options_.prefix + std::string(prefix)},
                {"encoding-type", "url"},
@@ -359,6 +360,8 @@ class S3BlobStore final : public BlobStore {
     std::span<std::byte>* sink = nullptr;
     uint64_t range_offset = 0;
     bool accept_416 = false;
+    // Cap on a 2xx body kept in memory (http_transport.h); only LIST answers carry a real body.
+    size_t max_body = blobclient::kMaxSmallBody;
     std::string context;  // "GET key @off", for messages
   };
 
@@ -400,6 +403,7 @@ class S3BlobStore final : public BlobStore {
     r.body = c.body;
     r.sink = c.sink;
     r.range_offset = c.range_offset;
+    r.max_body = c.max_body;
     r.connect_timeout = options_.connect_timeout;
     r.timeout = options_.request_timeout;
     r.low_speed_time = options_.low_speed_time;

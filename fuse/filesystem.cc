@@ -48,19 +48,19 @@ struct Filesystem::Inode {
   std::atomic<int> last_source{kNoRead};
 };
 
-// An open directory: a snapshot of the listing, filled page by page with the Catalog's
-// name-after cursor, so the offsets handed to the kernel (index + 3) stay valid for the life of
-// the handle however the directory changes underneath.
+// An open directory: the Catalog's shared snapshot of the listing (one copy however many handles
+// have the directory open), taken at the first readdir and again at a rewind, so the offsets
+// handed to the kernel (index + 3) stay valid for the life of the handle however the directory
+// changes underneath.
 struct Filesystem::DirHandle {
   // Constant after construction.
   InodeId ino = 0;
   InodeId parent_ino = kUnknownInode;
   std::string path;
-  // Held across Catalog::ReadDir: only readers of this same handle wait (the kernel serialises
+  // Held across Catalog::Snapshot: only readers of this same handle wait (the kernel serialises
   // readdir per open directory anyway). Before Filesystem::mu_.
   Mutex mu;
-  std::vector<DirEntry> entries GUARDED_BY(mu);
-  bool complete GUARDED_BY(mu) = false;
+  std::shared_ptr<const Listing> listing GUARDED_BY(mu);
   bool used GUARDED_BY(mu) = false;
 };
 
@@ -276,11 +276,16 @@ Status Filesystem::ReadDir(uint64_t dh, uint64_t offset, size_t max, std::vector
   auto d = FindDir(dh);
   if (!d) return Status::FailedPrecondition(fmt::format("unknown directory handle {}", dh));
   MutexLock l(&d->mu);
-  if (offset == 0 && d->used) {  // rewinddir: read the listing afresh
-    d->entries.clear();
-    d->complete = false;
+  if (d->listing == nullptr || (offset == 0 && d->used)) {  // first read, or rewinddir: afresh
+    Result<std::shared_ptr<const Listing>> snap = catalog_->Snapshot(d->path);
+    if (!snap.ok()) {
+      Logger(Module::kFuse).warn("readdir '{}': {}", d->path, snap.status().ToString());
+      return snap.status();
+    }
+    d->listing = std::move(*snap);
   }
   d->used = true;
+  const std::vector<DirEntry>& entries = d->listing->entries;
   uint64_t pos = offset;
   while (out->size() < max) {
     if (pos < 2) {
@@ -294,22 +299,9 @@ Status Filesystem::ReadDir(uint64_t dh, uint64_t offset, size_t max, std::vector
       ++pos;
       continue;
     }
-    const size_t i = pos - 2;
-    if (i >= d->entries.size()) {
-      if (d->complete) break;
-      std::vector<DirEntry> page;
-      std::string after = d->entries.empty() ? std::string() : d->entries.back().name;
-      Status s = catalog_->ReadDir(d->path, after, options_.readdir_batch, &page);
-      if (!s.ok()) {
-        Logger(Module::kFuse).warn("readdir '{}' after '{}': {}", d->path, after, s.ToString());
-        if (!out->empty()) break;  // hand out what we have; the kernel asks again
-        return s;
-      }
-      if (page.size() < options_.readdir_batch) d->complete = true;
-      for (auto& e : page) d->entries.push_back(std::move(e));
-      continue;
-    }
-    const DirEntry& e = d->entries[i];
+    const uint64_t i = pos - 2;
+    if (i >= entries.size()) break;
+    const DirEntry& e = entries[i];
     DirItem item;
     item.name = e.name;
     item.is_dir = e.type == EntryType::kDir;

@@ -64,8 +64,6 @@ struct FilesystemOptions {
   // Upper bound of the per-file readahead window; the window starts at two blocks and doubles
   // while reads stay sequential. 0 disables readahead. (TieredCacheOptions::readahead_max_bytes.)
   uint64_t readahead_max_bytes = 64ULL << 20;
-  // Entries fetched from the Catalog per page while filling a directory handle.
-  size_t readdir_batch = 1024;
   // Small files read one after another: once two files of at most next_files_max_bytes were
   // opened in one directory, every further open there prefetches the next `next_files` files of
   // the listing (byte order) that are that small, at prefetch priority. 0 disables it.

@@ -18,9 +18,11 @@ std::string CatalogStatsText(const Catalog& catalog) {
   const CatalogStats& s = catalog.Stats();
   return fmt::format(
       "catalog.list_requests={} catalog.head_requests={} catalog.listing_hits={} "
-      "catalog.listing_misses={} catalog.invalidations={}",
+      "catalog.listing_misses={} catalog.invalidations={} catalog.stale_serves={} "
+      "catalog.background_refreshes={} catalog.snapshots_built={} catalog.snapshots_shared={}",
       s.list_requests.load(), s.head_requests.load(), s.listing_hits.load(),
-      s.listing_misses.load(), s.invalidations.load());
+      s.listing_misses.load(), s.invalidations.load(), s.stale_serves.load(),
+      s.background_refreshes.load(), s.snapshots_built.load(), s.snapshots_shared.load());
 }
 
 // user.tierfs.stats on the root: every counter of the daemon, space-separated key=value.

@@ -327,6 +327,24 @@ class WriteTxn {
       ++*deleted;
     }
   }
+  // Deletes the keys starting with `prefix` that are > `after` ("": from the first) and <=
+  // `upto` ("": to the last). Returns the count in *deleted.
+  Status DelRange(MDB_dbi dbi, std::string_view prefix, std::string_view after,
+                  std::string_view upto, uint64_t* deleted) {
+    Cursor c;
+    TIERFS_RETURN_IF_ERROR(c.Open(txn_, dbi));
+    // Keys of one prefix never contain a NUL after it (entry names have none), so the first key
+    // greater than `after` is the first key >= after + '\0'.
+    std::string from(after.empty() ? prefix : after);
+    if (!after.empty()) from.push_back('\0');
+    for (;;) {
+      TIERFS_ASSIGN_OR_RETURN(bool found, c.Seek(from));
+      if (!found || !c.key().starts_with(prefix)) return Status::OK();
+      if (!upto.empty() && c.key() > upto) return Status::OK();
+      TIERFS_RETURN_IF_ERROR(c.DeleteCurrent());
+      ++*deleted;
+    }
+  }
 
  private:
   MDB_txn* const txn_;
@@ -625,17 +643,62 @@ Status LmdbMetaStore::ReplaceDir(std::string_view dir_key, const DirRecord& reco
   }
   const std::string prefix = EntryPrefix(dir_key);
   const std::string rec = EncodeDir(record);
-  WriteOp op;
-  op.records = 1 + kvs.size();
-  op.grows = true;
-  op.apply = [&](WriteTxn& w) -> Status {
+  const size_t per_txn = std::max<size_t>(1, options_.dir_entries_per_txn);
+  if (kvs.size() <= per_txn) {
+    WriteOp op;
+    op.records = 1 + kvs.size();
+    op.grows = true;
+    op.apply = [&](WriteTxn& w) -> Status {
+      uint64_t deleted = 0;
+      TIERFS_RETURN_IF_ERROR(w.DelPrefix(dbis_.entries, prefix, &deleted));
+      TIERFS_RETURN_IF_ERROR(w.Put(dbis_.dirs, dir_key, rec));
+      for (const auto& [k, v] : kvs) TIERFS_RETURN_IF_ERROR(w.Put(dbis_.entries, k, v));
+      return Status::OK();
+    };
+    return Submit(&op);
+  }
+  // A large directory: chunks in key order, each replacing the old entries of its own key range
+  // (after the previous chunk's last key, up to its own last key), then the tail and the record.
+  std::stable_sort(kvs.begin(), kvs.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  // Equal names: keep the last given (what one transaction of puts would have kept).
+  std::vector<std::pair<std::string, std::string>> unique;
+  unique.reserve(kvs.size());
+  for (auto& kv : kvs) {
+    if (!unique.empty() && unique.back().first == kv.first) {
+      unique.back() = std::move(kv);
+    } else {
+      unique.push_back(std::move(kv));
+    }
+  }
+  kvs = std::move(unique);
+  std::string after;  // "": from the first entry of the directory
+  for (size_t at = 0; at < kvs.size(); at += per_txn) {
+    const size_t end = std::min(kvs.size(), at + per_txn);
+    const std::string& upto = kvs[end - 1].first;
+    WriteOp op;
+    op.records = end - at;
+    op.grows = true;
+    op.apply = [&](WriteTxn& w) -> Status {
+      uint64_t deleted = 0;
+      TIERFS_RETURN_IF_ERROR(w.DelRange(dbis_.entries, prefix, after, upto, &deleted));
+      for (size_t i = at; i < end; ++i) {
+        TIERFS_RETURN_IF_ERROR(w.Put(dbis_.entries, kvs[i].first, kvs[i].second));
+      }
+      return Status::OK();
+    };
+    TIERFS_RETURN_IF_ERROR(Submit(&op));
+    after = upto;
+  }
+  WriteOp last;
+  last.records = 1;
+  last.grows = true;
+  last.apply = [&](WriteTxn& w) -> Status {
     uint64_t deleted = 0;
-    TIERFS_RETURN_IF_ERROR(w.DelPrefix(dbis_.entries, prefix, &deleted));
-    TIERFS_RETURN_IF_ERROR(w.Put(dbis_.dirs, dir_key, rec));
-    for (const auto& [k, v] : kvs) TIERFS_RETURN_IF_ERROR(w.Put(dbis_.entries, k, v));
-    return Status::OK();
+    TIERFS_RETURN_IF_ERROR(w.DelRange(dbis_.entries, prefix, after, {}, &deleted));
+    return w.Put(dbis_.dirs, dir_key, rec);
   };
-  return Submit(&op);
+  return Submit(&last);
 }
 
 Status LmdbMetaStore::PutDirEntry(std::string_view dir_key, const DirEntry& entry) {

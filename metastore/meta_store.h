@@ -74,6 +74,10 @@ struct MetaStoreOptions {
   // milliseconds of index updates is traded for throughput (MDB_NOSYNC + periodic sync). A lost
   // index update only loses a cache entry, never serves wrong bytes.
   bool sync_every_commit = false;
+  // Largest number of directory entries ReplaceDir writes in one transaction (see there): a
+  // directory of millions of entries never needs one huge write transaction (LMDB's dirty-page
+  // limit, and every other writer waiting behind it).
+  size_t dir_entries_per_txn = 50'000;
 };
 
 struct MetaStoreStats {
@@ -94,7 +98,15 @@ class MetaStore {
   // Up to `max` entries with name > `after` ("" = from the start), in byte order of name.
   virtual Status ListDirEntries(std::string_view dir_key, std::string_view after, size_t max,
                                 std::vector<DirEntry>* out) = 0;
-  // Atomically replaces the directory's record and all its entries.
+  // Replaces the directory's record and all its entries (a name given twice: the last wins).
+  // Up to MetaStoreOptions::
+  // dir_entries_per_txn entries this is one atomic transaction. A larger directory is written in
+  // chunks of that many entries, one transaction each, in name order (each chunk also removes
+  // the old entries of its name range), and the record last: a concurrent reader sees every name
+  // in its old or its new state, never a missing one that exists in both, and the record (its
+  // listed_at) changes only once every entry is written. If a chunk fails, the record stays the
+  // old one (the listing stays stale and is listed again). REQUIRES: no concurrent ReplaceDir of
+  // the same directory (tiercache's single-flight guarantees it).
   virtual Status ReplaceDir(std::string_view dir_key, const DirRecord& record,
                             std::span<const DirEntry> entries) = 0;
   // Inserts or replaces one entry without touching the others (after a HEAD refreshed it).

@@ -10,10 +10,24 @@
 // must show it as a directory: a path that is not a directory of the source is NotFound rather
 // than an empty listing. When the origin fails and a stale listing exists, the stale listing is
 // served (with a warning): availability over freshness for a read-only cache.
+//
+// Stale-while-revalidate: EnsureListing serves a stale record at once and queues the directory
+// for the refresher thread; `queued_` holds each directory at most once (queued or running), so a
+// burst of lookups of one stale directory costs one listing. The refresher runs the same
+// single-flight Refresh as a synchronous miss, so the two never list one directory twice at once.
+//
+// Snapshots: `snapshots_` maps a directory to a weak_ptr of its last snapshot and the
+// listed_at_ns it was read at; a snapshot is shared while the record is unchanged and someone
+// still holds it. The catalog's own writes to a directory's entries forget its snapshot.
 #include "tiercache/catalog.h"
 
+#include <pthread.h>
+
 #include <algorithm>
+#include <deque>
 #include <map>
+#include <set>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -48,6 +62,9 @@ bool ValidPath(std::string_view path) {
   }
 }
 
+// CondVar waits carry no capability annotation (base/mutex.h). REQUIRES: cv's Mutex is held.
+void WaitWhileHeld(CondVar* cv) NO_THREAD_SAFETY_ANALYSIS { cv->Wait(); }
+
 // Thread-safe; no external synchronization needed.
 class CatalogImpl final : public Catalog {
  public:
@@ -56,7 +73,20 @@ class CatalogImpl final : public Catalog {
         origin_(origin),
         meta_(meta),
         clock_(clock),
-        source_(origin->Describe()) {}
+        source_(origin->Describe()) {
+    if (options_.stale_while_revalidate) {
+      refresher_ = std::jthread([this](std::stop_token st) { RefresherLoop(st); });
+    }
+  }
+
+  ~CatalogImpl() override {
+    {
+      MutexLock l(&queue_mu_);
+      stopping_ = true;
+      queue_cv_.SignalAll();
+    }
+    if (refresher_.joinable()) refresher_.join();
+  }
 
   Result<DirEntry> Lookup(std::string_view dir, std::string_view name) override {
     if (!ValidPath(dir))
@@ -74,6 +104,49 @@ class CatalogImpl final : public Catalog {
       return Status::InvalidArgument("bad directory path '" + std::string(dir) + "'");
     TIERFS_RETURN_IF_ERROR(EnsureListing(dir));
     return meta_->ListDirEntries(DirKey(dir), after, max, out);
+  }
+
+  Result<std::shared_ptr<const Listing>> Snapshot(std::string_view dir) override {
+    if (!ValidPath(dir))
+      return Status::InvalidArgument("bad directory path '" + std::string(dir) + "'");
+    TIERFS_RETURN_IF_ERROR(EnsureListing(dir));
+    const std::string dir_key = DirKey(dir);
+    TIERFS_ASSIGN_OR_RETURN(std::optional<DirRecord> rec, meta_->GetDir(dir_key));
+    const int64_t listed_at = rec ? rec->listed_at_ns : 0;
+    {
+      MutexLock l(&snap_mu_);
+      auto it = snapshots_.find(dir_key);
+      if (it != snapshots_.end() && it->second.listed_at_ns == listed_at) {
+        if (std::shared_ptr<const Listing> s = it->second.snap.lock()) {
+          ++stats_.snapshots_shared;
+          return s;
+        }
+      }
+    }
+    // Read outside the lock: other directories' snapshots need not wait for this one.
+    auto snap = std::make_shared<Listing>();
+    snap->listed_at_ns = listed_at;
+    if (rec)
+      snap->entries.reserve(static_cast<size_t>(std::min<uint64_t>(rec->entry_count, 1u << 20)));
+    std::vector<DirEntry> page;
+    while (true) {
+      page.clear();
+      const std::string after = snap->entries.empty() ? std::string() : snap->entries.back().name;
+      TIERFS_RETURN_IF_ERROR(meta_->ListDirEntries(dir_key, after, kSnapshotPage, &page));
+      for (DirEntry& e : page) snap->entries.push_back(std::move(e));
+      if (page.size() < kSnapshotPage) break;
+    }
+    ++stats_.snapshots_built;
+    MutexLock l(&snap_mu_);
+    SnapSlot& slot = snapshots_[dir_key];
+    if (slot.listed_at_ns == listed_at) {
+      // Another caller built the same snapshot meanwhile: share theirs.
+      if (std::shared_ptr<const Listing> s = slot.snap.lock()) return s;
+    }
+    slot.listed_at_ns = listed_at;
+    slot.snap = snap;
+    if (snapshots_.size() > 2 * kSnapshotSweepAt) SweepSnapshots();
+    return std::shared_ptr<const Listing>(std::move(snap));
   }
 
   Result<DirEntry> Revalidate(std::string_view path) override {
@@ -108,7 +181,10 @@ class CatalogImpl final : public Catalog {
       if (info.status().IsNotFound()) {
         ForgetHead(path);
         ClearInvalidated(path);
-        if (cached) (void)meta_->DeleteDirEntry(dir_key, name);
+        if (cached) {
+          (void)meta_->DeleteDirEntry(dir_key, name);
+          ForgetSnapshot(dir_key);
+        }
         // It may be a directory now (only a prefix exists): the parent listing knows.
         if (rec || cached) return Status::NotFound(std::string(path));
         return Lookup(dir, name);
@@ -131,6 +207,7 @@ class CatalogImpl final : public Catalog {
       // Only cache it beside an existing listing: an entry without a listing record would
       // look like a listing to nobody and be shadowed by the next full listing anyway.
       Status st = meta_->PutDirEntry(dir_key, e);
+      ForgetSnapshot(dir_key);
       if (!st.ok())
         Logger(Module::kTierCache).warn("cannot cache entry '{}': {}", path, st.ToString());
     }
@@ -150,6 +227,11 @@ class CatalogImpl final : public Catalog {
 
   std::chrono::nanoseconds metadata_ttl() const override { return options_.metadata_ttl; }
   const CatalogStats& Stats() const override { return stats_; }
+
+  void TEST_WaitForRefreshes() override EXCLUDES(queue_mu_) {
+    MutexLock l(&queue_mu_);
+    while (!queued_.empty()) WaitWhileHeld(&idle_cv_);
+  }
 
  private:
   std::string DirKey(std::string_view dir) const {
@@ -179,6 +261,11 @@ class CatalogImpl final : public Catalog {
     TIERFS_ASSIGN_OR_RETURN(std::optional<DirRecord> rec, meta_->GetDir(dir_key));
     if (rec && Fresh(rec->listed_at_ns, clock_->NowUnixNanos())) {
       ++stats_.listing_hits;
+      return Status::OK();
+    }
+    if (rec && options_.stale_while_revalidate) {
+      ++stats_.stale_serves;
+      ScheduleRefresh(dir);
       return Status::OK();
     }
     // Result<bool> because SingleFlight values must be copyable results, not bare Status.
@@ -213,7 +300,73 @@ class CatalogImpl final : public Catalog {
     DirRecord out;
     out.listed_at_ns = clock_->NowUnixNanos();
     out.entry_count = entries.size();
-    return meta_->ReplaceDir(dir_key, out, entries);
+    Status put = meta_->ReplaceDir(dir_key, out, entries);
+    ForgetSnapshot(dir_key);
+    return put;
+  }
+
+  // ---- background refreshes ----
+
+  // Queues `dir` for the refresher unless it is already queued or being refreshed.
+  void ScheduleRefresh(std::string_view dir) EXCLUDES(queue_mu_) {
+    MutexLock l(&queue_mu_);
+    if (stopping_ || !queued_.emplace(dir).second) return;
+    queue_.emplace_back(dir);
+    queue_cv_.Signal();
+  }
+
+  void RefresherLoop(std::stop_token) EXCLUDES(queue_mu_) {
+    pthread_setname_np(pthread_self(), "tierfs-catalog");
+    while (true) {
+      std::string dir;
+      {
+        MutexLock l(&queue_mu_);
+        while (queue_.empty() && !stopping_) WaitWhileHeld(&queue_cv_);
+        if (stopping_) {
+          queue_.clear();
+          queued_.clear();
+          idle_cv_.SignalAll();
+          return;
+        }
+        dir = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      ++stats_.background_refreshes;
+      Result<bool> r = flights_.Do(dir, [&]() -> Result<bool> {
+        TIERFS_RETURN_IF_ERROR(Refresh(dir, DirKey(dir)));
+        return true;
+      });
+      if (!r.ok() && r.status().IsNotFound()) {
+        // Not a directory of the source any more: drop the stale listing (and, the key being a
+        // prefix, those of its subdirectories and of same-prefix siblings: they are relisted on
+        // their next use), so the next lookup lists afresh and sees it gone.
+        Status st = meta_->DropDirs(DirKey(dir));
+        ForgetSnapshot(DirKey(dir));
+        if (!st.ok()) {
+          Logger(Module::kTierCache)
+              .warn("cannot drop the listing of '{}': {}", dir, st.ToString());
+        }
+      } else if (!r.ok()) {
+        Logger(Module::kTierCache)
+            .warn("background refresh of '{}' failed: {}", dir, r.status().ToString());
+      }
+      MutexLock l(&queue_mu_);
+      queued_.erase(dir);
+      if (queued_.empty()) idle_cv_.SignalAll();
+    }
+  }
+
+  // ---- snapshots ----
+
+  void ForgetSnapshot(const std::string& dir_key) EXCLUDES(snap_mu_) {
+    MutexLock l(&snap_mu_);
+    snapshots_.erase(dir_key);
+  }
+
+  void SweepSnapshots() REQUIRES(snap_mu_) {
+    for (auto it = snapshots_.begin(); it != snapshots_.end();) {
+      it = it->second.snap.expired() ? snapshots_.erase(it) : std::next(it);
+    }
   }
 
   Status ServeStale(std::string_view dir, const Status& why) {
@@ -233,10 +386,8 @@ class CatalogImpl final : public Catalog {
       e.name = std::string(name);
       e.type = EntryType::kDir;
     };
-    std::string token;
-    do {
+    TIERFS_RETURN_IF_ERROR(ForEachListPage(origin_, prefix, "/", 1000, [&](ListPage& page) {
       ++stats_.list_requests;
-      TIERFS_ASSIGN_OR_RETURN(ListPage page, origin_->List(prefix, "/", token));
       for (const auto& o : page.objects) {
         if (!std::string_view(o.key).starts_with(prefix)) continue;
         std::string_view rel = std::string_view(o.key).substr(prefix.size());
@@ -263,11 +414,8 @@ class CatalogImpl final : public Catalog {
         while (!rel.empty() && rel.back() == '/') rel.remove_suffix(1);
         add_dir(rel.substr(0, rel.find('/')));
       }
-      if (!page.next_token.empty() && page.next_token == token) {
-        return Status::Internal("listing of '" + prefix + "' did not advance");
-      }
-      token = std::move(page.next_token);
-    } while (!token.empty());
+      return Status::OK();
+    }));
     // MetaStore keys are bounded (kMaxMetaKeyBytes): an entry whose key would not fit is left
     // out (it can't be looked up) rather than failing the whole directory.
     const size_t key_room = kMaxMetaKeyBytes - std::min(kMaxMetaKeyBytes, DirKey(dir).size() + 1);
@@ -315,6 +463,13 @@ class CatalogImpl final : public Catalog {
 
   static constexpr size_t kMaxHeadTimes = 1 << 16;
   static constexpr size_t kMaxInvalidated = 1 << 16;
+  static constexpr size_t kSnapshotPage = 4096;     // metastore entries read per call
+  static constexpr size_t kSnapshotSweepAt = 1024;  // drop dead slots beyond 2x this many
+
+  struct SnapSlot {
+    int64_t listed_at_ns = 0;
+    std::weak_ptr<const Listing> snap;
+  };
 
   // Constant after construction.
   const CatalogOptions options_;
@@ -330,6 +485,18 @@ class CatalogImpl final : public Catalog {
   std::unordered_map<std::string, int64_t> head_times_ GUARDED_BY(head_mu_);
   // Files Invalidate() named, until a HEAD has refreshed them.
   std::unordered_set<std::string> invalidated_ GUARDED_BY(head_mu_);
+
+  Mutex snap_mu_;  // a leaf
+  std::unordered_map<std::string, SnapSlot> snapshots_ GUARDED_BY(snap_mu_);
+
+  Mutex queue_mu_;                // a leaf
+  CondVar queue_cv_{&queue_mu_};  // work queued, or stopping
+  CondVar idle_cv_{&queue_mu_};   // queued_ became empty
+  std::deque<std::string> queue_ GUARDED_BY(queue_mu_);
+  std::set<std::string, std::less<>> queued_ GUARDED_BY(queue_mu_);  // queued or running
+  bool stopping_ GUARDED_BY(queue_mu_) = false;
+
+  std::jthread refresher_;  // last: started after every member above is initialised
 };
 
 }  // namespace

@@ -7,6 +7,18 @@
 // A name missing from a fresh listing is a negative entry. When a name is both an object and a
 // prefix ("a" and "a/x"), the directory wins and the object is hidden.
 //
+// Stale-while-revalidate: a listing (or a file's metadata, which comes from its directory's
+// listing) older than `metadata_ttl` is still served at once, and one background refresh of that
+// directory is queued (one per directory however many callers see it stale). Only a directory
+// with no listing at all is listed on the caller's thread. Refreshes run one at a time on the
+// catalog's own thread ("tierfs-catalog"), joined by the destructor. Lookup and ReadDir (names,
+// and the attributes getattr shows) follow this rule; Revalidate, which pins the version an open
+// reads, still checks a stale entry with a HEAD.
+//
+// Open directory handles share listing snapshots (Snapshot()): every caller asking for the same
+// directory while its listing is unchanged gets the same immutable object, so N open handles of
+// a 100k-entry directory hold one copy.
+//
 // Paths are relative to the source, without leading or trailing '/': "" is the root, "a/b" a
 // directory or file below it.
 //
@@ -31,14 +43,27 @@ namespace tierfs {
 struct CatalogOptions {
   // How long a listing or object's metadata is trusted. kForever for immutable datasets.
   std::chrono::nanoseconds metadata_ttl = std::chrono::seconds(60);
+  // Serve stale listings while a background refresh runs (see above). false: a stale listing is
+  // refreshed on the caller's thread (only tests want that).
+  bool stale_while_revalidate = true;
 };
 
 struct CatalogStats {
   std::atomic<uint64_t> list_requests{0};  // ListObjectsV2 pages fetched
   std::atomic<uint64_t> head_requests{0};
-  std::atomic<uint64_t> listing_hits{0};    // directory answered from the cache
-  std::atomic<uint64_t> listing_misses{0};  // directory (re)listed from the origin
-  std::atomic<uint64_t> invalidations{0};   // files marked changed by Invalidate()
+  std::atomic<uint64_t> listing_hits{0};          // directory answered from the cache
+  std::atomic<uint64_t> listing_misses{0};        // directory (re)listed from the origin
+  std::atomic<uint64_t> stale_serves{0};          // stale listing served while a refresh is due
+  std::atomic<uint64_t> background_refreshes{0};  // refreshes run on the catalog thread
+  std::atomic<uint64_t> snapshots_built{0};       // listing snapshots read from the metastore
+  std::atomic<uint64_t> snapshots_shared{0};      // Snapshot() answered with an existing one
+  std::atomic<uint64_t> invalidations{0};         // files marked changed by Invalidate()
+};
+
+// The whole listing of one directory at one moment, immutable and shared (Catalog::Snapshot).
+struct Listing {
+  std::vector<DirEntry> entries;  // in byte order of name
+  int64_t listed_at_ns = 0;       // DirRecord::listed_at_ns of the listing it was read from
 };
 
 class Catalog {
@@ -56,10 +81,15 @@ class Catalog {
   virtual Status ReadDir(std::string_view dir, std::string_view after, size_t max,
                          std::vector<DirEntry>* out) = 0;
 
+  // The whole listing of `dir` as one shared, immutable snapshot (see the file comment). NotFound
+  // if `dir` is not a directory. Same freshness rules as ReadDir.
+  virtual Result<std::shared_ptr<const Listing>> Snapshot(std::string_view dir) = 0;
+
   // Fresh metadata of the file at `path` for an open(): from the cache when younger than
-  // metadata_ttl, else a HEAD (updating the cached entry). NotFound if it is gone. A file without
-  // an ETag, or one Invalidate() named, is always HEADed (whatever metadata_ttl says), and the
-  // answer replaces the cached entry.
+  // metadata_ttl, else a HEAD (updating the cached entry). NotFound if it is gone. This is the
+  // version an open pins, so it is not served stale (open-to-close consistency): one HEAD, never
+  // a listing, on the caller's thread. A file without an ETag, or one Invalidate() named, is
+  // always HEADed (whatever metadata_ttl says), and the answer replaces the cached entry.
   virtual Result<DirEntry> Revalidate(std::string_view path) = 0;
 
   // The file at `path` is known to have changed (a read saw another version: 412, or an answer
@@ -70,6 +100,9 @@ class Catalog {
 
   virtual std::chrono::nanoseconds metadata_ttl() const = 0;
   virtual const CatalogStats& Stats() const = 0;
+
+  // Tests: returns once no background refresh is queued or running.
+  virtual void TEST_WaitForRefreshes() = 0;
 };
 
 }  // namespace tierfs

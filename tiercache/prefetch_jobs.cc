@@ -1,11 +1,18 @@
 // PrefetchJobs (prefetch_jobs.h).
 //
-// Threads: one runner ("tierfs-pfjob") takes the oldest queued job, walks its tree (no lock held
-// across Catalog calls), splits the files into tasks of up to blocks_per_task consecutive blocks
-// and publishes them as the current Work; `threads` workers ("tierfs-pfjob-N") take tasks in
-// order and call TieredCache::Hydrate per block. The runner waits for the work to drain (or the
-// job to be cancelled, fail, or the object to be destroyed), persisting progress every
-// persist_interval, then records the final state.
+// Threads: one runner ("tierfs-pfjob") takes the oldest queued job and walks its tree with a
+// Walker (no lock held across Catalog calls), a batch of files at a time: it splits the batch
+// into tasks of up to blocks_per_task consecutive blocks and publishes them as the current Work;
+// `threads` workers ("tierfs-pfjob-N") take tasks in order and call TieredCache::Hydrate per
+// block. The runner waits for the batch to drain (or the job to be cancelled, fail, or the object
+// to be destroyed), persisting progress every persist_interval, then walks the next batch, and
+// at the end records the final state.
+//
+// Walk order: depth-first, each directory's entries in byte order of name (a subdirectory is
+// walked where its name falls), so "file X comes before file Y" is a comparison of their paths
+// component by component. The cursor is the path of the last file completed in that order; a
+// resumed Walker starts just after it by seeking every directory on the cursor's path with the
+// Catalog's name-after cursor.
 //
 // Lock order: mu_ is a leaf; it is never held across Catalog, TieredCache or MetaStore calls.
 #include "tiercache/prefetch_jobs.h"
@@ -17,6 +24,7 @@
 #include <charconv>
 #include <deque>
 #include <map>
+#include <optional>
 #include <stop_token>
 #include <thread>
 
@@ -67,14 +75,119 @@ struct Work {
   size_t next = 0;              // next task to hand out
   size_t in_flight = 0;
   std::vector<uint64_t> remaining;  // tasks left per file
+  size_t completed = 0;             // files[0, completed) are done: the cursor is past them
   bool failed = false;
+};
+
+// Depth-first walk below one path in walk order (see the file comment), one listing page per
+// directory level in memory. Not thread-safe; used by the runner only.
+class Walker {
+ public:
+  Walker(Catalog* catalog, std::string root, std::string cursor)
+      : catalog_(catalog), root_(std::move(root)), cursor_(std::move(cursor)) {}
+
+  // The next file after the cursor; false at the end. Errors of the Catalog are returned, except
+  // NotFound for a directory below the root (it vanished: nothing left to walk there).
+  Result<bool> Next(FileItem* out) {
+    if (!started_) {
+      started_ = true;
+      TIERFS_ASSIGN_OR_RETURN(bool single, StartAt());
+      if (single) {
+        if (!root_file_) return false;
+        *out = std::move(*root_file_);
+        root_file_.reset();
+        return true;
+      }
+    }
+    while (!stack_.empty()) {
+      Frame& f = stack_.back();
+      if (f.idx == f.page.size()) {
+        if (f.last_page) {
+          stack_.pop_back();
+          continue;
+        }
+        f.page.clear();
+        f.idx = 0;
+        Status st = catalog_->ReadDir(f.dir, f.after, kPage, &f.page);
+        if (!st.ok()) {
+          if (st.IsNotFound() && stack_.size() > 1) {
+            stack_.pop_back();
+            continue;
+          }
+          return st;
+        }
+        f.last_page = f.page.size() < kPage;
+        continue;
+      }
+      DirEntry& e = f.page[f.idx++];
+      f.after = e.name;
+      std::string p = Join(f.dir, e.name);
+      if (e.type == EntryType::kDir) {
+        stack_.push_back(Frame{std::move(p)});
+        continue;
+      }
+      *out = FileItem{std::move(p), std::move(e)};
+      return true;
+    }
+    return false;
+  }
+
+ private:
+  static constexpr size_t kPage = 1024;
+  struct Frame {
+    explicit Frame(std::string d) : dir(std::move(d)) {}
+    std::string dir;
+    std::string after;  // name-after cursor of the next page
+    std::vector<DirEntry> page;
+    size_t idx = 0;
+    bool last_page = false;
+  };
+
+  // Sets up the stack; true if the root is a single file (then root_file_ holds it, unless the
+  // cursor says it is done).
+  Result<bool> StartAt() {
+    if (!root_.empty()) {
+      const size_t slash = root_.rfind('/');
+      const std::string dir = slash == std::string::npos ? std::string() : root_.substr(0, slash);
+      const std::string base = slash == std::string::npos ? root_ : root_.substr(slash + 1);
+      TIERFS_ASSIGN_OR_RETURN(DirEntry e, catalog_->Lookup(dir, base));
+      if (e.type != EntryType::kDir) {
+        if (cursor_ != root_) root_file_ = FileItem{root_, std::move(e)};
+        return true;
+      }
+    }
+    stack_.push_back(Frame{root_});
+    // Resume after the cursor: in every directory on its path, continue after its component.
+    std::string_view rel = cursor_;
+    if (!root_.empty()) {
+      if (!rel.starts_with(root_ + "/")) return false;  // no (usable) cursor: from the start
+      rel.remove_prefix(root_.size() + 1);
+    }
+    while (!rel.empty()) {
+      const size_t slash = rel.find('/');
+      const std::string name(rel.substr(0, slash));
+      stack_.back().after = name;
+      if (slash == std::string_view::npos) break;
+      // The cursor lies inside directory `name`: walk the rest of it first.
+      stack_.push_back(Frame{Join(stack_.back().dir, name)});
+      rel.remove_prefix(slash + 1);
+    }
+    return false;
+  }
+
+  Catalog* const catalog_;
+  const std::string root_;
+  const std::string cursor_;
+  bool started_ = false;
+  std::optional<FileItem> root_file_;
+  std::vector<Frame> stack_;
 };
 
 class PrefetchJobsImpl final : public PrefetchJobs {
  public:
   PrefetchJobsImpl(const PrefetchJobsOptions& o, Catalog* catalog, TieredCache* cache,
-                   MetaStore* meta)
-      : options_(o), catalog_(catalog), cache_(cache), meta_(meta), cv_(&mu_) {}
+                   MetaStore* meta, Clock* clock)
+      : options_(o), catalog_(catalog), cache_(cache), meta_(meta), clock_(clock), cv_(&mu_) {}
 
   ~PrefetchJobsImpl() override {
     {
@@ -105,6 +218,9 @@ class PrefetchJobsImpl final : public PrefetchJobs {
       }
       auto job = std::make_shared<Job>();
       job->st = std::move(*st);
+      if (Finished(job->st.state) && job->st.finished_at_ns == 0) {
+        job->st.finished_at_ns = clock_->NowUnixNanos();  // a layout-1 record: keep it a while
+      }
       if (job->st.state == PrefetchState::kRunning || job->st.state == PrefetchState::kQueued) {
         job->st.state = PrefetchState::kQueued;
         queue_.push_back(path);
@@ -116,6 +232,16 @@ class PrefetchJobsImpl final : public PrefetchJobs {
       Logger(Module::kTierCache).info("prefetch: resuming {} job(s) from the metastore", resumed);
     }
     return Status::OK();
+  }
+
+  // Drops the expired finished jobs (load time, before any thread runs).
+  void ExpireAtLoad() {
+    std::vector<std::string> gone;
+    {
+      MutexLock l(&mu_);
+      gone = ExpireLocked();
+    }
+    ForgetStored(gone);
   }
 
   void StartThreads() {
@@ -189,6 +315,51 @@ class PrefetchJobsImpl final : public PrefetchJobs {
   }
 
  private:
+  static bool Finished(PrefetchState s) {
+    return s == PrefetchState::kDone || s == PrefetchState::kFailed ||
+           s == PrefetchState::kCancelled;
+  }
+
+  // Removes finished jobs older than finished_ttl, and the oldest beyond keep_finished, from
+  // jobs_; returns their paths (the caller deletes their records without the lock).
+  std::vector<std::string> ExpireLocked() REQUIRES(mu_) {
+    const int64_t now = clock_->NowUnixNanos();
+    std::vector<std::pair<int64_t, std::string>> finished;
+    std::vector<std::string> gone;
+    for (auto it = jobs_.begin(); it != jobs_.end();) {
+      const PrefetchJobStatus& st = it->second->st;
+      if (!Finished(st.state)) {
+        ++it;
+        continue;
+      }
+      if (now - st.finished_at_ns >= options_.finished_ttl.count()) {
+        gone.push_back(it->first);
+        it = jobs_.erase(it);
+        continue;
+      }
+      finished.emplace_back(st.finished_at_ns, it->first);
+      ++it;
+    }
+    if (finished.size() > options_.keep_finished) {
+      std::sort(finished.begin(), finished.end());
+      for (size_t i = 0; i < finished.size() - options_.keep_finished; ++i) {
+        jobs_.erase(finished[i].second);
+        gone.push_back(std::move(finished[i].second));
+      }
+    }
+    return gone;
+  }
+
+  void ForgetStored(const std::vector<std::string>& paths) {
+    for (const std::string& p : paths) {
+      Status s = meta_->DeleteValue(PrefetchJobKey(p));
+      if (!s.ok()) {
+        Logger(Module::kTierCache)
+            .warn("prefetch job '{}': cannot drop the finished record: {}", p, s.ToString());
+      }
+    }
+  }
+
   Result<size_t> TierIndex(std::string_view tier) const {
     const auto& tiers = cache_->tiers();
     if (tier != "l1" && tier != "l2" && tier != "l3") {
@@ -206,37 +377,6 @@ class PrefetchJobsImpl final : public PrefetchJobs {
       Logger(Module::kTierCache)
           .warn("prefetch job '{}': cannot persist: {}", st.path, s.ToString());
     }
-  }
-
-  // Depth-first, files in listing order. Stops early (Cancelled) on cancel or stop.
-  Status Walk(const std::string& dir, const Job& job, std::vector<FileItem>* out) {
-    std::string after;
-    while (true) {
-      if (job.cancel || Stopping()) return Status::Cancelled("prefetch walk interrupted");
-      std::vector<DirEntry> page;
-      TIERFS_RETURN_IF_ERROR(catalog_->ReadDir(dir, after, 1024, &page));
-      if (!page.empty()) after = page.back().name;  // before the entries are moved out
-      for (auto& e : page) {
-        std::string p = Join(dir, e.name);
-        if (e.type == EntryType::kDir) {
-          TIERFS_RETURN_IF_ERROR(Walk(p, job, out));
-        } else {
-          out->push_back(FileItem{std::move(p), std::move(e)});
-        }
-      }
-      if (page.size() < 1024) return Status::OK();
-    }
-  }
-
-  Status Collect(const std::string& path, const Job& job, std::vector<FileItem>* out) {
-    if (path.empty()) return Walk(path, job, out);
-    const size_t slash = path.rfind('/');
-    const std::string dir = slash == std::string::npos ? std::string() : path.substr(0, slash);
-    const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
-    TIERFS_ASSIGN_OR_RETURN(DirEntry e, catalog_->Lookup(dir, base));
-    if (e.type == EntryType::kDir) return Walk(path, job, out);
-    out->push_back(FileItem{path, std::move(e)});
-    return Status::OK();
   }
 
   bool Stopping() {
@@ -269,13 +409,17 @@ class PrefetchJobsImpl final : public PrefetchJobs {
 
   void Finish(const std::shared_ptr<Job>& job, PrefetchState state, const std::string& error) {
     PrefetchJobStatus snapshot;
+    std::vector<std::string> gone;
     {
       MutexLock l(&mu_);
       job->st.state = state;
       job->st.error = error;
+      job->st.finished_at_ns = clock_->NowUnixNanos();
       snapshot = job->st;
+      gone = ExpireLocked();
     }
     Persist(snapshot);
+    ForgetStored(gone);
     Logger(Module::kTierCache)
         .info("prefetch of '{}' into {}: {} ({}){}", snapshot.path, snapshot.tier,
               PrefetchStateName(state), FormatPrefetchStatus(snapshot),
@@ -283,88 +427,100 @@ class PrefetchJobsImpl final : public PrefetchJobs {
   }
 
   void RunJob(const std::shared_ptr<Job>& job) {
-    std::string path, tier;
-    uint64_t cursor;
+    std::string path, tier, cursor;
     {
       MutexLock l(&mu_);
       path = job->st.path;
       tier = job->st.tier;
       cursor = job->st.cursor;
+      // A resumed job counts from its cursor: what lay beyond it is walked (and counted) again.
+      job->st.files_done = job->st.files_total = job->st.cursor_files;
+      job->st.bytes_done = job->st.bytes_total = job->st.cursor_bytes;
     }
     auto target = TierIndex(tier);
     if (!target.ok()) return Finish(job, PrefetchState::kFailed, target.status().message());
-    auto w = std::make_shared<Work>();
-    w->job = job;
-    w->target = *target;
-    Status ws = Collect(path, *job, &w->files);
-    if (Stopping()) return;  // stays "running" on disk: resumed at the next start
-    if (job->cancel) return Finish(job, PrefetchState::kCancelled, "");
-    if (!ws.ok()) return Finish(job, PrefetchState::kFailed, ws.ToString());
-
+    Walker walker(catalog_, path, cursor);
     const uint64_t bs = cache_->block_size();
-    cursor = std::min<uint64_t>(cursor, w->files.size());
-    uint64_t bytes_total = 0, bytes_skipped = 0;
-    w->remaining.assign(w->files.size(), 0);
-    for (size_t f = 0; f < w->files.size(); ++f) {
-      const uint64_t size = w->files[f].entry.size;
-      bytes_total += size;
-      if (f < cursor) {
-        bytes_skipped += size;
-        continue;
-      }
-      const uint64_t nblocks = (size + bs - 1) / bs;
-      for (uint64_t b = 0; b < nblocks; b += options_.blocks_per_task) {
-        w->tasks.push_back(Task{f, b, std::min(options_.blocks_per_task, nblocks - b)});
-        ++w->remaining[f];
-      }
-    }
-    PrefetchJobStatus snapshot;
-    {
-      MutexLock l(&mu_);
-      job->st.files_total = w->files.size();
-      job->st.bytes_total = bytes_total;
-      job->st.bytes_done = bytes_skipped;
-      job->st.cursor = cursor;
-      job->st.files_done = cursor;
-      AdvanceLocked(*w);
-      snapshot = job->st;
-      work_ = w;
-    }
-    Persist(snapshot);
-    cv_.SignalAll();
-
-    // Wait for the work to drain, persisting progress on the way.
+    const size_t batch_files = std::max<size_t>(1, options_.batch_files);
     while (true) {
-      bool drained;
+      auto w = std::make_shared<Work>();
+      w->job = job;
+      w->target = *target;
+      Status ws;
+      uint64_t batch_bytes = 0;
+      while (w->files.size() < batch_files) {
+        if (job->cancel || Stopping()) break;
+        FileItem item;
+        Result<bool> more = walker.Next(&item);
+        if (!more.ok()) {
+          ws = more.status();
+          break;
+        }
+        if (!*more) break;
+        batch_bytes += item.entry.size;
+        w->files.push_back(std::move(item));
+      }
+      if (Stopping()) return;  // stays "running" on disk: resumed at the next start
+      if (job->cancel) return Finish(job, PrefetchState::kCancelled, "");
+      if (!ws.ok()) return Finish(job, PrefetchState::kFailed, ws.ToString());
+      if (w->files.empty()) break;  // the walk is complete
+
+      w->remaining.assign(w->files.size(), 0);
+      for (size_t f = 0; f < w->files.size(); ++f) {
+        const uint64_t nblocks = (w->files[f].entry.size + bs - 1) / bs;
+        for (uint64_t b = 0; b < nblocks; b += options_.blocks_per_task) {
+          w->tasks.push_back(Task{f, b, std::min(options_.blocks_per_task, nblocks - b)});
+          ++w->remaining[f];
+        }
+      }
+      PrefetchJobStatus snapshot;
       {
         MutexLock l(&mu_);
-        WaitHeldFor(&cv_, options_.persist_interval);
-        const bool stopping = stop_ || job->cancel || w->failed;
-        drained = w->in_flight == 0 && (stopping || w->next == w->tasks.size());
+        job->st.files_total += w->files.size();
+        job->st.bytes_total += batch_bytes;
+        AdvanceLocked(*w);
         snapshot = job->st;
-        if (drained) work_.reset();
+        work_ = w;
       }
-      if (drained) break;
       Persist(snapshot);
+      cv_.SignalAll();
+
+      // Wait for the batch to drain, persisting progress on the way.
+      while (true) {
+        bool drained;
+        {
+          MutexLock l(&mu_);
+          WaitHeldFor(&cv_, options_.persist_interval);
+          const bool stopping = stop_ || job->cancel || w->failed;
+          drained = w->in_flight == 0 && (stopping || w->next == w->tasks.size());
+          snapshot = job->st;
+          if (drained) work_.reset();
+        }
+        if (drained) break;
+        Persist(snapshot);
+      }
+      if (Stopping()) {
+        Persist(snapshot);  // "running" with its cursor: resumed at the next start
+        return;
+      }
+      if (job->cancel) return Finish(job, PrefetchState::kCancelled, "");
+      if (w->failed) return Finish(job, PrefetchState::kFailed, snapshot.error);
     }
-    if (Stopping()) {
-      Persist(snapshot);  // "running" with its cursor: resumed at the next start
-      return;
-    }
-    if (job->cancel) return Finish(job, PrefetchState::kCancelled, "");
-    if (w->failed) return Finish(job, PrefetchState::kFailed, snapshot.error);
     Finish(job, PrefetchState::kDone, "");
   }
 
   // Counts files whose tasks all finished; moves the cursor over the completed prefix.
   void AdvanceLocked(Work& w) REQUIRES(mu_) {
     PrefetchJobStatus& st = w.job->st;
-    uint64_t done = 0;
-    for (size_t f = 0; f < w.files.size(); ++f) {
-      if (f < st.cursor || w.remaining[f] == 0) ++done;
+    while (w.completed < w.files.size() && w.remaining[w.completed] == 0) {
+      const FileItem& f = w.files[w.completed++];
+      st.cursor = f.path;
+      ++st.cursor_files;
+      st.cursor_bytes += f.entry.size;
     }
-    st.files_done = done;
-    while (st.cursor < w.files.size() && w.remaining[st.cursor] == 0) ++st.cursor;
+    uint64_t beyond = 0;  // finished out of order, past the cursor
+    for (size_t f = w.completed; f < w.files.size(); ++f) beyond += w.remaining[f] == 0;
+    st.files_done = st.cursor_files + beyond;
   }
 
   void WorkerLoop(int n) {
@@ -430,6 +586,7 @@ class PrefetchJobsImpl final : public PrefetchJobs {
   Catalog* const catalog_;
   TieredCache* const cache_;
   MetaStore* const meta_;
+  Clock* const clock_;
 
   Mutex mu_;
   CondVar cv_;
@@ -479,16 +636,26 @@ std::string PrefetchJobKey(std::string_view path) {
   return std::string(kJobPrefix) + std::string(path);
 }
 
-// "1 <state 0-4> <tier> <files_done> <files_total> <bytes_done> <bytes_total> <cursor> <error>"
+// Layout 2: "2 <state 0-4> <tier> <files_done> <files_total> <bytes_done> <bytes_total>
+// <finished_at_ns> <cursor_files> <cursor_bytes> <cursor length> <cursor> <error>" (the cursor,
+// a path that may hold spaces, is length-prefixed; the error is the rest of the value).
 std::string EncodePrefetchJob(const PrefetchJobStatus& s) {
-  return fmt::format("1 {} {} {} {} {} {} {} {}", static_cast<int>(s.state), s.tier, s.files_done,
-                     s.files_total, s.bytes_done, s.bytes_total, s.cursor, s.error);
+  return fmt::format("2 {} {} {} {} {} {} {} {} {} {} {} {}", static_cast<int>(s.state), s.tier,
+                     s.files_done, s.files_total, s.bytes_done, s.bytes_total, s.finished_at_ns,
+                     s.cursor_files, s.cursor_bytes, s.cursor.size(), s.cursor, s.error);
 }
 
 Result<PrefetchJobStatus> DecodePrefetchJob(std::string_view path, std::string_view value) {
+  // Layout 1 (before name cursors) has 8 space-separated fields before the error; layout 2 has
+  // 11 before the cursor.
+  const bool v1 = value.starts_with("1 ");
+  if (!v1 && !value.starts_with("2 ")) {
+    return Status::Corruption("prefetch job: unknown layout version");
+  }
+  const size_t nfields = v1 ? 8 : 11;
   std::vector<std::string_view> f;
   size_t pos = 0;
-  while (f.size() < 8) {
+  while (f.size() < nfields) {
     size_t sp = value.find(' ', pos);
     if (sp == std::string_view::npos) return Status::Corruption("prefetch job: too few fields");
     f.push_back(value.substr(pos, sp - pos));
@@ -497,22 +664,40 @@ Result<PrefetchJobStatus> DecodePrefetchJob(std::string_view path, std::string_v
   PrefetchJobStatus s;
   s.path = std::string(path);
   uint64_t state = 0;
-  if (f[0] != "1") return Status::Corruption("prefetch job: unknown layout version");
   if (!ParseU64(f[1], &state) || state > 4) return Status::Corruption("prefetch job: bad state");
   s.state = static_cast<PrefetchState>(state);
   s.tier = std::string(f[2]);
   if (!ParseU64(f[3], &s.files_done) || !ParseU64(f[4], &s.files_total) ||
-      !ParseU64(f[5], &s.bytes_done) || !ParseU64(f[6], &s.bytes_total) ||
-      !ParseU64(f[7], &s.cursor)) {
+      !ParseU64(f[5], &s.bytes_done) || !ParseU64(f[6], &s.bytes_total)) {
     return Status::Corruption("prefetch job: bad counter");
   }
-  s.error = std::string(value.substr(pos));
+  if (v1) {
+    // A position cursor cannot be turned into a name: an unfinished layout-1 job starts its walk
+    // again (blocks already in the target are skipped without I/O).
+    uint64_t position = 0;
+    if (!ParseU64(f[7], &position)) return Status::Corruption("prefetch job: bad counter");
+    s.error = std::string(value.substr(pos));
+    return s;
+  }
+  uint64_t finished_at = 0, cursor_len = 0;
+  if (!ParseU64(f[7], &finished_at) || !ParseU64(f[8], &s.cursor_files) ||
+      !ParseU64(f[9], &s.cursor_bytes) || !ParseU64(f[10], &cursor_len) ||
+      finished_at > static_cast<uint64_t>(INT64_MAX)) {
+    return Status::Corruption("prefetch job: bad counter");
+  }
+  s.finished_at_ns = static_cast<int64_t>(finished_at);
+  if (cursor_len > value.size() - pos || value.size() - pos - cursor_len < 1 ||
+      value[pos + cursor_len] != ' ') {
+    return Status::Corruption("prefetch job: bad cursor");
+  }
+  s.cursor = std::string(value.substr(pos, cursor_len));
+  s.error = std::string(value.substr(pos + cursor_len + 1));
   return s;
 }
 
 Result<std::unique_ptr<PrefetchJobs>> PrefetchJobs::Open(const PrefetchJobsOptions& options,
                                                          Catalog* catalog, TieredCache* cache,
-                                                         MetaStore* meta) {
+                                                         MetaStore* meta, Clock* clock) {
   if (catalog == nullptr || cache == nullptr || meta == nullptr) {
     return Status::InvalidArgument("prefetch jobs: catalog, cache and metastore are required");
   }
@@ -522,8 +707,13 @@ Result<std::unique_ptr<PrefetchJobs>> PrefetchJobs::Open(const PrefetchJobsOptio
   if (options.blocks_per_task == 0) {
     return Status::InvalidArgument("prefetch jobs: blocks_per_task must be > 0");
   }
-  auto jobs = std::make_unique<PrefetchJobsImpl>(options, catalog, cache, meta);
+  if (options.finished_ttl.count() < 0) {
+    return Status::InvalidArgument("prefetch jobs: finished_ttl must not be negative");
+  }
+  if (clock == nullptr) clock = SystemClock();
+  auto jobs = std::make_unique<PrefetchJobsImpl>(options, catalog, cache, meta, clock);
   TIERFS_RETURN_IF_ERROR(jobs->Load());
+  jobs->ExpireAtLoad();
   jobs->StartThreads();
   return std::unique_ptr<PrefetchJobs>(std::move(jobs));
 }

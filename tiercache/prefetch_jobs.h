@@ -9,11 +9,18 @@
 // threads ("tierfs-pfjob-N") plus one runner ("tierfs-pfjob"); demand reads never pass through
 // them, so a reader never queues behind prefetch traffic (it may share the origin's bandwidth).
 //
+// The walk is incremental: files are taken from the Catalog a batch at a time (depth-first,
+// names in byte order, a directory's files and subdirectories interleaved by name), so memory
+// stays bounded by one listing page per directory level plus one batch, however large the tree.
+//
 // Durability: every job is a MetaStore value "prefetch/job/<path>" (metastore/FORMAT.md) holding
-// its state, target, totals, progress and a cursor (files of the walk completed in order). A job
-// that was queued or running when the daemon stopped is resumed at the next start: the walk is
-// repeated (listings come from the MetaStore), the files before the cursor are counted as done,
-// and blocks the target already holds are skipped without I/O.
+// its state, target, totals, progress and a cursor: the path of the last file completed in walk
+// order (a name, not a position). A job that was queued or running when the daemon stopped is
+// resumed at the next start from just after the cursor: nothing is loaded but the record, a
+// directory that changed meanwhile neither skips nor repeats files (names are compared, not
+// counted), and blocks the target already holds are skipped without I/O. Finished jobs (done,
+// failed, cancelled) are kept for getxattr for `finished_ttl` (24 h) and at most
+// `keep_finished` of them, then dropped from memory and the MetaStore.
 //
 // Thread-safe; no external synchronization needed.
 #pragma once
@@ -25,6 +32,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/clock.h"
 #include "base/result.h"
 #include "metastore/meta_store.h"
 #include "tiercache/catalog.h"
@@ -39,10 +47,15 @@ struct PrefetchJobStatus {
   std::string path;  // "" for the root
   std::string tier;  // "l1", "l2", "l3"
   PrefetchState state = PrefetchState::kQueued;
-  uint64_t files_done = 0, files_total = 0;  // totals are 0 until the walk finished
+  // Totals count the files the walk has found so far (final once the job is done).
+  uint64_t files_done = 0, files_total = 0;
   uint64_t bytes_done = 0, bytes_total = 0;
-  uint64_t cursor = 0;  // files of the walk completed in order (the resume point)
-  std::string error;    // failed: the first error
+  // The resume point: the path of the last file completed in walk order ("" = none yet), and
+  // the files and bytes of the walk up to and including it.
+  std::string cursor;
+  uint64_t cursor_files = 0, cursor_bytes = 0;
+  int64_t finished_at_ns = 0;  // wall clock when it became done/failed/cancelled; 0 otherwise
+  std::string error;           // failed: the first error
 };
 
 // "state=running tier=l2 files=3/10 bytes=3145728/10485760" (+ " error=<text>" when failed;
@@ -59,17 +72,22 @@ struct PrefetchJobsOptions {
   uint64_t blocks_per_task = 16;  // a worker takes this many consecutive blocks of a file
   // Progress is written to the MetaStore at most this often (and at every state change).
   std::chrono::milliseconds persist_interval{500};
-  // Finished jobs (done/failed/cancelled) kept for getxattr; the oldest are forgotten beyond it.
+  // Finished jobs (done/failed/cancelled) are kept for getxattr this long, and at most
+  // keep_finished of them (the oldest are dropped first); then forgotten, also on disk.
+  std::chrono::nanoseconds finished_ttl = std::chrono::hours(24);
   size_t keep_finished = 1024;
+  // Files walked per batch (the most the job holds in memory at once).
+  size_t batch_files = 256;
 };
 
 class PrefetchJobs {
  public:
-  // Loads the jobs stored in `meta` and resumes the queued/running ones. `catalog`, `cache` and
-  // `meta` are not owned and must outlive the object.
+  // Loads the jobs stored in `meta`, drops the expired finished ones and resumes the
+  // queued/running ones. `catalog`, `cache`, `meta` and `clock` (nullptr: the system clock) are
+  // not owned and must outlive the object.
   static Result<std::unique_ptr<PrefetchJobs>> Open(const PrefetchJobsOptions& options,
                                                     Catalog* catalog, TieredCache* cache,
-                                                    MetaStore* meta);
+                                                    MetaStore* meta, Clock* clock = nullptr);
   // Stops the threads (the running job keeps its state and cursor for the next start).
   virtual ~PrefetchJobs() = default;
 

@@ -369,16 +369,14 @@ Result<RemoteGcReport> GcRemoteTier(const RemoteGcOptions& options, BlobStore* s
   if (clock == nullptr) clock = SystemClock();
   RemoteGcReport rep;
   std::vector<ListEntry> blocks;
-  std::string token;
-  do {
-    TIERFS_ASSIGN_OR_RETURN(ListPage page, store->List(kBlocksDir, "", token, 1000));
+  TIERFS_RETURN_IF_ERROR(ForEachListPage(store, kBlocksDir, "", 1000, [&](ListPage& page) {
     for (auto& e : page.objects) {
       rep.objects++;
       rep.bytes += e.info.size;
       blocks.push_back(std::move(e));
     }
-    token = page.next_token;
-  } while (!token.empty());
+    return Status::OK();
+  }));
 
   auto remove = [&](const ListEntry& e) {
     if (options.dry_run) return true;

@@ -124,6 +124,105 @@ TEST_F(HttpTransportTest, ErrorBodyDoesNotGoIntoTheSink) {
   EXPECT_NE(st.message().find("NoSuchKey"), std::string::npos);
 }
 
+TEST_F(HttpTransportTest, BodyOverMaxBodyFailsAndBodyAtTheCapIsKept) {
+  auto handler = server_->Scoped([](const HttpTestRequest& req) {
+    return HttpTestResponse::Make(200, std::string(req.path == "/big" ? 4097 : 4096, 'x'));
+  });
+  HttpRequest at = Get("/exact");
+  at.max_body = 4096;
+  auto ok = engine_->Execute(at);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->body.size(), 4096u);
+
+  HttpRequest over = Get("/big");
+  over.max_body = 4096;
+  auto r = engine_->Execute(over);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kCorruption) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("response body over the 4KiB cap"), std::string::npos)
+      << r.status().ToString();
+  EXPECT_FALSE(IsRetryable(r.status()));
+}
+
+TEST_F(HttpTransportTest, DefaultCapRefusesAListingPageOver16MiB) {
+  const std::string huge(kMaxListPageBody + 1, 'x');
+  auto handler =
+      server_->Scoped([&](const HttpTestRequest&) { return HttpTestResponse::Make(200, huge); });
+  auto r = engine_->Execute(Get("/list"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kCorruption) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("16MiB cap"), std::string::npos) << r.status().ToString();
+}
+
+TEST_F(HttpTransportTest, ErrorBodyIsCutAtItsCapAndTheAnswerStillCounts) {
+  std::string body = "<Error><Code>SlowDown</Code></Error>" + std::string(4u << 20, ' ');
+  auto handler =
+      server_->Scoped([&](const HttpTestRequest&) { return HttpTestResponse::Make(503, body); });
+  auto r = engine_->Execute(Get("/err"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status, 503);
+  EXPECT_TRUE(r->error_body_cut);
+  EXPECT_EQ(r->body.size(), kMaxErrorBody);
+  Status st = HttpStatusToStatus(r->status, "GET err", r->body);
+  EXPECT_EQ(st.code(), Status::Code::kUnavailable);
+  EXPECT_NE(st.message().find("SlowDown"), std::string::npos);
+  // The same cap with a sink: the error body does not go into the sink either.
+  std::vector<std::byte> buf(8, std::byte{0x55});
+  std::span<std::byte> sink(buf);
+  HttpRequest req = Get("/err");
+  req.sink = &sink;
+  auto r2 = engine_->Execute(req);
+  ASSERT_TRUE(r2.ok()) << r2.status().ToString();
+  EXPECT_EQ(r2->status, 503);
+  EXPECT_EQ(r2->body.size(), kMaxErrorBody);
+  EXPECT_EQ(r2->sink_bytes, 0u);
+  EXPECT_EQ(buf[0], std::byte{0x55});
+}
+
+TEST_F(HttpTransportTest, HeaderBlockOverItsCapFails) {
+  auto handler = server_->Scoped([](const HttpTestRequest& req) {
+    HttpTestResponse r = HttpTestResponse::Make(200, "ok");
+    // ~100 KiB of headers for /many, ~10 KiB for /some.
+    const int n = req.path == "/many" ? 2000 : 200;
+    for (int i = 0; i < n; ++i) {
+      r.headers.emplace_back("X-Filler-" + std::to_string(i), std::string(40, 'h'));
+    }
+    return r;
+  });
+  auto some = engine_->Execute(Get("/some"));
+  ASSERT_TRUE(some.ok()) << some.status().ToString();
+  EXPECT_EQ(some->body, "ok");
+  auto r = engine_->Execute(Get("/many"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kCorruption) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("response headers over the 64KiB cap"), std::string::npos)
+      << r.status().ToString();
+}
+
+TEST_F(HttpTransportTest, A206LongerThanTheSinkIsRefusedNotCut) {
+  // A server that answers 206 with more bytes than the range asked for: nothing of it is kept.
+  const std::string data = ::tierfs::testing::Pattern(5000);
+  auto handler = server_->Scoped([&](const HttpTestRequest&) {
+    HttpTestResponse r = HttpTestResponse::Make(206, data.substr(100, 2000));
+    r.headers.emplace_back("Content-Range", "bytes 100-2099/5000");
+    return r;
+  });
+  std::vector<std::byte> buf(1000, std::byte{0x55});
+  std::span<std::byte> sink(buf);
+  HttpRequest req = Get("/obj");
+  req.headers.emplace_back("Range", "bytes=100-1099");
+  req.sink = &sink;
+  req.range_offset = 100;
+  auto r = engine_->Execute(req);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kCorruption) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("answer of 2000 bytes for a range of 1000"),
+            std::string::npos)
+      << r.status().ToString();
+  EXPECT_EQ(buf[0], std::byte{0x55});
+  EXPECT_EQ(buf[999], std::byte{0x55});
+}
+
 TEST(HttpStatusToStatusTest, Table) {
   EXPECT_TRUE(HttpStatusToStatus(200, "", "").ok());
   EXPECT_TRUE(HttpStatusToStatus(206, "", "").ok());

@@ -572,6 +572,21 @@ TEST_F(S3BlobStoreTest, ListDecodesAwsStylePlusAndLeavesUnencodedAnswersAlone) {
   EXPECT_EQ(store->List("", "/", "", 1000).status().code(), Status::Code::kCorruption);
 }
 
+TEST_F(S3BlobStoreTest, ListPageOverItsCapFailsAtOnceWithoutRetries) {
+  // A listing answer larger than kMaxListPageBody (16 MiB): a clear error, one request only.
+  const std::string huge = "<ListBucketResult>" + std::string(17u << 20, ' ');
+  auto handler =
+      server_->Scoped([&](const HttpTestRequest&) { return HttpTestResponse::Make(200, huge); });
+  auto store = Open(Options());
+  ASSERT_NE(store, nullptr);
+  server_->ClearRequests();
+  auto r = store->List("", "/", "");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kCorruption) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("16MiB cap"), std::string::npos) << r.status().ToString();
+  EXPECT_EQ(server_->request_count(), 1u);
+}
+
 TEST_F(S3BlobStoreTest, PutHeadDelete) {
   auto store = Open(Options());
   const std::string body = Pattern(4321);

@@ -231,9 +231,6 @@ TEST_F(FilesystemTest, NegativeLookup) {
 }
 
 TEST_F(FilesystemTest, ReadDirPagingIsConsistent) {
-  FilesystemOptions o;
-  o.readdir_batch = 7;  // several Catalog pages per listing
-  Open(o);
   InodeId many = LookupIno(kRootInode, "many");
   auto dh = fs_->OpenDir(many);
   ASSERT_TRUE(dh.ok());
@@ -266,9 +263,6 @@ TEST_F(FilesystemTest, ReadDirPagingIsConsistent) {
 }
 
 TEST_F(FilesystemTest, ReadDirOffsetsStableWhileDirectoryChanges) {
-  FilesystemOptions o;
-  o.readdir_batch = 4;
-  Open(o);
   InodeId many = LookupIno(kRootInode, "many");
   auto dh = fs_->OpenDir(many);
   ASSERT_TRUE(dh.ok());
@@ -296,6 +290,29 @@ TEST_F(FilesystemTest, ReadDirOffsetsStableWhileDirectoryChanges) {
     if (i == 20) continue;
     EXPECT_TRUE(unique.count(fmt::format("f{:03d}", i))) << i;
   }
+  fs_->ReleaseDir(*dh);
+}
+
+TEST_F(FilesystemTest, OpenDirectoryHandlesShareOneListingSnapshot) {
+  InodeId many = LookupIno(kRootInode, "many");
+  const uint64_t built = catalog_->Stats().snapshots_built;
+  std::vector<uint64_t> handles;
+  for (int i = 0; i < 10; ++i) {
+    auto dh = fs_->OpenDir(many);
+    ASSERT_TRUE(dh.ok());
+    handles.push_back(*dh);
+    auto items = ListAll(*dh, 100);
+    ASSERT_EQ(items.size(), 52u);
+  }
+  // Ten open handles, one copy of the listing.
+  EXPECT_EQ(catalog_->Stats().snapshots_built - built, 1u);
+  EXPECT_GE(catalog_->Stats().snapshots_shared, 9u);
+  for (uint64_t dh : handles) fs_->ReleaseDir(dh);
+  // Once every handle is closed the snapshot is gone; the next open reads a new one.
+  auto dh = fs_->OpenDir(many);
+  ASSERT_TRUE(dh.ok());
+  EXPECT_EQ(ListAll(*dh, 100).size(), 52u);
+  EXPECT_EQ(catalog_->Stats().snapshots_built - built, 2u);
   fs_->ReleaseDir(*dh);
 }
 
@@ -520,6 +537,9 @@ TEST_F(FilesystemTest, StatsXattrOnRoot) {
   EXPECT_EQ(kv["origin.bytes"], "12");
   EXPECT_TRUE(kv.count("l1.hits"));
   EXPECT_TRUE(kv.count("catalog.list_requests"));
+  EXPECT_TRUE(kv.count("catalog.stale_serves"));
+  EXPECT_TRUE(kv.count("catalog.background_refreshes"));
+  EXPECT_TRUE(kv.count("catalog.snapshots_shared"));
   EXPECT_EQ(kv["fuse.opens"], "1");
   EXPECT_EQ(kv["fuse.open_files"], "0");
   // Root only.

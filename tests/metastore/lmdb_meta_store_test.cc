@@ -96,6 +96,107 @@ TEST_F(LmdbMetaStoreTest, DataSurvivesCloseAndReopen) {
   EXPECT_EQ(values, 1);
 }
 
+DirEntry Named(std::string name, uint64_t size = 0) {
+  DirEntry e;
+  e.name = std::move(name);
+  e.size = size;
+  return e;
+}
+
+// Every entry of `dir_key`, through ListDirEntries pages.
+std::vector<DirEntry> ListEverything(MetaStore* store, std::string_view dir_key) {
+  std::vector<DirEntry> all, page;
+  std::string after;
+  while (true) {
+    page.clear();
+    Status st = store->ListDirEntries(dir_key, after, 10000, &page);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    if (!st.ok() || page.empty()) break;
+    after = page.back().name;
+    for (auto& e : page) all.push_back(std::move(e));
+  }
+  return all;
+}
+
+TEST_F(LmdbMetaStoreTest, HugeDirectoryIsWrittenAcrossSeveralTransactions) {
+  MetaStoreOptions o = Options();
+  o.dir_entries_per_txn = 10'000;
+  auto store = MustOpen(o);
+  ASSERT_NE(store, nullptr);
+  // 200k entries, given out of order: names "f000000".."f199999", reversed.
+  std::vector<DirEntry> entries;
+  entries.reserve(200'000);
+  for (int i = 199'999; i >= 0; --i) {
+    char name[16];
+    snprintf(name, sizeof(name), "f%06d", i);
+    entries.push_back(Named(name, static_cast<uint64_t>(i)));
+  }
+  // A neighbour whose key extends this one's ("big" vs "big2") must be left alone.
+  DirEntry other = Named("keep");
+  MS_ASSERT_OK(store->ReplaceDir("s\nbig2", DirRecord{7, 1}, std::span(&other, 1)));
+  const uint64_t commits = store->Stats().commits;
+  MS_ASSERT_OK(store->ReplaceDir("s\nbig", DirRecord{100, entries.size()}, entries));
+  // 20 chunks + the record: never one 200k-entry transaction.
+  EXPECT_GE(store->Stats().commits - commits, 21u);
+  auto all = ListEverything(store.get(), "s\nbig");
+  ASSERT_EQ(all.size(), 200'000u);
+  EXPECT_EQ(all.front().name, "f000000");
+  EXPECT_EQ(all.back().name, "f199999");
+  EXPECT_EQ(all[12345].size, 12345u);
+  auto rec = store->GetDir("s\nbig");
+  ASSERT_TRUE(rec.ok() && rec->has_value());
+  EXPECT_EQ((*rec)->listed_at_ns, 100);
+
+  // Relisted with a different set: every third old name gone, new names between and after the
+  // old ones. The result is exactly the new set, however the chunks fall.
+  std::vector<DirEntry> next;
+  std::set<std::string> want;
+  for (int i = 0; i < 200'000; ++i) {
+    char name[16];
+    if (i % 3 != 0) {
+      snprintf(name, sizeof(name), "f%06d", i);
+      next.push_back(Named(name, 1));
+      want.insert(name);
+    }
+    if (i % 7 == 0) {
+      snprintf(name, sizeof(name), "f%06d+", i);
+      next.push_back(Named(name, 2));
+      want.insert(name);
+    }
+  }
+  next.push_back(Named("zzz", 3));
+  want.insert("zzz");
+  MS_ASSERT_OK(store->ReplaceDir("s\nbig", DirRecord{200, next.size()}, next));
+  all = ListEverything(store.get(), "s\nbig");
+  ASSERT_EQ(all.size(), want.size());
+  auto it = want.begin();
+  for (const DirEntry& e : all) EXPECT_EQ(e.name, *it++);
+  rec = store->GetDir("s\nbig");
+  ASSERT_TRUE(rec.ok() && rec->has_value());
+  EXPECT_EQ((*rec)->listed_at_ns, 200);
+  // Relisted small: one transaction, the old entries all gone.
+  DirEntry one = Named("only");
+  MS_ASSERT_OK(store->ReplaceDir("s\nbig", DirRecord{300, 1}, std::span(&one, 1)));
+  all = ListEverything(store.get(), "s\nbig");
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].name, "only");
+  ASSERT_EQ(ListEverything(store.get(), "s\nbig2").size(), 1u);
+}
+
+TEST_F(LmdbMetaStoreTest, ChunkedReplaceKeepsTheLastOfDuplicateNames) {
+  MetaStoreOptions o = Options();
+  o.dir_entries_per_txn = 2;
+  auto store = MustOpen(o);
+  ASSERT_NE(store, nullptr);
+  std::vector<DirEntry> entries = {Named("b", 1), Named("a"), Named("b", 2), Named("c"),
+                                   Named("d")};
+  MS_ASSERT_OK(store->ReplaceDir("s\nd", DirRecord{1, 4}, entries));
+  auto all = ListEverything(store.get(), "s\nd");
+  ASSERT_EQ(all.size(), 4u);
+  EXPECT_EQ(all[1].name, "b");
+  EXPECT_EQ(all[1].size, 2u);
+}
+
 TEST_F(LmdbMetaStoreTest, NewerSchemaVersionIsRefused) {
   {
     auto store = MustOpen(Options());

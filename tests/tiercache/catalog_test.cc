@@ -3,8 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <thread>
 
+#include "base/mutex.h"
 #include "base/units.h"
 #include "tests/fakes/fake_blob_store.h"
 #include "tests/tiercache/test_util.h"
@@ -14,14 +16,47 @@ namespace {
 
 using testing::FakeBlobStore;
 
-// Lists through a small page size so every listing takes several pages.
+// Lists through a small page size so every listing takes several pages. With the gate closed,
+// List calls wait until it opens (a blocked origin, without sleeping).
 class SmallPageStore : public FakeBlobStore {
  public:
   using FakeBlobStore::FakeBlobStore;
   Result<ListPage> List(std::string_view prefix, std::string_view delimiter, std::string_view token,
                         int max_keys) override {
+    {
+      MutexLock l(&gate_mu_);
+      ++waiting_;
+      gate_cv_.SignalAll();
+      while (closed_) Wait();
+      --waiting_;
+    }
     return FakeBlobStore::List(prefix, delimiter, token, std::min(max_keys, 2));
   }
+  void CloseGate() {
+    MutexLock l(&gate_mu_);
+    closed_ = true;
+  }
+  void OpenGate() {
+    MutexLock l(&gate_mu_);
+    closed_ = false;
+    gate_cv_.SignalAll();
+  }
+  // Returns once `n` List calls are waiting at the gate.
+  void WaitForWaiters(int n) {
+    MutexLock l(&gate_mu_);
+    while (waiting_ < n) Wait();
+  }
+  int waiting() {
+    MutexLock l(&gate_mu_);
+    return waiting_;
+  }
+
+ private:
+  void Wait() NO_THREAD_SAFETY_ANALYSIS { gate_cv_.Wait(); }
+  Mutex gate_mu_;
+  CondVar gate_cv_{&gate_mu_};
+  bool closed_ GUARDED_BY(gate_mu_) = false;
+  int waiting_ GUARDED_BY(gate_mu_) = 0;
 };
 
 class CatalogTest : public ::testing::Test {
@@ -41,9 +76,11 @@ class CatalogTest : public ::testing::Test {
     origin_.ResetCounters();
   }
 
-  std::unique_ptr<Catalog> Open(std::chrono::nanoseconds ttl = std::chrono::seconds(60)) {
+  std::unique_ptr<Catalog> Open(std::chrono::nanoseconds ttl = std::chrono::seconds(60),
+                                bool stale_while_revalidate = true) {
     CatalogOptions o;
     o.metadata_ttl = ttl;
+    o.stale_while_revalidate = stale_while_revalidate;
     auto c = Catalog::Open(o, &origin_, meta_.get(), &clock_);
     EXPECT_TRUE(c.ok()) << c.status().ToString();
     return std::move(*c);
@@ -144,10 +181,26 @@ TEST_F(CatalogTest, TtlExpiryRelists) {
   origin_.PutObject("a/new.bin", "new");
   EXPECT_TRUE(c->Lookup("a", "new.bin").status().IsNotFound());  // cached negative
   clock_.Advance(std::chrono::seconds(31));
+  // Stale: served at once (still the old negative entry) while a refresh runs in the background.
+  EXPECT_TRUE(c->Lookup("a", "new.bin").status().IsNotFound());
+  EXPECT_GE(c->Stats().stale_serves, 1u);
+  c->TEST_WaitForRefreshes();
   auto e = c->Lookup("a", "new.bin");
   ASSERT_TRUE(e.ok()) << e.status().ToString();
   EXPECT_GT(origin_.list_calls(), lists);
   EXPECT_GT(c->Stats().listing_misses, 0u);
+  EXPECT_GE(c->Stats().background_refreshes, 1u);
+}
+
+TEST_F(CatalogTest, TtlExpiryRelistsSynchronouslyWithoutStaleWhileRevalidate) {
+  auto c = Open(std::chrono::seconds(60), /*stale_while_revalidate=*/false);
+  ASSERT_TRUE(c->Lookup("a", "one.bin").ok());
+  origin_.PutObject("a/new.bin", "new");
+  clock_.Advance(std::chrono::seconds(61));
+  auto e = c->Lookup("a", "new.bin");
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_EQ(c->Stats().stale_serves, 0u);
+  EXPECT_EQ(c->Stats().background_refreshes, 0u);
 }
 
 TEST_F(CatalogTest, ForeverNeverRelists) {
@@ -213,6 +266,78 @@ TEST_F(CatalogTest, RevalidateUsesFreshListingThenHeads) {
   for (const auto& d : out) EXPECT_NE(d.name, "two.bin");
 }
 
+TEST_F(CatalogTest, StaleLookupsNeverWaitForTheirRefresh) {
+  auto c = Open(std::chrono::seconds(10));
+  ASSERT_TRUE(c->Lookup("a", "one.bin").ok());
+  origin_.PutObject("a/new.bin", "new");
+  clock_.Advance(std::chrono::seconds(11));
+  const uint64_t misses = c->Stats().listing_misses;
+  origin_.CloseGate();
+  // The first stale lookup queues the refresh; the refresher then blocks in the origin.
+  ASSERT_TRUE(c->Lookup("a", "one.bin").ok());
+  origin_.WaitForWaiters(1);
+  // Lookups and readdir of the stale directory answer at once meanwhile; an open's revalidation
+  // is one HEAD, not a wait for the listing.
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_TRUE(c->Lookup("a", "one.bin").ok());
+    EXPECT_TRUE(c->Lookup("a", "new.bin").status().IsNotFound());  // the stale answer
+  }
+  std::vector<DirEntry> out;
+  TC_ASSERT_OK(c->ReadDir("a", "", 100, &out));
+  EXPECT_EQ(out.size(), 3u);
+  auto rev = c->Revalidate("a/two.bin");
+  ASSERT_TRUE(rev.ok()) << rev.status().ToString();
+  EXPECT_EQ(origin_.waiting(), 1);  // one refresh in the origin, however many stale lookups
+  EXPECT_GE(c->Stats().stale_serves, 203u);
+  origin_.OpenGate();
+  c->TEST_WaitForRefreshes();
+  auto e = c->Lookup("a", "new.bin");
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  // One listing of "a" (and one of the root, stale as well, which "a"'s refresh consulted).
+  EXPECT_EQ(c->Stats().listing_misses - misses, 2u);
+  EXPECT_EQ(c->Stats().background_refreshes, 2u);
+}
+
+TEST_F(CatalogTest, MissingListingIsFetchedSynchronously) {
+  auto c = Open(std::chrono::seconds(10));
+  auto e = c->Lookup("a/b", "deep.bin");  // never listed: the caller waits for the listing
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_EQ(c->Stats().stale_serves, 0u);
+  EXPECT_EQ(c->Stats().background_refreshes, 0u);
+}
+
+TEST_F(CatalogTest, SnapshotsAreSharedUntilTheListingChanges) {
+  auto c = Open(std::chrono::seconds(10));
+  auto s1 = c->Snapshot("a");
+  ASSERT_TRUE(s1.ok()) << s1.status().ToString();
+  auto s2 = c->Snapshot("a");
+  ASSERT_TRUE(s2.ok());
+  EXPECT_EQ(s1->get(), s2->get());  // one copy
+  ASSERT_EQ((*s1)->entries.size(), 3u);
+  EXPECT_EQ((*s1)->entries[0].name, "b");
+  EXPECT_EQ((*s1)->entries[2].name, "two.bin");
+  EXPECT_EQ(c->Stats().snapshots_built, 1u);
+  EXPECT_EQ(c->Stats().snapshots_shared, 1u);
+  EXPECT_TRUE(c->Snapshot("top.txt").status().IsNotFound());
+  // A relisted directory gets a new snapshot; holders of the old one keep theirs intact.
+  origin_.PutObject("a/new.bin", "new");
+  clock_.Advance(std::chrono::seconds(11));
+  ASSERT_TRUE(c->Lookup("a", "one.bin").ok());
+  c->TEST_WaitForRefreshes();
+  auto s3 = c->Snapshot("a");
+  ASSERT_TRUE(s3.ok());
+  EXPECT_NE(s3->get(), s1->get());
+  EXPECT_EQ((*s3)->entries.size(), 4u);
+  EXPECT_EQ((*s1)->entries.size(), 3u);
+  // Dropped by every holder: the next caller builds a new one.
+  s1->reset();
+  s2->reset();
+  s3->reset();
+  auto s4 = c->Snapshot("a");
+  ASSERT_TRUE(s4.ok());
+  EXPECT_EQ(c->Stats().snapshots_built, 3u);
+}
+
 TEST_F(CatalogTest, RevalidateServesCachedEntryWhenOriginIsDown) {
   auto c = Open(std::chrono::seconds(10));
   ASSERT_TRUE(c->Lookup("a", "one.bin").ok());
@@ -253,6 +378,42 @@ TEST_F(CatalogTest, ConcurrentLookupsListOnce) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(ok, 8);
   EXPECT_EQ(origin_.list_calls(), 3u);  // one listing of 5 root entries = 3 pages of 2
+}
+
+// Lists "loop/" with tokens A -> B -> C -> A (a cycle longer than one step).
+class CyclicTokenStore : public FakeBlobStore {
+ public:
+  using FakeBlobStore::FakeBlobStore;
+  Result<ListPage> List(std::string_view prefix, std::string_view delimiter, std::string_view token,
+                        int max_keys) override {
+    if (prefix != "loop/") return FakeBlobStore::List(prefix, delimiter, token, max_keys);
+    ++loop_calls;
+    ListPage page;
+    const std::string name = "f" + std::to_string(loop_calls);
+    page.objects.push_back({"loop/" + name, ObjectInfo{1, "e", 0}});
+    page.next_token = token.empty() ? "A" : token == "A" ? "B" : token == "B" ? "C" : "A";
+    return page;
+  }
+  std::atomic<int> loop_calls{0};
+};
+
+TEST(CatalogLoopTest, CyclicContinuationTokensEndInAClearError) {
+  CyclicTokenStore origin("fake://loop");
+  origin.PutObject("loop/", "");
+  auto meta = NewMemMetaStore();
+  FakeClock clock;
+  auto c = Catalog::Open(CatalogOptions{}, &origin, meta.get(), &clock);
+  ASSERT_TRUE(c.ok());
+  auto e = (*c)->Lookup("loop", "f1");
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), Status::Code::kCorruption) << e.status().ToString();
+  EXPECT_NE(e.status().message().find("repeated a continuation token"), std::string::npos)
+      << e.status().ToString();
+  EXPECT_EQ(origin.loop_calls, 4);  // "", A, B, C -> A again: stop
+  // Nothing half-listed was stored.
+  auto rec = meta->GetDir("fake://loop\nloop");
+  ASSERT_TRUE(rec.ok());
+  EXPECT_FALSE(rec->has_value());
 }
 
 }  // namespace

@@ -65,12 +65,14 @@ class PrefetchJobsTest : public ::testing::Test {
     OpenJobs();
   }
 
-  void OpenJobs() {
+  void OpenJobs(size_t keep_finished = 1024) {
     PrefetchJobsOptions o;
     o.threads = 3;
     o.blocks_per_task = 2;
     o.persist_interval = 5ms;
-    auto j = PrefetchJobs::Open(o, catalog_.get(), cache_.get(), meta_.get());
+    o.keep_finished = keep_finished;
+    jobs_.reset();
+    auto j = PrefetchJobs::Open(o, catalog_.get(), cache_.get(), meta_.get(), &clock_);
     ASSERT_TRUE(j.ok()) << j.status().ToString();
     jobs_ = std::move(*j);
   }
@@ -153,7 +155,9 @@ TEST_F(PrefetchJobsTest, MissingPathFails) {
   TC_ASSERT_OK(jobs_->Start("nope", "l2"));
   PrefetchJobStatus st = WaitDone("nope");
   EXPECT_EQ(st.state, PrefetchState::kFailed);
-  EXPECT_FALSE(st.error.empty());
+  // The reason names the missing path, as a NotFound.
+  EXPECT_NE(st.error.find("NotFound"), std::string::npos) << st.error;
+  EXPECT_NE(st.error.find("nope"), std::string::npos) << st.error;
   EXPECT_NE(FormatPrefetchStatus(st).find("state=failed"), std::string::npos);
 }
 
@@ -163,7 +167,11 @@ TEST_F(PrefetchJobsTest, ChangedObjectFailsTheJob) {
   TC_ASSERT_OK(catalog_->ReadDir("d", "", 100, &warm));
   origin_.PutObject("d/a.bin", Pattern(5 * kBs, 9));
   TC_ASSERT_OK(jobs_->Start("d", "l2"));
-  EXPECT_EQ(WaitDone("d").state, PrefetchState::kFailed);
+  PrefetchJobStatus st = WaitDone("d");
+  EXPECT_EQ(st.state, PrefetchState::kFailed);
+  // The reason is the version change of that file (If-Match refused), not some other error.
+  EXPECT_NE(st.error.find("FailedPrecondition"), std::string::npos) << st.error;
+  EXPECT_NE(st.error.find("d/a.bin"), std::string::npos) << st.error;
 }
 
 TEST_F(PrefetchJobsTest, CancelStopsARunningJob) {
@@ -220,6 +228,124 @@ TEST_F(PrefetchJobsTest, DirectoryOfMoreThanOneListingPage) {
   EXPECT_EQ(st.bytes_done, 1100u);
 }
 
+// A stored record of a job on "d" that stopped while running, with its cursor at `cursor`.
+void StoreRunningJob(MetaStore* meta, const std::string& cursor, uint64_t cursor_files) {
+  // Layout 2, state running (1), tier l2; see metastore/FORMAT.md.
+  const std::string n = std::to_string(cursor_files);
+  const std::string v = "2 1 l2 " + n + " " + n + " 0 0 0 " + n + " 0 " +
+                        std::to_string(cursor.size()) + " " + cursor + " ";
+  ASSERT_TRUE(DecodePrefetchJob("d", v).ok());
+  ASSERT_TRUE(meta->PutValue(PrefetchJobKey("d"), v).ok());
+}
+
+TEST_F(PrefetchJobsTest, ResumeAfterTheListingChangedNeitherSkipsNorRepeats) {
+  // Stopped after "d/b.bin" (2 files done: a.bin, b.bin). Meanwhile a file appears before the
+  // cursor and one after it: a position cursor would now skip a file; a name cursor does not.
+  jobs_.reset();
+  StoreRunningJob(meta_.get(), "d/b.bin", 2);
+  origin_.PutObject("d/0new.bin", Pattern(kBs, 6));
+  origin_.PutObject("d/c2.bin", Pattern(2 * kBs, 7));
+  OpenJobs();
+  PrefetchJobStatus st = WaitDone("d");
+  ASSERT_EQ(st.state, PrefetchState::kDone) << st.error;
+  // After the cursor: c2.bin, empty, sub/c.bin, sub/e.bin.
+  EXPECT_EQ(st.files_done, 2u + 4u);
+  EXPECT_EQ(st.files_total, 2u + 4u);
+  EXPECT_EQ(Held(Ref("d/c2.bin"), "l2"), 2u);
+  EXPECT_EQ(Held(Ref("d/sub/c.bin"), "l2"), 4u);
+  EXPECT_EQ(Held(Ref("d/sub/e.bin"), "l2"), 1u);
+  // Before the cursor: not this job's work any more (done before the stop, or new there).
+  EXPECT_EQ(Held(Ref("d/0new.bin"), "l2"), 0u);
+  EXPECT_EQ(Held(Ref("d/a.bin"), "l2"), 0u);
+  EXPECT_EQ(st.cursor, "d/sub/e.bin");
+}
+
+TEST_F(PrefetchJobsTest, ResumeFromACursorInAVanishedDirectory) {
+  jobs_.reset();
+  StoreRunningJob(meta_.get(), "d/aaa/x.bin", 1);  // "d/aaa" no longer exists
+  OpenJobs();
+  PrefetchJobStatus st = WaitDone("d");
+  ASSERT_EQ(st.state, PrefetchState::kDone) << st.error;
+  // Everything after "aaa" in d: b.bin, empty, sub/c.bin, sub/e.bin; a.bin < aaa is not.
+  EXPECT_EQ(st.files_done, 1u + 4u);
+  EXPECT_EQ(Held(Ref("d/b.bin"), "l2"), 1u);
+  EXPECT_EQ(Held(Ref("d/sub/e.bin"), "l2"), 1u);
+  EXPECT_EQ(Held(Ref("d/a.bin"), "l2"), 0u);
+}
+
+TEST_F(PrefetchJobsTest, SmallBatchesWalkTheWholeTree) {
+  for (int i = 0; i < 300; ++i) origin_.PutObject("big/f" + std::to_string(1000 + i), "xy");
+  origin_.PutObject("big/sub/deep", "z");
+  jobs_.reset();
+  PrefetchJobsOptions o;
+  o.threads = 2;
+  o.batch_files = 7;  // ~43 batches, never more than 7 files held
+  o.persist_interval = 5ms;
+  auto j = PrefetchJobs::Open(o, catalog_.get(), cache_.get(), meta_.get(), &clock_);
+  ASSERT_TRUE(j.ok());
+  jobs_ = std::move(*j);
+  TC_ASSERT_OK(jobs_->Start("big", "l2"));
+  PrefetchJobStatus st = WaitDone("big");
+  EXPECT_EQ(st.state, PrefetchState::kDone) << st.error;
+  EXPECT_EQ(st.files_total, 301u);
+  EXPECT_EQ(st.files_done, 301u);
+  EXPECT_EQ(st.bytes_done, 601u);
+  EXPECT_EQ(st.cursor, "big/sub/deep");
+}
+
+TEST_F(PrefetchJobsTest, FinishedJobsExpire) {
+  TC_ASSERT_OK(jobs_->Start("other.bin", "l2"));
+  EXPECT_EQ(WaitDone("other.bin").state, PrefetchState::kDone);
+  EXPECT_GT(WaitDone("other.bin").finished_at_ns, 0);
+  clock_.Advance(std::chrono::hours(23));
+  OpenJobs();  // a restart within the day keeps it
+  EXPECT_TRUE(jobs_->Get("other.bin").ok());
+  clock_.Advance(std::chrono::hours(2));
+  // Another job finishing sweeps the expired one, from memory and from the metastore.
+  TC_ASSERT_OK(jobs_->Start("d/b.bin", "l2"));
+  EXPECT_EQ(WaitDone("d/b.bin").state, PrefetchState::kDone);
+  EXPECT_TRUE(jobs_->Get("other.bin").status().IsNotFound());
+  auto v = meta_->GetValue(PrefetchJobKey("other.bin"));
+  ASSERT_TRUE(v.ok());
+  EXPECT_FALSE(v->has_value());
+  // At start-up too.
+  clock_.Advance(std::chrono::hours(25));
+  OpenJobs();
+  EXPECT_TRUE(jobs_->Get("d/b.bin").status().IsNotFound());
+  v = meta_->GetValue(PrefetchJobKey("d/b.bin"));
+  ASSERT_TRUE(v.ok());
+  EXPECT_FALSE(v->has_value());
+}
+
+TEST_F(PrefetchJobsTest, OnlyKeepFinishedJobsAreKept) {
+  OpenJobs(/*keep_finished=*/1);
+  TC_ASSERT_OK(jobs_->Start("other.bin", "l2"));
+  EXPECT_EQ(WaitDone("other.bin").state, PrefetchState::kDone);
+  clock_.Advance(std::chrono::seconds(1));
+  TC_ASSERT_OK(jobs_->Start("d/b.bin", "l2"));
+  EXPECT_EQ(WaitDone("d/b.bin").state, PrefetchState::kDone);
+  EXPECT_TRUE(jobs_->Get("other.bin").status().IsNotFound());  // the older one
+  EXPECT_TRUE(jobs_->Get("d/b.bin").ok());
+}
+
+TEST_F(PrefetchJobsTest, LayoutOneRecordsStillLoad) {
+  jobs_.reset();
+  // A running job stored by the previous layout (position cursor 2): restarted from the start.
+  ASSERT_TRUE(meta_->PutValue(PrefetchJobKey("d"), "1 1 l2 2 5 100 200 2 ").ok());
+  // A finished one: kept (for a day from now).
+  ASSERT_TRUE(meta_->PutValue(PrefetchJobKey("other.bin"), "1 3 l2 0 1 0 8192 0 IOError: x").ok());
+  OpenJobs();
+  PrefetchJobStatus st = WaitDone("d");
+  EXPECT_EQ(st.state, PrefetchState::kDone) << st.error;
+  EXPECT_EQ(st.files_done, 5u);
+  EXPECT_EQ(Held(Ref("d/a.bin"), "l2"), 5u);
+  auto old = jobs_->Get("other.bin");
+  ASSERT_TRUE(old.ok());
+  EXPECT_EQ(old->state, PrefetchState::kFailed);
+  EXPECT_EQ(old->error, "IOError: x");
+  EXPECT_GT(old->finished_at_ns, 0);
+}
+
 TEST(PrefetchJobRecord, RoundTripAndCorruption) {
   PrefetchJobStatus s;
   s.path = "a/b";
@@ -229,24 +355,44 @@ TEST(PrefetchJobRecord, RoundTripAndCorruption) {
   s.files_total = 10;
   s.bytes_done = 12345;
   s.bytes_total = 99999;
-  s.cursor = 2;
+  s.cursor = "a/b/dir with space/f 2";
+  s.cursor_files = 2;
+  s.cursor_bytes = 4096;
+  s.finished_at_ns = 1234567890123;
   s.error = "IOError: disk on fire";
   auto d = DecodePrefetchJob("a/b", EncodePrefetchJob(s));
-  ASSERT_TRUE(d.ok());
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
   EXPECT_EQ(d->state, s.state);
   EXPECT_EQ(d->tier, "l2");
   EXPECT_EQ(d->files_done, 3u);
   EXPECT_EQ(d->files_total, 10u);
   EXPECT_EQ(d->bytes_done, 12345u);
   EXPECT_EQ(d->bytes_total, 99999u);
-  EXPECT_EQ(d->cursor, 2u);
+  EXPECT_EQ(d->cursor, s.cursor);
+  EXPECT_EQ(d->cursor_files, 2u);
+  EXPECT_EQ(d->cursor_bytes, 4096u);
+  EXPECT_EQ(d->finished_at_ns, s.finished_at_ns);
   EXPECT_EQ(d->error, s.error);
   EXPECT_EQ(FormatPrefetchStatus(*d),
             "state=failed tier=l2 files=3/10 bytes=12345/99999 error=IOError:_disk_on_fire");
+  s.cursor.clear();
+  s.error.clear();
+  d = DecodePrefetchJob("a/b", EncodePrefetchJob(s));
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->cursor, "");
+  EXPECT_EQ(d->error, "");
   EXPECT_FALSE(DecodePrefetchJob("x", "").ok());
-  EXPECT_FALSE(DecodePrefetchJob("x", "2 0 l2 0 0 0 0 0 ").ok());
-  EXPECT_FALSE(DecodePrefetchJob("x", "1 9 l2 0 0 0 0 0 ").ok());
-  EXPECT_FALSE(DecodePrefetchJob("x", "1 0 l2 0 0 x 0 0 ").ok());
+  EXPECT_FALSE(DecodePrefetchJob("x", "3 0 l2 0 0 0 0 0 ").ok());            // unknown layout
+  EXPECT_FALSE(DecodePrefetchJob("x", "1 9 l2 0 0 0 0 0 ").ok());            // bad state
+  EXPECT_FALSE(DecodePrefetchJob("x", "1 0 l2 0 0 x 0 0 ").ok());            // bad counter
+  EXPECT_FALSE(DecodePrefetchJob("x", "2 0 l2 0 0 0 0 0 0 0 ").ok());        // too few fields
+  EXPECT_FALSE(DecodePrefetchJob("x", "2 0 l2 0 0 0 0 0 0 0 99 ab ").ok());  // cursor too long
+  // Layout 1 (position cursor) still reads; its cursor is dropped.
+  auto v1 = DecodePrefetchJob("x", "1 2 l2 3 3 10 10 3 ");
+  ASSERT_TRUE(v1.ok()) << v1.status().ToString();
+  EXPECT_EQ(v1->state, PrefetchState::kDone);
+  EXPECT_EQ(v1->files_done, 3u);
+  EXPECT_EQ(v1->cursor, "");
   EXPECT_EQ(PrefetchJobKey(""), "prefetch/job/");
   EXPECT_EQ(PrefetchJobKey("a/b"), "prefetch/job/a/b");
 }

@@ -478,5 +478,34 @@ TEST(RemoteGcTest, ListErrorIsReturned) {
   EXPECT_FALSE(GcRemoteTier(RemoteGcOptions{}, &store, nullptr).ok());
 }
 
+// An L3 bucket whose listing cycles A -> B -> A: gc ends with an error and deletes nothing.
+class CyclicListStore : public FakeBlobStore {
+ public:
+  using FakeBlobStore::FakeBlobStore;
+  Result<ListPage> List(std::string_view prefix, std::string_view delimiter, std::string_view token,
+                        int max_keys) override {
+    ++calls;
+    TIERFS_ASSIGN_OR_RETURN(ListPage page, FakeBlobStore::List(prefix, delimiter, "", max_keys));
+    page.next_token = token == "A" ? "B" : "A";
+    return page;
+  }
+  int calls = 0;
+};
+
+TEST(RemoteGcTest, CyclicContinuationTokensEndInAnErrorNotALoop) {
+  CyclicListStore store("fake://l3");
+  FakeClock clock;
+  store.PutObject("blocks/" + BlockKeyHex(Key(1)), "x", 0);
+  RemoteGcOptions o;
+  o.ttl = std::chrono::hours(1);
+  auto rep = GcRemoteTier(o, &store, &clock);
+  ASSERT_FALSE(rep.ok());
+  EXPECT_EQ(rep.status().code(), Status::Code::kCorruption) << rep.status().ToString();
+  EXPECT_NE(rep.status().message().find("repeated a continuation token"), std::string::npos)
+      << rep.status().ToString();
+  EXPECT_EQ(store.calls, 3);                                      // "", A, B -> A again
+  EXPECT_TRUE(store.Head("blocks/" + BlockKeyHex(Key(1))).ok());  // nothing deleted
+}
+
 }  // namespace
 }  // namespace tierfs
