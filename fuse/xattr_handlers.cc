@@ -19,10 +19,12 @@ std::string CatalogStatsText(const Catalog& catalog) {
   return fmt::format(
       "catalog.list_requests={} catalog.head_requests={} catalog.listing_hits={} "
       "catalog.listing_misses={} catalog.invalidations={} catalog.stale_serves={} "
-      "catalog.background_refreshes={} catalog.snapshots_built={} catalog.snapshots_shared={}",
+      "catalog.background_refreshes={} catalog.snapshots_built={} catalog.snapshots_shared={} "
+      "catalog.overflow_listings={}",
       s.list_requests.load(), s.head_requests.load(), s.listing_hits.load(),
       s.listing_misses.load(), s.invalidations.load(), s.stale_serves.load(),
-      s.background_refreshes.load(), s.snapshots_built.load(), s.snapshots_shared.load());
+      s.background_refreshes.load(), s.snapshots_built.load(), s.snapshots_shared.load(),
+      s.overflow_listings.load());
 }
 
 // user.tierfs.stats on the root: every counter of the daemon, space-separated key=value.

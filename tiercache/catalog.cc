@@ -19,6 +19,12 @@
 // Snapshots: `snapshots_` maps a directory to a weak_ptr of its last snapshot and the
 // listed_at_ns it was read at; a snapshot is shared while the record is unchanged and someone
 // still holds it. The catalog's own writes to a directory's entries forget its snapshot.
+//
+// A full metadata store (LMDB map full, NoSpace) never fails a lookup: a listing that cannot be
+// stored is kept in an in-memory MetaStore (`overflow_`) and served from there, bounded by
+// kMaxOverflowEntries (the oldest overflow listings are dropped first and simply listed again on
+// their next use). StoreFor() picks the store that holds a directory; the next refresh that the
+// metadata store accepts moves the directory back.
 #include "tiercache/catalog.h"
 
 #include <pthread.h>
@@ -93,7 +99,9 @@ class CatalogImpl final : public Catalog {
       return Status::InvalidArgument("bad directory path '" + std::string(dir) + "'");
     if (!ValidName(name)) return Status::NotFound("no entry '" + std::string(name) + "'");
     TIERFS_RETURN_IF_ERROR(EnsureListing(dir));
-    TIERFS_ASSIGN_OR_RETURN(std::optional<DirEntry> e, meta_->GetDirEntry(DirKey(dir), name));
+    const std::string dir_key = DirKey(dir);
+    TIERFS_ASSIGN_OR_RETURN(std::optional<DirEntry> e,
+                            StoreFor(dir_key)->GetDirEntry(dir_key, name));
     if (!e) return Status::NotFound(Join(dir, name));
     return std::move(*e);
   }
@@ -103,7 +111,8 @@ class CatalogImpl final : public Catalog {
     if (!ValidPath(dir))
       return Status::InvalidArgument("bad directory path '" + std::string(dir) + "'");
     TIERFS_RETURN_IF_ERROR(EnsureListing(dir));
-    return meta_->ListDirEntries(DirKey(dir), after, max, out);
+    const std::string dir_key = DirKey(dir);
+    return StoreFor(dir_key)->ListDirEntries(dir_key, after, max, out);
   }
 
   Result<std::shared_ptr<const Listing>> Snapshot(std::string_view dir) override {
@@ -111,7 +120,7 @@ class CatalogImpl final : public Catalog {
       return Status::InvalidArgument("bad directory path '" + std::string(dir) + "'");
     TIERFS_RETURN_IF_ERROR(EnsureListing(dir));
     const std::string dir_key = DirKey(dir);
-    TIERFS_ASSIGN_OR_RETURN(std::optional<DirRecord> rec, meta_->GetDir(dir_key));
+    TIERFS_ASSIGN_OR_RETURN(std::optional<DirRecord> rec, StoreFor(dir_key)->GetDir(dir_key));
     const int64_t listed_at = rec ? rec->listed_at_ns : 0;
     {
       MutexLock l(&snap_mu_);
@@ -132,7 +141,8 @@ class CatalogImpl final : public Catalog {
     while (true) {
       page.clear();
       const std::string after = snap->entries.empty() ? std::string() : snap->entries.back().name;
-      TIERFS_RETURN_IF_ERROR(meta_->ListDirEntries(dir_key, after, kSnapshotPage, &page));
+      TIERFS_RETURN_IF_ERROR(
+          StoreFor(dir_key)->ListDirEntries(dir_key, after, kSnapshotPage, &page));
       for (DirEntry& e : page) snap->entries.push_back(std::move(e));
       if (page.size() < kSnapshotPage) break;
     }
@@ -158,8 +168,9 @@ class CatalogImpl final : public Catalog {
     }
     auto [dir, name] = SplitPath(path);
     const std::string dir_key = DirKey(dir);
-    TIERFS_ASSIGN_OR_RETURN(std::optional<DirRecord> rec, meta_->GetDir(dir_key));
-    TIERFS_ASSIGN_OR_RETURN(std::optional<DirEntry> cached, meta_->GetDirEntry(dir_key, name));
+    TIERFS_ASSIGN_OR_RETURN(std::optional<DirRecord> rec, StoreFor(dir_key)->GetDir(dir_key));
+    TIERFS_ASSIGN_OR_RETURN(std::optional<DirEntry> cached,
+                            StoreFor(dir_key)->GetDirEntry(dir_key, name));
     const int64_t now = clock_->NowUnixNanos();
     // Files known to have changed, and files without an ETag (their version is only size and
     // mtime), are HEADed at every open.
@@ -182,7 +193,7 @@ class CatalogImpl final : public Catalog {
         ForgetHead(path);
         ClearInvalidated(path);
         if (cached) {
-          (void)meta_->DeleteDirEntry(dir_key, name);
+          (void)StoreFor(dir_key)->DeleteDirEntry(dir_key, name);
           ForgetSnapshot(dir_key);
         }
         // It may be a directory now (only a prefix exists): the parent listing knows.
@@ -206,7 +217,7 @@ class CatalogImpl final : public Catalog {
     if (rec) {
       // Only cache it beside an existing listing: an entry without a listing record would
       // look like a listing to nobody and be shadowed by the next full listing anyway.
-      Status st = meta_->PutDirEntry(dir_key, e);
+      Status st = StoreFor(dir_key)->PutDirEntry(dir_key, e);
       ForgetSnapshot(dir_key);
       if (!st.ok())
         Logger(Module::kTierCache).warn("cannot cache entry '{}': {}", path, st.ToString());
@@ -258,7 +269,7 @@ class CatalogImpl final : public Catalog {
   // the origin fails. NotFound if `dir` is not a directory of the source.
   Status EnsureListing(std::string_view dir) {
     const std::string dir_key = DirKey(dir);
-    TIERFS_ASSIGN_OR_RETURN(std::optional<DirRecord> rec, meta_->GetDir(dir_key));
+    TIERFS_ASSIGN_OR_RETURN(std::optional<DirRecord> rec, StoreFor(dir_key)->GetDir(dir_key));
     if (rec && Fresh(rec->listed_at_ns, clock_->NowUnixNanos())) {
       ++stats_.listing_hits;
       return Status::OK();
@@ -278,7 +289,7 @@ class CatalogImpl final : public Catalog {
 
   // The single-flight leader's work for EnsureListing.
   Status Refresh(std::string_view dir, const std::string& dir_key) {
-    TIERFS_ASSIGN_OR_RETURN(std::optional<DirRecord> rec, meta_->GetDir(dir_key));
+    TIERFS_ASSIGN_OR_RETURN(std::optional<DirRecord> rec, StoreFor(dir_key)->GetDir(dir_key));
     if (rec && Fresh(rec->listed_at_ns, clock_->NowUnixNanos())) return Status::OK();
     if (!dir.empty()) {
       auto [parent, base] = SplitPath(dir);
@@ -301,8 +312,70 @@ class CatalogImpl final : public Catalog {
     out.listed_at_ns = clock_->NowUnixNanos();
     out.entry_count = entries.size();
     Status put = meta_->ReplaceDir(dir_key, out, entries);
+    if (put.ok()) {
+      LeaveOverflow(dir_key);
+    } else if (put.code() == Status::Code::kNoSpace) {
+      put = KeepInOverflow(dir, dir_key, out, entries, put);
+    }
     ForgetSnapshot(dir_key);
     return put;
+  }
+
+  // ---- listings the metadata store has no room for ----
+
+  MetaStore* StoreFor(const std::string& dir_key) EXCLUDES(overflow_mu_) {
+    MutexLock l(&overflow_mu_);
+    return overflow_dirs_.empty() || !overflow_dirs_.contains(dir_key) ? meta_ : overflow_.get();
+  }
+
+  // Serves the listing from memory after the metadata store refused it (`why`, NoSpace).
+  Status KeepInOverflow(std::string_view dir, const std::string& dir_key, const DirRecord& rec,
+                        std::span<const DirEntry> entries, const Status& why)
+      EXCLUDES(overflow_mu_) {
+    if (entries.size() > kMaxOverflowEntries) return why;  // too large to hold in memory either
+    std::vector<std::string> dropped;
+    {
+      MutexLock l(&overflow_mu_);
+      if (auto it = overflow_dirs_.find(dir_key); it != overflow_dirs_.end()) {
+        overflow_entries_ -= it->second;
+        overflow_dirs_.erase(it);
+        std::erase(overflow_order_, dir_key);
+      }
+      while (overflow_entries_ + entries.size() > kMaxOverflowEntries && !overflow_order_.empty()) {
+        dropped.push_back(overflow_order_.front());
+        overflow_order_.pop_front();
+        overflow_entries_ -= overflow_dirs_[dropped.back()];
+        overflow_dirs_.erase(dropped.back());
+      }
+    }
+    for (const std::string& k : dropped) {
+      (void)overflow_->DropDirs(k);  // a same-prefix sibling dropped too is just listed again
+      ForgetSnapshot(k);
+    }
+    TIERFS_RETURN_IF_ERROR(overflow_->DropDirs(dir_key));
+    TIERFS_RETURN_IF_ERROR(overflow_->ReplaceDir(dir_key, rec, entries));
+    {
+      MutexLock l(&overflow_mu_);
+      overflow_dirs_[dir_key] = entries.size();
+      overflow_order_.push_back(dir_key);
+      overflow_entries_ += entries.size();
+    }
+    ++stats_.overflow_listings;
+    Logger(Module::kTierCache)
+        .warn("cannot store the listing of '{}' ({}); serving it from memory", dir, why.ToString());
+    return Status::OK();
+  }
+
+  void LeaveOverflow(const std::string& dir_key) EXCLUDES(overflow_mu_) {
+    {
+      MutexLock l(&overflow_mu_);
+      auto it = overflow_dirs_.find(dir_key);
+      if (it == overflow_dirs_.end()) return;
+      overflow_entries_ -= it->second;
+      overflow_dirs_.erase(it);
+      std::erase(overflow_order_, dir_key);
+    }
+    (void)overflow_->DropDirs(dir_key);
   }
 
   // ---- background refreshes ----
@@ -341,6 +414,7 @@ class CatalogImpl final : public Catalog {
         // prefix, those of its subdirectories and of same-prefix siblings: they are relisted on
         // their next use), so the next lookup lists afresh and sees it gone.
         Status st = meta_->DropDirs(DirKey(dir));
+        LeaveOverflow(DirKey(dir));
         ForgetSnapshot(DirKey(dir));
         if (!st.ok()) {
           Logger(Module::kTierCache)
@@ -463,6 +537,8 @@ class CatalogImpl final : public Catalog {
 
   static constexpr size_t kMaxHeadTimes = 1 << 16;
   static constexpr size_t kMaxInvalidated = 1 << 16;
+  // Directory entries kept in memory when the metadata store is full (~150 bytes each).
+  static constexpr size_t kMaxOverflowEntries = 1 << 18;
   static constexpr size_t kSnapshotPage = 4096;     // metastore entries read per call
   static constexpr size_t kSnapshotSweepAt = 1024;  // drop dead slots beyond 2x this many
 
@@ -485,6 +561,12 @@ class CatalogImpl final : public Catalog {
   std::unordered_map<std::string, int64_t> head_times_ GUARDED_BY(head_mu_);
   // Files Invalidate() named, until a HEAD has refreshed them.
   std::unordered_set<std::string> invalidated_ GUARDED_BY(head_mu_);
+
+  const std::unique_ptr<MetaStore> overflow_ = NewMemMetaStore();  // thread-safe itself
+  Mutex overflow_mu_;                                              // a leaf
+  std::unordered_map<std::string, size_t> overflow_dirs_ GUARDED_BY(overflow_mu_);  // -> entries
+  std::deque<std::string> overflow_order_ GUARDED_BY(overflow_mu_);                 // oldest first
+  size_t overflow_entries_ GUARDED_BY(overflow_mu_) = 0;
 
   Mutex snap_mu_;  // a leaf
   std::unordered_map<std::string, SnapSlot> snapshots_ GUARDED_BY(snap_mu_);

@@ -58,6 +58,7 @@ struct CatalogStats {
   std::atomic<uint64_t> snapshots_built{0};       // listing snapshots read from the metastore
   std::atomic<uint64_t> snapshots_shared{0};      // Snapshot() answered with an existing one
   std::atomic<uint64_t> invalidations{0};         // files marked changed by Invalidate()
+  std::atomic<uint64_t> overflow_listings{0};     // listings served from memory: meta store full
 };
 
 // The whole listing of one directory at one moment, immutable and shared (Catalog::Snapshot).

@@ -416,5 +416,85 @@ TEST(CatalogLoopTest, CyclicContinuationTokensEndInAClearError) {
   EXPECT_FALSE(rec->has_value());
 }
 
+// A MetaStore whose listing writes fail with NoSpace while `full` is set (LMDB's MDB_MAP_FULL),
+// forwarding everything else to an in-memory store.
+class FullMetaStore : public MetaStore {
+ public:
+  std::atomic<bool> full{true};
+  Result<std::optional<DirRecord>> GetDir(std::string_view k) override { return m_->GetDir(k); }
+  Result<std::optional<DirEntry>> GetDirEntry(std::string_view k, std::string_view n) override {
+    return m_->GetDirEntry(k, n);
+  }
+  Status ListDirEntries(std::string_view k, std::string_view after, size_t max,
+                        std::vector<DirEntry>* out) override {
+    return m_->ListDirEntries(k, after, max, out);
+  }
+  Status ReplaceDir(std::string_view k, const DirRecord& r, std::span<const DirEntry> e) override {
+    if (full) return Status::NoSpace("MDB_MAP_FULL (raise meta map_size)");
+    return m_->ReplaceDir(k, r, e);
+  }
+  Status PutDirEntry(std::string_view k, const DirEntry& e) override {
+    if (full) return Status::NoSpace("MDB_MAP_FULL");
+    return m_->PutDirEntry(k, e);
+  }
+  Status DeleteDirEntry(std::string_view k, std::string_view n) override {
+    return m_->DeleteDirEntry(k, n);
+  }
+  Status DropDirs(std::string_view p) override { return m_->DropDirs(p); }
+  Result<std::optional<BlockRecord>> GetBlock(const BlockKey& k) override {
+    return m_->GetBlock(k);
+  }
+  Status PutBlocks(std::span<const BlockRecord> r) override { return m_->PutBlocks(r); }
+  Status EraseBlocks(std::span<const BlockKey> k) override { return m_->EraseBlocks(k); }
+  Status ScanBlocks(const std::function<bool(const BlockRecord&)>& fn) override {
+    return m_->ScanBlocks(fn);
+  }
+  Result<std::optional<std::string>> GetValue(std::string_view n) override {
+    return m_->GetValue(n);
+  }
+  Status PutValue(std::string_view n, std::string_view v) override { return m_->PutValue(n, v); }
+  Status DeleteValue(std::string_view n) override { return m_->DeleteValue(n); }
+  Status ScanValues(std::string_view p,
+                    const std::function<bool(std::string_view, std::string_view)>& fn) override {
+    return m_->ScanValues(p, fn);
+  }
+  Status Sync() override { return m_->Sync(); }
+  MetaStoreStats Stats() const override { return m_->Stats(); }
+
+ private:
+  std::unique_ptr<MetaStore> m_ = NewMemMetaStore();
+};
+
+TEST_F(CatalogTest, AFullMetaStoreServesListingsFromMemory) {
+  auto full = std::make_unique<FullMetaStore>();
+  FullMetaStore* store = full.get();
+  meta_ = std::move(full);
+  auto c = Open();
+  // Nothing can be stored, yet every directory lists and every name looks up.
+  EXPECT_EQ(Names(c.get(), "a"), (std::vector<std::string>{"b/", "one.bin", "two.bin"}));
+  EXPECT_EQ(Names(c.get(), "a/b/c"), (std::vector<std::string>{"deeper.bin"}));
+  auto e = c->Lookup("a/b/c", "deeper.bin");
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_EQ(e->size, 6u);
+  auto snap = c->Snapshot("a");
+  ASSERT_TRUE(snap.ok()) << snap.status().ToString();
+  EXPECT_EQ((*snap)->entries.size(), 3u);
+  EXPECT_GE(c->Stats().overflow_listings.load(), 4u);  // "", "a", "a/b", "a/b/c"
+  // Served from memory while fresh: no relisting.
+  const uint64_t lists = c->Stats().list_requests.load();
+  EXPECT_TRUE(c->Lookup("a", "one.bin").ok());
+  EXPECT_EQ(c->Stats().list_requests.load(), lists);
+  // Once the store has room again, the next refresh stores the listing there.
+  store->full = false;
+  clock_.Advance(std::chrono::seconds(120));
+  c->TEST_WaitForRefreshes();
+  EXPECT_TRUE(c->Lookup("a", "one.bin").ok());
+  c->TEST_WaitForRefreshes();
+  auto rec = store->GetDir(std::string(origin_.Describe()) + "\na");
+  ASSERT_TRUE(rec.ok());
+  EXPECT_TRUE(rec->has_value());
+  EXPECT_EQ(Names(c.get(), "a"), (std::vector<std::string>{"b/", "one.bin", "two.bin"}));
+}
+
 }  // namespace
 }  // namespace tierfs
