@@ -33,6 +33,7 @@
 #include "blobclient/adaptive.h"
 #include "blobclient/blob_store.h"
 #include "blobclient/http_transport.h"
+#include "blobclient/list_xml.h"
 #include "blobclient/sigv4.h"
 
 namespace tierfs {
@@ -686,43 +687,8 @@ class S3BlobStore final : public BlobStore {
   }
 
   Result<ListPage> ParseList(const std::string& xml, const std::string& context) {
-    pugi::xml_document doc;
-    pugi::xml_parse_result pr = doc.load_buffer(xml.data(), xml.size());
-    if (!pr) {
-      return Fail(
-          Status::Corruption(context + ": unparsable ListObjectsV2 XML: " + pr.description()));
-    }
-    pugi::xml_node root = doc.child("ListBucketResult");
-    if (!root) return Fail(Status::Corruption(context + ": no ListBucketResult in the answer"));
-    const bool url_encoded = std::string_view(root.child_value("EncodingType")) == "url";
-    auto decode = [url_encoded](const char* s) {
-      return url_encoded ? blobclient::UriDecode(s, /*plus_is_space=*/true) : std::string(s);
-    };
-    const std::string& strip = options_.prefix;
-    ListPage page;
-    for (pugi::xml_node n : root.children("Contents")) {
-      std::string key = decode(n.child_value("Key"));
-      if (!key.starts_with(strip) || key.size() == strip.size()) continue;
-      ListEntry e;
-      e.key = key.substr(strip.size());
-      if (!ParseU64(n.child_value("Size"), &e.info.size)) {
-        return Fail(Status::Corruption(context + ": bad <Size> for " + key));
-      }
-      e.info.etag = StripQuotes(n.child_value("ETag"));
-      e.info.mtime_ns = ParseIso8601(n.child_value("LastModified"));
-      page.objects.push_back(std::move(e));
-    }
-    for (pugi::xml_node n : root.children("CommonPrefixes")) {
-      std::string p = decode(n.child_value("Prefix"));
-      if (!p.starts_with(strip) || p.size() == strip.size()) continue;
-      page.prefixes.push_back(p.substr(strip.size()));
-    }
-    if (std::string_view(root.child_value("IsTruncated")) == "true") {
-      page.next_token = root.child_value("NextContinuationToken");
-      if (page.next_token.empty()) {
-        return Fail(Status::Corruption(context + ": truncated listing without a token"));
-      }
-    }
+    Result<ListPage> page = blobclient::ParseListObjectsV2(xml, options_.prefix, context);
+    if (!page.ok()) return Fail(page.status());
     return page;
   }
 
@@ -744,6 +710,51 @@ class S3BlobStore final : public BlobStore {
 };
 
 }  // namespace
+
+namespace blobclient {
+
+Result<ListPage> ParseListObjectsV2(std::string_view xml, std::string_view strip,
+                                    std::string_view context) {
+  const std::string ctx(context);
+  pugi::xml_document doc;
+  pugi::xml_parse_result pr = doc.load_buffer(xml.data(), xml.size());
+  if (!pr) {
+    return Status::Corruption(ctx + ": unparsable ListObjectsV2 XML: " + pr.description());
+  }
+  pugi::xml_node root = doc.child("ListBucketResult");
+  if (!root) return Status::Corruption(ctx + ": no ListBucketResult in the answer");
+  const bool url_encoded = std::string_view(root.child_value("EncodingType")) == "url";
+  auto decode = [url_encoded](const char* s) {
+    return url_encoded ? UriDecode(s, /*plus_is_space=*/true) : std::string(s);
+  };
+  ListPage page;
+  for (pugi::xml_node n : root.children("Contents")) {
+    std::string key = decode(n.child_value("Key"));
+    if (!key.starts_with(strip) || key.size() == strip.size()) continue;
+    ListEntry e;
+    e.key = key.substr(strip.size());
+    if (!ParseU64(n.child_value("Size"), &e.info.size)) {
+      return Status::Corruption(ctx + ": bad <Size> for " + key);
+    }
+    e.info.etag = StripQuotes(n.child_value("ETag"));
+    e.info.mtime_ns = ParseIso8601(n.child_value("LastModified"));
+    page.objects.push_back(std::move(e));
+  }
+  for (pugi::xml_node n : root.children("CommonPrefixes")) {
+    std::string p = decode(n.child_value("Prefix"));
+    if (!p.starts_with(strip) || p.size() == strip.size()) continue;
+    page.prefixes.push_back(p.substr(strip.size()));
+  }
+  if (std::string_view(root.child_value("IsTruncated")) == "true") {
+    page.next_token = root.child_value("NextContinuationToken");
+    if (page.next_token.empty()) {
+      return Status::Corruption(ctx + ": truncated listing without a token");
+    }
+  }
+  return page;
+}
+
+}  // namespace blobclient
 
 Result<std::unique_ptr<BlobStore>> NewS3BlobStore(const S3Options& options,
                                                   HttpTransport* transport, Clock* clock) {

@@ -414,6 +414,7 @@ int RunMount(DaemonOptions o, const std::string& config_path, const MountFlags& 
     }
   }
   if (Status s = ResolveL3Credentials(&o, RealGetEnv); !s.ok()) return usage(s);
+  if (Status s = LoadL3Key(&o); !s.ok()) return usage(s);
   if (o.fuse.allow_other && getuid() != 0 && !UserAllowOtherConfigured()) {
     std::fprintf(stderr,
                  "tierfs mount: warning: allow_other needs user_allow_other in /etc/fuse.conf; "
@@ -561,8 +562,11 @@ int RunL3Gc(const std::string& config_path, const MountFlags& flags,
     return kExitRuntime;
   }
   const char* verb = dry_run ? "would delete" : "deleted";
-  std::printf("found %llu blocks (%s)\n", static_cast<unsigned long long>(rep->objects),
+  std::printf("found %llu objects (%s)\n", static_cast<unsigned long long>(rep->objects),
               FormatSize(rep->bytes).c_str());
+  std::printf("left alone %llu objects (%s) that are not tierfs blocks\n",
+              static_cast<unsigned long long>(rep->foreign),
+              FormatSize(rep->foreign_bytes).c_str());
   std::printf("%s %llu expired blocks (%s)\n", verb, static_cast<unsigned long long>(rep->expired),
               FormatSize(rep->expired_bytes).c_str());
   std::printf("%s %llu oldest blocks (%s) to fit max_bytes\n", verb,
