@@ -125,12 +125,23 @@ std::string StripQuotes(std::string_view s) {
   return std::string(s);
 }
 
+// Seconds since the epoch → ns. False outside what int64 ns holds (years before 1678 or after
+// 2261: a server's date is not trusted to be sane); the callers then answer 0, as for an
+// unparsable date.
+bool SecondsToNanos(time_t s, int64_t* ns) {
+  constexpr int64_t kMaxSeconds = INT64_MAX / 1'000'000'000LL - 1;
+  if (s > kMaxSeconds || s < -kMaxSeconds) return false;
+  *ns = static_cast<int64_t>(s) * 1'000'000'000LL;
+  return true;
+}
+
 // "Wed, 12 Oct 2009 17:50:00 GMT" → ns since the epoch; 0 if unparsable.
 int64_t ParseHttpDate(std::string_view s) {
   std::tm tm{};
   std::string str(s);
+  int64_t ns = 0;
   if (strptime(str.c_str(), "%a, %d %b %Y %H:%M:%S", &tm) == nullptr) return 0;
-  return static_cast<int64_t>(timegm(&tm)) * 1'000'000'000LL;
+  return SecondsToNanos(timegm(&tm), &ns) ? ns : 0;
 }
 
 // "2009-10-12T17:50:30.000Z" → ns since the epoch; 0 if unparsable.
@@ -139,7 +150,8 @@ int64_t ParseIso8601(std::string_view s) {
   std::string str(s);
   const char* rest = strptime(str.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
   if (rest == nullptr) return 0;
-  int64_t ns = static_cast<int64_t>(timegm(&tm)) * 1'000'000'000LL;
+  int64_t ns = 0;
+  if (!SecondsToNanos(timegm(&tm), &ns)) return 0;
   if (*rest == '.') {
     int64_t frac = 0, scale = 1'000'000'000LL;
     for (++rest; *rest >= '0' && *rest <= '9'; ++rest) {
@@ -156,7 +168,9 @@ bool ParseU64(std::string_view s, uint64_t* out) {
   uint64_t v = 0;
   for (char c : s) {
     if (c < '0' || c > '9') return false;
-    v = v * 10 + static_cast<uint64_t>(c - '0');
+    const auto d = static_cast<uint64_t>(c - '0');
+    if (v > (UINT64_MAX - d) / 10) return false;  // does not fit in 64 bits
+    v = v * 10 + d;
   }
   *out = v;
   return true;
