@@ -30,6 +30,8 @@ std::vector<std::byte> ChunkTrailer(std::span<const std::byte> data) {
 }
 
 Result<ChunkSpan> ChunksFor(uint64_t block_len, uint64_t offset, uint64_t length) {
+  // L2 records a block's length as u32; past that the file offsets below could overflow.
+  if (block_len > UINT32_MAX) return Status::InvalidArgument("block longer than 4 GiB");
   if (length == 0 || offset >= block_len || length > block_len - offset) {
     return Status::InvalidArgument("range outside the block");
   }

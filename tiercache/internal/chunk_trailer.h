@@ -35,8 +35,8 @@ struct ChunkSpan {
   uint64_t sums_begin = 0;       // file offset of chunk `first`'s trailer entry
   uint64_t sums_bytes = 0;       // (last - first + 1) * 8
 };
-// InvalidArgument for an empty range or one not inside the block (overflow-safe: offset and
-// length may be anything).
+// InvalidArgument for an empty range, one not inside the block, or a block longer than
+// UINT32_MAX bytes (L2's limit; overflow-safe: the arguments may be anything).
 Result<ChunkSpan> ChunksFor(uint64_t block_len, uint64_t offset, uint64_t length);
 
 // Whether `data` (whole chunks as read from the file, the last one possibly short) matches
