@@ -673,7 +673,8 @@ int Main(int argc, char** argv) {
   CLI::App* gc = l3_cmd->add_subcommand(
       "gc",
       "Delete L3 blocks older than the TTL, then the oldest blocks until the tier holds at "
-      "most --l3-max-bytes");
+      "most --l3-max-bytes. Only objects in tierfs's block format are deleted (checked by "
+      "name and header); anything else under blocks/ is reported and left alone");
   std::string gc_config, gc_l3, gc_endpoint, gc_region, gc_ttl, gc_max;
   bool gc_dry = false;
   gc->add_option("--config", gc_config, "TOML config file with the cache.l3* keys");
