@@ -187,6 +187,11 @@ class RemoteTier final : public Tier {
   Status Verify(const BlockKey& key, std::span<const std::byte> obj, uint64_t* stored_ns) const {
     Result<L3Header> h = ParseL3Object(obj, MacKey());
     if (!h.ok()) return h.status();
+    // The read buffer has room for the longer (version 2) header, so a version 1 object could
+    // carry 32 bytes more than a block: never more than block_size.
+    if (h->length > options_.block_size) {
+      return Status::Corruption("length " + std::to_string(h->length) + " exceeds the block size");
+    }
     if (h->key != key) return Status::Corruption("header names another block");
     *stored_ns = h->stored_ns;
     return Status::OK();

@@ -239,6 +239,11 @@ TEST_F(RemoteTierTest, WithoutAKeyBothVersionsAreReadOnTheirChecksum) {
     ASSERT_TRUE(r.ok()) << i << ": " << r.status().ToString();
     EXPECT_EQ(AsString((*r)->data()), data);
   }
+  // A version 1 object holding more than a block (it fits the read buffer, sized for the
+  // version 2 header) is refused.
+  store_.PutObject("blocks/" + BlockKeyHex(Key(3)), Encode(Key(3), Pattern(kBs + 32, 1), ""));
+  EXPECT_TRUE(t->Read(Key(3)).status().IsNotFound());
+  EXPECT_EQ(t->Stats().corruptions, 1u);
   // A keyless writer still writes version 1 (old daemons read it).
   TC_ASSERT_OK(t->Insert(Key(2), MakeBlock(data), {}));
   ASSERT_TRUE(Drain(*t));
