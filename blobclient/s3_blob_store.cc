@@ -40,6 +40,7 @@
 #include "blobclient/adaptive.h"
 #include "blobclient/blob_store.h"
 #include "blobclient/http_transport.h"
+#include "blobclient/list_xml.h"
 #include "blobclient/sigv4.h"
 
 namespace tierfs {
@@ -131,12 +132,23 @@ std::string StripQuotes(std::string_view s) {
   return std::string(s);
 }
 
+// Seconds since the epoch → ns. False outside what int64 ns holds (years before 1678 or after
+// 2261: a server's date is not trusted to be sane); the callers then answer 0, as for an
+// unparsable date.
+bool SecondsToNanos(time_t s, int64_t* ns) {
+  constexpr int64_t kMaxSeconds = INT64_MAX / 1'000'000'000LL - 1;
+  if (s > kMaxSeconds || s < -kMaxSeconds) return false;
+  *ns = static_cast<int64_t>(s) * 1'000'000'000LL;
+  return true;
+}
+
 // "Wed, 12 Oct 2009 17:50:00 GMT" → ns since the epoch; 0 if unparsable.
 int64_t ParseHttpDate(std::string_view s) {
   std::tm tm{};
   std::string str(s);
+  int64_t ns = 0;
   if (strptime(str.c_str(), "%a, %d %b %Y %H:%M:%S", &tm) == nullptr) return 0;
-  return static_cast<int64_t>(timegm(&tm)) * 1'000'000'000LL;
+  return SecondsToNanos(timegm(&tm), &ns) ? ns : 0;
 }
 
 // "2009-10-12T17:50:30.000Z" → ns since the epoch; 0 if unparsable.
@@ -145,7 +157,8 @@ int64_t ParseIso8601(std::string_view s) {
   std::string str(s);
   const char* rest = strptime(str.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
   if (rest == nullptr) return 0;
-  int64_t ns = static_cast<int64_t>(timegm(&tm)) * 1'000'000'000LL;
+  int64_t ns = 0;
+  if (!SecondsToNanos(timegm(&tm), &ns)) return 0;
   if (*rest == '.') {
     int64_t frac = 0, scale = 1'000'000'000LL;
     for (++rest; *rest >= '0' && *rest <= '9'; ++rest) {
@@ -875,43 +888,8 @@ class S3BlobStore final : public BlobStore {
   }
 
   Result<ListPage> ParseList(const std::string& xml, const std::string& context) {
-    pugi::xml_document doc;
-    pugi::xml_parse_result pr = doc.load_buffer(xml.data(), xml.size());
-    if (!pr) {
-      return Fail(
-          Status::Corruption(context + ": unparsable ListObjectsV2 XML: " + pr.description()));
-    }
-    pugi::xml_node root = doc.child("ListBucketResult");
-    if (!root) return Fail(Status::Corruption(context + ": no ListBucketResult in the answer"));
-    const bool url_encoded = std::string_view(root.child_value("EncodingType")) == "url";
-    auto decode = [url_encoded](const char* s) {
-      return url_encoded ? blobclient::UriDecode(s, /*plus_is_space=*/true) : std::string(s);
-    };
-    const std::string& strip = options_.prefix;
-    ListPage page;
-    for (pugi::xml_node n : root.children("Contents")) {
-      std::string key = decode(n.child_value("Key"));
-      if (!key.starts_with(strip) || key.size() == strip.size()) continue;
-      ListEntry e;
-      e.key = key.substr(strip.size());
-      if (!ParseU64(n.child_value("Size"), &e.info.size)) {
-        return Fail(Status::Corruption(context + ": bad <Size> for " + key));
-      }
-      e.info.etag = StripQuotes(n.child_value("ETag"));
-      e.info.mtime_ns = ParseIso8601(n.child_value("LastModified"));
-      page.objects.push_back(std::move(e));
-    }
-    for (pugi::xml_node n : root.children("CommonPrefixes")) {
-      std::string p = decode(n.child_value("Prefix"));
-      if (!p.starts_with(strip) || p.size() == strip.size()) continue;
-      page.prefixes.push_back(p.substr(strip.size()));
-    }
-    if (std::string_view(root.child_value("IsTruncated")) == "true") {
-      page.next_token = root.child_value("NextContinuationToken");
-      if (page.next_token.empty()) {
-        return Fail(Status::Corruption(context + ": truncated listing without a token"));
-      }
-    }
+    Result<ListPage> page = blobclient::ParseListObjectsV2(xml, options_.prefix, context);
+    if (!page.ok()) return Fail(page.status());
     return page;
   }
 
@@ -933,6 +911,51 @@ class S3BlobStore final : public BlobStore {
 };
 
 }  // namespace
+
+namespace blobclient {
+
+Result<ListPage> ParseListObjectsV2(std::string_view xml, std::string_view strip,
+                                    std::string_view context) {
+  const std::string ctx(context);
+  pugi::xml_document doc;
+  pugi::xml_parse_result pr = doc.load_buffer(xml.data(), xml.size());
+  if (!pr) {
+    return Status::Corruption(ctx + ": unparsable ListObjectsV2 XML: " + pr.description());
+  }
+  pugi::xml_node root = doc.child("ListBucketResult");
+  if (!root) return Status::Corruption(ctx + ": no ListBucketResult in the answer");
+  const bool url_encoded = std::string_view(root.child_value("EncodingType")) == "url";
+  auto decode = [url_encoded](const char* s) {
+    return url_encoded ? UriDecode(s, /*plus_is_space=*/true) : std::string(s);
+  };
+  ListPage page;
+  for (pugi::xml_node n : root.children("Contents")) {
+    std::string key = decode(n.child_value("Key"));
+    if (!key.starts_with(strip) || key.size() == strip.size()) continue;
+    ListEntry e;
+    e.key = key.substr(strip.size());
+    if (!ParseU64(n.child_value("Size"), &e.info.size)) {
+      return Status::Corruption(ctx + ": bad <Size> for " + key);
+    }
+    e.info.etag = StripQuotes(n.child_value("ETag"));
+    e.info.mtime_ns = ParseIso8601(n.child_value("LastModified"));
+    page.objects.push_back(std::move(e));
+  }
+  for (pugi::xml_node n : root.children("CommonPrefixes")) {
+    std::string p = decode(n.child_value("Prefix"));
+    if (!p.starts_with(strip) || p.size() == strip.size()) continue;
+    page.prefixes.push_back(p.substr(strip.size()));
+  }
+  if (std::string_view(root.child_value("IsTruncated")) == "true") {
+    page.next_token = root.child_value("NextContinuationToken");
+    if (page.next_token.empty()) {
+      return Status::Corruption(ctx + ": truncated listing without a token");
+    }
+  }
+  return page;
+}
+
+}  // namespace blobclient
 
 Result<std::unique_ptr<BlobStore>> NewS3BlobStore(const S3Options& options,
                                                   HttpTransport* transport, Clock* clock) {

@@ -1,12 +1,14 @@
 #include "blobclient/sigv4.h"
 
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <ctime>
 #include <map>
+#include <span>
+
+#include "blobclient/hmac.h"
 
 namespace tierfs::blobclient {
 namespace {
@@ -25,11 +27,9 @@ std::string ToHex(const unsigned char* p, size_t n) {
 }
 
 std::string HmacSha256(std::string_view key, std::string_view data) {
-  unsigned char out[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-       reinterpret_cast<const unsigned char*>(data.data()), data.size(), out, &len);
-  return std::string(reinterpret_cast<char*>(out), len);
+  const HmacSha256Digest mac =
+      tierfs::HmacSha256(std::as_bytes(std::span(key)), {std::as_bytes(std::span(data))});
+  return std::string(reinterpret_cast<const char*>(mac.data()), mac.size());
 }
 
 bool IsUnreserved(unsigned char c) {

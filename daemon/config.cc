@@ -1,6 +1,8 @@
 #include "daemon/config.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <toml++/toml.h>
 #include <unistd.h>
 
@@ -10,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <type_traits>
 
 #include "base/strings.h"
 #include "base/units.h"
@@ -57,10 +60,15 @@ Status ParseAddressing(std::string_view v, S3Options::Addressing* out) {
   return Status::OK();
 }
 
-Status CheckUint32(int64_t v, uint32_t* out) {
-  if (v < 0 || v > 0xffffffffLL)
-    return Status::InvalidArgument(fmt::format("{} is out of range", v));
-  *out = static_cast<uint32_t>(v);
+// An integer key's value, range-checked before it is narrowed (a 2^40 given for an int must be
+// an error, not a wrapped 0). The caller's message names the key.
+template <typename T>
+Status NarrowInt(int64_t v, int64_t lo, int64_t hi, T* out) {
+  static_assert(std::is_integral_v<T>);
+  if (v < lo || v > hi) {
+    return Status::InvalidArgument(fmt::format("{} is out of range (must be {}..{})", v, lo, hi));
+  }
+  *out = static_cast<T>(v);
   return Status::OK();
 }
 
@@ -86,6 +94,8 @@ Status ParseMode(std::string_view what, std::string_view text, uint32_t* out) {
   return Status::OK();
 }
 
+Status CheckUint32(int64_t v, uint32_t* out) { return NarrowInt(v, 0, 0xffffffffLL, out); }
+
 const std::vector<KeySpec>& Schema() {
   static const std::vector<KeySpec> kSchema = {
       // [cache]
@@ -106,8 +116,7 @@ const std::vector<KeySpec>& Schema() {
        }},
       {"cache", "l1_shards", Kind::kInt,
        [](const Value& v, DaemonOptions* o) {
-         o->l1.shards = static_cast<int>(v.i);
-         return Status::OK();
+         return NarrowInt(v.i, 1, 1024, &o->l1.shards);
        }},
       {"cache", "l2_size", Kind::kSize,
        [](const Value& v, DaemonOptions* o) {
@@ -132,20 +141,15 @@ const std::vector<KeySpec>& Schema() {
        }},
       {"cache", "prefetch_job_threads", Kind::kInt,
        [](const Value& v, DaemonOptions* o) {
-         if (v.i < 1 || v.i > 64) return Status::InvalidArgument("must be in [1, 64]");
-         o->prefetch_jobs.threads = static_cast<int>(v.i);
-         return Status::OK();
+         return NarrowInt(v.i, 1, 64, &o->prefetch_jobs.threads);
        }},
       {"cache", "fetch_threads", Kind::kInt,
        [](const Value& v, DaemonOptions* o) {
-         if (v.i < 1 || v.i > 1024) return Status::InvalidArgument("must be in [1, 1024]");
-         o->cache.fetch_threads = static_cast<int>(v.i);
-         return Status::OK();
+         return NarrowInt(v.i, 1, 1024, &o->cache.fetch_threads);
        }},
       {"cache", "prefetch_threads", Kind::kInt,
        [](const Value& v, DaemonOptions* o) {
-         o->cache.prefetch_threads = static_cast<int>(v.i);
-         return Status::OK();
+         return NarrowInt(v.i, 0, 256, &o->cache.prefetch_threads);
        }},
       {"cache", "readahead_max", Kind::kSize,
        [](const Value& v, DaemonOptions* o) {
@@ -154,8 +158,7 @@ const std::vector<KeySpec>& Schema() {
        }},
       {"cache", "prefetch_next_files", Kind::kInt,
        [](const Value& v, DaemonOptions* o) {
-         o->fs.next_files = static_cast<int>(v.i);
-         return Status::OK();
+         return NarrowInt(v.i, 0, 1024, &o->fs.next_files);
        }},
       {"cache", "readahead_budget", Kind::kSize,
        [](const Value& v, DaemonOptions* o) {
@@ -210,14 +213,11 @@ const std::vector<KeySpec>& Schema() {
        }},
       {"cache", "l3_write_queue", Kind::kInt,
        [](const Value& v, DaemonOptions* o) {
-         if (v.i < 1 || v.i > 65536) return Status::InvalidArgument("must be 1..65536 (blocks)");
-         o->l3_tier.write_queue = static_cast<size_t>(v.i);
-         return Status::OK();
+         return NarrowInt(v.i, 1, 65536, &o->l3_tier.write_queue);
        }},
       {"cache", "l3_write_threads", Kind::kInt,
        [](const Value& v, DaemonOptions* o) {
-         o->l3_tier.write_threads = static_cast<int>(v.i);
-         return Status::OK();
+         return NarrowInt(v.i, 1, 64, &o->l3_tier.write_threads);
        }},
       {"cache", "l3_request_timeout", Kind::kDuration,
        [](const Value& v, DaemonOptions* o) {
@@ -226,7 +226,12 @@ const std::vector<KeySpec>& Schema() {
        }},
       {"cache", "l3_max_attempts", Kind::kInt,
        [](const Value& v, DaemonOptions* o) {
-         o->l3_store.max_attempts = static_cast<int>(v.i);
+         return NarrowInt(v.i, 1, 100, &o->l3_store.max_attempts);
+       }},
+      {"cache", "l3_key_file", Kind::kString,
+       [](const Value& v, DaemonOptions* o) {
+         if (v.str.empty()) return Status::InvalidArgument("must not be empty (leave it out)");
+         o->l3_key_file = v.str;
          return Status::OK();
        }},
       // [metadata]
@@ -282,8 +287,7 @@ const std::vector<KeySpec>& Schema() {
        }},
       {"s3", "max_attempts", Kind::kInt,
        [](const Value& v, DaemonOptions* o) {
-         o->origin.max_attempts = static_cast<int>(v.i);
-         return Status::OK();
+         return NarrowInt(v.i, 1, 100, &o->origin.max_attempts);
        }},
       {"s3", "backoff_base", Kind::kDuration,
        [](const Value& v, DaemonOptions* o) {
@@ -297,16 +301,15 @@ const std::vector<KeySpec>& Schema() {
        }},
       {"s3", "max_connections", Kind::kInt,
        [](const Value& v, DaemonOptions* o) {
-         o->origin.max_connections = static_cast<int>(v.i);
-         o->http.max_host_connections = static_cast<int>(v.i);
+         TIERFS_RETURN_IF_ERROR(NarrowInt(v.i, 1, 4096, &o->origin.max_connections));
+         o->http.max_host_connections = o->origin.max_connections;
          o->http.max_total_connections =
-             std::max<int>(o->http.max_total_connections, static_cast<int>(v.i));
+             std::max<int>(o->http.max_total_connections, o->origin.max_connections);
          return Status::OK();
        }},
       {"s3", "initial_concurrency", Kind::kInt,
        [](const Value& v, DaemonOptions* o) {
-         o->origin.initial_concurrency = static_cast<int>(v.i);
-         return Status::OK();
+         return NarrowInt(v.i, 1, 4096, &o->origin.initial_concurrency);
        }},
       {"s3", "hedge", Kind::kBool,
        [](const Value& v, DaemonOptions* o) {
@@ -333,20 +336,16 @@ const std::vector<KeySpec>& Schema() {
        }},
       {"s3", "max_parts_in_flight", Kind::kInt,
        [](const Value& v, DaemonOptions* o) {
-         o->origin.max_parts_in_flight = static_cast<int>(v.i);
-         return Status::OK();
+         return NarrowInt(v.i, 1, 256, &o->origin.max_parts_in_flight);
        }},
       // [fuse]
       {"fuse", "max_threads", Kind::kInt,
        [](const Value& v, DaemonOptions* o) {
-         o->fuse.max_threads = static_cast<int>(v.i);
-         return Status::OK();
+         return NarrowInt(v.i, 1, 1024, &o->fuse.max_threads);
        }},
       {"fuse", "remote_threads", Kind::kInt,
        [](const Value& v, DaemonOptions* o) {
-         if (v.i < 1 || v.i > 4096) return Status::InvalidArgument("must be in [1, 4096]");
-         o->fuse.remote_threads = static_cast<int>(v.i);
-         return Status::OK();
+         return NarrowInt(v.i, 1, 4096, &o->fuse.remote_threads);
        }},
       {"fuse", "clone_fd", Kind::kBool,
        [](const Value& v, DaemonOptions* o) {
@@ -531,6 +530,11 @@ Status ConvertValue(const toml::node& n, Kind kind, Value* v, std::string* why) 
         int64_t i = *n.value<int64_t>();
         if (i < 0) {
           *why = fmt::format("{} is negative", i);
+          return Status::InvalidArgument("value");
+        }
+        // Seconds as nanoseconds must stay below kForever (INT64_MAX ns, ~292 years).
+        if (i >= std::chrono::duration_cast<std::chrono::seconds>(kForever).count()) {
+          *why = fmt::format("{} seconds is too long (or \"forever\")", i);
           return Status::InvalidArgument("value");
         }
         v->duration = std::chrono::seconds(i);
@@ -963,6 +967,63 @@ Status ResolveL3Credentials(DaemonOptions* o, const GetEnvFn& getenv) {
   return Status::OK();
 }
 
+Status LoadL3Key(DaemonOptions* o) {
+  o->l3_tier.mac_key.clear();
+  if (o->l3.empty() || o->l3_key_file.empty()) return Status::OK();
+  const std::string& path = o->l3_key_file;
+  auto bad = [&](std::string_view why) {
+    return Status::InvalidArgument(fmt::format("cache.l3_key_file: '{}' {}", path, why));
+  };
+  // Followed if a symlink (Kubernetes mounts secrets through them); checked on what was opened.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return bad(fmt::format("cannot be opened: {}", std::strerror(errno)));
+  struct stat st {};
+  std::string key;
+  Status result = Status::OK();
+  if (::fstat(fd, &st) != 0) {
+    result = bad(fmt::format("cannot be read: {}", std::strerror(errno)));
+  } else if (!S_ISREG(st.st_mode)) {
+    result = bad("is not a regular file");
+  } else if ((st.st_mode & 077) != 0) {
+    result = bad(fmt::format(
+        "is accessible by group or others (mode {:04o}); the key must be private: chmod 600 it",
+        st.st_mode & 07777));
+  } else if (st.st_size > kMaxL3KeyFileBytes) {
+    result = bad(
+        fmt::format("holds {} bytes; a key file holds at most {}", st.st_size, kMaxL3KeyFileBytes));
+  } else {
+    key.resize(static_cast<size_t>(kMaxL3KeyFileBytes) + 1);
+    size_t got = 0;
+    while (got < key.size()) {
+      const ssize_t n = ::read(fd, key.data() + got, key.size() - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        result = bad(fmt::format("cannot be read: {}", std::strerror(errno)));
+        break;
+      }
+      if (n == 0) break;
+      got += static_cast<size_t>(n);
+    }
+    key.resize(got);
+  }
+  ::close(fd);
+  TIERFS_RETURN_IF_ERROR(result);
+  if (key.size() > static_cast<size_t>(kMaxL3KeyFileBytes)) {
+    return bad(fmt::format("holds more than {} bytes", kMaxL3KeyFileBytes));
+  }
+  // One trailing newline (as `echo` or an editor leaves it) is not part of the key, so hosts
+  // whose files differ only in it agree.
+  if (!key.empty() && key.back() == '\n') key.pop_back();
+  if (!key.empty() && key.back() == '\r') key.pop_back();
+  if (key.size() < kMinL3KeyBytes) {
+    return bad(
+        fmt::format("holds {} bytes; a key needs at least {} (e.g. head -c 32 /dev/urandom > FILE)",
+                    key.size(), kMinL3KeyBytes));
+  }
+  o->l3_tier.mac_key = std::move(key);
+  return Status::OK();
+}
+
 Status Validate(const DaemonOptions& o) {
   auto bad = [](std::string_view key, std::string_view why) {
     return Status::InvalidArgument(fmt::format("{}: {}", key, why));
@@ -1057,11 +1118,12 @@ std::string DescribeOptions(const DaemonOptions& o) {
         EscapeForLog(o.origin.region), o.no_sign_request ? "anonymous" : "signed");
   }
   if (!o.l3.empty()) {
-    s += fmt::format(" l3={} l3_endpoint={} l3_region={} l3_ttl={} l3_write_queue={}",
+    s += fmt::format(" l3={} l3_endpoint={} l3_region={} l3_ttl={} l3_write_queue={} l3_mac={}",
                      EscapeForLog(RedactUrl(o.l3)),
                      o.l3_store.endpoint.empty() ? "(aws default)"
                                                  : EscapeForLog(RedactUrl(o.l3_store.endpoint)),
-                     o.l3_store.region, FormatDuration(o.l3_tier.ttl), o.l3_tier.write_queue);
+                     o.l3_store.region, FormatDuration(o.l3_tier.ttl), o.l3_tier.write_queue,
+                     o.l3_key_file.empty() ? "none" : "hmac-sha256");
   }
   return s;
 }

@@ -9,7 +9,8 @@
 //               readahead_max, readahead_budget, prefetch_next_files,
 //               l3, l3_endpoint, l3_region, l3_profile, l3_access_key_id_env,
 //               l3_secret_access_key_env, l3_no_sign_request, l3_ttl, l3_max_bytes,
-//               l3_write_queue, l3_write_threads, l3_request_timeout, l3_max_attempts
+//               l3_write_queue, l3_write_threads, l3_request_timeout, l3_max_attempts,
+//               l3_key_file
 //   [metadata]  ttl
 //   [s3]        endpoint, region, addressing, profile, no_sign_request, ca_bundle,
 //               connect_timeout, request_timeout, low_speed_time, max_attempts, backoff_base,
@@ -102,6 +103,9 @@ struct DaemonOptions {
   std::string l3_access_key_id_env;
   std::string l3_secret_access_key_env;
   bool l3_no_sign_request = false;
+  // cache.l3_key_file: a private file (mode 0600 or stricter) holding the secret key of the L3
+  // objects' HMAC; read by LoadL3Key into l3_tier.mac_key. Empty: L3 objects carry no MAC.
+  std::string l3_key_file;
   RemoteTierOptions l3_tier;  // ttl, write queue; block_size = cache.block_size
   RemoteGcOptions l3_gc;      // max_bytes (cache.l3_max_bytes); ttl = l3_tier.ttl
   S3Options l3_store = DefaultL3StoreOptions();
@@ -181,6 +185,17 @@ Status ResolveL3Credentials(DaemonOptions* out, const GetEnvFn& getenv);
 // (L3, then the origin): the bound of every wait on the network (TieredCacheOptions::
 // wait_timeout; FuseOptions::request_timeout adds one request timeout). Set by FinishOptions.
 std::chrono::nanoseconds NetworkWaitBound(const DaemonOptions& options);
+
+// cache.l3_key_file: a key needs at least 32 bytes (256 bits, the HMAC-SHA256 strength); a file
+// larger than 4 KiB is not a key file.
+inline constexpr size_t kMinL3KeyBytes = 32;
+inline constexpr int64_t kMaxL3KeyFileBytes = 4096;
+
+// Reads cache.l3_key_file into l3_tier.mac_key (nothing to do without `l3` or a key file). The
+// file must be a regular file, not accessible by group or others, of at least kMinL3KeyBytes
+// bytes after one trailing newline is dropped. InvalidArgument naming cache.l3_key_file and the
+// path otherwise; the key itself never appears in a message.
+Status LoadL3Key(DaemonOptions* out);
 
 // Checks every setting; InvalidArgument naming the key.
 Status Validate(const DaemonOptions& options);

@@ -416,6 +416,7 @@ int RunMount(DaemonOptions o, const std::string& config_path, const MountFlags& 
     }
   }
   if (Status s = ResolveL3Credentials(&o, RealGetEnv); !s.ok()) return usage(s);
+  if (Status s = LoadL3Key(&o); !s.ok()) return usage(s);
   if (o.fuse.allow_other && getuid() != 0 && !UserAllowOtherConfigured()) {
     std::fprintf(stderr,
                  "tierfs mount: warning: allow_other needs user_allow_other in /etc/fuse.conf; "
@@ -568,8 +569,11 @@ int RunL3Gc(const std::string& config_path, const MountFlags& flags,
     return kExitRuntime;
   }
   const char* verb = dry_run ? "would delete" : "deleted";
-  std::printf("found %llu blocks (%s)\n", static_cast<unsigned long long>(rep->objects),
+  std::printf("found %llu objects (%s)\n", static_cast<unsigned long long>(rep->objects),
               FormatSize(rep->bytes).c_str());
+  std::printf("left alone %llu objects (%s) that are not tierfs blocks\n",
+              static_cast<unsigned long long>(rep->foreign),
+              FormatSize(rep->foreign_bytes).c_str());
   std::printf("%s %llu expired blocks (%s)\n", verb, static_cast<unsigned long long>(rep->expired),
               FormatSize(rep->expired_bytes).c_str());
   std::printf("%s %llu oldest blocks (%s) to fit max_bytes\n", verb,
@@ -679,7 +683,8 @@ int Main(int argc, char** argv) {
   CLI::App* gc = l3_cmd->add_subcommand(
       "gc",
       "Delete L3 blocks older than the TTL, then the oldest blocks until the tier holds at "
-      "most --l3-max-bytes");
+      "most --l3-max-bytes. Only objects in tierfs's block format are deleted (checked by "
+      "name and header); anything else under blocks/ is reported and left alone");
   std::string gc_config, gc_l3, gc_endpoint, gc_region, gc_ttl, gc_max;
   bool gc_dry = false;
   gc->add_option("--config", gc_config, "TOML config file with the cache.l3* keys");

@@ -4,13 +4,15 @@
 #   2. Release build with -Werror into build/, unit tests (ctest)
 #   3. unit tests under ASan+UBSan (gcc, build-asan/)
 #   4. unit tests under TSan (clang, build-tsan/; clang also checks -Wthread-safety)
-#   5. clang-format --dry-run -Werror over the C++ sources
-#   6. end-to-end tests through /dev/fuse (tests/e2e/run_all.sh)
+#   5. fuzz targets (libFuzzer + ASan/UBSan, clang, build-fuzz/): each parser of untrusted input
+#      run from its seed corpus for 10 s (tests/fuzz/run.sh)
+#   6. clang-format --dry-run -Werror over the C++ sources
+#   7. end-to-end tests through /dev/fuse (tests/e2e/run_all.sh)
 # Every stage runs under a hard timeout and prints its time; later stages still run after a failed
 # one (except those that need its output), and the script exits non-zero if any stage failed.
 # The last line sums the tests: "total: N passed, M failed".
 #   scripts/test.sh [--skip-deps] [--only STAGE[,STAGE...]]
-#   stages: deps build unit asan tsan format e2e
+#   stages: deps build unit asan tsan fuzz format e2e
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root="$(pwd)"
@@ -22,7 +24,7 @@ while (( $# )); do
   case "$1" in
     --skip-deps) skip_deps=1 ;;
     --only) only="$2"; shift ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "test.sh: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -157,7 +159,13 @@ if want tsan; then
   fi
 fi
 
-# --- 5. formatting
+# --- 5. fuzz targets: build (clang, ASan/UBSan + libFuzzer) and a bounded run of each
+if want fuzz; then
+  stage fuzz 600 tests/fuzz/run.sh
+  count_plain "$logdir/fuzz.log"
+fi
+
+# --- 6. formatting
 if want format; then
   if stage format 300 check_format; then
     n_passed=$((n_passed + 1))
@@ -166,7 +174,7 @@ if want format; then
   fi
 fi
 
-# --- 6. end-to-end tests through /dev/fuse
+# --- 7. end-to-end tests through /dev/fuse
 if want e2e; then
   if [[ -n "$build_ok" ]]; then
     stage e2e 1800 tests/e2e/run_all.sh

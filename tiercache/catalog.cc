@@ -57,6 +57,17 @@ bool ValidName(std::string_view name) {
          name.find('\0') == std::string_view::npos;
 }
 
+// Names a POSIX directory listing cannot carry safely: longer than NAME_MAX (255 bytes, the
+// kernel refuses to look them up) or holding an ASCII control character (0x01-0x1f, 0x7f: a
+// newline in a name breaks every line-oriented tool, an escape sequence garbles terminals).
+// They are hidden from listings, with a log line.
+constexpr size_t kMaxNameBytes = 255;
+bool UnsafeName(std::string_view name) {
+  return name.size() > kMaxNameBytes || std::any_of(name.begin(), name.end(), [](char c) {
+           return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+         });
+}
+
 // Paths are relative, without leading/trailing '/' and without empty, "." or ".." components.
 bool ValidPath(std::string_view path) {
   if (path.empty()) return true;
@@ -453,8 +464,17 @@ class CatalogImpl final : public Catalog {
   Status ListFromOrigin(std::string_view dir, std::vector<DirEntry>* out) {
     const std::string prefix = dir.empty() ? std::string() : std::string(dir) + "/";
     std::map<std::string, DirEntry, std::less<>> byname;
+    std::set<std::string, std::less<>> unsafe;  // hidden names, each counted once
+    auto visible = [&](std::string_view name) {
+      if (!ValidName(name)) return false;
+      if (UnsafeName(name)) {
+        if (unsafe.size() < 1024) unsafe.emplace(name);
+        return false;
+      }
+      return true;
+    };
     auto add_dir = [&](std::string_view name) {
-      if (!ValidName(name)) return;
+      if (!visible(name)) return;
       DirEntry& e = byname[std::string(name)];  // a directory replaces a same-named file
       e = DirEntry{};
       e.name = std::string(name);
@@ -471,7 +491,7 @@ class CatalogImpl final : public Catalog {
           add_dir(rel.substr(0, slash));  // "sub/" marker (or a key below it)
           continue;
         }
-        if (!ValidName(rel)) continue;
+        if (!visible(rel)) continue;
         auto it = byname.find(rel);
         if (it != byname.end() && it->second.type == EntryType::kDir) continue;  // dir wins
         DirEntry e;
@@ -506,6 +526,18 @@ class CatalogImpl final : public Catalog {
       Logger(Module::kTierCache)
           .warn("listing of '{}': {} names too long for the metadata store are hidden", dir,
                 skipped);
+    }
+    if (!unsafe.empty()) {
+      // The example goes to the log without its control characters (shown as '?').
+      std::string first = unsafe.begin()->substr(0, 300);
+      for (char& c : first) {
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+      }
+      Logger(Module::kTierCache)
+          .warn(
+              "listing of '{}': {}{} names longer than 255 bytes or with control characters "
+              "are hidden (first: '{}')",
+              dir, unsafe.size() >= 1024 ? "at least " : "", unsafe.size(), first);
     }
     return Status::OK();
   }

@@ -28,6 +28,7 @@
 
 #include "base/logging.h"
 #include "base/mutex.h"
+#include "tiercache/internal/chunk_trailer.h"
 #include "tiercache/internal/eviction_list.h"
 #include "tiercache/tier.h"
 
@@ -35,34 +36,19 @@ namespace tierfs {
 namespace {
 
 using tiercache_internal::BlockKeyHash;
+using tiercache_internal::ChunksFor;
+using tiercache_internal::ChunkSpan;
+using tiercache_internal::ChunkTrailer;
 using tiercache_internal::EvictionList;
+using tiercache_internal::VerifyChunks;
 
 constexpr uint32_t kFlagPinned = 1u << 0;
 constexpr uint32_t kFlagTtlOrder = 1u << 1;  // stored under policy=ttl
-// The file carries a trailer of per-chunk checksums (tiercache/FORMAT.md), so a part of the
-// block can be read and verified without reading all of it (ReadRange).
+// The file carries a trailer of per-chunk checksums (tiercache/FORMAT.md,
+// internal/chunk_trailer.h), so a part of the block can be read and verified without reading
+// all of it (ReadRange).
 constexpr uint32_t kFlagChunked = 1u << 2;
-constexpr uint64_t kChunkBytes = 32 << 10;
 
-uint64_t NumChunks(uint64_t length) { return (length + kChunkBytes - 1) / kChunkBytes; }
-
-// XXH3-64 of each kChunkBytes piece of `data` (the last one may be short), little-endian.
-std::vector<std::byte> ChunkTrailer(std::span<const std::byte> data) {
-  std::vector<std::byte> out(NumChunks(data.size()) * 8);
-  for (uint64_t c = 0; c * kChunkBytes < data.size(); ++c) {
-    const uint64_t sum =
-        BlockChecksum(data.subspan(c * kChunkBytes)
-                          .first(std::min<uint64_t>(kChunkBytes, data.size() - c * kChunkBytes)));
-    for (int i = 0; i < 8; ++i) out[c * 8 + i] = static_cast<std::byte>(sum >> (8 * i));
-  }
-  return out;
-}
-
-uint64_t LoadU64(const std::byte* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
-  return v;
-}
 constexpr std::string_view kBlocksDir = "blocks/";
 constexpr std::string_view kTempMarker = ".tmp.";
 
@@ -229,34 +215,25 @@ class FlashTier final : public Tier {
       if (!(n->payload.flags & kFlagChunked)) return Status::NotSupported("no chunk checksums");
       block_len = n->payload.length;
       gen = n->payload.gen;
-      if (length == 0 || offset + length > block_len) {
+      if (!ChunksFor(block_len, offset, length).ok()) {
         return Status::InvalidArgument("range outside the block");
       }
       MarkUsedLocked(key, n);
     }
-    const uint64_t c0 = offset / kChunkBytes, c1 = (offset + length - 1) / kChunkBytes;
-    const uint64_t begin = c0 * kChunkBytes;
-    const uint64_t end = std::min<uint64_t>(block_len, (c1 + 1) * kChunkBytes);
-    std::vector<std::byte> data(end - begin), sums((c1 - c0 + 1) * 8);
-    const FlashStore::ReadRange ranges[] = {{begin, data}, {block_len + c0 * 8, sums}};
+    const ChunkSpan cs = *ChunksFor(block_len, offset, length);
+    std::vector<std::byte> data(cs.data_end - cs.data_begin), sums(cs.sums_bytes);
+    const FlashStore::ReadRange ranges[] = {{cs.data_begin, data}, {cs.sums_begin, sums}};
     Status st = flash_->ReadAt(BlockPath(key), ranges);
     const char* problem = nullptr;
     if (!st.ok()) {
       problem = st.IsNotFound() || st.code() == Status::Code::kCorruption ? "file missing or short"
                                                                           : "read failed";
-    } else {
-      for (uint64_t c = c0; c <= c1 && problem == nullptr; ++c) {
-        const uint64_t from = (c - c0) * kChunkBytes;
-        const uint64_t n = std::min<uint64_t>(kChunkBytes, data.size() - from);
-        if (BlockChecksum(std::span<const std::byte>(data).subspan(from, n)) !=
-            LoadU64(sums.data() + (c - c0) * 8)) {
-          problem = "chunk checksum mismatch";
-        }
-      }
+    } else if (!VerifyChunks(data, sums)) {
+      problem = "chunk checksum mismatch";
     }
     if (problem) return DropDamaged(key, gen, problem, st);
     auto out = Block::Allocate(length);
-    std::memcpy(out->mutable_data().data(), data.data() + (offset - begin), length);
+    std::memcpy(out->mutable_data().data(), data.data() + (offset - cs.data_begin), length);
     out->set_size(length);
     return Served(std::move(out));
   }

@@ -15,6 +15,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <deque>
 #include <stop_token>
@@ -24,41 +25,34 @@
 #include "base/logging.h"
 #include "base/mutex.h"
 #include "tiercache/internal/block_key_hash.h"
+#include "tiercache/internal/l3_object.h"
 #include "tiercache/tier.h"
 
 namespace tierfs {
 namespace {
 
 using tiercache_internal::BlockKeyHash;
+using tiercache_internal::EncodeL3Object;
+using tiercache_internal::kL3FixedHeaderBytes;
+using tiercache_internal::kL3MaxHeaderBytes;
+using tiercache_internal::L3Header;
+using tiercache_internal::ParseL3Header;
+using tiercache_internal::ParseL3Object;
 
 void WaitWhileHeld(CondVar* cv) NO_THREAD_SAFETY_ANALYSIS { cv->Wait(); }
 
-// ---- the object header (FORMAT.md) ----
-
-constexpr char kMagic[4] = {'T', 'F', 'L', '3'};
-constexpr uint32_t kVersion = 1;
-// magic(4) version(4) length(8) checksum(8) stored_ns(8) key(16)
-constexpr size_t kHeaderSize = 48;
 constexpr std::string_view kBlocksDir = "blocks/";
 
-void PutU32(std::byte* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<std::byte>((v >> (8 * i)) & 0xff);
-}
-void PutU64(std::byte* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<std::byte>((v >> (8 * i)) & 0xff);
-}
-uint32_t GetU32(const std::byte* p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(p[i]) << (8 * i);
-  return v;
-}
-uint64_t GetU64(const std::byte* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
-  return v;
-}
-
 std::string ObjectName(const BlockKey& key) { return std::string(kBlocksDir) + BlockKeyHex(key); }
+
+// "blocks/" and 32 lower-case hex digits: the only names tierfs writes (ObjectName).
+bool IsBlockObjectName(std::string_view name) {
+  if (!name.starts_with(kBlocksDir)) return false;
+  name.remove_prefix(kBlocksDir.size());
+  return name.size() == 32 && std::all_of(name.begin(), name.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
 
 struct WriteJob {
   BlockKey key;
@@ -97,7 +91,7 @@ class RemoteTier final : public Tier {
       ++skipped_;
       return Status::Unavailable("l3: circuit open after repeated failures");
     }
-    const size_t cap = kHeaderSize + options_.block_size;
+    const size_t cap = kL3MaxHeaderBytes + options_.block_size;
     auto buf = std::make_unique_for_overwrite<std::byte[]>(cap);
     Result<size_t> n = store_->Read(ObjectName(key), 0, {buf.get(), cap}, "");
     if (!n.ok()) {
@@ -131,9 +125,11 @@ class RemoteTier final : public Tier {
       Forget(key);
       return Status::NotFound("l3: block expired");
     }
-    const size_t len = *n - kHeaderSize;
+    // Verify checked the header; the block's bytes follow it.
+    const size_t header_bytes = ParseL3Header({buf.get(), *n})->header_bytes;
+    const size_t len = *n - header_bytes;
     auto block = Block::Allocate(len);
-    std::memcpy(block->mutable_data().data(), buf.get() + kHeaderSize, len);
+    std::memcpy(block->mutable_data().data(), buf.get() + header_bytes, len);
     block->set_size(len);
     ++stats_.hits;
     stats_.bytes_read += len;
@@ -189,28 +185,21 @@ class RemoteTier final : public Tier {
   }
 
  private:
+  // The object's format, checksum and (with a key) MAC, and that it holds the block asked for.
   Status Verify(const BlockKey& key, std::span<const std::byte> obj, uint64_t* stored_ns) const {
-    if (obj.size() < kHeaderSize) return Status::Corruption("shorter than its header");
-    const std::byte* h = obj.data();
-    if (std::memcmp(h, kMagic, 4) != 0) return Status::Corruption("bad magic");
-    if (GetU32(h + 4) != kVersion) return Status::Corruption("unknown format version");
-    const uint64_t len = GetU64(h + 8);
-    if (len > options_.block_size) {
-      return Status::Corruption("length " + std::to_string(len) + " exceeds the block size");
+    Result<L3Header> h = ParseL3Object(obj, MacKey());
+    if (!h.ok()) return h.status();
+    // The read buffer has room for the longer (version 2) header, so a version 1 object could
+    // carry 32 bytes more than a block: never more than block_size.
+    if (h->length > options_.block_size) {
+      return Status::Corruption("length " + std::to_string(h->length) + " exceeds the block size");
     }
-    if (len != obj.size() - kHeaderSize) {
-      return Status::Corruption("length " + std::to_string(len) + " but " +
-                                std::to_string(obj.size() - kHeaderSize) + " bytes of data");
-    }
-    if (std::memcmp(h + 32, key.data(), key.size()) != 0) {
-      return Status::Corruption("header names another block");
-    }
-    if (BlockChecksum(obj.subspan(kHeaderSize)) != GetU64(h + 16)) {
-      return Status::Corruption("checksum mismatch");
-    }
-    *stored_ns = GetU64(h + 24);
+    if (h->key != key) return Status::Corruption("header names another block");
+    *stored_ns = h->stored_ns;
     return Status::OK();
   }
+
+  std::span<const std::byte> MacKey() const { return std::as_bytes(std::span(options_.mac_key)); }
 
   bool Expired(uint64_t stored_ns) const {
     if (options_.ttl == std::chrono::nanoseconds::max()) return false;
@@ -293,15 +282,7 @@ class RemoteTier final : public Tier {
       return;
     }
     const auto data = job.block->data();
-    buf->resize(kHeaderSize + data.size());
-    std::byte* h = buf->data();
-    std::memcpy(h, kMagic, 4);
-    PutU32(h + 4, kVersion);
-    PutU64(h + 8, data.size());
-    PutU64(h + 16, BlockChecksum(data));
-    PutU64(h + 24, static_cast<uint64_t>(clock_->NowUnixNanos()));
-    std::memcpy(h + 32, job.key.data(), job.key.size());
-    if (!data.empty()) std::memcpy(h + kHeaderSize, data.data(), data.size());
+    EncodeL3Object(job.key, data, static_cast<uint64_t>(clock_->NowUnixNanos()), MacKey(), buf);
     Status s = store_->Put(ObjectName(job.key), *buf);
     if (!s.ok()) {
       RecordFailure(s);
@@ -378,24 +359,55 @@ Result<RemoteGcReport> GcRemoteTier(const RemoteGcOptions& options, BlobStore* s
     return Status::OK();
   }));
 
+  auto foreign = [&](const ListEntry& e, std::string_view why) {
+    ++rep.foreign;
+    rep.foreign_bytes += e.info.size;
+    Logger(Module::kTierCache).info("l3 gc: {} is not a tierfs block ({}); left alone", e.key, why);
+  };
+  // Only tierfs's own objects are deleted: the name says which block, and the header, read just
+  // before the delete, must be tierfs's and name the same block.
+  enum class Removed { kYes, kForeign, kError };
   auto remove = [&](const ListEntry& e) {
-    if (options.dry_run) return true;
+    std::array<std::byte, kL3FixedHeaderBytes> head;
+    Result<size_t> n = store->Read(e.key, 0, head, "");
+    if (!n.ok()) {
+      ++rep.delete_errors;
+      Logger(Module::kTierCache)
+          .warn("l3 gc: cannot read the header of {}: {}", e.key, n.status().ToString());
+      return Removed::kError;
+    }
+    Result<L3Header> h = ParseL3Header(std::span(head).first(std::min(*n, head.size())));
+    if (!h.ok() || BlockKeyHex(h->key) != e.key.substr(kBlocksDir.size())) {
+      foreign(e, h.ok() ? "its header names another block" : h.status().message());
+      return Removed::kForeign;
+    }
+    if (options.dry_run) return Removed::kYes;
     Status s = store->Delete(e.key);
     if (!s.ok()) {
       ++rep.delete_errors;
       Logger(Module::kTierCache).warn("l3 gc: cannot delete {}: {}", e.key, s.ToString());
-      return false;
+      return Removed::kError;
     }
-    return true;
+    return Removed::kYes;
   };
 
   const int64_t now = clock->NowUnixNanos();
   std::vector<ListEntry> kept;
   uint64_t kept_bytes = 0;
   for (auto& e : blocks) {
+    if (!IsBlockObjectName(e.key)) {
+      foreign(e, "not named blocks/<32 hex digits>");
+      continue;
+    }
+    if (e.info.size < kL3FixedHeaderBytes) {
+      foreign(e, "shorter than a tierfs header");
+      continue;
+    }
     const bool expired = options.ttl != std::chrono::nanoseconds::max() &&
                          now - e.info.mtime_ns > options.ttl.count();
-    if (expired && remove(e)) {
+    const Removed r = expired ? remove(e) : Removed::kError;
+    if (r == Removed::kForeign) continue;
+    if (r == Removed::kYes) {
       ++rep.expired;
       rep.expired_bytes += e.info.size;
       continue;
@@ -410,14 +422,15 @@ Result<RemoteGcReport> GcRemoteTier(const RemoteGcOptions& options, BlobStore* s
     });
     for (const auto& e : kept) {
       if (kept_bytes <= options.max_bytes) break;
-      if (remove(e)) {
+      const Removed r = remove(e);
+      if (r == Removed::kYes) {
         ++rep.trimmed;
         rep.trimmed_bytes += e.info.size;
-        kept_bytes -= e.info.size;
       }
+      if (r != Removed::kError) kept_bytes -= e.info.size;
     }
   }
-  rep.remaining_objects = rep.objects - rep.expired - rep.trimmed;
+  rep.remaining_objects = rep.objects - rep.expired - rep.trimmed - rep.foreign;
   rep.remaining_bytes = kept_bytes;
   return rep;
 }

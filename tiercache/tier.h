@@ -241,19 +241,28 @@ struct RemoteTierOptions {
   // Bound of the in-memory set of blocks known to be in L3 (written or read by this process);
   // Contains() answers from it. When full it is cleared (it is only a hint).
   size_t known_keys_max = 1 << 18;
+  // Secret key of the L3 objects' HMAC-SHA256 (cache.l3_key_file; a secret: never logged). Set:
+  // every object written carries a MAC over its header and bytes, and a read accepts only
+  // objects whose MAC verifies with this key (others are corruptions: a miss, never served).
+  // Empty: no MAC is written or required, and L3 is trusted as far as its checksum goes.
+  std::string mac_key;
 };
 
 // L3: a tier over any S3-compatible BlobStore (MinIO, Ceph RGW, S3 Express; `file://` works too)
 // shared by every host of a region. One object per block, "blocks/<32 hex>" (BlockKeyHex) under
 // the store's prefix: a header (magic, version, length, XXH3-64 checksum, stored-at time, block
-// key; tiercache/FORMAT.md) followed by the bytes. Read = one GET, verified (a bad object is
-// counted in corruptions and is a miss); Insert = enqueued for asynchronous upload. Any store
+// key, and with a mac_key an HMAC-SHA256; tiercache/FORMAT.md) followed by the bytes. Read = one
+// GET, verified (a bad object is counted in corruptions and is a miss); Insert = enqueued for
+// asynchronous upload. Any store
 // error is a miss for the caller. `store` and `clock` are not owned and must outlive the tier.
 Result<std::unique_ptr<Tier>> NewRemoteTier(const RemoteTierOptions& options, BlobStore* store,
                                             Clock* clock);
 
 // `tierfs l3 gc`: lists blocks/ of an L3 store, deletes blocks stored longer ago than `ttl`
-// (by the store's Last-Modified), then the oldest blocks until at most `max_bytes` remain.
+// (by the store's Last-Modified), then the oldest blocks until at most `max_bytes` remain. Only
+// objects in tierfs's own format are deleted: a name "blocks/<32 hex>" and, read before each
+// delete, a header with tierfs's magic, a known version and that same block key. Anything else
+// is counted in `foreign` and left alone (and does not count against max_bytes).
 struct RemoteGcOptions {
   std::chrono::nanoseconds ttl = std::chrono::nanoseconds::max();  // kForever: no expiry
   uint64_t max_bytes = UINT64_MAX;                                 // no trim
@@ -263,8 +272,9 @@ struct RemoteGcReport {
   uint64_t objects = 0, bytes = 0;          // found under blocks/
   uint64_t expired = 0, expired_bytes = 0;  // deleted (or would be) for their age
   uint64_t trimmed = 0, trimmed_bytes = 0;  // deleted (or would be) to fit max_bytes
-  uint64_t delete_errors = 0;
-  uint64_t remaining_objects = 0, remaining_bytes = 0;
+  uint64_t foreign = 0, foreign_bytes = 0;  // not tierfs's format: left alone
+  uint64_t delete_errors = 0;               // deletes (or header reads before one) that failed
+  uint64_t remaining_objects = 0, remaining_bytes = 0;  // tierfs blocks left
 };
 Result<RemoteGcReport> GcRemoteTier(const RemoteGcOptions& options, BlobStore* store, Clock* clock);
 

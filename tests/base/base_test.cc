@@ -110,6 +110,41 @@ TEST(UnitsTest, ParseDuration) {
   }
 }
 
+TEST(UnitsTest, ParseSizeIsExactUpTo2To64) {
+  EXPECT_EQ(*ParseSize("18446744073709551615"), UINT64_MAX);
+  EXPECT_EQ(*ParseSize("18446744073709551615B"), UINT64_MAX);
+  EXPECT_EQ(*ParseSize("9007199254740993"), 9007199254740993ull);  // 2^53 + 1: not a double
+  EXPECT_EQ(*ParseSize("15EiB"), 15ull << 60);
+  EXPECT_EQ(*ParseSize("1PiB"), 1ull << 50);
+  EXPECT_EQ(*ParseSize("2EB"), 2'000'000'000'000'000'000ull);
+  EXPECT_EQ(*ParseSize("0.5KiB"), 512u);
+  EXPECT_EQ(*ParseSize("1.0000000000000000001KiB"), 1024u);  // digits past the 19th dropped
+  EXPECT_EQ(*ParseSize(".5k"), 512u);
+  EXPECT_EQ(*ParseSize("1.999999999999999999EiB"), 2305843009213693951ull);
+  for (const char* bad : {"18446744073709551616", "16EiB", "99999999999999999999999", "19EB",
+                          "1..5MiB", ".", "1.2.3", "20000PiB"}) {
+    Result<uint64_t> r = ParseSize(bad);
+    ASSERT_FALSE(r.ok()) << bad << " = " << *r;
+    EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument) << bad;
+    EXPECT_NE(r.status().message().find(bad), std::string::npos) << r.status().message();
+  }
+}
+
+TEST(UnitsTest, ParseDurationRefusesOverflow) {
+  EXPECT_EQ(*ParseDuration("1.5s"), 1500ms);
+  EXPECT_EQ(*ParseDuration("0.000000001s"), 1ns);
+  EXPECT_EQ(*ParseDuration("9223372036854775806ns"), std::chrono::nanoseconds(INT64_MAX - 1));
+  EXPECT_EQ(*ParseDuration("106751d"), std::chrono::hours(24) * 106751);
+  for (const char* bad :
+       {"99999999999999d", "9223372036854775807ns", "106752d", "18446744073709551616",
+        "99999999999999999999999s", "106751d106751d", "20000w"}) {
+    auto r = ParseDuration(bad);
+    ASSERT_FALSE(r.ok()) << bad << " = " << r->count();
+    EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument) << bad;
+    EXPECT_NE(r.status().message().find("too long"), std::string::npos) << r.status().message();
+  }
+}
+
 TEST(UnitsTest, FormatRoundTrips) {
   EXPECT_EQ(FormatSize(0), "0B");
   EXPECT_EQ(FormatSize(1536), "1.5KiB");

@@ -1,6 +1,7 @@
 // daemon/config: the TOML file, the flags overlay, the environment fallback and Validate().
 #include "daemon/config.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -207,6 +208,78 @@ TEST(ConfigTest, BadSizeAndDurationValues) {
   EXPECT_TRUE(Contains(m, "key 's3.addressing'")) << m;
   m = Err(ApplyConfigText("[fuse]\noptions = \"rw\"\n", "t.toml", &o));
   EXPECT_TRUE(Contains(m, "read-only")) << m;
+}
+
+TEST(ConfigTest, IntegersAreRangeCheckedBeforeNarrowing) {
+  // 2^40 would wrap to 0 in an int, -1 to 4294967295 in a uint32: each must be an error naming
+  // the key, and the option must keep its value.
+  const struct {
+    const char* table;
+    const char* key;
+  } kIntKeys[] = {{"cache", "l1_shards"},
+                  {"cache", "prefetch_threads"},
+                  {"cache", "prefetch_next_files"},
+                  {"cache", "prefetch_job_threads"},
+                  {"cache", "l3_write_queue"},
+                  {"cache", "l3_write_threads"},
+                  {"cache", "l3_max_attempts"},
+                  {"s3", "max_attempts"},
+                  {"s3", "max_connections"},
+                  {"s3", "initial_concurrency"},
+                  {"s3", "max_parts_in_flight"},
+                  {"fuse", "max_threads"},
+                  {"fuse", "uid"},
+                  {"fuse", "gid"}};
+  for (const auto& k : kIntKeys) {
+    for (const char* v : {"1099511627776", "-1", "9223372036854775807", "-9223372036854775808"}) {
+      DaemonOptions o = Base();
+      const DaemonOptions before = o;
+      std::string m =
+          Err(ApplyConfigText(fmt::format("[{}]\n{} = {}\n", k.table, k.key, v), "t.toml", &o));
+      EXPECT_TRUE(Contains(m, fmt::format("key '{}.{}'", k.table, k.key))) << m;
+      EXPECT_TRUE(Contains(m, "out of range")) << m;
+      EXPECT_EQ(DescribeOptions(o), DescribeOptions(before)) << k.key << "=" << v;
+    }
+  }
+  DaemonOptions o = Base();
+  ASSERT_TRUE(ApplyConfigText("[fuse]\nuid = 4294967295\nmax_threads = 1024\n", "t.toml", &o).ok());
+  EXPECT_EQ(*o.uid, 4294967295u);
+  EXPECT_EQ(o.fuse.max_threads, 1024);
+  EXPECT_TRUE(
+      Contains(Err(ApplyConfigText("[fuse]\nuid = 4294967296\n", "t.toml", &o)), "key 'fuse.uid'"));
+}
+
+TEST(ConfigTest, DurationsAndSizesRefuseOverflow) {
+  DaemonOptions o = Base();
+  std::string m = Err(ApplyConfigText("[metadata]\nttl = \"99999999999999d\"\n", "t.toml", &o));
+  EXPECT_TRUE(Contains(m, "key 'metadata.ttl'")) << m;
+  EXPECT_TRUE(Contains(m, "too long")) << m;
+  // An integer number of seconds whose nanoseconds overflow int64.
+  m = Err(ApplyConfigText("[s3]\nrequest_timeout = 9223372036854775807\n", "t.toml", &o));
+  EXPECT_TRUE(Contains(m, "key 's3.request_timeout'")) << m;
+  EXPECT_TRUE(Contains(m, "too long")) << m;
+  m = Err(ApplyConfigText("[cache]\nl3_ttl = 9300000000\n", "t.toml", &o));
+  EXPECT_TRUE(Contains(m, "key 'cache.l3_ttl'")) << m;
+  ASSERT_TRUE(ApplyConfigText("[cache]\nl3_ttl = 9000000000\n", "t.toml", &o).ok());
+  EXPECT_EQ(o.l3_tier.ttl, std::chrono::seconds(9000000000LL));
+  // Sizes: up to 2^64 - 1 exactly, one more is an error naming the key.
+  ASSERT_TRUE(
+      ApplyConfigText("[cache]\nl3_max_bytes = \"18446744073709551615\"\n", "t.toml", &o).ok());
+  EXPECT_EQ(o.l3_gc.max_bytes, UINT64_MAX);
+  ASSERT_TRUE(ApplyConfigText("[cache]\nl2_size = \"9007199254740993\"\n", "t.toml", &o).ok());
+  EXPECT_EQ(o.l2.capacity_bytes, 9007199254740993ULL);  // exact: not rounded through a double
+  m = Err(ApplyConfigText("[cache]\nl2_size = \"18446744073709551616\"\n", "t.toml", &o));
+  EXPECT_TRUE(Contains(m, "key 'cache.l2_size'")) << m;
+  EXPECT_TRUE(Contains(m, "too large")) << m;
+  m = Err(ApplyConfigText("[cache]\nl2_size = \"16EiB\"\n", "t.toml", &o));
+  EXPECT_TRUE(Contains(m, "too large")) << m;
+  // The same from a flag.
+  MountFlags f;
+  f.l2_size = "99999999999999999999";
+  EXPECT_TRUE(Contains(Err(ApplyFlags(f, &o)), "--l2-size"));
+  f = MountFlags{};
+  f.metadata_ttl = "99999999999999d";
+  EXPECT_TRUE(Contains(Err(ApplyFlags(f, &o)), "--metadata-ttl"));
 }
 
 TEST(ConfigTest, SyntaxErrorNamesLine) {

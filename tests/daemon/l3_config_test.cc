@@ -1,6 +1,11 @@
 // daemon/config: the L3 keys (cache.l3*), the --l3/--l3-endpoint flags and L3 credentials.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <map>
 
 #include "base/units.h"
@@ -121,6 +126,86 @@ TEST(L3ConfigTest, BadValuesNameTheKey) {
   EXPECT_NE(d.message().find("l3_secret_access_key_env"), std::string::npos) << d.ToString();
   Status e = finish("[cache]\nl3_ttl = \"soon\"\n");
   EXPECT_NE(e.message().find("cache.l3_ttl"), std::string::npos) << e.ToString();
+}
+
+// ---- cache.l3_key_file ----
+
+class L3KeyFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/tierfs_l3key_XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string Write(const std::string& name, const std::string& bytes, mode_t mode) {
+    const std::string path = dir_ + "/" + name;
+    std::ofstream(path, std::ios::binary) << bytes;
+    EXPECT_EQ(chmod(path.c_str(), mode), 0);
+    return path;
+  }
+  // Options with L3 and the key file given in the config file.
+  Result<DaemonOptions> Load(const std::string& path) {
+    DaemonOptions o = L3Base();
+    TIERFS_RETURN_IF_ERROR(ApplyConfigText(
+        "[cache]\nl3 = \"s3://regional/t\"\nl3_key_file = \"" + path + "\"\n", "t.toml", &o));
+    TIERFS_RETURN_IF_ERROR(FinishOptions(&o, L3Env({})));
+    TIERFS_RETURN_IF_ERROR(LoadL3Key(&o));
+    return o;
+  }
+
+  std::string dir_;
+};
+
+TEST_F(L3KeyFileTest, APrivateKeyIsLoadedAndNeverShown) {
+  const std::string secret = "0123456789abcdef0123456789abcdef-SECRET";
+  auto o = Load(Write("k", secret + "\n", 0600));
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->l3_tier.mac_key, secret);  // the trailing newline is not part of the key
+  const std::string d = DescribeOptions(*o);
+  EXPECT_NE(d.find("l3_mac=hmac-sha256"), std::string::npos) << d;
+  EXPECT_EQ(d.find("SECRET"), std::string::npos) << d;
+  auto r = Load(Write("r", std::string(32, 'x'), 0400));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->l3_tier.mac_key, std::string(32, 'x'));
+  // No key file: no MAC.
+  DaemonOptions n = L3Base();
+  n.l3 = "s3://regional/t";
+  ASSERT_TRUE(FinishOptions(&n, L3Env({})).ok());
+  ASSERT_TRUE(LoadL3Key(&n).ok());
+  EXPECT_TRUE(n.l3_tier.mac_key.empty());
+  EXPECT_NE(DescribeOptions(n).find("l3_mac=none"), std::string::npos);
+}
+
+TEST_F(L3KeyFileTest, UnsafeOrShortKeysAreRefusedNamingTheKey) {
+  const std::string key(40, 'k');
+  struct Case {
+    std::string path;
+    std::string why;
+  };
+  const Case cases[] = {
+      {Write("group", key, 0640), "group or others"},
+      {Write("other", key, 0604), "group or others"},
+      {Write("gw", key, 0620), "group or others"},
+      {Write("short", std::string(31, 's') + "\n", 0600), "at least 32"},
+      {Write("empty", "", 0600), "at least 32"},
+      {Write("big", std::string(5000, 'b'), 0600), "at most 4096"},
+      {dir_ + "/missing", "cannot be opened"},
+      {dir_, "not a regular file"},
+  };
+  for (const Case& c : cases) {
+    auto o = Load(c.path);
+    ASSERT_FALSE(o.ok()) << c.path;
+    const std::string m = o.status().message();
+    EXPECT_EQ(o.status().code(), Status::Code::kInvalidArgument);
+    EXPECT_NE(m.find("cache.l3_key_file"), std::string::npos) << m;
+    EXPECT_NE(m.find(c.path), std::string::npos) << m;
+    EXPECT_NE(m.find(c.why), std::string::npos) << m;
+    EXPECT_EQ(m.find(key), std::string::npos) << m;
+  }
+  DaemonOptions o = L3Base();
+  EXPECT_FALSE(ApplyConfigText("[cache]\nl3_key_file = \"\"\n", "t.toml", &o).ok());
 }
 
 }  // namespace

@@ -124,6 +124,23 @@ TEST_F(XattrPolicyTest, BadValuesAreEinvalOnFilesAndDirectories) {
   EXPECT_EQ(Get(dir_, "user.tierfs.prefetch"), "state=none tier=- files=0/0 bytes=0/0");
 }
 
+TEST_F(XattrPolicyTest, OverflowingValuesAreEinvalNeverWrapped) {
+  for (const std::string& v :
+       std::vector<std::string>{"99999999999999d", "9223372036854775807ns", "106752d",
+                                "18446744073709551616", "99999999999999999999999999999s", "1.5e3s",
+                                std::string(1 << 20, '9') + "s", std::string("30s\0junk", 8)}) {
+    EXPECT_EQ(SetErrno(file_, "user.tierfs.ttl", v), EINVAL) << "ttl=" << v.substr(0, 40);
+  }
+  EXPECT_EQ(Get(file_, "user.tierfs.ttl"), "forever");
+  // The largest finite TTL is taken as it is.
+  ASSERT_EQ(SetErrno(file_, "user.tierfs.ttl", "106751d"), 0);
+  EXPECT_EQ(Get(file_, "user.tierfs.ttl"), "106751d");
+  for (const std::string& v :
+       std::vector<std::string>{std::string("1\0", 2) + "1", std::string(1 << 16, '1')}) {
+    EXPECT_EQ(SetErrno(file_, "user.tierfs.pin", v), EINVAL);
+  }
+}
+
 TEST_F(XattrPolicyTest, PoliciesInheritAndPinQuotaIsEnospc) {
   ASSERT_EQ(SetErrno(dir_, "user.tierfs.ttl", "30s"), 0);
   ASSERT_EQ(SetErrno(dir_, "user.tierfs.policy", "ttl"), 0);

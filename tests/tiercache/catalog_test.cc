@@ -365,6 +365,25 @@ TEST_F(CatalogTest, OverlongNamesAreHiddenNotFatal) {
   EXPECT_TRUE(c->Lookup("long", std::string(600, 'n')).status().IsNotFound());
 }
 
+TEST_F(CatalogTest, NamesOver255BytesOrWithControlCharactersAreHidden) {
+  const std::string at_limit(255, 'a'), over(256, 'b');
+  origin_.PutObject("odd/" + at_limit, "x");
+  origin_.PutObject("odd/" + over, "x");
+  origin_.PutObject("odd/" + over + "/below", "x");  // a directory with an over-long name
+  origin_.PutObject("odd/new\nline", "x");
+  origin_.PutObject("odd/esc\x1b[31mred", "x");
+  origin_.PutObject("odd/del\x7f", "x");
+  origin_.PutObject("odd/tab\tdir/f", "x");      // a directory with a control character
+  origin_.PutObject("odd/caf\xc3\xa9 ok", "x");  // UTF-8 and spaces are fine
+  auto c = Open();
+  EXPECT_EQ(Names(c.get(), "odd"), (std::vector<std::string>{at_limit, "caf\xc3\xa9 ok"}));
+  for (const std::string& hidden : {over, std::string("new\nline"), std::string("esc\x1b[31mred"),
+                                    std::string("del\x7f"), std::string("tab\tdir")}) {
+    EXPECT_TRUE(c->Lookup("odd", hidden).status().IsNotFound()) << hidden;
+  }
+  EXPECT_TRUE(c->Lookup("odd", at_limit).ok());
+}
+
 TEST_F(CatalogTest, ConcurrentLookupsListOnce) {
   origin_.SetDelay(std::chrono::milliseconds(100));
   auto c = Open();

@@ -11,6 +11,7 @@
 #include "base/clock.h"
 #include "tests/fakes/faulty_flash_store.h"
 #include "tests/tiercache/test_util.h"
+#include "tiercache/internal/chunk_trailer.h"
 #include "tiercache/tier.h"
 
 namespace tierfs {
@@ -376,6 +377,11 @@ TEST_F(FlashTierTest, ReadRangeReadsAndVerifiesOnlyTheChunksItNeeds) {
   EXPECT_EQ(piece(99990, 10), data.substr(99990, 10));  // the short last chunk
   EXPECT_EQ(piece(0, 100000), data);
   EXPECT_EQ(t->ReadRange(Key(1), 99990, 11).status().code(), Status::Code::kInvalidArgument);
+  // Ranges whose end overflows 64 bits are outside the block too (offset + length used to wrap).
+  EXPECT_EQ(t->ReadRange(Key(1), UINT64_MAX - 9, 20).status().code(),
+            Status::Code::kInvalidArgument);
+  EXPECT_EQ(t->ReadRange(Key(1), 10, UINT64_MAX).status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(t->ReadRange(Key(1), 100000, 1).status().code(), Status::Code::kInvalidArgument);
   EXPECT_TRUE(t->ReadRange(Key(2), 0, 1).status().IsNotFound());
   // The whole-block read still works on the file with its trailer.
   auto whole = t->Read(Key(1));
@@ -393,6 +399,41 @@ TEST_F(FlashTierTest, ReadRangeReadsAndVerifiesOnlyTheChunksItNeeds) {
   EXPECT_EQ(t->Stats().corruptions, 1u);
   EXPECT_FALSE(t->Contains(Key(1)));
   EXPECT_FALSE(std::filesystem::exists(Abs(Key(1))));
+}
+
+TEST(ChunkTrailerTest, RangesAndChecks) {
+  using namespace tiercache_internal;
+  auto cs = ChunksFor(100000, 32760, 20);
+  ASSERT_TRUE(cs.ok());
+  EXPECT_EQ(cs->first, 0u);
+  EXPECT_EQ(cs->last, 1u);
+  EXPECT_EQ(cs->data_begin, 0u);
+  EXPECT_EQ(cs->data_end, 65536u);
+  EXPECT_EQ(cs->sums_begin, 100000u);
+  EXPECT_EQ(cs->sums_bytes, 16u);
+  cs = ChunksFor(100000, 99999, 1);
+  ASSERT_TRUE(cs.ok());
+  EXPECT_EQ(cs->data_end, 100000u);  // the short last chunk
+  // The fuzz target's crash (tests/fuzz/corpus/l2_trailer_fuzz/crash-huge-block-len): a block
+  // length near 2^64 made the trailer offset wrap; and offset + length wrapping.
+  EXPECT_FALSE(ChunksFor(0xffffffffffff8003ULL, 0x6363000000000000ULL, 0x63006300).ok());
+  EXPECT_FALSE(ChunksFor(uint64_t{UINT32_MAX} + 1, 0, 1).ok());
+  EXPECT_TRUE(ChunksFor(UINT32_MAX, UINT32_MAX - 1, 1).ok());
+  EXPECT_FALSE(ChunksFor(4096, UINT64_MAX, 2).ok());
+  EXPECT_FALSE(ChunksFor(4096, 0, 0).ok());
+  EXPECT_FALSE(ChunksFor(0, 0, 1).ok());
+
+  const std::string data = Pattern(70000, 2);
+  const auto bytes = std::as_bytes(std::span(data));
+  const std::vector<std::byte> trailer = ChunkTrailer(bytes);
+  ASSERT_EQ(trailer.size(), 24u);
+  EXPECT_TRUE(VerifyChunks(bytes, trailer));
+  EXPECT_TRUE(VerifyChunks(bytes.subspan(32768), std::span(trailer).subspan(8)));
+  EXPECT_FALSE(VerifyChunks(bytes, std::span(trailer).first(16)));  // sizes do not match
+  EXPECT_FALSE(VerifyChunks({}, {}));
+  std::vector<std::byte> bad = trailer;
+  bad[9] ^= std::byte{1};
+  EXPECT_FALSE(VerifyChunks(bytes, bad));
 }
 
 TEST_F(FlashTierTest, BlocksWithoutChunkChecksumsAreReadWhole) {

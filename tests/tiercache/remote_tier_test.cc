@@ -1,6 +1,6 @@
 // The L3 tier (NewRemoteTier) over FakeBlobStore: object format round trip, corruption, TTL,
 // the bounded write queue, the circuit breaker, concurrency, TieredCache with two "hosts" sharing
-// one L3, and GcRemoteTier.
+// one L3, the keyed MAC (cache.l3_key_file), and GcRemoteTier.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -12,6 +12,7 @@
 
 #include "tests/fakes/fake_blob_store.h"
 #include "tests/tiercache/test_util.h"
+#include "tiercache/internal/l3_object.h"
 #include "tiercache/tier.h"
 #include "tiercache/tiered_cache.h"
 
@@ -25,6 +26,19 @@ using testing::Pattern;
 
 constexpr uint64_t kBs = 4096;
 constexpr size_t kHeader = 48;
+constexpr size_t kMacHeader = 80;
+const std::string kKey(32, 'K');
+const std::string kOtherKey(32, 'O');
+
+std::span<const std::byte> Bytes(const std::string& s) { return std::as_bytes(std::span(s)); }
+
+// An L3 object as a writer holding `mac_key` ("" = none) makes it.
+std::string Encode(const BlockKey& key, const std::string& data, const std::string& mac_key,
+                   uint64_t stored_ns = 0) {
+  std::vector<std::byte> out;
+  tiercache_internal::EncodeL3Object(key, Bytes(data), stored_ns, Bytes(mac_key), &out);
+  return std::string(reinterpret_cast<const char*>(out.data()), out.size());
+}
 
 BlockRef MakeBlock(const std::string& s) {
   auto b = Block::Allocate(s.size());
@@ -152,6 +166,114 @@ TEST_F(RemoteTierTest, CorruptObjectsAreMissesAndCounted) {
   auto fixed = t->Read(Key(0));
   ASSERT_TRUE(fixed.ok());
   EXPECT_EQ(AsString((*fixed)->data()), Pattern(kBs, 0));
+}
+
+TEST_F(RemoteTierTest, KeyedObjectsCarryAMacAndRoundTrip) {
+  options_.mac_key = kKey;
+  auto t = Open();
+  const std::string data = Pattern(kBs, 4);
+  TC_ASSERT_OK(t->Insert(Key(0), MakeBlock(data), {}));
+  TC_ASSERT_OK(t->Insert(Key(1), MakeBlock(""), {}));
+  ASSERT_TRUE(Drain(*t));
+  const std::string obj = ObjectOf(&store_, Key(0));
+  ASSERT_EQ(obj.size(), kMacHeader + kBs);
+  EXPECT_EQ(obj.substr(0, 4), "TFL3");
+  EXPECT_EQ(obj[4], 2);  // version 2: with a MAC
+  EXPECT_EQ(obj.substr(kMacHeader), data);
+  // The MAC is HMAC-SHA256(key, the 48 fixed header bytes || the block's bytes).
+  const HmacSha256Digest want =
+      HmacSha256(Bytes(kKey), {Bytes(obj).first(kHeader), Bytes(obj).subspan(kMacHeader)});
+  EXPECT_EQ(obj.substr(kHeader, 32), std::string(reinterpret_cast<const char*>(want.data()), 32));
+  t->Erase(Key(0));
+  auto r = t->Read(Key(0));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(AsString((*r)->data()), data);
+  auto empty = t->Read(Key(1));
+  ASSERT_TRUE(empty.ok()) << empty.status().ToString();
+  EXPECT_EQ((*empty)->size(), 0u);
+  EXPECT_EQ(t->Stats().corruptions, 0u);
+}
+
+TEST_F(RemoteTierTest, WithAKeyForgedOrUnsignedObjectsAreRejected) {
+  options_.mac_key = kKey;
+  auto t = Open();
+  const std::string good = Pattern(kBs, 1), evil = Pattern(kBs, 66);
+  auto name = [](int i) { return "blocks/" + BlockKeyHex(Key(i)); };
+  // 0: a writer without the key (version 1, valid checksum, the right block key).
+  store_.PutObject(name(0), Encode(Key(0), evil, ""));
+  // 1: a writer with another key.
+  store_.PutObject(name(1), Encode(Key(1), evil, kOtherKey));
+  // 2: a good keyed object with one byte changed and its XXH3 checksum fixed up: only the MAC
+  // can tell.
+  std::string tampered = Encode(Key(2), good, kKey);
+  tampered[kMacHeader + 10] ^= 0x01;
+  const uint64_t sum = BlockChecksum(Bytes(tampered).subspan(kMacHeader));
+  for (int i = 0; i < 8; ++i) tampered[16 + i] = static_cast<char>(sum >> (8 * i));
+  store_.PutObject(name(2), tampered);
+  // 3: the MAC of a good object zeroed.
+  std::string zeroed = Encode(Key(3), good, kKey);
+  std::fill(zeroed.begin() + kHeader, zeroed.begin() + kMacHeader, '\0');
+  store_.PutObject(name(3), zeroed);
+  // 4: a good keyed object of another block, renamed (the MAC covers the block key).
+  store_.PutObject(name(4), Encode(Key(5), good, kKey));
+  for (int i = 0; i < 5; ++i) {
+    auto r = t->Read(Key(i));
+    EXPECT_TRUE(r.status().IsNotFound()) << i << ": " << r.status().ToString();
+  }
+  EXPECT_EQ(t->Stats().corruptions, 5u);
+  EXPECT_EQ(t->Stats().hits, 0u);
+  // The right key is accepted.
+  store_.PutObject(name(6), Encode(Key(6), good, kKey));
+  auto r = t->Read(Key(6));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(AsString((*r)->data()), good);
+}
+
+TEST_F(RemoteTierTest, WithoutAKeyBothVersionsAreReadOnTheirChecksum) {
+  auto t = Open();  // no key: L3 is trusted, as before
+  const std::string data = Pattern(kBs, 8);
+  store_.PutObject("blocks/" + BlockKeyHex(Key(0)), Encode(Key(0), data, ""));
+  store_.PutObject("blocks/" + BlockKeyHex(Key(1)), Encode(Key(1), data, kKey));
+  for (int i : {0, 1}) {
+    auto r = t->Read(Key(i));
+    ASSERT_TRUE(r.ok()) << i << ": " << r.status().ToString();
+    EXPECT_EQ(AsString((*r)->data()), data);
+  }
+  // A version 1 object holding more than a block (it fits the read buffer, sized for the
+  // version 2 header) is refused.
+  store_.PutObject("blocks/" + BlockKeyHex(Key(3)), Encode(Key(3), Pattern(kBs + 32, 1), ""));
+  EXPECT_TRUE(t->Read(Key(3)).status().IsNotFound());
+  EXPECT_EQ(t->Stats().corruptions, 1u);
+  // A keyless writer still writes version 1 (old daemons read it).
+  TC_ASSERT_OK(t->Insert(Key(2), MakeBlock(data), {}));
+  ASSERT_TRUE(Drain(*t));
+  const std::string obj = ObjectOf(&store_, Key(2));
+  ASSERT_EQ(obj.size(), kHeader + kBs);
+  EXPECT_EQ(obj[4], 1);
+}
+
+TEST(L3ObjectTest, ParseRejectsMalformedHeaders) {
+  using tiercache_internal::ParseL3Header;
+  using tiercache_internal::ParseL3Object;
+  const std::string good = Encode(Key(0), "abc", kKey);
+  ASSERT_TRUE(ParseL3Object(Bytes(good), Bytes(kKey)).ok());
+  auto h = ParseL3Header(Bytes(good).first(48));
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h->version, 2u);
+  EXPECT_EQ(h->header_bytes, 80u);
+  EXPECT_EQ(h->length, 3u);
+  EXPECT_EQ(h->key, Key(0));
+  // Every prefix shorter than the whole object fails, never reads past the end.
+  for (size_t n = 0; n < good.size(); ++n) {
+    EXPECT_FALSE(ParseL3Object(Bytes(good).first(n), Bytes(kKey)).ok()) << n;
+    EXPECT_FALSE(ParseL3Object(Bytes(good).first(n), {}).ok()) << n;
+  }
+  std::string v9 = good;
+  v9[4] = 9;
+  EXPECT_NE(ParseL3Header(Bytes(v9)).status().message().find("version 9"), std::string::npos);
+  std::string huge = Encode(Key(0), "abc", "");
+  for (int i = 8; i < 16; ++i) huge[i] = '\xff';  // length 2^64-1
+  EXPECT_FALSE(ParseL3Object(Bytes(huge), {}).ok());
 }
 
 TEST_F(RemoteTierTest, TtlExpiry) {
@@ -313,6 +435,7 @@ class SharedL3Test : public ::testing::Test {
     RemoteTierOptions r;
     r.block_size = kBs;
     r.write_queue = 1000;
+    r.mac_key = mac_key_;
     auto l3 = NewRemoteTier(r, &l3_store_, &clock_);
     EXPECT_TRUE(l3.ok());
     Host h;
@@ -343,6 +466,7 @@ class SharedL3Test : public ::testing::Test {
   FakeBlobStore origin_{"fake://origin"};
   FakeBlobStore l3_store_{"fake://l3"};
   FakeClock clock_;
+  std::string mac_key_;  // cache.l3_key_file of the hosts opened next
 };
 
 TEST_F(SharedL3Test, HostBReadsEverythingFromL3) {
@@ -427,6 +551,42 @@ TEST_F(SharedL3Test, CorruptL3BlockIsRefetchedFromTheOrigin) {
   EXPECT_EQ(c.l3->Stats().corruptions, 0u);
 }
 
+TEST_F(SharedL3Test, PoisonFromAWriterWithoutTheKeyIsRefetchedNeverServed) {
+  const std::string data = Pattern(4 * kBs, 6);
+  const ObjectRef obj = Put("z", data);
+  mac_key_ = kKey;
+  {
+    Host a = OpenHost();
+    EXPECT_EQ(ReadAll(a.cache.get(), obj), data);
+    ASSERT_TRUE(Drain(*a.l3));
+  }
+  // Someone with write access to the bucket but not the key replaces block 1 by other bytes in
+  // a well-formed object (valid checksum, right block key): unsigned, and signed with their key.
+  const BlockKey k1 = MakeBlockKey("fake://origin", "z", obj.info.etag, kBs, 1);
+  const BlockKey k2 = MakeBlockKey("fake://origin", "z", obj.info.etag, kBs, 2);
+  const std::string poison(kBs, 'P');
+  l3_store_.PutObject("blocks/" + BlockKeyHex(k1), Encode(k1, poison, ""));
+  l3_store_.PutObject("blocks/" + BlockKeyHex(k2), Encode(k2, poison, kOtherKey));
+  Host b = OpenHost();
+  EXPECT_EQ(ReadAll(b.cache.get(), obj), data);
+  EXPECT_EQ(b.l3->Stats().corruptions, 2u);
+  EXPECT_EQ(b.l3->Stats().hits, 2u);
+  EXPECT_EQ(b.cache->Stats().origin_requests, 2u);
+  // The refetched blocks were written back, signed: the next host reads all of it from L3.
+  ASSERT_TRUE(Drain(*b.l3));
+  Host c = OpenHost();
+  EXPECT_EQ(ReadAll(c.cache.get(), obj), data);
+  EXPECT_EQ(c.cache->Stats().origin_requests, 0u);
+  EXPECT_EQ(c.l3->Stats().corruptions, 0u);
+  // A host with the wrong key trusts none of it.
+  mac_key_ = kOtherKey;
+  Host d = OpenHost();
+  EXPECT_EQ(ReadAll(d.cache.get(), obj), data);
+  EXPECT_EQ(d.l3->Stats().hits, 0u);
+  EXPECT_EQ(d.l3->Stats().corruptions, 4u);
+  EXPECT_EQ(d.cache->Stats().origin_requests, 4u);
+}
+
 // ---- gc ----
 
 TEST(RemoteGcTest, ExpiresThenTrimsOldestFirst) {
@@ -437,7 +597,8 @@ TEST(RemoteGcTest, ExpiresThenTrimsOldestFirst) {
   // 6 blocks of 100 bytes, aged 10h, 8h, 5h, 3h, 2h, 1h; plus an object outside blocks/.
   const int ages[] = {10, 8, 5, 3, 2, 1};
   for (int i = 0; i < 6; ++i) {
-    store.PutObject("blocks/" + BlockKeyHex(Key(i)), std::string(100, 'x'), now - ages[i] * hour);
+    store.PutObject("blocks/" + BlockKeyHex(Key(i)), Encode(Key(i), std::string(52, 'x'), ""),
+                    now - ages[i] * hour);
   }
   store.PutObject("other/keep", "k", 0);
 
@@ -470,6 +631,65 @@ TEST(RemoteGcTest, ExpiresThenTrimsOldestFirst) {
   auto idle = GcRemoteTier(RemoteGcOptions{}, &store, &clock);
   ASSERT_TRUE(idle.ok());
   EXPECT_EQ(idle->expired + idle->trimmed, 0u);
+}
+
+TEST(RemoteGcTest, DeletesOnlyTierfsObjects) {
+  FakeBlobStore store("fake://l3");
+  FakeClock clock;
+  const int64_t old = clock.NowUnixNanos() - 100LL * 3600 * 1000000000LL;
+  auto name = [](int i) { return "blocks/" + BlockKeyHex(Key(i)); };
+  // Tierfs's own: version 1 and version 2 (keyed) objects.
+  store.PutObject(name(0), Encode(Key(0), std::string(52, 'a'), ""), old);
+  store.PutObject(name(1), Encode(Key(1), std::string(20, 'b'), kKey), old);
+  // Not tierfs's, all as old: other names, a foreign body under a block name, a tierfs object
+  // of another block under this name, an object shorter than a header, an unknown version.
+  store.PutObject("blocks/README.txt", std::string(300, 'r'), old);
+  store.PutObject("blocks/" + BlockKeyHex(Key(2)) + ".bak", Encode(Key(2), "x", ""), old);
+  store.PutObject("blocks/" + std::string(32, 'A'), Encode(Key(2), "x", ""), old);
+  store.PutObject(name(3), std::string(100, 'z'), old);
+  store.PutObject(name(4), Encode(Key(9), std::string(52, 'c'), ""), old);
+  store.PutObject(name(5), "TFL3", old);
+  std::string v7 = Encode(Key(6), std::string(52, 'd'), "");
+  v7[4] = 7;
+  store.PutObject(name(6), v7, old);
+
+  RemoteGcOptions o;
+  o.ttl = std::chrono::hours(1);
+  o.dry_run = true;
+  auto dry = GcRemoteTier(o, &store, &clock);
+  ASSERT_TRUE(dry.ok()) << dry.status().ToString();
+  EXPECT_EQ(dry->objects, 9u);
+  EXPECT_EQ(dry->expired, 2u);
+  EXPECT_EQ(dry->foreign, 7u);
+  o.dry_run = false;
+  auto rep = GcRemoteTier(o, &store, &clock);
+  ASSERT_TRUE(rep.ok()) << rep.status().ToString();
+  EXPECT_EQ(rep->expired, 2u);
+  EXPECT_EQ(rep->expired_bytes, 100u + 80u + 20u);
+  EXPECT_EQ(rep->foreign, 7u);
+  EXPECT_EQ(rep->remaining_objects, 0u);
+  EXPECT_EQ(rep->delete_errors, 0u);
+  EXPECT_FALSE(store.Head(name(0)).ok());
+  EXPECT_FALSE(store.Head(name(1)).ok());
+  for (const std::string& kept :
+       {std::string("blocks/README.txt"), "blocks/" + BlockKeyHex(Key(2)) + ".bak",
+        "blocks/" + std::string(32, 'A'), name(3), name(4), name(5), name(6)}) {
+    EXPECT_TRUE(store.Head(kept).ok()) << kept;
+  }
+
+  // Trimming to max_bytes neither deletes foreign objects nor counts them.
+  store.PutObject(name(7), Encode(Key(7), std::string(52, 'e'), ""), old + 1);
+  store.PutObject(name(8), Encode(Key(8), std::string(52, 'f'), ""), old + 2);
+  RemoteGcOptions trim;
+  trim.max_bytes = 100;
+  auto t = GcRemoteTier(trim, &store, &clock);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->trimmed, 1u);
+  EXPECT_EQ(t->remaining_objects, 1u);
+  EXPECT_EQ(t->remaining_bytes, 100u);
+  EXPECT_FALSE(store.Head(name(7)).ok());
+  EXPECT_TRUE(store.Head(name(8)).ok());
+  EXPECT_TRUE(store.Head(name(3)).ok());
 }
 
 TEST(RemoteGcTest, ListErrorIsReturned) {
