@@ -483,9 +483,10 @@ TEST_F(S3BlobStoreTest, SlotWaitTimeoutWithNothingInFlightEndsTheRead) {
   auto shared = std::make_shared<Shared>();
   const auto start = SteadyClock::now();
   for (int i = 0; i < kReaders; ++i) {
-    std::thread([store, shared, i] {
+    std::thread([store, shared, i]() mutable {
       std::vector<std::byte> buf(100);
       Result<size_t> r = store->Read("obj", static_cast<uint64_t>(i) * 100, buf, "e");
+      store.reset();  // the test's own reference is then the last: no store outlives the test
       MutexLock l(&shared->mu);
       shared->results.push_back(r.ok() ? Status::OK() : r.status());
       ++shared->finished;
