@@ -624,6 +624,15 @@ class S3BlobStore final : public BlobStore {
           ++in_flight;
         }
       }
+      // With nothing in flight no completion will come, so the inbox wait below must not be
+      // entered without a deadline: it would never wake. This is the case right after fail() in
+      // the start loop above (the slot wait timed out with nothing in flight); the top of the
+      // loop then returns the error. Any other way here would be a bookkeeping bug: fail rather
+      // than hang.
+      if (in_flight == 0 && wake == SteadyClock::time_point::max()) {
+        fail(Status::Internal(context + ": no request in flight and nothing to wait for"));
+        continue;
+      }
 
       std::deque<Completion> done;
       {

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <map>
+#include <memory>
 #include <set>
 #include <thread>
 
@@ -26,6 +27,11 @@ using ::tierfs::testing::HttpTestResponse;
 using ::tierfs::testing::HttpTestServer;
 using ::tierfs::testing::Pattern;
 using SteadyClock = std::chrono::steady_clock;
+
+// CondVar waits carry no capability annotation (base/mutex.h). REQUIRES: cv's Mutex is held.
+void WaitForWhileHeld(CondVar* cv, std::chrono::nanoseconds d) NO_THREAD_SAFETY_ANALYSIS {
+  cv->WaitFor(d);
+}
 
 // Serves one bucket from memory the way S3 does (path-style). ListObjectsV2 honours prefix,
 // delimiter, max-keys, continuation-token and encoding-type=url; with URL encoding it encodes '/'
@@ -443,6 +449,72 @@ TEST_F(S3BlobStoreTest, StalledOriginTimesOutBounded) {
   EXPECT_EQ(r.status().code(), Status::Code::kTimedOut) << r.status().ToString();
   EXPECT_LT(SteadyClock::now() - start, std::chrono::seconds(3));
   EXPECT_EQ(server_->request_count(), 2u);
+}
+
+// Regression: a Read whose wait for a connection slot timed out with none of its requests in
+// flight went on to wait for a completion that could never come, forever (the daemon then hung
+// after an origin stall and ignored unmount and SIGTERM). One slot (limit 1), a stalled origin
+// and three concurrent reads: the first holds the slot until its request times out, so at least
+// one of the others must give up waiting for the slot. Every read must still return, with an
+// error, within a bound. The reads run on their own threads so that the old code fails this test
+// instead of hanging it (a stuck thread is left behind, detached, with everything it uses).
+TEST_F(S3BlobStoreTest, SlotWaitTimeoutWithNothingInFlightEndsTheRead) {
+  server_->SetHandler([](const HttpTestRequest&) {
+    HttpTestResponse r = HttpTestResponse::Make(206, std::string(100, 'x'));
+    r.stall_after_bytes = 0;
+    r.stall_for = std::chrono::seconds(30);
+    return r;
+  });
+  S3Options o = Options();
+  o.max_connections = 1;
+  o.initial_concurrency = 1;
+  o.max_attempts = 1;
+  o.hedge = false;
+  o.request_timeout = std::chrono::milliseconds(500);
+  std::shared_ptr<BlobStore> store = Open(o);
+  ASSERT_NE(store, nullptr);
+  constexpr int kReaders = 3;
+  struct Shared {
+    Mutex mu;
+    CondVar cv{&mu};
+    int finished GUARDED_BY(mu) = 0;
+    std::vector<Status> results GUARDED_BY(mu);
+  };
+  auto shared = std::make_shared<Shared>();
+  const auto start = SteadyClock::now();
+  for (int i = 0; i < kReaders; ++i) {
+    std::thread([store, shared, i]() mutable {
+      std::vector<std::byte> buf(100);
+      Result<size_t> r = store->Read("obj", static_cast<uint64_t>(i) * 100, buf, "e");
+      store.reset();  // the test's own reference is then the last: no store outlives the test
+      MutexLock l(&shared->mu);
+      shared->results.push_back(r.ok() ? Status::OK() : r.status());
+      ++shared->finished;
+      shared->cv.SignalAll();
+    }).detach();
+  }
+  std::vector<Status> results;
+  {
+    MutexLock l(&shared->mu);
+    const auto deadline = start + std::chrono::seconds(15);
+    while (shared->finished < kReaders && SteadyClock::now() < deadline) {
+      WaitForWhileHeld(&shared->cv, deadline - SteadyClock::now());
+    }
+    results = shared->results;
+  }
+  ASSERT_EQ(results.size(), static_cast<size_t>(kReaders))
+      << "a Read never returned (a RunGets waiting for a completion with nothing in flight)";
+  // Engine and server go away at TearDown only after every request has ended.
+  const auto took = SteadyClock::now() - start;
+  EXPECT_LT(took, std::chrono::seconds(5));
+  int slot_timeouts = 0;
+  for (const Status& st : results) {
+    ASSERT_FALSE(st.ok());
+    EXPECT_EQ(st.code(), Status::Code::kTimedOut) << st.ToString();
+    slot_timeouts += st.ToString().find("connection slot") != std::string::npos;
+  }
+  // The case under test really happened (else this test tested nothing).
+  EXPECT_GE(slot_timeouts, 1);
 }
 
 TEST_F(S3BlobStoreTest, UnreachableEndpointIsUnavailable) {
