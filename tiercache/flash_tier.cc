@@ -262,9 +262,10 @@ class FlashTier final : public Tier {
       uint64_t need = 0;
       const uint64_t used = list_.used() + reserved_bytes_;
       if (used + len > options_.capacity_bytes) need = used + len - options_.capacity_bytes;
-      if (free_estimate_ < options_.min_free_bytes + len) {
-        need = std::max(need, options_.min_free_bytes + len - free_estimate_);
-      }
+      // Saturating: l2_min_free may be configured up to 2^64 - 1.
+      const uint64_t want_free =
+          options_.min_free_bytes > UINT64_MAX - len ? UINT64_MAX : options_.min_free_bytes + len;
+      if (free_estimate_ < want_free) need = std::max(need, want_free - free_estimate_);
       uint64_t group_need = 0;
       if (hint.quota_group != 0 && hint.quota_bytes > 0) {
         if (len > hint.quota_bytes) {

@@ -223,6 +223,15 @@ TEST_F(FlashTierTest, FreeSpaceFloorIsHonouredAndCheckedPeriodically) {
   EXPECT_TRUE(t->Contains(Key(5)));
 }
 
+TEST_F(FlashTierTest, AFreeSpaceFloorNear2To64RefusesInsteadOfWrapping) {
+  options_.capacity_bytes = 1 << 30;
+  options_.min_free_bytes = UINT64_MAX - 10;  // min_free + len would wrap to a tiny number
+  faulty_->SetFreeBytes(1 << 30);
+  auto t = Open();
+  EXPECT_EQ(t->Insert(Key(1), MakeBlock(Pattern(1000, 1)), {}).code(), Status::Code::kNoSpace);
+  EXPECT_FALSE(t->Contains(Key(1)));
+}
+
 TEST_F(FlashTierTest, WriteFailureLeavesNothingVisible) {
   auto t = Open();
   faulty_->FailWrites(1, Status::NoSpace("ENOSPC"));
