@@ -182,8 +182,11 @@ TEST_F(CatalogTest, TtlExpiryRelists) {
   EXPECT_TRUE(c->Lookup("a", "new.bin").status().IsNotFound());  // cached negative
   clock_.Advance(std::chrono::seconds(31));
   // Stale: served at once (still the old negative entry) while a refresh runs in the background.
+  // The gate holds that refresh in List, so it cannot land before the lookup reads the entry.
+  origin_.CloseGate();
   EXPECT_TRUE(c->Lookup("a", "new.bin").status().IsNotFound());
   EXPECT_GE(c->Stats().stale_serves, 1u);
+  origin_.OpenGate();
   c->TEST_WaitForRefreshes();
   auto e = c->Lookup("a", "new.bin");
   ASSERT_TRUE(e.ok()) << e.status().ToString();
