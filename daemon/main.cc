@@ -41,6 +41,7 @@
 #include "base/units.h"
 #include "daemon/cache_dir.h"
 #include "daemon/config.h"
+#include "daemon/notify.h"
 #include "daemon/prefetch_cli.h"
 #include "tiercache/prefetch_jobs.h"
 
@@ -289,24 +290,32 @@ int ServeMount(const DaemonOptions& o, StartupPipe* pipe) {
   // takes them (fuse_set_signal_handlers) so the loop wakes up and exits.
   SetSignalsBlocked(true);
   log.info("tierfs {} starting: {}", TIERFS_VERSION, DescribeOptions(o));
+  NotifyStatus(
+      fmt::format("starting: opening the cache at {} and listing {}", o.cache_dir, o.source));
   Components c;
   Status s = Build(o, &c);
   if (!s.ok()) {
     log.error("{}", s.ToString());
+    NotifyStatus("mount failed: " + s.ToString());
     pipe->Fail({kExitRuntime, s.ToString()});
     c.Shutdown();
     return kExitRuntime;
   }
+  NotifyStatus(fmt::format("mounting {} at {}", o.source, o.mountpoint));
   auto server = FuseServer::Mount(o.fuse, c.fs.get(), o.mountpoint);
   if (!server.ok()) {
     log.error("{}", server.status().ToString());
+    NotifyStatus("mount failed: " + server.status().ToString());
     pipe->Fail({kExitRuntime, server.status().ToString()});
     c.Shutdown();
     return kExitRuntime;
   }
   c.server = std::move(*server);
   log.info("serving {} at {}", o.source, o.mountpoint);
+  // The mount is in place (the kernel queues requests until Run() serves them): the waiting
+  // parent and systemd (Type=notify) learn it at the same point.
   pipe->Ok();
+  NotifyReady(fmt::format("serving {} at {}", o.source, o.mountpoint));
   if (!o.foreground) {
     DetachStdio();
     if (chdir("/") != 0) log.warn("chdir /: {}", std::strerror(errno));
@@ -314,6 +323,7 @@ int ServeMount(const DaemonOptions& o, StartupPipe* pipe) {
   SetSignalsBlocked(false);
   Status run = c.server->Run();
   SetSignalsBlocked(true);
+  NotifyStopping(fmt::format("{} unmounted; syncing the cache and stopping", o.mountpoint));
   int code = kExitOk;
   if (!run.ok()) {
     log.error("fuse loop: {}", run.ToString());
