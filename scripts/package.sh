@@ -38,7 +38,7 @@ else
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTIERFS_BUILD_TESTS=OFF \
     -DCMAKE_SKIP_INSTALL_ALL_DEPENDENCY=ON "${launcher[@]}" >/dev/null
 fi
-cmake --build "$build" --target tierfs tierfs_manpage -j "$(nproc)"
+cmake --build "$build" --target tierfs tierfs_manpage tierfs_changelog -j "$(nproc)"
 
 staging="$build/cpack"
 rm -rf "$staging"
