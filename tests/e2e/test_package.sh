@@ -29,6 +29,7 @@ PKG_INSTALLED=0
 LISTENER_PID=""
 PROXY_PID=""
 DAEMON_PIDS=()
+UNIT_STARTED=0
 
 # Finds the daemon serving MNT (a daemonized mount's PID is not ours): the tierfs process whose
 # arguments name this (unique, temporary) mountpoint.
@@ -62,6 +63,10 @@ package_cleanup() {
   if [[ -n "$PROXY_PID" ]]; then
     rm -f "$E2E_WORK/stall"
     stop_pid "$PROXY_PID"
+  fi
+  if (( UNIT_STARTED )); then
+    timeout 90 systemctl stop "tierfs@$INST"
+    systemctl reset-failed "tierfs@$INST" 2>/dev/null
   fi
   # Unmount before the package goes (e2e_cleanup would do it too, but after the purge).
   for p in "${E2E_MOUNTS[@]}"; do
@@ -178,6 +183,12 @@ for f in $(grep -v '/$' "$E2E_WORK/contents"); do
 done
 /usr/bin/tierfs --version | grep -q "^tierfs " || fail "/usr/bin/tierfs --version"
 log "ok dpkg -i ($(/usr/bin/tierfs --version))"
+# mount -f (fake): the helper prints the command it would run. (Options that are -o words today,
+# such as uid= or allow_other, become flags once tierfs has --uid/--allow-other: not checked here.)
+got="$(/sbin/mount.tierfs s3://b/p /mnt/x -f -o rw,_netdev,region=eu-west-1,cache_dir=/c,no_sign_request,noatime,nodev)"
+want="/usr/bin/tierfs mount s3://b/p /mnt/x --region eu-west-1 --cache-dir /c --no-sign-request --config /etc/tierfs/tierfs.toml -o _netdev,noatime,nodev"
+[[ "$got" == "$want" ]] || fail "mount.tierfs -f: got '$got', expected '$want'"
+log "ok mount.tierfs maps fstab options: $got"
 
 # ---- mount -t tierfs against s3rver ----
 s3rver_start "$BUCKET"
@@ -316,6 +327,7 @@ if [[ "$pid1" == systemd ]]; then
   E2E_MOUNTS+=("$mnt4")
   E2E_PIDS+=("")
   systemctl daemon-reload
+  UNIT_STARTED=1
   timeout 120 systemctl start "tierfs@$INST" || { systemctl status "tierfs@$INST" --no-pager; fail "systemctl start tierfs@$INST"; }
   is_mounted "$mnt4" || fail "tierfs@$INST is active but $mnt4 is not mounted"
   got="$(timeout -k 2 30 sha256sum "$mnt4/data/big.bin" | cut -d' ' -f1)"
@@ -323,6 +335,7 @@ if [[ "$pid1" == systemd ]]; then
   systemctl show -p StatusText "tierfs@$INST" | grep -q "serving" || fail "the unit's status text is not 'serving ...'"
   timeout 90 systemctl stop "tierfs@$INST" || fail "systemctl stop tierfs@$INST"
   ! is_mounted "$mnt4" || fail "$mnt4 still mounted after systemctl stop"
+  UNIT_STARTED=0
   log "ok systemctl start/stop tierfs@$INST"
 else
   log "SKIP systemctl start tierfs@$INST: PID 1 is '$pid1', not a running systemd (the ExecStart and READY=1 were checked above under a fake NOTIFY_SOCKET)"
