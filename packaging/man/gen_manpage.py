@@ -89,16 +89,25 @@ def render_section(heading, lines, out):
             out.append(".fi")
             verbatim.clear()
 
-    for line in lines:
+    skip = False
+    for i, line in enumerate(lines):
+        if skip:
+            skip = False
+            continue
         if not line.strip():
             flush()
             continue
         m = ITEM.match(line)
         if m and (line.lstrip().startswith("-") or is_sub or heading == "Positionals"):
             flush()
+            desc = m.group(2)
+            nxt = lines[i + 1] if i + 1 < len(lines) else ""
+            if desc is None and nxt.startswith("      ") and not nxt.lstrip().startswith("-"):
+                desc = nxt.strip()  # CLI11 puts the text of a long option name on the next line
+                skip = True
             out.append(".TP")
             out.append("\\fB" + esc(m.group(1)) + "\\fR")
-            out.append(esc(m.group(2) or ""))
+            out.append(esc(desc or ""))
         else:
             verbatim.append(line.strip() if not line.startswith(" ") else line.rstrip())
     flush()

@@ -116,7 +116,7 @@ dpkg-deb -x "$deb" "$E2E_WORK/root"
 bin="$E2E_WORK/root/usr/bin/tierfs"
 zcat "$E2E_WORK/root/usr/share/man/man1/tierfs.1.gz" >"$E2E_WORK/tierfs.1"
 # roff writes '-' as '\-': compare on the page as man(1) renders it.
-MANWIDTH=200 man -l "$E2E_WORK/tierfs.1" 2>"$E2E_WORK/man.err" | col -b >"$E2E_WORK/tierfs.txt"
+LC_ALL=C.UTF-8 MANWIDTH=200 man -l "$E2E_WORK/tierfs.1" 2>"$E2E_WORK/man.err" | col -b >"$E2E_WORK/tierfs.txt"
 [[ ! -s "$E2E_WORK/man.err" ]] || { cat "$E2E_WORK/man.err"; fail "man reports problems in tierfs.1"; }
 flags="$("$bin" mount --help | awk '/^ +-/ { col = $0; sub(/^ +/, "", col); sub(/  .*$/, "", col);
   n = split(col, p, /[ ,]+/); for (i = 1; i <= n; i++) if (p[i] ~ /^--/) print p[i] }')"
