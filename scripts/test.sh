@@ -2,9 +2,10 @@
 # THE test command (CI runs exactly this through .ci/run). As root on Debian 12:
 #   1. scripts/install-deps.sh (apt + the npm test origin)
 #   2. Release build with -Werror into build/, unit tests (ctest)
-#   3. unit tests under ASan+UBSan (gcc, build-asan/)
+#   3. unit tests under ASan+UBSan (clang, build-asan/; the same tree also builds the fuzz
+#      targets: every library is compiled once with ASan/UBSan + libFuzzer coverage hooks)
 #   4. unit tests under TSan (clang, build-tsan/; clang also checks -Wthread-safety)
-#   5. fuzz targets (libFuzzer + ASan/UBSan, clang, build-fuzz/): each parser of untrusted input
+#   5. fuzz targets (libFuzzer + ASan/UBSan, from build-asan/): each parser of untrusted input
 #      run from its seed corpus for 10 s (tests/fuzz/run.sh)
 #   6. clang-format --dry-run -Werror over the C++ sources
 #   7. end-to-end tests through /dev/fuse (tests/e2e/run_all.sh)
@@ -131,8 +132,9 @@ if want unit; then
   fi
 fi
 
-# Sanitizer builds: unit tests only, -O1 with line tables (enough for sanitizer stack traces,
-# much cheaper to compile than -O2 -g) and assertions on.
+# Sanitizer builds: libraries and unit tests (no tierfs executable), -O1 with line tables (enough
+# for sanitizer stack traces, much cheaper to compile than -O2 -g) and assertions on. The Release
+# build above is gcc, the sanitizer builds clang: both compilers' warnings are errors.
 SAN_FLAGS="-DCMAKE_BUILD_TYPE=RelWithDebInfo '-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1' \
 '-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1' -DTIERFS_UNIT_ONLY=ON -DTIERFS_WERROR=ON"
 
@@ -140,7 +142,7 @@ SAN_FLAGS="-DCMAKE_BUILD_TYPE=RelWithDebInfo '-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-
 if want asan; then
   export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:strict_string_checks=1}"
   export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
-  if stage asan-build 1800 "cmake_build build-asan $SAN_FLAGS -DTIERFS_SANITIZE=address"; then
+  if stage asan-build 1800 "export CC=clang CXX=clang++; cmake_build build-asan $SAN_FLAGS -DTIERFS_SANITIZE=address -DTIERFS_FUZZ=ON"; then
     stage asan 1200 'run_ctest build-asan'
     count_ctest "$logdir/asan.log"
   else
@@ -159,9 +161,14 @@ if want tsan; then
   fi
 fi
 
-# --- 5. fuzz targets: build (clang, ASan/UBSan + libFuzzer) and a bounded run of each
+# --- 5. fuzz targets: a bounded run of each (built in build-asan/ by stage 3; alone, run.sh
+# builds its own tree)
 if want fuzz; then
-  stage fuzz 600 tests/fuzz/run.sh
+  if want asan; then
+    stage fuzz 600 'tests/fuzz/run.sh --build-dir build-asan'
+  else
+    stage fuzz 600 tests/fuzz/run.sh
+  fi
   count_plain "$logdir/fuzz.log"
 fi
 

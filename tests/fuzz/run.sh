@@ -2,8 +2,10 @@
 # Builds the libFuzzer targets of tests/fuzz (clang 14 with -fsanitize=fuzzer,address,undefined,
 # into build-fuzz/) and runs each from its committed seed corpus (tests/fuzz/corpus/TARGET/) for
 # a short bounded time. Exits non-zero if a target crashes, leaks, hits a sanitizer report, times
-# out on one input or fails to build; the crashing input is kept in build-fuzz/artifacts/.
-#   tests/fuzz/run.sh [--time SECONDS] [--build-only] [TARGET...]
+# out on one input or fails to build; the crashing input is kept in build-fuzz/artifacts/ (or DIR/artifacts).
+#   tests/fuzz/run.sh [--time SECONDS] [--build-only] [--build-dir DIR] [TARGET...]
+# --build-dir DIR: use (and only update) an existing tree configured with -DTIERFS_FUZZ=ON, e.g.
+# scripts/test.sh's build-asan/ (ASan unit tests and fuzz targets from one clang build).
 # Environment: FUZZ_TIME (seconds per target, default 10), FUZZ_RUNS (input bound per target,
 # default 5000000), JOBS (build parallelism, default 2). New inputs a run finds go to a temporary
 # directory, not into the committed corpus; to keep one, copy it into tests/fuzz/corpus/TARGET/.
@@ -17,12 +19,15 @@ time_per="${FUZZ_TIME:-10}"
 runs="${FUZZ_RUNS:-5000000}"
 jobs="${JOBS:-2}"
 build_only=""
+bdir=build-fuzz
+configure=1
 targets=()
 while (( $# )); do
   case "$1" in
     --time) time_per="$2"; shift ;;
     --build-only) build_only=1 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    --build-dir) bdir="$2"; configure=""; shift ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     -*) echo "run.sh: unknown option $1" >&2; exit 2 ;;
     *) targets+=("$1") ;;
   esac
@@ -41,18 +46,28 @@ fi
 # the next one seconds.
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
-echo "building ${targets[*]} in build-fuzz/"
-if ! CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-      '-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1' '-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1' \
-      -DTIERFS_FUZZ=ON -DTIERFS_BUILD_TESTS=OFF -DTIERFS_WERROR=ON "${launcher[@]}" >/dev/null ||
-   ! ninja -C build-fuzz -j "$jobs" "${targets[@]}"; then
+echo "building ${targets[*]} in $bdir/"
+if [[ -z "$configure" ]] && ! grep -q '^TIERFS_FUZZ:BOOL=ON' "$bdir/CMakeCache.txt" 2>/dev/null; then
+  echo "run.sh: $bdir is not a build tree configured with -DTIERFS_FUZZ=ON"
+  echo "0 passed, ${#targets[@]} failed"
+  exit 1
+fi
+if [[ -n "$configure" ]] && ! CC=clang CXX=clang++ cmake -S . -B "$bdir" -G Ninja \
+      -DCMAKE_BUILD_TYPE=RelWithDebInfo '-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1' \
+      '-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1' -DTIERFS_FUZZ=ON -DTIERFS_BUILD_TESTS=OFF \
+      -DTIERFS_WERROR=ON "${launcher[@]}" >/dev/null; then
+  echo "run.sh: cmake failed for $bdir"
+  echo "0 passed, ${#targets[@]} failed"
+  exit 1
+fi
+if ! ninja -C "$bdir" -j "$jobs" "${targets[@]}"; then
   echo "run.sh: the fuzz targets did not build"
   echo "0 passed, ${#targets[@]} failed"
   exit 1
 fi
 [[ -n "$build_only" ]] && exit 0
 
-mkdir -p build-fuzz/artifacts
+mkdir -p "$bdir/artifacts"
 work="$(mktemp -d /tmp/tierfs-fuzz.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 passed=0
@@ -60,11 +75,11 @@ failed=0
 for t in "${targets[@]}"; do
   corpus="tests/fuzz/corpus/$t"
   mkdir -p "$work/$t"
-  log="build-fuzz/artifacts/$t.log"
+  log="$bdir/artifacts/$t.log"
   # New inputs go to $work/$t (first directory); the committed corpus is only read.
-  build-fuzz/tests/fuzz/"$t" -max_total_time="$time_per" -runs="$runs" -rss_limit_mb=2048 \
+  "$bdir/tests/fuzz/$t" -max_total_time="$time_per" -runs="$runs" -rss_limit_mb=2048 \
     -malloc_limit_mb=1024 -timeout=10 -max_len=131072 -print_final_stats=1 \
-    -artifact_prefix="build-fuzz/artifacts/$t-" "$work/$t" "$corpus" >"$log" 2>&1
+    -artifact_prefix="$bdir/artifacts/$t-" "$work/$t" "$corpus" >"$log" 2>&1
   rc=$?
   execs="$(grep -oE 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -oE '[0-9]+$')"
   cov="$(grep -oE 'cov: [0-9]+' "$log" | tail -n 1)"
