@@ -893,15 +893,16 @@ int Main(int argc, char** argv) {
       "  tierfs status --watch 5");
   std::string status_mnt;
   bool raw = false, status_json = false;
-  double watch_secs = 2.0;
+  std::string watch_arg;
   status->add_option("MOUNTPOINT", status_mnt, "A tierfs mount point (default: every one)");
   status->add_flag("--json", status_json,
                    "One JSON document (with --watch: one per line) for scripts");
   auto* o_watch = status
-                      ->add_option("--watch", watch_secs,
+                      ->add_option("--watch", watch_arg,
                                    "Redraw every SECONDS (default 2) with reads/s, bytes/s per "
                                    "tier and the hit ratio, until ^C")
-                      ->expected(0, 1);
+                      ->expected(0, 1)
+                      ->type_name("[SECONDS]");
   status->add_flag("--raw", raw, "Print the user.tierfs.stats attribute of MOUNTPOINT as it is");
 
   // ---- prefetch ----
@@ -975,7 +976,22 @@ int Main(int argc, char** argv) {
 
   if (*status) {
     std::optional<double> watch;
-    if (o_watch->count() > 0) watch = watch_secs;
+    if (o_watch->count() > 0) {
+      watch = 2.0;
+      // `--watch /mnt/x` means the default interval and that mount point.
+      char* end = nullptr;
+      const double v = watch_arg.empty() ? 2.0 : std::strtod(watch_arg.c_str(), &end);
+      if (!watch_arg.empty() && (end == watch_arg.c_str() || *end != '\0')) {
+        if (!status_mnt.empty()) {
+          std::fprintf(stderr, "tierfs status: --watch: '%s' is not a number of seconds\n",
+                       watch_arg.c_str());
+          return kExitUsage;
+        }
+        status_mnt = watch_arg;
+      } else {
+        watch = v;
+      }
+    }
     return RunStatus(status_mnt, raw, status_json, watch);
   }
   if (*prefetch) return RunPrefetchCli(pf_paths, pf);
