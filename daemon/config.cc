@@ -357,6 +357,11 @@ const std::vector<KeySpec>& Schema() {
          o->fuse.allow_other = v.b;
          return Status::OK();
        }},
+      {"fuse", "allow_root", Kind::kBool,
+       [](const Value& v, DaemonOptions* o) {
+         o->fuse.allow_root = v.b;
+         return Status::OK();
+       }},
       {"fuse", "default_permissions", Kind::kBool,
        [](const Value& v, DaemonOptions* o) {
          o->default_permissions = v.b;
@@ -400,6 +405,11 @@ const std::vector<KeySpec>& Schema() {
       {"log", "file", Kind::kString,
        [](const Value& v, DaemonOptions* o) {
          o->log.destination = v.str;
+         return Status::OK();
+       }},
+      {"log", "format", Kind::kString,
+       [](const Value& v, DaemonOptions* o) {
+         o->log.format = v.str;
          return Status::OK();
        }},
       // [metastore]
@@ -634,7 +644,8 @@ Status ApplyPolicyTables(const toml::node& node, std::string_view file_name, Dae
 
 }  // namespace
 
-Status ApplyConfigText(std::string_view toml_text, std::string_view file_name, DaemonOptions* out) {
+Status ApplyConfigText(std::string_view toml_text, std::string_view file_name, DaemonOptions* out,
+                       ConfigOrigins* origins) {
   toml::table root;
   try {
     root = toml::parse(toml_text, file_name);
@@ -648,6 +659,7 @@ Status ApplyConfigText(std::string_view toml_text, std::string_view file_name, D
     const std::string tname(tkey.str());
     if (tname == "policy") {
       TIERFS_RETURN_IF_ERROR(ApplyPolicyTables(tnode, file_name, out));
+      if (origins) (*origins)["policy"] = Where(file_name, tkey.source());
       continue;
     }
     const bool known_table = std::any_of(Schema().begin(), Schema().end(),
@@ -684,12 +696,13 @@ Status ApplyConfigText(std::string_view toml_text, std::string_view file_name, D
         return Status::InvalidArgument(
             fmt::format("{}: key '{}': {}", Where(file_name, node.source()), full, s.message()));
       }
+      if (origins) (*origins)[full] = Where(file_name, node.source());
     }
   }
   return Status::OK();
 }
 
-Status ApplyConfigFile(const std::string& path, DaemonOptions* out) {
+Status ApplyConfigFile(const std::string& path, DaemonOptions* out, ConfigOrigins* origins) {
   std::ifstream in(path);
   if (!in) {
     return Status::InvalidArgument(
@@ -697,7 +710,13 @@ Status ApplyConfigFile(const std::string& path, DaemonOptions* out) {
   }
   std::stringstream ss;
   ss << in.rdbuf();
-  return ApplyConfigText(ss.str(), path, out);
+  return ApplyConfigText(ss.str(), path, out, origins);
+}
+
+std::vector<std::string> ConfigKeys() {
+  std::vector<std::string> keys;
+  for (const auto& k : Schema()) keys.push_back(fmt::format("{}.{}", k.table, k.name));
+  return keys;
 }
 
 Status ApplyMountOptions(std::string_view list, DaemonOptions* out) {
@@ -728,6 +747,8 @@ Status ApplyMountOptions(std::string_view list, DaemonOptions* out) {
       out->fuse.allow_other = true;
     } else if (opt == "noallow_other") {
       out->fuse.allow_other = false;
+    } else if (opt == "allow_root") {
+      out->fuse.allow_root = true;
     } else if (opt == "default_permissions") {
       out->default_permissions = true;
     } else if (opt == "nodefault_permissions") {
@@ -750,7 +771,8 @@ Status ApplyMountOptions(std::string_view list, DaemonOptions* out) {
       out->fuse.extra_options.emplace_back(opt);
     } else {
       return Status::InvalidArgument(fmt::format(
-          "-o: unknown mount option '{}' (tierfs: allow_other, noallow_other, default_permissions, "
+          "-o: unknown mount option '{}' (tierfs: allow_other, noallow_other, allow_root, "
+          "default_permissions, "
           "nodefault_permissions, uid=N, gid=N, file_mode=OCTAL, dir_mode=OCTAL, max_threads=N, "
           "debug; libfuse: nodev, nosuid, noexec, noatime, "
           "auto_unmount, ...)",
@@ -790,6 +812,20 @@ Status ApplyFlags(const MountFlags& f, DaemonOptions* out) {
   if (f.l3) out->l3 = *f.l3;
   if (f.l3_endpoint) out->l3_endpoint = *f.l3_endpoint;
   for (const auto& o : f.options) TIERFS_RETURN_IF_ERROR(ApplyMountOptions(o, out));
+  // After -o: a named flag is the more specific.
+  if (f.allow_other) out->fuse.allow_other = true;
+  if (f.allow_root) out->fuse.allow_root = true;
+  for (const auto& [flag, text, dst] :
+       {std::tuple{"--uid", &f.uid, &out->uid}, std::tuple{"--gid", &f.gid, &out->gid}}) {
+    if (!*text) continue;
+    uint64_t v;
+    TIERFS_RETURN_IF_ERROR(ParseUint(flag, **text, 0xffffffffULL, &v));
+    *dst = static_cast<uint32_t>(v);
+  }
+  if (f.file_mode)
+    TIERFS_RETURN_IF_ERROR(ParseMode("--file-mode", *f.file_mode, &out->fs.file_mode));
+  if (f.dir_mode) TIERFS_RETURN_IF_ERROR(ParseMode("--dir-mode", *f.dir_mode, &out->fs.dir_mode));
+  if (f.log_format) out->log.format = *f.log_format;
   return Status::OK();
 }
 
@@ -859,7 +895,8 @@ Status FinishOptions(DaemonOptions* o, const GetEnvFn& getenv) {
   o->fs.control_uid = static_cast<uint32_t>(getuid());
   // Other users get in only with allow_other, and then the kernel checks modes and owner
   // (fuse.file_mode / fuse.dir_mode / fuse.uid / fuse.gid) unless told otherwise.
-  o->fuse.default_permissions = o->default_permissions.value_or(o->fuse.allow_other);
+  o->fuse.default_permissions =
+      o->default_permissions.value_or(o->fuse.allow_other || o->fuse.allow_root);
   TIERFS_RETURN_IF_ERROR(FinishL3Options(o, getenv));
   // Every wait on the network has a deadline (README, "Semantics"): a reader waits for a block
   // at most as long as the fetch itself may take, and a request at most that plus one more
@@ -1096,6 +1133,14 @@ Status Validate(const DaemonOptions& o) {
     return bad("log.level (--log-level)",
                fmt::format("'{}' is not one of trace, debug, info, warn, error, critical, off",
                            o.log.level));
+  }
+  if (o.log.format != "text" && o.log.format != "json") {
+    return bad("log.format (--log-format)",
+               fmt::format("'{}' is not text or json", EscapeForLog(o.log.format, 64)));
+  }
+  if (o.fuse.allow_other && o.fuse.allow_root) {
+    return bad("fuse.allow_root (--allow-root)",
+               "cannot be combined with allow_other (--allow-other), which already lets root in");
   }
   if (o.meta.map_size < (16ULL << 20)) return bad("metastore.map_size", "must be at least 16MiB");
   return Status::OK();

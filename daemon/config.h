@@ -16,9 +16,9 @@
 //               connect_timeout, request_timeout, low_speed_time, max_attempts, backoff_base,
 //               backoff_max, max_connections, initial_concurrency, hedge, hedge_min_delay,
 //               hedge_max_size, part_size, max_parts_in_flight
-//   [fuse]      max_threads, clone_fd, allow_other, default_permissions, uid, gid, file_mode,
-//               dir_mode, options
-//   [log]       level, file
+//   [fuse]      max_threads, clone_fd, allow_other, allow_root, default_permissions, uid, gid,
+//               file_mode, dir_mode, options
+//   [log]       level, file, format
 //   [metastore] map_size, sync_every_commit
 //   [[policy]]  prefix (required), pin, ttl, policy, quota — one table per path prefix
 //
@@ -33,6 +33,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -145,13 +146,38 @@ struct MountFlags {
   std::optional<std::string> l3;            // --l3
   std::optional<std::string> l3_endpoint;   // --l3-endpoint
   std::vector<std::string> options;         // -o a,b=c (each -o may hold a comma list)
+  // The names users of mountpoint-s3 and the aws CLI type; each maps onto a fuse.* key.
+  bool allow_other = false;               // --allow-other (fuse.allow_other)
+  bool allow_root = false;                // --allow-root (fuse.allow_root)
+  std::optional<std::string> uid;         // --uid (fuse.uid)
+  std::optional<std::string> gid;         // --gid (fuse.gid)
+  std::optional<std::string> file_mode;   // --file-mode (fuse.file_mode)
+  std::optional<std::string> dir_mode;    // --dir-mode (fuse.dir_mode)
+  std::optional<std::string> log_format;  // --log-format (log.format)
 };
+
+using GetEnvFn = std::function<std::optional<std::string>(const char*)>;
 
 // Applies a TOML document to `out`. `file_name` is used in messages ("tierfs.toml:12: ...").
 // InvalidArgument naming the key on an unknown key, a wrong type or a bad value.
-Status ApplyConfigText(std::string_view toml_text, std::string_view file_name, DaemonOptions* out);
+// `origins` (optional) gets "table.key" → "FILE:LINE" for every key the text sets.
+using ConfigOrigins = std::map<std::string, std::string, std::less<>>;
+Status ApplyConfigText(std::string_view toml_text, std::string_view file_name, DaemonOptions* out,
+                       ConfigOrigins* origins = nullptr);
 // Reads and applies a config file. InvalidArgument if it cannot be read or parsed.
-Status ApplyConfigFile(const std::string& path, DaemonOptions* out);
+Status ApplyConfigFile(const std::string& path, DaemonOptions* out,
+                       ConfigOrigins* origins = nullptr);
+
+// Every key of the config file ("cache.dir", ...), in schema order ([[policy]] not included).
+std::vector<std::string> ConfigKeys();
+
+// `tierfs config check FILE`: applies the file over the defaults, checks it as a mount would
+// (Validate), and returns one line per key: "table.key = VALUE  # FILE:LINE" or "# default",
+// then the [[policy]] tables. InvalidArgument with the usual message naming the key otherwise.
+// `getenv` is injectable for tests (the environment fills what the file leaves unset).
+Result<std::string> CheckConfigFile(const std::string& path, const GetEnvFn& getenv);
+// Whether CheckConfigFile can show the value of `key` (every key of ConfigKeys() should).
+bool ConfigKeyHasGetter(std::string_view key);
 
 // Overlays the command-line flags. InvalidArgument naming the flag ("--l1-size: ...").
 Status ApplyFlags(const MountFlags& flags, DaemonOptions* out);
@@ -168,7 +194,6 @@ Status ApplyMountOptions(std::string_view list, DaemonOptions* out);
 // AWS_DEFAULT_REGION, endpoint: AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL, profile: AWS_PROFILE),
 // parses the source, derives dependent settings (fsname, timeouts from metadata_ttl, the meta
 // path, readahead bound) and runs Validate(). `getenv` is injectable for tests.
-using GetEnvFn = std::function<std::optional<std::string>(const char*)>;
 Status FinishOptions(DaemonOptions* out, const GetEnvFn& getenv);
 std::optional<std::string> RealGetEnv(const char* name);
 

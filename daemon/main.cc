@@ -1,4 +1,5 @@
-// tierfs — the command line: `tierfs mount`, `tierfs status`, `tierfs l3 gc`, `tierfs --version`.
+// tierfs — the command line: `tierfs mount`, `tierfs status`, `tierfs prefetch`, `tierfs
+// log-level`, `tierfs config check`, `tierfs l3 gc`, `tierfs --version`.
 //
 // mount: parse flags → config file → overlay flags → environment → Validate (exit 2 naming the
 // bad flag/key) → resolve credentials → [daemonize] → build the components bottom-up (HTTP
@@ -42,7 +43,10 @@
 #include "daemon/cache_dir.h"
 #include "daemon/config.h"
 #include "daemon/notify.h"
+#include "daemon/log_control.h"
+#include "daemon/mounts.h"
 #include "daemon/prefetch_cli.h"
+#include "daemon/status.h"
 #include "tiercache/prefetch_jobs.h"
 
 #ifndef TIERFS_VERSION
@@ -256,12 +260,14 @@ Status Build(const DaemonOptions& o, Components* c) {
   return Status::OK();
 }
 
+// Blocks SIGINT, SIGTERM and SIGHUP, or unblocks SIGINT and SIGTERM: SIGHUP stays blocked in
+// every thread and is taken by the HupReopener's sigwait (log reopen), never by the FUSE loop.
 void SetSignalsBlocked(bool blocked) {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGHUP);
+  if (blocked) sigaddset(&set, SIGHUP);
   pthread_sigmask(blocked ? SIG_BLOCK : SIG_UNBLOCK, &set, nullptr);
 }
 
@@ -287,8 +293,11 @@ int ServeMount(const DaemonOptions& o, StartupPipe* pipe) {
   mallopt(M_MMAP_THRESHOLD, 256 * 1024);
   mallopt(M_ARENA_MAX, 4);
   // Signals stay blocked in every thread the components start; only the FUSE loop's thread
-  // takes them (fuse_set_signal_handlers) so the loop wakes up and exits.
+  // takes SIGINT/SIGTERM (fuse_set_signal_handlers) so the loop wakes up and exits. SIGHUP goes
+  // to `hup`, which reopens the log file.
   SetSignalsBlocked(true);
+  HupReopener hup;
+  DaemonLogControl control(o.cache_dir, TIERFS_VERSION);  // outlives `c` (user.tierfs.log_level)
   log.info("tierfs {} starting: {}", TIERFS_VERSION, DescribeOptions(o));
   NotifyStatus(
       fmt::format("starting: opening the cache at {} and listing {}", o.cache_dir, o.source));
@@ -302,6 +311,7 @@ int ServeMount(const DaemonOptions& o, StartupPipe* pipe) {
     return kExitRuntime;
   }
   NotifyStatus(fmt::format("mounting {} at {}", o.source, o.mountpoint));
+  c.fs->AttachDaemonControl(&control);
   auto server = FuseServer::Mount(o.fuse, c.fs.get(), o.mountpoint);
   if (!server.ok()) {
     log.error("{}", server.status().ToString());
@@ -338,7 +348,7 @@ int ServeMount(const DaemonOptions& o, StartupPipe* pipe) {
 
 // Forks; the parent waits for the child's start-up report and returns its exit code. The child
 // returns -1 from here with *child_pipe set.
-int Daemonize(int* child_pipe) {
+int Daemonize(int* child_pipe, pid_t* child_pid) {
   int fds[2];
   if (pipe(fds) != 0) {
     std::fprintf(stderr, "tierfs: pipe: %s\n", std::strerror(errno));
@@ -357,6 +367,7 @@ int Daemonize(int* child_pipe) {
     return -1;
   }
   close(fds[1]);
+  *child_pid = pid;
   std::string msg;
   char buf[4096];
   for (;;) {
@@ -452,7 +463,13 @@ int RunMount(DaemonOptions o, const std::string& config_path, const MountFlags& 
   std::string err;
   if (!ConfigureLogging(lo, &err)) return usage(Status::InvalidArgument("--log-file: " + err));
   int child_fd = -1;
-  int rc = Daemonize(&child_fd);
+  pid_t child = -1;
+  int rc = Daemonize(&child_fd, &child);
+  if (rc == kExitOk) {
+    std::printf("tierfs: mounted %s at %s (pid %d, cache %s, log %s)\n", o.source.c_str(),
+                o.mountpoint.c_str(), static_cast<int>(child), o.cache_dir.c_str(),
+                lo.destination.c_str());
+  }
   if (rc >= 0) return rc;  // the parent (or fork failed)
   StartupPipe pipe(child_fd);
   return ServeMount(o, &pipe);
@@ -460,66 +477,172 @@ int RunMount(DaemonOptions o, const std::string& config_path, const MountFlags& 
 
 // ---- tierfs status ----
 
-int RunStatus(const std::string& mountpoint, bool raw) {
-  std::vector<char> buf(64 * 1024);
-  ssize_t n = getxattr(mountpoint.c_str(), "user.tierfs.stats", buf.data(), buf.size());
-  if (n < 0) {
-    std::fprintf(stderr, "tierfs status: cannot read user.tierfs.stats of %s: %s%s\n",
-                 mountpoint.c_str(), std::strerror(errno),
-                 errno == ENODATA || errno == ENOTSUP ? " (not the root of a tierfs mount?)" : "");
-    return kExitRuntime;
+// The tierfs mounts to report: every one of the host, or the one at `mountpoint` (found in
+// mountinfo by its path first, so a stale mount, which cannot be stat'ed, is still found).
+Result<std::vector<MountInfo>> StatusTargets(const std::string& mountpoint) {
+  auto all = ReadMountInfo();
+  if (!all.ok()) return all.status();
+  std::vector<MountInfo> tierfs = TierfsMounts(*all);
+  if (mountpoint.empty()) return tierfs;
+  std::error_code ec;
+  auto abs = std::filesystem::absolute(mountpoint, ec);
+  std::string want = ec ? mountpoint : abs.lexically_normal().string();
+  while (want.size() > 1 && want.back() == '/') want.pop_back();
+  for (auto it = tierfs.rbegin(); it != tierfs.rend(); ++it) {
+    if (it->mountpoint == want) return std::vector<MountInfo>{*it};
   }
-  std::string text(buf.data(), static_cast<size_t>(n));
+  auto m = TierfsMountOf(mountpoint);
+  if (!m.ok()) return m.status();
+  return std::vector<MountInfo>{*m};
+}
+
+volatile sig_atomic_t g_watch_stop = 0;
+
+int RunStatus(const std::string& mountpoint, bool raw, bool json,
+              const std::optional<double>& watch) {
   if (raw) {
-    std::printf("%s\n", text.c_str());
+    if (mountpoint.empty()) {
+      std::fprintf(stderr, "tierfs status: --raw needs a MOUNTPOINT\n");
+      return kExitUsage;
+    }
+    std::vector<char> buf(64 * 1024);
+    ssize_t n = getxattr(mountpoint.c_str(), "user.tierfs.stats", buf.data(), buf.size());
+    if (n < 0) {
+      std::fprintf(
+          stderr, "tierfs status: cannot read user.tierfs.stats of %s: %s%s\n", mountpoint.c_str(),
+          std::strerror(errno),
+          errno == ENODATA || errno == ENOTSUP ? " (not the root of a tierfs mount?)" : "");
+      return kExitRuntime;
+    }
+    std::printf("%s\n", std::string(buf.data(), static_cast<size_t>(n)).c_str());
     return kExitOk;
   }
-  // key=value tokens, grouped by the part before the first '.' ("l1", "origin", "catalog").
-  std::vector<std::string> groups;
-  std::map<std::string, std::vector<std::pair<std::string, std::string>>> by_group;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t end = text.find(' ', pos);
-    if (end == std::string::npos) end = text.size();
-    std::string tok = text.substr(pos, end - pos);
-    pos = end + 1;
-    size_t eq = tok.find('=');
-    if (eq == std::string::npos) continue;
-    std::string key = tok.substr(0, eq), value = tok.substr(eq + 1);
-    size_t dot = key.find('.');
-    std::string group = dot == std::string::npos ? "" : key.substr(0, dot);
-    std::string name = dot == std::string::npos ? key : key.substr(dot + 1);
-    if (!by_group.count(group)) groups.push_back(group);
-    by_group[group].emplace_back(name, value);
+  if (watch && !(*watch > 0 && *watch <= 3600)) {
+    std::fprintf(stderr, "tierfs status: --watch: SECONDS must be > 0 and at most 3600\n");
+    return kExitUsage;
   }
-  std::printf("tierfs status of %s\n", mountpoint.c_str());
-  for (const auto& g : groups) {
-    const auto& kv = by_group[g];
-    std::string line;
-    uint64_t hits = 0, misses = 0;
-    bool has_hits = false, has_misses = false;
-    for (const auto& [name, value] : kv) {
-      std::string shown = value;
-      if (name.find("bytes") != std::string::npos || name == "capacity" || name == "used") {
-        char* endp = nullptr;
-        unsigned long long v = std::strtoull(value.c_str(), &endp, 10);
-        if (endp && *endp == '\0') shown = FormatSize(v);
-      }
-      if (name == "hits") {
-        hits = std::strtoull(value.c_str(), nullptr, 10);
-        has_hits = true;
-      }
-      if (name == "misses") {
-        misses = std::strtoull(value.c_str(), nullptr, 10);
-        has_misses = true;
-      }
-      line += fmt::format(" {}={}", name, shown);
-    }
-    if (has_hits && has_misses && hits + misses > 0) {
-      line = fmt::format(" hit_rate={:.1f}%", 100.0 * hits / (hits + misses)) + line;
-    }
-    std::printf("  %-9s%s\n", (g.empty() ? "-" : g).c_str(), line.c_str());
+  auto targets = StatusTargets(mountpoint);
+  if (!targets.ok()) {
+    std::fprintf(stderr, "tierfs status: %s\n", targets.status().message().c_str());
+    return kExitRuntime;
   }
+  auto probe_all = [](const std::vector<MountInfo>& ms) {
+    std::vector<MountStatus> out;
+    for (const auto& m : ms) out.push_back(ProbeMount(m));
+    return out;
+  };
+  auto failed = [](const std::vector<MountStatus>& ms) {
+    return std::any_of(ms.begin(), ms.end(), [](const MountStatus& m) { return m.state != "ok"; });
+  };
+  if (!watch) {
+    const auto st = probe_all(*targets);
+    if (json) {
+      std::printf("%s\n", FormatStatusJson(st, {}).c_str());
+    } else if (st.empty()) {
+      std::printf("no tierfs mounts\n");
+    } else {
+      std::printf("%s", FormatStatusText(st, {}).c_str());
+    }
+    return failed(st) ? kExitRuntime : kExitOk;
+  }
+  // --watch: redraw every `watch` seconds with the rates since the previous sample, until ^C.
+  struct sigaction sa {};
+  sa.sa_handler = [](int) { g_watch_stop = 1; };
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  const bool tty = isatty(STDOUT_FILENO) != 0;
+  std::vector<MountStatus> prev = probe_all(*targets);
+  auto prev_time = std::chrono::steady_clock::now();
+  bool first = true;
+  while (!g_watch_stop) {
+    if (!first) {
+      const auto until = prev_time + std::chrono::duration<double>(*watch);
+      while (!g_watch_stop && std::chrono::steady_clock::now() < until) usleep(50 * 1000);
+      if (g_watch_stop) break;
+      // Mounts come and go: re-read the list when listing them all.
+      if (mountpoint.empty()) {
+        auto again = StatusTargets(mountpoint);
+        if (again.ok()) *targets = std::move(*again);
+      }
+    }
+    const auto now = std::chrono::steady_clock::now();
+    const double secs = std::chrono::duration<double>(now - prev_time).count();
+    std::vector<MountStatus> cur = probe_all(*targets);
+    std::vector<std::optional<Rates>> rates(cur.size());
+    for (size_t i = 0; i < cur.size() && !first; ++i) {
+      for (const auto& p : prev) {
+        if (p.mount.mountpoint == cur[i].mount.mountpoint && p.state == "ok" &&
+            cur[i].state == "ok") {
+          rates[i] = ComputeRates(p.stats, cur[i].stats, secs);
+        }
+      }
+    }
+    if (json) {
+      // One document per line (JSON Lines) so a script can read them as they come.
+      std::string doc = FormatStatusJson(cur, rates);
+      doc.erase(std::remove(doc.begin(), doc.end(), '\n'), doc.end());
+      std::printf("%s\n", doc.c_str());
+    } else {
+      if (tty) std::printf("\033[H\033[2J");
+      std::printf("tierfs status, every %.1fs (^C ends)%s\n\n", *watch,
+                  first ? "; rates from the next sample" : "");
+      std::printf("%s", cur.empty() ? "no tierfs mounts\n" : FormatStatusText(cur, rates).c_str());
+      if (!tty) std::printf("\n");
+    }
+    std::fflush(stdout);
+    prev = std::move(cur);
+    prev_time = now;
+    first = false;
+  }
+  return kExitOk;
+}
+
+// ---- tierfs log-level ----
+
+int RunLogLevel(const std::string& level, const std::string& mountpoint) {
+  spdlog::level::level_enum parsed;
+  if (!ParseLogLevel(level, &parsed)) {
+    std::fprintf(stderr,
+                 "tierfs log-level: '%s' is not one of trace, debug, info, warn, error, critical, "
+                 "off\n",
+                 level.c_str());
+    return kExitUsage;
+  }
+  auto targets = StatusTargets(mountpoint);
+  if (!targets.ok()) {
+    std::fprintf(stderr, "tierfs log-level: %s\n", targets.status().message().c_str());
+    return kExitRuntime;
+  }
+  if (targets->empty()) {
+    std::fprintf(stderr, "tierfs log-level: no tierfs mounts\n");
+    return kExitRuntime;
+  }
+  int rc = kExitOk;
+  for (const auto& m : *targets) {
+    if (setxattr(m.mountpoint.c_str(), "user.tierfs.log_level", level.data(), level.size(), 0) !=
+        0) {
+      const int err = errno;
+      std::fprintf(stderr, "tierfs log-level: %s: %s%s\n", m.mountpoint.c_str(), std::strerror(err),
+                   err == EPERM || err == EACCES
+                       ? " (only root and the user who mounted may change the log level)"
+                       : "");
+      rc = kExitRuntime;
+      continue;
+    }
+    std::printf("%s: log level %s\n", m.mountpoint.c_str(), level.c_str());
+  }
+  return rc;
+}
+
+// ---- tierfs config check ----
+
+int RunConfigCheck(const std::string& path) {
+  auto text = CheckConfigFile(path, RealGetEnv);
+  if (!text.ok()) {
+    std::fprintf(stderr, "tierfs config check: %s\n", text.status().message().c_str());
+    return kExitUsage;
+  }
+  std::printf("%s", text->c_str());
   return kExitOk;
 }
 
@@ -603,9 +726,20 @@ int RunL3Gc(const std::string& config_path, const MountFlags& flags,
 int Main(int argc, char** argv) {
   CLI::App app{
       "tierfs: mounts an object-store bucket (S3 API or a local directory) as a read-only "
-      "file system, served through a memory (L1) and local-flash (L2) block cache."};
+      "file system, served through a memory (L1) and local-flash (L2) block cache and an "
+      "optional regional L3 bucket."};
   app.set_version_flag("--version", std::string("tierfs ") + TIERFS_VERSION);
   app.require_subcommand(1);
+  app.footer(
+      "Examples:\n"
+      "  tierfs mount s3://my-bucket/datasets /mnt/data --region eu-west-1 --l2-size 200GiB\n"
+      "  tierfs mount s3://b /mnt/b --endpoint-url http://127.0.0.1:9000 --allow-other\n"
+      "  tierfs status                      # every tierfs mount of this host\n"
+      "  tierfs status /mnt/data --watch 2  # rates, until ^C\n"
+      "  tierfs prefetch --wait /mnt/data/train\n"
+      "  tierfs log-level debug /mnt/data\n"
+      "  tierfs config check /etc/tierfs/tierfs.toml\n"
+      "Run `tierfs SUBCOMMAND --help` for the options of each.");
 
   // ---- mount ----
   CLI::App* mount = app.add_subcommand(
@@ -613,71 +747,185 @@ int Main(int argc, char** argv) {
       "Mount SOURCE (s3://BUCKET[/PREFIX] or file:///PATH) read-only at MOUNTPOINT. Returns once "
       "the mount is usable; the daemon keeps serving in the background (-f: in the foreground). "
       "Unmount with `fusermount3 -u MOUNTPOINT` or `umount MOUNTPOINT`.");
+  mount->footer(
+      "Examples:\n"
+      "  tierfs mount s3://my-bucket/imagenet /mnt/imagenet --region us-west-2\n"
+      "  tierfs mount s3://public-data /mnt/pub --no-sign-request --l1-size 4GiB\n"
+      "  tierfs mount s3://b /mnt/b --endpoint-url http://127.0.0.1:9000 --uid 1000 --gid 1000 \\\n"
+      "      --file-mode 0444 --dir-mode 0555 --allow-other\n"
+      "  tierfs mount file:///srv/datasets /mnt/ds -f --log-level debug\n"
+      "  tierfs mount s3://b /mnt/b --config /etc/tierfs/tierfs.toml --log-file "
+      "/var/log/tierfs/b.log --log-format json\n"
+      "Flags override the config file; the config file overrides the environment.");
+  const std::string g_source = "Source and S3";
+  const std::string g_cache = "Cache";
+  const std::string g_l3tier = "Regional L3 tier";
+  const std::string g_fuse = "FUSE and permissions";
+  const std::string g_log = "Logging and process";
   std::string source, mountpoint, config_path;
   std::string endpoint, region, cache_dir, l1, l2, ttl, block, level, log_file, profile;
+  std::string uid, gid, file_mode, dir_mode, log_format;
+  bool read_only = false;
   MountFlags flags;
   mount->add_option("SOURCE", source, "s3://BUCKET[/PREFIX] or file:///ABSOLUTE/PATH")->required();
   mount->add_option("MOUNTPOINT", mountpoint, "An existing empty directory")->required();
-  auto* o_config = mount->add_option("--config", config_path,
-                                     "TOML config file (see /etc/tierfs/tierfs.toml); flags "
-                                     "override its settings");
-  auto* o_endpoint = mount->add_option(
-      "--endpoint", endpoint,
-      "S3 endpoint URL, e.g. http://127.0.0.1:9000 (default: AWS for the region; env "
-      "AWS_ENDPOINT_URL)");
-  auto* o_region =
-      mount->add_option("--region", region, "S3 region (default: AWS_REGION, else us-east-1)");
-  auto* o_profile =
-      mount->add_option("--profile", profile,
-                        "AWS profile for ~/.aws/credentials (default: AWS_PROFILE, else default)");
-  auto* o_cache = mount->add_option("--cache-dir", cache_dir,
-                                    "Cache directory: L2 block files and the metadata store "
-                                    "(default /var/cache/tierfs). Private (0700, files 0600) and "
-                                    "locked: one daemon per directory");
-  auto* o_l1 =
-      mount->add_option("--l1-size", l1, "Memory cache size, e.g. 4GiB (default 1GiB; 0 disables)");
-  auto* o_l2 = mount->add_option("--l2-size", l2,
-                                 "Flash cache size, e.g. 200GiB (default 10GiB; 0 disables)");
-  auto* o_ttl = mount->add_option("--metadata-ttl", ttl,
-                                  "How long listings and object metadata are trusted: 30s, 10m, "
-                                  "7d or forever (default 60s)");
-  auto* o_block =
-      mount->add_option("--block-size", block, "Cache block size, a power of two (default 1MiB)");
-  mount->add_flag("--no-sign-request", flags.no_sign_request,
-                  "Send anonymous requests (public buckets); no credentials are looked up");
-  auto* o_level = mount->add_option("--log-level", level,
-                                    "trace, debug, info, warn, error or off (default info)");
-  auto* o_logf = mount->add_option("--log-file", log_file,
-                                   "Log to this file (default: stderr with -f, syslog otherwise)");
-  mount->add_flag("-f,--foreground", flags.foreground, "Stay in the foreground, logging to stderr");
+  mount->add_option("--config", config_path,
+                    "TOML config file (see /etc/tierfs/tierfs.toml); flags "
+                    "override its settings");
+  auto* o_endpoint =
+      mount
+          ->add_option("--endpoint,--endpoint-url", endpoint,
+                       "S3 endpoint URL, e.g. http://127.0.0.1:9000 (s3.endpoint; default: AWS "
+                       "for the region; env AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL)")
+          ->group(g_source);
+  auto* o_region = mount
+                       ->add_option("--region", region,
+                                    "S3 region (s3.region; default: AWS_REGION, else us-east-1)")
+                       ->group(g_source);
+  auto* o_profile = mount
+                        ->add_option("--profile", profile,
+                                     "AWS profile for ~/.aws/credentials (s3.profile; default: "
+                                     "AWS_PROFILE, else default)")
+                        ->group(g_source);
+  mount
+      ->add_flag("--no-sign-request", flags.no_sign_request,
+                 "Send anonymous requests (public buckets); no credentials are looked up")
+      ->group(g_source);
+  auto* o_ttl = mount
+                    ->add_option("--metadata-ttl", ttl,
+                                 "How long listings and object metadata are trusted: 30s, 10m, "
+                                 "7d or forever (metadata.ttl; default 60s)")
+                    ->group(g_source);
+  auto* o_cache = mount
+                      ->add_option("--cache-dir", cache_dir,
+                                   "Cache directory: L2 block files and the metadata store "
+                                   "(cache.dir; default /var/cache/tierfs). Private (0700, files "
+                                   "0600) and locked: one daemon per directory")
+                      ->group(g_cache);
+  auto* o_l1 = mount
+                   ->add_option("--l1-size", l1,
+                                "Memory cache size, e.g. 4GiB (cache.l1_size; default 1GiB; 0 "
+                                "disables)")
+                   ->group(g_cache);
+  auto* o_l2 = mount
+                   ->add_option("--l2-size", l2,
+                                "Flash cache size, e.g. 200GiB (cache.l2_size; default 10GiB; 0 "
+                                "disables)")
+                   ->group(g_cache);
+  auto* o_block = mount
+                      ->add_option("--block-size", block,
+                                   "Cache block size, a power of two (cache.block_size; default "
+                                   "1MiB)")
+                      ->group(g_cache);
   std::string l3_uri, l3_endpoint;
-  auto* o_l3 = mount->add_option("--l3", l3_uri,
-                                 "Regional L3 tier shared by the hosts of a region: "
-                                 "s3://BUCKET[/PREFIX] on any S3-compatible store (default: none)");
-  auto* o_l3_endpoint = mount->add_option(
-      "--l3-endpoint", l3_endpoint, "Endpoint URL of the L3 store, e.g. http://10.0.0.7:9000");
+  auto* o_l3 = mount
+                   ->add_option("--l3", l3_uri,
+                                "Regional L3 tier shared by the hosts of a region: "
+                                "s3://BUCKET[/PREFIX] on any S3-compatible store (cache.l3; "
+                                "default: none)")
+                   ->group(g_l3tier);
+  auto* o_l3_endpoint = mount
+                            ->add_option("--l3-endpoint", l3_endpoint,
+                                         "Endpoint URL of the L3 store, e.g. "
+                                         "http://10.0.0.7:9000 (cache.l3_endpoint)")
+                            ->group(g_l3tier);
+  mount
+      ->add_flag("--allow-other", flags.allow_other,
+                 "Let other users use the mount (fuse.allow_other; turns on "
+                 "default_permissions). Needs user_allow_other in /etc/fuse.conf unless root")
+      ->group(g_fuse);
+  mount
+      ->add_flag("--allow-root", flags.allow_root,
+                 "Let root use the mount besides the mounting user (fuse.allow_root; not with "
+                 "--allow-other)")
+      ->group(g_fuse);
+  auto* o_uid = mount
+                    ->add_option("--uid", uid,
+                                 "Owner of every file and directory (fuse.uid; default: the "
+                                 "mounting user)")
+                    ->group(g_fuse);
+  auto* o_gid = mount
+                    ->add_option("--gid", gid,
+                                 "Group of every file and directory (fuse.gid; default: the "
+                                 "mounting user's group)")
+                    ->group(g_fuse);
+  auto* o_file_mode =
+      mount
+          ->add_option("--file-mode", file_mode,
+                       "Permission bits of files, octal (fuse.file_mode; default 0644)")
+          ->group(g_fuse);
+  auto* o_dir_mode =
+      mount
+          ->add_option("--dir-mode", dir_mode,
+                       "Permission bits of directories, octal (fuse.dir_mode; default 0755)")
+          ->group(g_fuse);
+  mount
+      ->add_flag("--read-only", read_only,
+                 "Accepted for mountpoint-s3 compatibility; tierfs mounts are always read-only")
+      ->group(g_fuse);
   mount
       ->add_option("-o", flags.options,
                    "Mount options, comma-separated: allow_other (other users may enter; off by "
-                   "default), noallow_other, default_permissions (on with allow_other), "
-                   "nodefault_permissions, uid=N, gid=N, file_mode=OCTAL (0644), "
+                   "default), noallow_other, allow_root, default_permissions (on with "
+                   "allow_other), nodefault_permissions, uid=N, gid=N, file_mode=OCTAL (0644), "
                    "dir_mode=OCTAL (0755), max_threads=N, debug, and libfuse's nodev, nosuid, "
                    "noexec, noatime, auto_unmount, ...")
-      ->allow_extra_args(false);
+      ->allow_extra_args(false)
+      ->group(g_fuse);
+  auto* o_level = mount
+                      ->add_option("--log-level", level,
+                                   "trace, debug, info, warn, error or off (log.level; default "
+                                   "info). Changeable later: tierfs log-level")
+                      ->group(g_log);
+  auto* o_logf = mount
+                     ->add_option("--log-file", log_file,
+                                  "Log to this file (log.file; default: stderr with -f, syslog "
+                                  "otherwise). SIGHUP reopens it (logrotate)")
+                     ->group(g_log);
+  auto* o_logfmt = mount
+                       ->add_option("--log-format", log_format,
+                                    "text or json: one JSON object per line with time, level, "
+                                    "thread, logger, message (log.format; default text)")
+                       ->group(g_log);
+  mount->add_flag("-f,--foreground", flags.foreground, "Stay in the foreground, logging to stderr")
+      ->group(g_log);
 
   // ---- status ----
   CLI::App* status = app.add_subcommand(
-      "status", "Print the cache statistics of a mounted tierfs (hits, misses, bytes per tier)");
+      "status",
+      "Show every tierfs mount of this host (or the one at MOUNTPOINT): source, daemon pid, log, "
+      "cache hits, misses and bytes per tier. A mount whose daemon died shows as stale. Exit 1 "
+      "when a mount is stale or unreadable.");
+  status->footer(
+      "Examples:\n"
+      "  tierfs status\n"
+      "  tierfs status /mnt/data --json | jq '.mounts[0].hit_ratio'\n"
+      "  tierfs status --watch 5");
   std::string status_mnt;
-  bool raw = false;
-  status->add_option("MOUNTPOINT", status_mnt, "The mount point")->required();
-  status->add_flag("--raw", raw, "Print the user.tierfs.stats attribute as it is");
+  bool raw = false, status_json = false;
+  std::string watch_arg;
+  status->add_option("MOUNTPOINT", status_mnt, "A tierfs mount point (default: every one)");
+  status->add_flag("--json", status_json,
+                   "One JSON document (with --watch: one per line) for scripts");
+  auto* o_watch = status
+                      ->add_option("--watch", watch_arg,
+                                   "Redraw every SECONDS (default 2) with reads/s, bytes/s per "
+                                   "tier and the hit ratio, until ^C")
+                      ->expected(0, 1)
+                      ->type_name("[SECONDS]");
+  status->add_flag("--raw", raw, "Print the user.tierfs.stats attribute of MOUNTPOINT as it is");
 
   // ---- prefetch ----
   CLI::App* prefetch = app.add_subcommand(
       "prefetch",
       "Hydrate files or directories (recursively) of a mounted tierfs into a tier in "
-      "the background (user.tierfs.prefetch); the job survives daemon restarts");
+      "the background (user.tierfs.prefetch); the job survives daemon restarts. Paths that are "
+      "not on a tierfs mount are refused (exit 2) and nothing is started.");
+  prefetch->footer(
+      "Examples:\n"
+      "  tierfs prefetch /mnt/data/train            # queue, return at once\n"
+      "  tierfs prefetch --wait --tier l1 /mnt/data/val\n"
+      "  tierfs prefetch --cancel /mnt/data/train");
   std::vector<std::string> pf_paths;
   PrefetchCliOptions pf;
   prefetch->add_option("PATH", pf_paths, "Files or directories on a tierfs mount")->required();
@@ -686,6 +934,28 @@ int Main(int argc, char** argv) {
                      "Wait until every job finished (progress bar on a terminal); exit 1 if one "
                      "failed or was cancelled");
   prefetch->add_flag("--cancel", pf.cancel, "Cancel the jobs of the paths instead");
+
+  // ---- log-level ----
+  CLI::App* loglevel = app.add_subcommand(
+      "log-level",
+      "Change the log level of running daemons at once (sets user.tierfs.log_level on the "
+      "mount's root; root or the mounting user only). Without MOUNTPOINT: every tierfs mount.");
+  loglevel->footer("Example:\n  tierfs log-level debug /mnt/data   # later: tierfs log-level info");
+  std::string ll_level, ll_mnt;
+  loglevel->add_option("LEVEL", ll_level, "trace, debug, info, warn, error, critical or off")
+      ->required();
+  loglevel->add_option("MOUNTPOINT", ll_mnt, "A tierfs mount point (default: every one)");
+
+  // ---- config check ----
+  CLI::App* config_cmd = app.add_subcommand("config", "Inspect configuration files");
+  config_cmd->require_subcommand(1);
+  CLI::App* check = config_cmd->add_subcommand(
+      "check",
+      "Check FILE as a mount would and print the effective configuration: every key, its value "
+      "and where it came from (the file, the environment or the default). Exit 2 with the "
+      "error naming the key and line on a bad file.");
+  std::string check_file;
+  check->add_option("FILE", check_file, "A TOML config file")->required();
 
   // ---- l3 gc ----
   CLI::App* l3_cmd = app.add_subcommand("l3", "Manage the regional L3 tier");
@@ -714,8 +984,29 @@ int Main(int argc, char** argv) {
     return rc == 0 ? kExitOk : kExitUsage;
   }
 
-  if (*status) return RunStatus(status_mnt, raw);
+  if (*status) {
+    std::optional<double> watch;
+    if (o_watch->count() > 0) {
+      watch = 2.0;
+      // `--watch /mnt/x` means the default interval and that mount point.
+      char* end = nullptr;
+      const double v = watch_arg.empty() ? 2.0 : std::strtod(watch_arg.c_str(), &end);
+      if (!watch_arg.empty() && (end == watch_arg.c_str() || *end != '\0')) {
+        if (!status_mnt.empty()) {
+          std::fprintf(stderr, "tierfs status: --watch: '%s' is not a number of seconds\n",
+                       watch_arg.c_str());
+          return kExitUsage;
+        }
+        status_mnt = watch_arg;
+      } else {
+        watch = v;
+      }
+    }
+    return RunStatus(status_mnt, raw, status_json, watch);
+  }
   if (*prefetch) return RunPrefetchCli(pf_paths, pf);
+  if (*loglevel) return RunLogLevel(ll_level, ll_mnt);
+  if (*check) return RunConfigCheck(check_file);
   if (*gc) {
     MountFlags gf;
     if (g_l3->count() > 0) gf.l3 = gc_l3;
@@ -740,9 +1031,14 @@ int Main(int argc, char** argv) {
   set(o_block, block, &flags.block_size);
   set(o_level, level, &flags.log_level);
   set(o_logf, log_file, &flags.log_file);
+  set(o_logfmt, log_format, &flags.log_format);
   set(o_l3, l3_uri, &flags.l3);
   set(o_l3_endpoint, l3_endpoint, &flags.l3_endpoint);
-  (void)o_config;
+  set(o_uid, uid, &flags.uid);
+  set(o_gid, gid, &flags.gid);
+  set(o_file_mode, file_mode, &flags.file_mode);
+  set(o_dir_mode, dir_mode, &flags.dir_mode);
+  (void)read_only;  // tierfs is read-only whatever it says
   DaemonOptions options;
   options.source = source;
   options.mountpoint = mountpoint;

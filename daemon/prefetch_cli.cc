@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "base/units.h"
+#include "daemon/mounts.h"
 
 namespace tierfs {
 namespace {
@@ -78,6 +79,20 @@ int RunPrefetchCli(const std::vector<std::string>& paths, const PrefetchCliOptio
   if (!o.cancel && o.tier != "l1" && o.tier != "l2" && o.tier != "l3") {
     std::fprintf(stderr, "tierfs prefetch: --tier must be l1, l2 or l3 (got '%s')\n",
                  o.tier.c_str());
+    return 2;
+  }
+  // Every path must be on a tierfs mount before anything is set: on another file system a
+  // user.* attribute would be stored there (and "queued" would be a lie).
+  bool refused = false;
+  for (const auto& p : paths) {
+    auto m = TierfsMountOf(p);
+    if (!m.ok()) {
+      std::fprintf(stderr, "tierfs prefetch: %s\n", m.status().message().c_str());
+      refused = true;
+    }
+  }
+  if (refused) {
+    std::fprintf(stderr, "tierfs prefetch: nothing was started\n");
     return 2;
   }
   const std::string value = o.cancel ? "cancel" : o.tier;

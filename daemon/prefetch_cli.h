@@ -21,7 +21,8 @@ struct PrefetchCliOptions {
 };
 
 // Returns the process exit code: 0 when every job was started (and, with --wait, finished
-// "done"), 1 when a job failed or was cancelled or an xattr call failed, 2 for a bad tier.
+// "done"), 1 when a job failed or was cancelled or an xattr call failed, 2 for a bad tier or a
+// path that is not on a tierfs mount (then nothing is started).
 int RunPrefetchCli(const std::vector<std::string>& paths, const PrefetchCliOptions& options);
 
 // Parses a user.tierfs.prefetch value ("state=running tier=l2 files=3/10 bytes=5/100") into its

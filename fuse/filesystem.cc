@@ -366,6 +366,9 @@ Result<OpenResult> Filesystem::Open(InodeId ino) {
   MaybePrefetchNextFiles(n->path, e->size);
   MutexLock l(&handles_mu_);
   result.fh = next_handle_++;
+  SPDLOG_LOGGER_DEBUG(&Logger(Module::kFuse), "open '{}' size {} etag {}: fh {} keep_cache {}",
+                      EscapeForLog(n->path), e->size, EscapeForLog(e->etag), result.fh,
+                      result.keep_cache);
   files_[result.fh] = std::move(fh);
   return result;
 }
@@ -500,6 +503,8 @@ Result<std::vector<BlockSlice>> Filesystem::Read(uint64_t fh, uint64_t offset, u
   uint64_t bytes = 0;
   for (const auto& s : *r) bytes += s.length;
   counters_.read_bytes += bytes;
+  SPDLOG_LOGGER_DEBUG(&Logger(Module::kFuse), "read fh {} offset {} size {}: {} bytes, tier {}", fh,
+                      offset, size, bytes, source);
   return r;
 }
 

@@ -45,6 +45,21 @@ struct XattrTarget;
 class PrefetchJobs;
 class PolicyResolver;
 
+// What the daemon behind the mount offers the root's user.tierfs.log_level and
+// user.tierfs.daemon (fuse/xattr_handlers.h). fuse/ parses and checks the values; the daemon owns
+// the logger setup and acts. Implementations are thread-safe.
+class DaemonControl {
+ public:
+  virtual ~DaemonControl() = default;
+  // The current log level's name ("info").
+  virtual std::string LogLevel() const = 0;
+  // Sets the log level of every logger; `level` is one ParseLogLevel accepts.
+  virtual Status SetLogLevel(std::string_view level) = 0;
+  // "pid=N version=V cache_dir=PATH log=DEST log_format=text|json" (no spaces inside values
+  // other than the last; values are escaped).
+  virtual std::string Describe() const = 0;
+};
+
 using InodeId = uint64_t;
 inline constexpr InodeId kRootInode = 1;
 // st_ino reported by plain readdir for entries the kernel has not looked up yet (as libfuse's
@@ -208,6 +223,10 @@ class Filesystem {
   // Same lifetime rule as AttachPrefetchJobs.
   void AttachPolicies(PolicyResolver* policies) { policies_.store(policies); }
   PolicyResolver* policies() const { return policies_.load(); }
+  // The daemon's controls (user.tierfs.log_level, user.tierfs.daemon); null: log_level answers
+  // the current level and refuses sets, daemon answers the pid only. Same lifetime rule.
+  void AttachDaemonControl(DaemonControl* control) { daemon_control_.store(control); }
+  DaemonControl* daemon_control() const { return daemon_control_.load(); }
 
  private:
   static constexpr uint64_t kGeneration = 1;
@@ -238,6 +257,7 @@ class Filesystem {
   std::unique_ptr<XattrRegistry> xattrs_;
   std::atomic<PrefetchJobs*> prefetch_jobs_{nullptr};
   std::atomic<PolicyResolver*> policies_{nullptr};
+  std::atomic<DaemonControl*> daemon_control_{nullptr};
 
   mutable FsCounters counters_;
 

@@ -30,6 +30,7 @@
 #include <fcntl.h>
 #include <fuse3/fuse_lowlevel.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/uio.h>
@@ -877,6 +878,7 @@ Result<std::unique_ptr<FuseServer>> FuseServer::Mount(const FuseOptions& options
   std::string o = "subtype=tierfs,fsname=" + EscapeOpt(options.fsname) +
                   ",max_read=" + std::to_string(options.max_read);
   if (options.allow_other) o += ",allow_other";
+  if (options.allow_root) o += ",allow_root";
   if (options.default_permissions) o += ",default_permissions";
   for (const auto& extra : options.extra_options) o += "," + extra;
   std::vector<std::string> args = {"tierfs"};
@@ -896,10 +898,15 @@ Result<std::unique_ptr<FuseServer>> FuseServer::Mount(const FuseOptions& options
                                    "': " + TakeLastFuseError());
   }
   ctx->se = se;
+  // libfuse ends the loop on SIGHUP too; tierfs keeps serving and leaves SIGHUP to the daemon
+  // (which reopens its log file, as logrotate expects): its disposition is put back as it was.
+  struct sigaction hup_before {};
+  sigaction(SIGHUP, nullptr, &hup_before);
   if (fuse_set_signal_handlers(se) != 0) {
     fuse_session_destroy(se);
     return Status::Internal("cannot install the FUSE signal handlers");
   }
+  sigaction(SIGHUP, &hup_before, nullptr);
   if (fuse_session_mount(se, mountpoint.c_str()) != 0) {
     std::string why = TakeLastFuseError();
     fuse_remove_signal_handlers(se);

@@ -52,8 +52,11 @@ struct FuseOptions {
   // -o allow_other: other users (the training job's) may use the mount. Off by default: only
   // the mounting user can. Needs user_allow_other in /etc/fuse.conf when not mounting as root.
   bool allow_other = false;
+  // -o allow_root: root may use the mount too (besides the mounting user); exclusive with
+  // allow_other. Same /etc/fuse.conf rule.
+  bool allow_root = false;
   // -o default_permissions: the kernel checks the mode bits and owner (FilesystemOptions) itself.
-  // daemon/ turns it on with allow_other unless told otherwise.
+  // daemon/ turns it on with allow_other (or allow_root) unless told otherwise.
   bool default_permissions = false;
   // "tierfs:SOURCE", shown by mount(8) and df(1). Subtype is always "tierfs" (type fuse.tierfs).
   std::string fsname = "tierfs";
@@ -82,9 +85,10 @@ double TimeoutSeconds(std::chrono::nanoseconds d);
 
 class FuseServer {
  public:
-  // Creates the FUSE session with `options`, installs the signal handlers (SIGINT, SIGTERM,
-  // SIGHUP end Run()) and mounts at `mountpoint`. When this returns OK the mount is in place: the
-  // kernel queues requests until Run() serves them. `fs` is not owned and must outlive the server.
+  // Creates the FUSE session with `options`, installs the signal handlers (SIGINT and SIGTERM
+  // end Run(); SIGHUP is left as it was, for the daemon) and mounts at `mountpoint`. When this
+  // returns OK the mount is in place: the kernel queues requests until Run() serves them. `fs` is
+  // not owned and must outlive the server.
   static Result<std::unique_ptr<FuseServer>> Mount(const FuseOptions& options, Filesystem* fs,
                                                    const std::string& mountpoint);
   // Unmounts if still mounted and destroys the session.

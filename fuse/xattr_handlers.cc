@@ -1,6 +1,7 @@
 #include "fuse/xattr_handlers.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <functional>
 
@@ -281,6 +282,42 @@ class EvictHandler final : public XattrHandler {
   }
 };
 
+// user.tierfs.log_level on the root: the daemon's log level, settable at run time.
+class LogLevelHandler final : public XattrHandler {
+ public:
+  std::string_view name() const override { return "user.tierfs.log_level"; }
+  bool AppliesTo(const XattrTarget& t) const override { return t.is_root; }
+  Result<std::string> Get(const XattrTarget& t) const override {
+    DaemonControl* c = t.fs->daemon_control();
+    return c ? c->LogLevel() : CurrentLogLevel();
+  }
+  Status Set(const XattrTarget& t, std::string_view raw) const override {
+    const std::string_view v = TrimXattrValue(raw);
+    spdlog::level::level_enum level;
+    if (!ParseLogLevel(v, &level)) {
+      Logger(Module::kFuse)
+          .warn("setxattr {}='{}' refused: not a log level", name(), EscapeForLog(v, 64));
+      return Status::InvalidArgument(
+          fmt::format("bad value '{}' for {} (trace, debug, info, warn, error, critical, off)",
+                      EscapeForLog(v, 64), name()));
+    }
+    DaemonControl* c = t.fs->daemon_control();
+    if (c == nullptr) return Status::NotSupported("no daemon control attached");
+    return c->SetLogLevel(v);
+  }
+};
+
+// user.tierfs.daemon on the root: who serves the mount (for `tierfs status`).
+class DaemonHandler final : public XattrHandler {
+ public:
+  std::string_view name() const override { return "user.tierfs.daemon"; }
+  bool AppliesTo(const XattrTarget& t) const override { return t.is_root; }
+  Result<std::string> Get(const XattrTarget& t) const override {
+    DaemonControl* c = t.fs->daemon_control();
+    return c ? c->Describe() : fmt::format("pid={}", getpid());
+  }
+};
+
 }  // namespace
 
 std::string_view TrimXattrValue(std::string_view value) {
@@ -325,6 +362,8 @@ std::unique_ptr<XattrRegistry> NewDefaultXattrRegistry() {
   r->Register(std::make_unique<TtlHandler>());
   r->Register(std::make_unique<EvictionPolicyHandler>());
   r->Register(std::make_unique<EvictHandler>());
+  r->Register(std::make_unique<LogLevelHandler>());
+  r->Register(std::make_unique<DaemonHandler>());
   return r;
 }
 

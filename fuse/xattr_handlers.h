@@ -15,6 +15,11 @@
 //                          failed), "state=none tier=- files=0/0 bytes=0/0" without a job
 //   user.tierfs.evict      files and directories (recursive), set only: "1" drops the blocks
 //                          from the host tiers (L1, L2) now. Not listed; get → ENODATA.
+//   user.tierfs.log_level  root only. get: the daemon's log level ("info"); set: trace, debug,
+//                          info, warn, error, critical or off changes it at once (EINVAL for
+//                          anything else). Applied by the daemon (DaemonControl).
+//   user.tierfs.daemon     root only, get: "pid=N version=V cache_dir=PATH log=DEST
+//                          log_format=text|json" of the daemon serving the mount.
 //
 // Values are short and machine-parseable. Unknown names: get → NotFound (ENODATA), set →
 // NotSupported (ENOTSUP). Setting a read-only name → InvalidArgument (EINVAL) and a log line.

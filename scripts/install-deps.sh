@@ -18,6 +18,7 @@ pkgs=(
   python3-yaml
   man-db
   bsdextrautils
+  nlohmann-json3-dev
   python3 python3-torch python3-numpy python3-boto3
   fio attr curl procps psmisc
 )

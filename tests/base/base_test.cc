@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -195,6 +196,81 @@ TEST(LoggingTest, SinkEscapesControlCharacters) {
       << text;
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 2) << text;
   EXPECT_EQ(text.find('\x1b'), std::string::npos);
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// format "json": one object per line with time, level, thread, logger and message, escaped so a
+// JSON parser reads back exactly what was logged.
+TEST(LoggingTest, JsonLinesParseBack) {
+  char tmpl[] = "/tmp/tierfs-log-XXXXXX";
+  int fd = ::mkstemp(tmpl);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  std::string err;
+  ASSERT_TRUE(ConfigureLogging(LogOptions{"info", tmpl, "json"}, &err)) << err;
+  Logger(Module::kDaemon).warn("quote \" backslash \\ tab\t{}", "caf\xc3\xa9");
+  Logger(Module::kFuse).info("bad utf8 \xff end");
+  Logger(Module::kFuse).debug("not at info");
+  ASSERT_TRUE(ConfigureLogging(LogOptions{"info", "stderr"}, &err)) << err;
+  const std::string text = ReadAll(tmpl);
+  ::unlink(tmpl);
+  std::vector<nlohmann::json> lines;
+  std::stringstream ss(text);
+  std::string line;
+  while (std::getline(ss, line)) lines.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(lines.size(), 2u) << text;
+  EXPECT_EQ(lines[0]["level"], "warning");
+  EXPECT_EQ(lines[0]["logger"], "daemon");
+  // The tab is a control character: the sink escapes the message (EscapeForLog: \t, and \\ for
+  // a backslash) before JSON does its own escaping.
+  EXPECT_EQ(lines[0]["message"], "quote \" backslash \\\\ tab\\tcaf\xc3\xa9");
+  EXPECT_TRUE(lines[0]["thread"].is_number_unsigned());
+  const std::string time = lines[0]["time"];
+  EXPECT_EQ(time.size(), 27u) << time;  // 2026-11-30T14:03:08.123456Z
+  EXPECT_EQ(time.back(), 'Z');
+  EXPECT_EQ(lines[1]["message"], "bad utf8 \xef\xbf\xbd end");  // U+FFFD, not an exception
+  EXPECT_FALSE(ConfigureLogging(LogOptions{"info", "stderr", "xml"}, &err));
+}
+
+TEST(LoggingTest, LevelChangesAtRunTimeAndFileReopens) {
+  char dir[] = "/tmp/tierfs-logdir-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/t.log";
+  std::string err;
+  ASSERT_TRUE(ConfigureLogging(LogOptions{"info", path}, &err)) << err;
+  Logger(Module::kTierCache).debug("hidden");
+  SPDLOG_LOGGER_DEBUG(&Logger(Module::kTierCache), "hidden macro");
+  ASSERT_TRUE(SetLogLevel("debug").ok());
+  EXPECT_EQ(CurrentLogLevel(), "debug");
+  EXPECT_EQ(CurrentLogOptions().level, "debug");
+  // Compiled into release builds (SPDLOG_ACTIVE_LEVEL is DEBUG).
+  SPDLOG_LOGGER_DEBUG(&Logger(Module::kTierCache), "shown macro");
+  EXPECT_FALSE(SetLogLevel("loud").ok());
+  EXPECT_EQ(CurrentLogLevel(), "debug");
+  // logrotate: the file is moved away, then SIGHUP → ReopenLogFile.
+  ASSERT_EQ(::rename(path.c_str(), (path + ".1").c_str()), 0);
+  Logger(Module::kTierCache).info("still to the moved file");
+  ASSERT_TRUE(ReopenLogFile().ok());
+  Logger(Module::kTierCache).info("to the new file");
+  ASSERT_TRUE(SetLogLevel("info").ok());
+  ASSERT_TRUE(ConfigureLogging(LogOptions{"info", "stderr"}, &err)) << err;
+  EXPECT_TRUE(ReopenLogFile().ok());  // stderr: nothing to do
+  const std::string old_text = ReadAll(path + ".1");
+  const std::string new_text = ReadAll(path);
+  EXPECT_EQ(old_text.find("hidden"), std::string::npos) << old_text;
+  EXPECT_NE(old_text.find("shown macro"), std::string::npos) << old_text;
+  EXPECT_NE(old_text.find("still to the moved file"), std::string::npos) << old_text;
+  EXPECT_EQ(new_text.find("still"), std::string::npos) << new_text;
+  EXPECT_NE(new_text.find("to the new file"), std::string::npos) << new_text;
+  ::unlink(path.c_str());
+  ::unlink((path + ".1").c_str());
+  ::rmdir(dir);
 }
 
 TEST(ClockTest, FakeClockAdvances) {

@@ -51,6 +51,7 @@ e2e_init() {
 is_mounted() {  # is_mounted DIR: non-blocking (reads mountinfo; never stats the mount)
   local dir
   dir="$(realpath -s "$1")"
+  dir="${dir// /\\\\040}"  # mountinfo has "\040" for a space (and awk -v halves backslashes)
   awk -v d="$dir" '$5 == d { found = 1 } END { exit !found }' /proc/self/mountinfo
 }
 

@@ -581,11 +581,54 @@ TEST_F(FilesystemTest, FileXattrs) {
   ASSERT_TRUE(root_names.ok());
   EXPECT_EQ(*root_names,
             (std::vector<std::string>{"user.tierfs.stats", "user.tierfs.prefetch",
-                                      "user.tierfs.pin", "user.tierfs.ttl", "user.tierfs.policy"}));
+                                      "user.tierfs.pin", "user.tierfs.ttl", "user.tierfs.policy",
+                                      "user.tierfs.log_level", "user.tierfs.daemon"}));
   // Directories have no etag.
   EXPECT_EQ(ToErrno(fs_->GetXattr(LookupIno(kRootInode, "a"), "user.tierfs.etag").status(),
                     ErrnoContext::kXattr),
             ENODATA);
+}
+
+// The daemon's side of user.tierfs.log_level / user.tierfs.daemon, recording what fuse/ asks.
+class RecordingControl final : public DaemonControl {
+ public:
+  std::string LogLevel() const override { return level; }
+  Status SetLogLevel(std::string_view l) override {
+    level = std::string(l);
+    ++sets;
+    return Status::OK();
+  }
+  std::string Describe() const override { return "pid=1 version=t"; }
+  std::string level = "info";
+  int sets = 0;
+};
+
+TEST_F(FilesystemTest, LogLevelXattrIsParsedHereAndAppliedByTheDaemon) {
+  // Without a daemon control: the level reads, a set is refused (ENOTSUP), never a crash.
+  EXPECT_TRUE(fs_->GetXattr(kRootInode, "user.tierfs.log_level").ok());
+  EXPECT_EQ(
+      ToErrno(fs_->SetXattr(kRootInode, "user.tierfs.log_level", "debug", 0), ErrnoContext::kXattr),
+      ENOTSUP);
+  RecordingControl control;
+  fs_->AttachDaemonControl(&control);
+  EXPECT_EQ(*fs_->GetXattr(kRootInode, "user.tierfs.daemon"), "pid=1 version=t");
+  ASSERT_TRUE(fs_->SetXattr(kRootInode, "user.tierfs.log_level", "debug\n", 0).ok());
+  EXPECT_EQ(control.level, "debug");  // setfattr's trailing newline dropped
+  EXPECT_EQ(*fs_->GetXattr(kRootInode, "user.tierfs.log_level"), "debug");
+  // A bad value never reaches the daemon: EINVAL.
+  EXPECT_EQ(ToErrno(fs_->SetXattr(kRootInode, "user.tierfs.log_level", "verbose", 0),
+                    ErrnoContext::kXattr),
+            EINVAL);
+  // Owner/root only, like the other controls.
+  EXPECT_EQ(ToErrno(fs_->SetXattr(kRootInode, "user.tierfs.log_level", "info", 4242),
+                    ErrnoContext::kXattr),
+            EPERM);
+  EXPECT_EQ(control.sets, 1);
+  // Root only: files do not have it.
+  const InodeId file = LookupIno(kRootInode, "hello.txt");
+  EXPECT_EQ(ToErrno(fs_->GetXattr(file, "user.tierfs.log_level").status(), ErrnoContext::kXattr),
+            ENODATA);
+  fs_->AttachDaemonControl(nullptr);
 }
 
 TEST_F(FilesystemTest, XattrErrors) {

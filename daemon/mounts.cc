@@ -1,0 +1,129 @@
+#include "daemon/mounts.h"
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace tierfs {
+namespace {
+
+std::vector<std::string_view> SplitSpaces(std::string_view line) {
+  std::vector<std::string_view> out;
+  size_t pos = 0;
+  while (pos < line.size()) {
+    while (pos < line.size() && line[pos] == ' ') ++pos;
+    if (pos >= line.size()) break;
+    size_t end = line.find(' ', pos);
+    if (end == std::string_view::npos) end = line.size();
+    out.push_back(line.substr(pos, end - pos));
+    pos = end;
+  }
+  return out;
+}
+
+bool ParseU64(std::string_view s, uint64_t* out) {
+  if (s.empty()) return false;
+  uint64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    if (v > (UINT64_MAX - 9) / 10) return false;
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  *out = v;
+  return true;
+}
+
+}  // namespace
+
+std::string UnescapeMountField(std::string_view f) {
+  std::string out;
+  out.reserve(f.size());
+  for (size_t i = 0; i < f.size(); ++i) {
+    if (f[i] == '\\' && i + 3 < f.size()) {
+      const char a = f[i + 1], b = f[i + 2], c = f[i + 3];
+      if (a >= '0' && a <= '3' && b >= '0' && b <= '7' && c >= '0' && c <= '7') {
+        out.push_back(static_cast<char>((a - '0') * 64 + (b - '0') * 8 + (c - '0')));
+        i += 3;
+        continue;
+      }
+    }
+    out.push_back(f[i]);
+  }
+  return out;
+}
+
+std::vector<MountInfo> ParseMountInfo(std::string_view text) {
+  std::vector<MountInfo> out;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t nl = text.find('\n', pos);
+    if (nl == std::string_view::npos) nl = text.size();
+    const std::string_view line = text.substr(pos, nl - pos);
+    pos = nl + 1;
+    const auto f = SplitSpaces(line);
+    // id parent maj:min root mountpoint options [optional...] - fstype source superoptions
+    if (f.size() < 10) continue;
+    size_t sep = 6;
+    while (sep < f.size() && f[sep] != "-") ++sep;
+    if (sep + 2 >= f.size()) continue;
+    MountInfo m;
+    uint64_t major = 0, minor = 0;
+    const size_t colon = f[2].find(':');
+    if (!ParseU64(f[0], &m.id) || colon == std::string_view::npos ||
+        !ParseU64(f[2].substr(0, colon), &major) || !ParseU64(f[2].substr(colon + 1), &minor)) {
+      continue;
+    }
+    m.major = static_cast<uint32_t>(major);
+    m.minor = static_cast<uint32_t>(minor);
+    m.root = UnescapeMountField(f[3]);
+    m.mountpoint = UnescapeMountField(f[4]);
+    m.options = std::string(f[5]);
+    m.fstype = UnescapeMountField(f[sep + 1]);
+    m.source = UnescapeMountField(f[sep + 2]);
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+Result<std::vector<MountInfo>> ReadMountInfo(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::IOError(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ParseMountInfo(ss.str());
+}
+
+std::vector<MountInfo> TierfsMounts(const std::vector<MountInfo>& all) {
+  std::vector<MountInfo> out;
+  for (const auto& m : all) {
+    if (m.fstype == kTierfsFsType) out.push_back(m);
+  }
+  return out;
+}
+
+Result<MountInfo> TierfsMountOf(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) {
+    const int err = errno;
+    return Status::FromErrno(err, fmt::format("cannot stat {}", path));
+  }
+  auto all = ReadMountInfo();
+  if (!all.ok()) return all.status();
+  const MountInfo* found = nullptr;
+  for (const auto& m : *all) {
+    // The last mount with that device is the one on top.
+    if (m.major == major(st.st_dev) && m.minor == minor(st.st_dev)) found = &m;
+  }
+  if (found != nullptr && found->fstype == kTierfsFsType) return *found;
+  return Status::NotFound(
+      fmt::format("{} is not on a tierfs mount (it is on {}{})", path,
+                  found ? found->fstype : std::string("an unknown file system"),
+                  found ? fmt::format(" mounted at {}", found->mountpoint) : std::string()));
+}
+
+}  // namespace tierfs

@@ -1,0 +1,251 @@
+#include "daemon/status.h"
+
+#include <fmt/format.h>
+#include <sys/xattr.h>
+
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "base/strings.h"
+#include "base/units.h"
+
+namespace tierfs {
+namespace {
+
+bool IsNumber(std::string_view s, uint64_t* out) {
+  if (s.empty() || s.size() > 20) return false;
+  uint64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    const uint64_t d = static_cast<uint64_t>(c - '0');
+    if (v > (UINT64_MAX - d) / 10) return false;
+    v = v * 10 + d;
+  }
+  *out = v;
+  return true;
+}
+
+// getxattr of a whole value; errno on failure.
+Result<std::string> GetXattrValue(const std::string& path, const char* name, int* err) {
+  std::vector<char> buf(64 * 1024);
+  const ssize_t n = getxattr(path.c_str(), name, buf.data(), buf.size());
+  if (n < 0) {
+    *err = errno;
+    return Status::FromErrno(*err, name);
+  }
+  return std::string(buf.data(), static_cast<size_t>(n));
+}
+
+uint64_t Delta(const KeyValues& a, const KeyValues& b, std::string_view key) {
+  const uint64_t x = a.Num(key), y = b.Num(key);
+  return y >= x ? y - x : 0;
+}
+
+std::optional<double> RatioOf(uint64_t lookups, uint64_t origin_misses) {
+  if (lookups == 0) return std::nullopt;
+  if (origin_misses > lookups) origin_misses = lookups;
+  return 1.0 - static_cast<double>(origin_misses) / static_cast<double>(lookups);
+}
+
+std::string Percent(const std::optional<double>& r) {
+  return r ? fmt::format("{:.1f}%", *r * 100.0) : std::string("-");
+}
+
+}  // namespace
+
+std::string KeyValues::Str(std::string_view key) const {
+  for (const auto& [k, v] : items) {
+    if (k == key) return v;
+  }
+  return "";
+}
+
+uint64_t KeyValues::Num(std::string_view key) const {
+  uint64_t v = 0;
+  return IsNumber(Str(key), &v) ? v : 0;
+}
+
+bool KeyValues::Has(std::string_view key) const {
+  for (const auto& kv : items) {
+    if (kv.first == key) return true;
+  }
+  return false;
+}
+
+KeyValues ParseKeyValues(std::string_view text) {
+  KeyValues out;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find_first_of(" \n", pos);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view tok = text.substr(pos, end - pos);
+    pos = end + 1;
+    const size_t eq = tok.find('=');
+    if (eq == std::string_view::npos || eq == 0) continue;
+    out.items.emplace_back(std::string(tok.substr(0, eq)), std::string(tok.substr(eq + 1)));
+  }
+  return out;
+}
+
+std::vector<std::string> StatsTiers(const KeyValues& stats) {
+  std::vector<std::string> tiers;
+  for (const auto& [k, v] : stats.items) {
+    const size_t dot = k.find('.');
+    if (dot == std::string::npos || k.substr(dot + 1) != "hits") continue;
+    const std::string group = k.substr(0, dot);
+    if (group.size() == 2 && group[0] == 'l' && group[1] >= '0' && group[1] <= '9')
+      tiers.push_back(group);
+  }
+  return tiers;
+}
+
+std::optional<double> HitRatio(const KeyValues& s) {
+  const auto tiers = StatsTiers(s);
+  if (tiers.empty()) return std::nullopt;
+  const uint64_t lookups = s.Num(tiers.front() + ".hits") + s.Num(tiers.front() + ".misses");
+  return RatioOf(lookups, s.Num(tiers.back() + ".misses"));
+}
+
+Rates ComputeRates(const KeyValues& a, const KeyValues& b, double seconds) {
+  Rates r;
+  r.seconds = seconds;
+  if (seconds <= 0) return r;
+  r.reads_per_s = static_cast<double>(Delta(a, b, "fuse.reads")) / seconds;
+  r.read_bytes_per_s = static_cast<double>(Delta(a, b, "fuse.read_bytes")) / seconds;
+  const auto tiers = StatsTiers(b);
+  for (const auto& t : tiers) {
+    r.bytes_per_s.emplace_back(t, static_cast<double>(Delta(a, b, t + ".bytes")) / seconds);
+  }
+  r.bytes_per_s.emplace_back("origin", static_cast<double>(Delta(a, b, "origin.bytes")) / seconds);
+  if (!tiers.empty()) {
+    const uint64_t lookups =
+        Delta(a, b, tiers.front() + ".hits") + Delta(a, b, tiers.front() + ".misses");
+    r.hit_ratio = RatioOf(lookups, Delta(a, b, tiers.back() + ".misses"));
+  }
+  return r;
+}
+
+std::string MountSource(const MountInfo& m) {
+  return m.source.rfind("tierfs:", 0) == 0 ? m.source.substr(7) : m.source;
+}
+
+MountStatus ProbeMount(const MountInfo& m) {
+  MountStatus st;
+  st.mount = m;
+  int err = 0;
+  auto stats = GetXattrValue(m.mountpoint, "user.tierfs.stats", &err);
+  if (!stats.ok()) {
+    if (err == ENOTCONN) {
+      st.state = "stale";
+      st.error =
+          fmt::format("{} (the daemon is gone; unmount with `fusermount3 -u {}` and mount again)",
+                      std::strerror(err), m.mountpoint);
+    } else {
+      st.state = "error";
+      st.error = fmt::format("cannot read user.tierfs.stats: {}", std::strerror(err));
+    }
+    return st;
+  }
+  st.stats = ParseKeyValues(*stats);
+  auto daemon = GetXattrValue(m.mountpoint, "user.tierfs.daemon", &err);
+  if (daemon.ok()) st.daemon = ParseKeyValues(*daemon);  // older daemons: no such name
+  return st;
+}
+
+std::string FormatStatusText(const std::vector<MountStatus>& mounts,
+                             const std::vector<std::optional<Rates>>& rates) {
+  std::string out;
+  for (size_t i = 0; i < mounts.size(); ++i) {
+    const MountStatus& m = mounts[i];
+    if (i > 0) out += '\n';
+    out += fmt::format("{}  {}  {}\n", EscapeForLog(m.mount.mountpoint),
+                       EscapeForLog(MountSource(m.mount)), m.state);
+    if (m.state != "ok") {
+      out += fmt::format("  {}\n", m.error);
+      continue;
+    }
+    const auto& d = m.daemon;
+    if (!d.items.empty()) {
+      out += fmt::format("  daemon   pid {}  version {}  log {} ({}, {})  cache {}\n", d.Str("pid"),
+                         d.Str("version"), d.Str("log"), d.Str("log_level"), d.Str("log_format"),
+                         d.Str("cache_dir"));
+    }
+    const auto& s = m.stats;
+    out += fmt::format("  reads    {} requests, {} returned, hit ratio {}\n", s.Num("fuse.reads"),
+                       FormatSize(s.Num("fuse.read_bytes")), Percent(HitRatio(s)));
+    for (const auto& t : StatsTiers(s)) {
+      const uint64_t cap = s.Num(t + ".capacity");
+      out += fmt::format("  {:<8} hits {}  misses {}  served {}  used {} of {}\n", t,
+                         s.Num(t + ".hits"), s.Num(t + ".misses"), FormatSize(s.Num(t + ".bytes")),
+                         FormatSize(s.Num(t + ".used")), cap ? FormatSize(cap) : "-");
+    }
+    out += fmt::format("  origin   requests {}  errors {}  fetched {}\n", s.Num("origin.requests"),
+                       s.Num("origin.errors"), FormatSize(s.Num("origin.bytes")));
+    if (i < rates.size() && rates[i]) {
+      const Rates& r = *rates[i];
+      std::string per_tier;
+      for (const auto& [t, v] : r.bytes_per_s) {
+        per_tier += fmt::format("  {} {}/s", t, FormatSize(static_cast<uint64_t>(v)));
+      }
+      out += fmt::format("  rates    {:.1f} reads/s  {}/s  hit ratio {}  |{}\n", r.reads_per_s,
+                         FormatSize(static_cast<uint64_t>(r.read_bytes_per_s)),
+                         Percent(r.hit_ratio), per_tier);
+    }
+  }
+  return out;
+}
+
+std::string FormatStatusJson(const std::vector<MountStatus>& mounts,
+                             const std::vector<std::optional<Rates>>& rates) {
+  using nlohmann::ordered_json;
+  ordered_json doc;
+  doc["mounts"] = ordered_json::array();
+  for (size_t i = 0; i < mounts.size(); ++i) {
+    const MountStatus& m = mounts[i];
+    ordered_json j;
+    j["mountpoint"] = m.mount.mountpoint;
+    j["source"] = MountSource(m.mount);
+    j["state"] = m.state;
+    if (!m.error.empty()) j["error"] = m.error;
+    uint64_t pid = 0;
+    if (IsNumber(m.daemon.Str("pid"), &pid)) {
+      j["pid"] = pid;
+    } else {
+      j["pid"] = nullptr;
+    }
+    ordered_json daemon = ordered_json::object();
+    for (const auto& [k, v] : m.daemon.items) {
+      if (k != "pid") daemon[k] = v;
+    }
+    j["daemon"] = daemon;
+    ordered_json stats = ordered_json::object();
+    for (const auto& [k, v] : m.stats.items) {
+      uint64_t n = 0;
+      if (IsNumber(v, &n)) {
+        stats[k] = n;
+      } else {
+        stats[k] = v;
+      }
+    }
+    j["stats"] = stats;
+    const auto hr = HitRatio(m.stats);
+    j["hit_ratio"] = hr ? ordered_json(*hr) : ordered_json(nullptr);
+    if (i < rates.size() && rates[i]) {
+      const Rates& r = *rates[i];
+      ordered_json rj;
+      rj["seconds"] = r.seconds;
+      rj["reads_per_s"] = r.reads_per_s;
+      rj["read_bytes_per_s"] = r.read_bytes_per_s;
+      ordered_json per = ordered_json::object();
+      for (const auto& [t, v] : r.bytes_per_s) per[t] = v;
+      rj["bytes_per_s"] = per;
+      rj["hit_ratio"] = r.hit_ratio ? ordered_json(*r.hit_ratio) : ordered_json(nullptr);
+      j["rates"] = rj;
+    }
+    doc["mounts"].push_back(std::move(j));
+  }
+  return doc.dump(2, ' ', false, ordered_json::error_handler_t::replace);
+}
+
+}  // namespace tierfs

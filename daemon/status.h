@@ -1,0 +1,75 @@
+// daemon/status — `tierfs status`: what each tierfs mount of the host reports.
+//
+//   ProbeMount reads the root's user.tierfs.stats and user.tierfs.daemon of one mount; a mount
+//   whose daemon died answers ENOTCONN ("Transport endpoint is not connected") and is reported as
+//   stale, not as an error of the command. The rest is pure and unit-tested: parsing the stats
+//   text, hit ratio and rates between two snapshots, the table and the JSON document.
+//
+// Thread-safe (no shared state).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "daemon/mounts.h"
+
+namespace tierfs {
+
+// "k=v k=v ..." (user.tierfs.stats, user.tierfs.daemon), in order.
+struct KeyValues {
+  std::vector<std::pair<std::string, std::string>> items;
+  // The value of `key`, "" if absent.
+  std::string Str(std::string_view key) const;
+  // The value as an unsigned integer, 0 if absent or not a number.
+  uint64_t Num(std::string_view key) const;
+  bool Has(std::string_view key) const;
+};
+KeyValues ParseKeyValues(std::string_view text);
+
+// The cache tiers named in a stats text ("l1", "l2", "l3": those with a .hits counter), in tier
+// order.
+std::vector<std::string> StatsTiers(const KeyValues& stats);
+
+// Share of block lookups served by a tier rather than the origin: 1 - misses of the last tier /
+// lookups of the first. nullopt before any lookup or without tiers.
+std::optional<double> HitRatio(const KeyValues& stats);
+
+struct Rates {
+  double seconds = 0;
+  double reads_per_s = 0;       // FUSE read requests
+  double read_bytes_per_s = 0;  // bytes returned to readers
+  // Bytes per second served by each tier, then "origin".
+  std::vector<std::pair<std::string, double>> bytes_per_s;
+  std::optional<double> hit_ratio;  // over the interval
+};
+// Rates between two snapshots `seconds` apart (counters that went down count as 0: a restart).
+Rates ComputeRates(const KeyValues& before, const KeyValues& after, double seconds);
+
+struct MountStatus {
+  MountInfo mount;
+  // "ok", "stale" (the daemon is gone: ENOTCONN), or "error" (another errno, in `error`).
+  std::string state = "ok";
+  std::string error;
+  KeyValues daemon;  // pid, version, log_level, log_format, log, cache_dir
+  KeyValues stats;
+};
+
+// Reads the xattrs of `m`'s root. Never fails: problems end up in state/error.
+MountStatus ProbeMount(const MountInfo& m);
+
+// The source as the user typed it ("s3://bucket/prefix"): the fsname without "tierfs:".
+std::string MountSource(const MountInfo& m);
+
+// Human-readable report of several mounts (with rates when given, one per mount).
+std::string FormatStatusText(const std::vector<MountStatus>& mounts,
+                             const std::vector<std::optional<Rates>>& rates);
+// One JSON document: {"mounts":[{"mountpoint":..,"source":..,"state":..,"pid":..,
+// "daemon":{..},"stats":{..},"hit_ratio":..,"rates":{..}}]}. Numeric stats are numbers.
+std::string FormatStatusJson(const std::vector<MountStatus>& mounts,
+                             const std::vector<std::optional<Rates>>& rates);
+
+}  // namespace tierfs
