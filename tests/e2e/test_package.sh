@@ -97,14 +97,15 @@ t_rest=$SECONDS
 dpkg-deb -c "$deb" >"$E2E_WORK/listing"
 awk '{ print $NF }' "$E2E_WORK/listing" | sed 's#^\./#/#' >"$E2E_WORK/contents"
 for f in /usr/bin/tierfs /sbin/mount.tierfs "/lib/systemd/system/tierfs@.service" \
-  /usr/libexec/tierfs/tierfs-instance /etc/tierfs/tierfs.toml /usr/share/man/man1/tierfs.1.gz \
+  /usr/libexec/tierfs/tierfs-instance /etc/tierfs/tierfs.toml /etc/logrotate.d/tierfs \
+  /usr/share/man/man1/tierfs.1.gz \
   /usr/share/doc/tierfs/copyright /usr/share/doc/tierfs/README.md; do
   grep -qxF "$f" "$E2E_WORK/contents" || fail "the package lacks $f"
 done
 grep -q '^-rwxr-xr-x root/root .* ./sbin/mount.tierfs$' "$E2E_WORK/listing" ||
   fail "/sbin/mount.tierfs is not an executable owned by root"
-[[ "$(dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./conffiles)" == /etc/tierfs/tierfs.toml ]] ||
-  fail "conffiles is not exactly /etc/tierfs/tierfs.toml"
+[[ "$(dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./conffiles | sort | tr '\n' ' ')" == "/etc/logrotate.d/tierfs /etc/tierfs/tierfs.toml " ]] ||
+  fail "conffiles is not exactly /etc/tierfs/tierfs.toml and /etc/logrotate.d/tierfs"
 depends="$(dpkg-deb --field "$deb" Depends)"
 for d in fuse3 libfuse3-3 libcurl4 liblmdb0 libsystemd0; do
   grep -qE "(^|, )$d( |,|$)" <<<"$depends" || fail "Depends lacks $d (dpkg-shlibdeps): $depends"
@@ -348,11 +349,12 @@ for f in /usr/bin/tierfs /sbin/mount.tierfs "/lib/systemd/system/tierfs@.service
   /usr/libexec/tierfs /usr/share/man/man1/tierfs.1.gz /usr/share/doc/tierfs; do
   [[ ! -e "$f" ]] || fail "$f still there after dpkg -r"
 done
-[[ -f /etc/tierfs/tierfs.toml ]] || fail "dpkg -r removed the conffile /etc/tierfs/tierfs.toml"
+[[ -f /etc/tierfs/tierfs.toml && -f /etc/logrotate.d/tierfs ]] || fail "dpkg -r removed a conffile"
 [[ "$(dpkg-query -W -f='${Status}' tierfs)" == "deinstall ok config-files" ]] || fail "state after dpkg -r: $(dpkg-query -W -f='${Status}' tierfs)"
 dpkg_locked -P tierfs >"$E2E_WORK/dpkg-p.out" || { cat "$E2E_WORK/dpkg-p.out"; fail "dpkg -P tierfs failed"; }
 PKG_INSTALLED=0
 [[ ! -e /etc/tierfs ]] || fail "/etc/tierfs still there after dpkg -P: $(ls -A /etc/tierfs)"
+[[ ! -e /etc/logrotate.d/tierfs ]] || fail "/etc/logrotate.d/tierfs still there after dpkg -P"
 if dpkg-query -W -f='${Status}' tierfs 2>/dev/null | grep -qv "not-installed"; then
   fail "dpkg still knows tierfs after dpkg -P: $(dpkg-query -W -f='${Status}' tierfs)"
 fi
