@@ -26,8 +26,9 @@
 // "10m", "7d", "forever") or integers (seconds). Every key is checked: an unknown key or a value
 // of the wrong type is an error naming the key and its file:line.
 //
-// Secrets never appear in the config file or in logs: S3 credentials come from the environment
-// or the AWS shared credentials file (ResolveCredentials), read by the daemon at mount time.
+// Secrets never appear in the config file or in logs: S3 credentials come from the AWS credential
+// chain (NewCredentialChain in blobclient/blob_store.h: environment, web identity, the shared
+// config/credentials files, container, IMDS), built by the daemon at mount time.
 //
 // Thread-safety: plain functions over values; no shared state.
 #pragma once

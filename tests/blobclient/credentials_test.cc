@@ -728,7 +728,7 @@ TEST_F(CredentialChainTest, ASlowRefreshDoesNotStallSigning) {
     HttpTestResponse r = imds.Handle(req);
     if (slow.load() && req.path.find("security-credentials/gpu") != std::string::npos) {
       r.stall_after_bytes = 0;
-      r.stall_for = std::chrono::milliseconds(2000);
+      r.stall_for = std::chrono::milliseconds(3000);
     }
     return r;
   });
@@ -744,7 +744,8 @@ TEST_F(CredentialChainTest, ASlowRefreshDoesNotStallSigning) {
   for (int i = 0; i < 20; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     auto now = c->provider->Current();
-    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(50));
+    // Far below the 3 s the refresh takes (a loaded machine may add scheduling delay).
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(500));
     ASSERT_TRUE(now.ok());
     EXPECT_EQ((*now)->access_key_id, "ASIAIMDS1");
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
