@@ -73,6 +73,11 @@ compare "$mnt" 0 "$half"
 wait_lines "$proc_log" run 2 30
 wait_lines "$logf" "refreshed, valid until" 1 10
 log "ok credential_process ran again for the refresh"
+stats="$(stats_xattr "$mnt")" || fail "getfattr user.tierfs.stats failed"
+[[ " $stats " =~ \ origin\.credential_refreshes=[1-9] ]] ||
+  fail "origin.credential_refreshes not counted: $stats"
+[[ " $stats " == *" origin.credential_refresh_failures=0 "* ]] ||
+  fail "refresh failures counted: $stats"
 compare "$mnt" "$half" "${#files[@]}"
 tierfs_umount "$mnt" "$TIERFS_PID" || fail "unmount failed"
 
