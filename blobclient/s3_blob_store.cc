@@ -39,6 +39,7 @@
 #include "base/strings.h"
 #include "blobclient/adaptive.h"
 #include "blobclient/blob_store.h"
+#include "blobclient/credentials.h"
 #include "blobclient/http_transport.h"
 #include "blobclient/list_xml.h"
 #include "blobclient/sigv4.h"
@@ -229,7 +230,11 @@ class S3BlobStore final : public BlobStore {
         endpoint_(std::move(endpoint)),
         virtual_host_(virtual_host),
         engine_(engine),
-        clock_(clock) {
+        clock_(clock),
+        credentials_(options.credentials.anonymous ? nullptr
+                     : options.credentials_provider
+                         ? options.credentials_provider
+                         : NewStaticCredentialsProvider(options.credentials, "configured keys")) {
     std::string hostport = endpoint_.host + (endpoint_.port.empty() ? "" : ":" + endpoint_.port);
     host_header_ = virtual_host_ ? options_.bucket + "." + hostport : hostport;
     describe_ = "s3://" + hostport + "/" + options_.bucket + "/" + options_.prefix;
@@ -359,6 +364,12 @@ class S3BlobStore final : public BlobStore {
     s.ttfb_p95_us = static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::microseconds>(tracker_.TtfbP95()).count());
     s.parallel_reads = parallel_reads_.load();
+    if (credentials_ != nullptr) {
+      CredentialsStats cs = credentials_->Stats();
+      s.credential_refreshes = cs.refreshes;
+      s.credential_refresh_failures = cs.refresh_failures;
+    }
+    s.credential_forced_refreshes = forced_refreshes_.load();
     return s;
   }
 
@@ -393,7 +404,31 @@ class S3BlobStore final : public BlobStore {
     return st;
   }
 
-  HttpRequest BuildRequest(const Call& c) const {
+  // The credentials to sign the next request with; nullptr when anonymous.
+  Result<std::shared_ptr<const Credentials>> SigningCredentials() const {
+    if (credentials_ == nullptr) return std::shared_ptr<const Credentials>();
+    return credentials_->Current();
+  }
+
+  // Whether `resp` to a request signed with `used` says the credentials are stale (expired
+  // token, rotated key: blob_store.h); if so, forces one refresh. True when the request should be
+  // retried once with the new credentials.
+  bool RefreshAfter(const HttpResponse& resp, const std::shared_ptr<const Credentials>& used,
+                    const std::string& context) {
+    // Static credentials are never refreshed: the 403 stands.
+    if (credentials_ == nullptr || used == nullptr || !credentials_->temporary()) return false;
+    if (!blobclient::IsStaleCredentialsAnswer(resp, /*temporary=*/true)) return false;
+    ++forced_refreshes_;
+    const bool fresh = credentials_->ForceRefresh(used);
+    Logger(Module::kBlobClient)
+        .warn("{}: {}: HTTP {} with stale credentials from {}; {}", describe_, context, resp.status,
+              credentials_->source(),
+              fresh ? "retrying once with refreshed credentials" : "no newer credentials");
+    return fresh;
+  }
+
+  // `creds`: nullptr for an anonymous request.
+  HttpRequest BuildRequest(const Call& c, const Credentials* creds) const {
     HttpRequest r;
     r.method = c.method;
     std::string query = blobclient::CanonicalQueryString(c.query);
@@ -401,7 +436,7 @@ class S3BlobStore final : public BlobStore {
             (query.empty() ? "" : "?" + query);
     r.headers = c.headers;
     r.headers.emplace_back("Host", host_header_);
-    if (!options_.credentials.anonymous) {
+    if (creds != nullptr) {
       blobclient::SigningRequest s;
       s.method = c.method;
       s.host = host_header_;
@@ -410,7 +445,7 @@ class S3BlobStore final : public BlobStore {
       s.headers = c.headers;
       s.payload_sha256 = c.payload_sha256;
       blobclient::SignedRequest signed_req =
-          blobclient::SignV4(s, options_.credentials, options_.region, "s3", clock_->Now());
+          blobclient::SignV4(s, *creds, options_.region, "s3", clock_->Now());
       for (auto& h : signed_req.headers) r.headers.push_back(std::move(h));
     }
     r.body = c.body;
@@ -489,6 +524,10 @@ class S3BlobStore final : public BlobStore {
     std::shared_ptr<std::vector<std::byte>> hedge_buf;
     std::shared_ptr<std::span<std::byte>> hedge_span;
     bool copy_pending = false;  // the duplicate won; copy once the primary is gone
+    // What the current attempt is signed with; a stale-credentials answer forces one refresh
+    // and one more attempt per part.
+    std::shared_ptr<const Credentials> creds;
+    bool refreshed = false;
     size_t got = 0;
     Status last;
   };
@@ -509,6 +548,7 @@ class S3BlobStore final : public BlobStore {
   // on CheckAnswer comparing the answer's ETag instead.
   HttpRequest PartRequest(std::string_view key, const GetPart& p, const Expect& expect,
                           std::span<std::byte>* sink) const {
+    // p.creds is set before a part is submitted (see RunGets).
     Call c;
     c.method = "GET";
     c.path = ObjectPath(key);
@@ -519,7 +559,7 @@ class S3BlobStore final : public BlobStore {
     }
     c.sink = sink;
     c.range_offset = p.offset;
-    return BuildRequest(c);
+    return BuildRequest(c, p.creds.get());
   }
 
   // Runs the ranged GETs of one Read (retries, hedges, parallel parts) and assembles the result:
@@ -590,6 +630,14 @@ class S3BlobStore final : public BlobStore {
             }
             break;
           }
+          // Each attempt signs with the credentials current now (a hedge reuses them).
+          Result<std::shared_ptr<const Credentials>> creds = SigningCredentials();
+          if (!creds.ok()) {
+            limiter_.Release();
+            fail(creds.status().WithContext(context));
+            break;
+          }
+          p.creds = std::move(*creds);
           p.state = State::kRunning;
           ++p.attempts;
           p.hedge_tried = false;
@@ -702,6 +750,16 @@ class S3BlobStore final : public BlobStore {
             continue;
           }
         } else {
+          if (!p.refreshed && other == 0 && RefreshAfter(c.resp, p.creds, context)) {
+            // One more attempt with the refreshed credentials, outside the retry budget.
+            p.refreshed = true;
+            p.creds.reset();
+            --p.attempts;
+            ++retries_;
+            p.state = State::kWaiting;
+            p.ready_at = SteadyClock::now();
+            continue;
+          }
           st = blobclient::HttpStatusToStatus(code, context, c.resp.body);
           retryable = code >= 500 || code == 429 || code == 408;
         }
@@ -867,9 +925,12 @@ class S3BlobStore final : public BlobStore {
   // response (or 416 when c.accept_416).
   Result<HttpResponse> Perform(const Call& c) {
     Status last;
+    bool refreshed = false;
     for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
+      Result<std::shared_ptr<const Credentials>> creds = SigningCredentials();
+      if (!creds.ok()) return Fail(creds.status().WithContext(c.context));
       ++requests_;
-      Result<HttpResponse> r = ExecuteLimited(BuildRequest(c));
+      Result<HttpResponse> r = ExecuteLimited(BuildRequest(c, creds->get()));
       bool retryable;
       if (!r.ok()) {
         last = r.status().WithContext(c.context);
@@ -877,6 +938,13 @@ class S3BlobStore final : public BlobStore {
       } else {
         const long code = r->status;
         if ((code >= 200 && code < 300) || (code == 416 && c.accept_416)) return r;
+        if (!refreshed && RefreshAfter(*r, *creds, c.context)) {
+          // One more attempt with the refreshed credentials, outside the retry budget.
+          refreshed = true;
+          --attempt;
+          ++retries_;
+          continue;
+        }
         last = blobclient::HttpStatusToStatus(code, c.context, r->body);
         // Only server-side trouble is worth another try; other 4xx answers will not change.
         retryable = code >= 500 || code == 429 || code == 408;
@@ -908,11 +976,14 @@ class S3BlobStore final : public BlobStore {
   const bool virtual_host_;
   HttpEngine* const engine_;  // not owned
   Clock* const clock_;        // not owned
+  // Signs every request; nullptr when anonymous. Shared, thread-safe.
+  const std::shared_ptr<CredentialsProvider> credentials_;
   std::string host_header_;
   std::string describe_;
 
   std::atomic<uint64_t> requests_{0}, retries_{0}, bytes_read_{0}, bytes_written_{0}, errors_{0};
   std::atomic<uint64_t> hedges_issued_{0}, hedges_won_{0}, parallel_reads_{0};
+  std::atomic<uint64_t> forced_refreshes_{0};
 
   // Thread-safe themselves.
   blobclient::LatencyTracker tracker_;
@@ -997,7 +1068,8 @@ Result<std::unique_ptr<BlobStore>> NewS3BlobStore(const S3Options& options,
   HttpEngine* engine = blobclient::AsEngine(transport);
   if (engine == nullptr) return Status::InvalidArgument("s3: an HttpTransport is required");
   const Credentials& cr = options.credentials;
-  if (!cr.anonymous && (cr.access_key_id.empty() || cr.secret_access_key.empty())) {
+  if (!cr.anonymous && options.credentials_provider == nullptr &&
+      (cr.access_key_id.empty() || cr.secret_access_key.empty())) {
     return Status::InvalidArgument(
         "s3: no credentials (access key id and secret) and anonymous access not requested");
   }
@@ -1024,7 +1096,10 @@ Result<std::unique_ptr<BlobStore>> NewS3BlobStore(const S3Options& options,
   Logger(Module::kBlobClient)
       .info("s3 store {} ({}-style, region {}, {})", store->Describe(),
             virtual_host ? "virtual-host" : "path", options.region,
-            cr.anonymous ? "anonymous" : "signed");
+            cr.anonymous ? std::string("anonymous")
+            : options.credentials_provider
+                ? "signed, credentials from " + options.credentials_provider->source()
+                : std::string("signed"));
   return std::unique_ptr<BlobStore>(std::move(store));
 }
 

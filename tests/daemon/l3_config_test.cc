@@ -109,6 +109,30 @@ TEST(L3ConfigTest, FlagsAndDefaults) {
   EXPECT_TRUE(o.l3_store.credentials.anonymous);
 }
 
+// Credentials other than fixed or anonymous ones are left to the credential chain the daemon
+// builds at mount time; FinishOptions records where the profile and the region came from.
+TEST(L3ConfigTest, ChainCredentialsAreLeftToTheDaemon) {
+  DaemonOptions o = L3Base();
+  o.l3 = "s3://l3bucket";
+  o.l3_profile = "regional";
+  ASSERT_TRUE(FinishOptions(&o, L3Env({{"AWS_PROFILE", "envprofile"}})).ok());
+  ASSERT_TRUE(ResolveL3Credentials(&o, L3Env({})).ok());
+  EXPECT_TRUE(o.l3_store.credentials.access_key_id.empty());
+  EXPECT_FALSE(o.l3_store.credentials.anonymous);
+  EXPECT_EQ(o.profile, "envprofile");
+  EXPECT_TRUE(o.profile_from_env);  // not explicit: the environment keys still come first
+  EXPECT_FALSE(o.origin_region_set);
+
+  DaemonOptions e = L3Base();
+  e.profile = "work";
+  ASSERT_TRUE(
+      FinishOptions(&e, L3Env({{"AWS_PROFILE", "envprofile"}, {"AWS_REGION", "eu-north-1"}})).ok());
+  EXPECT_EQ(e.profile, "work");
+  EXPECT_FALSE(e.profile_from_env);
+  EXPECT_TRUE(e.origin_region_set);
+  EXPECT_EQ(e.origin.region, "eu-north-1");
+}
+
 TEST(L3ConfigTest, BadValuesNameTheKey) {
   auto finish = [](const std::string& toml) {
     DaemonOptions o = L3Base();
