@@ -26,6 +26,9 @@
 #include "base/result.h"
 
 namespace tierfs {
+namespace metrics {
+class Exposition;
+}
 
 struct ObjectInfo {
   uint64_t size = 0;
@@ -59,7 +62,12 @@ struct BlobStoreStats {
   uint64_t concurrency_decreases = 0;  // times the limit was halved (throttling, timeouts, spikes)
   uint64_t ttfb_p95_us = 0;            // recent p95 time to first byte of GETs; 0 until measured
   uint64_t parallel_reads = 0;         // Read calls split into parallel ranged GETs
+  uint64_t throttled = 0;              // answers 503 SlowDown or 429 (each attempt)
 };
+
+// Appends the tierfs_store_* metrics of `s` (README "Metrics") with the label store=`store`
+// ("origin", "l3").
+void CollectStoreMetrics(const BlobStoreStats& s, std::string_view store, metrics::Exposition* e);
 
 class BlobStore {
  public:

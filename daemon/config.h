@@ -126,6 +126,9 @@ struct DaemonOptions {
   HttpTransportOptions http;
   MetaStoreOptions meta;
   LogOptions log;
+  // metrics.address / --metrics-address: HOST:PORT of the Prometheus /metrics endpoint
+  // (daemon/metrics_server.h). Empty: no endpoint.
+  std::string metrics_address;
 };
 
 // Flags of `tierfs mount`, as typed (parsed and checked by ApplyFlags, so messages name the flag).
@@ -144,7 +147,9 @@ struct MountFlags {
   bool foreground = false;                  // -f / --foreground
   std::optional<std::string> l3;            // --l3
   std::optional<std::string> l3_endpoint;   // --l3-endpoint
-  std::vector<std::string> options;         // -o a,b=c (each -o may hold a comma list)
+  // --metrics-address
+  std::optional<std::string> metrics_address;
+  std::vector<std::string> options;  // -o a,b=c (each -o may hold a comma list)
 };
 
 // Applies a TOML document to `out`. `file_name` is used in messages ("tierfs.toml:12: ...").
