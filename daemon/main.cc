@@ -201,11 +201,6 @@ Status Build(const DaemonOptions& o, Components* c) {
     c->origin = std::move(*s);
   }
   metrics::Registry* const registry = c->metrics_server ? &c->registry : nullptr;
-  if (registry != nullptr) {
-    BlobStore* origin = c->origin.get();
-    c->origin_metrics = registry->Add(
-        [origin](metrics::Exposition* e) { CollectStoreMetrics(origin->Stats(), "origin", e); });
-  }
   // Private and locked before any block or LMDB file in it is opened (or swept).
   auto lock = PrepareCacheDir(o.cache_dir);
   if (!lock.ok()) return lock.status();
@@ -238,11 +233,6 @@ Status Build(const DaemonOptions& o, Components* c) {
     auto s = NewS3BlobStore(o.l3_store, c->transport.get(), clock);
     if (!s.ok()) return s.status().WithContext("configuring the L3 store " + o.l3);
     c->l3_store = std::move(*s);
-    if (registry != nullptr) {
-      BlobStore* l3 = c->l3_store.get();
-      c->l3_metrics = registry->Add(
-          [l3](metrics::Exposition* e) { CollectStoreMetrics(l3->Stats(), "l3", e); });
-    }
     // An unreachable L3 does not stop the mount: reads go to the origin until it answers.
     auto probe = c->l3_store->List("blocks/", "/", "", 1);
     if (!probe.ok()) {
@@ -269,6 +259,15 @@ Status Build(const DaemonOptions& o, Components* c) {
   auto cache = TieredCache::Open(cache_options, std::move(tiers), c->origin.get(), clock);
   if (!cache.ok()) return cache.status().WithContext("opening the tiered cache");
   c->cache = std::move(*cache);
+  if (registry != nullptr) {  // after the cache's metrics, which come first in a scrape
+    BlobStore* origin = c->origin.get();
+    c->origin_metrics = registry->Add(
+        [origin](metrics::Exposition* e) { CollectStoreMetrics(origin->Stats(), "origin", e); });
+    if (BlobStore* l3 = c->l3_store.get()) {
+      c->l3_metrics = registry->Add(
+          [l3](metrics::Exposition* e) { CollectStoreMetrics(l3->Stats(), "l3", e); });
+    }
+  }
   auto catalog = Catalog::Open(o.catalog, c->origin.get(), c->meta.get(), clock);
   if (!catalog.ok()) return catalog.status().WithContext("opening the catalog");
   c->catalog = std::move(*catalog);

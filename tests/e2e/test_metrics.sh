@@ -3,8 +3,10 @@
 # --metrics-address 127.0.0.1:PORT → scrape (strictly parsed by metrics_check.py) → cold reads →
 # scrape: origin bytes, origin read latency and FUSE op counts moved → re-reads with the page
 # cache dropped (posix_fadvise DONTNEED, so L0 does not hide them) → scrape: L1/L2 hits and their
-# latency counts moved, no origin bytes → the scrape agrees with user.tierfs.stats → 404/405 →
-# a second mount on the same port fails with a clear error → unmount closes the port.
+# latency counts moved, no origin bytes → the scrape agrees with user.tierfs.stats → every metric
+# of packaging/grafana-dashboard.json is served → 404/405 → a second mount on the same port fails
+# with a clear error → unmount closes the port → a remount on the same cache reads from L2 (L2
+# hits and latency counts move, no origin bytes).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 e2e_init
@@ -105,6 +107,21 @@ for pair in "l1.hits:tierfs_tier_hits_total{tier=\"l1\"}" "l1.misses:tierfs_tier
   log "agree: $k=$x == $series $m"
 done
 
+# Every metric the example Grafana dashboard queries exists in the scrape (and the JSON is valid).
+"$PY" - "$E2E_ROOT/packaging/grafana-dashboard.json" "$E2E_WORK/s3.txt" <<'EOF' || fail "grafana dashboard"
+import json, re, sys
+dash = json.load(open(sys.argv[1]))
+scrape = open(sys.argv[2]).read()
+names = set()
+for p in dash["panels"]:
+    for t in p["targets"]:
+        names |= set(re.findall(r"tierfs_[a-z0-9_]+", t["expr"]))
+missing = sorted(n for n in names if not re.search(r"^" + n + r"[{ ]", scrape, re.M))
+if missing:
+    sys.exit(f"the dashboard queries metrics the daemon does not serve: {missing}")
+print(f"grafana dashboard: {len(dash['panels'])} panels, {len(names)} metrics, all served")
+EOF
+
 code() { timeout -k 2 10 curl -s -o /dev/null -w '%{http_code}' "$@"; }
 [[ "$(code "http://127.0.0.1:$PORT/")" == 404 ]] || fail "GET / is not 404"
 [[ "$(code -X POST "$URL")" == 405 ]] || fail "POST /metrics is not 405"
@@ -128,3 +145,17 @@ tierfs_umount "$MNT" "$TIERFS_PID" || fail "unmount was not clean"
 [[ "$(daemon_exit_code "$TIERFS_PID")" == 0 ]] || fail "daemon exit code not 0"
 if timeout -k 2 5 curl -s -o /dev/null "$URL"; then fail "the port still answers after unmount"; fi
 log "the endpoint is gone with the mount"
+
+# Remount on the same cache: L1 is empty, L2 holds every block, so reads are L2 hits.
+PORT="$(free_port)"
+URL="http://127.0.0.1:$PORT/metrics"
+tierfs_mount "s3://$BUCKET" "$MNT" "$E2E_WORK/cache" "$E2E_WORK/tierfs2.log" \
+  --endpoint "$S3_ENDPOINT" --metrics-address "127.0.0.1:$PORT"
+scrape s5
+step "re-read after a remount (from L2)" 60 "${read_files[@]}"
+scrape s6
+delta s5 s6 'tierfs_tier_hits_total{tier="l2"}' '>=' 5
+delta s5 s6 'tierfs_tier_served_bytes_total{tier="l2"}' '>=' "$total"
+delta s5 s6 'tierfs_read_duration_seconds_count{tier="l2"}' '>' 0
+delta s5 s6 'tierfs_tier_served_bytes_total{tier="origin"}' '==' 0
+tierfs_umount "$MNT" "$TIERFS_PID" || fail "second unmount was not clean"
