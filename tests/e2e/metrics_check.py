@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """A strict parser of the Prometheus text format (version 0.0.4) and checks on scrapes.
 
+    metrics_check.py selftest                        check that the parser refuses malformed input
     metrics_check.py parse FILE                      parse (exit 1 on any format error), print a summary
     metrics_check.py value FILE SERIES               print the value of one series
     metrics_check.py delta BEFORE AFTER SERIES OP N  check AFTER[SERIES] - BEFORE[SERIES] OP N
@@ -91,7 +92,9 @@ def family_of(name, types):
 def series_key(name, labels):
     if not labels:
         return name
-    return name + "{" + ",".join(f'{k}="{v}"' for k, v in labels) + "}"
+    def esc(v):  # back to the exposition's escaping, so SERIES is written as served
+        return v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return name + "{" + ",".join(f'{k}="{esc(v)}"' for k, v in labels) + "}"
 
 
 def parse(text):
@@ -183,8 +186,51 @@ def load(path):
         return parse(f.read())
 
 
+SELFTEST_BAD = {
+    "no newline at end": "a_total 1",
+    "bad escape": '# TYPE a_total counter\na_total{x="\\q"} 1\n',
+    "unterminated label": '# TYPE a_total counter\na_total{x="y} 1\n',
+    "duplicate series": "# TYPE g gauge\ng 1\ng 2\n",
+    "second TYPE": "# TYPE g gauge\n# TYPE g gauge\ng 1\n",
+    "family not contiguous": "# TYPE g gauge\ng{a=\"1\"} 1\n# TYPE h gauge\nh 1\ng{a=\"2\"} 1\n",
+    "counter without _total": "# TYPE c counter\nc 1\n",
+    "negative counter": "# TYPE c_total counter\nc_total -1\n",
+    "bad value": "# TYPE g gauge\ng one\n",
+    "histogram without +Inf": "# TYPE h histogram\nh_bucket{le=\"1\"} 1\nh_sum 1\nh_count 1\n",
+    "histogram not cumulative": ("# TYPE h histogram\nh_bucket{le=\"1\"} 2\nh_bucket{le=\"+Inf\"} 1\n"
+                                 "h_sum 1\nh_count 1\n"),
+    "histogram count != +Inf": ("# TYPE h histogram\nh_bucket{le=\"1\"} 1\nh_bucket{le=\"+Inf\"} 1\n"
+                                "h_sum 1\nh_count 2\n"),
+    "histogram without _sum": "# TYPE h histogram\nh_bucket{le=\"+Inf\"} 1\nh_count 1\n",
+}
+SELFTEST_GOOD = ('# HELP h Lat.\n# TYPE h histogram\nh_bucket{t="a\\"b\\\\c\\n",le="0.5"} 1\n'
+                 'h_bucket{t="a\\"b\\\\c\\n",le="+Inf"} 2\nh_sum{t="a\\"b\\\\c\\n"} 3.5\n'
+                 'h_count{t="a\\"b\\\\c\\n"} 2\n# TYPE c_total counter\nc_total 1e+06\n')
+
+
+def selftest():
+    """The parser refuses each malformed exposition and accepts a good one."""
+    bad = 0
+    for what, text in SELFTEST_BAD.items():
+        try:
+            parse(text)
+            print(f"selftest: accepted {what}", file=sys.stderr)
+            bad += 1
+        except FormatError:
+            pass
+    s = parse(SELFTEST_GOOD)
+    if s.get(r'h_count{t="a\"b\\c\n"}') != 2 or s.get("c_total") != 1e6:
+        print(f"selftest: good exposition parsed as {s}", file=sys.stderr)
+        bad += 1
+    print(f"metrics_check selftest: {len(SELFTEST_BAD)} malformed refused, 1 good parsed"
+          if not bad else f"metrics_check selftest: {bad} failures")
+    return 1 if bad else 0
+
+
 def main(argv):
     try:
+        if len(argv) == 2 and argv[1] == "selftest":
+            return selftest()
         if len(argv) == 3 and argv[1] == "parse":
             s = load(argv[2])
             fams = {re.sub(r"\{.*", "", k) for k in s}

@@ -21,6 +21,7 @@ MNT="$E2E_WORK/mnt"
 PORT="$(free_port)"
 URL="http://127.0.0.1:$PORT/metrics"
 CHECK=("$PY" "$E2E_DIR/metrics_check.py")
+"${CHECK[@]}" selftest || fail "the text-format checker accepts malformed input"
 tierfs_mount "s3://$BUCKET" "$MNT" "$E2E_WORK/cache" "$E2E_WORK/tierfs.log" \
   --endpoint "$S3_ENDPOINT" --metrics-address "127.0.0.1:$PORT"
 grep -q "serving metrics on http://127.0.0.1:$PORT/metrics" "$E2E_WORK/tierfs.log" ||
