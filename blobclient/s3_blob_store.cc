@@ -361,6 +361,7 @@ class S3BlobStore final : public BlobStore {
     s.hedges_won = hedges_won_.load();
     s.concurrency_limit = static_cast<uint64_t>(limiter_.limit());
     s.concurrency_decreases = limiter_.decreases();
+    s.throttled = throttled_.load();
     s.ttfb_p95_us = static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::microseconds>(tracker_.TtfbP95()).count());
     s.parallel_reads = parallel_reads_.load();
@@ -474,6 +475,7 @@ class S3BlobStore final : public BlobStore {
   void Feedback(const Status& transport, long http_status, std::chrono::nanoseconds took,
                 uint64_t body_bytes) {
     const bool answered = transport.ok() && http_status > 0;
+    if (http_status == 503 || http_status == 429) ++throttled_;
     if (transport.code() == Status::Code::kTimedOut || http_status == 503 || http_status == 429 ||
         http_status == 408) {
       limiter_.OnCongestion(SteadyClock::now(), CutWindow());
@@ -984,6 +986,7 @@ class S3BlobStore final : public BlobStore {
   std::atomic<uint64_t> requests_{0}, retries_{0}, bytes_read_{0}, bytes_written_{0}, errors_{0};
   std::atomic<uint64_t> hedges_issued_{0}, hedges_won_{0}, parallel_reads_{0};
   std::atomic<uint64_t> forced_refreshes_{0};
+  std::atomic<uint64_t> throttled_{0};  // 503 SlowDown / 429 answers
 
   // Thread-safe themselves.
   blobclient::LatencyTracker tracker_;

@@ -16,6 +16,7 @@
 
 #include "base/strings.h"
 #include "base/units.h"
+#include "daemon/metrics_server.h"
 
 namespace tierfs {
 namespace {
@@ -423,6 +424,12 @@ const std::vector<KeySpec>& Schema() {
          o->meta.sync_every_commit = v.b;
          return Status::OK();
        }},
+      // [metrics]
+      {"metrics", "address", Kind::kString,
+       [](const Value& v, DaemonOptions* o) {
+         o->metrics_address = v.str;
+         return Status::OK();
+       }},
   };
   return kSchema;
 }
@@ -811,6 +818,7 @@ Status ApplyFlags(const MountFlags& f, DaemonOptions* out) {
   if (f.foreground) out->foreground = true;
   if (f.l3) out->l3 = *f.l3;
   if (f.l3_endpoint) out->l3_endpoint = *f.l3_endpoint;
+  if (f.metrics_address) out->metrics_address = *f.metrics_address;
   for (const auto& o : f.options) TIERFS_RETURN_IF_ERROR(ApplyMountOptions(o, out));
   // After -o: a named flag is the more specific.
   if (f.allow_other) out->fuse.allow_other = true;
@@ -1142,6 +1150,10 @@ Status Validate(const DaemonOptions& o) {
                "cannot be combined with allow_other (--allow-other), which already lets root in");
   }
   if (o.meta.map_size < (16ULL << 20)) return bad("metastore.map_size", "must be at least 16MiB");
+  if (!o.metrics_address.empty()) {
+    auto hp = ParseHostPort(o.metrics_address);
+    if (!hp.ok()) return bad("metrics.address (--metrics-address)", hp.status().message());
+  }
   return Status::OK();
 }
 
@@ -1168,6 +1180,9 @@ std::string DescribeOptions(const DaemonOptions& o) {
                                                  : EscapeForLog(RedactUrl(o.l3_store.endpoint)),
                      o.l3_store.region, FormatDuration(o.l3_tier.ttl), o.l3_tier.write_queue,
                      o.l3_key_file.empty() ? "none" : "hmac-sha256");
+  }
+  if (!o.metrics_address.empty()) {
+    s += fmt::format(" metrics={}", EscapeForLog(o.metrics_address));
   }
   return s;
 }

@@ -136,6 +136,9 @@ struct DaemonOptions {
   HttpTransportOptions http;
   MetaStoreOptions meta;
   LogOptions log;
+  // metrics.address / --metrics-address: HOST:PORT of the Prometheus /metrics endpoint
+  // (daemon/metrics_server.h). Empty: no endpoint.
+  std::string metrics_address;
 };
 
 // Flags of `tierfs mount`, as typed (parsed and checked by ApplyFlags, so messages name the flag).
@@ -163,6 +166,7 @@ struct MountFlags {
   std::optional<std::string> file_mode;   // --file-mode (fuse.file_mode)
   std::optional<std::string> dir_mode;    // --dir-mode (fuse.dir_mode)
   std::optional<std::string> log_format;  // --log-format (log.format)
+  std::optional<std::string> metrics_address;  // --metrics-address (metrics.address)
 };
 
 using GetEnvFn = std::function<std::optional<std::string>(const char*)>;

@@ -164,6 +164,11 @@ const std::map<std::string, Getter, std::less<>>& Getters() {
       {"metastore.map_size", [](const DaemonOptions& o) { return Size(o.meta.map_size); }},
       {"metastore.sync_every_commit",
        [](const DaemonOptions& o) { return Bool(o.meta.sync_every_commit); }},
+      {"metrics.address",
+       [](const DaemonOptions& o) {
+         return o.metrics_address.empty() ? std::string("(unset: no metrics endpoint)")
+                                          : Quote(o.metrics_address);
+       }},
   };
   return kGetters;
 }

@@ -42,9 +42,10 @@
 #include "base/units.h"
 #include "daemon/cache_dir.h"
 #include "daemon/config.h"
-#include "daemon/notify.h"
 #include "daemon/log_control.h"
+#include "daemon/metrics_server.h"
 #include "daemon/mounts.h"
+#include "daemon/notify.h"
 #include "daemon/prefetch_cli.h"
 #include "daemon/status.h"
 #include "tiercache/prefetch_jobs.h"
@@ -96,6 +97,11 @@ class StartupPipe {
 // Every component of a mount, in construction order; destroyed in reverse (C8: raw pointers
 // between them are non-owning and point downwards).
 struct Components {
+  // The metrics of every component (each registers itself, and unregisters when destroyed), and
+  // the endpoint serving them (metrics.address); stopped first.
+  metrics::Registry registry;
+  std::unique_ptr<MetricsServer> metrics_server;
+  metrics::Registry::Registration process_metrics, origin_metrics, l3_metrics;
   std::unique_ptr<HttpTransport> transport;
   std::unique_ptr<BlobStore> origin;
   std::unique_ptr<BlobStore> l3_store;  // the regional L3 store, when configured
@@ -109,8 +115,14 @@ struct Components {
   std::unique_ptr<FuseServer> server;
   std::unique_ptr<CacheDirLock> cache_lock;  // held while anything uses the cache directory
 
-  // Orderly teardown: unmount, stop serving, join the cache's threads, sync LMDB.
+  ~Components() { Shutdown(); }
+
+  // Orderly teardown: unmount, stop serving, join the cache's threads, sync LMDB. Idempotent.
   void Shutdown() {
+    metrics_server.reset();  // joins its thread: no scrape from here on
+    process_metrics.Reset();
+    origin_metrics.Reset();
+    l3_metrics.Reset();
     server.reset();
     fs.reset();
     jobs.reset();  // joins the job threads; a running job stays "running" and resumes next time
@@ -205,6 +217,17 @@ constexpr std::string_view kL3CredentialsHint =
 // Builds everything below the FUSE server. Failures are runtime failures (exit 1).
 Status Build(const DaemonOptions& o, Components* c) {
   Clock* clock = SystemClock();
+  if (!o.metrics_address.empty()) {
+    // First: a taken port fails the mount before anything is opened.
+    MetricsServerOptions mo;
+    mo.address = o.metrics_address;
+    auto m = MetricsServer::Start(mo, &c->registry);
+    if (!m.ok()) return m.status().WithContext("metrics.address (--metrics-address)");
+    c->metrics_server = std::move(*m);
+    c->process_metrics = RegisterProcessMetrics(&c->registry, TIERFS_VERSION);
+    Logger(Module::kDaemon)
+        .info("serving metrics on http://{}/metrics", c->metrics_server->address());
+  }
   if (o.source_uri.scheme == SourceUri::Scheme::kS3 || !o.l3.empty()) {
     auto t = NewHttpTransport(o.http);
     if (!t.ok()) return t.status().WithContext("starting the HTTP transport");
@@ -223,6 +246,7 @@ Status Build(const DaemonOptions& o, Components* c) {
     if (!s.ok()) return s.status().WithContext("opening the file:// origin");
     c->origin = std::move(*s);
   }
+  metrics::Registry* const registry = c->metrics_server ? &c->registry : nullptr;
   // Private and locked before any block or LMDB file in it is opened (or swept).
   auto lock = PrepareCacheDir(o.cache_dir);
   if (!lock.ok()) return lock.status();
@@ -277,6 +301,7 @@ Status Build(const DaemonOptions& o, Components* c) {
   if (!policies.ok()) return policies.status().WithContext("loading the policies");
   c->policies = std::move(*policies);
   TieredCacheOptions cache_options = o.cache;
+  cache_options.metrics = registry;
   PolicyResolver* resolver = c->policies.get();
   cache_options.placement = [resolver](std::string_view key) {
     return resolver->PlacementFor(key);
@@ -284,6 +309,15 @@ Status Build(const DaemonOptions& o, Components* c) {
   auto cache = TieredCache::Open(cache_options, std::move(tiers), c->origin.get(), clock);
   if (!cache.ok()) return cache.status().WithContext("opening the tiered cache");
   c->cache = std::move(*cache);
+  if (registry != nullptr) {  // after the cache's metrics, which come first in a scrape
+    BlobStore* origin = c->origin.get();
+    c->origin_metrics = registry->Add(
+        [origin](metrics::Exposition* e) { CollectStoreMetrics(origin->Stats(), "origin", e); });
+    if (BlobStore* l3 = c->l3_store.get()) {
+      c->l3_metrics = registry->Add(
+          [l3](metrics::Exposition* e) { CollectStoreMetrics(l3->Stats(), "l3", e); });
+    }
+  }
   auto catalog = Catalog::Open(o.catalog, c->origin.get(), c->meta.get(), clock);
   if (!catalog.ok()) return catalog.status().WithContext("opening the catalog");
   c->catalog = std::move(*catalog);
@@ -297,7 +331,9 @@ Status Build(const DaemonOptions& o, Components* c) {
   }
   c->fs = std::make_unique<Filesystem>(o.fs, c->catalog.get(), c->cache.get(),
                                        c->origin->Describe(), clock);
-  auto jobs = PrefetchJobs::Open(o.prefetch_jobs, c->catalog.get(), c->cache.get(), c->meta.get());
+  PrefetchJobsOptions jobs_options = o.prefetch_jobs;
+  jobs_options.metrics = registry;
+  auto jobs = PrefetchJobs::Open(jobs_options, c->catalog.get(), c->cache.get(), c->meta.get());
   if (!jobs.ok()) return jobs.status().WithContext("starting the prefetch jobs");
   c->jobs = std::move(*jobs);
   c->fs->AttachPrefetchJobs(c->jobs.get());
@@ -357,7 +393,9 @@ int ServeMount(const DaemonOptions& o, StartupPipe* pipe) {
   }
   NotifyStatus(fmt::format("mounting {} at {}", o.source, o.mountpoint));
   c.fs->AttachDaemonControl(&control);
-  auto server = FuseServer::Mount(o.fuse, c.fs.get(), o.mountpoint);
+  FuseOptions fuse_options = o.fuse;
+  if (c.metrics_server) fuse_options.metrics = &c.registry;
+  auto server = FuseServer::Mount(fuse_options, c.fs.get(), o.mountpoint);
   if (!server.ok()) {
     log.error("{}", server.status().ToString());
     NotifyStatus("mount failed: " + server.status().ToString());
@@ -910,6 +948,12 @@ int Main(int argc, char** argv) {
       ->add_flag("--read-only", read_only,
                  "Accepted for mountpoint-s3 compatibility; tierfs mounts are always read-only")
       ->group(g_fuse);
+  std::string metrics_address;
+  auto* o_metrics = mount
+                        ->add_option("--metrics-address", metrics_address,
+                                     "Serve Prometheus metrics at http://HOST:PORT/metrics, e.g. "
+                                     "127.0.0.1:9464 (metrics.address; default: off)")
+                        ->group(g_log);
   mount
       ->add_option("-o", flags.options,
                    "Mount options, comma-separated: allow_other (other users may enter; off by "
@@ -1086,6 +1130,7 @@ int Main(int argc, char** argv) {
   set(o_file_mode, file_mode, &flags.file_mode);
   set(o_dir_mode, dir_mode, &flags.dir_mode);
   (void)read_only;  // tierfs is read-only whatever it says
+  set(o_metrics, metrics_address, &flags.metrics_address);
   DaemonOptions options;
   options.source = source;
   options.mountpoint = mountpoint;

@@ -411,23 +411,10 @@ void Filesystem::MaybePrefetchNextFiles(const std::string& path, uint64_t size) 
     obj.info.mtime_ns = e.mtime_ns;
     // Only what no host tier holds: copying L2 blocks up to L1 for files that may never be
     // read would churn L1 (a shuffled reader of a warm directory would read 16x from flash).
-    const int holder = TierHolding(obj, 0);
-    if (holder != kOriginTier && !cache_->tiers()[static_cast<size_t>(holder)]->IsRemote()) {
-      continue;
-    }
+    if (cache_->HostHolds(obj, 0, 1)) continue;
     cache_->Prefetch(obj, 0, (e.size + bs - 1) / bs);
     ++counters_.next_file_prefetches;
   }
-}
-
-int Filesystem::TierHolding(const ObjectRef& obj, uint64_t block_index) const {
-  const auto& tiers = cache_->tiers();
-  if (tiers.empty()) return kOriginTier;
-  BlockKey key = MakeBlockKey(source_id_, obj.key, obj.info, cache_->block_size(), block_index);
-  for (size_t i = 0; i < tiers.size(); ++i) {
-    if (tiers[i]->Contains(key)) return static_cast<int>(i);
-  }
-  return kOriginTier;
 }
 
 // Sequential detector: a read that starts near the end of the previous ones (the kernel issues
@@ -484,7 +471,6 @@ Result<std::vector<BlockSlice>> Filesystem::Read(uint64_t fh, uint64_t offset, u
   if (size == 0 || offset >= h->obj.info.size) return std::vector<BlockSlice>();
   size = std::min(size, h->obj.info.size - offset);
   MaybeReadahead(h.get(), offset, size);
-  const int source = TierHolding(h->obj, offset / cache_->block_size());
   auto r = cache_->Read(h->obj, offset, size, token);
   if (!r.ok()) {
     if (r.status().code() == Status::Code::kCancelled) return r.status();  // the reader left
@@ -499,12 +485,18 @@ Result<std::vector<BlockSlice>> Filesystem::Read(uint64_t fh, uint64_t offset, u
     }
     return r.status();
   }
-  h->node->last_source.store(source, std::memory_order_relaxed);
+  // The tier the cache reports for this read (the slowest of its blocks'), not a guess made
+  // before it.
+  const int tier = r->empty() ? kNoRead : ServingTier(*r);
+  if (!r->empty()) h->node->last_source.store(tier, std::memory_order_relaxed);
   uint64_t bytes = 0;
   for (const auto& s : *r) bytes += s.length;
   counters_.read_bytes += bytes;
   SPDLOG_LOGGER_DEBUG(&Logger(Module::kFuse), "read fh {} offset {} size {}: {} bytes, tier {}", fh,
-                      offset, size, bytes, source);
+                      offset, size, bytes,
+                      tier == kNoRead       ? std::string("none")
+                      : tier == kOriginTier ? std::string("origin")
+                                            : cache_->tiers()[tier]->name());
   return r;
 }
 

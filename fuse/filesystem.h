@@ -242,8 +242,6 @@ class Filesystem {
   InodeAttr DirAttr(InodeId ino) const;
   std::shared_ptr<DirHandle> FindDir(uint64_t dh) const;
   std::shared_ptr<FileHandle> FindFile(uint64_t fh) const;
-  // Which tier holds the first block of a read, before it is read (for user.tierfs.source).
-  int TierHolding(const ObjectRef& obj, uint64_t block_index) const;
   void MaybeReadahead(FileHandle* fh, uint64_t offset, uint64_t size);
   // The next-files prefetch of FilesystemOptions::next_files, after an open of `path`.
   void MaybePrefetchNextFiles(const std::string& path, uint64_t size) EXCLUDES(next_mu_);

@@ -36,8 +36,10 @@
 #include <sys/uio.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -53,6 +55,7 @@
 
 #include "base/cancel.h"
 #include "base/logging.h"
+#include "base/metrics.h"
 #include "base/mutex.h"
 #include "base/units.h"
 #include "fuse/filesystem.h"
@@ -262,7 +265,34 @@ class RemoteWork {
 // The kernel's max_background (see Init).
 constexpr unsigned kMaxBackground = 1024;
 
+// The operations timed for tierfs_fuse_request_duration_seconds{op}; the label is the name
+// libfuse's fuse_lowlevel_ops gives the handler.
+enum class Op : uint8_t {
+  kLookup,
+  kForget,
+  kGetAttr,
+  kOpenDir,
+  kReadDir,
+  kReadDirPlus,
+  kReleaseDir,
+  kOpen,
+  kRead,
+  kRelease,
+  kStatFs,
+  kGetXattr,
+  kListXattr,
+  kSetXattr,
+  kRemoveXattr,
+  kCount,
+};
+constexpr std::array<const char*, static_cast<size_t>(Op::kCount)> kOpNames = {
+    "lookup", "forget",  "getattr", "opendir",  "readdir",   "readdirplus", "releasedir", "open",
+    "read",   "release", "statfs",  "getxattr", "listxattr", "setxattr",    "removexattr"};
+
 struct FuseServer::Context {
+  // Per-op latency histograms (empty without FuseOptions::metrics), and their registration.
+  std::vector<std::unique_ptr<metrics::Histogram>> op_latency;
+  metrics::Registry::Registration metrics_reg;  // reset first in ~FuseServer
   Filesystem* fs = nullptr;
   fuse_session* se = nullptr;  // set once the session exists, before the loop runs
   std::unique_ptr<RemoteWork> remote;
@@ -280,6 +310,58 @@ namespace {
 using Context = FuseServer::Context;
 
 Context* Ctx(fuse_req_t req) { return static_cast<Context*>(fuse_req_userdata(req)); }
+
+// Times one request from its handler's start to the end of the scope that replies (a job run
+// by Dispatch() carries the start along). Without metrics it reads no clock.
+class OpTimer {
+ public:
+  using TimePoint = std::chrono::steady_clock::time_point;
+  static TimePoint Start(const Context* ctx) {
+    return ctx->op_latency.empty() ? TimePoint() : std::chrono::steady_clock::now();
+  }
+  OpTimer(const Context* ctx, Op op, TimePoint start = {})
+      : h_(ctx->op_latency.empty() ? nullptr : ctx->op_latency[static_cast<size_t>(op)].get()),
+        start_(h_ != nullptr && start == TimePoint() ? std::chrono::steady_clock::now() : start) {}
+  ~OpTimer() {
+    if (h_ != nullptr) h_->ObserveDuration(std::chrono::steady_clock::now() - start_);
+  }
+  OpTimer(const OpTimer&) = delete;
+  OpTimer& operator=(const OpTimer&) = delete;
+
+ private:
+  metrics::Histogram* const h_;
+  const TimePoint start_;
+};
+
+// tierfs_fuse_* of README "Metrics": the op histograms, and the Filesystem's counters (the same
+// atomics as the fuse.* fields of user.tierfs.stats).
+void CollectFuseMetrics(const Context& ctx, metrics::Exposition* e) {
+  for (size_t i = 0; i < ctx.op_latency.size(); ++i) {
+    const metrics::Histogram::Snapshot snap = ctx.op_latency[i]->Snap();
+    const metrics::Labels l = {{"op", kOpNames[i]}};
+    e->AddCounter("tierfs_fuse_requests_total", "FUSE requests answered, by operation.", l,
+                  static_cast<double>(snap.count));
+    e->AddHistogram("tierfs_fuse_request_duration_seconds",
+                    "FUSE request latency, from the handler's start to its reply, by operation.", l,
+                    snap);
+  }
+  const FsCounters& c = ctx.fs->counters();
+  e->AddCounter("tierfs_fuse_lookups_total", "Lookups.", {}, c.lookups);
+  e->AddCounter("tierfs_fuse_negative_lookups_total", "Lookups of names that do not exist.", {},
+                c.negative_lookups);
+  e->AddCounter("tierfs_fuse_opens_total", "Files opened.", {}, c.opens);
+  e->AddCounter("tierfs_fuse_reads_total", "File reads.", {}, c.reads);
+  e->AddCounter("tierfs_fuse_read_bytes_total", "Bytes returned by file reads.", {}, c.read_bytes);
+  e->AddCounter("tierfs_fuse_readahead_requests_total", "Readahead windows requested.", {},
+                c.readahead_requests);
+  e->AddCounter("tierfs_fuse_next_file_prefetches_total",
+                "Files queued by the next-files prefetch.", {}, c.next_file_prefetches);
+  e->AddCounter("tierfs_fuse_stale_reads_total",
+                "Reads failed with ESTALE: the object changed under an open file.", {},
+                c.stale_reads);
+  e->AddGauge("tierfs_fuse_inodes", "Inodes the kernel holds.", {},
+              static_cast<double>(ctx.fs->InodeCount()));
+}
 
 // ---- libfuse's own messages → Logger(Module::kFuse) ----
 
@@ -448,25 +530,32 @@ Result<fuse_entry_param> DoLookup(Context* ctx, fuse_ino_t parent, const char* n
 
 void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   Context* ctx = Ctx(req);
+  const auto start = OpTimer::Start(ctx);
   // `name` lives in libfuse's request buffer, reused once this handler returns: copied.
-  ctx->remote->Dispatch(req, [ctx, parent, n = std::string(name)](fuse_req_t r, RequestToken* t) {
-    auto e = DoLookup(ctx, parent, n.c_str());
-    t->Detach();
-    if (!e.ok()) {
-      fuse_reply_err(r, ToErrno(e.status()));
-      return;
-    }
-    // An interrupted lookup never reached the kernel: take back the lookup count it added.
-    if (fuse_reply_entry(r, &*e) == -ENOENT && e->ino != 0) ctx->fs->Forget(e->ino, 1);
-  });
+  ctx->remote->Dispatch(req,
+                        [ctx, parent, n = std::string(name), start](fuse_req_t r, RequestToken* t) {
+                          OpTimer timer(ctx, Op::kLookup, start);
+                          auto e = DoLookup(ctx, parent, n.c_str());
+                          t->Detach();
+                          if (!e.ok()) {
+                            fuse_reply_err(r, ToErrno(e.status()));
+                            return;
+                          }
+                          // An interrupted lookup never reached the kernel: take back the lookup
+                          // count it added.
+                          if (fuse_reply_entry(r, &*e) == -ENOENT && e->ino != 0)
+                            ctx->fs->Forget(e->ino, 1);
+                        });
 }
 
 void Forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
+  OpTimer timer(Ctx(req), Op::kForget);
   Ctx(req)->fs->Forget(ino, nlookup);
   fuse_reply_none(req);
 }
 
 void ForgetMulti(fuse_req_t req, size_t count, struct fuse_forget_data* forgets) {
+  OpTimer timer(Ctx(req), Op::kForget);
   Filesystem* fs = Ctx(req)->fs;
   for (size_t i = 0; i < count; ++i) fs->Forget(forgets[i].ino, forgets[i].nlookup);
   fuse_reply_none(req);
@@ -479,8 +568,10 @@ Result<struct stat> DoGetAttr(Context* ctx, fuse_ino_t ino) {
 
 void GetAttr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info*) {
   Context* ctx = Ctx(req);
+  const auto start = OpTimer::Start(ctx);
   // A file's attributes come from its directory's listing, which may be (re)listed.
-  ctx->remote->Dispatch(req, [ctx, ino](fuse_req_t r, RequestToken* t) {
+  ctx->remote->Dispatch(req, [ctx, ino, start](fuse_req_t r, RequestToken* t) {
+    OpTimer timer(ctx, Op::kGetAttr, start);
     auto st = DoGetAttr(ctx, ino);
     t->Detach();
     if (!st.ok()) {
@@ -495,6 +586,7 @@ void GetAttr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info*) {
 
 void OpenDir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
   Context* ctx = Ctx(req);
+  OpTimer timer(ctx, Op::kOpenDir);
   auto dh = ctx->fs->OpenDir(ino);
   if (!dh.ok()) {
     fuse_reply_err(
@@ -593,7 +685,9 @@ void ReadDirCommon(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                    struct fuse_file_info* fi, bool plus) {
   Context* ctx = Ctx(req);
   const uint64_t dh = fi->fh;
+  const auto start = OpTimer::Start(ctx);
   ctx->remote->Dispatch(req, [=](fuse_req_t q, RequestToken* t) {
+    OpTimer timer(ctx, plus ? Op::kReadDirPlus : Op::kReadDir, start);
     auto r = DoReadDir(ctx, q, ino, dh, size, off, plus);
     t->Detach();
     if (!r.ok()) {
@@ -616,6 +710,7 @@ void ReadDirPlus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 }
 
 void ReleaseDir(fuse_req_t req, fuse_ino_t, struct fuse_file_info* fi) {
+  OpTimer timer(Ctx(req), Op::kReleaseDir);
   Ctx(req)->fs->ReleaseDir(fi->fh);
   fuse_reply_err(req, 0);
 }
@@ -632,7 +727,9 @@ void Open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
   }
   // Open revalidates the object (a HEAD when its metadata is stale). `fi` lives in libfuse's
   // request handling, gone once this handler returns: copied.
-  ctx->remote->Dispatch(req, [ctx, ino, f = *fi](fuse_req_t q, RequestToken* t) mutable {
+  const auto start = OpTimer::Start(ctx);
+  ctx->remote->Dispatch(req, [ctx, ino, f = *fi, start](fuse_req_t q, RequestToken* t) mutable {
+    OpTimer timer(ctx, Op::kOpen, start);
     auto r = ctx->fs->Open(ino);
     t->Detach();
     if (!r.ok()) {
@@ -668,12 +765,15 @@ void Read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, struct fuse_file_i
   }
   const uint64_t fh = fi->fh;
   const auto offset = static_cast<uint64_t>(off);
+  const auto start = OpTimer::Start(ctx);
   if (ctx->fs->ReadIsLocal(fh, offset, size)) {
     // Every block is in L1/L2: served here, without a remote slot.
+    OpTimer timer(ctx, Op::kRead, start);
     ReplyRead(req, ctx->fs->Read(fh, offset, size));
     return;
   }
-  ctx->remote->Dispatch(req, [ctx, fh, offset, size](fuse_req_t q, RequestToken* t) {
+  ctx->remote->Dispatch(req, [ctx, fh, offset, size, start](fuse_req_t q, RequestToken* t) {
+    OpTimer timer(ctx, Op::kRead, start);
     auto slices = ctx->fs->Read(fh, offset, size, t->token());
     t->Detach();
     ReplyRead(q, slices);
@@ -704,11 +804,13 @@ void ReplyRead(fuse_req_t req, const Result<std::vector<BlockSlice>>& slices) {
 }
 
 void Release(fuse_req_t req, fuse_ino_t, struct fuse_file_info* fi) {
+  OpTimer timer(Ctx(req), Op::kRelease);
   Ctx(req)->fs->Release(fi->fh);
   fuse_reply_err(req, 0);
 }
 
 void StatFs(fuse_req_t req, fuse_ino_t) {
+  OpTimer timer(Ctx(req), Op::kStatFs);
   FsStatsInfo s = Ctx(req)->fs->StatFs();
   struct statvfs st {};
   st.f_bsize = s.block_size;
@@ -739,6 +841,7 @@ void ReplyXattrValue(fuse_req_t req, const std::string& value, size_t size) {
 }
 
 void GetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+  OpTimer timer(Ctx(req), Op::kGetXattr);
   auto v = Ctx(req)->fs->GetXattr(ino, name);
   if (!v.ok()) {
     fuse_reply_err(req, ToErrno(v.status(), ErrnoContext::kXattr));
@@ -758,6 +861,7 @@ Result<std::string> DoListXattr(Context* ctx, fuse_ino_t ino) {
 }
 
 void ListXattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+  OpTimer timer(Ctx(req), Op::kListXattr);
   auto v = DoListXattr(Ctx(req), ino);
   if (!v.ok()) {
     fuse_reply_err(req, ToErrno(v.status(), ErrnoContext::kXattr));
@@ -768,6 +872,7 @@ void ListXattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
 
 void SetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size,
               int flags) {
+  OpTimer timer(Ctx(req), Op::kSetXattr);
   const fuse_ctx* caller = fuse_req_ctx(req);
   Status s = Ctx(req)->fs->SetXattr(ino, name, std::string_view(value, size),
                                     static_cast<uint32_t>(caller->uid));
@@ -775,6 +880,7 @@ void SetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* valu
 }
 
 void RemoveXattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
+  OpTimer timer(Ctx(req), Op::kRemoveXattr);
   Status s = Ctx(req)->fs->RemoveXattr(ino, name);
   fuse_reply_err(req, ToErrno(s, ErrnoContext::kXattr));
 }
@@ -871,6 +977,14 @@ Result<std::unique_ptr<FuseServer>> FuseServer::Mount(const FuseOptions& options
   ctx->max_read = options.max_read;
   ctx->max_readahead = options.max_readahead;
   ctx->max_background = kMaxBackground;
+  if (options.metrics != nullptr) {
+    for (size_t i = 0; i < static_cast<size_t>(Op::kCount); ++i) {
+      ctx->op_latency.push_back(std::make_unique<metrics::Histogram>());
+    }
+    const Context* c = ctx.get();
+    ctx->metrics_reg =
+        options.metrics->Add([c](metrics::Exposition* e) { CollectFuseMetrics(*c, e); });
+  }
 
   // Not "ro": the VFS refuses setxattr on a read-only mount (EROFS before the request reaches
   // us), and the control plane is user.tierfs.* setxattr. Every write operation is refused
@@ -968,6 +1082,7 @@ void FuseServer::Unmount() {
 }
 
 FuseServer::~FuseServer() {
+  ctx_->metrics_reg.Reset();  // no scrape reads this server any more
   // Pool requests end first (cancelled: EINTR to a kernel that no longer listens), while the
   // session they reply on still exists.
   if (ctx_->remote) ctx_->remote->Stop();

@@ -35,6 +35,9 @@
 struct fuse_session;
 
 namespace tierfs {
+namespace metrics {
+class Registry;
+}
 
 class Filesystem;
 
@@ -72,6 +75,11 @@ struct FuseOptions {
   uint32_t max_readahead = 1U << 20;
   // libfuse debug output (every request) through the fuse logger.
   bool debug = false;
+  // Where the server publishes tierfs_fuse_requests_total{op} and
+  // tierfs_fuse_request_duration_seconds{op} (from the handler's start to its reply) and the
+  // Filesystem's counters (fuse.* of user.tierfs.stats). Not owned; must outlive the server.
+  // Null: requests are not timed.
+  metrics::Registry* metrics = nullptr;
 };
 
 // Where a Status is being turned into an errno: xattr operations map NotFound to ENODATA.

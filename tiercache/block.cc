@@ -20,6 +20,7 @@ void AppendStoreStats(const BlobStoreStats& s, std::vector<std::pair<std::string
   out->emplace_back("hedge_wins", s.hedges_won);
   out->emplace_back("concurrency_limit", s.concurrency_limit);
   out->emplace_back("throttled", s.concurrency_decreases);
+  out->emplace_back("throttled_answers", s.throttled);
   out->emplace_back("ttfb_p95_us", s.ttfb_p95_us);
   out->emplace_back("parallel_reads", s.parallel_reads);
   out->emplace_back("credential_refreshes", s.credential_refreshes);

@@ -29,6 +29,7 @@
 #include <thread>
 
 #include "base/logging.h"
+#include "base/metrics.h"
 #include "base/mutex.h"
 
 namespace tierfs {
@@ -190,6 +191,7 @@ class PrefetchJobsImpl final : public PrefetchJobs {
       : options_(o), catalog_(catalog), cache_(cache), meta_(meta), clock_(clock), cv_(&mu_) {}
 
   ~PrefetchJobsImpl() override {
+    metrics_reg_.Reset();  // no scrape reads the jobs any more
     {
       MutexLock l(&mu_);
       stop_ = true;
@@ -244,6 +246,38 @@ class PrefetchJobsImpl final : public PrefetchJobs {
     ForgetStored(gone);
   }
 
+  void RegisterMetrics() {
+    if (options_.metrics == nullptr) return;
+    metrics_reg_ = options_.metrics->Add([this](metrics::Exposition* e) { Collect(e); });
+  }
+
+  void Collect(metrics::Exposition* e) EXCLUDES(mu_) {
+    uint64_t queued = 0, running = 0;
+    {
+      MutexLock l(&mu_);
+      for (const auto& [path, job] : jobs_) {
+        if (job->st.state == PrefetchState::kQueued) ++queued;
+        if (job->st.state == PrefetchState::kRunning) ++running;
+      }
+    }
+    const char* help = "Deep prefetch jobs (user.tierfs.prefetch) queued or running now.";
+    e->AddGauge("tierfs_prefetch_jobs", help, {{"state", "queued"}}, static_cast<double>(queued));
+    e->AddGauge("tierfs_prefetch_jobs", help, {{"state", "running"}}, static_cast<double>(running));
+    const char* fhelp = "Deep prefetch jobs that ended, by outcome, since the daemon started.";
+    e->AddCounter("tierfs_prefetch_jobs_finished_total", fhelp, {{"state", "done"}},
+                  finished_done_);
+    e->AddCounter("tierfs_prefetch_jobs_finished_total", fhelp, {{"state", "failed"}},
+                  finished_failed_);
+    e->AddCounter("tierfs_prefetch_jobs_finished_total", fhelp, {{"state", "cancelled"}},
+                  finished_cancelled_);
+  }
+
+  void CountFinished(PrefetchState s) {
+    if (s == PrefetchState::kDone) ++finished_done_;
+    if (s == PrefetchState::kFailed) ++finished_failed_;
+    if (s == PrefetchState::kCancelled) ++finished_cancelled_;
+  }
+
   void StartThreads() {
     for (int i = 0; i < options_.threads; ++i) {
       workers_.emplace_back([this, i](std::stop_token) { WorkerLoop(i); });
@@ -296,6 +330,7 @@ class PrefetchJobsImpl final : public PrefetchJobs {
         return Status::OK();  // running: the runner records the cancellation
       }
       job.st.state = PrefetchState::kCancelled;
+      CountFinished(job.st.state);
       queue_.erase(std::remove(queue_.begin(), queue_.end(), std::string(path)), queue_.end());
       snapshot = job.st;
     }
@@ -415,6 +450,7 @@ class PrefetchJobsImpl final : public PrefetchJobs {
       job->st.state = state;
       job->st.error = error;
       job->st.finished_at_ns = clock_->NowUnixNanos();
+      CountFinished(state);
       snapshot = job->st;
       gone = ExpireLocked();
     }
@@ -595,6 +631,8 @@ class PrefetchJobsImpl final : public PrefetchJobs {
   std::map<std::string, std::shared_ptr<Job>, std::less<>> jobs_ GUARDED_BY(mu_);
   std::deque<std::string> queue_ GUARDED_BY(mu_);
   std::shared_ptr<Work> work_ GUARDED_BY(mu_);
+  std::atomic<uint64_t> finished_done_{0}, finished_failed_{0}, finished_cancelled_{0};
+  metrics::Registry::Registration metrics_reg_;
 
   // Declared last: joined first.
   std::vector<std::jthread> workers_;
@@ -715,6 +753,7 @@ Result<std::unique_ptr<PrefetchJobs>> PrefetchJobs::Open(const PrefetchJobsOptio
   TIERFS_RETURN_IF_ERROR(jobs->Load());
   jobs->ExpireAtLoad();
   jobs->StartThreads();
+  jobs->RegisterMetrics();
   return std::unique_ptr<PrefetchJobs>(std::move(jobs));
 }
 

@@ -78,6 +78,9 @@ struct PrefetchJobsOptions {
   size_t keep_finished = 1024;
   // Files walked per batch (the most the job holds in memory at once).
   size_t batch_files = 256;
+  // Where tierfs_prefetch_jobs{state} and tierfs_prefetch_jobs_finished_total{state} are
+  // published (README "Metrics"). Not owned; must outlive the object. Null: not published.
+  metrics::Registry* metrics = nullptr;
 };
 
 class PrefetchJobs {

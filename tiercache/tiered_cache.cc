@@ -44,6 +44,7 @@
 #include <thread>
 
 #include "base/logging.h"
+#include "base/metrics.h"
 #include "base/mutex.h"
 #include "tiercache/internal/block_key_hash.h"
 #include "tiercache/single_flight.h"
@@ -63,7 +64,13 @@ struct PrefetchTask {
   uint64_t count = 0;
 };
 
-using Flights = SingleFlight<BlockKey, Result<BlockRef>, BlockKeyHash>;
+// A block and the tier it was read from (kOriginTier: fetched from the origin).
+struct Served {
+  BlockRef block;
+  int tier = kOriginTier;
+};
+
+using Flights = SingleFlight<BlockKey, Result<Served>, BlockKeyHash>;
 
 // The remote part of one demand read's block, for the fetch pool.
 struct FetchJob {
@@ -104,9 +111,16 @@ class TieredCacheImpl final : public TieredCache {
         runs_from_origin_(std::none_of(tiers_.begin(), tiers_.end(),
                                        [](const auto& t) { return t->IsRemote(); })),
         queue_cv_(&queue_mu_),
-        fetch_cv_(&fetch_mu_) {}
+        fetch_cv_(&fetch_mu_) {
+    if (options_.metrics != nullptr) {
+      for (size_t i = 0; i <= tiers_.size(); ++i) {
+        read_latency_.push_back(std::make_unique<metrics::Histogram>());
+      }
+    }
+  }
 
   ~TieredCacheImpl() override {
+    metrics_reg_.Reset();  // no scrape reads this cache any more
     for (auto& t : workers_) t.request_stop();
     for (auto& t : fetch_workers_) t.request_stop();
     {
@@ -124,6 +138,11 @@ class TieredCacheImpl final : public TieredCache {
     fetch_cv_.SignalAll();
     workers_.clear();  // joins; a worker finishes the fetch it is in, then exits
     fetch_workers_.clear();
+  }
+
+  void RegisterMetrics() {
+    if (options_.metrics == nullptr) return;
+    metrics_reg_ = options_.metrics->Add([this](metrics::Exposition* e) { Collect(e); });
   }
 
   void StartWorkers() {
@@ -147,6 +166,21 @@ class TieredCacheImpl final : public TieredCache {
 
   Result<std::vector<BlockSlice>> Read(const ObjectRef& obj, uint64_t offset, uint64_t length,
                                        const CancelToken* token) override {
+    const auto start = read_latency_.empty() ? std::chrono::steady_clock::time_point()
+                                             : std::chrono::steady_clock::now();
+    auto r = ReadSlices(obj, offset, length, token);
+    if (r.ok() && !r->empty() && !read_latency_.empty()) {
+      const int tier = ServingTier(*r);
+      const size_t h = tier == kOriginTier ? tiers_.size() : static_cast<size_t>(tier);
+      if (h < read_latency_.size()) {
+        read_latency_[h]->ObserveDuration(std::chrono::steady_clock::now() - start);
+      }
+    }
+    return r;
+  }
+
+  Result<std::vector<BlockSlice>> ReadSlices(const ObjectRef& obj, uint64_t offset, uint64_t length,
+                                             const CancelToken* token) {
     ++stats_.read_calls;
     std::vector<BlockSlice> slices;
     const uint64_t size = obj.info.size;
@@ -160,15 +194,17 @@ class TieredCacheImpl final : public TieredCache {
       const uint64_t block_len = ExpectedLength(obj, index);
       const uint64_t want = std::min<uint64_t>(end - pos, block_len - (pos - index * bs));
       if (2 * want < block_len) {  // under half of the block: maybe without reading all of it
-        BlockRef part = TryRange(obj, index, pos - index * bs, want);
+        int part_tier = kOriginTier;
+        BlockRef part = TryRange(obj, index, pos - index * bs, want, &part_tier);
         if (part && part->size() == want) {
-          slices.push_back(BlockSlice{std::move(part), 0, static_cast<size_t>(want)});
+          slices.push_back(BlockSlice{std::move(part), 0, static_cast<size_t>(want), part_tier});
           pos += want;
           served += want;
           continue;
         }
       }
-      TIERFS_ASSIGN_OR_RETURN(BlockRef block, GetBlock(obj, index, token));
+      TIERFS_ASSIGN_OR_RETURN(Served got, GetBlock(obj, index, token));
+      BlockRef block = std::move(got.block);
       const uint64_t in_block = pos - index * bs;
       if (block->size() != block_len) {  // GetBlock guarantees it; never slice past the end
         return Status::Internal("block " + std::to_string(index) + " of '" + obj.key + "' has " +
@@ -176,8 +212,8 @@ class TieredCacheImpl final : public TieredCache {
                                 std::to_string(block_len));
       }
       const uint64_t n = std::min<uint64_t>(end - pos, block->size() - in_block);
-      slices.push_back(
-          BlockSlice{std::move(block), static_cast<size_t>(in_block), static_cast<size_t>(n)});
+      slices.push_back(BlockSlice{std::move(block), static_cast<size_t>(in_block),
+                                  static_cast<size_t>(n), got.tier});
       pos += n;
       served += n;
     }
@@ -288,7 +324,10 @@ class TieredCacheImpl final : public TieredCache {
         if (t == target) last = st;
       }
     }
-    if (last.ok()) ++hydrated_blocks_;
+    if (last.ok()) {
+      ++hydrated_blocks_;
+      hydrated_bytes_ += b->size();
+    }
     return last;
   }
 
@@ -316,6 +355,108 @@ class TieredCacheImpl final : public TieredCache {
   uint64_t readahead_run_blocks() const override { return run_blocks_; }
   const std::vector<std::unique_ptr<Tier>>& tiers() const override { return tiers_; }
   const CacheStats& Stats() const override { return stats_; }
+
+  // The metrics of README "Metrics", read from the counters that StatsText (user.tierfs.stats)
+  // prints, so both always agree.
+  void Collect(metrics::Exposition* e) const {
+    using metrics::Labels;
+    for (size_t i = 0; i < tiers_.size(); ++i) {
+      const Tier& t = *tiers_[i];
+      const TierStats& ts = t.Stats();
+      const Labels l = {{"tier", std::string(t.name())}};
+      e->AddCounter("tierfs_tier_hits_total", "Block reads the tier answered.", l, ts.hits);
+      e->AddCounter("tierfs_tier_misses_total", "Block reads the tier did not hold.", l, ts.misses);
+      e->AddCounter("tierfs_tier_served_bytes_total",
+                    "Bytes read from the tier (origin: downloaded from the origin).", l,
+                    ts.bytes_read);
+      e->AddGauge("tierfs_tier_used_bytes", "Bytes the tier holds now.", l, ts.bytes_used);
+      e->AddGauge("tierfs_tier_capacity_bytes", "Byte budget of the tier.", l, ts.capacity);
+      e->AddCounter("tierfs_tier_inserts_total", "Blocks inserted into the tier.", l, ts.inserts);
+      e->AddCounter("tierfs_tier_inserted_bytes_total", "Bytes inserted into the tier.", l,
+                    ts.bytes_inserted);
+      e->AddCounter("tierfs_tier_evictions_total", "Blocks evicted from the tier.", l,
+                    ts.evictions);
+      e->AddCounter("tierfs_tier_corruptions_total",
+                    "Blocks that failed their checksum or MAC (dropped, read from below).", l,
+                    ts.corruptions);
+      e->AddCounter("tierfs_tier_errors_total", "Tier operations that failed.", l, ts.errors);
+      if (t.IsRemote()) {
+        std::vector<std::pair<std::string, uint64_t>> extra;
+        t.AppendExtraStats(&extra);
+        for (const auto& [k, v] : extra) {
+          if (k == "write.pending") {
+            e->AddGauge("tierfs_l3_write_queue_blocks", "Blocks waiting for upload to L3.", l, v);
+          } else if (k == "write.dropped") {
+            e->AddCounter("tierfs_l3_write_dropped_total",
+                          "L3 uploads dropped (queue full or breaker open).", l, v);
+          } else if (k == "write.errors") {
+            e->AddCounter("tierfs_l3_write_errors_total", "L3 uploads that failed.", l, v);
+          } else if (k == "breaker.open") {
+            e->AddGauge("tierfs_l3_breaker_open", "1 while the L3 circuit breaker is open.", l, v);
+          } else if (k == "breaker.trips") {
+            e->AddCounter("tierfs_l3_breaker_trips_total", "Times the L3 breaker opened.", l, v);
+          }
+        }
+      }
+    }
+    const Labels origin = {{"tier", "origin"}};
+    e->AddCounter("tierfs_tier_served_bytes_total", "", origin, stats_.origin_bytes);
+    for (size_t i = 0; i < read_latency_.size(); ++i) {
+      const Labels l = {{"tier", i < tiers_.size() ? std::string(tiers_[i]->name()) : "origin"}};
+      e->AddHistogram("tierfs_read_duration_seconds",
+                      "Latency of reads by the slowest tier that served them (L0, the kernel "
+                      "page cache, is not seen).",
+                      l, read_latency_[i]->Snap());
+    }
+    e->AddCounter("tierfs_reads_total", "Reads served by the cache.", {}, stats_.read_calls);
+    e->AddCounter("tierfs_read_bytes_total", "Bytes served by the cache.", {}, stats_.bytes_served);
+    e->AddCounter("tierfs_origin_fetches_total", "Block fetches from the origin.", {},
+                  stats_.origin_requests);
+    e->AddCounter("tierfs_origin_fetch_errors_total", "Block fetches from the origin that failed.",
+                  {}, stats_.origin_errors);
+    e->AddCounter("tierfs_singleflight_merged_total",
+                  "Reads that waited for another reader's fetch of the same block.", {},
+                  stats_.singleflight_merged);
+    uint64_t queued = 0;
+    {
+      MutexLock l(&queue_mu_);
+      queued = queued_blocks_;
+    }
+    size_t fetch_queued = 0;
+    {
+      MutexLock l(&fetch_mu_);
+      fetch_queued = fetch_queue_.size();
+    }
+    e->AddGauge("tierfs_readahead_queue_blocks", "Blocks queued for readahead.", {}, queued);
+    e->AddCounter("tierfs_readahead_blocks_total", "Blocks brought in by readahead.", {},
+                  stats_.readahead_blocks);
+    e->AddCounter("tierfs_readahead_prefetched_bytes_total",
+                  "Bytes brought in by readahead (from the origin or a lower tier).", {},
+                  readahead_bytes_);
+    e->AddCounter("tierfs_readahead_dropped_blocks_total",
+                  "Readahead blocks dropped: the queue was full.", {}, prefetch_dropped_);
+    e->AddCounter("tierfs_readahead_runs_total", "Origin reads of several blocks at once.", {},
+                  readahead_runs_);
+    e->AddGauge("tierfs_fetch_queue_depth", "Demand fetches queued for the fetch pool.", {},
+                static_cast<double>(fetch_queued));
+    e->AddCounter("tierfs_fetch_abandoned_total", "Queued fetches no reader waited for any more.",
+                  {}, stats_.fetch_abandoned);
+    e->AddCounter("tierfs_read_waits_cancelled_total", "Reads that stopped waiting: interrupted.",
+                  {}, stats_.waits_cancelled);
+    e->AddCounter("tierfs_read_waits_timed_out_total",
+                  "Reads that stopped waiting: the wait timeout passed.", {},
+                  stats_.waits_timed_out);
+    e->AddCounter("tierfs_prefetch_blocks_total", "Blocks hydrated by deep prefetch jobs.", {},
+                  hydrated_blocks_);
+    e->AddCounter("tierfs_prefetch_bytes_total", "Bytes hydrated by deep prefetch jobs.", {},
+                  hydrated_bytes_);
+    e->AddCounter("tierfs_insert_errors_total", "Tier inserts declined or failed.", {},
+                  insert_errors_);
+    e->AddCounter("tierfs_ttl_expired_blocks_total", "Blocks dropped because their TTL passed.", {},
+                  ttl_expired_);
+    e->AddGauge("tierfs_block_mapped_bytes", "Bytes of block storage mapped by the process.", {},
+                static_cast<double>(Block::MappedBytes()));
+  }
 
   std::string StatsText() const override {
     std::string s;
@@ -415,8 +556,8 @@ class TieredCacheImpl final : public TieredCache {
 
   // REQUIRES: index < NumBlocks(obj). With a token, the remote part goes to the fetch pool and
   // the wait observes the token (see the file comment).
-  Result<BlockRef> GetBlock(const ObjectRef& obj, uint64_t index,
-                            const CancelToken* token = nullptr) {
+  Result<Served> GetBlock(const ObjectRef& obj, uint64_t index,
+                          const CancelToken* token = nullptr) {
     const BlockKey key = KeyFor(obj, index);
     if (options_.placement) {
       const Placement p = options_.placement(obj.key);
@@ -424,22 +565,22 @@ class TieredCacheImpl final : public TieredCache {
     }
     const uint64_t expected = ExpectedLength(obj, index);
     if (!tiers_.empty()) {
-      if (auto b = TryTier(0, key, expected)) return b;
+      if (auto b = TryTier(0, key, expected)) return Served{std::move(b), 0};
     }
     const auto deadline = DeadlineAfter(options_.wait_timeout);
     if (token == nullptr || fetch_workers_.empty()) {
       bool merged = false;
-      Result<BlockRef> r = flights_.Do(
-          key, [&]() -> Result<BlockRef> { return FetchBelowL1(obj, index, key, expected); },
-          &merged, token, deadline);
+      Result<Served> r = flights_.Do(
+          key, [&]() -> Result<Served> { return FetchBelowL1(obj, index, key, expected); }, &merged,
+          token, deadline);
       if (merged) ++stats_.singleflight_merged;
       return CountWaitEnd(std::move(r));
     }
     Flights::Joined j =
         flights_.Join(key, Status::Unavailable("the fetch of the block was dropped"));
     if (j.lease) {
-      if (BlockRef b = FetchFromHostTiers(obj, key, expected)) {
-        j.lease->Complete(b);
+      if (Served b = FetchFromHostTiers(obj, key, expected); b.block) {
+        j.lease->Complete(std::move(b));
       } else {
         SubmitFetch(
             FetchJob{std::make_shared<const ObjectRef>(obj), index, expected, std::move(*j.lease)});
@@ -450,7 +591,7 @@ class TieredCacheImpl final : public TieredCache {
     return CountWaitEnd(Flights::Wait(j.call, token, deadline));
   }
 
-  Result<BlockRef> CountWaitEnd(Result<BlockRef> r) {
+  Result<Served> CountWaitEnd(Result<Served> r) {
     if (r.status().code() == Status::Code::kCancelled) ++stats_.waits_cancelled;
     if (r.status().code() == Status::Code::kTimedOut) ++stats_.waits_timed_out;
     return r;
@@ -499,7 +640,8 @@ class TieredCacheImpl final : public TieredCache {
   // that holds the block when that tier can read parts (L2), or null (then the whole block goes
   // the usual way: a random small read of a block only L2 holds costs one chunk, not a block, and
   // is not copied up).
-  BlockRef TryRange(const ObjectRef& obj, uint64_t index, uint64_t in_block, uint64_t length) {
+  BlockRef TryRange(const ObjectRef& obj, uint64_t index, uint64_t in_block, uint64_t length,
+                    int* tier_out) {
     const BlockKey key = KeyFor(obj, index);
     for (size_t t = 0; t < tiers_.size(); ++t) {
       Tier* tier = tiers_[t].get();
@@ -514,6 +656,7 @@ class TieredCacheImpl final : public TieredCache {
       }
       Result<BlockRef> r = tier->ReadRange(key, in_block, length);
       if (!r.ok()) return nullptr;  // a block without chunk checksums, a miss, a bad chunk
+      *tier_out = static_cast<int>(t);
       return std::move(r).value();
     }
     return nullptr;
@@ -541,40 +684,40 @@ class TieredCacheImpl final : public TieredCache {
   }
 
   // The single-flight leader's work: L1 again, then the lower tiers, then the origin.
-  Result<BlockRef> FetchBelowL1(const ObjectRef& obj, uint64_t index, const BlockKey& key,
-                                uint64_t expected) {
-    if (BlockRef b = FetchFromHostTiers(obj, key, expected)) return b;
+  Result<Served> FetchBelowL1(const ObjectRef& obj, uint64_t index, const BlockKey& key,
+                              uint64_t expected) {
+    if (Served b = FetchFromHostTiers(obj, key, expected); b.block) return b;
     return FetchFromRemote(obj, index, key, expected);
   }
 
   // L1 again (the previous leader may just have filled it), then the other host tiers (copied
-  // up on a hit); null when none holds the block. Never waits on the network.
-  BlockRef FetchFromHostTiers(const ObjectRef& obj, const BlockKey& key, uint64_t expected) {
+  // up on a hit); a null block when none holds it. Never waits on the network.
+  Served FetchFromHostTiers(const ObjectRef& obj, const BlockKey& key, uint64_t expected) {
     if (!tiers_.empty() && tiers_[0]->Contains(key)) {
-      if (auto b = TryTier(0, key, expected)) return b;
+      if (auto b = TryTier(0, key, expected)) return Served{std::move(b), 0};
     }
     for (size_t t = 1; t < tiers_.size() && !tiers_[t]->IsRemote(); ++t) {
       if (auto b = TryTier(t, key, expected)) {
         CopyUp(obj, key, b, t);
-        return b;
+        return Served{std::move(b), static_cast<int>(t)};
       }
     }
-    return nullptr;
+    return Served{};
   }
 
   // The remote tiers (L3) in order, then the origin; fills the tiers above the one that served.
-  Result<BlockRef> FetchFromRemote(const ObjectRef& obj, uint64_t index, const BlockKey& key,
-                                   uint64_t expected) {
+  Result<Served> FetchFromRemote(const ObjectRef& obj, uint64_t index, const BlockKey& key,
+                                 uint64_t expected) {
     for (size_t t = 0; t < tiers_.size(); ++t) {
       if (!tiers_[t]->IsRemote()) continue;
       if (auto b = TryTier(t, key, expected)) {
         CopyUp(obj, key, b, t);
-        return b;
+        return Served{std::move(b), static_cast<int>(t)};
       }
     }
     TIERFS_ASSIGN_OR_RETURN(BlockRef b, FetchFromOrigin(obj, index, expected));
     CopyUp(obj, key, b, tiers_.size());
-    return b;
+    return Served{std::move(b), kOriginTier};
   }
 
   Result<BlockRef> FetchFromOrigin(const ObjectRef& obj, uint64_t index, uint64_t expected) {
@@ -663,9 +806,10 @@ class TieredCacheImpl final : public TieredCache {
           continue;
         }
       }
-      Result<BlockRef> r = GetBlock(obj, i);
+      Result<Served> r = GetBlock(obj, i);
       if (r.ok()) {
         ++stats_.readahead_blocks;
+        readahead_bytes_ += r->block->size();
       } else {
         SPDLOG_LOGGER_DEBUG(&Logger(Module::kTierCache), "prefetch of '{}' block {} failed: {}",
                             obj.key, i, r.status().ToString());
@@ -705,11 +849,12 @@ class TieredCacheImpl final : public TieredCache {
       return n;
     }
     if (n > 1) ++readahead_runs_;
+    for (const BlockRef& b : *blocks) readahead_bytes_ += b->size();
     // L1 first, and publish each block as soon as it is there, so that a reader never misses
     // both the flight and L1; the slower tiers (an L2 file write each) after.
     for (uint64_t k = 0; k < n; ++k) {
       CopyUp(obj, leases[k].key(), (*blocks)[k], std::min<size_t>(1, tiers_.size()));
-      leases[k].Complete((*blocks)[k]);
+      leases[k].Complete(Served{(*blocks)[k], kOriginTier});
     }
     for (uint64_t k = 0; k < n; ++k) {
       CopyUp(obj, KeyFor(obj, first + k), (*blocks)[k], tiers_.size(), /*from=*/1);
@@ -793,15 +938,20 @@ class TieredCacheImpl final : public TieredCache {
   std::atomic<uint64_t> insert_errors_{0};
   std::atomic<uint64_t> hydrated_blocks_{0};
   std::atomic<uint64_t> ttl_expired_{0};
-  std::atomic<uint64_t> readahead_runs_{0};  // origin reads of more than one block
+  std::atomic<uint64_t> readahead_runs_{0};   // origin reads of more than one block
+  std::atomic<uint64_t> readahead_bytes_{0};  // bytes of the blocks in readahead_blocks
+  std::atomic<uint64_t> hydrated_bytes_{0};
+  // One per tier, then the origin's; empty without options_.metrics.
+  std::vector<std::unique_ptr<metrics::Histogram>> read_latency_;
+  metrics::Registry::Registration metrics_reg_;
   Flights flights_;
 
-  Mutex queue_mu_;
+  mutable Mutex queue_mu_;
   CondVar queue_cv_;
   std::deque<PrefetchTask> queue_ GUARDED_BY(queue_mu_);
   uint64_t queued_blocks_ GUARDED_BY(queue_mu_) = 0;
 
-  Mutex fetch_mu_;
+  mutable Mutex fetch_mu_;
   CondVar fetch_cv_;
   std::deque<FetchJob> fetch_queue_ GUARDED_BY(fetch_mu_);
 
@@ -811,6 +961,17 @@ class TieredCacheImpl final : public TieredCache {
 };
 
 }  // namespace
+
+int ServingTier(const std::vector<BlockSlice>& slices) {
+  int slowest = kOriginTier;
+  bool any = false;
+  for (const BlockSlice& s : slices) {
+    if (s.tier == kOriginTier) return kOriginTier;
+    slowest = any ? std::max(slowest, s.tier) : s.tier;
+    any = true;
+  }
+  return slowest;
+}
 
 Result<std::unique_ptr<TieredCache>> TieredCache::Open(const TieredCacheOptions& options,
                                                        std::vector<std::unique_ptr<Tier>> tiers,
@@ -834,6 +995,7 @@ Result<std::unique_ptr<TieredCache>> TieredCache::Open(const TieredCacheOptions&
   }
   auto cache = std::make_unique<TieredCacheImpl>(options, std::move(tiers), origin, clock);
   cache->StartWorkers();
+  cache->RegisterMetrics();
   return std::unique_ptr<TieredCache>(std::move(cache));
 }
 

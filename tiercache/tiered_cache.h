@@ -38,6 +38,9 @@
 #include "tiercache/tier.h"
 
 namespace tierfs {
+namespace metrics {
+class Registry;
+}
 
 // One version of one object, as pinned by an open file handle.
 struct ObjectRef {
@@ -45,12 +48,22 @@ struct ObjectRef {
   ObjectInfo info;  // size and ETag at open: every block read is of this version
 };
 
+// Which tier served a block: 0..tiers-1 (an index into TieredCache::tiers()), or kOriginTier.
+inline constexpr int kOriginTier = -1;
+
 // A slice of a block that a reply can send without copying: the BlockRef keeps it alive.
 struct BlockSlice {
   BlockRef block;
   size_t offset = 0;  // within the block
   size_t length = 0;
+  // The tier this read got the block from (a reader that waited for another's fetch of the
+  // block reports the tier that fetch read), or kOriginTier.
+  int tier = kOriginTier;
 };
+
+// The tier that served a whole read: the slowest of its slices' tiers (the origin if any slice
+// came from it, else the highest tier index); kOriginTier for no slices.
+int ServingTier(const std::vector<BlockSlice>& slices);
 
 struct TieredCacheOptions {
   // Block size. 1 MiB: matches the kernel's largest FUSE read, so one read touches at most two
@@ -82,6 +95,11 @@ struct TieredCacheOptions {
   // every insert. Empty: no pins. Must be thread-safe and cheap (tiercache/policy.h provides
   // PolicyResolver::PlacementFor).
   std::function<Placement(std::string_view key)> placement;
+  // Where the cache publishes its metrics (per tier hits, misses, bytes, occupancy, evictions,
+  // corruptions; read latency by serving tier; readahead and fetch queues; see README
+  // "Metrics"): not owned, must outlive the cache. Null: no metrics (the read latency is then
+  // not measured).
+  metrics::Registry* metrics = nullptr;
 };
 
 struct CacheStats {
@@ -96,9 +114,6 @@ struct CacheStats {
   std::atomic<uint64_t> waits_timed_out{0};  // reads that stopped waiting: wait_timeout passed
   std::atomic<uint64_t> fetch_abandoned{0};  // queued fetches dropped: no reader waited any more
 };
-
-// Which tier served a block: 0..tiers-1, or kOriginTier.
-inline constexpr int kOriginTier = -1;
 
 class TieredCache {
  public:

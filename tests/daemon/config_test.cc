@@ -502,6 +502,27 @@ TEST(ConfigTest, ConfigFileOnDisk) {
   EXPECT_TRUE(Contains(Err(ApplyConfigFile(path, &o)), "--config"));
 }
 
+TEST(ConfigTest, MetricsAddressFromFileAndFlag) {
+  DaemonOptions o = Base();
+  ASSERT_TRUE(FinishOptions(&o, FakeEnv({})).ok());
+  EXPECT_EQ(o.metrics_address, "");  // off by default
+  ASSERT_TRUE(ApplyConfigText("[metrics]\naddress = \"127.0.0.1:9464\"\n", "t.toml", &o).ok());
+  EXPECT_EQ(o.metrics_address, "127.0.0.1:9464");
+  MountFlags f;
+  f.metrics_address = "[::1]:9500";
+  ASSERT_TRUE(ApplyFlags(f, &o).ok());
+  ASSERT_TRUE(FinishOptions(&o, FakeEnv({})).ok());
+  EXPECT_EQ(o.metrics_address, "[::1]:9500");
+  EXPECT_TRUE(Contains(DescribeOptions(o), "metrics=[::1]:9500"));
+  DaemonOptions bad = Base();
+  ASSERT_TRUE(ApplyConfigText("[metrics]\naddress = \"9464\"\n", "t.toml", &bad).ok());
+  const std::string e = Err(FinishOptions(&bad, FakeEnv({})));
+  EXPECT_TRUE(Contains(e, "metrics.address (--metrics-address)")) << e;
+  EXPECT_TRUE(Contains(e, "HOST:PORT")) << e;
+  DaemonOptions typo = Base();
+  EXPECT_FALSE(ApplyConfigText("[metrics]\nadress = \"127.0.0.1:1\"\n", "t.toml", &typo).ok());
+}
+
 TEST(ConfigTest, ShippedDefaultConfigParses) {
   // packaging/tierfs.toml documents every key with its default: it must parse and change nothing.
   std::string here = __FILE__;  // .../tests/daemon/config_test.cc

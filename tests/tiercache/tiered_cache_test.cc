@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "base/metrics.h"
 #include "tests/fakes/fake_blob_store.h"
 #include "tests/fakes/faulty_flash_store.h"
 #include "tests/tiercache/test_util.h"
@@ -506,6 +507,75 @@ TEST_F(TieredCacheTest, StatsTextIsMachineParseable) {
   EXPECT_EQ(stats["origin.bytes"], kBs);
   EXPECT_EQ(stats["l1.used"], kBs);
   EXPECT_EQ(stats["l2.used"], kBs);
+}
+
+// Review item 1: a read reports which tier served each block, and the read as a whole is
+// attributed to the slowest of them.
+TEST_F(TieredCacheTest, ReadsReportTheTierThatServedThem) {
+  auto c = OpenCache();
+  const std::string data = Pattern(2 * kBs);
+  ObjectRef o = Put("obj", data);
+  auto cold = c->Read(o, 0, kBs);
+  ASSERT_TRUE(cold.ok());
+  ASSERT_EQ(cold->size(), 1u);
+  EXPECT_EQ((*cold)[0].tier, kOriginTier);
+  auto warm = c->Read(o, 0, kBs);
+  ASSERT_TRUE(warm.ok());
+  EXPECT_EQ((*warm)[0].tier, 0);  // L1
+  c->tiers()[0]->Erase(MakeBlockKey("fake://bucket", "obj", o.info.etag, kBs, 0));
+  auto l2 = c->Read(o, 0, kBs);
+  ASSERT_TRUE(l2.ok());
+  EXPECT_EQ((*l2)[0].tier, 1);  // L2 (and copied up)
+  // Block 0 from L1, block 1 from the origin: the read is the origin's.
+  auto mixed = c->Read(o, 0, 2 * kBs);
+  ASSERT_TRUE(mixed.ok());
+  ASSERT_EQ(mixed->size(), 2u);
+  EXPECT_EQ((*mixed)[0].tier, 0);
+  EXPECT_EQ((*mixed)[1].tier, kOriginTier);
+  EXPECT_EQ(ServingTier(*mixed), kOriginTier);
+  EXPECT_EQ(ServingTier({BlockSlice{nullptr, 0, 0, 0}, BlockSlice{nullptr, 0, 0, 1}}), 1);
+  EXPECT_EQ(ServingTier({}), kOriginTier);
+}
+
+// The value of the sample `series` (name{labels}) in a scrape, or -1 when absent.
+double Sample(const std::string& text, const std::string& series) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.size() > series.size() && line.compare(0, series.size(), series) == 0 &&
+        line[series.size()] == ' ') {
+      return std::stod(line.substr(series.size() + 1));
+    }
+  }
+  return -1;
+}
+
+TEST_F(TieredCacheTest, MetricsAgreeWithStatsTextAndTimeReadsByServingTier) {
+  metrics::Registry registry;
+  options_.metrics = &registry;
+  auto c = OpenCache();
+  ObjectRef o = Put("obj", Pattern(2 * kBs));
+  EXPECT_EQ(ReadAll(c.get(), o, 0, 2 * kBs).size(), 2 * kBs);  // origin
+  EXPECT_EQ(ReadAll(c.get(), o, 0, kBs).size(), kBs);          // L1
+  EXPECT_EQ(ReadAll(c.get(), o, 100, 10).size(), 10u);         // L1
+  const std::string text = registry.Scrape();
+  auto stats = ParseStats(c->StatsText());
+  EXPECT_EQ(Sample(text, "tierfs_tier_hits_total{tier=\"l1\"}"), stats["l1.hits"]);
+  EXPECT_EQ(Sample(text, "tierfs_tier_misses_total{tier=\"l1\"}"), stats["l1.misses"]);
+  EXPECT_EQ(Sample(text, "tierfs_tier_hits_total{tier=\"l2\"}"), stats["l2.hits"]);
+  EXPECT_EQ(Sample(text, "tierfs_tier_used_bytes{tier=\"l2\"}"), stats["l2.used"]);
+  EXPECT_EQ(Sample(text, "tierfs_tier_capacity_bytes{tier=\"l1\"}"), stats["l1.capacity"]);
+  EXPECT_EQ(Sample(text, "tierfs_tier_served_bytes_total{tier=\"origin\"}"), stats["origin.bytes"]);
+  EXPECT_EQ(Sample(text, "tierfs_tier_served_bytes_total{tier=\"origin\"}"), 2 * kBs);
+  EXPECT_EQ(Sample(text, "tierfs_reads_total"), 3);
+  EXPECT_EQ(Sample(text, "tierfs_read_duration_seconds_count{tier=\"origin\"}"), 1);
+  EXPECT_EQ(Sample(text, "tierfs_read_duration_seconds_count{tier=\"l1\"}"), 2);
+  EXPECT_EQ(Sample(text, "tierfs_read_duration_seconds_count{tier=\"l2\"}"), 0);
+  EXPECT_EQ(Sample(text, "tierfs_read_duration_seconds_bucket{tier=\"l1\",le=\"+Inf\"}"), 2);
+  EXPECT_GT(Sample(text, "tierfs_read_duration_seconds_sum{tier=\"origin\"}"), 0);
+  EXPECT_EQ(Sample(text, "tierfs_readahead_queue_blocks"), 0);
+  c.reset();
+  EXPECT_EQ(registry.Scrape(), "");  // the cache unregistered itself
 }
 
 TEST_F(TieredCacheTest, OpenValidatesOptions) {

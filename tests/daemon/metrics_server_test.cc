@@ -1,0 +1,248 @@
+// MetricsServer over real sockets on 127.0.0.1 (port 0: the kernel picks a free one).
+#include "daemon/metrics_server.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+
+namespace tierfs {
+namespace {
+
+using std::chrono::milliseconds;
+using SteadyClock = std::chrono::steady_clock;
+
+// A connected client socket, closed on destruction.
+class Client {
+ public:
+  explicit Client(uint16_t port) {
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+  }
+  ~Client() {
+    if (fd_ >= 0) close(fd_);
+  }
+  bool connected() const { return connected_; }
+  bool Send(std::string_view s) {
+    while (!s.empty()) {
+      ssize_t n = send(fd_, s.data(), s.size(), MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      s.remove_prefix(static_cast<size_t>(n));
+    }
+    return true;
+  }
+  // Everything until the server closes, or `timeout` passes.
+  std::string ReadAll(milliseconds timeout = milliseconds(5000)) {
+    std::string out;
+    const auto end = SteadyClock::now() + timeout;
+    while (SteadyClock::now() < end) {
+      pollfd p{fd_, POLLIN, 0};
+      const auto left = std::chrono::duration_cast<milliseconds>(end - SteadyClock::now());
+      if (poll(&p, 1, static_cast<int>(std::max<int64_t>(1, left.count()))) <= 0) continue;
+      char buf[4096];
+      ssize_t n = recv(fd_, buf, sizeof(buf), 0);
+      if (n <= 0) {
+        closed_ = true;
+        break;
+      }
+      out.append(buf, static_cast<size_t>(n));
+    }
+    return out;
+  }
+  bool closed() const { return closed_; }
+
+ private:
+  int fd_ = -1;
+  bool connected_ = false;
+  bool closed_ = false;
+};
+
+std::string Get(uint16_t port, std::string_view request) {
+  Client c(port);
+  EXPECT_TRUE(c.connected());
+  EXPECT_TRUE(c.Send(request));
+  std::string r = c.ReadAll();
+  EXPECT_TRUE(c.closed()) << "the server must close after one answer";
+  return r;
+}
+
+class MetricsServerTest : public ::testing::Test {
+ protected:
+  void StartServer(MetricsServerOptions o = {}) {
+    if (o.address.empty()) o.address = "127.0.0.1:0";
+    reg_ = registry_.Add([this](metrics::Exposition* e) {
+      e->AddCounter("test_scrapes_total", "Scrapes \"seen\".", {{"who", "a\\b"}}, ++scrapes_);
+    });
+    auto s = MetricsServer::Start(o, &registry_);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    server_ = std::move(*s);
+    ASSERT_NE(server_->port(), 0);
+  }
+  void TearDown() override {
+    server_.reset();
+    reg_.Reset();
+  }
+
+  metrics::Registry registry_;
+  metrics::Registry::Registration reg_;
+  std::atomic<int> scrapes_{0};  // counted by the server thread's scrapes
+  std::unique_ptr<MetricsServer> server_;
+};
+
+TEST_F(MetricsServerTest, GetMetricsAnswersTheTextFormat) {
+  StartServer();
+  const std::string r = Get(server_->port(), "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_TRUE(r.starts_with("HTTP/1.1 200 OK\r\n")) << r;
+  EXPECT_NE(r.find("Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n"), std::string::npos)
+      << r;
+  EXPECT_NE(r.find("Connection: close\r\n"), std::string::npos);
+  const std::string body =
+      "# HELP test_scrapes_total Scrapes \"seen\".\n"
+      "# TYPE test_scrapes_total counter\n"
+      "test_scrapes_total{who=\"a\\\\b\"} 1\n";
+  EXPECT_NE(r.find("Content-Length: " + std::to_string(body.size()) + "\r\n"), std::string::npos);
+  EXPECT_TRUE(r.ends_with("\r\n\r\n" + body)) << r;
+  // A query string is ignored; bare LF line ends are accepted; each scrape runs the collectors.
+  const std::string r2 = Get(server_->port(), "GET /metrics?x=1 HTTP/1.0\n\n");
+  EXPECT_TRUE(r2.ends_with("test_scrapes_total{who=\"a\\\\b\"} 2\n")) << r2;
+}
+
+TEST_F(MetricsServerTest, HeadHasNoBody) {
+  StartServer();
+  const std::string r = Get(server_->port(), "HEAD /metrics HTTP/1.1\r\n\r\n");
+  EXPECT_TRUE(r.starts_with("HTTP/1.1 200 OK\r\n")) << r;
+  EXPECT_TRUE(r.ends_with("\r\n\r\n")) << r;
+}
+
+TEST_F(MetricsServerTest, OtherPathsMethodsAndGarbageAreRefused) {
+  StartServer();
+  EXPECT_TRUE(Get(server_->port(), "GET / HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 404 "));
+  EXPECT_TRUE(Get(server_->port(), "GET /metricsx HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 404 "));
+  const std::string post = Get(server_->port(), "POST /metrics HTTP/1.1\r\n\r\n");
+  EXPECT_TRUE(post.starts_with("HTTP/1.1 405 ")) << post;
+  EXPECT_NE(post.find("Allow: GET, HEAD\r\n"), std::string::npos);
+  EXPECT_TRUE(Get(server_->port(), "hello\r\n\r\n").starts_with("HTTP/1.1 400 "));
+  EXPECT_TRUE(Get(server_->port(), "GET /metrics SMTP\r\n\r\n").starts_with("HTTP/1.1 400 "));
+  EXPECT_EQ(scrapes_, 0);  // none of these scraped
+}
+
+TEST_F(MetricsServerTest, OversizedRequestGets431) {
+  MetricsServerOptions o;
+  o.max_request_bytes = 1024;
+  StartServer(o);
+  Client c(server_->port());
+  ASSERT_TRUE(c.connected());
+  // A head that never ends, far beyond the bound.
+  std::string big = "GET /metrics HTTP/1.1\r\nX-Fill: " + std::string(4000, 'a');
+  ASSERT_TRUE(c.Send(big));
+  const std::string r = c.ReadAll();
+  EXPECT_TRUE(r.starts_with("HTTP/1.1 431 ")) << r.substr(0, 100);
+  EXPECT_TRUE(c.closed());
+  EXPECT_EQ(scrapes_, 0);
+}
+
+TEST_F(MetricsServerTest, SlowClientIsDroppedAndDoesNotBlockAnother) {
+  MetricsServerOptions o;
+  o.read_timeout = milliseconds(300);
+  StartServer(o);
+  Client slow(server_->port());
+  ASSERT_TRUE(slow.connected());
+  ASSERT_TRUE(slow.Send("GET /metr"));  // and then nothing
+  // Another client is served at once, while the slow one is still connected.
+  const auto t0 = SteadyClock::now();
+  const std::string r = Get(server_->port(), "GET /metrics HTTP/1.1\r\n\r\n");
+  EXPECT_TRUE(r.starts_with("HTTP/1.1 200 OK")) << r;
+  EXPECT_LT(SteadyClock::now() - t0, milliseconds(250));
+  // The slow one is closed once its read timeout passes, without an answer.
+  const auto t1 = SteadyClock::now();
+  EXPECT_EQ(slow.ReadAll(milliseconds(3000)), "");
+  EXPECT_TRUE(slow.closed());
+  EXPECT_LT(SteadyClock::now() - t1, milliseconds(2000));
+}
+
+TEST_F(MetricsServerTest, TooManyConnectionsGet503) {
+  MetricsServerOptions o;
+  o.max_connections = 1;
+  o.read_timeout = milliseconds(2000);
+  StartServer(o);
+  Client first(server_->port());
+  ASSERT_TRUE(first.connected());
+  ASSERT_TRUE(first.Send("GET"));  // holds the only slot
+  std::this_thread::sleep_for(milliseconds(50));
+  EXPECT_TRUE(Get(server_->port(), "GET /metrics HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 503 "));
+}
+
+TEST_F(MetricsServerTest, StopJoinsWithOpenConnectionsAndRefusesNewOnes) {
+  MetricsServerOptions o;
+  o.read_timeout = std::chrono::minutes(5);
+  StartServer(o);
+  const uint16_t port = server_->port();
+  Client idle(port);
+  ASSERT_TRUE(idle.connected());
+  ASSERT_TRUE(idle.Send("GET /"));
+  std::this_thread::sleep_for(milliseconds(50));
+  const auto t0 = SteadyClock::now();
+  server_->Stop();
+  EXPECT_LT(SteadyClock::now() - t0, milliseconds(1000)) << "Stop must not wait for clients";
+  server_->Stop();  // idempotent
+  EXPECT_EQ(idle.ReadAll(milliseconds(2000)), "");
+  EXPECT_TRUE(idle.closed());
+  server_.reset();
+  Client late(port);
+  EXPECT_FALSE(late.connected());
+}
+
+TEST_F(MetricsServerTest, TakenPortIsAClearError) {
+  StartServer();
+  MetricsServerOptions o;
+  o.address = "127.0.0.1:" + std::to_string(server_->port());
+  auto again = MetricsServer::Start(o, &registry_);
+  ASSERT_FALSE(again.ok());
+  EXPECT_NE(again.status().message().find("already in use"), std::string::npos)
+      << again.status().ToString();
+  EXPECT_NE(again.status().message().find(o.address), std::string::npos);
+}
+
+TEST_F(MetricsServerTest, BindsOnlyTheGivenAddress) {
+  StartServer();
+  EXPECT_EQ(server_->address(), "127.0.0.1:" + std::to_string(server_->port()));
+}
+
+TEST(ParseHostPortTest, AcceptsHostPortForms) {
+  auto a = ParseHostPort("127.0.0.1:9464");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->host, "127.0.0.1");
+  EXPECT_EQ(a->port, 9464);
+  auto b = ParseHostPort("[::1]:80");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->host, "::1");
+  EXPECT_EQ(b->port, 80);
+  auto c = ParseHostPort("localhost:0");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->port, 0);
+}
+
+TEST(ParseHostPortTest, RefusesMalformedAddresses) {
+  for (const char* bad : {"", "9464", ":9464", "host:", "host:x1", "host:65536", "host:123456",
+                          "::1:9464", "[::1]9464", "[::1:9464"}) {
+    auto r = ParseHostPort(bad);
+    EXPECT_FALSE(r.ok()) << bad;
+    if (!r.ok()) {
+      EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tierfs
