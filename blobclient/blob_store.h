@@ -161,11 +161,19 @@ struct S3Options {
   // a local server. Scheme required.
   std::string endpoint;
   std::string region = "us-east-1";
+  // The user chose no region (no flag, config key or environment variable): NewS3BlobStore asks
+  // the bucket (one HEAD, no retries) and, when its x-amz-bucket-region answer (S3 sends it with
+  // 200, 301 PermanentRedirect, 400 AuthorizationHeaderMalformed and 403) names another region,
+  // signs for that region instead, and talks to its endpoint when `endpoint` is empty. Logged once.
+  bool discover_region = false;
   enum class Addressing { kAuto, kPath, kVirtualHost };
   // kAuto: virtual-host for AWS endpoints with DNS-compatible bucket names, path otherwise.
   Addressing addressing = Addressing::kAuto;
   Credentials credentials;
-  std::string ca_bundle;  // empty: the system CA store
+  // Where the credentials came from ("environment", "profile default of ~/.aws/credentials"),
+  // named in the error messages of a refused key (never the secret). Empty: not named.
+  std::string credentials_source;
+  std::string ca_bundle;  // empty: the system CA store; used for https endpoints only
   std::chrono::milliseconds connect_timeout{3000};
   std::chrono::milliseconds request_timeout{30000};  // whole request, per attempt
   std::chrono::milliseconds low_speed_time{10000};   // abort a body that stalls this long

@@ -616,7 +616,9 @@ int Main(int argc, char** argv) {
       "S3 endpoint URL, e.g. http://127.0.0.1:9000 (default: AWS for the region; env "
       "AWS_ENDPOINT_URL)");
   auto* o_region =
-      mount->add_option("--region", region, "S3 region (default: AWS_REGION, else us-east-1)");
+      mount->add_option("--region", region,
+                        "S3 region (default: AWS_REGION, else the bucket's own region as S3 "
+                        "names it, else us-east-1)");
   auto* o_profile =
       mount->add_option("--profile", profile,
                         "AWS profile for ~/.aws/credentials (default: AWS_PROFILE, else default)");
