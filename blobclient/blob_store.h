@@ -27,6 +27,8 @@
 
 namespace tierfs {
 
+class HttpTransport;
+
 struct ObjectInfo {
   uint64_t size = 0;
   // As the store sends it, quotes stripped: "9b2cf535f27731c974343645a3985328"; a weak ETag keeps
@@ -59,6 +61,10 @@ struct BlobStoreStats {
   uint64_t concurrency_decreases = 0;  // times the limit was halved (throttling, timeouts, spikes)
   uint64_t ttfb_p95_us = 0;            // recent p95 time to first byte of GETs; 0 until measured
   uint64_t parallel_reads = 0;         // Read calls split into parallel ranged GETs
+  // Credentials (S3 stores signing with a provider; see CredentialsProvider).
+  uint64_t credential_refreshes = 0;
+  uint64_t credential_refresh_failures = 0;
+  uint64_t credential_forced_refreshes = 0;  // requests answered 403 that forced a refresh
 };
 
 class BlobStore {
@@ -148,11 +154,99 @@ struct Credentials {
   bool anonymous = false;         // --no-sign-request: send no Authorization header
 };
 
-// Where credentials come from, in order: explicit values, the environment (AWS_ACCESS_KEY_ID,
-// AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN), then the shared credentials file
-// (AWS_SHARED_CREDENTIALS_FILE or ~/.aws/credentials) for `profile` (AWS_PROFILE, else "default").
-// Called by daemon/, which decides; components never read the environment themselves (C9).
-Result<Credentials> ResolveCredentials(std::string_view profile = {});
+// ---- Credentials providers ----
+//
+// A CredentialsProvider hands the S3 store the credentials to sign each request with. Static
+// credentials (explicit keys, AWS_ACCESS_KEY_ID..., keys in the shared files, a
+// credential_process answer without Expiration) never change. Temporary credentials (with an
+// Expiration: web identity, AssumeRole, container, IMDS, credential_process with Expiration)
+// are refreshed in the background. The exact rules (CONTRACT; tests and the RGW rotation test
+// rely on them):
+//   - credentials fetched at time F that expire at E are refreshed at E - min(5 min, (E-F)/2);
+//   - a failed refresh is retried with backoff (1 s, 2 s, 4 s ... 60 s, but never later than
+//     half the time left before E, and at least 1 s apart) and the old credentials stay in use
+//     while they are valid; the error is logged and counted;
+//   - Current() never waits for a refresh in progress unless the current credentials are already
+//     expired; then it wakes the refresher and waits for one refresh attempt, at most
+//     kCredentialsWaitBound, and fails with Unavailable naming the source if that did not help;
+//   - ForceRefresh(seen) (the S3 store calls it once per request answered 403 with ExpiredToken,
+//     InvalidAccessKeyId, InvalidClientTokenId, SignatureDoesNotMatch, TokenRefreshRequired, or
+//     a bare 403 while the credentials are temporary) returns at once if `seen` was already
+//     replaced, else runs one refresh (joining one in progress) and waits for it, bounded by
+//     kCredentialsWaitBound; true when newer credentials are available (the store then retries
+//     the request once), false for static credentials or a failed refresh.
+// Thread-safe; shared by every store that signs with it.
+inline constexpr std::chrono::seconds kCredentialsWaitBound{10};
+
+struct CredentialsStats {
+  uint64_t refreshes = 0;          // successful refreshes (the first fetch not counted)
+  uint64_t refresh_failures = 0;   // failed refresh attempts
+  uint64_t forced_refreshes = 0;   // ForceRefresh calls that started or joined a refresh
+  int64_t expiration_unix_ns = 0;  // of the credentials in use; 0: they do not expire
+};
+
+class CredentialsProvider {
+ public:
+  virtual ~CredentialsProvider() = default;
+  // The credentials to sign with now (see the rules above).
+  virtual Result<std::shared_ptr<const Credentials>> Current() = 0;
+  // See the rules above. `seen`: the credentials the failed request was signed with.
+  virtual bool ForceRefresh(const std::shared_ptr<const Credentials>& seen) = 0;
+  // True for credentials that expire and are refreshed.
+  virtual bool temporary() const = 0;
+  // Where the credentials come from, for logs: "environment", "profile work (credential_process)",
+  // "EC2 instance metadata (role r)"... Never a secret.
+  virtual std::string source() const = 0;
+  virtual CredentialsStats Stats() const = 0;
+};
+
+// A provider that always returns `credentials` (never refreshed).
+std::shared_ptr<CredentialsProvider> NewStaticCredentialsProvider(Credentials credentials,
+                                                                  std::string source);
+
+// The AWS SDKs' default chain. Components never read the environment themselves (C9): daemon/
+// passes `getenv`.
+using CredentialsGetEnv = std::function<std::optional<std::string>(const char*)>;
+struct CredentialChainOptions {
+  CredentialsGetEnv getenv;  // required
+  // The profile for the shared files; empty: AWS_PROFILE, else "default". When
+  // `profile_explicit` (s3.profile / --profile), the environment keys are skipped, as
+  // `aws --profile` does.
+  std::string profile;
+  bool profile_explicit = false;
+  // Region for STS (regional endpoint https://sts.REGION.amazonaws.com); empty: AWS_REGION,
+  // AWS_DEFAULT_REGION, the profile's region, else the global endpoint.
+  std::string region;
+  // For the web identity, STS, container and IMDS requests. Not owned; must outlive the chain.
+  HttpTransport* transport = nullptr;
+  Clock* clock = nullptr;  // required; wall time for expirations
+  // The home directory when HOME is unset (systemd, boot); unset: the passwd entry of the
+  // effective uid.
+  std::function<std::optional<std::string>()> passwd_home;
+  // IMDS (tests shorten them). The SDKs use 1 s and 1-2 attempts so a non-EC2 host is not
+  // delayed.
+  std::chrono::milliseconds imds_timeout{1000};
+  int imds_attempts = 2;
+  std::chrono::milliseconds http_timeout{5000};      // STS and container requests
+  std::chrono::milliseconds process_timeout{60000};  // credential_process
+  std::string ca_bundle;                             // for https STS/container endpoints
+};
+
+struct CredentialChain {
+  std::shared_ptr<CredentialsProvider> provider;
+  // The `region` of the profile in the config file, when it names one (the daemon uses it when
+  // no region is configured); empty otherwise.
+  std::string profile_region;
+};
+
+// Resolves the chain in the SDKs' order: environment -> web identity (AWS_WEB_IDENTITY_TOKEN_FILE
+// + AWS_ROLE_ARN) -> shared config/credentials files (the profile: role_arn + source_profile /
+// credential_source / web_identity_token_file, static keys, credential_process) -> container
+// credentials (AWS_CONTAINER_CREDENTIALS_FULL_URI / _RELATIVE_URI) -> EC2 IMDSv2. The first
+// source that is configured is used; a configured source that fails ends the chain with its
+// error (naming the source and the cause, never a secret). NotFound listing what was tried when
+// no source is configured. Background refresh starts for temporary credentials.
+Result<CredentialChain> NewCredentialChain(const CredentialChainOptions& options);
 
 struct S3Options {
   std::string bucket;  // required
@@ -169,10 +263,10 @@ struct S3Options {
   enum class Addressing { kAuto, kPath, kVirtualHost };
   // kAuto: virtual-host for AWS endpoints with DNS-compatible bucket names, path otherwise.
   Addressing addressing = Addressing::kAuto;
+  // What requests are signed with: `credentials_provider` when set (shared, refreshed), else the
+  // fixed `credentials` (or none when credentials.anonymous).
   Credentials credentials;
-  // Where the credentials came from ("environment", "profile default of ~/.aws/credentials"),
-  // named in the error messages of a refused key (never the secret). Empty: not named.
-  std::string credentials_source;
+  std::shared_ptr<CredentialsProvider> credentials_provider;
   std::string ca_bundle;  // empty: the system CA store; used for https endpoints only
   std::chrono::milliseconds connect_timeout{3000};
   std::chrono::milliseconds request_timeout{30000};  // whole request, per attempt

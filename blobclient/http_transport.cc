@@ -360,6 +360,13 @@ class CurlEngine final : public HttpEngine {
       curl_easy_setopt(h, CURLOPT_READFUNCTION, &ReadCallback);
       curl_easy_setopt(h, CURLOPT_READDATA, t.get());
       curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(r.body.size()));
+    } else if (r.method == "POST") {
+      // A small form body (STS), sent from the request's buffer.
+      static const char kEmpty[] = "";
+      curl_easy_setopt(h, CURLOPT_POST, 1L);
+      curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(r.body.size()));
+      curl_easy_setopt(h, CURLOPT_POSTFIELDS,
+                       r.body.empty() ? kEmpty : reinterpret_cast<const char*>(r.body.data()));
     } else if (r.method != "GET") {
       curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, r.method.c_str());
     }

@@ -53,10 +53,10 @@ inline constexpr size_t kMaxErrorBody = 64u << 10;     // kept of a non-2xx body
 inline constexpr size_t kMaxHeaderBytes = 64u << 10;   // all header lines of one transfer
 
 struct HttpRequest {
-  std::string method = "GET";  // GET, HEAD, PUT, DELETE
+  std::string method = "GET";  // GET, HEAD, PUT, DELETE, POST
   std::string url;             // fully encoded
   std::vector<std::pair<std::string, std::string>> headers;
-  // PUT body; not owned, must outlive the request.
+  // PUT or POST body; not owned, must outlive the request.
   std::span<const std::byte> body;
   // If non-null, a successful (2xx) body is written here instead of into HttpResponse::body; at
   // most sink.size() bytes are kept. Not owned; must outlive the request.

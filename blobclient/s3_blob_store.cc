@@ -39,6 +39,7 @@
 #include "base/strings.h"
 #include "blobclient/adaptive.h"
 #include "blobclient/blob_store.h"
+#include "blobclient/credentials.h"
 #include "blobclient/http_transport.h"
 #include "blobclient/list_xml.h"
 #include "blobclient/s3_errors.h"
@@ -230,7 +231,11 @@ class S3BlobStore final : public BlobStore {
         endpoint_(std::move(endpoint)),
         virtual_host_(virtual_host),
         engine_(engine),
-        clock_(clock) {
+        clock_(clock),
+        credentials_(options.credentials.anonymous ? nullptr
+                     : options.credentials_provider
+                         ? options.credentials_provider
+                         : NewStaticCredentialsProvider(options.credentials, "configured keys")) {
     std::string hostport = endpoint_.host + (endpoint_.port.empty() ? "" : ":" + endpoint_.port);
     host_header_ = virtual_host_ ? options_.bucket + "." + hostport : hostport;
     describe_ = "s3://" + hostport + "/" + options_.bucket + "/" + options_.prefix;
@@ -238,9 +243,15 @@ class S3BlobStore final : public BlobStore {
     errors_context_.prefix = options_.prefix;
     errors_context_.endpoint = endpoint_.scheme + "://" + hostport;
     errors_context_.region = options_.region;
-    errors_context_.access_key_id = options_.credentials.access_key_id;
-    errors_context_.credentials_source = options_.credentials_source;
+    if (credentials_ != nullptr) errors_context_.credentials_source = credentials_->source();
     errors_context_.anonymous = options_.credentials.anonymous;
+  }
+
+  // errors_context_ naming the key the failed request was signed with (nullptr: anonymous).
+  blobclient::S3ErrorContext ErrorsContext(const Credentials* used) const {
+    blobclient::S3ErrorContext c = errors_context_;
+    if (used != nullptr) c.access_key_id = used->access_key_id;
+    return c;
   }
 
   // One HEAD of the bucket, without retries; any answer (404, 301 and 403 included) is returned
@@ -249,8 +260,9 @@ class S3BlobStore final : public BlobStore {
     Call c;
     c.method = "HEAD";
     c.path = virtual_host_ ? "/" : "/" + options_.bucket;
+    TIERFS_ASSIGN_OR_RETURN(std::shared_ptr<const Credentials> creds, SigningCredentials());
     ++requests_;
-    return ExecuteLimited(BuildRequest(c));
+    return ExecuteLimited(BuildRequest(c, creds.get()));
   }
 
   std::string Describe() const override { return describe_; }
@@ -377,6 +389,12 @@ class S3BlobStore final : public BlobStore {
     s.ttfb_p95_us = static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::microseconds>(tracker_.TtfbP95()).count());
     s.parallel_reads = parallel_reads_.load();
+    if (credentials_ != nullptr) {
+      CredentialsStats cs = credentials_->Stats();
+      s.credential_refreshes = cs.refreshes;
+      s.credential_refresh_failures = cs.refresh_failures;
+    }
+    s.credential_forced_refreshes = forced_refreshes_.load();
     return s;
   }
 
@@ -411,7 +429,31 @@ class S3BlobStore final : public BlobStore {
     return st;
   }
 
-  HttpRequest BuildRequest(const Call& c) const {
+  // The credentials to sign the next request with; nullptr when anonymous.
+  Result<std::shared_ptr<const Credentials>> SigningCredentials() const {
+    if (credentials_ == nullptr) return std::shared_ptr<const Credentials>();
+    return credentials_->Current();
+  }
+
+  // Whether `resp` to a request signed with `used` says the credentials are stale (expired
+  // token, rotated key: blob_store.h); if so, forces one refresh. True when the request should be
+  // retried once with the new credentials.
+  bool RefreshAfter(const HttpResponse& resp, const std::shared_ptr<const Credentials>& used,
+                    const std::string& context) {
+    // Static credentials are never refreshed: the 403 stands.
+    if (credentials_ == nullptr || used == nullptr || !credentials_->temporary()) return false;
+    if (!blobclient::IsStaleCredentialsAnswer(resp, /*temporary=*/true)) return false;
+    ++forced_refreshes_;
+    const bool fresh = credentials_->ForceRefresh(used);
+    Logger(Module::kBlobClient)
+        .warn("{}: {}: HTTP {} with stale credentials from {}; {}", describe_, context, resp.status,
+              credentials_->source(),
+              fresh ? "retrying once with refreshed credentials" : "no newer credentials");
+    return fresh;
+  }
+
+  // `creds`: nullptr for an anonymous request.
+  HttpRequest BuildRequest(const Call& c, const Credentials* creds) const {
     HttpRequest r;
     r.method = c.method;
     std::string query = blobclient::CanonicalQueryString(c.query);
@@ -419,7 +461,7 @@ class S3BlobStore final : public BlobStore {
             (query.empty() ? "" : "?" + query);
     r.headers = c.headers;
     r.headers.emplace_back("Host", host_header_);
-    if (!options_.credentials.anonymous) {
+    if (creds != nullptr) {
       blobclient::SigningRequest s;
       s.method = c.method;
       s.host = host_header_;
@@ -428,7 +470,7 @@ class S3BlobStore final : public BlobStore {
       s.headers = c.headers;
       s.payload_sha256 = c.payload_sha256;
       blobclient::SignedRequest signed_req =
-          blobclient::SignV4(s, options_.credentials, options_.region, "s3", clock_->Now());
+          blobclient::SignV4(s, *creds, options_.region, "s3", clock_->Now());
       for (auto& h : signed_req.headers) r.headers.push_back(std::move(h));
     }
     r.body = c.body;
@@ -507,6 +549,10 @@ class S3BlobStore final : public BlobStore {
     std::shared_ptr<std::vector<std::byte>> hedge_buf;
     std::shared_ptr<std::span<std::byte>> hedge_span;
     bool copy_pending = false;  // the duplicate won; copy once the primary is gone
+    // What the current attempt is signed with; a stale-credentials answer forces one refresh
+    // and one more attempt per part.
+    std::shared_ptr<const Credentials> creds;
+    bool refreshed = false;
     size_t got = 0;
     Status last;
   };
@@ -527,6 +573,7 @@ class S3BlobStore final : public BlobStore {
   // on CheckAnswer comparing the answer's ETag instead.
   HttpRequest PartRequest(std::string_view key, const GetPart& p, const Expect& expect,
                           std::span<std::byte>* sink) const {
+    // p.creds is set before a part is submitted (see RunGets).
     Call c;
     c.method = "GET";
     c.path = ObjectPath(key);
@@ -537,7 +584,7 @@ class S3BlobStore final : public BlobStore {
     }
     c.sink = sink;
     c.range_offset = p.offset;
-    return BuildRequest(c);
+    return BuildRequest(c, p.creds.get());
   }
 
   // Runs the ranged GETs of one Read (retries, hedges, parallel parts) and assembles the result:
@@ -608,6 +655,14 @@ class S3BlobStore final : public BlobStore {
             }
             break;
           }
+          // Each attempt signs with the credentials current now (a hedge reuses them).
+          Result<std::shared_ptr<const Credentials>> creds = SigningCredentials();
+          if (!creds.ok()) {
+            limiter_.Release();
+            fail(creds.status().WithContext(context));
+            break;
+          }
+          p.creds = std::move(*creds);
           p.state = State::kRunning;
           ++p.attempts;
           p.hedge_tried = false;
@@ -720,7 +775,17 @@ class S3BlobStore final : public BlobStore {
             continue;
           }
         } else {
-          st = blobclient::S3ErrorToStatus(c.resp, context, errors_context_);
+          if (!p.refreshed && other == 0 && RefreshAfter(c.resp, p.creds, context)) {
+            // One more attempt with the refreshed credentials, outside the retry budget.
+            p.refreshed = true;
+            p.creds.reset();
+            --p.attempts;
+            ++retries_;
+            p.state = State::kWaiting;
+            p.ready_at = SteadyClock::now();
+            continue;
+          }
+          st = blobclient::S3ErrorToStatus(c.resp, context, ErrorsContext(p.creds.get()));
           retryable = code >= 500 || code == 429 || code == 408;
         }
         p.last = st;
@@ -885,9 +950,12 @@ class S3BlobStore final : public BlobStore {
   // response (or 416 when c.accept_416).
   Result<HttpResponse> Perform(const Call& c) {
     Status last;
+    bool refreshed = false;
     for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
+      Result<std::shared_ptr<const Credentials>> creds = SigningCredentials();
+      if (!creds.ok()) return Fail(creds.status().WithContext(c.context));
       ++requests_;
-      Result<HttpResponse> r = ExecuteLimited(BuildRequest(c));
+      Result<HttpResponse> r = ExecuteLimited(BuildRequest(c, creds->get()));
       bool retryable;
       if (!r.ok()) {
         last = r.status().WithContext(c.context);
@@ -895,7 +963,14 @@ class S3BlobStore final : public BlobStore {
       } else {
         const long code = r->status;
         if ((code >= 200 && code < 300) || (code == 416 && c.accept_416)) return r;
-        last = blobclient::S3ErrorToStatus(*r, c.context, errors_context_);
+        if (!refreshed && RefreshAfter(*r, *creds, c.context)) {
+          // One more attempt with the refreshed credentials, outside the retry budget.
+          refreshed = true;
+          --attempt;
+          ++retries_;
+          continue;
+        }
+        last = blobclient::S3ErrorToStatus(*r, c.context, ErrorsContext(creds->get()));
         // Only server-side trouble is worth another try; other 4xx answers will not change.
         retryable = code >= 500 || code == 429 || code == 408;
       }
@@ -926,12 +1001,15 @@ class S3BlobStore final : public BlobStore {
   const bool virtual_host_;
   HttpEngine* const engine_;  // not owned
   Clock* const clock_;        // not owned
+  // Signs every request; nullptr when anonymous. Shared, thread-safe.
+  const std::shared_ptr<CredentialsProvider> credentials_;
   std::string host_header_;
   std::string describe_;
   blobclient::S3ErrorContext errors_context_;  // for messages naming cause and fix
 
   std::atomic<uint64_t> requests_{0}, retries_{0}, bytes_read_{0}, bytes_written_{0}, errors_{0};
   std::atomic<uint64_t> hedges_issued_{0}, hedges_won_{0}, parallel_reads_{0};
+  std::atomic<uint64_t> forced_refreshes_{0};
 
   // Thread-safe themselves.
   blobclient::LatencyTracker tracker_;
@@ -1014,7 +1092,10 @@ Result<std::unique_ptr<S3BlobStore>> MakeS3Store(const S3Options& options, HttpE
   Logger(Module::kBlobClient)
       .info("s3 store {} ({}-style, region {}, {})", store->Describe(),
             virtual_host ? "virtual-host" : "path", options.region,
-            options.credentials.anonymous ? "anonymous" : "signed");
+            options.credentials.anonymous ? std::string("anonymous")
+            : options.credentials_provider
+                ? "signed, credentials from " + options.credentials_provider->source()
+                : std::string("signed"));
   return store;
 }
 
@@ -1051,7 +1132,8 @@ Result<std::unique_ptr<BlobStore>> NewS3BlobStore(const S3Options& options,
   HttpEngine* engine = blobclient::AsEngine(transport);
   if (engine == nullptr) return Status::InvalidArgument("s3: an HttpTransport is required");
   const Credentials& cr = options.credentials;
-  if (!cr.anonymous && (cr.access_key_id.empty() || cr.secret_access_key.empty())) {
+  if (!cr.anonymous && options.credentials_provider == nullptr &&
+      (cr.access_key_id.empty() || cr.secret_access_key.empty())) {
     return Status::InvalidArgument(
         "s3: no credentials (access key id and secret) and anonymous access not requested");
   }

@@ -820,6 +820,7 @@ Status FinishOptions(DaemonOptions* o, const GetEnvFn& getenv) {
   } else if (auto e2 = getenv("AWS_ENDPOINT_URL")) {
     o->origin.endpoint = *e2;
   }
+  o->origin_region_set = true;
   if (o->region) {
     o->origin.region = *o->region;
   } else if (auto r = getenv("AWS_REGION")) {
@@ -827,14 +828,19 @@ Status FinishOptions(DaemonOptions* o, const GetEnvFn& getenv) {
   } else if (auto r2 = getenv("AWS_DEFAULT_REGION")) {
     o->origin.region = *r2;
   } else {
-    o->origin.discover_region = true;  // the bucket's x-amz-bucket-region, else the default
+    o->origin_region_set = false;
+    // The profile's region, else the bucket's x-amz-bucket-region, else the default.
+    o->origin.discover_region = true;
   }
   // AWS_CA_BUNDLE as the AWS SDKs honour it, when s3.ca_bundle is unset (used for https only).
   if (o->origin.ca_bundle.empty()) {
     if (auto ca = getenv("AWS_CA_BUNDLE")) o->origin.ca_bundle = *ca;
   }
   if (o->profile.empty()) {
-    if (auto p = getenv("AWS_PROFILE")) o->profile = *p;
+    if (auto p = getenv("AWS_PROFILE")) {
+      o->profile = *p;
+      o->profile_from_env = true;
+    }
   }
   // Absolute paths: the daemon changes to / after daemonizing.
   std::error_code ec;
@@ -964,15 +970,8 @@ Status ResolveL3Credentials(DaemonOptions* o, const GetEnvFn& getenv) {
     o->l3_store.credentials.secret_access_key = *secret;
     return Status::OK();
   }
-  auto creds = ResolveCredentials(o->l3_profile);
-  if (!creds.ok()) {
-    return Status::InvalidArgument(
-        fmt::format("no credentials for the L3 store ({}); set cache.l3_access_key_id_env and "
-                    "cache.l3_secret_access_key_env, cache.l3_profile, or "
-                    "cache.l3_no_sign_request",
-                    creds.status().message()));
-  }
-  o->l3_store.credentials = std::move(*creds);
+  // Neither fixed nor anonymous: the daemon builds the credential chain for cache.l3_profile.
+  o->l3_store.credentials = Credentials{};
   return Status::OK();
 }
 

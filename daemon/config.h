@@ -78,9 +78,17 @@ struct DaemonOptions {
   bool foreground = false;
   bool l2_fsync = false;  // fsync every L2 block file (a lost block is only a cache miss)
 
-  // S3 origin: how to find credentials. Credentials themselves are resolved at mount time.
+  // S3 origin: how to find credentials. The credential chain (blob_store.h NewCredentialChain:
+  // environment, web identity, the shared files' `profile`, container, IMDS) is built at mount
+  // time, after daemonizing, by the daemon.
   bool no_sign_request = false;  // anonymous requests (public buckets)
   std::string profile;           // AWS profile; empty: AWS_PROFILE, else "default"
+  // FinishOptions: `profile` came from AWS_PROFILE, not from s3.profile / --profile (an explicit
+  // profile skips the environment keys, as `aws --profile` does).
+  bool profile_from_env = false;
+  // FinishOptions: the origin's region was configured (flag, file, AWS_REGION,
+  // AWS_DEFAULT_REGION); if not, the profile's `region` from the AWS config file is used.
+  bool origin_region_set = false;
   // Set by the file or a flag; FinishOptions falls back to the environment, then to defaults,
   // and stores the result in `origin`.
   std::optional<std::string> endpoint;
@@ -177,8 +185,11 @@ std::optional<std::string> RealGetEnv(const char* name);
 // empty. InvalidArgument naming the key.
 Status FinishL3Options(DaemonOptions* out, const GetEnvFn& getenv);
 
-// Fills l3_store.credentials (see DaemonOptions::l3). OK and nothing done without `l3`.
-// InvalidArgument naming the key or the missing environment variable, never a secret.
+// Fills l3_store.credentials when they are fixed (cache.l3_access_key_id_env /
+// l3_secret_access_key_env) or anonymous (cache.l3_no_sign_request); otherwise leaves them empty
+// and the daemon builds the credential chain for cache.l3_profile at mount time. OK and nothing
+// done without `l3`. InvalidArgument naming the key or the missing environment variable, never a
+// secret.
 Status ResolveL3Credentials(DaemonOptions* out, const GetEnvFn& getenv);
 
 // How long one block fetch may take at most with these stores' timeouts, attempts and backoff

@@ -160,6 +160,46 @@ Result<std::unique_ptr<MetaStore>> OpenMetaStore(const MetaStoreOptions& options
   return RecreateMetaStore(options, m.status());
 }
 
+// Gives `s3` a provider from the AWS credential chain (blob_store.h) for `profile`, unless its
+// requests are anonymous or signed with fixed keys. Without a configured region, the profile's
+// `region` from the AWS config file becomes the store's region (and so its endpoint's).
+// InvalidArgument listing what was tried when no source yields credentials.
+Status AttachCredentialChain(S3Options* s3, const std::string& profile, bool profile_explicit,
+                             bool region_set, HttpTransport* transport, std::string_view what,
+                             std::string_view hint) {
+  if (s3->credentials.anonymous || !s3->credentials.access_key_id.empty()) return Status::OK();
+  CredentialChainOptions co;
+  co.getenv = RealGetEnv;
+  co.profile = profile;
+  co.profile_explicit = profile_explicit;
+  co.region = region_set ? s3->region : std::string();
+  co.transport = transport;
+  co.clock = SystemClock();
+  co.ca_bundle = s3->ca_bundle;
+  auto chain = NewCredentialChain(co);
+  if (!chain.ok()) {
+    return Status::InvalidArgument(
+        fmt::format("no credentials for {}: {}; {}", what, chain.status().message(), hint));
+  }
+  s3->credentials_provider = chain->provider;
+  if (!region_set && !chain->profile_region.empty()) {
+    s3->region = chain->profile_region;
+    s3->discover_region = false;
+  }
+  Logger(Module::kDaemon)
+      .info("{}: credentials from {}{}", what, chain->provider->source(),
+            chain->provider->temporary() ? " (temporary, refreshed in the background)" : "");
+  return Status::OK();
+}
+
+constexpr std::string_view kOriginCredentialsHint =
+    "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, use --profile / AWS_PROFILE with "
+    "~/.aws/credentials or ~/.aws/config, run with an instance role, IRSA or container "
+    "credentials, or use --no-sign-request for a public bucket";
+constexpr std::string_view kL3CredentialsHint =
+    "set cache.l3_access_key_id_env and cache.l3_secret_access_key_env, cache.l3_profile, or "
+    "cache.l3_no_sign_request";
+
 // Builds everything below the FUSE server. Failures are runtime failures (exit 1).
 Status Build(const DaemonOptions& o, Components* c) {
   Clock* clock = SystemClock();
@@ -169,7 +209,11 @@ Status Build(const DaemonOptions& o, Components* c) {
     c->transport = std::move(*t);
   }
   if (o.source_uri.scheme == SourceUri::Scheme::kS3) {
-    auto s = NewS3BlobStore(o.origin, c->transport.get(), clock);
+    S3Options origin = o.origin;
+    TIERFS_RETURN_IF_ERROR(AttachCredentialChain(
+        &origin, o.profile, !o.profile.empty() && !o.profile_from_env, o.origin_region_set,
+        c->transport.get(), "the S3 origin", kOriginCredentialsHint));
+    auto s = NewS3BlobStore(origin, c->transport.get(), clock);
     if (!s.ok()) return s.status().WithContext("configuring the S3 origin");
     c->origin = std::move(*s);
   } else {
@@ -206,7 +250,11 @@ Status Build(const DaemonOptions& o, Components* c) {
     tiers.push_back(std::move(*l2));
   }
   if (!o.l3.empty()) {
-    auto s = NewS3BlobStore(o.l3_store, c->transport.get(), clock);
+    S3Options l3_options = o.l3_store;
+    TIERFS_RETURN_IF_ERROR(AttachCredentialChain(&l3_options, o.l3_profile, !o.l3_profile.empty(),
+                                                 /*region_set=*/true, c->transport.get(),
+                                                 "the L3 store " + o.l3, kL3CredentialsHint));
+    auto s = NewS3BlobStore(l3_options, c->transport.get(), clock);
     if (!s.ok()) return s.status().WithContext("configuring the L3 store " + o.l3);
     c->l3_store = std::move(*s);
     // An unreachable L3 does not stop the mount: reads go to the origin until it answers.
@@ -399,21 +447,11 @@ int RunMount(DaemonOptions o, const std::string& config_path, const MountFlags& 
     return usage(
         Status::InvalidArgument(fmt::format("MOUNTPOINT {} is not a directory", o.mountpoint)));
   }
-  if (o.source_uri.scheme == SourceUri::Scheme::kS3) {
-    if (o.no_sign_request) {
-      o.origin.credentials = Credentials{};
-      o.origin.credentials.anonymous = true;
-    } else {
-      auto creds = ResolveCredentials(o.profile);
-      if (!creds.ok()) {
-        return usage(Status::InvalidArgument(fmt::format(
-            "no S3 credentials ({}); set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, use "
-            "--profile / AWS_PROFILE with ~/.aws/credentials, or --no-sign-request for a public "
-            "bucket",
-            creds.status().message())));
-      }
-      o.origin.credentials = std::move(*creds);
-    }
+  // Credentials other than anonymous ones come from the credential chain, built in Build() once
+  // daemonized (it may start threads and talk to STS or IMDS).
+  if (o.source_uri.scheme == SourceUri::Scheme::kS3 && o.no_sign_request) {
+    o.origin.credentials = Credentials{};
+    o.origin.credentials.anonymous = true;
   }
   if (Status s = ResolveL3Credentials(&o, RealGetEnv); !s.ok()) return usage(s);
   if (Status s = LoadL3Key(&o); !s.ok()) return usage(s);
@@ -557,6 +595,12 @@ int RunL3Gc(const std::string& config_path, const MountFlags& flags,
     std::fprintf(stderr, "tierfs l3 gc: %s\n", transport.status().ToString().c_str());
     return kExitRuntime;
   }
+  if (Status s = AttachCredentialChain(&o.l3_store, o.l3_profile, !o.l3_profile.empty(),
+                                       /*region_set=*/true, transport->get(), "the L3 store",
+                                       kL3CredentialsHint);
+      !s.ok()) {
+    return usage(s);
+  }
   auto store = NewS3BlobStore(o.l3_store, transport->get(), SystemClock());
   if (!store.ok()) return usage(store.status());
   std::printf("tierfs l3 gc: %s (%s): ttl=%s max_bytes=%s%s\n", o.l3.c_str(),
@@ -617,11 +661,15 @@ int Main(int argc, char** argv) {
       "AWS_ENDPOINT_URL)");
   auto* o_region =
       mount->add_option("--region", region,
-                        "S3 region (default: AWS_REGION, else the bucket's own region as S3 "
-                        "names it, else us-east-1)");
-  auto* o_profile =
-      mount->add_option("--profile", profile,
-                        "AWS profile for ~/.aws/credentials (default: AWS_PROFILE, else default)");
+                        "S3 region (default: AWS_REGION, else the profile's region, else the "
+                        "bucket's own region as S3 names it, else us-east-1)");
+  auto* o_profile = mount->add_option(
+      "--profile", profile,
+      "AWS profile of ~/.aws/config and ~/.aws/credentials: static keys, credential_process, "
+      "role_arn + source_profile, web_identity_token_file, region (default: "
+      "AWS_PROFILE, else default; skips the AWS_ACCESS_KEY_ID environment "
+      "keys). Without a profile the chain is: environment, web identity "
+      "(IRSA), the default profile, container credentials, EC2 instance role");
   auto* o_cache = mount->add_option("--cache-dir", cache_dir,
                                     "Cache directory: L2 block files and the metadata store "
                                     "(default /var/cache/tierfs). Private (0700, files 0600) and "

@@ -16,6 +16,7 @@ pkgs=(
   liblmdb-dev lmdb-utils libxxhash-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev
   libtomlplusplus-dev libcli11-dev libpugixml-dev
+  nlohmann-json3-dev
   python3 python3-torch python3-numpy python3-boto3
   fio attr curl procps psmisc
 )

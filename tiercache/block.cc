@@ -22,6 +22,9 @@ void AppendStoreStats(const BlobStoreStats& s, std::vector<std::pair<std::string
   out->emplace_back("throttled", s.concurrency_decreases);
   out->emplace_back("ttfb_p95_us", s.ttfb_p95_us);
   out->emplace_back("parallel_reads", s.parallel_reads);
+  out->emplace_back("credential_refreshes", s.credential_refreshes);
+  out->emplace_back("credential_refresh_failures", s.credential_refresh_failures);
+  out->emplace_back("credential_forced_refreshes", s.credential_forced_refreshes);
 }
 namespace {
 

@@ -100,7 +100,8 @@ struct TierStats {
 };
 
 // The request-level counters of a BlobStore as "<name>=<value>" pairs for StatsText
-// (retries, hedges, hedge_wins, concurrency_limit, throttled, ttfb_p95_us, parallel_reads).
+// (retries, hedges, hedge_wins, concurrency_limit, throttled, ttfb_p95_us, parallel_reads,
+// credential_refreshes, credential_refresh_failures, credential_forced_refreshes).
 void AppendStoreStats(const BlobStoreStats& s, std::vector<std::pair<std::string, uint64_t>>* out);
 
 // Hints that travel with an insert, from the object's policy (tiercache/policy.h).

@@ -186,7 +186,8 @@ class S3ErrorsStoreTest : public ::testing::Test {
     o.endpoint = server_->base_url();
     o.credentials.access_key_id = "AKIDTEST";
     o.credentials.secret_access_key = kSecret;
-    o.credentials_source = "profile ci of /etc/creds";
+    o.credentials_provider =
+        NewStaticCredentialsProvider(o.credentials, "profile ci of /etc/creds");
     o.backoff_base = std::chrono::milliseconds(5);
     o.backoff_max = std::chrono::milliseconds(20);
     o.request_timeout = std::chrono::milliseconds(5000);
