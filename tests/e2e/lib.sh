@@ -164,13 +164,17 @@ e2e_cred_env() {
 
 # tierfs_mount SOURCE MNT CACHE LOGFILE [ARGS...]: runs the daemon in the foreground (-f) in the
 # background, so its PID is known and its log is captured; returns once MNT is a mount. Sets
-# TIERFS_PID. The S3 credentials: see e2e_cred_env.
+# TIERFS_PID. The S3 credentials: see e2e_cred_env. Caches: --l1-size 256MiB --l2-size 4GiB unless
+# ARGS give their own.
 tierfs_mount() {
   local src="$1" mnt="$2" cache="$3" logf="$4"
   shift 4
   mkdir -p "$mnt" "$cache"
   is_mounted "$mnt" && fail "$mnt is already a mount"
-  local cmd=("$TIERFS" mount "$src" "$mnt" --cache-dir "$cache" --l1-size 256MiB --l2-size 4GiB "$@" -f)
+  local sizes=()  # defaults unless the caller gives its own
+  [[ " $* " == *" --l1-size "* ]] || sizes+=(--l1-size 256MiB)
+  [[ " $* " == *" --l2-size "* ]] || sizes+=(--l2-size 4GiB)
+  local cmd=("$TIERFS" mount "$src" "$mnt" --cache-dir "$cache" "${sizes[@]}" "$@" -f)
   log "mount: ${cmd[*]}"
   e2e_cred_env
   env "${E2E_ENV[@]}" "${cmd[@]}" >"$logf" 2>&1 </dev/null &
