@@ -10,6 +10,7 @@
 
 #include "base/version.h"
 #include "blobclient/blob_store.h"
+#include "blobclient/credentials.h"
 #include "blobclient/http_transport.h"
 #include "tests/blobclient/test_util.h"
 #include "tests/fakes/http_test_server.h"
@@ -150,6 +151,17 @@ TEST(S3ErrorsTest, UnknownBucketAndOrdinaryAnswers) {
   EXPECT_EQ(ExplainS3Error(ParseS3ErrorAnswer(503, ErrorXml("SlowDown", "x"), ""), "GET", Ctx()),
             "");
   EXPECT_EQ(ExplainS3Error(ParseS3ErrorAnswer(412, "", ""), "GET", Ctx()), "");
+}
+
+TEST(S3ErrorsTest, AccessDeniedForcesARefreshOnlyForTemporaryCredentials) {
+  // Ceph RGW answers a key deleted moments ago with AccessDenied (test_rgw_rotation.sh).
+  HttpResponse r;
+  r.status = 403;
+  r.body = ErrorXml("AccessDenied", "x");
+  EXPECT_TRUE(blobclient::IsStaleCredentialsAnswer(r, /*temporary=*/true));
+  EXPECT_FALSE(blobclient::IsStaleCredentialsAnswer(r, /*temporary=*/false));
+  r.body = ErrorXml("NoSuchBucket", "x");
+  EXPECT_FALSE(blobclient::IsStaleCredentialsAnswer(r, /*temporary=*/true));
 }
 
 TEST(S3ErrorsTest, StatusCodeStaysAndOnlyTheMessageGrows) {

@@ -88,7 +88,8 @@ after="$(origin_requests)"
 log "origin requests: $before when the old key was deleted, $after at the end"
 (( after > before + 20 )) || fail "too few reads reached the origin after the old key was deleted"
 grep -q "$AK2" "$CALLS" || fail "the daemon never fetched the new key"
-log "credential_process calls: $(wc -l <"$CALLS") ($(grep -c "$AK2" "$CALLS") with the new key)"
+log "credential_process calls: $(wc -l <"$CALLS") ($(grep -c "$AK2" "$CALLS") with the new key);" \
+  "requests retried after a forced refresh: $(grep -c "retrying once with refreshed credentials" "$E2E_WORK/daemon.log" || true)"
 fault_read "every file after the rotation (key 2 only)" 60 "$MNT" --require ok
 grep -qF -- "$SK1" "$E2E_WORK/daemon.log" && fail "a secret appears in the daemon log"
 grep -qF -- "$SK2" "$E2E_WORK/daemon.log" && fail "a secret appears in the daemon log"
