@@ -46,6 +46,14 @@ std::string Status::ToString() const {
   return s;
 }
 
+Status Status::WithDetail(std::string_view detail) const {
+  if (ok() || detail.empty()) return *this;
+  std::string m = msg_;
+  if (!m.empty()) m += ": ";
+  m += detail;
+  return Status(code_, m);
+}
+
 Status Status::WithContext(std::string_view context) const {
   if (ok()) return *this;
   std::string m(context);

@@ -65,6 +65,8 @@ class [[nodiscard]] Status {
 
   // Prepends context: Status::IOError("x").WithContext("reading a/b") → "reading a/b: x".
   Status WithContext(std::string_view context) const;
+  // Appends a detail: Status::IOError("HTTP 403").WithDetail("why") → "HTTP 403: why".
+  Status WithDetail(std::string_view detail) const;
 
   friend bool operator==(const Status& a, const Status& b) { return a.code_ == b.code_; }
 

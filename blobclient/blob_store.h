@@ -263,6 +263,11 @@ struct S3Options {
   // a local server. Scheme required.
   std::string endpoint;
   std::string region = "us-east-1";
+  // The user chose no region (no flag, config key or environment variable): NewS3BlobStore asks
+  // the bucket (one HEAD, no retries) and, when its x-amz-bucket-region answer (S3 sends it with
+  // 200, 301 PermanentRedirect, 400 AuthorizationHeaderMalformed and 403) names another region,
+  // signs for that region instead, and talks to its endpoint when `endpoint` is empty. Logged once.
+  bool discover_region = false;
   enum class Addressing { kAuto, kPath, kVirtualHost };
   // kAuto: virtual-host for AWS endpoints with DNS-compatible bucket names, path otherwise.
   Addressing addressing = Addressing::kAuto;
@@ -270,7 +275,7 @@ struct S3Options {
   // fixed `credentials` (or none when credentials.anonymous).
   Credentials credentials;
   std::shared_ptr<CredentialsProvider> credentials_provider;
-  std::string ca_bundle;  // empty: the system CA store
+  std::string ca_bundle;  // empty: the system CA store; used for https endpoints only
   std::chrono::milliseconds connect_timeout{3000};
   std::chrono::milliseconds request_timeout{30000};  // whole request, per attempt
   std::chrono::milliseconds low_speed_time{10000};   // abort a body that stalls this long

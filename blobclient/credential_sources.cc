@@ -470,6 +470,10 @@ bool IsStaleCredentialsAnswer(const HttpResponse& response, bool temporary) {
       code == "SignatureDoesNotMatch") {
     return true;
   }
+  // A key deleted moments ago: Ceph RGW answers AccessDenied (not InvalidAccessKeyId) until its
+  // user cache has caught up (tests/e2e/test_rgw_rotation.sh saw both). With temporary
+  // credentials one refresh and retry is cheap; a real denial fails after it.
+  if (code == "AccessDenied") return temporary;
   return code.empty() && temporary;
 }
 

@@ -139,7 +139,8 @@ IniSections ParseIni(std::string_view text);
 // Whether an S3 answer means "the credentials are stale, refresh and retry once": 403 with an
 // S3 error code ExpiredToken, InvalidAccessKeyId, InvalidClientTokenId, SignatureDoesNotMatch or
 // TokenRefreshRequired (in the XML body or x-amz-error-code), or a bare 403 (no code, as for
-// HEAD) while the credentials are temporary. 400 with ExpiredToken counts too.
+// HEAD) or AccessDenied (a key rotated away moments ago, on Ceph RGW) while the credentials are
+// temporary. 400 with ExpiredToken counts too.
 bool IsStaleCredentialsAnswer(const HttpResponse& response, bool temporary);
 
 }  // namespace tierfs::blobclient

@@ -15,8 +15,15 @@
 #include "base/mutex.h"
 #include "base/strings.h"
 #include "base/units.h"
+#include "base/version.h"
 
 namespace tierfs::blobclient {
+
+const std::string& UserAgent() {
+  static const std::string ua = "tierfs/" + std::string(Version());
+  return ua;
+}
+
 namespace {
 
 std::string Trim(std::string_view s) {
@@ -339,7 +346,12 @@ class CurlEngine final : public HttpEngine {
     long low_speed_s = static_cast<long>((r.low_speed_time.count() + 999) / 1000);
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, std::max(1L, low_speed_s));
-    if (!r.ca_bundle.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, r.ca_bundle.c_str());
+    // The CA bundle matters only for TLS: a bundle set for the host (AWS_CA_BUNDLE) that is
+    // missing or unreadable must not fail plain-http requests.
+    if (!r.ca_bundle.empty() && r.url.starts_with("https://")) {
+      curl_easy_setopt(h, CURLOPT_CAINFO, r.ca_bundle.c_str());
+    }
+    curl_easy_setopt(h, CURLOPT_USERAGENT, UserAgent().c_str());
 
     if (r.method == "HEAD") {
       curl_easy_setopt(h, CURLOPT_NOBODY, 1L);

@@ -122,6 +122,9 @@ class HttpEngine : public HttpTransport {
 // `context` (method + key) and a snippet of the error body (S3's <Code>) go into the message.
 Status HttpStatusToStatus(long http_status, std::string_view context, std::string_view body);
 
+// "tierfs/VERSION": the User-Agent of every request the engine sends.
+const std::string& UserAgent();
+
 // Downcasts the public opaque transport; nullptr if it is not an HttpEngine.
 HttpEngine* AsEngine(HttpTransport* transport);
 

@@ -42,6 +42,7 @@
 #include "blobclient/credentials.h"
 #include "blobclient/http_transport.h"
 #include "blobclient/list_xml.h"
+#include "blobclient/s3_errors.h"
 #include "blobclient/sigv4.h"
 
 namespace tierfs {
@@ -238,6 +239,30 @@ class S3BlobStore final : public BlobStore {
     std::string hostport = endpoint_.host + (endpoint_.port.empty() ? "" : ":" + endpoint_.port);
     host_header_ = virtual_host_ ? options_.bucket + "." + hostport : hostport;
     describe_ = "s3://" + hostport + "/" + options_.bucket + "/" + options_.prefix;
+    errors_context_.bucket = options_.bucket;
+    errors_context_.prefix = options_.prefix;
+    errors_context_.endpoint = endpoint_.scheme + "://" + hostport;
+    errors_context_.region = options_.region;
+    if (credentials_ != nullptr) errors_context_.credentials_source = credentials_->source();
+    errors_context_.anonymous = options_.credentials.anonymous;
+  }
+
+  // errors_context_ naming the key the failed request was signed with (nullptr: anonymous).
+  blobclient::S3ErrorContext ErrorsContext(const Credentials* used) const {
+    blobclient::S3ErrorContext c = errors_context_;
+    if (used != nullptr) c.access_key_id = used->access_key_id;
+    return c;
+  }
+
+  // One HEAD of the bucket, without retries; any answer (404, 301 and 403 included) is returned
+  // as is. Region discovery reads its x-amz-bucket-region.
+  Result<HttpResponse> HeadBucketOnce() {
+    Call c;
+    c.method = "HEAD";
+    c.path = virtual_host_ ? "/" : "/" + options_.bucket;
+    TIERFS_ASSIGN_OR_RETURN(std::shared_ptr<const Credentials> creds, SigningCredentials());
+    ++requests_;
+    return ExecuteLimited(BuildRequest(c, creds.get()));
   }
 
   std::string Describe() const override { return describe_; }
@@ -762,7 +787,7 @@ class S3BlobStore final : public BlobStore {
             p.ready_at = SteadyClock::now();
             continue;
           }
-          st = blobclient::HttpStatusToStatus(code, context, c.resp.body);
+          st = blobclient::S3ErrorToStatus(c.resp, context, ErrorsContext(p.creds.get()));
           retryable = code >= 500 || code == 429 || code == 408;
         }
         p.last = st;
@@ -947,7 +972,7 @@ class S3BlobStore final : public BlobStore {
           ++retries_;
           continue;
         }
-        last = blobclient::HttpStatusToStatus(code, c.context, r->body);
+        last = blobclient::S3ErrorToStatus(*r, c.context, ErrorsContext(creds->get()));
         // Only server-side trouble is worth another try; other 4xx answers will not change.
         retryable = code >= 500 || code == 429 || code == 408;
       }
@@ -982,6 +1007,7 @@ class S3BlobStore final : public BlobStore {
   const std::shared_ptr<CredentialsProvider> credentials_;
   std::string host_header_;
   std::string describe_;
+  blobclient::S3ErrorContext errors_context_;  // for messages naming cause and fix
 
   std::atomic<uint64_t> requests_{0}, retries_{0}, bytes_read_{0}, bytes_written_{0}, errors_{0};
   std::atomic<uint64_t> hedges_issued_{0}, hedges_won_{0}, parallel_reads_{0};
@@ -1040,6 +1066,44 @@ Result<ListPage> ParseListObjectsV2(std::string_view xml, std::string_view strip
 
 }  // namespace blobclient
 
+namespace {
+
+// The store for `options` (already validated): endpoint from the region when none is given,
+// addressing style.
+Result<std::unique_ptr<S3BlobStore>> MakeS3Store(const S3Options& options, HttpEngine* engine,
+                                                 Clock* clock) {
+  std::string endpoint_url = options.endpoint;
+  if (endpoint_url.empty()) {
+    if (options.region.empty()) return Status::InvalidArgument("s3: region or endpoint required");
+    endpoint_url = "https://s3." + options.region + ".amazonaws.com";
+  }
+  TIERFS_ASSIGN_OR_RETURN(Endpoint ep, ParseEndpoint(endpoint_url));
+  bool virtual_host = false;
+  switch (options.addressing) {
+    case S3Options::Addressing::kPath:
+      virtual_host = false;
+      break;
+    case S3Options::Addressing::kVirtualHost:
+      virtual_host = true;
+      break;
+    case S3Options::Addressing::kAuto:
+      virtual_host = (ep.host == "amazonaws.com" || ep.host.ends_with(".amazonaws.com")) &&
+                     DnsCompatibleBucket(options.bucket, ep.scheme == "https");
+      break;
+  }
+  auto store = std::make_unique<S3BlobStore>(options, std::move(ep), virtual_host, engine, clock);
+  Logger(Module::kBlobClient)
+      .info("s3 store {} ({}-style, region {}, {})", store->Describe(),
+            virtual_host ? "virtual-host" : "path", options.region,
+            options.credentials.anonymous ? std::string("anonymous")
+            : options.credentials_provider
+                ? "signed, credentials from " + options.credentials_provider->source()
+                : std::string("signed"));
+  return store;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<BlobStore>> NewS3BlobStore(const S3Options& options,
                                                   HttpTransport* transport, Clock* clock) {
   if (options.bucket.empty()) return Status::InvalidArgument("s3: bucket is required");
@@ -1076,33 +1140,29 @@ Result<std::unique_ptr<BlobStore>> NewS3BlobStore(const S3Options& options,
     return Status::InvalidArgument(
         "s3: no credentials (access key id and secret) and anonymous access not requested");
   }
-  std::string endpoint_url = options.endpoint;
-  if (endpoint_url.empty()) {
-    if (options.region.empty()) return Status::InvalidArgument("s3: region or endpoint required");
-    endpoint_url = "https://s3." + options.region + ".amazonaws.com";
+  TIERFS_ASSIGN_OR_RETURN(std::unique_ptr<S3BlobStore> store, MakeS3Store(options, engine, clock));
+  if (options.discover_region) {
+    // The bucket's region from its own answer, before any real request: re-signing later would
+    // mean swapping the region under requests in flight.
+    Result<HttpResponse> head = store->HeadBucketOnce();
+    std::string region;
+    if (head.ok()) region = blobclient::OtherBucketRegion(*head, options.region);
+    if (!region.empty()) {
+      S3Options found = options;
+      found.region = region;
+      found.discover_region = false;
+      Logger(Module::kBlobClient)
+          .info(
+              "bucket {} is in region {} (x-amz-bucket-region of HTTP {} to HeadBucket); "
+              "signing for it (--region {} skips this lookup)",
+              options.bucket, region, head->status, region);
+      TIERFS_ASSIGN_OR_RETURN(store, MakeS3Store(found, engine, clock));
+    } else if (!head.ok()) {
+      Logger(Module::kBlobClient)
+          .info("s3 bucket {}: region lookup failed ({}); using region {}", options.bucket,
+                head.status().ToString(), options.region);
+    }
   }
-  TIERFS_ASSIGN_OR_RETURN(Endpoint ep, ParseEndpoint(endpoint_url));
-  bool virtual_host = false;
-  switch (options.addressing) {
-    case S3Options::Addressing::kPath:
-      virtual_host = false;
-      break;
-    case S3Options::Addressing::kVirtualHost:
-      virtual_host = true;
-      break;
-    case S3Options::Addressing::kAuto:
-      virtual_host = (ep.host == "amazonaws.com" || ep.host.ends_with(".amazonaws.com")) &&
-                     DnsCompatibleBucket(options.bucket, ep.scheme == "https");
-      break;
-  }
-  auto store = std::make_unique<S3BlobStore>(options, std::move(ep), virtual_host, engine, clock);
-  Logger(Module::kBlobClient)
-      .info("s3 store {} ({}-style, region {}, {})", store->Describe(),
-            virtual_host ? "virtual-host" : "path", options.region,
-            cr.anonymous ? std::string("anonymous")
-            : options.credentials_provider
-                ? "signed, credentials from " + options.credentials_provider->source()
-                : std::string("signed"));
   return std::unique_ptr<BlobStore>(std::move(store));
 }
 

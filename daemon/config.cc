@@ -873,6 +873,12 @@ Status FinishOptions(DaemonOptions* o, const GetEnvFn& getenv) {
     o->origin.region = *r2;
   } else {
     o->origin_region_set = false;
+    // The profile's region, else the bucket's x-amz-bucket-region, else the default.
+    o->origin.discover_region = true;
+  }
+  // AWS_CA_BUNDLE as the AWS SDKs honour it, when s3.ca_bundle is unset (used for https only).
+  if (o->origin.ca_bundle.empty()) {
+    if (auto ca = getenv("AWS_CA_BUNDLE")) o->origin.ca_bundle = *ca;
   }
   if (o->profile.empty()) {
     if (auto p = getenv("AWS_PROFILE")) {
@@ -952,6 +958,9 @@ Status FinishL3Options(DaemonOptions* o, const GetEnvFn& getenv) {
     o->l3_store.region = *r;
   } else if (auto r2 = getenv("AWS_DEFAULT_REGION")) {
     o->l3_store.region = *r2;
+  }
+  if (o->l3_store.ca_bundle.empty()) {
+    if (auto ca = getenv("AWS_CA_BUNDLE")) o->l3_store.ca_bundle = *ca;
   }
   o->l3_store.addressing = S3Options::Addressing::kAuto;
   o->l3_tier.block_size = o->cache.block_size;

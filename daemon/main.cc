@@ -199,7 +199,10 @@ Status AttachCredentialChain(S3Options* s3, const std::string& profile, bool pro
         fmt::format("no credentials for {}: {}; {}", what, chain.status().message(), hint));
   }
   s3->credentials_provider = chain->provider;
-  if (!region_set && !chain->profile_region.empty()) s3->region = chain->profile_region;
+  if (!region_set && !chain->profile_region.empty()) {
+    s3->region = chain->profile_region;
+    s3->discover_region = false;
+  }
   Logger(Module::kDaemon)
       .info("{}: credentials from {}{}", what, chain->provider->source(),
             chain->provider->temporary() ? " (temporary, refreshed in the background)" : "");
@@ -860,7 +863,8 @@ int Main(int argc, char** argv) {
   auto* o_region = mount
                        ->add_option("--region", region,
                                     "S3 region (s3.region; default: AWS_REGION, else the profile's "
-                                    "region, else us-east-1)")
+                                    "region, else the bucket's own region as S3 names it, else "
+                                    "us-east-1)")
                        ->group(g_source);
   auto* o_profile = mount
                         ->add_option("--profile", profile,

@@ -3,6 +3,8 @@
 # Idempotent: packages already present are skipped by apt; npm modules by their lock dir.
 #   scripts/install-deps.sh            build + test dependencies
 #   scripts/install-deps.sh --bench    also the peers the benchmark compares against
+#   scripts/install-deps.sh --rgw      also Ceph RADOS Gateway, the SigV4-verifying test server
+#                                      (tests/e2e/test_rgw*.sh; scripts/rgw.sh)
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 
@@ -22,9 +24,19 @@ pkgs=(
   python3 python3-torch python3-numpy python3-boto3
   fio attr curl procps psmisc
 )
-if [[ "${1:-}" == "--bench" ]]; then
-  pkgs+=(s3fs rclone python3-matplotlib)
-fi
+for arg in "$@"; do
+  case "$arg" in
+    --bench) pkgs+=(s3fs rclone python3-matplotlib) ;;
+    --rgw)
+      # A single-node Ceph with radosgw (scripts/rgw.sh); no mgr, hence no recommends.
+      pkgs+=(radosgw)
+      pkgs+=(ceph-mon)
+      pkgs+=(ceph-osd)
+      pkgs+=(ceph-base)
+      ;;
+    *) echo "install-deps: unknown option $arg" >&2; exit 2 ;;
+  esac
+done
 command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
 command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 

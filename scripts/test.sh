@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # THE test command (CI runs exactly this through .ci/run). As root on Debian 12:
-#   1. scripts/install-deps.sh (apt + the npm test origin)
+#   1. scripts/install-deps.sh --rgw (apt, Ceph RGW + the npm test origin)
 #   2. Release build with -Werror into build/, unit tests (ctest)
 #   3. unit tests under ASan+UBSan (clang, build-asan/; the same tree also builds the fuzz
 #      targets: every library is compiled once with ASan/UBSan + libFuzzer coverage hooks)
@@ -112,7 +112,7 @@ export -f cmake_build run_ctest check_format
 
 # --- 1. dependencies
 if [[ -z "$skip_deps" ]] && want deps; then
-  stage deps 1800 scripts/install-deps.sh
+  stage deps 1800 "scripts/install-deps.sh --rgw"
 fi
 
 # --- 2. Release build + unit tests
@@ -184,7 +184,7 @@ fi
 # --- 7. end-to-end tests through /dev/fuse
 if want e2e; then
   if [[ -n "$build_ok" ]]; then
-    stage e2e 1800 tests/e2e/run_all.sh
+    stage e2e 1800 "E2E_REQUIRE_RGW=1 tests/e2e/run_all.sh"
     count_plain "$logdir/e2e.log"
   else
     skipped e2e "release build failed"

@@ -15,7 +15,7 @@
     fault_check.py soak MNT MANIFEST --seconds S [--threads 16]
         random whole-file reads and random preads (checked against the generator's bytes) until
         S seconds passed, each dropping the file's page cache first (so reads reach the daemon); fails on any wrong byte or a read slower than --max-seconds; at least
-        one read must succeed.
+        one read must succeed (with --no-errors: every read).
 """
 import argparse
 import concurrent.futures
@@ -239,6 +239,9 @@ def cmd_soak(args):
     if not tally.counts.get("ok"):
         print("soak: no read succeeded", file=sys.stderr)
         return 1
+    if args.no_errors and sum(tally.counts.values()) != tally.counts["ok"]:
+        print("soak: --no-errors, but some reads failed: %s" % dict(tally.counts), file=sys.stderr)
+        return 1
     return 1 if tally.wrong or tally.slow else 0
 
 
@@ -263,6 +266,8 @@ def main():
             p.add_argument("--out", help="write the counts here (JSON)")
         else:
             p.add_argument("--seconds", type=int, required=True)
+            p.add_argument("--no-errors", action="store_true",
+                           help="fail on any read that fails (EIO, ...), not only on wrong bytes")
     args = ap.parse_args()
     return globals()["cmd_" + args.cmd](args)
 

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Generates a deterministic dataset for the end-to-end tests and the demo.
 
-    gen_dataset.py OUTDIR MANIFEST [--profile test|demo]
+    gen_dataset.py OUTDIR MANIFEST [--profile test|demo|rgw]
 
 Every byte is derived from the file's relative path, so two runs produce identical trees. The
 manifest (JSON) lists what a correct mount of the tree must show:
@@ -15,7 +15,8 @@ The "test" profile covers the edge cases: nested directories (3 levels), an empt
 exactly one block (1 MiB), one block + 1 byte and 100 MiB, a directory that holds only
 sub-directories (small/), ~200 small files, 1100 files in one directory (listing pages), 300 files for the PyTorch test, names with spaces,
 unicode, '%', '+' and '=', and folder markers (an empty one and one over a non-empty directory).
-The "demo" profile is a few hundred MB: a 256 MiB file, 16 MiB shards and small files.
+The "rgw" profile is a small subset of these shapes (with a 9 MiB file, more than one part of a
+read) for the Ceph RGW tests. The "demo" profile is a few hundred MB: a 256 MiB file, 16 MiB shards and small files.
 """
 import argparse
 import hashlib
@@ -81,6 +82,35 @@ def test_profile():
     return files, dirs_extra, markers, "train"
 
 
+def rgw_profile():
+    """Small and awkward, for the Ceph RGW tests (which verify SigV4, so every name that needs
+    percent-encoding in the canonical request is signed for real): a few seconds to upload."""
+    files = {}
+    files["l1/top.bin"] = 3000
+    files["l1/l2/l3/deep.bin"] = BLOCK + 4096
+    files["empty.bin"] = 0
+    files["blocks/one_block.bin"] = BLOCK
+    files["blocks/one_block_plus_one.bin"] = BLOCK + 1
+    files["blocks/nine_MiB_plus_3.bin"] = 9 * MiB + 3  # more than one 8 MiB part
+    rng = random.Random(43)
+    for c in range(3):
+        for i in range(10):
+            files["small/cls%d/sample_%03d.bin" % (c, i)] = rng.randint(1, 64 * 1024)
+    files["names/with space.bin"] = 1234
+    files["données/日本語 file.bin"] = 4321
+    files["names/100%.bin"] = 100
+    files["names/%41%2F literal.bin"] = 101
+    files["names/a+b=c.bin"] = 102
+    files["names/year=2024/month=01/part-0000.bin"] = 2048
+    files["names/~tilde,comma;semi@at!.bin"] = 55
+    files["names/(parens) [brackets] {braces}.bin"] = 66
+    files["names/'quote'.bin"] = 12
+    # more than one ListObjectsV2 page (RGW percent-encodes '/' in keys with encoding-type=url)
+    for i in range(1010):
+        files["many/f_%04d.txt" % i] = 16 + (i * 37) % 200
+    return files, ["markers/empty"], ["markers/empty/", "l1/"], "small"
+
+
 def demo_profile():
     files = {}
     files["models/checkpoint-256MiB.bin"] = 256 * MiB
@@ -98,11 +128,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("outdir")
     ap.add_argument("manifest")
-    ap.add_argument("--profile", choices=["test", "demo"], default="test")
+    ap.add_argument("--profile", choices=["test", "demo", "rgw"], default="test")
     args = ap.parse_args()
 
-    files, dirs_extra, markers, pytorch_dir = (test_profile if args.profile == "test"
-                                               else demo_profile)()
+    files, dirs_extra, markers, pytorch_dir = {"test": test_profile, "demo": demo_profile,
+                                               "rgw": rgw_profile}[args.profile]()
     out = os.path.abspath(args.outdir)
     if os.path.exists(out):
         shutil.rmtree(out)

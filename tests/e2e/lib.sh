@@ -16,6 +16,7 @@ E2E_MOUNTS=()        # mountpoints made by tierfs_mount
 E2E_PIDS=()          # daemon PIDs started by tierfs_mount (foreground mode)
 E2E_S3_DIRS=()       # s3rver data dirs started by s3rver_start
 E2E_BG_PIDS=()       # other helpers started in the background (fault proxies), stopped by PID
+E2E_RGW_DIRS=()      # Ceph RGW clusters started by rgw_start
 E2E_WORK=""
 E2E_NAME="${E2E_NAME:-$(basename "$0" .sh)}"
 E2E_T0=$SECONDS
@@ -121,6 +122,27 @@ s3rver_start() {
   S3_ENDPOINT="http://127.0.0.1:$S3_PORT"
 }
 
+# rgw_start ACCESS_KEY SECRET [NAME]: a single-node Ceph cluster with radosgw on a free port of
+# 127.0.0.1 (scripts/rgw.sh; state in $E2E_WORK/NAME, default rgw), one S3 user with these keys.
+# Sets RGW_DIR, S3_ENDPOINT (so s3_upload and the mount helpers use it). Skips the test (77) when
+# Ceph is not installed (scripts/install-deps.sh --rgw installs it) unless E2E_REQUIRE_RGW is set.
+rgw_start() {
+  local access="$1" secret="$2" t0=$SECONDS
+  RGW_DIR="$E2E_WORK/${3:-rgw}"
+  if ! command -v radosgw >/dev/null 2>&1 || ! command -v ceph-mon >/dev/null 2>&1; then
+    [[ -n "${E2E_REQUIRE_RGW:-}" ]] && fail "Ceph RGW is not installed (scripts/install-deps.sh --rgw)"
+    log "SKIP: Ceph RGW is not installed (scripts/install-deps.sh --rgw)"
+    exit 77
+  fi
+  E2E_RGW_DIRS+=("$RGW_DIR")
+  S3_ENDPOINT="$(timeout -k 5 120 "$E2E_ROOT/scripts/rgw.sh" start "$RGW_DIR" "$access" "$secret")" ||
+    fail "could not start Ceph RGW (daemon logs above)"
+  log "Ceph RGW at $S3_ENDPOINT ($((SECONDS - t0))s to start)"
+}
+
+# rgw_admin ARGS...: radosgw-admin against the cluster of rgw_start.
+rgw_admin() { timeout -k 5 60 "$E2E_ROOT/scripts/rgw.sh" admin "$RGW_DIR" "$@"; }
+
 s3_upload() {  # s3_upload BUCKET [--only DIR]
   local bucket="$1"
   shift
@@ -128,19 +150,35 @@ s3_upload() {  # s3_upload BUCKET [--only DIR]
     --endpoint "$S3_ENDPOINT" --bucket "$bucket" "$@"
 }
 
+# e2e_cred_env: sets E2E_ENV, the `env` arguments giving a command the test's S3 credentials:
+#   env "${E2E_ENV[@]}" CMD...
+# access key $E2E_S3_ACCESS_KEY (default s3rver's S3RVER), secret $E2E_S3_SECRET (default S3RVER;
+# s3rver checks only the access key, RGW both), region us-east-1; other AWS keys of the caller's
+# environment are dropped. With E2E_NO_ENV_CREDS=1 no key is given (the daemon then finds its
+# credentials elsewhere, e.g. a profile of AWS_CONFIG_FILE).
+e2e_cred_env() {
+  E2E_ENV=(-u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY -u AWS_SESSION_TOKEN AWS_REGION=us-east-1)
+  if [[ -z "${E2E_NO_ENV_CREDS:-}" ]]; then
+    E2E_ENV+=(AWS_ACCESS_KEY_ID="${E2E_S3_ACCESS_KEY:-S3RVER}" AWS_SECRET_ACCESS_KEY="${E2E_S3_SECRET:-S3RVER}")
+  fi
+}
+
 # tierfs_mount SOURCE MNT CACHE LOGFILE [ARGS...]: runs the daemon in the foreground (-f) in the
 # background, so its PID is known and its log is captured; returns once MNT is a mount. Sets
-# TIERFS_PID. The S3 credentials are s3rver's (the secret is $E2E_S3_SECRET when set: s3rver checks
-# only the access key).
+# TIERFS_PID. The S3 credentials: see e2e_cred_env. Caches: --l1-size 256MiB --l2-size 4GiB unless
+# ARGS give their own.
 tierfs_mount() {
   local src="$1" mnt="$2" cache="$3" logf="$4"
   shift 4
   mkdir -p "$mnt" "$cache"
   is_mounted "$mnt" && fail "$mnt is already a mount"
-  local cmd=("$TIERFS" mount "$src" "$mnt" --cache-dir "$cache" --l1-size 256MiB --l2-size 4GiB "$@" -f)
+  local sizes=()  # defaults unless the caller gives its own
+  [[ " $* " == *" --l1-size "* ]] || sizes+=(--l1-size 256MiB)
+  [[ " $* " == *" --l2-size "* ]] || sizes+=(--l2-size 4GiB)
+  local cmd=("$TIERFS" mount "$src" "$mnt" --cache-dir "$cache" "${sizes[@]}" "$@" -f)
   log "mount: ${cmd[*]}"
-  AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY="${E2E_S3_SECRET:-S3RVER}" AWS_REGION=us-east-1 \
-    "${cmd[@]}" >"$logf" 2>&1 </dev/null &
+  e2e_cred_env
+  env "${E2E_ENV[@]}" "${cmd[@]}" >"$logf" 2>&1 </dev/null &
   TIERFS_PID=$!
   E2E_PIDS+=("$TIERFS_PID")
   E2E_MOUNTS+=("$mnt")
@@ -221,6 +259,9 @@ e2e_cleanup() {
   done
   for i in "${E2E_S3_DIRS[@]}"; do
     "$E2E_ROOT/scripts/s3rver.sh" stop "$i" >/dev/null 2>&1
+  done
+  for i in "${E2E_RGW_DIRS[@]}"; do
+    "$E2E_ROOT/scripts/rgw.sh" stop "$i" >/dev/null 2>&1
   done
   log "cleanup: servers stopped"
   if [[ -n "$E2E_WORK" && -d "$E2E_WORK" ]]; then

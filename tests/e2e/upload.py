@@ -8,7 +8,7 @@ buckets hold them); every entry of the manifest's "markers" goes up as a zero-by
 key ending in '/'. Afterwards the bucket's keys, sizes and (for single-part objects) ETags are
 checked against the manifest, and ListObjectsV2 with Delimiter='/' must report every directory as
 a common prefix (this fails on an unpatched s3rver: scripts/s3rver.sh install patches it).
-Credentials default to s3rver's (S3RVER/S3RVER), region us-east-1.
+Credentials: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, else s3rver's (S3RVER/S3RVER); region us-east-1.
 """
 import argparse
 import concurrent.futures
@@ -58,6 +58,8 @@ def main():
     ap.add_argument("--bucket", required=True)
     ap.add_argument("--threads", type=int, default=16)
     ap.add_argument("--no-verify", action="store_true")
+    ap.add_argument("--create-bucket", action="store_true",
+                    help="create the bucket first (s3rver makes it at start, RGW does not)")
     ap.add_argument("--only", metavar="DIR",
                     help="upload (and verify) only the files under this directory of the dataset")
     args = ap.parse_args()
@@ -76,6 +78,8 @@ def main():
                 p = os.path.dirname(p)
         manifest["dirs"] = sorted(keep)
     s3 = client(args.endpoint)
+    if args.create_bucket:
+        s3.create_bucket(Bucket=args.bucket)
     xfer = TransferConfig(multipart_threshold=32 * MiB, multipart_chunksize=16 * MiB,
                           max_concurrency=4)
 
