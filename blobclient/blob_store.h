@@ -68,7 +68,7 @@ struct BlobStoreStats {
   uint64_t credential_refreshes = 0;
   uint64_t credential_refresh_failures = 0;
   uint64_t credential_forced_refreshes = 0;  // requests answered 403 that forced a refresh
-  uint64_t throttled = 0;              // answers 503 SlowDown or 429 (each attempt)
+  uint64_t throttled = 0;                    // answers 503 SlowDown or 429 (each attempt)
 };
 
 // Appends the tierfs_store_* metrics of `s` (README "Metrics") with the label store=`store`

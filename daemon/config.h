@@ -159,13 +159,13 @@ struct MountFlags {
   std::optional<std::string> l3_endpoint;   // --l3-endpoint
   std::vector<std::string> options;         // -o a,b=c (each -o may hold a comma list)
   // The names users of mountpoint-s3 and the aws CLI type; each maps onto a fuse.* key.
-  bool allow_other = false;               // --allow-other (fuse.allow_other)
-  bool allow_root = false;                // --allow-root (fuse.allow_root)
-  std::optional<std::string> uid;         // --uid (fuse.uid)
-  std::optional<std::string> gid;         // --gid (fuse.gid)
-  std::optional<std::string> file_mode;   // --file-mode (fuse.file_mode)
-  std::optional<std::string> dir_mode;    // --dir-mode (fuse.dir_mode)
-  std::optional<std::string> log_format;  // --log-format (log.format)
+  bool allow_other = false;                    // --allow-other (fuse.allow_other)
+  bool allow_root = false;                     // --allow-root (fuse.allow_root)
+  std::optional<std::string> uid;              // --uid (fuse.uid)
+  std::optional<std::string> gid;              // --gid (fuse.gid)
+  std::optional<std::string> file_mode;        // --file-mode (fuse.file_mode)
+  std::optional<std::string> dir_mode;         // --dir-mode (fuse.dir_mode)
+  std::optional<std::string> log_format;       // --log-format (log.format)
   std::optional<std::string> metrics_address;  // --metrics-address (metrics.address)
 };
 
