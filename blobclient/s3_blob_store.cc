@@ -436,14 +436,20 @@ class S3BlobStore final : public BlobStore {
     return credentials_->Current();
   }
 
+  // Whether `resp` to a request signed with temporary credentials `used` says they are stale
+  // (static credentials are never refreshed: their 403 stands).
+  bool StaleCredentialsAnswer(const HttpResponse& resp,
+                              const std::shared_ptr<const Credentials>& used) const {
+    if (credentials_ == nullptr || used == nullptr || !credentials_->temporary()) return false;
+    return blobclient::IsStaleCredentialsAnswer(resp, /*temporary=*/true);
+  }
+
   // Whether `resp` to a request signed with `used` says the credentials are stale (expired
   // token, rotated key: blob_store.h); if so, forces one refresh. True when the request should be
   // retried once with the new credentials.
   bool RefreshAfter(const HttpResponse& resp, const std::shared_ptr<const Credentials>& used,
                     const std::string& context) {
-    // Static credentials are never refreshed: the 403 stands.
-    if (credentials_ == nullptr || used == nullptr || !credentials_->temporary()) return false;
-    if (!blobclient::IsStaleCredentialsAnswer(resp, /*temporary=*/true)) return false;
+    if (!StaleCredentialsAnswer(resp, used)) return false;
     ++forced_refreshes_;
     const bool fresh = credentials_->ForceRefresh(used);
     Logger(Module::kBlobClient)
@@ -777,6 +783,13 @@ class S3BlobStore final : public BlobStore {
             continue;
           }
         } else {
+          // Refused as stale credentials while this part's duplicate (a hedge) is still in
+          // flight: wait for its answer instead of failing the part; if it is refused too, that
+          // answer forces the refresh and the retry.
+          if (!p.refreshed && other != 0 && StaleCredentialsAnswer(c.resp, p.creds)) {
+            p.last = blobclient::S3ErrorToStatus(c.resp, context, ErrorsContext(p.creds.get()));
+            continue;
+          }
           if (!p.refreshed && other == 0 && RefreshAfter(c.resp, p.creds, context)) {
             // One more attempt with the refreshed credentials, outside the retry budget.
             p.refreshed = true;

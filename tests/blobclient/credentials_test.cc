@@ -814,6 +814,53 @@ TEST_F(CredentialChainTest, ExpiredToken403ForcesOneRefreshAndOneRetry) {
   EXPECT_EQ(again->size, 1000u);
 }
 
+// A hedged GET whose original is refused as stale while its duplicate is still in flight: the
+// part waits for the duplicate (refused too), which forces the refresh and the retry. Before, the
+// first refusal failed the read at once (EACCES under a live key rotation on Ceph RGW).
+TEST_F(CredentialChainTest, StaleAnswerToAHedgedGetWaitsForItsDuplicate) {
+  FakeImds imds(&clock_);
+  std::atomic<bool> rotated{false};
+  std::atomic<int> stale_answers{0};
+  const std::string data = testing::Pattern(1000);
+  auto h = server_->Scoped([&](const HttpTestRequest& req) {
+    if (req.path.starts_with("/latest/")) return imds.Handle(req);
+    const std::string* auth = req.Header("authorization");
+    const bool old = auth != nullptr && auth->find("Credential=ASIAIMDS1/") != std::string::npos;
+    if (old && rotated.load()) {
+      // The original answers after the hedge went out, the duplicate later still.
+      const int n = stale_answers++;
+      std::this_thread::sleep_for(std::chrono::milliseconds(n == 0 ? 80 : 250));
+      return HttpTestResponse::Make(
+          400,
+          "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>ExpiredToken</Code>"
+          "<Message>The provided token has expired.</Message></Error>");
+    }
+    return HttpTestServer::ServeObject(req, data, "etag1");
+  });
+  env_.erase("AWS_EC2_METADATA_DISABLED");
+  env_["AWS_EC2_METADATA_SERVICE_ENDPOINT"] = server_->base_url();
+  auto c = Chain();
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  S3Options o;
+  o.bucket = "bkt";
+  o.endpoint = server_->base_url();
+  o.credentials_provider = c->provider;
+  o.hedge = true;
+  o.hedge_min_delay = std::chrono::milliseconds(20);
+  auto store = NewS3BlobStore(o, transport_.get(), &clock_);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  std::vector<std::byte> buf(100);
+  // Quick answers first, so the store knows its latency and hedges the slow one.
+  for (int i = 0; i < 30; ++i) ASSERT_TRUE((*store)->Read("k", 0, buf, "").ok());
+  rotated = true;
+  auto r = (*store)->Read("k", 10, buf, "");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(testing::AsString(std::span<const std::byte>(buf.data(), *r)), data.substr(10, 100));
+  EXPECT_EQ(stale_answers.load(), 2) << "the slow GET was not hedged: the case did not happen";
+  EXPECT_EQ(imds.fetches.load(), 2);
+  EXPECT_GE((*store)->Stats().hedges_issued, 1u);
+}
+
 TEST_F(CredentialChainTest, StaticCredentialsAreNotRefreshedOn403) {
   auto h = server_->Scoped([&](const HttpTestRequest&) {
     return HttpTestResponse::Make(

@@ -56,13 +56,21 @@ cmp <("$PY" "$E2E_DIR/s3put.py" --endpoint "$S3_ENDPOINT" --bucket "$BUCKET" --s
 cat "$M2/b/with space.bin" >/dev/null
 
 # ---- status ----
-"$TIERFS" status >"$W/status.txt" || fail "tierfs status failed: $(cat "$W/status.txt")"
+# `tierfs status` lists every tierfs mount of the host: other tests running beside this one (run_all
+# runs two at a time) add theirs, some of them stale for a moment (test_crash). Checks below look
+# only at this test's mounts; a non-zero exit is accepted only when a stale mount is not ours.
+rc=0
+"$TIERFS" status >"$W/status.txt" 2>&1 || rc=$?
 cat "$W/status.txt"
+if (( rc != 0 )); then
+  grep -E "  stale$" "$W/status.txt" | grep -vqE "^($M1|$M2)  " ||
+    fail "tierfs status failed (exit $rc) with no other test's stale mount to explain it"
+fi
 grep -q "^$M1  s3://$BUCKET/a  ok$" "$W/status.txt" || fail "status does not list $M1"
 grep -q "^$M2  s3://$BUCKET  ok$" "$W/status.txt" || fail "status does not list $M2"
 grep -q "pid $PID1 " "$W/status.txt" || fail "status does not show pid $PID1"
 grep -q "pid $PID2 " "$W/status.txt" || fail "status does not show pid $PID2"
-"$TIERFS" status --json >"$W/status.json"
+"$TIERFS" status --json >"$W/status.json" || true
 "$PY" - "$W/status.json" "$M1" "$M2" "$PID1" "$PID2" <<'PY' || fail "status --json"
 import json, sys
 doc = json.load(open(sys.argv[1]))
@@ -153,7 +161,8 @@ grep -q "^$M1  s3://$BUCKET/a  ok$" "$W/status2.txt" || fail "the live mount is 
 { "$TIERFS" status --json || true; } | "$PY" -c '
 import json, sys
 s = {m["mountpoint"]: m["state"] for m in json.load(sys.stdin)["mounts"]}
-assert sorted(s.values()) == ["ok", "stale"], s' || fail "stale in --json"
+assert s.get(sys.argv[1]) == "ok" and s.get(sys.argv[2]) == "stale", s' "$M1" "$M2" ||
+  fail "stale in --json"
 timeout 10 fusermount3 -u "$M2" || fail "unmount of the stale mount"
 
 # ---- SIGTERM still unmounts cleanly ----
