@@ -15,6 +15,7 @@
 #include <optional>
 
 #include "tests/blobclient/test_util.h"
+#include "tests/fakes/http_server_test.h"
 #include "tests/fakes/http_test_server.h"
 
 namespace tierfs::blobclient {
@@ -25,15 +26,11 @@ using ::tierfs::testing::HttpTestResponse;
 using ::tierfs::testing::HttpTestServer;
 using Clock = std::chrono::steady_clock;
 
-class HttpTransportTest : public ::testing::Test {
+class HttpTransportTest : public ::tierfs::testing::HttpServerTest {
  protected:
   void SetUp() override {
-    auto s = HttpTestServer::Start();
-    ASSERT_TRUE(s.ok()) << s.status().ToString();
-    server_ = std::move(*s);
-    auto t = NewHttpTransport(HttpTransportOptions{});
-    ASSERT_TRUE(t.ok()) << t.status().ToString();
-    transport_ = std::move(*t);
+    ::tierfs::testing::HttpServerTest::SetUp();
+    if (HasFatalFailure()) return;
     engine_ = AsEngine(transport_.get());
     ASSERT_NE(engine_, nullptr);
   }
@@ -45,8 +42,6 @@ class HttpTransportTest : public ::testing::Test {
     return r;
   }
 
-  std::unique_ptr<HttpTestServer> server_;
-  std::unique_ptr<HttpTransport> transport_;
   HttpEngine* engine_ = nullptr;
 };
 

@@ -14,6 +14,7 @@
 #include "blobclient/adaptive.h"
 #include "blobclient/blob_store.h"
 #include "tests/blobclient/test_util.h"
+#include "tests/fakes/http_server_test.h"
 #include "tests/fakes/http_test_server.h"
 
 namespace tierfs {
@@ -103,17 +104,8 @@ TEST(AimdLimiterTest, WaitersAreBoundedByTheirDeadlineAndWokenByRelease) {
   l.Release();
 }
 
-class S3AdaptiveTest : public ::testing::Test {
+class S3AdaptiveTest : public ::tierfs::testing::HttpServerTest {
  protected:
-  void SetUp() override {
-    auto s = HttpTestServer::Start();
-    ASSERT_TRUE(s.ok()) << s.status().ToString();
-    server_ = std::move(*s);
-    auto t = NewHttpTransport(HttpTransportOptions{});
-    ASSERT_TRUE(t.ok()) << t.status().ToString();
-    transport_ = std::move(*t);
-  }
-
   S3Options Options() {
     S3Options o;
     o.bucket = "bkt";
@@ -138,8 +130,6 @@ class S3AdaptiveTest : public ::testing::Test {
   }
 
   FakeClock clock_;
-  std::unique_ptr<HttpTestServer> server_;
-  std::unique_ptr<HttpTransport> transport_;
 };
 
 TEST_F(S3AdaptiveTest, SlowFirstAnswerIsHedgedAndTheHedgeWinsWithExactBytes) {

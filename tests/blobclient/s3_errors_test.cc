@@ -13,6 +13,7 @@
 #include "blobclient/credentials.h"
 #include "blobclient/http_transport.h"
 #include "tests/blobclient/test_util.h"
+#include "tests/fakes/http_server_test.h"
 #include "tests/fakes/http_test_server.h"
 
 namespace tierfs {
@@ -181,17 +182,8 @@ TEST(S3ErrorsTest, StatusCodeStaysAndOnlyTheMessageGrows) {
 
 // ---- end to end through NewS3BlobStore and the HTTP engine
 
-class S3ErrorsStoreTest : public ::testing::Test {
+class S3ErrorsStoreTest : public ::tierfs::testing::HttpServerTest {
  protected:
-  void SetUp() override {
-    auto s = HttpTestServer::Start();
-    ASSERT_TRUE(s.ok()) << s.status().ToString();
-    server_ = std::move(*s);
-    auto t = NewHttpTransport(HttpTransportOptions{});
-    ASSERT_TRUE(t.ok()) << t.status().ToString();
-    transport_ = std::move(*t);
-  }
-
   S3Options Options() {
     S3Options o;
     o.bucket = "bkt";
@@ -226,8 +218,6 @@ class S3ErrorsStoreTest : public ::testing::Test {
   }
 
   FakeClock clock_{1'440'938'160'000'000'000LL};  // 2015-08-30T12:36:00Z
-  std::unique_ptr<HttpTestServer> server_;
-  std::unique_ptr<HttpTransport> transport_;
 };
 
 TEST_F(S3ErrorsStoreTest, RegionDiscoveredFrom301AndUsedForSigning) {

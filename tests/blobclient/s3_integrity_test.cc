@@ -11,6 +11,7 @@
 #include "base/mutex.h"
 #include "blobclient/blob_store.h"
 #include "tests/blobclient/test_util.h"
+#include "tests/fakes/http_server_test.h"
 #include "tests/fakes/http_test_server.h"
 
 namespace tierfs {
@@ -77,17 +78,8 @@ class Origin {
   int switch_after_ GUARDED_BY(mu_) = -1;
 };
 
-class S3IntegrityTest : public ::testing::Test {
+class S3IntegrityTest : public ::tierfs::testing::HttpServerTest {
  protected:
-  void SetUp() override {
-    auto s = HttpTestServer::Start();
-    ASSERT_TRUE(s.ok()) << s.status().ToString();
-    server_ = std::move(*s);
-    auto t = NewHttpTransport(HttpTransportOptions{});
-    ASSERT_TRUE(t.ok()) << t.status().ToString();
-    transport_ = std::move(*t);
-  }
-
   std::unique_ptr<BlobStore> Open(uint64_t part_size = 8ull << 20, int max_attempts = 3) {
     S3Options o;
     o.bucket = "bkt";
@@ -134,8 +126,6 @@ class S3IntegrityTest : public ::testing::Test {
 
   FakeClock clock_{1'440'938'160'000'000'000LL};
   Origin origin_;
-  std::unique_ptr<HttpTestServer> server_;
-  std::unique_ptr<HttpTransport> transport_;
 };
 
 TEST_F(S3IntegrityTest, AnswerWithAnotherEtagIsAVersionChangeNotData) {

@@ -11,6 +11,7 @@
 #include "base/mutex.h"
 #include "base/units.h"
 #include "tests/fakes/fake_blob_store.h"
+#include "tests/fakes/http_server_test.h"
 #include "tests/fakes/http_test_server.h"
 #include "tests/tiercache/test_util.h"
 #include "tiercache/catalog.h"
@@ -53,15 +54,11 @@ TEST(BlockVersionTest, EtagLessObjectsAreKeyedBySizeAndMtime) {
 
 // ---- the cache over a real S3 store whose object is replaced behind the pinned version ----
 
-class CacheOverS3Test : public ::testing::Test {
+class CacheOverS3Test : public ::tierfs::testing::HttpServerTest {
  protected:
   void SetUp() override {
-    auto s = HttpTestServer::Start();
-    ASSERT_TRUE(s.ok()) << s.status().ToString();
-    server_ = std::move(*s);
-    auto t = NewHttpTransport(HttpTransportOptions{});
-    ASSERT_TRUE(t.ok()) << t.status().ToString();
-    transport_ = std::move(*t);
+    ::tierfs::testing::HttpServerTest::SetUp();
+    if (HasFatalFailure()) return;
     S3Options o;
     o.bucket = "bkt";
     o.endpoint = server_->base_url();
@@ -103,8 +100,6 @@ class CacheOverS3Test : public ::testing::Test {
   const std::string v1_ = Pattern(4 * kBs, 1), v2_ = Pattern(4 * kBs, 2);  // same size
   std::atomic<int> version_{1};
   FakeClock clock_;
-  std::unique_ptr<HttpTestServer> server_;
-  std::unique_ptr<HttpTransport> transport_;
   std::unique_ptr<BlobStore> store_;
 };
 
