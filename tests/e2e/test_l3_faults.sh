@@ -19,7 +19,7 @@ fault_proxy_start l3 "$S3_PORT"
 export TIERFS_E2E_L3_KEY=S3RVER TIERFS_E2E_L3_SECRET=S3RVER
 CFG="$E2E_WORK/tierfs.toml"
 fault_config "$CFG" "[cache]" 'l3_access_key_id_env = "TIERFS_E2E_L3_KEY"' \
-  'l3_secret_access_key_env = "TIERFS_E2E_L3_SECRET"' 'l3_request_timeout = "2s"' \
+  'l3_secret_access_key_env = "TIERFS_E2E_L3_SECRET"' 'l3_request_timeout = "1s"' \
   'l3_max_attempts = 2' 'l3_write_queue = 1024'
 MNT="" PID="" LOGF=""
 host() {  # host NAME: mounts a fresh host with L3 behind the proxy
