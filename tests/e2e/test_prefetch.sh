@@ -65,6 +65,17 @@ PYEOF
 v="$(xget "$mnt/blocks/big_100MiB.bin" user.tierfs.residency)"
 [[ "$v" == *"l2=100/100"* ]] || fail "listed big_100MiB.bin residency: $v"
 
+# The same through the CLI: `--from-file` (paths relative to the working directory, or stdin).
+printf 'l1/top.bin\nnames/with space.bin\n\n' >"$E2E_WORK/list.txt"
+step "tierfs prefetch --wait --from-file" 60 \
+  bash -c 'cd "$1" && "$2" prefetch --tier l2 --wait --from-file "$3"' _ "$mnt" "$TIERFS" "$E2E_WORK/list.txt"
+v="$(xget "$mnt" user.tierfs.prefetch_list)"
+[[ "$v" == "state=done tier=l2 files=2/2 bytes=4234/4234" ]] || fail "--from-file list job: $v"
+rc=0; printf '%s\n' "$mnt/l1/nope.bin" | "$TIERFS" prefetch --from-file - >/dev/null 2>&1 || rc=$?
+[[ "$rc" == 1 ]] || fail "tierfs prefetch --from-file with a missing file: exit $rc, want 1"
+rc=0; printf '/etc/hostname\n' | "$TIERFS" prefetch --from-file - >/dev/null 2>&1 || rc=$?
+[[ "$rc" == 2 ]] || fail "tierfs prefetch --from-file off tierfs: exit $rc, want 2"
+
 # The whole tree through the CLI, timed.
 t0=$(date +%s.%N)
 step "tierfs prefetch --tier l2 --wait (whole mount)" 600 "$TIERFS" prefetch --tier l2 --wait "$mnt"
