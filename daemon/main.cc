@@ -336,6 +336,9 @@ Status Build(const DaemonOptions& o, Components* c) {
                                        c->origin->Describe(), clock);
   PrefetchJobsOptions jobs_options = o.prefetch_jobs;
   jobs_options.metrics = registry;
+  jobs_options.origin_limit = [origin = c->origin.get()] {
+    return origin->Stats().concurrency_limit;
+  };
   auto jobs = PrefetchJobs::Open(jobs_options, c->catalog.get(), c->cache.get(), c->meta.get());
   if (!jobs.ok()) return jobs.status().WithContext("starting the prefetch jobs");
   c->jobs = std::move(*jobs);

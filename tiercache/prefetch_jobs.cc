@@ -1,12 +1,19 @@
 // PrefetchJobs (prefetch_jobs.h).
 //
-// Threads: one runner ("tierfs-pfjob") takes the oldest queued job and walks its tree with a
-// Walker (no lock held across Catalog calls), a batch of files at a time: it splits the batch
-// into tasks of up to blocks_per_task consecutive blocks and publishes them as the current Work;
-// `threads` workers ("tierfs-pfjob-N") take tasks in order and call TieredCache::Hydrate per
-// block. The runner waits for the batch to drain (or the job to be cancelled, fail, or the object
-// to be destroyed), persisting progress every persist_interval, then walks the next batch, and
-// at the end records the final state.
+// Threads: max_running_jobs runners ("tierfs-pfjob") each take the oldest queued job and walk
+// its tree with a Walker (or take the list job's queued files; no lock held across Catalog
+// calls), a batch of files at a time: a runner splits the batch into tasks of up to
+// blocks_per_task consecutive blocks and publishes them as a Work of its job; `threads` workers
+// ("tierfs-pfjob-N") take tasks from the running jobs' Works round-robin (one task from each in
+// turn: jobs share the workers fairly) and call TieredCache::Hydrate per block, each block under
+// one fetch slot: the slots allowed now are threads, bounded by memory_budget / block_size and
+// the origin's adaptive limit less the demand reads in flight, and cut to slots_while_demand
+// while demand reads fetch from the network (CacheStats::demand_remote_*), so a reader's GETs
+// never queue behind a full prefetch load. A small file is one task (one GET) and a batch holds
+// up to batch_files of them, so many files are in flight at once; a large file's tasks run on
+// many workers in parallel. The runner waits for its batch to drain (or the job to be cancelled,
+// fail, or the object to be destroyed), persisting progress every persist_interval, then walks
+// the next batch, and at the end records the final state.
 //
 // Walk order: depth-first, each directory's entries in byte order of name (a subdirectory is
 // walked where its name falls), so "file X comes before file Y" is a comparison of their paths
@@ -14,7 +21,8 @@
 // resumed Walker starts just after it by seeking every directory on the cursor's path with the
 // Catalog's name-after cursor.
 //
-// Lock order: mu_ is a leaf; it is never held across Catalog, TieredCache or MetaStore calls.
+// Lock order: append_mu_ → persist_mu_ → mu_; mu_ is never held across Catalog, TieredCache or
+// MetaStore calls.
 #include "tiercache/prefetch_jobs.h"
 
 #include <fmt/format.h>
@@ -208,7 +216,7 @@ class PrefetchJobsImpl final : public PrefetchJobs {
       stop_ = true;
     }
     cv_.SignalAll();
-    runner_ = std::jthread();  // joins: the runner waits for the workers' tasks to end
+    runners_.clear();  // joins: a runner waits for the workers' tasks to end
     workers_.clear();
   }
 
@@ -386,7 +394,9 @@ class PrefetchJobsImpl final : public PrefetchJobs {
     for (int i = 0; i < options_.threads; ++i) {
       workers_.emplace_back([this, i](std::stop_token) { WorkerLoop(i); });
     }
-    runner_ = std::jthread([this](std::stop_token) { RunnerLoop(); });
+    for (int i = 0; i < options_.max_running_jobs; ++i) {
+      runners_.emplace_back([this](std::stop_token) { RunnerLoop(); });
+    }
   }
 
   Status Start(std::string_view path, std::string_view tier) override {
@@ -528,7 +538,7 @@ class PrefetchJobsImpl final : public PrefetchJobs {
   bool TEST_WaitIdle(std::chrono::milliseconds timeout) override {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     MutexLock l(&mu_);
-    while (!queue_.empty() || busy_) {
+    while (!queue_.empty() || running_ > 0) {
       if (std::chrono::steady_clock::now() >= deadline) return false;
       WaitHeldFor(&cv_, std::chrono::milliseconds(10));
     }
@@ -638,11 +648,11 @@ class PrefetchJobsImpl final : public PrefetchJobs {
         if (it == jobs_.end() || it->second->st.state != PrefetchState::kQueued) continue;
         job = it->second;
         job->st.state = PrefetchState::kRunning;
-        busy_ = true;
+        ++running_;
       }
       RunJob(job);
       MutexLock l(&mu_);
-      busy_ = false;
+      --running_;
       cv_.SignalAll();
     }
   }
@@ -782,7 +792,7 @@ class PrefetchJobsImpl final : public PrefetchJobs {
         }
         AdvanceLocked(*w);
         snapshot = job->st;
-        work_ = w;
+        works_.push_back(w);
       }
       PersistJob(job);
       cv_.SignalAll();
@@ -796,7 +806,7 @@ class PrefetchJobsImpl final : public PrefetchJobs {
           const bool stopping = stop_ || job->cancel || w->failed;
           drained = w->in_flight == 0 && (stopping || w->next == w->tasks.size());
           snapshot = job->st;
-          if (drained) work_.reset();
+          if (drained) works_.erase(std::find(works_.begin(), works_.end(), w));
         }
         if (drained) break;
         PersistJob(job);
@@ -830,6 +840,65 @@ class PrefetchJobsImpl final : public PrefetchJobs {
     st.files_done = st.cursor_files + beyond;
   }
 
+  // The next running job with a task to hand out, round-robin between them (nullptr: none).
+  std::shared_ptr<Work> PickLocked() REQUIRES(mu_) {
+    for (size_t i = 0; i < works_.size(); ++i) {
+      const size_t k = (rr_ + i) % works_.size();
+      const auto& w = works_[k];
+      if (!w->failed && !w->job->cancel && w->next < w->tasks.size()) {
+        rr_ = k + 1;
+        return w;
+      }
+    }
+    return nullptr;
+  }
+
+  // How many blocks the jobs may fetch at once now: `threads`, within the memory budget and the
+  // origin's adaptive limit less what demand reads use, and only slots_while_demand while demand
+  // reads are fetching or did within demand_quiet (prefetch yields to them).
+  size_t AllowedLocked() REQUIRES(mu_) {
+    const uint64_t bs = std::max<uint64_t>(1, cache_->block_size());
+    size_t cap = static_cast<size_t>(options_.threads);
+    cap = std::min<size_t>(cap, std::max<uint64_t>(1, options_.memory_budget / bs));
+    const CacheStats& cs = cache_->Stats();
+    const int64_t demand = std::max<int64_t>(0, cs.demand_remote_in_flight.load());
+    const int64_t now = clock_->MonotonicNanos();
+    if (options_.origin_limit) {
+      if (now - limit_read_ns_ >= 50'000'000 || limit_read_ns_ == 0) {
+        origin_limit_ = options_.origin_limit();
+        limit_read_ns_ = now;
+      }
+      if (origin_limit_ > 0) {
+        const int64_t room = static_cast<int64_t>(origin_limit_) - demand;
+        cap = std::min<size_t>(cap, static_cast<size_t>(std::max<int64_t>(1, room)));
+      }
+    }
+    const int64_t last = cs.demand_remote_last_ns.load();
+    if (demand > 0 || (last != 0 && now - last < options_.demand_quiet.count())) {
+      cap = std::min<size_t>(cap, std::max(1, options_.slots_while_demand));
+    }
+    return cap;
+  }
+
+  // Takes one of the allowed fetch slots (false: stopping or the job ended).
+  bool AcquireSlot(const Work& w) {
+    MutexLock l(&mu_);
+    while (!stop_ && !w.job->cancel && !w.failed && fetching_ >= AllowedLocked()) {
+      WaitHeldFor(&cv_, std::chrono::milliseconds(5));
+    }
+    if (stop_ || w.job->cancel || w.failed) return false;
+    ++fetching_;
+    return true;
+  }
+
+  void ReleaseSlot() {
+    {
+      MutexLock l(&mu_);
+      --fetching_;
+    }
+    cv_.Signal();
+  }
+
   void WorkerLoop(int n) {
     const std::string name = "tierfs-pfjob-" + std::to_string(n);
     pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
@@ -838,12 +907,8 @@ class PrefetchJobsImpl final : public PrefetchJobs {
       Task task;
       {
         MutexLock l(&mu_);
-        while (!stop_ && !(work_ && !work_->failed && !work_->job->cancel &&
-                           work_->next < work_->tasks.size())) {
-          WaitHeld(&cv_);
-        }
+        while (!stop_ && !(w = PickLocked())) WaitHeld(&cv_);
         if (stop_) return;
-        w = work_;
         task = w->tasks[w->next++];
         ++w->in_flight;
       }
@@ -857,11 +922,12 @@ class PrefetchJobsImpl final : public PrefetchJobs {
       Status err = Status::OK();
       bool complete = true;
       for (uint64_t b = task.first; b < task.first + task.count; ++b) {
-        if (w->job->cancel || Stopping()) {
+        if (w->job->cancel || Stopping() || !AcquireSlot(*w)) {
           complete = false;
           break;
         }
         Status s = cache_->Hydrate(obj, b, w->target, Placement{});
+        ReleaseSlot();
         if (!s.ok()) {
           err = s.WithContext(fmt::format("'{}' block {}", file.path, b));
           complete = false;
@@ -900,10 +966,14 @@ class PrefetchJobsImpl final : public PrefetchJobs {
   Mutex mu_;
   CondVar cv_;
   bool stop_ GUARDED_BY(mu_) = false;
-  bool busy_ GUARDED_BY(mu_) = false;  // the runner is executing a job
+  int running_ GUARDED_BY(mu_) = 0;      // runners executing a job
+  size_t fetching_ GUARDED_BY(mu_) = 0;  // workers inside Hydrate
+  size_t rr_ GUARDED_BY(mu_) = 0;        // where PickLocked looks first
+  uint64_t origin_limit_ GUARDED_BY(mu_) = 0;
+  int64_t limit_read_ns_ GUARDED_BY(mu_) = 0;
   std::map<std::string, std::shared_ptr<Job>, std::less<>> jobs_ GUARDED_BY(mu_);
   std::deque<std::string> queue_ GUARDED_BY(mu_);
-  std::shared_ptr<Work> work_ GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<Work>> works_ GUARDED_BY(mu_);  // of the running jobs
   // The list job's queued files (not yet in a batch), its stored chunks (first position, count)
   // not yet passed by its cursor, and the position of the next file appended.
   std::deque<ListItem> list_pending_ GUARDED_BY(mu_);
@@ -915,7 +985,7 @@ class PrefetchJobsImpl final : public PrefetchJobs {
 
   // Declared last: joined first.
   std::vector<std::jthread> workers_;
-  std::jthread runner_;
+  std::vector<std::jthread> runners_;
 };
 
 }  // namespace
@@ -1067,6 +1137,13 @@ Result<std::unique_ptr<PrefetchJobs>> PrefetchJobs::Open(const PrefetchJobsOptio
   }
   if (options.threads < 1 || options.threads > 64) {
     return Status::InvalidArgument("prefetch jobs: threads must be in [1, 64]");
+  }
+  if (options.max_running_jobs < 1 || options.max_running_jobs > 64) {
+    return Status::InvalidArgument("prefetch jobs: max_running_jobs must be in [1, 64]");
+  }
+  if (options.memory_budget == 0 || options.slots_while_demand < 1) {
+    return Status::InvalidArgument(
+        "prefetch jobs: memory_budget and slots_while_demand must be > 0");
   }
   if (options.blocks_per_task == 0) {
     return Status::InvalidArgument("prefetch jobs: blocks_per_task must be > 0");

@@ -5,9 +5,13 @@
 // finished job and leaves a queued or running one alone). It walks the Catalog depth-first, files
 // in listing order, then reads every block of every file through TieredCache::Hydrate into the
 // target tier: "l1" (memory, and L2 below it), "l2" (flash; L1 is not filled), "l3" (the regional
-// tier only: no copy on this host). Jobs run one at a time, FIFO, on `threads` owned worker
-// threads ("tierfs-pfjob-N") plus one runner ("tierfs-pfjob"); demand reads never pass through
-// them, so a reader never queues behind prefetch traffic (it may share the origin's bandwidth).
+// tier only: no copy on this host). Up to max_running_jobs jobs run at once (the others wait,
+// FIFO), sharing `threads` owned worker threads ("tierfs-pfjob-N") round-robin, with one runner
+// per running job ("tierfs-pfjob"). Many blocks are in flight at once (small files: one GET
+// each; large files: runs of blocks on many workers), bounded by the threads, memory_budget and
+// the origin's adaptive concurrency limit less what demand reads use; while demand reads fetch
+// from the network prefetch drops to slots_while_demand blocks in flight. Demand reads never
+// pass through these threads, so a reader never queues behind prefetch traffic.
 //
 // The walk is incremental: files are taken from the Catalog a batch at a time (depth-first,
 // names in byte order, a directory's files and subdirectories interleaved by name), so memory
@@ -36,6 +40,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -92,8 +97,21 @@ struct PrefetchListRequest {
 Result<PrefetchListRequest> ParsePrefetchList(std::string_view value);
 
 struct PrefetchJobsOptions {
-  int threads = 4;                // blocks fetched concurrently by one job
-  uint64_t blocks_per_task = 16;  // a worker takes this many consecutive blocks of a file
+  // Worker threads: the most blocks the jobs fetch at once (one GET each; a small file is one
+  // block, a large one is spread over many workers as runs of blocks_per_task blocks).
+  int threads = 32;
+  uint64_t blocks_per_task = 4;  // a worker takes this many consecutive blocks of a file
+  // Jobs running at once (their tasks are handed out round-robin); the others wait in FIFO.
+  int max_running_jobs = 4;
+  // Blocks in flight are also bounded by memory_budget / block_size (at least one).
+  uint64_t memory_budget = 64ull << 20;
+  // The origin's current adaptive concurrency limit (BlobStoreStats::concurrency_limit; 0 or
+  // unset: none). Prefetch takes only the slots demand reads are not using.
+  std::function<uint64_t()> origin_limit;
+  // While demand reads fetch from the network (or did within demand_quiet), prefetch keeps at
+  // most slots_while_demand blocks in flight: demand reads come first.
+  int slots_while_demand = 2;
+  std::chrono::nanoseconds demand_quiet = std::chrono::milliseconds(200);
   // Progress is written to the MetaStore at most this often (and at every state change).
   std::chrono::milliseconds persist_interval{500};
   // Finished jobs (done/failed/cancelled) are kept for getxattr this long, and at most

@@ -708,6 +708,13 @@ class TieredCacheImpl final : public TieredCache {
   // The remote tiers (L3) in order, then the origin; fills the tiers above the one that served.
   Result<Served> FetchFromRemote(const ObjectRef& obj, uint64_t index, const BlockKey& key,
                                  uint64_t expected) {
+    // Demand traffic on the network: deep prefetch watches these to yield (prefetch_jobs.cc).
+    ++stats_.demand_remote_in_flight;
+    stats_.demand_remote_last_ns = clock_->MonotonicNanos();
+    struct Done {
+      std::atomic<int64_t>* n;
+      ~Done() { --*n; }
+    } done{&stats_.demand_remote_in_flight};
     for (size_t t = 0; t < tiers_.size(); ++t) {
       if (!tiers_[t]->IsRemote()) continue;
       if (auto b = TryTier(t, key, expected)) {

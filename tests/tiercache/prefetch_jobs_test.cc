@@ -3,6 +3,7 @@
 // a job in a fresh PrefetchJobs (the daemon restart case).
 #include "tiercache/prefetch_jobs.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -71,6 +72,10 @@ class PrefetchJobsTest : public ::testing::Test {
     o.blocks_per_task = 2;
     o.persist_interval = 5ms;
     o.keep_finished = keep_finished;
+    OpenJobsWith(o);
+  }
+
+  void OpenJobsWith(const PrefetchJobsOptions& o) {
     jobs_.reset();
     auto j = PrefetchJobs::Open(o, catalog_.get(), cache_.get(), meta_.get(), &clock_);
     ASSERT_TRUE(j.ok()) << j.status().ToString();
@@ -446,6 +451,107 @@ TEST_F(PrefetchJobsTest, ListResumesAfterRestartFromItsPosition) {
   EXPECT_EQ(Held(Ref("other.bin"), "l2"), 2u);
   EXPECT_LE(origin_.read_calls(), 11u);  // what was fetched before is not fetched again
   EXPECT_EQ(StoredListChunks(meta_.get()), 0u);
+}
+
+// The engine: many single-block files in flight at once, bounded by threads, the memory
+// budget and the origin's limit; cut to slots_while_demand while demand reads use the network.
+class PrefetchEngineTest : public PrefetchJobsTest {
+ protected:
+  void SetUp() override {
+    PrefetchJobsTest::SetUp();
+    for (int i = 0; i < 40; ++i) origin_.PutObject(fmt::format("many/f{:02}", i), Pattern(100, i));
+    for (int i = 0; i < 40; ++i) origin_.PutObject(fmt::format("more/g{:02}", i), Pattern(100, i));
+  }
+  void TearDown() override {
+    origin_.ReleaseReads();
+    jobs_.reset();
+  }
+  PrefetchJobsOptions Options() {
+    PrefetchJobsOptions o;
+    o.threads = 8;
+    o.persist_interval = 5ms;
+    return o;
+  }
+  // Reads blocked at the gate, after the workers had time to start more than allowed.
+  int SettledBlocked(int n) {
+    origin_.WaitForBlockedReads(n);
+    std::this_thread::sleep_for(30ms);
+    return origin_.blocked_reads();
+  }
+};
+
+TEST_F(PrefetchEngineTest, SmallFilesAreFetchedManyAtOnce) {
+  OpenJobsWith(Options());
+  origin_.HoldReads();
+  TC_ASSERT_OK(jobs_->Start("many", "l2"));
+  EXPECT_EQ(SettledBlocked(8), 8);  // one GET per file, `threads` of them at once
+  origin_.ReleaseReads();
+  PrefetchJobStatus st = WaitDone("many");
+  EXPECT_EQ(st.state, PrefetchState::kDone);
+  EXPECT_EQ(st.files_done, 40u);
+}
+
+TEST_F(PrefetchEngineTest, MemoryBudgetAndOriginLimitBoundTheBlocksInFlight) {
+  PrefetchJobsOptions o = Options();
+  o.memory_budget = 3 * kBs;
+  OpenJobsWith(o);
+  origin_.HoldReads();
+  TC_ASSERT_OK(jobs_->Start("many", "l2"));
+  EXPECT_EQ(SettledBlocked(3), 3);
+  origin_.ReleaseReads();
+  EXPECT_EQ(WaitDone("many").state, PrefetchState::kDone);
+
+  o = Options();
+  o.origin_limit = [] { return uint64_t{5}; };
+  OpenJobsWith(o);
+  origin_.HoldReads();
+  TC_ASSERT_OK(jobs_->Start("more", "l2"));
+  EXPECT_EQ(SettledBlocked(5), 5);
+  origin_.ReleaseReads();
+  EXPECT_EQ(WaitDone("more").state, PrefetchState::kDone);
+}
+
+TEST_F(PrefetchEngineTest, PrefetchYieldsToDemandReads) {
+  PrefetchJobsOptions o = Options();
+  o.slots_while_demand = 1;
+  o.demand_quiet = 1s;
+  OpenJobsWith(o);
+  clock_.Advance(10s);
+  // A demand read that goes to the origin: demand is active for demand_quiet.
+  std::string out(100, '\0');
+  ASSERT_TRUE(cache_
+                  ->ReadInto(Ref("other.bin"), 0,
+                             std::span(reinterpret_cast<std::byte*>(out.data()), out.size()))
+                  .ok());
+  EXPECT_EQ(cache_->Stats().demand_remote_in_flight.load(), 0);
+  origin_.HoldReads();
+  TC_ASSERT_OK(jobs_->Start("many", "l2"));
+  EXPECT_EQ(SettledBlocked(1), 1);  // only the slot demand leaves
+  clock_.Advance(2s);               // demand went quiet: the job takes every slot
+  EXPECT_EQ(SettledBlocked(8), 8);
+  origin_.ReleaseReads();
+  EXPECT_EQ(WaitDone("many").state, PrefetchState::kDone);
+}
+
+TEST_F(PrefetchEngineTest, RunningJobsShareTheWorkers) {
+  PrefetchJobsOptions o = Options();
+  o.threads = 4;
+  o.max_running_jobs = 2;
+  OpenJobsWith(o);
+  origin_.HoldReads();
+  TC_ASSERT_OK(jobs_->Start("many", "l2"));
+  TC_ASSERT_OK(jobs_->Start("more", "l2"));
+  TC_ASSERT_OK(jobs_->Start("d", "l2"));  // a third waits for one of them
+  EXPECT_EQ(SettledBlocked(4), 4);
+  // Both running jobs got workers (round-robin), the third is still queued.
+  EXPECT_EQ(jobs_->Get("many")->state, PrefetchState::kRunning);
+  EXPECT_EQ(jobs_->Get("more")->state, PrefetchState::kRunning);
+  EXPECT_EQ(jobs_->Get("d")->state, PrefetchState::kQueued);
+  origin_.ReleaseReads();
+  EXPECT_TRUE(jobs_->TEST_WaitIdle(20s));
+  for (const char* p : {"many", "more", "d"}) {
+    EXPECT_EQ(jobs_->Get(p)->state, PrefetchState::kDone) << p;
+  }
 }
 
 TEST(PrefetchListValue, Parse) {
