@@ -5,9 +5,10 @@
 // calls), a batch of files at a time: a runner splits the batch into tasks of up to
 // blocks_per_task consecutive blocks and publishes them as a Work of its job; `threads` workers
 // ("tierfs-pfjob-N") take tasks from the running jobs' Works round-robin (one task from each in
-// turn: jobs share the workers fairly) and call TieredCache::Hydrate per block, each block under
-// one fetch slot: the slots allowed now are threads, bounded by memory_budget / block_size and
-// the origin's adaptive limit less the demand reads in flight, and cut to slots_while_demand
+// turn: jobs share the workers fairly) and call TieredCache::HydrateRun per task (one ranged GET
+// for the blocks the target lacks), each under one fetch slot: the slots allowed now are
+// threads, bounded by the origin's adaptive limit less the demand reads in flight (and the runs'
+// bytes by memory_budget), and cut to slots_while_demand
 // while demand reads fetch from the network (CacheStats::demand_remote_*), so a reader's GETs
 // never queue behind a full prefetch load. A small file is one task (one GET) and a batch holds
 // up to batch_files of them, so many files are in flight at once; a large file's tasks run on
@@ -857,9 +858,7 @@ class PrefetchJobsImpl final : public PrefetchJobs {
   // origin's adaptive limit less what demand reads use, and only slots_while_demand while demand
   // reads are fetching or did within demand_quiet (prefetch yields to them).
   size_t AllowedLocked() REQUIRES(mu_) {
-    const uint64_t bs = std::max<uint64_t>(1, cache_->block_size());
     size_t cap = static_cast<size_t>(options_.threads);
-    cap = std::min<size_t>(cap, std::max<uint64_t>(1, options_.memory_budget / bs));
     const CacheStats& cs = cache_->Stats();
     const int64_t demand = std::max<int64_t>(0, cs.demand_remote_in_flight.load());
     const int64_t now = clock_->MonotonicNanos();
@@ -880,21 +879,26 @@ class PrefetchJobsImpl final : public PrefetchJobs {
     return cap;
   }
 
-  // Takes one of the allowed fetch slots (false: stopping or the job ended).
-  bool AcquireSlot(const Work& w) {
+  // Takes one of the allowed fetch slots for a run of `bytes` (false: stopping or the job
+  // ended). The runs in flight stay within memory_budget (one run always may go).
+  bool AcquireSlot(const Work& w, uint64_t bytes) {
     MutexLock l(&mu_);
-    while (!stop_ && !w.job->cancel && !w.failed && fetching_ >= AllowedLocked()) {
+    while (!stop_ && !w.job->cancel && !w.failed &&
+           (fetching_ >= AllowedLocked() ||
+            (fetching_ > 0 && fetching_bytes_ + bytes > options_.memory_budget))) {
       WaitHeldFor(&cv_, std::chrono::milliseconds(5));
     }
     if (stop_ || w.job->cancel || w.failed) return false;
     ++fetching_;
+    fetching_bytes_ += bytes;
     return true;
   }
 
-  void ReleaseSlot() {
+  void ReleaseSlot(uint64_t bytes) {
     {
       MutexLock l(&mu_);
       --fetching_;
+      fetching_bytes_ -= bytes;
     }
     cv_.Signal();
   }
@@ -921,21 +925,24 @@ class PrefetchJobsImpl final : public PrefetchJobs {
       const uint64_t bs = cache_->block_size();
       Status err = Status::OK();
       bool complete = true;
-      for (uint64_t b = task.first; b < task.first + task.count; ++b) {
-        if (w->job->cancel || Stopping() || !AcquireSlot(*w)) {
-          complete = false;
-          break;
+      // The task's blocks as one run (one ranged GET for those the target lacks), under one
+      // fetch slot weighing the run's bytes.
+      const uint64_t run_bytes = std::min<uint64_t>(
+          task.count * bs, obj.info.size - std::min(obj.info.size, task.first * bs));
+      if (w->job->cancel || Stopping() || !AcquireSlot(*w, run_bytes)) {
+        complete = false;
+      } else {
+        uint64_t done = 0;
+        Status s = cache_->HydrateRun(obj, task.first, task.count, w->target, &done);
+        ReleaseSlot(run_bytes);
+        {
+          MutexLock l(&mu_);
+          w->job->st.bytes_done += done;
         }
-        Status s = cache_->Hydrate(obj, b, w->target, Placement{});
-        ReleaseSlot();
         if (!s.ok()) {
-          err = s.WithContext(fmt::format("'{}' block {}", file.path, b));
+          err = s.WithContext(fmt::format("'{}' blocks {}+{}", file.path, task.first, task.count));
           complete = false;
-          break;
         }
-        const uint64_t len = std::min<uint64_t>(bs, obj.info.size - b * bs);
-        MutexLock l(&mu_);
-        w->job->st.bytes_done += len;
       }
       {
         MutexLock l(&mu_);
@@ -966,9 +973,10 @@ class PrefetchJobsImpl final : public PrefetchJobs {
   Mutex mu_;
   CondVar cv_;
   bool stop_ GUARDED_BY(mu_) = false;
-  int running_ GUARDED_BY(mu_) = 0;      // runners executing a job
-  size_t fetching_ GUARDED_BY(mu_) = 0;  // workers inside Hydrate
-  size_t rr_ GUARDED_BY(mu_) = 0;        // where PickLocked looks first
+  int running_ GUARDED_BY(mu_) = 0;              // runners executing a job
+  size_t fetching_ GUARDED_BY(mu_) = 0;          // workers inside HydrateRun
+  uint64_t fetching_bytes_ GUARDED_BY(mu_) = 0;  // ... and the bytes of their runs
+  size_t rr_ GUARDED_BY(mu_) = 0;                // where PickLocked looks first
   uint64_t origin_limit_ GUARDED_BY(mu_) = 0;
   int64_t limit_read_ns_ GUARDED_BY(mu_) = 0;
   std::map<std::string, std::shared_ptr<Job>, std::less<>> jobs_ GUARDED_BY(mu_);

@@ -103,7 +103,7 @@ struct PrefetchJobsOptions {
   uint64_t blocks_per_task = 4;  // a worker takes this many consecutive blocks of a file
   // Jobs running at once (their tasks are handed out round-robin); the others wait in FIFO.
   int max_running_jobs = 4;
-  // Blocks in flight are also bounded by memory_budget / block_size (at least one).
+  // The bytes of the runs in flight are also bounded by memory_budget (one run always may go).
   uint64_t memory_budget = 64ull << 20;
   // The origin's current adaptive concurrency limit (BlobStoreStats::concurrency_limit; 0 or
   // unset: none). Prefetch takes only the slots demand reads are not using.

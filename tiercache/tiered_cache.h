@@ -165,6 +165,14 @@ class TieredCache {
   // target declined the block.
   virtual Status Hydrate(const ObjectRef& obj, uint64_t index, size_t target,
                          const Placement& hint) = 0;
+  // Hydrate of blocks [first, first + count): the blocks the target and the tiers below it lack
+  // are fetched from the origin as runs of adjacent blocks, one ranged GET per run (a large file
+  // at the origin's ranged-GET speed); with a remote tier below the target (L3 under L2) it is
+  // Hydrate block by block (the remote tier may hold them). `*bytes_done` (may be null) grows by
+  // the bytes of every block the target holds at the end, also on error. REQUIRES: count >= 1,
+  // first + count <= blocks of obj.
+  virtual Status HydrateRun(const ObjectRef& obj, uint64_t first, uint64_t count, size_t target,
+                            uint64_t* bytes_done) = 0;
 
   // Pins (or unpins) the blocks of `obj` the host tiers hold now (user.tierfs.pin; blocks
   // inserted later get their pin from TieredCacheOptions::placement).

@@ -204,10 +204,13 @@ TEST_F(XattrPolicyTest, PrefetchListOnTheRoot) {
       ToErrno(fs_->GetXattr(dir_, "user.tierfs.prefetch_list").status(), ErrnoContext::kXattr),
       ENODATA);
   // Two sets append to one job (leading '/' = the root, empty lines and CRs ignored).
+  origin_.HoldReads();  // the job cannot end before the second set appends to it
   ASSERT_EQ(SetErrno(kRootInode, "user.tierfs.prefetch_list", "tier=l1\n/d/a.bin\n\n", kMounter),
             0);
+  origin_.WaitForBlockedReads(1);
   ASSERT_EQ(
       SetErrno(kRootInode, "user.tierfs.prefetch_list", "tier=l1\r\nd/sub/b.bin\r\ntop.bin\n"), 0);
+  origin_.ReleaseReads();
   ASSERT_TRUE(jobs_->TEST_WaitIdle(10s));
   EXPECT_EQ(Get(kRootInode, "user.tierfs.prefetch_list"),
             "state=done tier=l1 files=3/3 bytes=16485/16485");

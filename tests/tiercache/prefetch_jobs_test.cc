@@ -363,8 +363,11 @@ size_t StoredListChunks(MetaStore* meta) {
 }
 
 TEST_F(PrefetchJobsTest, ListAppendsInOrderAndFinishes) {
+  origin_.HoldReads();  // the job cannot end before the second set appends to it
   TC_ASSERT_OK(jobs_->AppendList("l2", {"d/sub/c.bin", "other.bin"}));
+  origin_.WaitForBlockedReads(1);
   TC_ASSERT_OK(jobs_->AppendList("l2", {"d/b.bin", "d/empty"}));
+  origin_.ReleaseReads();
   PrefetchJobStatus st = WaitDone(kPrefetchListJob);
   EXPECT_EQ(st.state, PrefetchState::kDone);
   EXPECT_EQ(st.files_done, 4u);
@@ -493,7 +496,7 @@ TEST_F(PrefetchEngineTest, SmallFilesAreFetchedManyAtOnce) {
 
 TEST_F(PrefetchEngineTest, MemoryBudgetAndOriginLimitBoundTheBlocksInFlight) {
   PrefetchJobsOptions o = Options();
-  o.memory_budget = 3 * kBs;
+  o.memory_budget = 300;  // the files of many/ are 100 bytes: three at once
   OpenJobsWith(o);
   origin_.HoldReads();
   TC_ASSERT_OK(jobs_->Start("many", "l2"));
