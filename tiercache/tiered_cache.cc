@@ -96,6 +96,22 @@ uint64_t RunBlocks(const TieredCacheOptions& o) {
 }
 
 // Thread-safe; no external synchronization needed.
+// Counts a demand fetch (or a reader's readahead) on the network while it lives: deep prefetch
+// yields to these (CacheStats::demand_remote_*).
+class DemandInFlight {
+ public:
+  DemandInFlight(CacheStats* s, Clock* clock) : s_(s) {
+    ++s_->demand_remote_in_flight;
+    s_->demand_remote_last_ns = clock->MonotonicNanos();
+  }
+  ~DemandInFlight() { --s_->demand_remote_in_flight; }
+  DemandInFlight(const DemandInFlight&) = delete;
+  DemandInFlight& operator=(const DemandInFlight&) = delete;
+
+ private:
+  CacheStats* const s_;
+};
+
 class TieredCacheImpl final : public TieredCache {
  public:
   TieredCacheImpl(const TieredCacheOptions& options, std::vector<std::unique_ptr<Tier>> tiers,
@@ -767,12 +783,7 @@ class TieredCacheImpl final : public TieredCache {
   Result<Served> FetchFromRemote(const ObjectRef& obj, uint64_t index, const BlockKey& key,
                                  uint64_t expected) {
     // Demand traffic on the network: deep prefetch watches these to yield (prefetch_jobs.cc).
-    ++stats_.demand_remote_in_flight;
-    stats_.demand_remote_last_ns = clock_->MonotonicNanos();
-    struct Done {
-      std::atomic<int64_t>* n;
-      ~Done() { --*n; }
-    } done{&stats_.demand_remote_in_flight};
+    DemandInFlight demand(&stats_, clock_);
     for (size_t t = 0; t < tiers_.size(); ++t) {
       if (!tiers_[t]->IsRemote()) continue;
       if (auto b = TryTier(t, key, expected)) {
@@ -906,6 +917,8 @@ class TieredCacheImpl final : public TieredCache {
     }
     if (leases.empty()) return 0;
     const uint64_t n = leases.size();
+    // Readahead serves readers: it counts as demand traffic for deep prefetch, too.
+    DemandInFlight demand(&stats_, clock_);
     Result<std::vector<BlockRef>> blocks = FetchRunFromOrigin(obj, first, n);
     if (!blocks.ok()) {
       SPDLOG_LOGGER_DEBUG(&Logger(Module::kTierCache), "readahead of '{}' blocks {}+{} failed: {}",

@@ -113,8 +113,9 @@ struct CacheStats {
   std::atomic<uint64_t> waits_cancelled{0};  // reads that stopped waiting: interrupted
   std::atomic<uint64_t> waits_timed_out{0};  // reads that stopped waiting: wait_timeout passed
   std::atomic<uint64_t> fetch_abandoned{0};  // queued fetches dropped: no reader waited any more
-  // Demand reads now fetching a block from a remote tier or the origin, and when the last one
-  // started (Clock::MonotonicNanos; 0 = never): deep prefetch yields to them (prefetch_jobs.h).
+  // Demand reads (and readahead runs for readers) now fetching from a remote tier or the origin,
+  // and when the last one started (Clock::MonotonicNanos; 0 = never): deep prefetch yields to them
+  // (prefetch_jobs.h).
   std::atomic<int64_t> demand_remote_in_flight{0};
   std::atomic<int64_t> demand_remote_last_ns{0};
 };
