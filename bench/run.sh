@@ -3,6 +3,7 @@
 # mounts each tool on empty caches, runs the same workloads, and writes JSON + markdown + PNG.
 #
 #   bench/run.sh [--quick] [--tools tierfs,s3fs,rclone,local,nullfs,raw] [--delay-ms 5]
+#   bench/run.sh --workload prefetch   # only the deep prefetch workload (issue 13), a few min
 #                [--cap SECONDS] [--out DIR]
 #
 #   --quick      smaller dataset (2 x 256 MiB, 2,000 x 128 KiB, 2,000 tiny) and shorter random-read
@@ -28,6 +29,7 @@ ROOT="$(cd "$BENCH/.." && pwd)"
 PY=/usr/bin/python3
 
 LAYOUT=full
+WORKLOAD=all
 TOOLS="tierfs,s3fs,rclone,local,nullfs,raw"
 DELAY_MS=5
 CAP=""
@@ -35,6 +37,8 @@ OUT=""
 while (($#)); do
   case "$1" in
     --quick) LAYOUT=quick ;;
+    --workload) WORKLOAD="$2"; shift ;;
+    --workload=*) WORKLOAD="${1#*=}" ;;
     --tools) TOOLS="$2"; shift ;;
     --tools=*) TOOLS="${1#*=}" ;;
     --delay-ms) DELAY_MS="$2"; shift ;;
@@ -48,6 +52,11 @@ while (($#)); do
   shift
 done
 
+case "$WORKLOAD" in
+  all) ;;
+  prefetch) LAYOUT=prefetch; TOOLS="tierfs,rclone,raw" ;;
+  *) echo "run.sh: unknown workload $WORKLOAD (all, prefetch)" >&2; exit 2 ;;
+esac
 if [[ $LAYOUT == quick ]]; then
   CAP="${CAP:-60}"; RAND_RT=3; RAW_RAND_N=300
 else
@@ -541,7 +550,97 @@ run_tool() {
   fi
 }
 
+# ---------------------------------------------------------------------------------------------
+# The prefetch workload (--workload prefetch, issue 13): deep prefetch against copying.
+#  - small: `tierfs prefetch --tier l2 --wait` of small/ (4,000 x 128 KiB) vs
+#    `rclone copy --transfers 32` of small/ to local disk;
+#  - large: `tierfs prefetch --tier l2 --wait` of big/ (2 x 256 MiB) vs the origin's 8-way
+#    ranged GET throughput (curl, one object in 16 ranges, 8 at a time), compared as MB/s;
+#  - reader: bench/pf_reader.py opens and reads whole 128 KiB files one after another, p50/p99/max
+#    per file, on uncached and cached files, without and with a prefetch job running (big/ and
+#    small/d000-d007 into L2; the reader uses d008/d009, which no job touches).
+pf_json() { # NAME KEY=VALUE... -> one JSON line in prefetch.jsonl
+  local name="$1"; shift
+  $PY -c 'import json,sys; d={"name":sys.argv[1]}
+for kv in sys.argv[2:]:
+    k,v=kv.split("=",1)
+    try: v=float(v)
+    except ValueError: pass
+    d[k]=v
+print(json.dumps(d))' "$name" "$@" | tee -a "$OUT/prefetch.jsonl" >&2
+}
+
+run_prefetch_workload() {
+  local t0 t1 rc small_bytes big_bytes
+  small_bytes=$((N_SMALL * 128 * 1024))
+  big_bytes=$((2 * BIG_SIZE))
+  mkdir -p "$OUT/raw/tierfs" "$OUT/raw/rclone" "$OUT/raw/raw"
+  # the origin's 8-way ranged GET throughput
+  drop_caches
+  local url0="$ENDPOINT/$BUCKET/$BIG0" cfg="$WORK/curl-ranges.cfg" part=$((BIG_SIZE / 16)) i
+  : >"$cfg"
+  for i in $(seq 0 15); do
+    ((i)) && echo next >>"$cfg"
+    printf 'url = "%s"\nrange = "%d-%d"\noutput = "/dev/null"\n' "$url0" $((i * part)) \
+      $((i * part + part - 1)) >>"$cfg"
+  done
+  t0="$(now)"
+  timeout "$CAP" curl -sSf --no-progress-meter --parallel --parallel-max 8 -K "$cfg" 2>>"$LOG"; rc=$?
+  t1="$(now)"
+  pf_json raw-ranged8 rc=$rc seconds="$(elapsed "$t0" "$t1")" bytes="$BIG_SIZE" \
+    mbps="$(awk -v b="$BIG_SIZE" -v s="$(elapsed "$t0" "$t1")" 'BEGIN{printf "%.1f", b/s/1e6}')"
+  # rclone copy --transfers 32 of small/ to local disk
+  printf '[origin]\ntype = s3\nprovider = Other\nenv_auth = false\naccess_key_id = S3RVER\nsecret_access_key = S3RVER\nendpoint = %s\nregion = us-east-1\nforce_path_style = true\n' \
+    "$ENDPOINT" >"$WORK/rclone.conf"
+  rm -rf "$WORK/rclone-copy"; drop_caches
+  t0="$(now)"
+  env -u AWS_CA_BUNDLE -u CURL_CA_BUNDLE -u SSL_CERT_FILE -u SSL_CERT_DIR \
+    timeout "$CAP" rclone copy "origin:$BUCKET/small" "$WORK/rclone-copy" --config "$WORK/rclone.conf" \
+    --transfers 32 --log-level ERROR 2>>"$LOG"; rc=$?
+  t1="$(now)"
+  pf_json rclone-copy-small rc=$rc seconds="$(elapsed "$t0" "$t1")" bytes="$small_bytes" \
+    files="$(find "$WORK/rclone-copy" -type f | wc -l)"
+  rm -rf "$WORK/rclone-copy"
+  # tierfs prefetch of small/ and of big/ (fresh caches each)
+  local what b
+  for what in small big; do
+    drop_caches
+    mount_tool tierfs "prefetch-$what" || { pf_json "tierfs-prefetch-$what" rc=1; continue; }
+    t0="$(now)"
+    timeout "$CAP" "$TIERFS" prefetch --tier l2 --wait "$MNT/$what" >"$OUT/raw/tierfs/prefetch-$what.txt" 2>&1; rc=$?
+    t1="$(now)"
+    b=$small_bytes; [[ $what == big ]] && b=$big_bytes
+    pf_json "tierfs-prefetch-$what" rc=$rc seconds="$(elapsed "$t0" "$t1")" bytes="$b" \
+      mbps="$(awk -v b="$b" -v s="$(elapsed "$t0" "$t1")" 'BEGIN{printf "%.1f", b/s/1e6}')"
+    unmount_tool tierfs
+  done
+  # a reader's latency without and with a running job
+  drop_caches
+  mount_tool tierfs prefetch-reader || return
+  local r="$BENCH/pf_reader.py" k v
+  $PY "$r" "$MNT/small/d008" 200 >"$WORK/r-uncached-alone.json"
+  $PY "$r" "$MNT/small/d008" 200 >"$WORK/r-cached-alone.json"
+  "$TIERFS" prefetch --tier l2 "$MNT/big" "$MNT"/small/d00[0-7] >>"$LOG" 2>&1
+  sleep 0.5
+  $PY "$r" "$MNT/small/d009" 200 >"$WORK/r-uncached-job.json"
+  $PY "$r" "$MNT/small/d008" 200 >"$WORK/r-cached-job.json"
+  v="$(getfattr --only-values -n user.tierfs.prefetch "$MNT/big" 2>/dev/null)"
+  log "job state after the reader runs: big: $v"
+  for k in uncached-alone cached-alone uncached-job cached-job; do
+    # shellcheck disable=SC2046
+    pf_json "reader-$k" $($PY -c 'import json,sys; d=json.load(open(sys.argv[1])); print(" ".join("%s=%s" % kv for kv in d.items()))' "$WORK/r-$k.json")
+  done
+  "$TIERFS" prefetch --wait "$MNT/big" >/dev/null 2>&1
+  unmount_tool tierfs
+  $PY "$BENCH/pf_report.py" "$OUT/prefetch.jsonl" | tee "$OUT/prefetch.md" >&2
+}
+
 T_START=$SECONDS
+if [[ $WORKLOAD == prefetch ]]; then
+  run_prefetch_workload
+  log "prefetch workload done in $((SECONDS - T_START)) s: $OUT/prefetch.md"
+  exit 0
+fi
 IFS=, read -r -a TOOL_LIST <<<"$TOOLS"
 for t in "${TOOL_LIST[@]}"; do
   case "$t" in tierfs|s3fs|rclone|local|nullfs|raw) run_tool "$t" ;; *) log "unknown tool $t, skipped" ;; esac

@@ -30,6 +30,8 @@ import time
 LAYOUTS = {
     "full": [("big", 0, 2, 1 << 30), ("small", 10, 1000, 128 << 10), ("tiny", 200, 100, 1024)],
     "quick": [("big", 0, 2, 256 << 20), ("small", 10, 40, 128 << 10), ("tiny", 10, 50, 1024)],
+    # run.sh --workload prefetch: 4,000 small files (10 dirs of 400) and two large ones
+    "prefetch": [("big", 0, 2, 256 << 20), ("small", 10, 400, 128 << 10), ("tiny", 1, 1, 1024)],
 }
 BLOCK = 8 << 20
 MARKER_KEY = ".bench-seeded.json"

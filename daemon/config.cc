@@ -161,6 +161,12 @@ const std::vector<KeySpec>& Schema() {
        [](const Value& v, DaemonOptions* o) {
          return NarrowInt(v.i, 0, 1024, &o->fs.next_files);
        }},
+      {"cache", "prefetch_job_memory", Kind::kSize,
+       [](const Value& v, DaemonOptions* o) {
+         if (v.size == 0) return Status::InvalidArgument("must be > 0");
+         o->prefetch_jobs.memory_budget = v.size;
+         return Status::OK();
+       }},
       {"cache", "readahead_budget", Kind::kSize,
        [](const Value& v, DaemonOptions* o) {
          o->cache.readahead_budget_bytes = v.size;

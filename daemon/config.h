@@ -5,7 +5,7 @@
 // The config file (packaging/tierfs.toml documents every key and its default):
 //
 //   [cache]     dir, block_size, l1_size, l2_size, l2_min_free, prefetch_threads,
-//               pin_quota, prefetch_job_threads,
+//               pin_quota, prefetch_job_threads, prefetch_job_memory,
 //               readahead_max, readahead_budget, prefetch_next_files,
 //               l3, l3_endpoint, l3_region, l3_profile, l3_access_key_id_env,
 //               l3_secret_access_key_env, l3_no_sign_request, l3_ttl, l3_max_bytes,

@@ -62,6 +62,8 @@ const std::map<std::string, Getter, std::less<>>& Getters() {
        [](const DaemonOptions& o) { return Size(o.cache.readahead_max_bytes); }},
       {"cache.prefetch_next_files",
        [](const DaemonOptions& o) { return fmt::to_string(o.fs.next_files); }},
+      {"cache.prefetch_job_memory",
+       [](const DaemonOptions& o) { return Size(o.prefetch_jobs.memory_budget); }},
       {"cache.readahead_budget",
        [](const DaemonOptions& o) { return Size(o.cache.readahead_budget_bytes); }},
       {"cache.l3", [](const DaemonOptions& o) { return Quote(o.l3); }},

@@ -336,6 +336,9 @@ Status Build(const DaemonOptions& o, Components* c) {
                                        c->origin->Describe(), clock);
   PrefetchJobsOptions jobs_options = o.prefetch_jobs;
   jobs_options.metrics = registry;
+  jobs_options.origin_limit = [origin = c->origin.get()] {
+    return origin->Stats().concurrency_limit;
+  };
   auto jobs = PrefetchJobs::Open(jobs_options, c->catalog.get(), c->cache.get(), c->meta.get());
   if (!jobs.ok()) return jobs.status().WithContext("starting the prefetch jobs");
   c->jobs = std::move(*jobs);
@@ -1020,14 +1023,23 @@ int Main(int argc, char** argv) {
       "Examples:\n"
       "  tierfs prefetch /mnt/data/train            # queue, return at once\n"
       "  tierfs prefetch --wait --tier l1 /mnt/data/val\n"
-      "  tierfs prefetch --cancel /mnt/data/train");
+      "  tierfs prefetch --cancel /mnt/data/train\n"
+      "  tierfs prefetch --wait --from-file order.txt   # a loader's order, in bulk");
   std::vector<std::string> pf_paths;
   PrefetchCliOptions pf;
-  prefetch->add_option("PATH", pf_paths, "Files or directories on a tierfs mount")->required();
+  prefetch->add_option("PATH", pf_paths, "Files or directories on a tierfs mount");
+  prefetch
+      ->add_option("--from-file", pf.from_file,
+                   "Prefetch the files listed in LIST (one path per line, absolute or "
+                   "relative to the working directory, all on one tierfs mount; '-' = "
+                   "stdin), in that order, as the mount's list job "
+                   "(user.tierfs.prefetch_list); a path that is not a file on the mount "
+                   "fails it (exit 1)")
+      ->type_name("LIST");
   prefetch->add_option("--tier", pf.tier, "l1 (memory), l2 (flash, default) or l3 (region only)");
   prefetch->add_flag("--wait", pf.wait,
-                     "Wait until every job finished (progress bar on a terminal); exit 1 if one "
-                     "failed or was cancelled");
+                     "Wait until every job finished (progress bar with rate and ETA on a "
+                     "terminal); exit 1 if one failed or was cancelled");
   prefetch->add_flag("--cancel", pf.cancel, "Cancel the jobs of the paths instead");
 
   // ---- log-level ----

@@ -1,12 +1,20 @@
 // PrefetchJobs (prefetch_jobs.h).
 //
-// Threads: one runner ("tierfs-pfjob") takes the oldest queued job and walks its tree with a
-// Walker (no lock held across Catalog calls), a batch of files at a time: it splits the batch
-// into tasks of up to blocks_per_task consecutive blocks and publishes them as the current Work;
-// `threads` workers ("tierfs-pfjob-N") take tasks in order and call TieredCache::Hydrate per
-// block. The runner waits for the batch to drain (or the job to be cancelled, fail, or the object
-// to be destroyed), persisting progress every persist_interval, then walks the next batch, and
-// at the end records the final state.
+// Threads: max_running_jobs runners ("tierfs-pfjob") each take the oldest queued job and walk
+// its tree with a Walker (or take the list job's queued files; no lock held across Catalog
+// calls), a batch of files at a time: a runner splits the batch into tasks of up to
+// blocks_per_task consecutive blocks and publishes them as a Work of its job; `threads` workers
+// ("tierfs-pfjob-N") take tasks from the running jobs' Works round-robin (one task from each in
+// turn: jobs share the workers fairly) and call TieredCache::HydrateRun per task (one ranged GET
+// for the blocks the target lacks), each under one fetch slot: the slots allowed now are
+// threads, bounded by the origin's adaptive limit less the demand reads in flight (and the runs'
+// bytes by memory_budget), and cut to slots_while_demand
+// while demand reads fetch from the network (CacheStats::demand_remote_*), so a reader's GETs
+// never queue behind a full prefetch load. A small file is one task (one GET) and a batch holds
+// up to batch_files of them, so many files are in flight at once; a large file's tasks run on
+// many workers in parallel. The runner waits for its batch to drain (or the job to be cancelled,
+// fail, or the object to be destroyed), persisting progress every persist_interval, then walks
+// the next batch, and at the end records the final state.
 //
 // Walk order: depth-first, each directory's entries in byte order of name (a subdirectory is
 // walked where its name falls), so "file X comes before file Y" is a comparison of their paths
@@ -14,7 +22,8 @@
 // resumed Walker starts just after it by seeking every directory on the cursor's path with the
 // Catalog's name-after cursor.
 //
-// Lock order: mu_ is a leaf; it is never held across Catalog, TieredCache or MetaStore calls.
+// Lock order: append_mu_ → persist_mu_ → mu_; mu_ is never held across Catalog, TieredCache or
+// MetaStore calls.
 #include "tiercache/prefetch_jobs.h"
 
 #include <fmt/format.h>
@@ -31,11 +40,15 @@
 #include "base/logging.h"
 #include "base/metrics.h"
 #include "base/mutex.h"
+#include "base/strings.h"
 
 namespace tierfs {
 namespace {
 
 constexpr std::string_view kJobPrefix = "prefetch/job/";
+constexpr std::string_view kListPrefix = "prefetch/list/";
+
+std::string ListChunkKey(uint64_t first) { return fmt::format("{}{:020}", kListPrefix, first); }
 
 // CondVar waits carry no capability annotation (base/mutex.h). REQUIRES: cv's mutex held.
 void WaitHeld(CondVar* cv) NO_THREAD_SAFETY_ANALYSIS { cv->Wait(); }
@@ -54,7 +67,13 @@ std::string Join(std::string_view dir, std::string_view name) {
 
 struct FileItem {
   std::string path;
-  DirEntry entry;
+  DirEntry entry;  // a list item that vanished before its turn: size 0, nothing to fetch
+};
+
+// A file queued in the list job; `entry` is empty after a restart (looked up at its turn).
+struct ListItem {
+  std::string path;
+  std::optional<DirEntry> entry;
 };
 
 struct Task {
@@ -70,6 +89,7 @@ struct Job {
 // The job being executed. Fields guarded by PrefetchJobsImpl::mu_ except the constants.
 struct Work {
   std::shared_ptr<Job> job;
+  bool list = false;            // constant: the list job (position cursor, totals known)
   size_t target = 0;            // constant
   std::vector<FileItem> files;  // constant
   std::vector<Task> tasks;      // constant
@@ -197,7 +217,7 @@ class PrefetchJobsImpl final : public PrefetchJobs {
       stop_ = true;
     }
     cv_.SignalAll();
-    runner_ = std::jthread();  // joins: the runner waits for the workers' tasks to end
+    runners_.clear();  // joins: a runner waits for the workers' tasks to end
     workers_.clear();
   }
 
@@ -206,6 +226,18 @@ class PrefetchJobsImpl final : public PrefetchJobs {
     TIERFS_RETURN_IF_ERROR(
         meta_->ScanValues(kJobPrefix, [&](std::string_view k, std::string_view v) {
           stored.emplace_back(std::string(k.substr(kJobPrefix.size())), std::string(v));
+          return true;
+        }));
+    std::vector<std::pair<uint64_t, std::string>> chunks;  // (first position, paths)
+    std::vector<std::string> stale_chunks;
+    TIERFS_RETURN_IF_ERROR(
+        meta_->ScanValues(kListPrefix, [&](std::string_view k, std::string_view v) {
+          uint64_t first = 0;
+          if (ParseU64(k.substr(kListPrefix.size()), &first)) {
+            chunks.emplace_back(first, std::string(v));
+          } else {
+            stale_chunks.emplace_back(k);
+          }
           return true;
         }));
     size_t resumed = 0;
@@ -230,20 +262,101 @@ class PrefetchJobsImpl final : public PrefetchJobs {
       }
       jobs_[path] = std::move(job);
     }
+    LoadListLocked(chunks, &stale_chunks);
+    stale_chunks_ = std::move(stale_chunks);
     if (resumed > 0) {
       Logger(Module::kTierCache).info("prefetch: resuming {} job(s) from the metastore", resumed);
     }
     return Status::OK();
   }
 
-  // Drops the expired finished jobs (load time, before any thread runs).
+  // The queued paths of an unfinished list job, from its stored chunks: those past its cursor
+  // become list_pending_; chunks of no unfinished list job, or wholly passed, go to `stale`.
+  void LoadListLocked(const std::vector<std::pair<uint64_t, std::string>>& chunks,
+                      std::vector<std::string>* stale) REQUIRES(mu_) {
+    auto it = jobs_.find(kPrefetchListJob);
+    const PrefetchJobStatus* st = it == jobs_.end() ? nullptr : &it->second->st;
+    const bool active = st != nullptr && !Finished(st->state);
+    uint64_t base = 0;
+    if (active && !ParseU64(st->cursor, &base)) {
+      Logger(Module::kTierCache).warn("prefetch list job: bad stored cursor; its list is dropped");
+      it->second->st.state = PrefetchState::kFailed;
+      it->second->st.error = "unreadable list cursor";
+      queue_.erase(std::remove(queue_.begin(), queue_.end(), std::string(kPrefetchListJob)),
+                   queue_.end());
+    }
+    const uint64_t next = active ? base + st->cursor_files : 0;
+    uint64_t end = active ? base + st->cursor_files : 0;
+    for (const auto& [first, value] : chunks) {
+      std::vector<std::string> paths;
+      for (size_t pos = 0; pos <= value.size();) {
+        size_t nl = value.find('\n', pos);
+        if (nl == std::string::npos) nl = value.size();
+        paths.emplace_back(value.substr(pos, nl - pos));
+        pos = nl + 1;
+      }
+      if (!active || first < base || first + paths.size() <= next) {
+        stale->push_back(ListChunkKey(first));
+        list_next_pos_ = std::max(list_next_pos_, first + paths.size());
+        continue;
+      }
+      for (size_t i = 0; i < paths.size(); ++i) {
+        if (first + i >= next) list_pending_.push_back(ListItem{std::move(paths[i]), {}});
+      }
+      list_chunks_.emplace_back(first, paths.size());
+      end = std::max(end, first + paths.size());
+    }
+    list_next_pos_ = std::max(list_next_pos_, end);
+    if (active && st->state != PrefetchState::kFailed) {
+      // The record may lag the chunks by one append: the chunks are the truth.
+      it->second->st.files_total = st->cursor_files + list_pending_.size();
+    }
+  }
+
+  // Drops the expired finished jobs and stale list chunks (load time, before any thread runs).
   void ExpireAtLoad() {
-    std::vector<std::string> gone;
+    std::vector<std::string> gone, stale;
     {
       MutexLock l(&mu_);
       gone = ExpireLocked();
+      stale = std::move(stale_chunks_);
     }
     ForgetStored(gone);
+    DeleteChunks(stale);
+  }
+
+  void DeleteChunks(const std::vector<std::string>& keys) {
+    for (const std::string& k : keys) {
+      Status s = meta_->DeleteValue(k);
+      if (!s.ok()) {
+        Logger(Module::kTierCache)
+            .warn("prefetch list: cannot drop the stored chunk '{}': {}", k, s.ToString());
+      }
+    }
+  }
+
+  // Forgets the queued files of the list job; returns the chunk keys to delete (without mu_).
+  std::vector<std::string> DropListLocked() REQUIRES(mu_) {
+    std::vector<std::string> keys;
+    for (const auto& c : list_chunks_) keys.push_back(ListChunkKey(c.first));
+    list_chunks_.clear();
+    list_pending_.clear();
+    return keys;
+  }
+
+  // Chunk keys the list job's cursor has passed (removed from list_chunks_).
+  std::vector<std::string> PassedChunksLocked() REQUIRES(mu_) {
+    std::vector<std::string> keys;
+    auto it = jobs_.find(kPrefetchListJob);
+    uint64_t base = 0;
+    if (it == jobs_.end() || !ParseU64(it->second->st.cursor, &base)) return keys;
+    const uint64_t next = base + it->second->st.cursor_files;
+    while (!list_chunks_.empty() &&
+           list_chunks_.front().first + list_chunks_.front().second <= next) {
+      keys.push_back(ListChunkKey(list_chunks_.front().first));
+      list_chunks_.pop_front();
+    }
+    return keys;
   }
 
   void RegisterMetrics() {
@@ -282,7 +395,9 @@ class PrefetchJobsImpl final : public PrefetchJobs {
     for (int i = 0; i < options_.threads; ++i) {
       workers_.emplace_back([this, i](std::stop_token) { WorkerLoop(i); });
     }
-    runner_ = std::jthread([this](std::stop_token) { RunnerLoop(); });
+    for (int i = 0; i < options_.max_running_jobs; ++i) {
+      runners_.emplace_back([this](std::stop_token) { RunnerLoop(); });
+    }
   }
 
   Status Start(std::string_view path, std::string_view tier) override {
@@ -310,6 +425,84 @@ class PrefetchJobsImpl final : public PrefetchJobs {
     return Status::OK();
   }
 
+  Status AppendList(std::string_view tier, const std::vector<std::string>& paths) override {
+    TIERFS_ASSIGN_OR_RETURN(size_t target, TierIndex(tier));
+    (void)target;
+    std::vector<ListItem> items;
+    items.reserve(paths.size());
+    uint64_t bytes = 0;
+    for (const std::string& p : paths) {
+      if (p.empty()) return Status::InvalidArgument("'/' is the mount root, a directory");
+      const size_t slash = p.rfind('/');
+      const std::string_view dir =
+          slash == std::string::npos ? std::string_view() : std::string_view(p).substr(0, slash);
+      const std::string_view base =
+          slash == std::string::npos ? std::string_view(p) : std::string_view(p).substr(slash + 1);
+      auto e = catalog_->Lookup(dir, base);
+      if (!e.ok()) {
+        if (e.status().IsNotFound()) {
+          return Status::InvalidArgument(fmt::format("'{}': no such file", EscapeForLog(p)));
+        }
+        return e.status().WithContext(fmt::format("'{}'", EscapeForLog(p)));
+      }
+      if (e->type == EntryType::kDir) {
+        return Status::InvalidArgument(fmt::format("'{}' is a directory", EscapeForLog(p)));
+      }
+      bytes += e->size;
+      items.push_back(ListItem{p, std::move(*e)});
+    }
+    if (items.empty()) return Status::OK();
+    MutexLock append(&append_mu_);  // chunks are written in position order
+    uint64_t first = 0;
+    std::shared_ptr<Job> job;
+    bool created = false;
+    std::vector<std::string> dropped;
+    {
+      MutexLock l(&mu_);
+      auto it = jobs_.find(kPrefetchListJob);
+      if (it != jobs_.end() && !Finished(it->second->st.state)) {
+        job = it->second;
+        if (job->st.tier != tier) {
+          return Status::InvalidArgument(fmt::format(
+              "the list job runs into {}; wait for it or cancel it first", job->st.tier));
+        }
+      } else {
+        dropped = DropListLocked();
+        job = std::make_shared<Job>();
+        job->st.path = std::string(kPrefetchListJob);
+        job->st.tier = std::string(tier);
+        job->st.state = PrefetchState::kQueued;
+        job->st.cursor = std::to_string(list_next_pos_);
+        jobs_[std::string(kPrefetchListJob)] = job;
+        queue_.push_back(std::string(kPrefetchListJob));
+        created = true;
+      }
+      first = list_next_pos_;
+      list_next_pos_ += items.size();
+      list_chunks_.emplace_back(first, items.size());
+      for (ListItem& i : items) list_pending_.push_back(std::move(i));
+      job->st.files_total += items.size();
+      job->st.bytes_total += bytes;
+    }
+    DeleteChunks(dropped);
+    std::string value;
+    for (const std::string& p : paths) {
+      if (!value.empty()) value += '\n';
+      value += p;
+    }
+    Status s = meta_->PutValue(ListChunkKey(first), value);
+    if (!s.ok()) {
+      Logger(Module::kTierCache)
+          .warn("prefetch list: cannot persist {} queued files: {}", paths.size(), s.ToString());
+    }
+    PersistJob(job);
+    Logger(Module::kTierCache)
+        .info("prefetch list into {}: {} file(s), {} bytes appended{}", tier, items.size(), bytes,
+              created ? " (new list job)" : "");
+    cv_.SignalAll();
+    return Status::OK();
+  }
+
   Result<PrefetchJobStatus> Get(std::string_view path) override {
     MutexLock l(&mu_);
     auto it = jobs_.find(path);
@@ -319,6 +512,7 @@ class PrefetchJobsImpl final : public PrefetchJobs {
 
   Status Cancel(std::string_view path) override {
     PrefetchJobStatus snapshot;
+    std::vector<std::string> dropped;
     {
       MutexLock l(&mu_);
       auto it = jobs_.find(path);
@@ -330,11 +524,14 @@ class PrefetchJobsImpl final : public PrefetchJobs {
         return Status::OK();  // running: the runner records the cancellation
       }
       job.st.state = PrefetchState::kCancelled;
+      job.st.finished_at_ns = clock_->NowUnixNanos();
       CountFinished(job.st.state);
       queue_.erase(std::remove(queue_.begin(), queue_.end(), std::string(path)), queue_.end());
+      if (path == kPrefetchListJob) dropped = DropListLocked();
       snapshot = job.st;
     }
     Persist(snapshot);
+    DeleteChunks(dropped);
     Logger(Module::kTierCache).info("prefetch of '{}' cancelled", path);
     return Status::OK();
   }
@@ -342,7 +539,7 @@ class PrefetchJobsImpl final : public PrefetchJobs {
   bool TEST_WaitIdle(std::chrono::milliseconds timeout) override {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     MutexLock l(&mu_);
-    while (!queue_.empty() || busy_) {
+    while (!queue_.empty() || running_ > 0) {
       if (std::chrono::steady_clock::now() >= deadline) return false;
       WaitHeldFor(&cv_, std::chrono::milliseconds(10));
     }
@@ -414,6 +611,25 @@ class PrefetchJobsImpl final : public PrefetchJobs {
     }
   }
 
+  // Persists the job's current state, unless another job of its path replaced it meanwhile; for
+  // the list job also drops the stored chunks its cursor has passed.
+  void PersistJob(const std::shared_ptr<Job>& job) {
+    std::vector<std::string> passed;
+    {
+      MutexLock p(&persist_mu_);
+      PrefetchJobStatus snapshot;
+      {
+        MutexLock l(&mu_);
+        auto it = jobs_.find(job->st.path);
+        if (it == jobs_.end() || it->second != job) return;
+        snapshot = job->st;
+        if (snapshot.path == kPrefetchListJob) passed = PassedChunksLocked();
+      }
+      Persist(snapshot);
+    }
+    DeleteChunks(passed);
+  }
+
   bool Stopping() {
     MutexLock l(&mu_);
     return stop_;
@@ -433,20 +649,25 @@ class PrefetchJobsImpl final : public PrefetchJobs {
         if (it == jobs_.end() || it->second->st.state != PrefetchState::kQueued) continue;
         job = it->second;
         job->st.state = PrefetchState::kRunning;
-        busy_ = true;
+        ++running_;
       }
       RunJob(job);
       MutexLock l(&mu_);
-      busy_ = false;
+      --running_;
       cv_.SignalAll();
     }
   }
 
-  void Finish(const std::shared_ptr<Job>& job, PrefetchState state, const std::string& error) {
+  // Records the final state. With `only_if_list_empty`, finishes only if the list job has no
+  // queued file left (returns false otherwise: an append came in, keep going).
+  bool Finish(const std::shared_ptr<Job>& job, PrefetchState state, const std::string& error,
+              bool only_if_list_empty = false) {
     PrefetchJobStatus snapshot;
-    std::vector<std::string> gone;
+    std::vector<std::string> gone, dropped;
     {
       MutexLock l(&mu_);
+      if (only_if_list_empty && !list_pending_.empty()) return false;
+      if (job->st.path == kPrefetchListJob) dropped = DropListLocked();
       job->st.state = state;
       job->st.error = error;
       job->st.finished_at_ns = clock_->NowUnixNanos();
@@ -454,40 +675,84 @@ class PrefetchJobsImpl final : public PrefetchJobs {
       snapshot = job->st;
       gone = ExpireLocked();
     }
-    Persist(snapshot);
+    PersistJob(job);
     ForgetStored(gone);
+    DeleteChunks(dropped);
     Logger(Module::kTierCache)
         .info("prefetch of '{}' into {}: {} ({}){}", snapshot.path, snapshot.tier,
               PrefetchStateName(state), FormatPrefetchStatus(snapshot),
               error.empty() ? "" : ": " + error);
+    return true;
+  }
+
+  // The list job's next queued file (looked up if it was loaded from the store); false when
+  // none is queued now. A file gone since it was queued becomes an empty item (skipped, logged).
+  Result<bool> NextListItem(FileItem* out) {
+    ListItem item;
+    {
+      MutexLock l(&mu_);
+      if (list_pending_.empty()) return false;
+      item = std::move(list_pending_.front());
+      list_pending_.pop_front();
+    }
+    if (!item.entry) {
+      const size_t slash = item.path.rfind('/');
+      const std::string dir =
+          slash == std::string::npos ? std::string() : item.path.substr(0, slash);
+      const std::string base = slash == std::string::npos ? item.path : item.path.substr(slash + 1);
+      auto e = catalog_->Lookup(dir, base);
+      if (e.ok() && e->type != EntryType::kDir) {
+        item.entry = std::move(*e);
+      } else if (e.ok() || e.status().IsNotFound()) {
+        Logger(Module::kTierCache)
+            .warn("prefetch list: '{}' is gone or is a directory now; skipped",
+                  EscapeForLog(item.path));
+        item.entry = DirEntry{};
+      } else {
+        return e.status().WithContext(fmt::format("'{}'", EscapeForLog(item.path)));
+      }
+    }
+    *out = FileItem{std::move(item.path), std::move(*item.entry)};
+    if (out->entry.type == EntryType::kDir) out->entry.size = 0;
+    return true;
   }
 
   void RunJob(const std::shared_ptr<Job>& job) {
     std::string path, tier, cursor;
+    const bool list = job->st.path == kPrefetchListJob;  // the path is constant
     {
       MutexLock l(&mu_);
       path = job->st.path;
       tier = job->st.tier;
       cursor = job->st.cursor;
       // A resumed job counts from its cursor: what lay beyond it is walked (and counted) again.
-      job->st.files_done = job->st.files_total = job->st.cursor_files;
-      job->st.bytes_done = job->st.bytes_total = job->st.cursor_bytes;
+      // A list job knows its totals (its queued files are counted when appended).
+      job->st.files_done = job->st.cursor_files;
+      job->st.bytes_done = job->st.cursor_bytes;
+      if (!list) {
+        job->st.files_total = job->st.cursor_files;
+        job->st.bytes_total = job->st.cursor_bytes;
+      }
     }
     auto target = TierIndex(tier);
-    if (!target.ok()) return Finish(job, PrefetchState::kFailed, target.status().message());
-    Walker walker(catalog_, path, cursor);
+    if (!target.ok()) {
+      Finish(job, PrefetchState::kFailed, std::string(target.status().message()));
+      return;
+    }
+    Walker walker(catalog_, list ? std::string() : path, list ? std::string() : cursor);
     const uint64_t bs = cache_->block_size();
     const size_t batch_files = std::max<size_t>(1, options_.batch_files);
     while (true) {
       auto w = std::make_shared<Work>();
       w->job = job;
+      w->list = list;
       w->target = *target;
       Status ws;
       uint64_t batch_bytes = 0;
       while (w->files.size() < batch_files) {
         if (job->cancel || Stopping()) break;
         FileItem item;
-        Result<bool> more = walker.Next(&item);
+        Result<bool> more = list ? NextListItem(&item) : walker.Next(&item);
         if (!more.ok()) {
           ws = more.status();
           break;
@@ -497,9 +762,19 @@ class PrefetchJobsImpl final : public PrefetchJobs {
         w->files.push_back(std::move(item));
       }
       if (Stopping()) return;  // stays "running" on disk: resumed at the next start
-      if (job->cancel) return Finish(job, PrefetchState::kCancelled, "");
-      if (!ws.ok()) return Finish(job, PrefetchState::kFailed, ws.ToString());
-      if (w->files.empty()) break;  // the walk is complete
+      if (job->cancel) {
+        Finish(job, PrefetchState::kCancelled, "");
+        return;
+      }
+      if (!ws.ok()) {
+        Finish(job, PrefetchState::kFailed, ws.ToString());
+        return;
+      }
+      if (w->files.empty()) {
+        // The walk is complete; a list job ends only if no append came in meanwhile.
+        if (Finish(job, PrefetchState::kDone, "", list)) return;
+        continue;
+      }
 
       w->remaining.assign(w->files.size(), 0);
       for (size_t f = 0; f < w->files.size(); ++f) {
@@ -512,13 +787,15 @@ class PrefetchJobsImpl final : public PrefetchJobs {
       PrefetchJobStatus snapshot;
       {
         MutexLock l(&mu_);
-        job->st.files_total += w->files.size();
-        job->st.bytes_total += batch_bytes;
+        if (!list) {
+          job->st.files_total += w->files.size();
+          job->st.bytes_total += batch_bytes;
+        }
         AdvanceLocked(*w);
         snapshot = job->st;
-        work_ = w;
+        works_.push_back(w);
       }
-      Persist(snapshot);
+      PersistJob(job);
       cv_.SignalAll();
 
       // Wait for the batch to drain, persisting progress on the way.
@@ -530,19 +807,24 @@ class PrefetchJobsImpl final : public PrefetchJobs {
           const bool stopping = stop_ || job->cancel || w->failed;
           drained = w->in_flight == 0 && (stopping || w->next == w->tasks.size());
           snapshot = job->st;
-          if (drained) work_.reset();
+          if (drained) works_.erase(std::find(works_.begin(), works_.end(), w));
         }
         if (drained) break;
-        Persist(snapshot);
+        PersistJob(job);
       }
       if (Stopping()) {
-        Persist(snapshot);  // "running" with its cursor: resumed at the next start
+        PersistJob(job);  // "running" with its cursor: resumed at the next start
         return;
       }
-      if (job->cancel) return Finish(job, PrefetchState::kCancelled, "");
-      if (w->failed) return Finish(job, PrefetchState::kFailed, snapshot.error);
+      if (job->cancel) {
+        Finish(job, PrefetchState::kCancelled, "");
+        return;
+      }
+      if (w->failed) {
+        Finish(job, PrefetchState::kFailed, snapshot.error);
+        return;
+      }
     }
-    Finish(job, PrefetchState::kDone, "");
   }
 
   // Counts files whose tasks all finished; moves the cursor over the completed prefix.
@@ -550,13 +832,75 @@ class PrefetchJobsImpl final : public PrefetchJobs {
     PrefetchJobStatus& st = w.job->st;
     while (w.completed < w.files.size() && w.remaining[w.completed] == 0) {
       const FileItem& f = w.files[w.completed++];
-      st.cursor = f.path;
+      if (!w.list) st.cursor = f.path;  // a list job's cursor is its first position
       ++st.cursor_files;
       st.cursor_bytes += f.entry.size;
     }
     uint64_t beyond = 0;  // finished out of order, past the cursor
     for (size_t f = w.completed; f < w.files.size(); ++f) beyond += w.remaining[f] == 0;
     st.files_done = st.cursor_files + beyond;
+  }
+
+  // The next running job with a task to hand out, round-robin between them (nullptr: none).
+  std::shared_ptr<Work> PickLocked() REQUIRES(mu_) {
+    for (size_t i = 0; i < works_.size(); ++i) {
+      const size_t k = (rr_ + i) % works_.size();
+      const auto& w = works_[k];
+      if (!w->failed && !w->job->cancel && w->next < w->tasks.size()) {
+        rr_ = k + 1;
+        return w;
+      }
+    }
+    return nullptr;
+  }
+
+  // How many blocks the jobs may fetch at once now: `threads`, within the memory budget and the
+  // origin's adaptive limit less what demand reads use, and only slots_while_demand while demand
+  // reads are fetching or did within demand_quiet (prefetch yields to them).
+  size_t AllowedLocked() REQUIRES(mu_) {
+    size_t cap = static_cast<size_t>(options_.threads);
+    const CacheStats& cs = cache_->Stats();
+    const int64_t demand = std::max<int64_t>(0, cs.demand_remote_in_flight.load());
+    const int64_t now = clock_->MonotonicNanos();
+    if (options_.origin_limit) {
+      if (now - limit_read_ns_ >= 50'000'000 || limit_read_ns_ == 0) {
+        origin_limit_ = options_.origin_limit();
+        limit_read_ns_ = now;
+      }
+      if (origin_limit_ > 0) {
+        const int64_t room = static_cast<int64_t>(origin_limit_) - demand;
+        cap = std::min<size_t>(cap, static_cast<size_t>(std::max<int64_t>(1, room)));
+      }
+    }
+    const int64_t last = cs.demand_remote_last_ns.load();
+    if (demand > 0 || (last != 0 && now - last < options_.demand_quiet.count())) {
+      cap = std::min<size_t>(cap, std::max(1, options_.slots_while_demand));
+    }
+    return cap;
+  }
+
+  // Takes one of the allowed fetch slots for a run of `bytes` (false: stopping or the job
+  // ended). The runs in flight stay within memory_budget (one run always may go).
+  bool AcquireSlot(const Work& w, uint64_t bytes) {
+    MutexLock l(&mu_);
+    while (!stop_ && !w.job->cancel && !w.failed &&
+           (fetching_ >= AllowedLocked() ||
+            (fetching_ > 0 && fetching_bytes_ + bytes > options_.memory_budget))) {
+      WaitHeldFor(&cv_, std::chrono::milliseconds(5));
+    }
+    if (stop_ || w.job->cancel || w.failed) return false;
+    ++fetching_;
+    fetching_bytes_ += bytes;
+    return true;
+  }
+
+  void ReleaseSlot(uint64_t bytes) {
+    {
+      MutexLock l(&mu_);
+      --fetching_;
+      fetching_bytes_ -= bytes;
+    }
+    cv_.Signal();
   }
 
   void WorkerLoop(int n) {
@@ -567,12 +911,8 @@ class PrefetchJobsImpl final : public PrefetchJobs {
       Task task;
       {
         MutexLock l(&mu_);
-        while (!stop_ && !(work_ && !work_->failed && !work_->job->cancel &&
-                           work_->next < work_->tasks.size())) {
-          WaitHeld(&cv_);
-        }
+        while (!stop_ && !(w = PickLocked())) WaitHeld(&cv_);
         if (stop_) return;
-        w = work_;
         task = w->tasks[w->next++];
         ++w->in_flight;
       }
@@ -585,20 +925,24 @@ class PrefetchJobsImpl final : public PrefetchJobs {
       const uint64_t bs = cache_->block_size();
       Status err = Status::OK();
       bool complete = true;
-      for (uint64_t b = task.first; b < task.first + task.count; ++b) {
-        if (w->job->cancel || Stopping()) {
-          complete = false;
-          break;
+      // The task's blocks as one run (one ranged GET for those the target lacks), under one
+      // fetch slot weighing the run's bytes.
+      const uint64_t run_bytes = std::min<uint64_t>(
+          task.count * bs, obj.info.size - std::min(obj.info.size, task.first * bs));
+      if (w->job->cancel || Stopping() || !AcquireSlot(*w, run_bytes)) {
+        complete = false;
+      } else {
+        uint64_t done = 0;
+        Status s = cache_->HydrateRun(obj, task.first, task.count, w->target, &done);
+        ReleaseSlot(run_bytes);
+        {
+          MutexLock l(&mu_);
+          w->job->st.bytes_done += done;
         }
-        Status s = cache_->Hydrate(obj, b, w->target, Placement{});
         if (!s.ok()) {
-          err = s.WithContext(fmt::format("'{}' block {}", file.path, b));
+          err = s.WithContext(fmt::format("'{}' blocks {}+{}", file.path, task.first, task.count));
           complete = false;
-          break;
         }
-        const uint64_t len = std::min<uint64_t>(bs, obj.info.size - b * bs);
-        MutexLock l(&mu_);
-        w->job->st.bytes_done += len;
       }
       {
         MutexLock l(&mu_);
@@ -624,19 +968,32 @@ class PrefetchJobsImpl final : public PrefetchJobs {
   MetaStore* const meta_;
   Clock* const clock_;
 
+  Mutex append_mu_;   // serializes AppendList (chunks are written in position order)
+  Mutex persist_mu_;  // a job's snapshot and its write are one step (no stale overwrite)
   Mutex mu_;
   CondVar cv_;
   bool stop_ GUARDED_BY(mu_) = false;
-  bool busy_ GUARDED_BY(mu_) = false;  // the runner is executing a job
+  int running_ GUARDED_BY(mu_) = 0;              // runners executing a job
+  size_t fetching_ GUARDED_BY(mu_) = 0;          // workers inside HydrateRun
+  uint64_t fetching_bytes_ GUARDED_BY(mu_) = 0;  // ... and the bytes of their runs
+  size_t rr_ GUARDED_BY(mu_) = 0;                // where PickLocked looks first
+  uint64_t origin_limit_ GUARDED_BY(mu_) = 0;
+  int64_t limit_read_ns_ GUARDED_BY(mu_) = 0;
   std::map<std::string, std::shared_ptr<Job>, std::less<>> jobs_ GUARDED_BY(mu_);
   std::deque<std::string> queue_ GUARDED_BY(mu_);
-  std::shared_ptr<Work> work_ GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<Work>> works_ GUARDED_BY(mu_);  // of the running jobs
+  // The list job's queued files (not yet in a batch), its stored chunks (first position, count)
+  // not yet passed by its cursor, and the position of the next file appended.
+  std::deque<ListItem> list_pending_ GUARDED_BY(mu_);
+  std::deque<std::pair<uint64_t, uint64_t>> list_chunks_ GUARDED_BY(mu_);
+  uint64_t list_next_pos_ GUARDED_BY(mu_) = 0;
+  std::vector<std::string> stale_chunks_ GUARDED_BY(mu_);  // found by Load, deleted after
   std::atomic<uint64_t> finished_done_{0}, finished_failed_{0}, finished_cancelled_{0};
   metrics::Registry::Registration metrics_reg_;
 
   // Declared last: joined first.
   std::vector<std::jthread> workers_;
-  std::jthread runner_;
+  std::vector<std::jthread> runners_;
 };
 
 }  // namespace
@@ -668,6 +1025,53 @@ std::string FormatPrefetchStatus(const PrefetchJobStatus& s) {
     out += " error=" + e;
   }
   return out;
+}
+
+Result<PrefetchListRequest> ParsePrefetchList(std::string_view value) {
+  PrefetchListRequest r;
+  while (!value.empty() && (value.back() == '\0' || value.back() == '\n')) value.remove_suffix(1);
+  if (value == "cancel") {
+    r.cancel = true;
+    return r;
+  }
+  if (value.find('\0') != std::string_view::npos) {
+    return Status::InvalidArgument("a NUL byte in the list");
+  }
+  bool first = true;
+  size_t line_no = 0;
+  for (size_t pos = 0; pos <= value.size();) {
+    size_t nl = value.find('\n', pos);
+    if (nl == std::string_view::npos) nl = value.size();
+    std::string_view line = value.substr(pos, nl - pos);
+    pos = nl + 1;
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.empty()) continue;
+    if (first && line.starts_with("tier=")) {
+      first = false;
+      r.tier = std::string(line.substr(5));
+      if (r.tier != "l1" && r.tier != "l2" && r.tier != "l3") {
+        return Status::InvalidArgument(
+            fmt::format("line 1: unknown tier '{}' (l1, l2 or l3)", EscapeForLog(r.tier)));
+      }
+      continue;
+    }
+    first = false;
+    while (line.starts_with('/')) line.remove_prefix(1);
+    // Components: no empty, "." or ".." (the Catalog names files by their plain key).
+    for (size_t c = 0; c <= line.size();) {
+      size_t sl = line.find('/', c);
+      if (sl == std::string_view::npos) sl = line.size();
+      const std::string_view comp = line.substr(c, sl - c);
+      if ((comp.empty() && !line.empty()) || comp == "." || comp == "..") {
+        return Status::InvalidArgument(
+            fmt::format("line {}: bad path '{}'", line_no, EscapeForLog(line)));
+      }
+      c = sl + 1;
+    }
+    r.paths.emplace_back(line);
+  }
+  return r;
 }
 
 std::string PrefetchJobKey(std::string_view path) {
@@ -741,6 +1145,13 @@ Result<std::unique_ptr<PrefetchJobs>> PrefetchJobs::Open(const PrefetchJobsOptio
   }
   if (options.threads < 1 || options.threads > 64) {
     return Status::InvalidArgument("prefetch jobs: threads must be in [1, 64]");
+  }
+  if (options.max_running_jobs < 1 || options.max_running_jobs > 64) {
+    return Status::InvalidArgument("prefetch jobs: max_running_jobs must be in [1, 64]");
+  }
+  if (options.memory_budget == 0 || options.slots_while_demand < 1) {
+    return Status::InvalidArgument(
+        "prefetch jobs: memory_budget and slots_while_demand must be > 0");
   }
   if (options.blocks_per_task == 0) {
     return Status::InvalidArgument("prefetch jobs: blocks_per_task must be > 0");

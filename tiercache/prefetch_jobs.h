@@ -5,9 +5,13 @@
 // finished job and leaves a queued or running one alone). It walks the Catalog depth-first, files
 // in listing order, then reads every block of every file through TieredCache::Hydrate into the
 // target tier: "l1" (memory, and L2 below it), "l2" (flash; L1 is not filled), "l3" (the regional
-// tier only: no copy on this host). Jobs run one at a time, FIFO, on `threads` owned worker
-// threads ("tierfs-pfjob-N") plus one runner ("tierfs-pfjob"); demand reads never pass through
-// them, so a reader never queues behind prefetch traffic (it may share the origin's bandwidth).
+// tier only: no copy on this host). Up to max_running_jobs jobs run at once (the others wait,
+// FIFO), sharing `threads` owned worker threads ("tierfs-pfjob-N") round-robin, with one runner
+// per running job ("tierfs-pfjob"). Many blocks are in flight at once (small files: one GET
+// each; large files: runs of blocks on many workers), bounded by the threads, memory_budget and
+// the origin's adaptive concurrency limit less what demand reads use; while demand reads fetch
+// from the network prefetch drops to slots_while_demand blocks in flight. Demand reads never
+// pass through these threads, so a reader never queues behind prefetch traffic.
 //
 // The walk is incremental: files are taken from the Catalog a batch at a time (depth-first,
 // names in byte order, a directory's files and subdirectories interleaved by name), so memory
@@ -22,11 +26,21 @@
 // failed, cancelled) are kept for getxattr for `finished_ttl` (24 h) and at most
 // `keep_finished` of them, then dropped from memory and the MetaStore.
 //
+// The list job (user.tierfs.prefetch_list, `tierfs prefetch --from-file`): one per mount, named
+// kPrefetchListJob (not a path a file can have). AppendList checks every path against the
+// Catalog (a path that does not exist or is a directory refuses the whole call: nothing is
+// queued) and appends the files, in the given order, to the list job, creating it when there is
+// none queued or running. Its files are fetched in list order (several at once); its record
+// "prefetch/job//list" carries the position cursor (files completed in list order) and the
+// queued paths are stored as "prefetch/list/<position>" chunks (metastore/FORMAT.md), so a list
+// job resumes after a restart like the others; chunks are deleted once passed or finished.
+//
 // Thread-safe; no external synchronization needed.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -67,9 +81,37 @@ Result<PrefetchJobStatus> DecodePrefetchJob(std::string_view path, std::string_v
 // The MetaStore value name of the job of `path`.
 std::string PrefetchJobKey(std::string_view path);
 
+// The name of the mount's list job in Get/Cancel (a leading '/' no real path has).
+inline constexpr std::string_view kPrefetchListJob = "/list";
+
+// A value of user.tierfs.prefetch_list, parsed: an optional first line "tier=l1|l2|l3" (default
+// l2), then one path per line relative to the mount root (a leading '/' means the mount root;
+// trailing '\r' and empty lines are ignored), or the single word "cancel".
+struct PrefetchListRequest {
+  bool cancel = false;
+  std::string tier = "l2";
+  std::vector<std::string> paths;  // normalized: no leading '/'
+};
+// InvalidArgument: not UTF-8, a NUL byte, a path with an empty, "." or ".." component, or a bad
+// tier line.
+Result<PrefetchListRequest> ParsePrefetchList(std::string_view value);
+
 struct PrefetchJobsOptions {
-  int threads = 4;                // blocks fetched concurrently by one job
-  uint64_t blocks_per_task = 16;  // a worker takes this many consecutive blocks of a file
+  // Worker threads: the most blocks the jobs fetch at once (one GET each; a small file is one
+  // block, a large one is spread over many workers as runs of blocks_per_task blocks).
+  int threads = 32;
+  uint64_t blocks_per_task = 4;  // a worker takes this many consecutive blocks of a file
+  // Jobs running at once (their tasks are handed out round-robin); the others wait in FIFO.
+  int max_running_jobs = 4;
+  // The bytes of the runs in flight are also bounded by memory_budget (one run always may go).
+  uint64_t memory_budget = 64ull << 20;
+  // The origin's current adaptive concurrency limit (BlobStoreStats::concurrency_limit; 0 or
+  // unset: none). Prefetch takes only the slots demand reads are not using.
+  std::function<uint64_t()> origin_limit;
+  // While demand reads fetch from the network (or did within demand_quiet), prefetch keeps at
+  // most slots_while_demand blocks in flight: demand reads come first.
+  int slots_while_demand = 2;
+  std::chrono::nanoseconds demand_quiet = std::chrono::milliseconds(200);
   // Progress is written to the MetaStore at most this often (and at every state change).
   std::chrono::milliseconds persist_interval{500};
   // Finished jobs (done/failed/cancelled) are kept for getxattr this long, and at most
@@ -102,6 +144,11 @@ class PrefetchJobs {
   virtual Result<PrefetchJobStatus> Get(std::string_view path) = 0;
   // Cancels the job of `path` (queued or running). NotFound: no job; OK for a finished one.
   virtual Status Cancel(std::string_view path) = 0;
+  // Appends `paths` (relative to the source root, no leading '/') in that order to the list job,
+  // starting one into `tier` if none is queued or running. InvalidArgument (nothing queued): a
+  // path that does not exist or is a directory (named in the message), a bad tier, or a tier other
+  // than that of the queued/running list job. Other Catalog errors are returned as they are.
+  virtual Status AppendList(std::string_view tier, const std::vector<std::string>& paths) = 0;
   // Test hook: blocks until no job is queued or running, or `timeout` passes (false).
   virtual bool TEST_WaitIdle(std::chrono::milliseconds timeout) = 0;
 };

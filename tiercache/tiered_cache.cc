@@ -96,6 +96,22 @@ uint64_t RunBlocks(const TieredCacheOptions& o) {
 }
 
 // Thread-safe; no external synchronization needed.
+// Counts a demand fetch (or a reader's readahead) on the network while it lives: deep prefetch
+// yields to these (CacheStats::demand_remote_*).
+class DemandInFlight {
+ public:
+  DemandInFlight(CacheStats* s, Clock* clock) : s_(s) {
+    ++s_->demand_remote_in_flight;
+    s_->demand_remote_last_ns = clock->MonotonicNanos();
+  }
+  ~DemandInFlight() { --s_->demand_remote_in_flight; }
+  DemandInFlight(const DemandInFlight&) = delete;
+  DemandInFlight& operator=(const DemandInFlight&) = delete;
+
+ private:
+  CacheStats* const s_;
+};
+
 class TieredCacheImpl final : public TieredCache {
  public:
   TieredCacheImpl(const TieredCacheOptions& options, std::vector<std::unique_ptr<Tier>> tiers,
@@ -329,6 +345,64 @@ class TieredCacheImpl final : public TieredCache {
       hydrated_bytes_ += b->size();
     }
     return last;
+  }
+
+  Status HydrateRun(const ObjectRef& obj, uint64_t first, uint64_t count, size_t target,
+                    uint64_t* bytes_done) override {
+    if (target >= tiers_.size()) return Status::InvalidArgument("hydrate: no such tier");
+    if (count == 0 || first + count > NumBlocks(obj)) {
+      return Status::InvalidArgument("hydrate: blocks past the end");
+    }
+    auto done = [&](uint64_t index) {
+      if (bytes_done != nullptr) *bytes_done += ExpectedLength(obj, index);
+    };
+    bool remote_below = false;
+    for (size_t t = target + 1; t < tiers_.size(); ++t) remote_below |= tiers_[t]->IsRemote();
+    // The blocks to fetch from the origin: not in the target and not in a host tier below it
+    // (those are copied by Hydrate without the network).
+    std::vector<uint64_t> need;
+    for (uint64_t i = first; i < first + count; ++i) {
+      const BlockKey key = KeyFor(obj, i);
+      bool below = remote_below;
+      for (size_t t = target + 1; t < tiers_.size() && !below; ++t)
+        below = tiers_[t]->Contains(key);
+      if (below || tiers_[target]->Contains(key)) {
+        TIERFS_RETURN_IF_ERROR(Hydrate(obj, i, target, Placement{}));
+        done(i);
+        continue;
+      }
+      need.push_back(i);
+    }
+    Placement h = options_.placement ? options_.placement(obj.key) : Placement{};
+    h.stored_ns = clock_->NowUnixNanos();
+    for (size_t k = 0; k < need.size();) {
+      size_t n = 1;
+      while (k + n < need.size() && need[k + n] == need[k] + n) ++n;
+      TIERFS_ASSIGN_OR_RETURN(std::vector<BlockRef> blocks, FetchRunFromOrigin(obj, need[k], n));
+      for (size_t j = 0; j < n; ++j) {
+        const BlockKey key = KeyFor(obj, need[k + j]);
+        Status last = Status::OK();
+        for (size_t t = target; t < tiers_.size(); ++t) {
+          Status st = tiers_[t]->Insert(key, blocks[j], h);
+          for (int tries = 0;
+               st.code() == Status::Code::kNoSpace && tiers_[t]->IsRemote() && tries < 500;
+               ++tries) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            st = tiers_[t]->Insert(key, blocks[j], h);
+          }
+          if (!st.ok()) {
+            ++insert_errors_;
+            if (t == target) last = st;
+          }
+        }
+        TIERFS_RETURN_IF_ERROR(last);
+        ++hydrated_blocks_;
+        hydrated_bytes_ += blocks[j]->size();
+        done(need[k + j]);
+      }
+      k += n;
+    }
+    return Status::OK();
   }
 
   void SetPinned(const ObjectRef& obj, bool pinned) override {
@@ -708,6 +782,8 @@ class TieredCacheImpl final : public TieredCache {
   // The remote tiers (L3) in order, then the origin; fills the tiers above the one that served.
   Result<Served> FetchFromRemote(const ObjectRef& obj, uint64_t index, const BlockKey& key,
                                  uint64_t expected) {
+    // Demand traffic on the network: deep prefetch watches these to yield (prefetch_jobs.cc).
+    DemandInFlight demand(&stats_, clock_);
     for (size_t t = 0; t < tiers_.size(); ++t) {
       if (!tiers_[t]->IsRemote()) continue;
       if (auto b = TryTier(t, key, expected)) {
@@ -841,6 +917,8 @@ class TieredCacheImpl final : public TieredCache {
     }
     if (leases.empty()) return 0;
     const uint64_t n = leases.size();
+    // Readahead serves readers: it counts as demand traffic for deep prefetch, too.
+    DemandInFlight demand(&stats_, clock_);
     Result<std::vector<BlockRef>> blocks = FetchRunFromOrigin(obj, first, n);
     if (!blocks.ok()) {
       SPDLOG_LOGGER_DEBUG(&Logger(Module::kTierCache), "readahead of '{}' blocks {}+{} failed: {}",

@@ -113,6 +113,11 @@ struct CacheStats {
   std::atomic<uint64_t> waits_cancelled{0};  // reads that stopped waiting: interrupted
   std::atomic<uint64_t> waits_timed_out{0};  // reads that stopped waiting: wait_timeout passed
   std::atomic<uint64_t> fetch_abandoned{0};  // queued fetches dropped: no reader waited any more
+  // Demand reads (and readahead runs for readers) now fetching from a remote tier or the origin,
+  // and when the last one started (Clock::MonotonicNanos; 0 = never): deep prefetch yields to them
+  // (prefetch_jobs.h).
+  std::atomic<int64_t> demand_remote_in_flight{0};
+  std::atomic<int64_t> demand_remote_last_ns{0};
 };
 
 class TieredCache {
@@ -161,6 +166,14 @@ class TieredCache {
   // target declined the block.
   virtual Status Hydrate(const ObjectRef& obj, uint64_t index, size_t target,
                          const Placement& hint) = 0;
+  // Hydrate of blocks [first, first + count): the blocks the target and the tiers below it lack
+  // are fetched from the origin as runs of adjacent blocks, one ranged GET per run (a large file
+  // at the origin's ranged-GET speed); with a remote tier below the target (L3 under L2) it is
+  // Hydrate block by block (the remote tier may hold them). `*bytes_done` (may be null) grows by
+  // the bytes of every block the target holds at the end, also on error. REQUIRES: count >= 1,
+  // first + count <= blocks of obj.
+  virtual Status HydrateRun(const ObjectRef& obj, uint64_t first, uint64_t count, size_t target,
+                            uint64_t* bytes_done) = 0;
 
   // Pins (or unpins) the blocks of `obj` the host tiers hold now (user.tierfs.pin; blocks
   // inserted later get their pin from TieredCacheOptions::placement).

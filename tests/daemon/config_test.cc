@@ -540,6 +540,8 @@ TEST(ConfigTest, ShippedDefaultConfigParses) {
   EXPECT_EQ(DescribeOptions(o), DescribeOptions(d));
   EXPECT_EQ(o.l2.min_free_bytes, d.l2.min_free_bytes);
   EXPECT_EQ(o.cache.readahead_budget_bytes, d.cache.readahead_budget_bytes);
+  EXPECT_EQ(o.prefetch_jobs.threads, d.prefetch_jobs.threads);
+  EXPECT_EQ(o.prefetch_jobs.memory_budget, d.prefetch_jobs.memory_budget);
   EXPECT_EQ(o.origin.request_timeout, d.origin.request_timeout);
   EXPECT_EQ(o.origin.max_attempts, d.origin.max_attempts);
   EXPECT_EQ(o.fuse.allow_other, d.fuse.allow_other);

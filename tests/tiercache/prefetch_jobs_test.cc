@@ -3,6 +3,7 @@
 // a job in a fresh PrefetchJobs (the daemon restart case).
 #include "tiercache/prefetch_jobs.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -71,6 +72,10 @@ class PrefetchJobsTest : public ::testing::Test {
     o.blocks_per_task = 2;
     o.persist_interval = 5ms;
     o.keep_finished = keep_finished;
+    OpenJobsWith(o);
+  }
+
+  void OpenJobsWith(const PrefetchJobsOptions& o) {
     jobs_.reset();
     auto j = PrefetchJobs::Open(o, catalog_.get(), cache_.get(), meta_.get(), &clock_);
     ASSERT_TRUE(j.ok()) << j.status().ToString();
@@ -344,6 +349,239 @@ TEST_F(PrefetchJobsTest, LayoutOneRecordsStillLoad) {
   EXPECT_EQ(old->state, PrefetchState::kFailed);
   EXPECT_EQ(old->error, "IOError: x");
   EXPECT_GT(old->finished_at_ns, 0);
+}
+
+size_t StoredListChunks(MetaStore* meta) {
+  size_t n = 0;
+  EXPECT_TRUE(meta->ScanValues("prefetch/list/",
+                               [&](std::string_view, std::string_view) {
+                                 ++n;
+                                 return true;
+                               })
+                  .ok());
+  return n;
+}
+
+TEST_F(PrefetchJobsTest, ListAppendsInOrderAndFinishes) {
+  origin_.HoldReads();  // the job cannot end before the second set appends to it
+  TC_ASSERT_OK(jobs_->AppendList("l2", {"d/sub/c.bin", "other.bin"}));
+  origin_.WaitForBlockedReads(1);
+  TC_ASSERT_OK(jobs_->AppendList("l2", {"d/b.bin", "d/empty"}));
+  origin_.ReleaseReads();
+  PrefetchJobStatus st = WaitDone(kPrefetchListJob);
+  EXPECT_EQ(st.state, PrefetchState::kDone);
+  EXPECT_EQ(st.files_done, 4u);
+  EXPECT_EQ(st.files_total, 4u);
+  const uint64_t total = 3 * kBs + 7 + 2 * kBs + 100;
+  EXPECT_EQ(st.bytes_total, total);
+  EXPECT_EQ(st.bytes_done, total);
+  EXPECT_EQ(Held(Ref("d/sub/c.bin"), "l2"), 4u);
+  EXPECT_EQ(Held(Ref("other.bin"), "l2"), 2u);
+  EXPECT_EQ(Held(Ref("d/a.bin"), "l2"), 0u);     // not listed
+  EXPECT_EQ(StoredListChunks(meta_.get()), 0u);  // a finished list leaves no chunk behind
+  // A set after the end starts a fresh list job.
+  TC_ASSERT_OK(jobs_->AppendList("l1", {"d/a.bin"}));
+  st = WaitDone(kPrefetchListJob);
+  EXPECT_EQ(st.state, PrefetchState::kDone);
+  EXPECT_EQ(st.tier, "l1");
+  EXPECT_EQ(st.files_total, 1u);
+  EXPECT_EQ(Held(Ref("d/a.bin"), "l1"), 5u);
+  // The directory job of the root is a different job.
+  EXPECT_TRUE(jobs_->Get("").status().IsNotFound());
+}
+
+TEST_F(PrefetchJobsTest, ListRefusesABadPathWithoutQueueingAnything) {
+  Status s = jobs_->AppendList("l2", {"other.bin", "d/nope.bin"});
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("d/nope.bin"), std::string::npos) << s.ToString();
+  s = jobs_->AppendList("l2", {"other.bin", "d/sub"});
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("is a directory"), std::string::npos) << s.ToString();
+  EXPECT_EQ(jobs_->AppendList("l2", {""}).code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(jobs_->AppendList("l3", {"other.bin"}).code(), Status::Code::kInvalidArgument);
+  EXPECT_TRUE(jobs_->Get(kPrefetchListJob).status().IsNotFound());
+  EXPECT_EQ(StoredListChunks(meta_.get()), 0u);
+  // While a list job runs into l2, a set into another tier is refused.
+  origin_.SetDelay(20ms);
+  TC_ASSERT_OK(jobs_->AppendList("l2", {"d/a.bin"}));
+  EXPECT_EQ(jobs_->AppendList("l1", {"other.bin"}).code(), Status::Code::kInvalidArgument);
+  origin_.SetDelay(0ms);
+  EXPECT_EQ(WaitDone(kPrefetchListJob).files_total, 1u);
+}
+
+TEST_F(PrefetchJobsTest, ListCancelDropsTheQueue) {
+  origin_.SetDelay(20ms);
+  TC_ASSERT_OK(jobs_->AppendList("l2", {"d/a.bin", "d/sub/c.bin", "other.bin"}));
+  EXPECT_EQ(StoredListChunks(meta_.get()), 1u);
+  TC_ASSERT_OK(jobs_->Cancel(kPrefetchListJob));
+  PrefetchJobStatus st = WaitDone(kPrefetchListJob);
+  EXPECT_EQ(st.state, PrefetchState::kCancelled);
+  EXPECT_LT(st.files_done, 3u);
+  EXPECT_EQ(StoredListChunks(meta_.get()), 0u);
+  origin_.SetDelay(0ms);
+  TC_ASSERT_OK(jobs_->AppendList("l2", {"other.bin"}));
+  st = WaitDone(kPrefetchListJob);
+  EXPECT_EQ(st.state, PrefetchState::kDone);
+  EXPECT_EQ(st.files_total, 1u);
+}
+
+TEST_F(PrefetchJobsTest, ListResumesAfterRestartFromItsPosition) {
+  origin_.SetDelay(15ms);
+  TC_ASSERT_OK(jobs_->AppendList("l2", {"d/a.bin", "d/b.bin"}));
+  TC_ASSERT_OK(jobs_->AppendList("l2", {"d/sub/c.bin", "d/sub/e.bin", "other.bin"}));
+  for (int i = 0; i < 400; ++i) {
+    auto st = jobs_->Get(kPrefetchListJob);
+    if (st.ok() && st->bytes_done > 0) break;
+    std::this_thread::sleep_for(5ms);
+  }
+  jobs_.reset();
+  auto stored = meta_->GetValue(PrefetchJobKey(kPrefetchListJob));
+  ASSERT_TRUE(stored.ok() && stored->has_value());
+  auto rec = DecodePrefetchJob(kPrefetchListJob, **stored);
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  EXPECT_EQ(rec->state, PrefetchState::kRunning);
+  EXPECT_LT(rec->cursor_files, 5u);
+  EXPECT_GE(StoredListChunks(meta_.get()), 1u);
+
+  origin_.SetDelay(0ms);
+  origin_.ResetCounters();
+  OpenJobs();
+  PrefetchJobStatus st = WaitDone(kPrefetchListJob);
+  EXPECT_EQ(st.state, PrefetchState::kDone);
+  EXPECT_EQ(st.files_done, 5u);
+  EXPECT_EQ(st.files_total, 5u);
+  EXPECT_EQ(Held(Ref("d/a.bin"), "l2"), 5u);
+  EXPECT_EQ(Held(Ref("other.bin"), "l2"), 2u);
+  EXPECT_LE(origin_.read_calls(), 11u);  // what was fetched before is not fetched again
+  EXPECT_EQ(StoredListChunks(meta_.get()), 0u);
+}
+
+// The engine: many single-block files in flight at once, bounded by threads, the memory
+// budget and the origin's limit; cut to slots_while_demand while demand reads use the network.
+class PrefetchEngineTest : public PrefetchJobsTest {
+ protected:
+  void SetUp() override {
+    PrefetchJobsTest::SetUp();
+    for (int i = 0; i < 40; ++i) origin_.PutObject(fmt::format("many/f{:02}", i), Pattern(100, i));
+    for (int i = 0; i < 40; ++i) origin_.PutObject(fmt::format("more/g{:02}", i), Pattern(100, i));
+  }
+  void TearDown() override {
+    origin_.ReleaseReads();
+    jobs_.reset();
+  }
+  PrefetchJobsOptions Options() {
+    PrefetchJobsOptions o;
+    o.threads = 8;
+    o.persist_interval = 5ms;
+    return o;
+  }
+  // Reads blocked at the gate, after the workers had time to start more than allowed.
+  int SettledBlocked(int n) {
+    origin_.WaitForBlockedReads(n);
+    std::this_thread::sleep_for(30ms);
+    return origin_.blocked_reads();
+  }
+};
+
+TEST_F(PrefetchEngineTest, SmallFilesAreFetchedManyAtOnce) {
+  OpenJobsWith(Options());
+  origin_.HoldReads();
+  TC_ASSERT_OK(jobs_->Start("many", "l2"));
+  EXPECT_EQ(SettledBlocked(8), 8);  // one GET per file, `threads` of them at once
+  origin_.ReleaseReads();
+  PrefetchJobStatus st = WaitDone("many");
+  EXPECT_EQ(st.state, PrefetchState::kDone);
+  EXPECT_EQ(st.files_done, 40u);
+}
+
+TEST_F(PrefetchEngineTest, MemoryBudgetAndOriginLimitBoundTheBlocksInFlight) {
+  PrefetchJobsOptions o = Options();
+  o.memory_budget = 300;  // the files of many/ are 100 bytes: three at once
+  OpenJobsWith(o);
+  origin_.HoldReads();
+  TC_ASSERT_OK(jobs_->Start("many", "l2"));
+  EXPECT_EQ(SettledBlocked(3), 3);
+  origin_.ReleaseReads();
+  EXPECT_EQ(WaitDone("many").state, PrefetchState::kDone);
+
+  o = Options();
+  o.origin_limit = [] { return uint64_t{5}; };
+  OpenJobsWith(o);
+  origin_.HoldReads();
+  TC_ASSERT_OK(jobs_->Start("more", "l2"));
+  EXPECT_EQ(SettledBlocked(5), 5);
+  origin_.ReleaseReads();
+  EXPECT_EQ(WaitDone("more").state, PrefetchState::kDone);
+}
+
+TEST_F(PrefetchEngineTest, PrefetchYieldsToDemandReads) {
+  PrefetchJobsOptions o = Options();
+  o.slots_while_demand = 1;
+  o.demand_quiet = 1s;
+  OpenJobsWith(o);
+  clock_.Advance(10s);
+  // A demand read that goes to the origin: demand is active for demand_quiet.
+  std::string out(100, '\0');
+  ASSERT_TRUE(cache_
+                  ->ReadInto(Ref("other.bin"), 0,
+                             std::span(reinterpret_cast<std::byte*>(out.data()), out.size()))
+                  .ok());
+  EXPECT_EQ(cache_->Stats().demand_remote_in_flight.load(), 0);
+  origin_.HoldReads();
+  TC_ASSERT_OK(jobs_->Start("many", "l2"));
+  EXPECT_EQ(SettledBlocked(1), 1);  // only the slot demand leaves
+  clock_.Advance(2s);               // demand went quiet: the job takes every slot
+  EXPECT_EQ(SettledBlocked(8), 8);
+  origin_.ReleaseReads();
+  EXPECT_EQ(WaitDone("many").state, PrefetchState::kDone);
+}
+
+TEST_F(PrefetchEngineTest, RunningJobsShareTheWorkers) {
+  PrefetchJobsOptions o = Options();
+  o.threads = 4;
+  o.max_running_jobs = 2;
+  OpenJobsWith(o);
+  origin_.HoldReads();
+  TC_ASSERT_OK(jobs_->Start("many", "l2"));
+  TC_ASSERT_OK(jobs_->Start("more", "l2"));
+  TC_ASSERT_OK(jobs_->Start("d", "l2"));  // a third waits for one of them
+  EXPECT_EQ(SettledBlocked(4), 4);
+  // Both running jobs got workers (round-robin), the third is still queued.
+  EXPECT_EQ(jobs_->Get("many")->state, PrefetchState::kRunning);
+  EXPECT_EQ(jobs_->Get("more")->state, PrefetchState::kRunning);
+  EXPECT_EQ(jobs_->Get("d")->state, PrefetchState::kQueued);
+  origin_.ReleaseReads();
+  EXPECT_TRUE(jobs_->TEST_WaitIdle(20s));
+  for (const char* p : {"many", "more", "d"}) {
+    EXPECT_EQ(jobs_->Get(p)->state, PrefetchState::kDone) << p;
+  }
+}
+
+TEST(PrefetchListValue, Parse) {
+  auto r = ParsePrefetchList("tier=l3\n/a/b.bin\r\n\nc d.bin\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r->cancel);
+  EXPECT_EQ(r->tier, "l3");
+  EXPECT_EQ(r->paths, (std::vector<std::string>{"a/b.bin", "c d.bin"}));
+  r = ParsePrefetchList("x");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->tier, "l2");
+  EXPECT_EQ(r->paths, (std::vector<std::string>{"x"}));
+  r = ParsePrefetchList("cancel\n");
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->cancel);
+  r = ParsePrefetchList("");
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->paths.empty());
+  // "tier=" only counts on the first line; later it is a file name.
+  r = ParsePrefetchList("a\ntier=l1");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->paths, (std::vector<std::string>{"a", "tier=l1"}));
+  EXPECT_FALSE(ParsePrefetchList("tier=l4\na").ok());
+  EXPECT_FALSE(ParsePrefetchList("a/../b").ok());
+  EXPECT_FALSE(ParsePrefetchList("./a").ok());
+  EXPECT_FALSE(ParsePrefetchList("a//b").ok());
+  EXPECT_FALSE(ParsePrefetchList(std::string_view("a\0b", 3)).ok());
 }
 
 TEST(PrefetchJobRecord, RoundTripAndCorruption) {
