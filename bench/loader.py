@@ -187,7 +187,8 @@ def stall_view(args):
              "max_wait_ms": max(waits[1:]) * 1e3 if len(waits) > 1 else None,
              "samples_per_s": n / secs if secs > 0 else None, "capped": capped}
         if args.sampler == "prefetch":
-            e["prefetch_sampler"] = {"active": sampler.active, "sent": sampler.sent, "sets": sampler.sets}
+            e["prefetch_sampler"] = {"active": sampler.active, "sent": sampler.sent, "sets": sampler.sets,
+                                     "passed_through_because": sampler._disabled}
         result["epochs"].append(e)
         print("loader: epoch %d: %d samples in %.2f s, first batch %.3f s, stall %.1f%%, max wait %.1f ms%s"
               % (epoch + 1, n, secs, e["first_batch_s"] or 0, 100 * (e["stall_fraction"] or 0),

@@ -420,6 +420,9 @@ def stall_markdown(meta, run):
 
     for label, j, b in rows:
         eps = j.get("epochs", [])
+        ps = (eps[0].get("prefetch_sampler") if eps else None) or {}
+        if ps and not ps.get("active"):
+            label += " (passed through: %s)" % (ps.get("passed_through_because") or "inactive")
         before = "–"
         bsecs = 0.0
         if b is not None:
