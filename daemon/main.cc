@@ -1020,14 +1020,23 @@ int Main(int argc, char** argv) {
       "Examples:\n"
       "  tierfs prefetch /mnt/data/train            # queue, return at once\n"
       "  tierfs prefetch --wait --tier l1 /mnt/data/val\n"
-      "  tierfs prefetch --cancel /mnt/data/train");
+      "  tierfs prefetch --cancel /mnt/data/train\n"
+      "  tierfs prefetch --wait --from-file order.txt   # a loader's order, in bulk");
   std::vector<std::string> pf_paths;
   PrefetchCliOptions pf;
-  prefetch->add_option("PATH", pf_paths, "Files or directories on a tierfs mount")->required();
+  prefetch->add_option("PATH", pf_paths, "Files or directories on a tierfs mount");
+  prefetch
+      ->add_option("--from-file", pf.from_file,
+                   "Prefetch the files listed in LIST (one path per line, absolute or "
+                   "relative to the working directory, all on one tierfs mount; '-' = "
+                   "stdin), in that order, as the mount's list job "
+                   "(user.tierfs.prefetch_list); a path that is not a file on the mount "
+                   "fails it (exit 1)")
+      ->type_name("LIST");
   prefetch->add_option("--tier", pf.tier, "l1 (memory), l2 (flash, default) or l3 (region only)");
   prefetch->add_flag("--wait", pf.wait,
-                     "Wait until every job finished (progress bar on a terminal); exit 1 if one "
-                     "failed or was cancelled");
+                     "Wait until every job finished (progress bar with rate and ETA on a "
+                     "terminal); exit 1 if one failed or was cancelled");
   prefetch->add_flag("--cancel", pf.cancel, "Cancel the jobs of the paths instead");
 
   // ---- log-level ----

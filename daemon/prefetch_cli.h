@@ -1,7 +1,9 @@
 // `tierfs prefetch [--tier l2] [--wait] [--cancel] PATH...`: starts (or cancels) deep prefetch
 // jobs on paths of a mounted tierfs through the user.tierfs.prefetch xattr, and with --wait polls
-// every job until it finishes: a progress bar when stdout is a terminal, one plain line per
-// change otherwise.
+// every job until it finishes: a progress bar with rate and ETA when stdout is a terminal, one
+// plain line per change otherwise (and a summary line with the mean rate at the end).
+// `--from-file LIST` hands a list of files (one per line, in fetch order) over in bulk to the
+// mount's list job (user.tierfs.prefetch_list on the mount root, in sets under 64 KiB).
 //
 // Thread-safety: plain functions; no shared state.
 #pragma once
@@ -17,6 +19,9 @@ struct PrefetchCliOptions {
   std::string tier = "l2";
   bool wait = false;
   bool cancel = false;
+  // A file of paths (one per line, absolute or relative to the working directory, all on one
+  // tierfs mount), "-" for stdin; "" = none. With it, PATH arguments are not allowed.
+  std::string from_file;
   std::chrono::milliseconds poll_interval{200};
 };
 
@@ -32,5 +37,16 @@ struct PrefetchProgress {
   uint64_t files_done = 0, files_total = 0, bytes_done = 0, bytes_total = 0;
 };
 bool ParsePrefetchProgress(std::string_view value, PrefetchProgress* out);
+
+// Values of user.tierfs.prefetch_list for `rel_paths` (relative to the mount root, in order):
+// each "tier=<tier>\n" followed by whole lines, at most `max_bytes` long (a path too long for one
+// value alone gets a value of its own). Exposed for tests.
+std::vector<std::string> PrefetchListValues(const std::vector<std::string>& rel_paths,
+                                            std::string_view tier, size_t max_bytes = 65000);
+
+// "12.5MiB/s 310 files/s ETA 1m30s" from the progress `elapsed` after `start` (the first
+// sample); "" until there is something to measure. Exposed for tests.
+std::string FormatPrefetchRate(const PrefetchProgress& start, const PrefetchProgress& now,
+                               std::chrono::nanoseconds elapsed);
 
 }  // namespace tierfs

@@ -167,6 +167,43 @@ Status Refused(std::string_view name, const XattrTarget& t, std::string_view v, 
   return s;
 }
 
+// user.tierfs.prefetch_list on the root: append files, in order, to the mount's list job (bulk
+// prefetch: a loader's order); "cancel" drops it. Get: its state, like user.tierfs.prefetch.
+class PrefetchListHandler final : public XattrHandler {
+ public:
+  std::string_view name() const override { return "user.tierfs.prefetch_list"; }
+  bool AppliesTo(const XattrTarget& t) const override { return t.is_root; }
+  Result<std::string> Get(const XattrTarget& t) const override {
+    PrefetchJobs* jobs = t.fs->prefetch_jobs();
+    if (jobs != nullptr) {
+      auto st = jobs->Get(kPrefetchListJob);
+      if (st.ok()) return FormatPrefetchStatus(*st);
+      if (!st.status().IsNotFound()) return st.status();
+    }
+    return std::string("state=none tier=- files=0/0 bytes=0/0");
+  }
+  Status Set(const XattrTarget& t, std::string_view raw) const override {
+    PrefetchJobs* jobs = t.fs->prefetch_jobs();
+    if (!t.is_root) {
+      return Refused(
+          name(), t, raw.substr(0, 200),
+          Status::InvalidArgument("set it on the mount root (paths are relative to it)"));
+    }
+    if (jobs == nullptr) {
+      return Refused(name(), t, raw, Status::InvalidArgument("prefetch is not enabled"));
+    }
+    auto req = ParsePrefetchList(raw);
+    if (!req.ok()) return Refused(name(), t, raw, req.status());
+    if (req->cancel) {
+      Status s = jobs->Cancel(kPrefetchListJob);
+      return s.IsNotFound() ? Status::OK() : s;  // nothing queued: nothing to drop
+    }
+    Status s = jobs->AppendList(req->tier, req->paths);
+    if (!s.ok()) return Refused(name(), t, raw.substr(0, 200), s);
+    return Status::OK();
+  }
+};
+
 // user.tierfs.pin / ttl / policy on files and directories: set a policy field at the path
 // (inherited below it); get the effective value.
 class PolicyFieldHandler : public XattrHandler {
@@ -358,6 +395,7 @@ std::unique_ptr<XattrRegistry> NewDefaultXattrRegistry() {
   r->Register(std::make_unique<SourceHandler>());
   r->Register(std::make_unique<ResidencyHandler>());
   r->Register(std::make_unique<PrefetchHandler>());
+  r->Register(std::make_unique<PrefetchListHandler>());
   r->Register(std::make_unique<PinHandler>());
   r->Register(std::make_unique<TtlHandler>());
   r->Register(std::make_unique<EvictionPolicyHandler>());

@@ -13,6 +13,10 @@
 //                          it; get: "state=<queued|running|done|failed|cancelled> tier=l2
 //                          files=<done>/<total> bytes=<done>/<total>" (+ " error=..." when
 //                          failed), "state=none tier=- files=0/0 bytes=0/0" without a job
+//   user.tierfs.prefetch_list  root only. set: "[tier=l1|l2|l3\n]path\npath..." appends those
+//                          files (relative to the root, in that order) to the mount's list job
+//                          (EINVAL and nothing queued if one is missing or a directory),
+//                          "cancel" drops it; get: its state as for user.tierfs.prefetch
 //   user.tierfs.evict      files and directories (recursive), set only: "1" drops the blocks
 //                          from the host tiers (L1, L2) now. Not listed; get → ENODATA.
 //   user.tierfs.log_level  root only. get: the daemon's log level ("info"); set: trace, debug,

@@ -31,11 +31,15 @@
 #include "base/logging.h"
 #include "base/metrics.h"
 #include "base/mutex.h"
+#include "base/strings.h"
 
 namespace tierfs {
 namespace {
 
 constexpr std::string_view kJobPrefix = "prefetch/job/";
+constexpr std::string_view kListPrefix = "prefetch/list/";
+
+std::string ListChunkKey(uint64_t first) { return fmt::format("{}{:020}", kListPrefix, first); }
 
 // CondVar waits carry no capability annotation (base/mutex.h). REQUIRES: cv's mutex held.
 void WaitHeld(CondVar* cv) NO_THREAD_SAFETY_ANALYSIS { cv->Wait(); }
@@ -54,7 +58,13 @@ std::string Join(std::string_view dir, std::string_view name) {
 
 struct FileItem {
   std::string path;
-  DirEntry entry;
+  DirEntry entry;  // a list item that vanished before its turn: size 0, nothing to fetch
+};
+
+// A file queued in the list job; `entry` is empty after a restart (looked up at its turn).
+struct ListItem {
+  std::string path;
+  std::optional<DirEntry> entry;
 };
 
 struct Task {
@@ -70,6 +80,7 @@ struct Job {
 // The job being executed. Fields guarded by PrefetchJobsImpl::mu_ except the constants.
 struct Work {
   std::shared_ptr<Job> job;
+  bool list = false;            // constant: the list job (position cursor, totals known)
   size_t target = 0;            // constant
   std::vector<FileItem> files;  // constant
   std::vector<Task> tasks;      // constant
@@ -208,6 +219,18 @@ class PrefetchJobsImpl final : public PrefetchJobs {
           stored.emplace_back(std::string(k.substr(kJobPrefix.size())), std::string(v));
           return true;
         }));
+    std::vector<std::pair<uint64_t, std::string>> chunks;  // (first position, paths)
+    std::vector<std::string> stale_chunks;
+    TIERFS_RETURN_IF_ERROR(
+        meta_->ScanValues(kListPrefix, [&](std::string_view k, std::string_view v) {
+          uint64_t first = 0;
+          if (ParseU64(k.substr(kListPrefix.size()), &first)) {
+            chunks.emplace_back(first, std::string(v));
+          } else {
+            stale_chunks.emplace_back(k);
+          }
+          return true;
+        }));
     size_t resumed = 0;
     MutexLock l(&mu_);
     for (auto& [path, value] : stored) {
@@ -230,20 +253,101 @@ class PrefetchJobsImpl final : public PrefetchJobs {
       }
       jobs_[path] = std::move(job);
     }
+    LoadListLocked(chunks, &stale_chunks);
+    stale_chunks_ = std::move(stale_chunks);
     if (resumed > 0) {
       Logger(Module::kTierCache).info("prefetch: resuming {} job(s) from the metastore", resumed);
     }
     return Status::OK();
   }
 
-  // Drops the expired finished jobs (load time, before any thread runs).
+  // The queued paths of an unfinished list job, from its stored chunks: those past its cursor
+  // become list_pending_; chunks of no unfinished list job, or wholly passed, go to `stale`.
+  void LoadListLocked(const std::vector<std::pair<uint64_t, std::string>>& chunks,
+                      std::vector<std::string>* stale) REQUIRES(mu_) {
+    auto it = jobs_.find(kPrefetchListJob);
+    const PrefetchJobStatus* st = it == jobs_.end() ? nullptr : &it->second->st;
+    const bool active = st != nullptr && !Finished(st->state);
+    uint64_t base = 0;
+    if (active && !ParseU64(st->cursor, &base)) {
+      Logger(Module::kTierCache).warn("prefetch list job: bad stored cursor; its list is dropped");
+      it->second->st.state = PrefetchState::kFailed;
+      it->second->st.error = "unreadable list cursor";
+      queue_.erase(std::remove(queue_.begin(), queue_.end(), std::string(kPrefetchListJob)),
+                   queue_.end());
+    }
+    const uint64_t next = active ? base + st->cursor_files : 0;
+    uint64_t end = active ? base + st->cursor_files : 0;
+    for (const auto& [first, value] : chunks) {
+      std::vector<std::string> paths;
+      for (size_t pos = 0; pos <= value.size();) {
+        size_t nl = value.find('\n', pos);
+        if (nl == std::string::npos) nl = value.size();
+        paths.emplace_back(value.substr(pos, nl - pos));
+        pos = nl + 1;
+      }
+      if (!active || first < base || first + paths.size() <= next) {
+        stale->push_back(ListChunkKey(first));
+        list_next_pos_ = std::max(list_next_pos_, first + paths.size());
+        continue;
+      }
+      for (size_t i = 0; i < paths.size(); ++i) {
+        if (first + i >= next) list_pending_.push_back(ListItem{std::move(paths[i]), {}});
+      }
+      list_chunks_.emplace_back(first, paths.size());
+      end = std::max(end, first + paths.size());
+    }
+    list_next_pos_ = std::max(list_next_pos_, end);
+    if (active && st->state != PrefetchState::kFailed) {
+      // The record may lag the chunks by one append: the chunks are the truth.
+      it->second->st.files_total = st->cursor_files + list_pending_.size();
+    }
+  }
+
+  // Drops the expired finished jobs and stale list chunks (load time, before any thread runs).
   void ExpireAtLoad() {
-    std::vector<std::string> gone;
+    std::vector<std::string> gone, stale;
     {
       MutexLock l(&mu_);
       gone = ExpireLocked();
+      stale = std::move(stale_chunks_);
     }
     ForgetStored(gone);
+    DeleteChunks(stale);
+  }
+
+  void DeleteChunks(const std::vector<std::string>& keys) {
+    for (const std::string& k : keys) {
+      Status s = meta_->DeleteValue(k);
+      if (!s.ok()) {
+        Logger(Module::kTierCache)
+            .warn("prefetch list: cannot drop the stored chunk '{}': {}", k, s.ToString());
+      }
+    }
+  }
+
+  // Forgets the queued files of the list job; returns the chunk keys to delete (without mu_).
+  std::vector<std::string> DropListLocked() REQUIRES(mu_) {
+    std::vector<std::string> keys;
+    for (const auto& c : list_chunks_) keys.push_back(ListChunkKey(c.first));
+    list_chunks_.clear();
+    list_pending_.clear();
+    return keys;
+  }
+
+  // Chunk keys the list job's cursor has passed (removed from list_chunks_).
+  std::vector<std::string> PassedChunksLocked() REQUIRES(mu_) {
+    std::vector<std::string> keys;
+    auto it = jobs_.find(kPrefetchListJob);
+    uint64_t base = 0;
+    if (it == jobs_.end() || !ParseU64(it->second->st.cursor, &base)) return keys;
+    const uint64_t next = base + it->second->st.cursor_files;
+    while (!list_chunks_.empty() &&
+           list_chunks_.front().first + list_chunks_.front().second <= next) {
+      keys.push_back(ListChunkKey(list_chunks_.front().first));
+      list_chunks_.pop_front();
+    }
+    return keys;
   }
 
   void RegisterMetrics() {
@@ -310,6 +414,84 @@ class PrefetchJobsImpl final : public PrefetchJobs {
     return Status::OK();
   }
 
+  Status AppendList(std::string_view tier, const std::vector<std::string>& paths) override {
+    TIERFS_ASSIGN_OR_RETURN(size_t target, TierIndex(tier));
+    (void)target;
+    std::vector<ListItem> items;
+    items.reserve(paths.size());
+    uint64_t bytes = 0;
+    for (const std::string& p : paths) {
+      if (p.empty()) return Status::InvalidArgument("'/' is the mount root, a directory");
+      const size_t slash = p.rfind('/');
+      const std::string_view dir =
+          slash == std::string::npos ? std::string_view() : std::string_view(p).substr(0, slash);
+      const std::string_view base =
+          slash == std::string::npos ? std::string_view(p) : std::string_view(p).substr(slash + 1);
+      auto e = catalog_->Lookup(dir, base);
+      if (!e.ok()) {
+        if (e.status().IsNotFound()) {
+          return Status::InvalidArgument(fmt::format("'{}': no such file", EscapeForLog(p)));
+        }
+        return e.status().WithContext(fmt::format("'{}'", EscapeForLog(p)));
+      }
+      if (e->type == EntryType::kDir) {
+        return Status::InvalidArgument(fmt::format("'{}' is a directory", EscapeForLog(p)));
+      }
+      bytes += e->size;
+      items.push_back(ListItem{p, std::move(*e)});
+    }
+    if (items.empty()) return Status::OK();
+    MutexLock append(&append_mu_);  // chunks are written in position order
+    uint64_t first = 0;
+    std::shared_ptr<Job> job;
+    bool created = false;
+    std::vector<std::string> dropped;
+    {
+      MutexLock l(&mu_);
+      auto it = jobs_.find(kPrefetchListJob);
+      if (it != jobs_.end() && !Finished(it->second->st.state)) {
+        job = it->second;
+        if (job->st.tier != tier) {
+          return Status::InvalidArgument(fmt::format(
+              "the list job runs into {}; wait for it or cancel it first", job->st.tier));
+        }
+      } else {
+        dropped = DropListLocked();
+        job = std::make_shared<Job>();
+        job->st.path = std::string(kPrefetchListJob);
+        job->st.tier = std::string(tier);
+        job->st.state = PrefetchState::kQueued;
+        job->st.cursor = std::to_string(list_next_pos_);
+        jobs_[std::string(kPrefetchListJob)] = job;
+        queue_.push_back(std::string(kPrefetchListJob));
+        created = true;
+      }
+      first = list_next_pos_;
+      list_next_pos_ += items.size();
+      list_chunks_.emplace_back(first, items.size());
+      for (ListItem& i : items) list_pending_.push_back(std::move(i));
+      job->st.files_total += items.size();
+      job->st.bytes_total += bytes;
+    }
+    DeleteChunks(dropped);
+    std::string value;
+    for (const std::string& p : paths) {
+      if (!value.empty()) value += '\n';
+      value += p;
+    }
+    Status s = meta_->PutValue(ListChunkKey(first), value);
+    if (!s.ok()) {
+      Logger(Module::kTierCache)
+          .warn("prefetch list: cannot persist {} queued files: {}", paths.size(), s.ToString());
+    }
+    PersistJob(job);
+    Logger(Module::kTierCache)
+        .info("prefetch list into {}: {} file(s), {} bytes appended{}", tier, items.size(), bytes,
+              created ? " (new list job)" : "");
+    cv_.SignalAll();
+    return Status::OK();
+  }
+
   Result<PrefetchJobStatus> Get(std::string_view path) override {
     MutexLock l(&mu_);
     auto it = jobs_.find(path);
@@ -319,6 +501,7 @@ class PrefetchJobsImpl final : public PrefetchJobs {
 
   Status Cancel(std::string_view path) override {
     PrefetchJobStatus snapshot;
+    std::vector<std::string> dropped;
     {
       MutexLock l(&mu_);
       auto it = jobs_.find(path);
@@ -330,11 +513,14 @@ class PrefetchJobsImpl final : public PrefetchJobs {
         return Status::OK();  // running: the runner records the cancellation
       }
       job.st.state = PrefetchState::kCancelled;
+      job.st.finished_at_ns = clock_->NowUnixNanos();
       CountFinished(job.st.state);
       queue_.erase(std::remove(queue_.begin(), queue_.end(), std::string(path)), queue_.end());
+      if (path == kPrefetchListJob) dropped = DropListLocked();
       snapshot = job.st;
     }
     Persist(snapshot);
+    DeleteChunks(dropped);
     Logger(Module::kTierCache).info("prefetch of '{}' cancelled", path);
     return Status::OK();
   }
@@ -414,6 +600,25 @@ class PrefetchJobsImpl final : public PrefetchJobs {
     }
   }
 
+  // Persists the job's current state, unless another job of its path replaced it meanwhile; for
+  // the list job also drops the stored chunks its cursor has passed.
+  void PersistJob(const std::shared_ptr<Job>& job) {
+    std::vector<std::string> passed;
+    {
+      MutexLock p(&persist_mu_);
+      PrefetchJobStatus snapshot;
+      {
+        MutexLock l(&mu_);
+        auto it = jobs_.find(job->st.path);
+        if (it == jobs_.end() || it->second != job) return;
+        snapshot = job->st;
+        if (snapshot.path == kPrefetchListJob) passed = PassedChunksLocked();
+      }
+      Persist(snapshot);
+    }
+    DeleteChunks(passed);
+  }
+
   bool Stopping() {
     MutexLock l(&mu_);
     return stop_;
@@ -442,11 +647,16 @@ class PrefetchJobsImpl final : public PrefetchJobs {
     }
   }
 
-  void Finish(const std::shared_ptr<Job>& job, PrefetchState state, const std::string& error) {
+  // Records the final state. With `only_if_list_empty`, finishes only if the list job has no
+  // queued file left (returns false otherwise: an append came in, keep going).
+  bool Finish(const std::shared_ptr<Job>& job, PrefetchState state, const std::string& error,
+              bool only_if_list_empty = false) {
     PrefetchJobStatus snapshot;
-    std::vector<std::string> gone;
+    std::vector<std::string> gone, dropped;
     {
       MutexLock l(&mu_);
+      if (only_if_list_empty && !list_pending_.empty()) return false;
+      if (job->st.path == kPrefetchListJob) dropped = DropListLocked();
       job->st.state = state;
       job->st.error = error;
       job->st.finished_at_ns = clock_->NowUnixNanos();
@@ -454,40 +664,84 @@ class PrefetchJobsImpl final : public PrefetchJobs {
       snapshot = job->st;
       gone = ExpireLocked();
     }
-    Persist(snapshot);
+    PersistJob(job);
     ForgetStored(gone);
+    DeleteChunks(dropped);
     Logger(Module::kTierCache)
         .info("prefetch of '{}' into {}: {} ({}){}", snapshot.path, snapshot.tier,
               PrefetchStateName(state), FormatPrefetchStatus(snapshot),
               error.empty() ? "" : ": " + error);
+    return true;
+  }
+
+  // The list job's next queued file (looked up if it was loaded from the store); false when
+  // none is queued now. A file gone since it was queued becomes an empty item (skipped, logged).
+  Result<bool> NextListItem(FileItem* out) {
+    ListItem item;
+    {
+      MutexLock l(&mu_);
+      if (list_pending_.empty()) return false;
+      item = std::move(list_pending_.front());
+      list_pending_.pop_front();
+    }
+    if (!item.entry) {
+      const size_t slash = item.path.rfind('/');
+      const std::string dir =
+          slash == std::string::npos ? std::string() : item.path.substr(0, slash);
+      const std::string base = slash == std::string::npos ? item.path : item.path.substr(slash + 1);
+      auto e = catalog_->Lookup(dir, base);
+      if (e.ok() && e->type != EntryType::kDir) {
+        item.entry = std::move(*e);
+      } else if (e.ok() || e.status().IsNotFound()) {
+        Logger(Module::kTierCache)
+            .warn("prefetch list: '{}' is gone or is a directory now; skipped",
+                  EscapeForLog(item.path));
+        item.entry = DirEntry{};
+      } else {
+        return e.status().WithContext(fmt::format("'{}'", EscapeForLog(item.path)));
+      }
+    }
+    *out = FileItem{std::move(item.path), std::move(*item.entry)};
+    if (out->entry.type == EntryType::kDir) out->entry.size = 0;
+    return true;
   }
 
   void RunJob(const std::shared_ptr<Job>& job) {
     std::string path, tier, cursor;
+    const bool list = job->st.path == kPrefetchListJob;  // the path is constant
     {
       MutexLock l(&mu_);
       path = job->st.path;
       tier = job->st.tier;
       cursor = job->st.cursor;
       // A resumed job counts from its cursor: what lay beyond it is walked (and counted) again.
-      job->st.files_done = job->st.files_total = job->st.cursor_files;
-      job->st.bytes_done = job->st.bytes_total = job->st.cursor_bytes;
+      // A list job knows its totals (its queued files are counted when appended).
+      job->st.files_done = job->st.cursor_files;
+      job->st.bytes_done = job->st.cursor_bytes;
+      if (!list) {
+        job->st.files_total = job->st.cursor_files;
+        job->st.bytes_total = job->st.cursor_bytes;
+      }
     }
     auto target = TierIndex(tier);
-    if (!target.ok()) return Finish(job, PrefetchState::kFailed, target.status().message());
-    Walker walker(catalog_, path, cursor);
+    if (!target.ok()) {
+      Finish(job, PrefetchState::kFailed, std::string(target.status().message()));
+      return;
+    }
+    Walker walker(catalog_, list ? std::string() : path, list ? std::string() : cursor);
     const uint64_t bs = cache_->block_size();
     const size_t batch_files = std::max<size_t>(1, options_.batch_files);
     while (true) {
       auto w = std::make_shared<Work>();
       w->job = job;
+      w->list = list;
       w->target = *target;
       Status ws;
       uint64_t batch_bytes = 0;
       while (w->files.size() < batch_files) {
         if (job->cancel || Stopping()) break;
         FileItem item;
-        Result<bool> more = walker.Next(&item);
+        Result<bool> more = list ? NextListItem(&item) : walker.Next(&item);
         if (!more.ok()) {
           ws = more.status();
           break;
@@ -497,9 +751,19 @@ class PrefetchJobsImpl final : public PrefetchJobs {
         w->files.push_back(std::move(item));
       }
       if (Stopping()) return;  // stays "running" on disk: resumed at the next start
-      if (job->cancel) return Finish(job, PrefetchState::kCancelled, "");
-      if (!ws.ok()) return Finish(job, PrefetchState::kFailed, ws.ToString());
-      if (w->files.empty()) break;  // the walk is complete
+      if (job->cancel) {
+        Finish(job, PrefetchState::kCancelled, "");
+        return;
+      }
+      if (!ws.ok()) {
+        Finish(job, PrefetchState::kFailed, ws.ToString());
+        return;
+      }
+      if (w->files.empty()) {
+        // The walk is complete; a list job ends only if no append came in meanwhile.
+        if (Finish(job, PrefetchState::kDone, "", list)) return;
+        continue;
+      }
 
       w->remaining.assign(w->files.size(), 0);
       for (size_t f = 0; f < w->files.size(); ++f) {
@@ -512,13 +776,15 @@ class PrefetchJobsImpl final : public PrefetchJobs {
       PrefetchJobStatus snapshot;
       {
         MutexLock l(&mu_);
-        job->st.files_total += w->files.size();
-        job->st.bytes_total += batch_bytes;
+        if (!list) {
+          job->st.files_total += w->files.size();
+          job->st.bytes_total += batch_bytes;
+        }
         AdvanceLocked(*w);
         snapshot = job->st;
         work_ = w;
       }
-      Persist(snapshot);
+      PersistJob(job);
       cv_.SignalAll();
 
       // Wait for the batch to drain, persisting progress on the way.
@@ -533,16 +799,21 @@ class PrefetchJobsImpl final : public PrefetchJobs {
           if (drained) work_.reset();
         }
         if (drained) break;
-        Persist(snapshot);
+        PersistJob(job);
       }
       if (Stopping()) {
-        Persist(snapshot);  // "running" with its cursor: resumed at the next start
+        PersistJob(job);  // "running" with its cursor: resumed at the next start
         return;
       }
-      if (job->cancel) return Finish(job, PrefetchState::kCancelled, "");
-      if (w->failed) return Finish(job, PrefetchState::kFailed, snapshot.error);
+      if (job->cancel) {
+        Finish(job, PrefetchState::kCancelled, "");
+        return;
+      }
+      if (w->failed) {
+        Finish(job, PrefetchState::kFailed, snapshot.error);
+        return;
+      }
     }
-    Finish(job, PrefetchState::kDone, "");
   }
 
   // Counts files whose tasks all finished; moves the cursor over the completed prefix.
@@ -550,7 +821,7 @@ class PrefetchJobsImpl final : public PrefetchJobs {
     PrefetchJobStatus& st = w.job->st;
     while (w.completed < w.files.size() && w.remaining[w.completed] == 0) {
       const FileItem& f = w.files[w.completed++];
-      st.cursor = f.path;
+      if (!w.list) st.cursor = f.path;  // a list job's cursor is its first position
       ++st.cursor_files;
       st.cursor_bytes += f.entry.size;
     }
@@ -624,6 +895,8 @@ class PrefetchJobsImpl final : public PrefetchJobs {
   MetaStore* const meta_;
   Clock* const clock_;
 
+  Mutex append_mu_;   // serializes AppendList (chunks are written in position order)
+  Mutex persist_mu_;  // a job's snapshot and its write are one step (no stale overwrite)
   Mutex mu_;
   CondVar cv_;
   bool stop_ GUARDED_BY(mu_) = false;
@@ -631,6 +904,12 @@ class PrefetchJobsImpl final : public PrefetchJobs {
   std::map<std::string, std::shared_ptr<Job>, std::less<>> jobs_ GUARDED_BY(mu_);
   std::deque<std::string> queue_ GUARDED_BY(mu_);
   std::shared_ptr<Work> work_ GUARDED_BY(mu_);
+  // The list job's queued files (not yet in a batch), its stored chunks (first position, count)
+  // not yet passed by its cursor, and the position of the next file appended.
+  std::deque<ListItem> list_pending_ GUARDED_BY(mu_);
+  std::deque<std::pair<uint64_t, uint64_t>> list_chunks_ GUARDED_BY(mu_);
+  uint64_t list_next_pos_ GUARDED_BY(mu_) = 0;
+  std::vector<std::string> stale_chunks_ GUARDED_BY(mu_);  // found by Load, deleted after
   std::atomic<uint64_t> finished_done_{0}, finished_failed_{0}, finished_cancelled_{0};
   metrics::Registry::Registration metrics_reg_;
 
@@ -668,6 +947,53 @@ std::string FormatPrefetchStatus(const PrefetchJobStatus& s) {
     out += " error=" + e;
   }
   return out;
+}
+
+Result<PrefetchListRequest> ParsePrefetchList(std::string_view value) {
+  PrefetchListRequest r;
+  while (!value.empty() && (value.back() == '\0' || value.back() == '\n')) value.remove_suffix(1);
+  if (value == "cancel") {
+    r.cancel = true;
+    return r;
+  }
+  if (value.find('\0') != std::string_view::npos) {
+    return Status::InvalidArgument("a NUL byte in the list");
+  }
+  bool first = true;
+  size_t line_no = 0;
+  for (size_t pos = 0; pos <= value.size();) {
+    size_t nl = value.find('\n', pos);
+    if (nl == std::string_view::npos) nl = value.size();
+    std::string_view line = value.substr(pos, nl - pos);
+    pos = nl + 1;
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.empty()) continue;
+    if (first && line.starts_with("tier=")) {
+      first = false;
+      r.tier = std::string(line.substr(5));
+      if (r.tier != "l1" && r.tier != "l2" && r.tier != "l3") {
+        return Status::InvalidArgument(
+            fmt::format("line 1: unknown tier '{}' (l1, l2 or l3)", EscapeForLog(r.tier)));
+      }
+      continue;
+    }
+    first = false;
+    while (line.starts_with('/')) line.remove_prefix(1);
+    // Components: no empty, "." or ".." (the Catalog names files by their plain key).
+    for (size_t c = 0; c <= line.size();) {
+      size_t sl = line.find('/', c);
+      if (sl == std::string_view::npos) sl = line.size();
+      const std::string_view comp = line.substr(c, sl - c);
+      if ((comp.empty() && !line.empty()) || comp == "." || comp == "..") {
+        return Status::InvalidArgument(
+            fmt::format("line {}: bad path '{}'", line_no, EscapeForLog(line)));
+      }
+      c = sl + 1;
+    }
+    r.paths.emplace_back(line);
+  }
+  return r;
 }
 
 std::string PrefetchJobKey(std::string_view path) {

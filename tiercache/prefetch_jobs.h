@@ -22,6 +22,15 @@
 // failed, cancelled) are kept for getxattr for `finished_ttl` (24 h) and at most
 // `keep_finished` of them, then dropped from memory and the MetaStore.
 //
+// The list job (user.tierfs.prefetch_list, `tierfs prefetch --from-file`): one per mount, named
+// kPrefetchListJob (not a path a file can have). AppendList checks every path against the
+// Catalog (a path that does not exist or is a directory refuses the whole call: nothing is
+// queued) and appends the files, in the given order, to the list job, creating it when there is
+// none queued or running. Its files are fetched in list order (several at once); its record
+// "prefetch/job//list" carries the position cursor (files completed in list order) and the
+// queued paths are stored as "prefetch/list/<position>" chunks (metastore/FORMAT.md), so a list
+// job resumes after a restart like the others; chunks are deleted once passed or finished.
+//
 // Thread-safe; no external synchronization needed.
 #pragma once
 
@@ -67,6 +76,21 @@ Result<PrefetchJobStatus> DecodePrefetchJob(std::string_view path, std::string_v
 // The MetaStore value name of the job of `path`.
 std::string PrefetchJobKey(std::string_view path);
 
+// The name of the mount's list job in Get/Cancel (a leading '/' no real path has).
+inline constexpr std::string_view kPrefetchListJob = "/list";
+
+// A value of user.tierfs.prefetch_list, parsed: an optional first line "tier=l1|l2|l3" (default
+// l2), then one path per line relative to the mount root (a leading '/' means the mount root;
+// trailing '\r' and empty lines are ignored), or the single word "cancel".
+struct PrefetchListRequest {
+  bool cancel = false;
+  std::string tier = "l2";
+  std::vector<std::string> paths;  // normalized: no leading '/'
+};
+// InvalidArgument: not UTF-8, a NUL byte, a path with an empty, "." or ".." component, or a bad
+// tier line.
+Result<PrefetchListRequest> ParsePrefetchList(std::string_view value);
+
 struct PrefetchJobsOptions {
   int threads = 4;                // blocks fetched concurrently by one job
   uint64_t blocks_per_task = 16;  // a worker takes this many consecutive blocks of a file
@@ -102,6 +126,11 @@ class PrefetchJobs {
   virtual Result<PrefetchJobStatus> Get(std::string_view path) = 0;
   // Cancels the job of `path` (queued or running). NotFound: no job; OK for a finished one.
   virtual Status Cancel(std::string_view path) = 0;
+  // Appends `paths` (relative to the source root, no leading '/') in that order to the list job,
+  // starting one into `tier` if none is queued or running. InvalidArgument (nothing queued): a
+  // path that does not exist or is a directory (named in the message), a bad tier, or a tier other
+  // than that of the queued/running list job. Other Catalog errors are returned as they are.
+  virtual Status AppendList(std::string_view tier, const std::vector<std::string>& paths) = 0;
   // Test hook: blocks until no job is queued or running, or `timeout` passes (false).
   virtual bool TEST_WaitIdle(std::chrono::milliseconds timeout) = 0;
 };

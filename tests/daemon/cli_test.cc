@@ -1,6 +1,7 @@
 // The pure parts of the command line (issue 8, items 5 and 6): the mountpoint-s3 style flags and
 // their mapping onto fuse.* keys, mountinfo parsing, the status report (text, JSON, rates) and
 // `tierfs config check`.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 
 #include "daemon/config.h"
 #include "daemon/mounts.h"
+#include "daemon/prefetch_cli.h"
 #include "daemon/status.h"
 
 namespace tierfs {
@@ -179,6 +181,51 @@ constexpr const char* kStatsB =
     "l1.hits=30 l1.misses=10 l1.bytes=3000 l1.used=50 l1.capacity=100 l2.hits=5 l2.misses=5 "
     "l2.bytes=500 l2.used=70 l2.capacity=1000 origin.requests=5 origin.bytes=300 "
     "catalog.entries=3 fuse.reads=60 fuse.read_bytes=6000";
+
+TEST(PrefetchCliTest, ListValuesAreWholeLinesUnderTheLimit) {
+  std::vector<std::string> paths;
+  for (int i = 0; i < 100; ++i) paths.push_back(fmt::format("dir/file_{:03}.bin", i));
+  // "tier=l2\n" is 8 bytes, every line 17: 5 lines fit in 100 bytes.
+  auto v = PrefetchListValues(paths, "l2", 100);
+  ASSERT_EQ(v.size(), 20u);
+  std::vector<std::string> back;
+  for (const std::string& value : v) {
+    EXPECT_LE(value.size(), 100u);
+    ASSERT_TRUE(value.starts_with("tier=l2\n")) << value;
+    ASSERT_EQ(value.back(), '\n');
+    size_t pos = 8;
+    while (pos < value.size()) {
+      const size_t nl = value.find('\n', pos);
+      back.push_back(value.substr(pos, nl - pos));
+      pos = nl + 1;
+    }
+  }
+  EXPECT_EQ(back, paths);  // every path once, in order
+  // A path longer than the limit still goes, alone.
+  v = PrefetchListValues({"a", std::string(200, 'x'), "b"}, "l1", 100);
+  ASSERT_EQ(v.size(), 3u);
+  EXPECT_EQ(v[0], "tier=l1\na\n");
+  EXPECT_EQ(v[2], "tier=l1\nb\n");
+  EXPECT_TRUE(PrefetchListValues({}, "l2").empty());
+  // The default limit stays under the 64 KiB xattr limit.
+  std::vector<std::string> many(20000, "some/dir/file_name.bin");
+  for (const std::string& value : PrefetchListValues(many, "l3")) EXPECT_LE(value.size(), 65536u);
+}
+
+TEST(PrefetchCliTest, RateAndEta) {
+  PrefetchProgress a, b;
+  a.bytes_done = 0;
+  a.files_done = 0;
+  b.bytes_done = 10 << 20;
+  b.bytes_total = 30 << 20;
+  b.files_done = 100;
+  b.files_total = 300;
+  EXPECT_EQ(FormatPrefetchRate(a, b, std::chrono::milliseconds(100)), "");  // too early
+  EXPECT_EQ(FormatPrefetchRate(a, b, std::chrono::seconds(2)), "5MiB/s 50 files/s ETA 4s");
+  b.bytes_done = 0;
+  b.files_done = 0;
+  EXPECT_EQ(FormatPrefetchRate(a, b, std::chrono::seconds(2)), "0B/s 0 files/s ETA -");
+}
 
 TEST(StatusTest, HitRatioIsLookupsNotServedByTheOrigin) {
   const KeyValues a = ParseKeyValues(kStatsA);

@@ -29,6 +29,53 @@ v="$(xget "$mnt/small" user.tierfs.prefetch)"
   fail "done but not complete: $v"
 (( BASH_REMATCH[2] > 100 )) || fail "small/ should hold ~200 files: $v"
 
+# The bulk list (user.tierfs.prefetch_list on the root): a set naming a missing file queues
+# nothing (EINVAL); then every file outside small/ in two sets of one value each (the first over
+# 4 KiB), listed in reverse order; the list job ends done with the right totals.
+"$PY" - "$mnt" "$MANIFEST" <<'PYEOF' || fail "prefetch_list checks failed"
+import errno, json, os, sys, time
+mnt, man = sys.argv[1], json.load(open(sys.argv[2]))
+files = sorted((p, f["size"]) for p, f in man["files"].items() if not p.startswith("small/"))
+files.reverse()
+name = "user.tierfs.prefetch_list"
+def state():
+    return os.getxattr(mnt, name).decode()
+assert state().startswith("state=none"), state()
+try:
+    os.setxattr(mnt, name, b"tier=l2\n" + files[0][0].encode() + b"\nno/such/file.bin\n")
+    sys.exit("a missing path was accepted")
+except OSError as e:
+    assert e.errno == errno.EINVAL, e
+assert state().startswith("state=none"), state()
+half = len(files) // 2
+for part in (files[:half], files[half:]):
+    value = ("tier=l2\n" + "".join("/" + p + "\n" for p, _ in part)).encode()
+    os.setxattr(mnt, name, value)
+assert len(("".join(p + "\n" for p, _ in files[:half])).encode()) > 4096 or len(files) < 60
+total = sum(s for _, s in files)
+want = f"state=done tier=l2 files={len(files)}/{len(files)} bytes={total}/{total}"
+deadline = time.time() + 120
+while state() != want:
+    assert time.time() < deadline, f"list job: {state()}, want {want}"
+    time.sleep(0.2)
+assert name in os.listxattr(mnt), os.listxattr(mnt)
+os.setxattr(mnt, name, b"cancel")  # nothing queued: fine
+print(f"prefetch_list: {len(files)} files, {total} bytes done")
+PYEOF
+v="$(xget "$mnt/blocks/big_100MiB.bin" user.tierfs.residency)"
+[[ "$v" == *"l2=100/100"* ]] || fail "listed big_100MiB.bin residency: $v"
+
+# The same through the CLI: `--from-file` (paths relative to the working directory, or stdin).
+printf 'l1/top.bin\nnames/with space.bin\n\n' >"$E2E_WORK/list.txt"
+step "tierfs prefetch --wait --from-file" 60 \
+  bash -c 'cd "$1" && "$2" prefetch --tier l2 --wait --from-file "$3"' _ "$mnt" "$TIERFS" "$E2E_WORK/list.txt"
+v="$(xget "$mnt" user.tierfs.prefetch_list)"
+[[ "$v" == "state=done tier=l2 files=2/2 bytes=4234/4234" ]] || fail "--from-file list job: $v"
+rc=0; printf '%s\n' "$mnt/l1/nope.bin" | "$TIERFS" prefetch --from-file - >/dev/null 2>&1 || rc=$?
+[[ "$rc" == 1 ]] || fail "tierfs prefetch --from-file with a missing file: exit $rc, want 1"
+rc=0; printf '/etc/hostname\n' | "$TIERFS" prefetch --from-file - >/dev/null 2>&1 || rc=$?
+[[ "$rc" == 2 ]] || fail "tierfs prefetch --from-file off tierfs: exit $rc, want 2"
+
 # The whole tree through the CLI, timed.
 t0=$(date +%s.%N)
 step "tierfs prefetch --tier l2 --wait (whole mount)" 600 "$TIERFS" prefetch --tier l2 --wait "$mnt"

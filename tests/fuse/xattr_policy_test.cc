@@ -3,6 +3,7 @@
 // directories (EINVAL + no change), the pin quota (ENOSPC), inheritance, listing.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 
@@ -186,6 +187,40 @@ TEST_F(XattrPolicyTest, PrefetchEvictAndListing) {
   }
 }
 
+// user.tierfs.prefetch_list on the root: bulk append in order, all-or-nothing on a bad path,
+// cancel, and its state; the root only; owner/root only.
+TEST_F(XattrPolicyTest, PrefetchListOnTheRoot) {
+  EXPECT_EQ(Get(kRootInode, "user.tierfs.prefetch_list"), "state=none tier=- files=0/0 bytes=0/0");
+  // A missing path or a directory refuses the whole set: nothing is queued.
+  EXPECT_EQ(SetErrno(kRootInode, "user.tierfs.prefetch_list", "tier=l1\ntop.bin\nd/nope"), EINVAL);
+  EXPECT_EQ(SetErrno(kRootInode, "user.tierfs.prefetch_list", "top.bin\nd"), EINVAL);
+  EXPECT_EQ(SetErrno(kRootInode, "user.tierfs.prefetch_list", "tier=l9\ntop.bin"), EINVAL);
+  EXPECT_EQ(SetErrno(kRootInode, "user.tierfs.prefetch_list", "../top.bin"), EINVAL);
+  EXPECT_EQ(Get(kRootInode, "user.tierfs.prefetch_list"), "state=none tier=- files=0/0 bytes=0/0");
+  // Other users: EPERM; files and directories do not have it.
+  EXPECT_EQ(SetErrno(kRootInode, "user.tierfs.prefetch_list", "top.bin", kOther), EPERM);
+  EXPECT_EQ(SetErrno(file_, "user.tierfs.prefetch_list", "top.bin"), EINVAL);
+  EXPECT_EQ(
+      ToErrno(fs_->GetXattr(dir_, "user.tierfs.prefetch_list").status(), ErrnoContext::kXattr),
+      ENODATA);
+  // Two sets append to one job (leading '/' = the root, empty lines and CRs ignored).
+  ASSERT_EQ(SetErrno(kRootInode, "user.tierfs.prefetch_list", "tier=l1\n/d/a.bin\n\n", kMounter),
+            0);
+  ASSERT_EQ(
+      SetErrno(kRootInode, "user.tierfs.prefetch_list", "tier=l1\r\nd/sub/b.bin\r\ntop.bin\n"), 0);
+  ASSERT_TRUE(jobs_->TEST_WaitIdle(10s));
+  EXPECT_EQ(Get(kRootInode, "user.tierfs.prefetch_list"),
+            "state=done tier=l1 files=3/3 bytes=16485/16485");
+  EXPECT_EQ(Get(file_, "user.tierfs.residency"), "l1=3/3");
+  // The root job of user.tierfs.prefetch is another job.
+  EXPECT_EQ(Get(kRootInode, "user.tierfs.prefetch"), "state=none tier=- files=0/0 bytes=0/0");
+  // cancel with nothing queued is fine.
+  EXPECT_EQ(SetErrno(kRootInode, "user.tierfs.prefetch_list", "cancel\n"), 0);
+  auto names = fs_->ListXattr(kRootInode);
+  ASSERT_TRUE(names.ok());
+  EXPECT_NE(std::find(names->begin(), names->end(), "user.tierfs.prefetch_list"), names->end());
+}
+
 // Only root and the mounting user may set user.tierfs.*; everyone else gets EPERM before the
 // value is even looked at, and nothing changes. Reads stay open to all.
 TEST_F(XattrPolicyTest, OnlyRootAndTheMountingUserMaySetControls) {
@@ -200,6 +235,7 @@ TEST_F(XattrPolicyTest, OnlyRootAndTheMountingUserMaySetControls) {
     EXPECT_EQ(SetErrno(ino, "user.tierfs.policy", "ttl", kOther), EPERM) << ino;
     EXPECT_EQ(SetErrno(ino, "user.tierfs.prefetch", "bogus", kOther), EPERM) << ino;
     EXPECT_EQ(SetErrno(ino, "user.tierfs.nosuch", "1", kOther), EPERM) << ino;
+    EXPECT_EQ(SetErrno(ino, "user.tierfs.prefetch_list", "top.bin", kOther), EPERM) << ino;
   }
   // Nothing changed, and the other user can still read every attribute.
   EXPECT_EQ(Get(file_, "user.tierfs.residency"), "l1=3/3");

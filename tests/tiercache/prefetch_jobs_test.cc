@@ -346,6 +346,135 @@ TEST_F(PrefetchJobsTest, LayoutOneRecordsStillLoad) {
   EXPECT_GT(old->finished_at_ns, 0);
 }
 
+size_t StoredListChunks(MetaStore* meta) {
+  size_t n = 0;
+  EXPECT_TRUE(meta->ScanValues("prefetch/list/",
+                               [&](std::string_view, std::string_view) {
+                                 ++n;
+                                 return true;
+                               })
+                  .ok());
+  return n;
+}
+
+TEST_F(PrefetchJobsTest, ListAppendsInOrderAndFinishes) {
+  TC_ASSERT_OK(jobs_->AppendList("l2", {"d/sub/c.bin", "other.bin"}));
+  TC_ASSERT_OK(jobs_->AppendList("l2", {"d/b.bin", "d/empty"}));
+  PrefetchJobStatus st = WaitDone(kPrefetchListJob);
+  EXPECT_EQ(st.state, PrefetchState::kDone);
+  EXPECT_EQ(st.files_done, 4u);
+  EXPECT_EQ(st.files_total, 4u);
+  const uint64_t total = 3 * kBs + 7 + 2 * kBs + 100;
+  EXPECT_EQ(st.bytes_total, total);
+  EXPECT_EQ(st.bytes_done, total);
+  EXPECT_EQ(Held(Ref("d/sub/c.bin"), "l2"), 4u);
+  EXPECT_EQ(Held(Ref("other.bin"), "l2"), 2u);
+  EXPECT_EQ(Held(Ref("d/a.bin"), "l2"), 0u);     // not listed
+  EXPECT_EQ(StoredListChunks(meta_.get()), 0u);  // a finished list leaves no chunk behind
+  // A set after the end starts a fresh list job.
+  TC_ASSERT_OK(jobs_->AppendList("l1", {"d/a.bin"}));
+  st = WaitDone(kPrefetchListJob);
+  EXPECT_EQ(st.state, PrefetchState::kDone);
+  EXPECT_EQ(st.tier, "l1");
+  EXPECT_EQ(st.files_total, 1u);
+  EXPECT_EQ(Held(Ref("d/a.bin"), "l1"), 5u);
+  // The directory job of the root is a different job.
+  EXPECT_TRUE(jobs_->Get("").status().IsNotFound());
+}
+
+TEST_F(PrefetchJobsTest, ListRefusesABadPathWithoutQueueingAnything) {
+  Status s = jobs_->AppendList("l2", {"other.bin", "d/nope.bin"});
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("d/nope.bin"), std::string::npos) << s.ToString();
+  s = jobs_->AppendList("l2", {"other.bin", "d/sub"});
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("is a directory"), std::string::npos) << s.ToString();
+  EXPECT_EQ(jobs_->AppendList("l2", {""}).code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(jobs_->AppendList("l3", {"other.bin"}).code(), Status::Code::kInvalidArgument);
+  EXPECT_TRUE(jobs_->Get(kPrefetchListJob).status().IsNotFound());
+  EXPECT_EQ(StoredListChunks(meta_.get()), 0u);
+  // While a list job runs into l2, a set into another tier is refused.
+  origin_.SetDelay(20ms);
+  TC_ASSERT_OK(jobs_->AppendList("l2", {"d/a.bin"}));
+  EXPECT_EQ(jobs_->AppendList("l1", {"other.bin"}).code(), Status::Code::kInvalidArgument);
+  origin_.SetDelay(0ms);
+  EXPECT_EQ(WaitDone(kPrefetchListJob).files_total, 1u);
+}
+
+TEST_F(PrefetchJobsTest, ListCancelDropsTheQueue) {
+  origin_.SetDelay(20ms);
+  TC_ASSERT_OK(jobs_->AppendList("l2", {"d/a.bin", "d/sub/c.bin", "other.bin"}));
+  EXPECT_EQ(StoredListChunks(meta_.get()), 1u);
+  TC_ASSERT_OK(jobs_->Cancel(kPrefetchListJob));
+  PrefetchJobStatus st = WaitDone(kPrefetchListJob);
+  EXPECT_EQ(st.state, PrefetchState::kCancelled);
+  EXPECT_LT(st.files_done, 3u);
+  EXPECT_EQ(StoredListChunks(meta_.get()), 0u);
+  origin_.SetDelay(0ms);
+  TC_ASSERT_OK(jobs_->AppendList("l2", {"other.bin"}));
+  st = WaitDone(kPrefetchListJob);
+  EXPECT_EQ(st.state, PrefetchState::kDone);
+  EXPECT_EQ(st.files_total, 1u);
+}
+
+TEST_F(PrefetchJobsTest, ListResumesAfterRestartFromItsPosition) {
+  origin_.SetDelay(15ms);
+  TC_ASSERT_OK(jobs_->AppendList("l2", {"d/a.bin", "d/b.bin"}));
+  TC_ASSERT_OK(jobs_->AppendList("l2", {"d/sub/c.bin", "d/sub/e.bin", "other.bin"}));
+  for (int i = 0; i < 400; ++i) {
+    auto st = jobs_->Get(kPrefetchListJob);
+    if (st.ok() && st->bytes_done > 0) break;
+    std::this_thread::sleep_for(5ms);
+  }
+  jobs_.reset();
+  auto stored = meta_->GetValue(PrefetchJobKey(kPrefetchListJob));
+  ASSERT_TRUE(stored.ok() && stored->has_value());
+  auto rec = DecodePrefetchJob(kPrefetchListJob, **stored);
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  EXPECT_EQ(rec->state, PrefetchState::kRunning);
+  EXPECT_LT(rec->cursor_files, 5u);
+  EXPECT_GE(StoredListChunks(meta_.get()), 1u);
+
+  origin_.SetDelay(0ms);
+  origin_.ResetCounters();
+  OpenJobs();
+  PrefetchJobStatus st = WaitDone(kPrefetchListJob);
+  EXPECT_EQ(st.state, PrefetchState::kDone);
+  EXPECT_EQ(st.files_done, 5u);
+  EXPECT_EQ(st.files_total, 5u);
+  EXPECT_EQ(Held(Ref("d/a.bin"), "l2"), 5u);
+  EXPECT_EQ(Held(Ref("other.bin"), "l2"), 2u);
+  EXPECT_LE(origin_.read_calls(), 11u);  // what was fetched before is not fetched again
+  EXPECT_EQ(StoredListChunks(meta_.get()), 0u);
+}
+
+TEST(PrefetchListValue, Parse) {
+  auto r = ParsePrefetchList("tier=l3\n/a/b.bin\r\n\nc d.bin\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r->cancel);
+  EXPECT_EQ(r->tier, "l3");
+  EXPECT_EQ(r->paths, (std::vector<std::string>{"a/b.bin", "c d.bin"}));
+  r = ParsePrefetchList("x");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->tier, "l2");
+  EXPECT_EQ(r->paths, (std::vector<std::string>{"x"}));
+  r = ParsePrefetchList("cancel\n");
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->cancel);
+  r = ParsePrefetchList("");
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->paths.empty());
+  // "tier=" only counts on the first line; later it is a file name.
+  r = ParsePrefetchList("a\ntier=l1");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->paths, (std::vector<std::string>{"a", "tier=l1"}));
+  EXPECT_FALSE(ParsePrefetchList("tier=l4\na").ok());
+  EXPECT_FALSE(ParsePrefetchList("a/../b").ok());
+  EXPECT_FALSE(ParsePrefetchList("./a").ok());
+  EXPECT_FALSE(ParsePrefetchList("a//b").ok());
+  EXPECT_FALSE(ParsePrefetchList(std::string_view("a\0b", 3)).ok());
+}
+
 TEST(PrefetchJobRecord, RoundTripAndCorruption) {
   PrefetchJobStatus s;
   s.path = "a/b";
