@@ -240,7 +240,10 @@ class PrefetchSamplerTest(FakeFSTest):
         self.assertEqual(got, want)  # the shuffle is the wrapped sampler's
         self.assertEqual([r for _, r in self.d.list], self.rels(want))
         self.assertEqual(s.sent, self.N)
-        self.assertLess(s.sets, 25)
+        self.assertEqual(s.handovers[0], 100)
+        self.assertEqual(sum(s.handovers), self.N)
+        self.assertTrue(all(40 <= h <= 100 for h in s.handovers[:-1]), s.handovers)
+        self.assertEqual(s.sets, len(s.handovers))
         self.assertEqual(len(s), self.N)
         # the next epoch: a new order, appended after the first
         second = list(s)

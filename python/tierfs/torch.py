@@ -48,9 +48,11 @@ class PrefetchSampler(Sampler):
         self._resolver = _core._Resolver()
         self._disabled = None  # why the wrapper passes through, once it does
         self._seen_tierfs = False
-        # of the current (or last) epoch: samples handed to the daemon and setxattr calls
+        # of the current (or last) epoch: samples handed to the daemon, setxattr calls, and the
+        # samples of each hand-over (the first is the initial `ahead`, then the refills)
         self.sent = 0
         self.sets = 0
+        self.handovers = []
 
     def __len__(self):
         return len(self.sampler)
@@ -101,11 +103,13 @@ class PrefetchSampler(Sampler):
                 self._disable("the daemon refused the prefetch list (%s)" % e)
                 return
         self.sent += n
+        self.handovers.append(n)
 
     def __iter__(self):
         order = list(iter(self.sampler))
         self.sent = 0
         self.sets = 0
+        self.handovers = []
         if self._disabled is not None:
             yield from order
             return
