@@ -196,6 +196,13 @@ class PrefetchTest(FakeFSTest):
         self.assertEqual(cm.exception.filename, "/mnt/data")
         self.assertIn("user.tierfs.prefetch_list", str(cm.exception))
 
+    def test_an_invalid_list_says_why(self):
+        self.d.refuse_list = errno.EINVAL
+        with self.assertRaises(OSError) as cm:
+            tierfs.prefetch(["/mnt/data/train/00/s000.bin"], tier="l1")
+        self.assertEqual((cm.exception.errno, cm.exception.filename), (errno.EINVAL, "/mnt/data"))
+        self.assertIn("running into another tier than l1", str(cm.exception))
+
     def test_two_mounts_two_lists(self):
         d2 = self.fs.mount("/mnt/b", FakeDaemon())
         self.fs.add_file("/mnt/b/k.bin")

@@ -217,7 +217,12 @@ def send_list(root, rels, tier="l2"):
         try:
             _os.SYS.setxattr(root, XATTR_PREFETCH_LIST, v)
         except OSError as e:
-            raise _error(e, root, "setting %s" % XATTR_PREFETCH_LIST) from None
+            what = "setting %s" % XATTR_PREFETCH_LIST
+            if e.errno == errno.EINVAL:
+                # the daemon refuses a whole set for these (its log names the path)
+                what += " (a listed path is missing or a directory, or the mount's list job is " \
+                        "running into another tier than %s; see the daemon's log)" % tier
+            raise _error(e, root, what) from None
     return len(values)
 
 

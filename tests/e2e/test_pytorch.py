@@ -184,6 +184,20 @@ def main():
             errors.append("epoch %d: %d samples never seen: %s" % (epoch, len(missing), missing[:5]))
         print("pytorch: epoch %d: %d samples, %.1f MiB in %.2fs (%.0f samples/s)" % (
             epoch, sum(seen.values()), nbytes / 2**20, dt, sum(seen.values()) / max(dt, 1e-9)))
+    if args.prefetch_sampler:
+        # the rest of the package's API against the real daemon: stats, prefetch of a file and of
+        # the directory (everything is cached by now, so the jobs end at once)
+        st = tierfs.stats(args.mnt)
+        if not isinstance(st.get("origin.requests"), int) or st["origin.requests"] < len(rels):
+            errors.append("tierfs.stats: origin.requests=%r, expected >= %d" % (
+                st.get("origin.requests"), len(rels)))
+        seen_states = []
+        h = tierfs.prefetch([os.path.join(args.mnt, rels[0]), os.path.join(args.mnt, d)],
+                            wait=True, timeout=60, progress=lambda s: seen_states.append(s["state"]))
+        s = h.status()
+        if s["state"] != "done" or seen_states[-1:] != ["done"] or s["files"][1] != 1 + len(rels):
+            errors.append("tierfs.prefetch: %s (states seen %s)" % (s, seen_states))
+        print("pytorch: tierfs.stats and tierfs.prefetch(file, dir, wait=True) work on the mount")
     for e in errors[:20]:
         print("  ERROR:", e, file=sys.stderr)
     if errors:
