@@ -437,7 +437,7 @@ run_stall() { # TOOL
     drop_caches
     if mount_tool "$t" stall-sampler; then
       run_stall_loader "$t" stall-sampler "$MNT/small" --sampler prefetch --ahead "$STALL_AHEAD"
-      timeout 10 getfattr --only-values -n user.tierfs.prefetch_list "$MNT" \
+      timeout 10 getfattr --absolute-names --only-values -n user.tierfs.prefetch_list "$MNT" \
         >"$OUT/raw/tierfs/stall-sampler-list.txt" 2>&1
       unmount_tool "$t"
     fi
