@@ -8,6 +8,14 @@ of the per-sample read latency. An epoch that runs past --cap seconds is cut sho
 capped (its samples/s is then measured over the samples that did complete).
 
   loader.py ROOT [--epochs 2] [--workers 4] [--batch 64] [--cap 120] [--expect N] [--out FILE]
+            [--compute-ms 20 [--sampler plain|prefetch] [--ahead N]]
+
+With --compute-ms (the GPU-stall view), the training loop sleeps that long per batch, as if a GPU
+were busy with it, and each epoch also reports the time to the first batch, the time spent waiting
+on the loader (stall fraction = waiting / epoch time) and the longest wait after the first batch.
+The shuffle then comes from a RandomSampler seeded with 0, the same order for every tool; with
+--sampler prefetch it is wrapped in tierfs.torch.PrefetchSampler (python/tierfs), which hands the
+daemon the paths of the next --ahead samples as the loop advances.
 """
 import argparse
 import json
@@ -16,7 +24,7 @@ import sys
 import time
 
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, RandomSampler
 
 
 class FileDataset(Dataset):
@@ -53,7 +61,13 @@ def main():
     ap.add_argument("--cap", type=float, default=120.0, help="seconds per epoch before cutting it short")
     ap.add_argument("--expect", type=int, default=0, help="expected number of files")
     ap.add_argument("--out")
+    ap.add_argument("--compute-ms", type=float, default=0.0,
+                    help="simulated compute per batch (GPU-stall view); 0: read as fast as possible")
+    ap.add_argument("--sampler", choices=("plain", "prefetch"), default="plain")
+    ap.add_argument("--ahead", type=int, default=1024, help="PrefetchSampler's look-ahead, in samples")
     args = ap.parse_args()
+    if args.compute_ms > 0 or args.sampler != "plain":
+        return stall_view(args)
 
     result = {"root": args.root, "workers": args.workers, "batch": args.batch, "epochs": []}
     t0 = time.perf_counter()
@@ -106,6 +120,83 @@ def main():
                 status = "capped"
                 break
         result["status"] = status
+    out = json.dumps(result, indent=1)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(out)
+    else:
+        print(out)
+    return 0 if result["status"] != "error" else 1
+
+
+def list_files(root):
+    paths = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for n in sorted(filenames):
+            paths.append(os.path.join(dirpath, n))
+    return paths
+
+
+def stall_view(args):
+    """The training-loop view: a fixed compute time per batch; how long the loop waits on data."""
+    result = {"root": args.root, "workers": args.workers, "batch": args.batch,
+              "compute_ms": args.compute_ms, "sampler": args.sampler, "epochs": []}
+    t0 = time.perf_counter()
+    paths = list_files(args.root)
+    result["list_s"] = time.perf_counter() - t0
+    result["files"] = len(paths)
+    if args.expect and len(paths) != args.expect:
+        result["status"] = "error"
+        result["error"] = "listed %d files, expected %d" % (len(paths), args.expect)
+        paths = []
+    sampler = RandomSampler(range(len(paths)), generator=torch.Generator().manual_seed(0))
+    if args.sampler == "prefetch":
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+        from tierfs.torch import PrefetchSampler
+        sampler = PrefetchSampler(sampler, paths, ahead=args.ahead)
+    loader = DataLoader(FileDataset(paths), batch_size=args.batch, sampler=sampler,
+                        num_workers=args.workers, persistent_workers=False)
+    compute = args.compute_ms / 1e3
+    status = "ok" if paths else result.get("status", "error")
+    for epoch in range(args.epochs if paths else 0):
+        waits = []
+        n = 0
+        capped = False
+        t0 = time.perf_counter()
+        it = iter(loader)
+        try:
+            while True:
+                tw = time.perf_counter()
+                try:
+                    sizes, _, _ = next(it)
+                except StopIteration:
+                    break
+                waits.append(time.perf_counter() - tw)
+                n += len(sizes)
+                time.sleep(compute)  # the "GPU" works on the batch; the workers keep loading
+                if time.perf_counter() - t0 > args.cap:
+                    capped = True
+                    break
+        finally:
+            del it
+        secs = time.perf_counter() - t0
+        e = {"epoch": epoch + 1, "samples": n, "batches": len(waits), "seconds": secs,
+             "first_batch_s": waits[0] if waits else None,
+             "wait_s": sum(waits), "stall_fraction": sum(waits) / secs if secs > 0 else None,
+             "max_wait_ms": max(waits[1:]) * 1e3 if len(waits) > 1 else None,
+             "samples_per_s": n / secs if secs > 0 else None, "capped": capped}
+        if args.sampler == "prefetch":
+            e["prefetch_sampler"] = {"active": sampler.active, "sent": sampler.sent, "sets": sampler.sets,
+                                     "passed_through_because": sampler._disabled}
+        result["epochs"].append(e)
+        print("loader: epoch %d: %d samples in %.2f s, first batch %.3f s, stall %.1f%%, max wait %.1f ms%s"
+              % (epoch + 1, n, secs, e["first_batch_s"] or 0, 100 * (e["stall_fraction"] or 0),
+                 e["max_wait_ms"] or 0, " (capped)" if capped else ""), flush=True)
+        if capped:
+            status = "capped"
+            break
+    result["status"] = status
     out = json.dumps(result, indent=1)
     if args.out:
         with open(args.out, "w") as f:

@@ -364,6 +364,84 @@ def chart(meta, tools, res, path):
     plt.close(fig_)
 
 
+# The GPU-stall view (group G): rows in display order: (label, tool, loader file, prefetch file)
+STALL_ROWS = [
+    ("tierfs", "tierfs", "stall-plain", None),
+    ("tierfs + PrefetchSampler", "tierfs", "stall-sampler", None),
+    ("tierfs after prefetch", "tierfs", "stall-prefetched", "stall-prefetch"),
+    ("s3fs", "s3fs", "stall-plain", None),
+    ("rclone", "rclone", "stall-plain", None),
+    ("local disk", "local", "stall-plain", None),
+    ("copy-first (rclone copy --transfers 32, then local)", "rclone", "stall-copyfirst",
+     "stall-copyfirst-copy"),
+]
+
+
+def stall_rows(run):
+    """[(label, loader JSON, before JSON)] of the stall files present in the run."""
+    rows = []
+    for label, tool, name, before in STALL_ROWS:
+        j = load(os.path.join(run, "raw", tool, name + ".json"))
+        if j is None and before is None:
+            continue
+        b = load(os.path.join(run, "raw", tool, before + ".json")) if before else None
+        if j is None and b is None:
+            continue
+        rows.append((label, j or {"status": "not run", "epochs": []}, b))
+    return rows
+
+
+def stall_markdown(meta, run):
+    rows = stall_rows(run)
+    if not rows:
+        return ""
+    st = meta.get("stall", {})
+    lines = [
+        "## GPU-stall view",
+        "",
+        "A DataLoader (4 workers, batch 64, shuffled with the same seeded RandomSampler for every "
+        "row) over `small/`, with %s ms of simulated compute per batch, two epochs, each row on a "
+        "fresh mount with empty caches. *stall* = time the loop waited on the loader / epoch time; "
+        "*max wait* = the longest wait after the first batch; *before* = the prefetch or copy that "
+        "ran first; *total* = before + epoch 1. PrefetchSampler look-ahead: %s samples."
+        % (fmt_num(st.get("compute_ms", 20)), st.get("ahead", "?")),
+        "",
+        "| | before, s | epoch 1: first batch, s | stall | max wait, ms | epoch, s | total, s "
+        "| epoch 2: first batch, s | stall | max wait, ms | epoch, s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+
+    def ep(e):
+        if e is None:
+            return ["–"] * 4
+        capped = " (capped)" if e.get("capped") else ""
+        return [fmt_num(e.get("first_batch_s")), "%.1f%%" % (100 * (e.get("stall_fraction") or 0)),
+                fmt_num(e.get("max_wait_ms")), fmt_num(e.get("seconds")) + capped]
+
+    for label, j, b in rows:
+        eps = j.get("epochs", [])
+        ps = (eps[0].get("prefetch_sampler") if eps else None) or {}
+        if ps and not ps.get("active"):
+            label += " (passed through: %s)" % (ps.get("passed_through_because") or "inactive")
+        before = "–"
+        bsecs = 0.0
+        if b is not None:
+            bsecs = b.get("seconds") or 0.0
+            before = fmt_num(bsecs) + ("" if b.get("status") == "ok" else " (%s)" % b.get("status"))
+        e1 = eps[0] if eps else None
+        e2 = eps[1] if len(eps) > 1 else None
+        if e1 is None:
+            cells = ["%s" % j.get("status", "error")] + ["–"] * 3
+            total = "–"
+        else:
+            cells = ep(e1)
+            total = fmt_num(bsecs + (e1.get("seconds") or 0))
+        lines.append("| %s | %s | %s | %s | %s |" % (label, before, " | ".join(cells), total,
+                                                     " | ".join(ep(e2))))
+    lines.append("")
+    return "\n".join(lines)
+
+
 def latencies(path, secs, rc):
     """run.sh helper: curl's per-request times (one per line) -> JSON summary on stdout."""
     lat = sorted(float(x) for x in open(path) if x.strip())
@@ -388,12 +466,17 @@ def main():
     out = {"meta": meta, "notes": notes,
            "metrics": [{"key": k, "label": l.replace("↳ ", "").strip(), "unit": u, "higher_is_better": h,
                         "results": res.get(k, {})} for k, l, u, h, _ in METRICS if k in res]}
+    out["stall"] = [{"row": label, "loader": j, "before": b} for label, j, b in stall_rows(run)]
     with open(os.path.join(run, "results.json"), "w") as f:
         json.dump(out, f, indent=1)
-    md = markdown(meta, tools, res, notes)
+    stall = stall_markdown(meta, run)
+    if meta.get("stall_only"):
+        md = "# tierfs benchmark, GPU-stall view — %s\n\n%s" % (meta.get("date", "?"), stall)
+    else:
+        md = markdown(meta, tools, res, notes) + ("\n" + stall if stall else "")
+        chart(meta, tools, res, os.path.join(run, "results.png"))
     with open(os.path.join(run, "results.md"), "w") as f:
         f.write(md)
-    chart(meta, tools, res, os.path.join(run, "results.png"))
     print(md)
 
 

@@ -2,13 +2,16 @@
 # tierfs benchmark: one command. Starts its own S3 origin (s3rver) behind a delay proxy, seeds it,
 # mounts each tool on empty caches, runs the same workloads, and writes JSON + markdown + PNG.
 #
-#   bench/run.sh [--quick] [--tools tierfs,s3fs,rclone,local,nullfs,raw] [--delay-ms 5]
+#   bench/run.sh [--quick] [--stall] [--tools tierfs,s3fs,rclone,local,nullfs,raw] [--delay-ms 5]
 #   bench/run.sh --workload prefetch   # only the deep prefetch workload (issue 13), a few min
 #                [--cap SECONDS] [--out DIR]
 #
 #   --quick      smaller dataset (2 x 256 MiB, 2,000 x 128 KiB, 2,000 tiny) and shorter random-read
 #                runs: a few minutes. The full run (2 x 1 GiB, 10,000 x 128 KiB, 20,000 tiny) takes
 #                up to ~40 minutes on 2 cores, most of it in the slowest peers.
+#   --stall      only the GPU-stall view (group G: a DataLoader with 20 ms of "compute" per batch,
+#                tierfs plain / with PrefetchSampler / after a prefetch, the peers, local disk, and
+#                copy-first with rclone copy --transfers 32); a full run includes it
 #   --tools      which tools to measure (default: all; a tool whose binary is missing is skipped)
 #   --delay-ms   delay per origin request chunk, each way (default 5; 0 = plain loopback)
 #   --cap        seconds a single workload may run before it is cut short (default 120, quick 60);
@@ -30,6 +33,7 @@ PY=/usr/bin/python3
 
 LAYOUT=full
 WORKLOAD=all
+STALL_ONLY=""
 TOOLS="tierfs,s3fs,rclone,local,nullfs,raw"
 DELAY_MS=5
 CAP=""
@@ -46,7 +50,8 @@ while (($#)); do
     --cap) CAP="$2"; shift ;;
     --cap=*) CAP="${1#*=}" ;;
     --out) OUT="$2"; shift ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    --stall) STALL_ONLY=1 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -65,6 +70,9 @@ fi
 # A DataLoader epoch is cut after this long (samples/s is then measured over the part that ran):
 # two loader runs of two epochs each per tool would otherwise dominate the run on a slow peer.
 LOADER_CAP="${LOADER_CAP:-60}"
+# The GPU-stall view: simulated compute per batch, and PrefetchSampler's look-ahead (samples)
+STALL_COMPUTE_MS="${STALL_COMPUTE_MS:-20}"
+STALL_AHEAD="${STALL_AHEAD:-1024}"
 TIERFS="${TIERFS:-$ROOT/build/daemon/tierfs}"
 TIERFS_L1="${TIERFS_L1:-1GiB}"
 TIERFS_L2="${TIERFS_L2:-16GiB}"
@@ -180,7 +188,8 @@ mem = int(sh("awk '/MemTotal/{print \$2}' /proc/meminfo") or 0) // 1024
 meta = {
   "date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
   "host": platform.node(), "kernel": platform.release(), "cpu": cpu, "cores": os.cpu_count(),
-  "mem_mib": mem, "layout": "$LAYOUT", "delay_ms": float("$DELAY_MS"), "cap_s": float("$CAP"), "loader_cap_s": float("$LOADER_CAP"),
+  "mem_mib": mem, "layout": "$LAYOUT", "stall_only": bool("$STALL_ONLY"),
+  "stall": {"compute_ms": float("$STALL_COMPUTE_MS"), "ahead": int("$STALL_AHEAD")}, "delay_ms": float("$DELAY_MS"), "cap_s": float("$CAP"), "loader_cap_s": float("$LOADER_CAP"),
   "rand_runtime_s": $RAND_RT, "tools": "$TOOLS".split(","),
   "dataset": {"big_size": $BIG_SIZE, "small_files": $N_SMALL, "tiny_files": $N_TINY},
   "versions": {
@@ -225,6 +234,20 @@ wait_mounted() { # MNT PID -> 0 when mounted
   return 1
 }
 
+write_rclone_conf() {
+  cat >"$WORK/rclone.conf" <<EOF
+[origin]
+type = s3
+provider = Other
+env_auth = false
+access_key_id = S3RVER
+secret_access_key = S3RVER
+endpoint = $ENDPOINT
+region = us-east-1
+force_path_style = true
+EOF
+}
+
 mount_tool() { # TOOL SESSION -> sets MNT DPID
   local tool="$1"; SESSION="$2"
   DPID=""
@@ -247,17 +270,7 @@ mount_tool() { # TOOL SESSION -> sets MNT DPID
         -o "use_cache=$CACHE,dbglevel=warn" ${S3FS_OPTS:-} >"$dlog" 2>&1 &
       DPID=$! ;;
     rclone)
-      cat >"$WORK/rclone.conf" <<EOF
-[origin]
-type = s3
-provider = Other
-env_auth = false
-access_key_id = S3RVER
-secret_access_key = S3RVER
-endpoint = $ENDPOINT
-region = us-east-1
-force_path_style = true
-EOF
+      write_rclone_conf
       # rclone 1.60 fails when AWS_CA_BUNDLE names a file it does not need; unset the TLS overrides.
       env -u AWS_CA_BUNDLE -u CURL_CA_BUNDLE -u SSL_CERT_FILE -u SSL_CERT_DIR \
         rclone mount "origin:$BUCKET" "$MNT" --config "$WORK/rclone.conf" --read-only \
@@ -378,6 +391,76 @@ run_loader() { # TOOL NAME
     status_json "$out" "$st" "loader exit $rc" "$(elapsed "$t0" "$t1")"
   fi
   log "$tool: $name finished (exit $rc) in $(elapsed "$t0" "$t1") s"
+}
+
+# The GPU-stall view of the loader: 20 ms of "compute" per batch, 2 epochs (loader.py --compute-ms)
+run_stall_loader() { # TOOL NAME DIR [loader.py args...]
+  local tool="$1" name="$2" dir="$3" out="$OUT/raw/$1/$2.json" rc t0 t1
+  shift 3
+  t0="$(now)"
+  timeout -k 10 $((2 * LOADER_CAP + 180)) $PY "$BENCH/loader.py" "$dir" --epochs 2 --workers 4 \
+    --batch 64 --cap "$LOADER_CAP" --expect "$N_SMALL" --compute-ms "$STALL_COMPUTE_MS" \
+    --out "$out" "$@" 2>&1 | grep -v Warning | tee -a "$LOG" >&2
+  rc=${PIPESTATUS[0]}
+  t1="$(now)"
+  if [[ ! -s $out ]]; then
+    local st=error; [[ $rc == 124 || $rc == 137 ]] && st=timeout
+    status_json "$out" "$st" "loader exit $rc" "$(elapsed "$t0" "$t1")"
+  fi
+  log "$tool: $name finished (exit $rc) in $(elapsed "$t0" "$t1") s"
+}
+
+# copy-first: rclone copy the directory to local disk (32 transfers), then the same epochs from
+# there. The copy lands in the page cache, as it would right before a training run.
+run_copy_first() {
+  local out="$OUT/raw/rclone/stall-copyfirst-copy.json" dst="$WORK/copy-first" t0 t1 rc n
+  write_rclone_conf
+  rm -rf "$dst"; mkdir -p "$dst"
+  drop_caches
+  t0="$(now)"
+  env -u AWS_CA_BUNDLE -u CURL_CA_BUNDLE -u SSL_CERT_FILE -u SSL_CERT_DIR \
+    timeout -k 10 "$((CAP * 3))" rclone copy "origin:$BUCKET/small" "$dst/small" \
+    --config "$WORK/rclone.conf" --transfers 32 --checkers 32 --log-level ERROR >>"$LOG" 2>&1
+  rc=$?
+  t1="$(now)"
+  n="$(find "$dst/small" -type f 2>/dev/null | wc -l)"
+  local st=ok
+  if [[ $rc == 124 || $rc == 137 ]]; then st=timeout; elif [[ $rc != 0 || $n != "$N_SMALL" ]]; then st=error; fi
+  printf '{"status": "%s", "how": "rclone copy --transfers 32", "seconds": %s, "files": %s}\n' \
+    "$st" "$(elapsed "$t0" "$t1")" "$n" >"$out"
+  log "copy-first: rclone copy $st: $n files in $(elapsed "$t0" "$t1") s"
+  [[ $st == ok ]] && run_stall_loader rclone stall-copyfirst "$dst/small"
+  rm -rf "$dst"
+}
+
+# G: the GPU-stall view (each on a fresh mount, empty caches)
+run_stall() { # TOOL
+  local t="$1"
+  case "$t" in tierfs|s3fs|rclone|local) ;; *) return 0 ;; esac
+  drop_caches
+  if mount_tool "$t" stall; then
+    run_stall_loader "$t" stall-plain "$MNT/small"
+    unmount_tool "$t"
+  fi
+  if [[ $t == tierfs ]]; then
+    drop_caches
+    if mount_tool "$t" stall-sampler; then
+      run_stall_loader "$t" stall-sampler "$MNT/small" --sampler prefetch --ahead "$STALL_AHEAD"
+      timeout 10 getfattr --absolute-names --only-values -n user.tierfs.prefetch_list "$MNT" \
+        >"$OUT/raw/tierfs/stall-sampler-list.txt" 2>&1
+      unmount_tool "$t"
+    fi
+    drop_caches
+    if mount_tool "$t" stall-prefetched; then
+      prefetch "$t"
+      mv "$OUT/raw/$t/prefetch.json" "$OUT/raw/$t/stall-prefetch.json"
+      drop_caches
+      run_stall_loader "$t" stall-prefetched "$MNT/small"
+      unmount_tool "$t"
+    fi
+  fi
+  [[ $t == rclone ]] && run_copy_first
+  return 0
 }
 
 # Read a directory once, 16 files at a time (the peers' way to prefetch, and tierfs' fallback).
@@ -502,6 +585,7 @@ run_tool() {
     return
   fi
   log "==== $t ===="
+  if [[ -n $STALL_ONLY ]]; then run_stall "$t"; return; fi
   if [[ $t == raw ]]; then run_raw; return; fi
 
   # A: sequential 1 stream cold, then warm; warm random reads on the file it has now cached
@@ -548,6 +632,8 @@ run_tool() {
     run_loader "$t" loader-prefetched
     unmount_tool "$t"
   fi
+  # G: the GPU-stall view
+  run_stall "$t"
 }
 
 # ---------------------------------------------------------------------------------------------

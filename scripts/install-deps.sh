@@ -22,6 +22,8 @@ pkgs=(
   bsdextrautils
   nlohmann-json3-dev
   python3 python3-torch python3-numpy python3-boto3
+  python3-setuptools
+  python3-pip
   fio attr curl procps psmisc
 )
 for arg in "$@"; do

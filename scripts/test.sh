@@ -8,12 +8,13 @@
 #   5. fuzz targets (libFuzzer + ASan/UBSan, from build-asan/): each parser of untrusted input
 #      run from its seed corpus for 10 s (tests/fuzz/run.sh)
 #   6. clang-format --dry-run -Werror over the C++ sources
-#   7. end-to-end tests through /dev/fuse (tests/e2e/run_all.sh)
+#   7. the Python package's unit tests (python/tests, unittest; a few seconds)
+#   8. end-to-end tests through /dev/fuse (tests/e2e/run_all.sh)
 # Every stage runs under a hard timeout and prints its time; later stages still run after a failed
 # one (except those that need its output), and the script exits non-zero if any stage failed.
 # The last line sums the tests: "total: N passed, M failed".
 #   scripts/test.sh [--skip-deps] [--only STAGE[,STAGE...]]
-#   stages: deps build unit asan tsan fuzz format e2e
+#   stages: deps build unit asan tsan fuzz format python e2e
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root="$(pwd)"
@@ -25,7 +26,7 @@ while (( $# )); do
   case "$1" in
     --skip-deps) skip_deps=1 ;;
     --only) only="$2"; shift ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "test.sh: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -88,6 +89,20 @@ count_plain() {
   fi
   n_passed=$((n_passed + $(sed -E 's/^([0-9]+) passed.*/\1/' <<<"$line")))
   n_failed=$((n_failed + $(sed -E 's/^[0-9]+ passed, ([0-9]+) failed.*/\1/' <<<"$line")))
+}
+
+# count_unittest LOG: adds Python unittest's "Ran N tests" / "FAILED (failures=F, errors=E)".
+count_unittest() {
+  local ran bad
+  ran="$(grep -E '^Ran [0-9]+ tests?' "$1" | tail -n 1 | sed -E 's/^Ran ([0-9]+).*/\1/')"
+  if [[ -z "$ran" ]]; then
+    n_failed=$((n_failed + 1))
+    return
+  fi
+  bad="$(grep -E '^FAILED \(' "$1" | tail -n 1 | grep -oE '(failures|errors)=[0-9]+' |
+         awk -F= '{n += $2} END {print n + 0}')"
+  n_passed=$((n_passed + ran - bad))
+  n_failed=$((n_failed + bad))
 }
 
 cmake_build() {  # cmake_build DIR CMAKE-ARGS...: configure + build
@@ -181,7 +196,14 @@ if want format; then
   fi
 fi
 
-# --- 7. end-to-end tests through /dev/fuse
+# --- 7. the Python package (python/tierfs): unit tests against a fake file system; the sampler
+# tests use PyTorch (python3-torch)
+if want python; then
+  stage python 300 'cd python && /usr/bin/python3 -m unittest discover -v -s tests -t . 2>&1'
+  count_unittest "$logdir/python.log"
+fi
+
+# --- 8. end-to-end tests through /dev/fuse
 if want e2e; then
   if [[ -n "$build_ok" ]]; then
     stage e2e 1800 "E2E_REQUIRE_RGW=1 tests/e2e/run_all.sh"
