@@ -159,7 +159,7 @@ const std::vector<KeySpec>& Schema() {
        }},
       {"cache", "prefetch_next_files", Kind::kInt,
        [](const Value& v, DaemonOptions* o) {
-         return NarrowInt(v.i, 0, 1024, &o->fs.next_files);
+         return NarrowInt(v.i, 0, 1024, &o->fs.prefetch.next_files);
        }},
       {"cache", "readahead_budget", Kind::kSize,
        [](const Value& v, DaemonOptions* o) {
@@ -908,7 +908,7 @@ Status FinishOptions(DaemonOptions* o, const GetEnvFn& getenv) {
   o->fuse.entry_timeout = o->catalog.metadata_ttl;
   o->fuse.attr_timeout = o->catalog.metadata_ttl;
   o->fuse.negative_timeout = o->catalog.metadata_ttl;
-  o->fs.readahead_max_bytes = o->cache.readahead_max_bytes;
+  o->fs.prefetch.readahead_max_bytes = o->cache.readahead_max_bytes;
   o->fs.uid = o->uid.value_or(static_cast<uint32_t>(getuid()));
   o->fs.gid = o->gid.value_or(static_cast<uint32_t>(getgid()));
   // Root and the mounting user (the daemon's uid) may set user.tierfs.* controls.
@@ -1137,7 +1137,7 @@ Status Validate(const DaemonOptions& o) {
   }
   if (o.origin.connect_timeout.count() <= 0) return bad("s3.connect_timeout", "must be positive");
   if (o.origin.request_timeout.count() <= 0) return bad("s3.request_timeout", "must be positive");
-  if (o.fs.next_files < 0 || o.fs.next_files > 1024) {
+  if (o.fs.prefetch.next_files < 0 || o.fs.prefetch.next_files > 1024) {
     return bad("cache.prefetch_next_files", "must be 0..1024 (0 disables it)");
   }
   if (o.fuse.max_threads < 1 || o.fuse.max_threads > 1024) {

@@ -61,7 +61,7 @@ const std::map<std::string, Getter, std::less<>>& Getters() {
       {"cache.readahead_max",
        [](const DaemonOptions& o) { return Size(o.cache.readahead_max_bytes); }},
       {"cache.prefetch_next_files",
-       [](const DaemonOptions& o) { return fmt::to_string(o.fs.next_files); }},
+       [](const DaemonOptions& o) { return fmt::to_string(o.fs.prefetch.next_files); }},
       {"cache.readahead_budget",
        [](const DaemonOptions& o) { return Size(o.cache.readahead_budget_bytes); }},
       {"cache.l3", [](const DaemonOptions& o) { return Quote(o.l3); }},

@@ -333,8 +333,8 @@ class OpTimer {
   const TimePoint start_;
 };
 
-// tierfs_fuse_* of README "Metrics": the op histograms, and the Filesystem's counters (the same
-// atomics as the fuse.* fields of user.tierfs.stats).
+// tierfs_fuse_* of README "Metrics": the op histograms, and the Filesystem's and its
+// Prefetcher's counters (the same atomics as the fuse.* fields of user.tierfs.stats).
 void CollectFuseMetrics(const Context& ctx, metrics::Exposition* e) {
   for (size_t i = 0; i < ctx.op_latency.size(); ++i) {
     const metrics::Histogram::Snapshot snap = ctx.op_latency[i]->Snap();
@@ -352,10 +352,11 @@ void CollectFuseMetrics(const Context& ctx, metrics::Exposition* e) {
   e->AddCounter("tierfs_fuse_opens_total", "Files opened.", {}, c.opens);
   e->AddCounter("tierfs_fuse_reads_total", "File reads.", {}, c.reads);
   e->AddCounter("tierfs_fuse_read_bytes_total", "Bytes returned by file reads.", {}, c.read_bytes);
+  const PrefetcherStats& p = ctx.fs->prefetch_stats();
   e->AddCounter("tierfs_fuse_readahead_requests_total", "Readahead windows requested.", {},
-                c.readahead_requests);
+                p.readahead_requests);
   e->AddCounter("tierfs_fuse_next_file_prefetches_total",
-                "Files queued by the next-files prefetch.", {}, c.next_file_prefetches);
+                "Files queued by the next-files prefetch.", {}, p.next_file_prefetches);
   e->AddCounter("tierfs_fuse_stale_reads_total",
                 "Reads failed with ESTALE: the object changed under an open file.", {},
                 c.stale_reads);
