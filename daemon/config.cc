@@ -353,6 +353,11 @@ const std::vector<KeySpec>& Schema() {
          o->fuse.clone_fd = v.b;
          return Status::OK();
        }},
+      {"fuse", "open_in_kernel", Kind::kBool,
+       [](const Value& v, DaemonOptions* o) {
+         o->fuse.open_in_kernel = v.b;
+         return Status::OK();
+       }},
       {"fuse", "allow_other", Kind::kBool,
        [](const Value& v, DaemonOptions* o) {
          o->fuse.allow_other = v.b;

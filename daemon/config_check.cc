@@ -136,6 +136,7 @@ const std::map<std::string, Getter, std::less<>>& Getters() {
       {"fuse.remote_threads",
        [](const DaemonOptions& o) { return fmt::to_string(o.fuse.remote_threads); }},
       {"fuse.clone_fd", [](const DaemonOptions& o) { return Bool(o.fuse.clone_fd); }},
+      {"fuse.open_in_kernel", [](const DaemonOptions& o) { return Bool(o.fuse.open_in_kernel); }},
       {"fuse.allow_other", [](const DaemonOptions& o) { return Bool(o.fuse.allow_other); }},
       {"fuse.allow_root", [](const DaemonOptions& o) { return Bool(o.fuse.allow_root); }},
       {"fuse.default_permissions",

@@ -46,6 +46,9 @@ struct Filesystem::Inode {
   std::string opened_etag;  // the version the last Open pinned: what the page cache may hold
   // Which tier served the last read: a tier index, kOriginTier or kNoRead. Lock-free.
   std::atomic<int> last_source{kNoRead};
+  // Files read without an open (ReadInode): the reader of the version `etag` names. Reset when
+  // the inode is forgotten (it points back at the inode).
+  std::shared_ptr<FileHandle> reader;
 };
 
 // An open directory: the Catalog's shared snapshot of the listing (one copy however many handles
@@ -199,6 +202,7 @@ void Filesystem::Forget(InodeId ino, uint64_t nlookup) {
   if (auto p = by_path_.find(node.path); p != by_path_.end() && p->second == ino) {
     by_path_.erase(p);
   }
+  node.reader.reset();
   by_ino_.erase(it);
 }
 
@@ -379,33 +383,85 @@ Result<std::vector<BlockSlice>> Filesystem::Read(uint64_t fh, uint64_t offset, u
                                                  const CancelToken* token) {
   auto h = FindFile(fh);
   if (!h) return Status::FailedPrecondition(fmt::format("unknown file handle {}", fh));
+  return ReadFrom(*h, offset, size, token);
+}
+
+std::shared_ptr<Filesystem::FileHandle> Filesystem::InodeReader(InodeId ino) {
+  auto n = FindInode(ino);
+  if (!n || n->is_dir) return nullptr;
+  std::shared_ptr<FileHandle> r;
+  {
+    MutexLock l(&mu_);
+    if (n->reader != nullptr) {
+      const ObjectInfo& v = n->reader->obj().info;
+      if (v.etag == n->etag && v.size == n->size && v.mtime_ns == n->mtime_ns) return n->reader;
+    }
+    ObjectRef obj;
+    obj.key = n->path;
+    obj.info.size = n->size;
+    obj.info.etag = n->etag;
+    obj.info.mtime_ns = n->mtime_ns;
+    n->reader = std::make_shared<FileHandle>(std::move(obj), n);
+    r = n->reader;
+  }
+  prefetcher_.OnOpen(r->obj());  // the first read of this version: what an open would be
+  return r;
+}
+
+bool Filesystem::ReadInodeIsLocal(InodeId ino, uint64_t offset, uint64_t size) {
+  auto h = InodeReader(ino);
+  if (!h) return true;  // answered at once (ESTALE)
+  return cache_->HostHolds(h->obj(), offset, size);
+}
+
+Result<std::vector<BlockSlice>> Filesystem::ReadInode(InodeId ino, uint64_t offset, uint64_t size,
+                                                      const CancelToken* token) {
+  auto h = InodeReader(ino);
+  if (!h) return Status::FailedPrecondition(fmt::format("read of unknown file inode {}", ino));
+  auto r = ReadFrom(*h, offset, size, token);
+  if (r.ok() || r.status().code() != Status::Code::kFailedPrecondition) return r;
+  // Another version at the origin: there is no next open to pin it, so the inode takes it now
+  // (ReadFrom invalidated the catalog's entry: this HEADs), or every read would stay stale until
+  // the metadata TTL.
+  auto e = catalog_->Revalidate(h->node->path);
+  if (e.ok() && e->type == EntryType::kFile) {
+    MutexLock l(&mu_);
+    h->node->size = e->size;
+    h->node->etag = e->etag;
+    h->node->mtime_ns = e->mtime_ns;
+  }
+  return r;
+}
+
+Result<std::vector<BlockSlice>> Filesystem::ReadFrom(FileHandle& h, uint64_t offset, uint64_t size,
+                                                     const CancelToken* token) {
   ++counters_.reads;
-  if (size == 0 || offset >= h->obj().info.size) return std::vector<BlockSlice>();
-  size = std::min(size, h->obj().info.size - offset);
-  prefetcher_.OnRead(&h->stream, offset, size);
-  auto r = cache_->Read(h->obj(), offset, size, token);
+  if (size == 0 || offset >= h.obj().info.size) return std::vector<BlockSlice>();
+  size = std::min(size, h.obj().info.size - offset);
+  prefetcher_.OnRead(&h.stream, offset, size);
+  auto r = cache_->Read(h.obj(), offset, size, token);
   if (!r.ok()) {
     if (r.status().code() == Status::Code::kCancelled) return r.status();  // the reader left
     Logger(Module::kFuse)
-        .warn("read '{}' etag {} offset {} size {}: {}", h->obj().key, h->obj().info.etag, offset,
+        .warn("read '{}' etag {} offset {} size {}: {}", h.obj().key, h.obj().info.etag, offset,
               size, r.status().ToString());
     if (r.status().code() == Status::Code::kFailedPrecondition) {
       // The origin has another version than this handle pinned: this handle fails (ESTALE), and
       // the next open HEADs the object instead of trusting the catalog (even with ttl=forever).
       ++counters_.stale_reads;
-      catalog_->Invalidate(h->obj().key);
+      catalog_->Invalidate(h.obj().key);
     }
     return r.status();
   }
   // The tier the cache reports for this read (the slowest of its blocks'), not a guess made
   // before it.
   const int tier = r->empty() ? kNoRead : ServingTier(*r);
-  if (!r->empty()) h->node->last_source.store(tier, std::memory_order_relaxed);
+  if (!r->empty()) h.node->last_source.store(tier, std::memory_order_relaxed);
   uint64_t bytes = 0;
   for (const auto& s : *r) bytes += s.length;
   counters_.read_bytes += bytes;
-  SPDLOG_LOGGER_DEBUG(&Logger(Module::kFuse), "read fh {} offset {} size {}: {} bytes, tier {}", fh,
-                      offset, size, bytes,
+  SPDLOG_LOGGER_DEBUG(&Logger(Module::kFuse), "read '{}' offset {} size {}: {} bytes, tier {}",
+                      h.obj().key, offset, size, bytes,
                       tier == kNoRead ? std::string_view("none") : cache_->TierName(tier));
   return r;
 }

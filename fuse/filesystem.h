@@ -184,6 +184,16 @@ class Filesystem {
   // True when Read(fh, offset, size) will be served from the host tiers (L1/L2) without waiting
   // on the network (a hint for fuse_server's scheduling; false for an unknown handle).
   bool ReadIsLocal(uint64_t fh, uint64_t offset, uint64_t size);
+  // Reads without an open (the kernel handles opens itself: FuseOptions::open_in_kernel). The
+  // version read is pinned at the inode: the one its last lookup, readdirplus, getattr or Open saw
+  // (user.tierfs.etag); the inode keeps one reader (readahead state) per version, and the first
+  // read of a version counts as its open for the next-files prefetch. A read that meets another
+  // version fails with FailedPrecondition (ESTALE) as Read does, and the inode takes the origin's
+  // current version at once (one HEAD), so the next read (after the kernel refreshes its
+  // attributes) reads that version whole. FailedPrecondition for an unknown inode.
+  Result<std::vector<BlockSlice>> ReadInode(InodeId ino, uint64_t offset, uint64_t size,
+                                            const CancelToken* token = nullptr);
+  bool ReadInodeIsLocal(InodeId ino, uint64_t offset, uint64_t size);
   void Release(uint64_t fh);
 
   FsStatsInfo StatFs();
@@ -238,6 +248,11 @@ class Filesystem {
   InodeAttr DirAttr(InodeId ino) const;
   std::shared_ptr<DirHandle> FindDir(uint64_t dh) const;
   std::shared_ptr<FileHandle> FindFile(uint64_t fh) const;
+  // The inode's reader of its current version (ReadInode); null for an unknown inode or a
+  // directory.
+  std::shared_ptr<FileHandle> InodeReader(InodeId ino) EXCLUDES(mu_);
+  Result<std::vector<BlockSlice>> ReadFrom(FileHandle& h, uint64_t offset, uint64_t size,
+                                           const CancelToken* token);
 
   // Constant after construction.
   const FilesystemOptions options_;

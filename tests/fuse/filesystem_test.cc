@@ -448,6 +448,67 @@ TEST_F(FilesystemTest, AStaleReadMakesTheNextOpenSeeTheNewVersionWithTtlForever)
   fs_->Release(o2->fh);
 }
 
+// Opens in the kernel (FuseOptions::open_in_kernel): reads come without a handle and read the
+// version the inode last saw, whole; a stale read makes the inode take the new version at once.
+TEST_F(FilesystemTest, ReadsWithoutAnOpenPinTheVersionAtTheInode) {
+  ttl_ = kForever;
+  FilesystemOptions no_readahead;
+  no_readahead.prefetch.readahead_max_bytes = 0;  // block 2 is only ever read on demand
+  Open(no_readahead);
+  InodeId ino = Walk("data/big.bin");
+  auto r0 = fs_->ReadInode(ino, 0, 10);
+  ASSERT_TRUE(r0.ok()) << r0.status().ToString();
+  EXPECT_EQ(Concat(*r0), big_.substr(0, 10));
+  EXPECT_EQ(*fs_->GetXattr(ino, "user.tierfs.source"), "origin");
+  EXPECT_TRUE(fs_->ReadInodeIsLocal(ino, 0, 10));
+  EXPECT_FALSE(fs_->ReadInodeIsLocal(ino, 2 * kBlock, 10));
+  auto tail = fs_->ReadInode(ino, big_.size() - 5, 100);  // short at EOF
+  ASSERT_TRUE(tail.ok());
+  EXPECT_EQ(Concat(*tail), big_.substr(big_.size() - 5));
+  EXPECT_EQ(fs_->counters().opens.load(), 0u);
+
+  const std::string replaced = Pattern(big_.size(), 99);  // same size, new ETag
+  origin_.PutObject("data/big.bin", replaced);
+  // Cached blocks are the inode's version; an uncached one meets the new version: ESTALE,
+  // never mixed bytes.
+  auto cached = fs_->ReadInode(ino, 0, 10);
+  ASSERT_TRUE(cached.ok());
+  EXPECT_EQ(Concat(*cached), big_.substr(0, 10));
+  auto stale = fs_->ReadInode(ino, 2 * kBlock - 5, 10);
+  ASSERT_FALSE(stale.ok());
+  EXPECT_EQ(ToErrno(stale.status()), ESTALE);
+  EXPECT_EQ(fs_->counters().stale_reads.load(), 1u);
+  // The inode took the new version (metadata.ttl = forever notwithstanding): the next reads get
+  // it whole.
+  EXPECT_EQ(*fs_->GetXattr(ino, "user.tierfs.etag"), origin_.Head("data/big.bin")->etag);
+  auto fresh = fs_->ReadInode(ino, 2 * kBlock - 5, 10);
+  ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
+  EXPECT_EQ(Concat(*fresh), replaced.substr(2 * kBlock - 5, 10));
+  auto head = fs_->ReadInode(ino, 0, 10);
+  ASSERT_TRUE(head.ok());
+  EXPECT_EQ(Concat(*head), replaced.substr(0, 10));
+
+  // Unknown inodes and directories are refused; a forgotten inode drops its reader.
+  EXPECT_EQ(ToErrno(fs_->ReadInode(424242, 0, 1).status()), ESTALE);
+  EXPECT_EQ(ToErrno(fs_->ReadInode(Walk("data"), 0, 1).status()), ESTALE);
+  fs_->Forget(ino, 1000);
+  EXPECT_EQ(ToErrno(fs_->ReadInode(ino, 0, 1).status()), ESTALE);
+}
+
+TEST_F(FilesystemTest, ReadsWithoutAnOpenDriveReadaheadAndTheNextFilesPrefetch) {
+  InodeId ino = Walk("data/big.bin");
+  ASSERT_TRUE(fs_->ReadInode(ino, 0, 4096).ok());
+  EXPECT_EQ(fs_->prefetch_stats().readahead_requests.load(), 1u);  // blocks 1..2
+  ASSERT_TRUE(fs_->ReadInode(ino, 4096, 4096).ok());               // the same reader: nothing new
+  EXPECT_EQ(fs_->prefetch_stats().readahead_requests.load(), 1u);
+  // The first read of a small file counts as its open for the next-files prefetch.
+  ASSERT_TRUE(fs_->ReadInode(Walk("many/f010"), 0, 10).ok());
+  ASSERT_TRUE(fs_->ReadInode(Walk("many/f010"), 0, 10).ok());  // not a second open
+  EXPECT_EQ(fs_->prefetch_stats().next_file_prefetches.load(), 0u);
+  ASSERT_TRUE(fs_->ReadInode(Walk("many/f020"), 0, 10).ok());
+  EXPECT_EQ(fs_->prefetch_stats().next_file_prefetches.load(), 16u);
+}
+
 TEST_F(FilesystemTest, SequentialReadsStartReadaheadAndSeeksReset) {
   InodeId ino = Walk("data/big.bin");
   auto o = fs_->Open(ino);
