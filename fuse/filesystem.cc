@@ -91,7 +91,11 @@ Filesystem::Filesystem(const FilesystemOptions& options, Catalog* catalog, Tiere
   by_path_[std::string()] = kRootInode;
 }
 
-Filesystem::~Filesystem() = default;
+Filesystem::~Filesystem() {
+  // An inode's reader points back at the inode: break the cycles of inodes still known.
+  MutexLock l(&mu_);
+  for (auto& [ino, node] : by_ino_) node->reader.reset();
+}
 
 std::shared_ptr<Filesystem::Inode> Filesystem::FindInode(InodeId ino) const {
   MutexLock l(&mu_);
@@ -386,7 +390,7 @@ Result<std::vector<BlockSlice>> Filesystem::Read(uint64_t fh, uint64_t offset, u
   return ReadFrom(*h, offset, size, token);
 }
 
-std::shared_ptr<Filesystem::FileHandle> Filesystem::InodeReader(InodeId ino) {
+std::shared_ptr<Filesystem::FileHandle> Filesystem::InodeReader(InodeId ino, bool create) {
   auto n = FindInode(ino);
   if (!n || n->is_dir) return nullptr;
   std::shared_ptr<FileHandle> r;
@@ -396,6 +400,7 @@ std::shared_ptr<Filesystem::FileHandle> Filesystem::InodeReader(InodeId ino) {
       const ObjectInfo& v = n->reader->obj().info;
       if (v.etag == n->etag && v.size == n->size && v.mtime_ns == n->mtime_ns) return n->reader;
     }
+    if (!create) return nullptr;
     ObjectRef obj;
     obj.key = n->path;
     obj.info.size = n->size;
@@ -409,14 +414,15 @@ std::shared_ptr<Filesystem::FileHandle> Filesystem::InodeReader(InodeId ino) {
 }
 
 bool Filesystem::ReadInodeIsLocal(InodeId ino, uint64_t offset, uint64_t size) {
-  auto h = InodeReader(ino);
-  if (!h) return true;  // answered at once (ESTALE)
-  return cache_->HostHolds(h->obj(), offset, size);
+  // Without a reader of the current version yet: not local. Making one may list the directory
+  // (the next-files prefetch), which is not for a FUSE worker to wait on.
+  auto h = InodeReader(ino, /*create=*/false);
+  return h != nullptr && cache_->HostHolds(h->obj(), offset, size);
 }
 
 Result<std::vector<BlockSlice>> Filesystem::ReadInode(InodeId ino, uint64_t offset, uint64_t size,
                                                       const CancelToken* token) {
-  auto h = InodeReader(ino);
+  auto h = InodeReader(ino, /*create=*/true);
   if (!h) return Status::FailedPrecondition(fmt::format("read of unknown file inode {}", ino));
   auto r = ReadFrom(*h, offset, size, token);
   if (r.ok() || r.status().code() != Status::Code::kFailedPrecondition) return r;

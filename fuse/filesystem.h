@@ -248,9 +248,9 @@ class Filesystem {
   InodeAttr DirAttr(InodeId ino) const;
   std::shared_ptr<DirHandle> FindDir(uint64_t dh) const;
   std::shared_ptr<FileHandle> FindFile(uint64_t fh) const;
-  // The inode's reader of its current version (ReadInode); null for an unknown inode or a
-  // directory.
-  std::shared_ptr<FileHandle> InodeReader(InodeId ino) EXCLUDES(mu_);
+  // The inode's reader of its current version (ReadInode), made if there is none and `create`;
+  // null for an unknown inode or a directory (or none and !create).
+  std::shared_ptr<FileHandle> InodeReader(InodeId ino, bool create) EXCLUDES(mu_);
   Result<std::vector<BlockSlice>> ReadFrom(FileHandle& h, uint64_t offset, uint64_t size,
                                            const CancelToken* token);
 

@@ -460,6 +460,7 @@ TEST_F(FilesystemTest, ReadsWithoutAnOpenPinTheVersionAtTheInode) {
   ASSERT_TRUE(r0.ok()) << r0.status().ToString();
   EXPECT_EQ(Concat(*r0), big_.substr(0, 10));
   EXPECT_EQ(*fs_->GetXattr(ino, "user.tierfs.source"), "origin");
+  EXPECT_FALSE(fs_->ReadInodeIsLocal(Walk("hello.txt"), 0, 1));  // no reader yet: not local
   EXPECT_TRUE(fs_->ReadInodeIsLocal(ino, 0, 10));
   EXPECT_FALSE(fs_->ReadInodeIsLocal(ino, 2 * kBlock, 10));
   auto tail = fs_->ReadInode(ino, big_.size() - 5, 100);  // short at EOF
