@@ -159,7 +159,7 @@ const std::vector<KeySpec>& Schema() {
        }},
       {"cache", "prefetch_next_files", Kind::kInt,
        [](const Value& v, DaemonOptions* o) {
-         return NarrowInt(v.i, 0, 1024, &o->fs.next_files);
+         return NarrowInt(v.i, 0, 1024, &o->fs.prefetch.next_files);
        }},
       {"cache", "prefetch_job_memory", Kind::kSize,
        [](const Value& v, DaemonOptions* o) {
@@ -357,6 +357,11 @@ const std::vector<KeySpec>& Schema() {
       {"fuse", "clone_fd", Kind::kBool,
        [](const Value& v, DaemonOptions* o) {
          o->fuse.clone_fd = v.b;
+         return Status::OK();
+       }},
+      {"fuse", "open_in_kernel", Kind::kBool,
+       [](const Value& v, DaemonOptions* o) {
+         o->fuse.open_in_kernel = v.b;
          return Status::OK();
        }},
       {"fuse", "allow_other", Kind::kBool,
@@ -914,7 +919,7 @@ Status FinishOptions(DaemonOptions* o, const GetEnvFn& getenv) {
   o->fuse.entry_timeout = o->catalog.metadata_ttl;
   o->fuse.attr_timeout = o->catalog.metadata_ttl;
   o->fuse.negative_timeout = o->catalog.metadata_ttl;
-  o->fs.readahead_max_bytes = o->cache.readahead_max_bytes;
+  o->fs.prefetch.readahead_max_bytes = o->cache.readahead_max_bytes;
   o->fs.uid = o->uid.value_or(static_cast<uint32_t>(getuid()));
   o->fs.gid = o->gid.value_or(static_cast<uint32_t>(getgid()));
   // Root and the mounting user (the daemon's uid) may set user.tierfs.* controls.
@@ -1143,7 +1148,7 @@ Status Validate(const DaemonOptions& o) {
   }
   if (o.origin.connect_timeout.count() <= 0) return bad("s3.connect_timeout", "must be positive");
   if (o.origin.request_timeout.count() <= 0) return bad("s3.request_timeout", "must be positive");
-  if (o.fs.next_files < 0 || o.fs.next_files > 1024) {
+  if (o.fs.prefetch.next_files < 0 || o.fs.prefetch.next_files > 1024) {
     return bad("cache.prefetch_next_files", "must be 0..1024 (0 disables it)");
   }
   if (o.fuse.max_threads < 1 || o.fuse.max_threads > 1024) {

@@ -46,6 +46,9 @@ struct Filesystem::Inode {
   std::string opened_etag;  // the version the last Open pinned: what the page cache may hold
   // Which tier served the last read: a tier index, kOriginTier or kNoRead. Lock-free.
   std::atomic<int> last_source{kNoRead};
+  // Files read without an open (ReadInode): the reader of the version `etag` names. Reset when
+  // the inode is forgotten (it points back at the inode).
+  std::shared_ptr<FileHandle> reader;
 };
 
 // An open directory: the Catalog's shared snapshot of the listing (one copy however many handles
@@ -64,17 +67,12 @@ struct Filesystem::DirHandle {
   bool used GUARDED_BY(mu) = false;
 };
 
-// An open file: the pinned version and the sequential-read detector.
+// An open file: the pinned version and its readahead state.
 struct Filesystem::FileHandle {
-  // Constant after construction.
-  ObjectRef obj;
-  std::shared_ptr<Inode> node;
-  // State below is protected by mu (a leaf lock).
-  Mutex mu;
-  uint64_t reads GUARDED_BY(mu) = 0;
-  uint64_t next_offset GUARDED_BY(mu) = 0;       // end of the furthest read so far
-  uint64_t window GUARDED_BY(mu) = 0;            // readahead window in bytes; 0 = not sequential
-  uint64_t prefetched_until GUARDED_BY(mu) = 0;  // first block not yet asked for
+  FileHandle(ObjectRef o, std::shared_ptr<Inode> n) : stream(std::move(o)), node(std::move(n)) {}
+  const ObjectRef& obj() const { return stream.object(); }
+  Prefetcher::Stream stream;  // holds the pinned version
+  const std::shared_ptr<Inode> node;
 };
 
 Filesystem::Filesystem(const FilesystemOptions& options, Catalog* catalog, TieredCache* cache,
@@ -84,7 +82,8 @@ Filesystem::Filesystem(const FilesystemOptions& options, Catalog* catalog, Tiere
       cache_(cache),
       source_id_(std::move(source_id)),
       mount_time_ns_(clock->NowUnixNanos()),
-      xattrs_(NewDefaultXattrRegistry()) {
+      xattrs_(NewDefaultXattrRegistry()),
+      prefetcher_(options.prefetch, cache, catalog) {
   auto root = std::make_shared<Inode>(kRootInode, std::string(), /*is_dir=*/true);
   root->nlookup = 1;  // the kernel holds the root implicitly; it is never forgotten
   MutexLock l(&mu_);
@@ -92,7 +91,11 @@ Filesystem::Filesystem(const FilesystemOptions& options, Catalog* catalog, Tiere
   by_path_[std::string()] = kRootInode;
 }
 
-Filesystem::~Filesystem() = default;
+Filesystem::~Filesystem() {
+  // An inode's reader points back at the inode: break the cycles of inodes still known.
+  MutexLock l(&mu_);
+  for (auto& [ino, node] : by_ino_) node->reader.reset();
+}
 
 std::shared_ptr<Filesystem::Inode> Filesystem::FindInode(InodeId ino) const {
   MutexLock l(&mu_);
@@ -203,6 +206,7 @@ void Filesystem::Forget(InodeId ino, uint64_t nlookup) {
   if (auto p = by_path_.find(node.path); p != by_path_.end() && p->second == ino) {
     by_path_.erase(p);
   }
+  node.reader.reset();
   by_ino_.erase(it);
 }
 
@@ -347,12 +351,12 @@ Result<OpenResult> Filesystem::Open(InodeId ino) {
   if (e->type == EntryType::kDir) {
     return Status::FailedPrecondition(fmt::format("'{}' is now a directory", n->path));
   }
-  auto fh = std::make_shared<FileHandle>();
-  fh->obj.key = n->path;
-  fh->obj.info.size = e->size;
-  fh->obj.info.etag = e->etag;
-  fh->obj.info.mtime_ns = e->mtime_ns;
-  fh->node = n;
+  ObjectRef obj;
+  obj.key = n->path;
+  obj.info.size = e->size;
+  obj.info.etag = e->etag;
+  obj.info.mtime_ns = e->mtime_ns;
+  auto fh = std::make_shared<FileHandle>(std::move(obj), n);
   OpenResult result;
   {
     MutexLock l(&mu_);
@@ -363,7 +367,7 @@ Result<OpenResult> Filesystem::Open(InodeId ino) {
     n->etag = e->etag;
     n->mtime_ns = e->mtime_ns;
   }
-  MaybePrefetchNextFiles(n->path, e->size);
+  prefetcher_.OnOpen(fh->obj());
   MutexLock l(&handles_mu_);
   result.fh = next_handle_++;
   SPDLOG_LOGGER_DEBUG(&Logger(Module::kFuse), "open '{}' size {} etag {}: fh {} keep_cache {}",
@@ -373,130 +377,98 @@ Result<OpenResult> Filesystem::Open(InodeId ino) {
   return result;
 }
 
-// A directory of small files read one after another (a `cat dir/*`, a loader walking its
-// samples, even in shuffled order) would otherwise pay one origin round trip per file, each in
-// turn. After the second small-file open in a directory, each open queues the next files of the
-// listing that no host tier holds yet: the cache skips what is already being fetched, and a full
-// prefetch queue drops the rest, so this never holds up a reader.
-void Filesystem::MaybePrefetchNextFiles(const std::string& path, uint64_t size) {
-  if (options_.next_files <= 0 || size > options_.next_files_max_bytes) return;
-  const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? std::string() : path.substr(0, slash);
-  const std::string_view name = slash == std::string::npos
-                                    ? std::string_view(path)
-                                    : std::string_view(path).substr(slash + 1);
-  {
-    MutexLock l(&next_mu_);
-    auto it = small_opens_.find(dir);
-    if (it == small_opens_.end()) {
-      if (small_opens_.size() >= kMaxNextDirs) small_opens_.clear();  // crude, bounded
-      small_opens_.emplace(dir, 1);
-      return;
-    }
-    if (it->second < 2) ++it->second;
-    if (it->second < 2) return;
-  }
-  std::vector<DirEntry> next;
-  Status s = catalog_->ReadDir(dir, name, static_cast<size_t>(options_.next_files), &next);
-  if (!s.ok()) return;  // the open itself succeeded; this is only a hint
-  const uint64_t bs = cache_->block_size();
-  for (const DirEntry& e : next) {
-    if (e.type != EntryType::kFile || e.size == 0 || e.size > options_.next_files_max_bytes) {
-      continue;
-    }
-    ObjectRef obj;
-    obj.key = dir.empty() ? e.name : dir + "/" + e.name;
-    obj.info.size = e.size;
-    obj.info.etag = e.etag;
-    obj.info.mtime_ns = e.mtime_ns;
-    // Only what no host tier holds: copying L2 blocks up to L1 for files that may never be
-    // read would churn L1 (a shuffled reader of a warm directory would read 16x from flash).
-    if (cache_->HostHolds(obj, 0, 1)) continue;
-    cache_->Prefetch(obj, 0, (e.size + bs - 1) / bs);
-    ++counters_.next_file_prefetches;
-  }
-}
-
-// Sequential detector: a read that starts near the end of the previous ones (the kernel issues
-// readahead asynchronously, so neighbours may arrive slightly out of order) doubles the window
-// up to readahead_max_bytes; any other read is a seek and resets it. New blocks are asked for in
-// steps of at least min(a readahead run, half the window), so that once the window is full the
-// cache gets whole runs (one origin request each) rather than one block per read.
-void Filesystem::MaybeReadahead(FileHandle* fh, uint64_t offset, uint64_t size) {
-  if (options_.readahead_max_bytes == 0) return;
-  const uint64_t bs = cache_->block_size();
-  if (bs == 0) return;
-  const uint64_t nblocks = (fh->obj.info.size + bs - 1) / bs;
-  const uint64_t end_block = (offset + size - 1) / bs;  // last block this read touches
-  uint64_t first = 0, count = 0;
-  {
-    MutexLock l(&fh->mu);
-    const uint64_t slack = 2 * bs;
-    const bool sequential =
-        fh->reads == 0 ? offset == 0
-                       : offset + slack >= fh->next_offset && offset <= fh->next_offset + slack;
-    ++fh->reads;
-    fh->next_offset = std::max(fh->next_offset, offset + size);
-    if (!sequential) {
-      fh->window = 0;
-      fh->prefetched_until = end_block + 1;
-      return;
-    }
-    fh->window = fh->window == 0 ? std::min(2 * bs, options_.readahead_max_bytes)
-                                 : std::min(2 * fh->window, options_.readahead_max_bytes);
-    const uint64_t want_until = std::min(nblocks, end_block + 1 + fh->window / bs);
-    first = std::max(fh->prefetched_until, end_block + 1);
-    if (want_until <= first) return;
-    count = want_until - first;
-    const uint64_t step = std::max<uint64_t>(
-        1, std::min<uint64_t>(cache_->readahead_run_blocks(), fh->window / bs / 2));
-    if (count < step && want_until < nblocks) return;  // wait for a whole step
-    fh->prefetched_until = want_until;
-  }
-  ++counters_.readahead_requests;
-  cache_->Prefetch(fh->obj, first, count);
-}
-
 bool Filesystem::ReadIsLocal(uint64_t fh, uint64_t offset, uint64_t size) {
   auto h = FindFile(fh);
   if (!h) return true;  // answered at once (ESTALE)
-  return cache_->HostHolds(h->obj, offset, size);
+  return cache_->HostHolds(h->obj(), offset, size);
 }
 
 Result<std::vector<BlockSlice>> Filesystem::Read(uint64_t fh, uint64_t offset, uint64_t size,
                                                  const CancelToken* token) {
   auto h = FindFile(fh);
   if (!h) return Status::FailedPrecondition(fmt::format("unknown file handle {}", fh));
+  return ReadFrom(*h, offset, size, token);
+}
+
+std::shared_ptr<Filesystem::FileHandle> Filesystem::InodeReader(InodeId ino, bool create) {
+  auto n = FindInode(ino);
+  if (!n || n->is_dir) return nullptr;
+  std::shared_ptr<FileHandle> r;
+  {
+    MutexLock l(&mu_);
+    if (n->reader != nullptr) {
+      const ObjectInfo& v = n->reader->obj().info;
+      if (v.etag == n->etag && v.size == n->size && v.mtime_ns == n->mtime_ns) return n->reader;
+    }
+    if (!create) return nullptr;
+    ObjectRef obj;
+    obj.key = n->path;
+    obj.info.size = n->size;
+    obj.info.etag = n->etag;
+    obj.info.mtime_ns = n->mtime_ns;
+    n->reader = std::make_shared<FileHandle>(std::move(obj), n);
+    r = n->reader;
+  }
+  prefetcher_.OnOpen(r->obj());  // the first read of this version: what an open would be
+  return r;
+}
+
+bool Filesystem::ReadInodeIsLocal(InodeId ino, uint64_t offset, uint64_t size) {
+  // Without a reader of the current version yet: not local. Making one may list the directory
+  // (the next-files prefetch), which is not for a FUSE worker to wait on.
+  auto h = InodeReader(ino, /*create=*/false);
+  return h != nullptr && cache_->HostHolds(h->obj(), offset, size);
+}
+
+Result<std::vector<BlockSlice>> Filesystem::ReadInode(InodeId ino, uint64_t offset, uint64_t size,
+                                                      const CancelToken* token) {
+  auto h = InodeReader(ino, /*create=*/true);
+  if (!h) return Status::FailedPrecondition(fmt::format("read of unknown file inode {}", ino));
+  auto r = ReadFrom(*h, offset, size, token);
+  if (r.ok() || r.status().code() != Status::Code::kFailedPrecondition) return r;
+  // Another version at the origin: there is no next open to pin it, so the inode takes it now
+  // (ReadFrom invalidated the catalog's entry: this HEADs), or every read would stay stale until
+  // the metadata TTL.
+  auto e = catalog_->Revalidate(h->node->path);
+  if (e.ok() && e->type == EntryType::kFile) {
+    MutexLock l(&mu_);
+    h->node->size = e->size;
+    h->node->etag = e->etag;
+    h->node->mtime_ns = e->mtime_ns;
+  }
+  return r;
+}
+
+Result<std::vector<BlockSlice>> Filesystem::ReadFrom(FileHandle& h, uint64_t offset, uint64_t size,
+                                                     const CancelToken* token) {
   ++counters_.reads;
-  if (size == 0 || offset >= h->obj.info.size) return std::vector<BlockSlice>();
-  size = std::min(size, h->obj.info.size - offset);
-  MaybeReadahead(h.get(), offset, size);
-  auto r = cache_->Read(h->obj, offset, size, token);
+  if (size == 0 || offset >= h.obj().info.size) return std::vector<BlockSlice>();
+  size = std::min(size, h.obj().info.size - offset);
+  prefetcher_.OnRead(&h.stream, offset, size);
+  auto r = cache_->Read(h.obj(), offset, size, token);
   if (!r.ok()) {
     if (r.status().code() == Status::Code::kCancelled) return r.status();  // the reader left
     Logger(Module::kFuse)
-        .warn("read '{}' etag {} offset {} size {}: {}", h->obj.key, h->obj.info.etag, offset, size,
-              r.status().ToString());
+        .warn("read '{}' etag {} offset {} size {}: {}", h.obj().key, h.obj().info.etag, offset,
+              size, r.status().ToString());
     if (r.status().code() == Status::Code::kFailedPrecondition) {
       // The origin has another version than this handle pinned: this handle fails (ESTALE), and
       // the next open HEADs the object instead of trusting the catalog (even with ttl=forever).
       ++counters_.stale_reads;
-      catalog_->Invalidate(h->obj.key);
+      catalog_->Invalidate(h.obj().key);
     }
     return r.status();
   }
   // The tier the cache reports for this read (the slowest of its blocks'), not a guess made
   // before it.
   const int tier = r->empty() ? kNoRead : ServingTier(*r);
-  if (!r->empty()) h->node->last_source.store(tier, std::memory_order_relaxed);
+  if (!r->empty()) h.node->last_source.store(tier, std::memory_order_relaxed);
   uint64_t bytes = 0;
   for (const auto& s : *r) bytes += s.length;
   counters_.read_bytes += bytes;
-  SPDLOG_LOGGER_DEBUG(&Logger(Module::kFuse), "read fh {} offset {} size {}: {} bytes, tier {}", fh,
-                      offset, size, bytes,
-                      tier == kNoRead       ? std::string("none")
-                      : tier == kOriginTier ? std::string("origin")
-                                            : cache_->tiers()[tier]->name());
+  SPDLOG_LOGGER_DEBUG(&Logger(Module::kFuse), "read '{}' offset {} size {}: {} bytes, tier {}",
+                      h.obj().key, offset, size, bytes,
+                      tier == kNoRead ? std::string_view("none") : cache_->TierName(tier));
   return r;
 }
 
@@ -513,15 +485,11 @@ FsStatsInfo Filesystem::StatFs() {
   FsStatsInfo s;
   s.block_size = cache_->block_size();
   if (s.block_size == 0) s.block_size = 4096;
-  const auto& tiers = cache_->tiers();
-  if (!tiers.empty()) {
-    // The largest (last) host tier is what "capacity" means to a user: the flash cache.
-    const TierStats& ts = tiers.back()->Stats();
-    const uint64_t cap = ts.capacity.load();
-    const uint64_t used = std::min(cap, ts.bytes_used.load());
-    s.total_blocks = cap / s.block_size;
-    s.free_blocks = (cap - used) / s.block_size;
-  }
+  // What the cache may occupy on this host is what "capacity" means to a user: L2, the flash
+  // cache (L1 without one); never the shared L3.
+  const HostSpaceInfo h = cache_->HostSpace();
+  s.total_blocks = h.capacity_bytes / s.block_size;
+  s.free_blocks = (h.capacity_bytes - std::min(h.capacity_bytes, h.used_bytes)) / s.block_size;
   s.files = InodeCount();
   return s;
 }
@@ -549,11 +517,7 @@ Result<std::string> Filesystem::GetXattr(InodeId ino, std::string_view name) {
   if (!h) return Status::NotFound(fmt::format("no attribute {}", name));
   XattrTarget t = XattrTargetFor(ino, *n);
   const int src = n->last_source.load(std::memory_order_relaxed);
-  if (src == kOriginTier) {
-    t.source = "origin";
-  } else if (src >= 0 && static_cast<size_t>(src) < cache_->tiers().size()) {
-    t.source = cache_->tiers()[src]->name();
-  }
+  if (src != kNoRead) t.source = cache_->TierName(src);
   if (!h->AppliesTo(t)) return Status::NotFound(fmt::format("no attribute {} here", name));
   return h->Get(t);
 }
@@ -612,8 +576,8 @@ std::string Filesystem::StatsText() const {
       "fuse.next_file_prefetches={} fuse.stale_reads={}",
       InodeCount(), open_files, counters_.lookups.load(), counters_.negative_lookups.load(),
       counters_.opens.load(), counters_.reads.load(), counters_.read_bytes.load(),
-      counters_.readahead_requests.load(), counters_.next_file_prefetches.load(),
-      counters_.stale_reads.load());
+      prefetcher_.Stats().readahead_requests.load(),
+      prefetcher_.Stats().next_file_prefetches.load(), counters_.stale_reads.load());
 }
 
 }  // namespace tierfs

@@ -1,6 +1,7 @@
 // Filesystem — the FUSE semantics of tierfs in tierfs terms, with no FUSE types (conventions C5):
 // an inode table with kernel lookup counts, lookup/getattr/readdir over the Catalog, open/read
-// over the TieredCache, statfs, and the user.tierfs.* xattrs. fuse/fuse_server.cc translates
+// over the TieredCache (readahead and next-files prefetch by its Prefetcher), statfs, and the
+// user.tierfs.* xattrs. fuse/fuse_server.cc translates
 // kernel requests into calls on this class and replies; everything here is testable without
 // mounting.
 //
@@ -19,7 +20,7 @@
 // version at once, whatever metadata_ttl says.
 //
 // Thread-safe; no external synchronization needed. Lock order (outer first):
-//   DirHandle::mu → Filesystem::mu_ ; FileHandle::mu and handles_mu_ are leaves.
+//   DirHandle::mu → Filesystem::mu_ ; handles_mu_ is a leaf (the Prefetcher's locks too).
 // No lock is held across a Catalog or TieredCache call.
 #pragma once
 
@@ -36,6 +37,7 @@
 #include "base/mutex.h"
 #include "base/result.h"
 #include "tiercache/catalog.h"
+#include "tiercache/prefetcher.h"
 #include "tiercache/tiered_cache.h"
 
 namespace tierfs {
@@ -76,14 +78,8 @@ struct FilesystemOptions {
   // Who may set user.tierfs.* attributes besides root: the mounting user (daemon/: the daemon's
   // uid). Others get PermissionDenied (EPERM); reading the attributes stays open to all.
   uint32_t control_uid = 0;
-  // Upper bound of the per-file readahead window; the window starts at two blocks and doubles
-  // while reads stay sequential. 0 disables readahead. (TieredCacheOptions::readahead_max_bytes.)
-  uint64_t readahead_max_bytes = 64ULL << 20;
-  // Small files read one after another: once two files of at most next_files_max_bytes were
-  // opened in one directory, every further open there prefetches the next `next_files` files of
-  // the listing (byte order) that are that small, at prefetch priority. 0 disables it.
-  int next_files = 16;
-  uint64_t next_files_max_bytes = 4ULL << 20;
+  // Readahead and the next-files prefetch (tiercache/prefetcher.h), driven by opens and reads.
+  PrefetcherOptions prefetch;
 };
 
 // The attributes of an inode, as stat(2) shows them.
@@ -134,16 +130,15 @@ struct FsStatsInfo {
   uint32_t name_max = 255;
 };
 
-// Counters of the FUSE layer (C20), shown in user.tierfs.stats as fuse.*.
+// Counters of the FUSE layer (C20), shown in user.tierfs.stats as fuse.* (with the Prefetcher's
+// readahead_requests and next_file_prefetches).
 struct FsCounters {
   std::atomic<uint64_t> lookups{0};
   std::atomic<uint64_t> negative_lookups{0};
   std::atomic<uint64_t> opens{0};
   std::atomic<uint64_t> reads{0};
   std::atomic<uint64_t> read_bytes{0};
-  std::atomic<uint64_t> readahead_requests{0};
-  std::atomic<uint64_t> next_file_prefetches{0};  // files queued by the next-files prefetch
-  std::atomic<uint64_t> stale_reads{0};           // reads failed with ESTALE: the object changed
+  std::atomic<uint64_t> stale_reads{0};  // reads failed with ESTALE: the object changed
 };
 
 class Filesystem {
@@ -189,6 +184,16 @@ class Filesystem {
   // True when Read(fh, offset, size) will be served from the host tiers (L1/L2) without waiting
   // on the network (a hint for fuse_server's scheduling; false for an unknown handle).
   bool ReadIsLocal(uint64_t fh, uint64_t offset, uint64_t size);
+  // Reads without an open (the kernel handles opens itself: FuseOptions::open_in_kernel). The
+  // version read is pinned at the inode: the one its last lookup, readdirplus, getattr or Open saw
+  // (user.tierfs.etag); the inode keeps one reader (readahead state) per version, and the first
+  // read of a version counts as its open for the next-files prefetch. A read that meets another
+  // version fails with FailedPrecondition (ESTALE) as Read does, and the inode takes the origin's
+  // current version at once (one HEAD), so the next read (after the kernel refreshes its
+  // attributes) reads that version whole. FailedPrecondition for an unknown inode.
+  Result<std::vector<BlockSlice>> ReadInode(InodeId ino, uint64_t offset, uint64_t size,
+                                            const CancelToken* token = nullptr);
+  bool ReadInodeIsLocal(InodeId ino, uint64_t offset, uint64_t size);
   void Release(uint64_t fh);
 
   FsStatsInfo StatFs();
@@ -208,6 +213,7 @@ class Filesystem {
   // "fuse.inodes=.. fuse.open_files=.. fuse.lookups=.. ..." (part of user.tierfs.stats).
   std::string StatsText() const;
   const FsCounters& counters() const { return counters_; }
+  const PrefetcherStats& prefetch_stats() const { return prefetcher_.Stats(); }
   size_t InodeCount() const;
   // Test hook: the kernel's lookup count of `ino`, 0 if the inode is unknown.
   uint64_t TEST_LookupCount(InodeId ino) const;
@@ -242,9 +248,11 @@ class Filesystem {
   InodeAttr DirAttr(InodeId ino) const;
   std::shared_ptr<DirHandle> FindDir(uint64_t dh) const;
   std::shared_ptr<FileHandle> FindFile(uint64_t fh) const;
-  void MaybeReadahead(FileHandle* fh, uint64_t offset, uint64_t size);
-  // The next-files prefetch of FilesystemOptions::next_files, after an open of `path`.
-  void MaybePrefetchNextFiles(const std::string& path, uint64_t size) EXCLUDES(next_mu_);
+  // The inode's reader of its current version (ReadInode), made if there is none and `create`;
+  // null for an unknown inode or a directory (or none and !create).
+  std::shared_ptr<FileHandle> InodeReader(InodeId ino, bool create) EXCLUDES(mu_);
+  Result<std::vector<BlockSlice>> ReadFrom(FileHandle& h, uint64_t offset, uint64_t size,
+                                           const CancelToken* token);
 
   // Constant after construction.
   const FilesystemOptions options_;
@@ -258,16 +266,12 @@ class Filesystem {
   std::atomic<DaemonControl*> daemon_control_{nullptr};
 
   mutable FsCounters counters_;
+  Prefetcher prefetcher_;
 
   mutable Mutex mu_;  // the inode table; after DirHandle::mu
   std::unordered_map<InodeId, std::shared_ptr<Inode>> by_ino_ GUARDED_BY(mu_);
   std::unordered_map<std::string, InodeId> by_path_ GUARDED_BY(mu_);
   InodeId next_ino_ GUARDED_BY(mu_) = kRootInode + 1;
-
-  // Small-file opens per directory (next-files prefetch), at most kMaxNextDirs directories.
-  static constexpr size_t kMaxNextDirs = 256;
-  Mutex next_mu_;  // leaf
-  std::unordered_map<std::string, uint32_t> small_opens_ GUARDED_BY(next_mu_);
 
   mutable Mutex handles_mu_;  // leaf
   std::unordered_map<uint64_t, std::shared_ptr<DirHandle>> dirs_ GUARDED_BY(handles_mu_);

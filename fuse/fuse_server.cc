@@ -303,6 +303,10 @@ struct FuseServer::Context {
   uint32_t max_read = 1U << 20;
   uint32_t max_readahead = 1U << 20;
   unsigned max_background = 12;  // the kernel's default
+  bool open_in_kernel = false;   // FuseOptions::open_in_kernel
+  // open_in_kernel and the kernel offers it: opens are answered ENOSYS. Set by Init, before any
+  // open arrives.
+  std::atomic<bool> no_open{false};
 };
 
 namespace {
@@ -333,8 +337,8 @@ class OpTimer {
   const TimePoint start_;
 };
 
-// tierfs_fuse_* of README "Metrics": the op histograms, and the Filesystem's counters (the same
-// atomics as the fuse.* fields of user.tierfs.stats).
+// tierfs_fuse_* of README "Metrics": the op histograms, and the Filesystem's and its
+// Prefetcher's counters (the same atomics as the fuse.* fields of user.tierfs.stats).
 void CollectFuseMetrics(const Context& ctx, metrics::Exposition* e) {
   for (size_t i = 0; i < ctx.op_latency.size(); ++i) {
     const metrics::Histogram::Snapshot snap = ctx.op_latency[i]->Snap();
@@ -352,10 +356,11 @@ void CollectFuseMetrics(const Context& ctx, metrics::Exposition* e) {
   e->AddCounter("tierfs_fuse_opens_total", "Files opened.", {}, c.opens);
   e->AddCounter("tierfs_fuse_reads_total", "File reads.", {}, c.reads);
   e->AddCounter("tierfs_fuse_read_bytes_total", "Bytes returned by file reads.", {}, c.read_bytes);
+  const PrefetcherStats& p = ctx.fs->prefetch_stats();
   e->AddCounter("tierfs_fuse_readahead_requests_total", "Readahead windows requested.", {},
-                c.readahead_requests);
+                p.readahead_requests);
   e->AddCounter("tierfs_fuse_next_file_prefetches_total",
-                "Files queued by the next-files prefetch.", {}, c.next_file_prefetches);
+                "Files queued by the next-files prefetch.", {}, p.next_file_prefetches);
   e->AddCounter("tierfs_fuse_stale_reads_total",
                 "Reads failed with ESTALE: the object changed under an open file.", {},
                 c.stale_reads);
@@ -489,6 +494,9 @@ void Init(void* userdata, struct fuse_conn_info* conn) {
   if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA) conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
   // Memory replies only (see the file comment): splice would add a copy through a pipe.
   conn->want &= ~(FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE | FUSE_CAP_SPLICE_READ);
+  // Opens handled by the kernel (FuseOptions::open_in_kernel): nothing to ask for in `want`;
+  // an open answered ENOSYS turns it on.
+  ctx->no_open.store(ctx->open_in_kernel && (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0);
   conn->max_read = ctx->max_read;
   conn->max_readahead = ctx->max_readahead;
   // Readahead and async reads are "background" requests: the kernel holds back all beyond
@@ -505,10 +513,11 @@ void Init(void* userdata, struct fuse_conn_info* conn) {
   Logger(Module::kFuse)
       .info(
           "fuse connection: protocol {}.{}, max_read {}, max_readahead {}, max_background {}, "
-          "readdirplus {}, parallel_dirops {} (capable {:#x} want {:#x})",
+          "readdirplus {}, parallel_dirops {}, opens in the kernel {} (capable {:#x} want {:#x})",
           conn->proto_major, conn->proto_minor, conn->max_read, conn->max_readahead,
           conn->max_background, (conn->want & FUSE_CAP_READDIRPLUS) != 0,
-          (conn->want & FUSE_CAP_PARALLEL_DIROPS) != 0, conn->capable, conn->want);
+          (conn->want & FUSE_CAP_PARALLEL_DIROPS) != 0, ctx->no_open.load(), conn->capable,
+          conn->want);
 }
 
 // ---- lookup / forget / getattr ----
@@ -737,6 +746,17 @@ void Open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
           q, r.status().code() == Status::Code::kInvalidArgument ? EISDIR : ToErrno(r.status()));
       return;
     }
+    if (ctx->no_open.load()) {
+      // Opens in the kernel: this one did its checks (and pinned the version at the inode); ENOSYS
+      // tells the kernel to open files itself from now on, keeping their pages (FOPEN_KEEP_CACHE;
+      // AUTO_INVAL_DATA drops them when getattr shows another size or mtime). Reads then come
+      // with fh 0 (Filesystem::ReadInode).
+      ctx->fs->Release(r->fh);
+      fuse_reply_err(q, ENOSYS);
+      if (r->attr_changed && ctx->se != nullptr)
+        fuse_lowlevel_notify_inval_inode(ctx->se, ino, -1, 0);
+      return;
+    }
     f.fh = r->fh;
     f.keep_cache = r->keep_cache ? 1 : 0;
     f.direct_io = 0;
@@ -757,7 +777,21 @@ void Open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
 
 void ReplyRead(fuse_req_t req, const Result<std::vector<BlockSlice>>& slices);
 
-void Read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, struct fuse_file_info* fi) {
+// fh 0: no open handle (opens in the kernel, FuseOptions::open_in_kernel): the inode's version.
+Result<std::vector<BlockSlice>> ReadFile(Context* ctx, fuse_ino_t ino, uint64_t fh, uint64_t offset,
+                                         size_t size, const CancelToken* token) {
+  if (fh != 0) return ctx->fs->Read(fh, offset, size, token);
+  auto r = ctx->fs->ReadInode(ino, offset, size, token);
+  if (r.status().code() == Status::Code::kFailedPrecondition && ctx->se != nullptr) {
+    // The inode took the origin's new version: drop the kernel's attributes (offset -1: not the
+    // pages, so no page lock is waited for here), so getattr shows the new size and mtime and
+    // AUTO_INVAL_DATA drops the old pages.
+    fuse_lowlevel_notify_inval_inode(ctx->se, ino, -1, 0);
+  }
+  return r;
+}
+
+void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info* fi) {
   Context* ctx = Ctx(req);
   if (off < 0) {
     fuse_reply_err(req, EINVAL);
@@ -766,15 +800,16 @@ void Read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, struct fuse_file_i
   const uint64_t fh = fi->fh;
   const auto offset = static_cast<uint64_t>(off);
   const auto start = OpTimer::Start(ctx);
-  if (ctx->fs->ReadIsLocal(fh, offset, size)) {
+  if (fh == 0 ? ctx->fs->ReadInodeIsLocal(ino, offset, size)
+              : ctx->fs->ReadIsLocal(fh, offset, size)) {
     // Every block is in L1/L2: served here, without a remote slot.
     OpTimer timer(ctx, Op::kRead, start);
-    ReplyRead(req, ctx->fs->Read(fh, offset, size));
+    ReplyRead(req, ReadFile(ctx, ino, fh, offset, size, nullptr));
     return;
   }
-  ctx->remote->Dispatch(req, [ctx, fh, offset, size, start](fuse_req_t q, RequestToken* t) {
+  ctx->remote->Dispatch(req, [ctx, ino, fh, offset, size, start](fuse_req_t q, RequestToken* t) {
     OpTimer timer(ctx, Op::kRead, start);
-    auto slices = ctx->fs->Read(fh, offset, size, t->token());
+    auto slices = ReadFile(ctx, ino, fh, offset, size, t->token());
     t->Detach();
     ReplyRead(q, slices);
   });
@@ -977,6 +1012,7 @@ Result<std::unique_ptr<FuseServer>> FuseServer::Mount(const FuseOptions& options
   ctx->max_read = options.max_read;
   ctx->max_readahead = options.max_readahead;
   ctx->max_background = kMaxBackground;
+  ctx->open_in_kernel = options.open_in_kernel;
   if (options.metrics != nullptr) {
     for (size_t i = 0; i < static_cast<size_t>(Op::kCount); ++i) {
       ctx->op_latency.push_back(std::make_unique<metrics::Histogram>());

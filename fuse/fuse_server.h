@@ -70,6 +70,13 @@ struct FuseOptions {
   std::chrono::nanoseconds entry_timeout = std::chrono::seconds(60);
   std::chrono::nanoseconds attr_timeout = std::chrono::seconds(60);
   std::chrono::nanoseconds negative_timeout = std::chrono::seconds(60);
+  // Opens handled in the kernel (FUSE_CAP_NO_OPEN_SUPPORT, Linux 4.20+): the first open is
+  // answered ENOSYS after its checks, and the kernel then opens files without asking (no open
+  // or release requests) and keeps their pages cached; reads then pin the version at the inode
+  // (Filesystem::ReadInode) instead of the open. For datasets that do not change while mounted:
+  // a changed object is seen once the kernel's attributes time out (attr_timeout, i.e.
+  // metadata_ttl) rather than by the next open. Ignored where the kernel lacks it.
+  bool open_in_kernel = false;
   // Largest read request and kernel readahead (the kernel may lower both).
   uint32_t max_read = 1U << 20;
   uint32_t max_readahead = 1U << 20;

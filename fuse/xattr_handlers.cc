@@ -70,15 +70,10 @@ class ResidencyHandler final : public XattrHandler {
     TieredCache* cache = t.fs->cache();
     const uint64_t bs = cache->block_size();
     const uint64_t total = bs == 0 ? 0 : (t.object.info.size + bs - 1) / bs;
-    auto held = cache->Residency(t.object);
     std::string out;
-    for (const auto& tier : cache->tiers()) {
-      uint64_t n = 0;
-      for (const auto& [name, count] : held) {
-        if (name == tier->name()) n = count;
-      }
+    for (const auto& [tier, held] : cache->Residency(t.object)) {  // every tier, fast→slow
       if (!out.empty()) out += ' ';
-      out += fmt::format("{}={}/{}", tier->name(), n, total);
+      out += fmt::format("{}={}/{}", tier, held, total);
     }
     return out;
   }

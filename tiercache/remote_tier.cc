@@ -84,7 +84,7 @@ class RemoteTier final : public Tier {
   }
 
   std::string_view name() const override { return "l3"; }
-  bool IsRemote() const override { return true; }
+  TierKind kind() const override { return TierKind::kShared; }
 
   Result<BlockRef> Read(const BlockKey& key) override {
     if (!BreakerAllows()) {

@@ -124,8 +124,9 @@ class TieredCacheImpl final : public TieredCache {
         queue_limit_(std::max<uint64_t>(
             1, options.readahead_budget_bytes / std::max<uint64_t>(1, options.block_size))),
         run_blocks_(RunBlocks(options)),
-        runs_from_origin_(std::none_of(tiers_.begin(), tiers_.end(),
-                                       [](const auto& t) { return t->IsRemote(); })),
+        runs_from_origin_(
+            std::none_of(tiers_.begin(), tiers_.end(),
+                         [](const auto& t) { return t->kind() == TierKind::kShared; })),
         queue_cv_(&queue_mu_),
         fetch_cv_(&fetch_mu_) {
     if (options_.metrics != nullptr) {
@@ -330,8 +331,9 @@ class TieredCacheImpl final : public TieredCache {
       Status st = tiers_[t]->Insert(key, b, h);
       // A remote tier's write queue may be full: prefetch waits for room (bounded), it is not
       // in a reader's way.
-      for (int tries = 0;
-           st.code() == Status::Code::kNoSpace && tiers_[t]->IsRemote() && tries < 500; ++tries) {
+      for (int tries = 0; st.code() == Status::Code::kNoSpace &&
+                          tiers_[t]->kind() == TierKind::kShared && tries < 500;
+           ++tries) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
         st = tiers_[t]->Insert(key, b, h);
       }
@@ -410,7 +412,7 @@ class TieredCacheImpl final : public TieredCache {
     for (uint64_t i = 0; i < n; ++i) {
       const BlockKey key = KeyFor(obj, i);
       for (auto& t : tiers_) {
-        if (!t->IsRemote()) t->SetPinned(key, pinned);
+        if (t->kind() == TierKind::kHost) t->SetPinned(key, pinned);
       }
     }
   }
@@ -420,9 +422,28 @@ class TieredCacheImpl final : public TieredCache {
     for (uint64_t i = 0; i < n; ++i) {
       const BlockKey key = KeyFor(obj, i);
       for (auto& t : tiers_) {
-        if (!t->IsRemote()) t->Erase(key);  // L3 is shared with other hosts: not evicted here
+        if (t->kind() == TierKind::kHost)
+          t->Erase(key);  // L3 is shared with other hosts: not evicted here
       }
     }
+  }
+
+  HostSpaceInfo HostSpace() const override {
+    HostSpaceInfo h;
+    for (const auto& t : tiers_) {
+      if (t->kind() != TierKind::kHost) continue;
+      const TierStats& ts = t->Stats();
+      h.tier = std::string(t->name());
+      h.capacity_bytes = ts.capacity.load();
+      h.used_bytes = std::min(h.capacity_bytes, ts.bytes_used.load());
+    }
+    return h;
+  }
+
+  std::string_view TierName(int tier) const override {
+    if (tier == kOriginTier) return "origin";
+    if (tier < 0 || static_cast<size_t>(tier) >= tiers_.size()) return {};
+    return tiers_[tier]->name();
   }
 
   uint64_t block_size() const override { return options_.block_size; }
@@ -454,7 +475,7 @@ class TieredCacheImpl final : public TieredCache {
                     "Blocks that failed their checksum or MAC (dropped, read from below).", l,
                     ts.corruptions);
       e->AddCounter("tierfs_tier_errors_total", "Tier operations that failed.", l, ts.errors);
-      if (t.IsRemote()) {
+      if (t.kind() == TierKind::kShared) {
         std::vector<std::pair<std::string, uint64_t>> extra;
         t.AppendExtraStats(&extra);
         for (const auto& [k, v] : extra) {
@@ -599,14 +620,14 @@ class TieredCacheImpl final : public TieredCache {
   // host, and L3's Contains() is only a hint.
   bool CachedAnywhere(const BlockKey& key) {
     for (const auto& t : tiers_) {
-      if (!t->IsRemote() && t->Contains(key)) return true;
+      if (t->kind() == TierKind::kHost && t->Contains(key)) return true;
     }
     return false;
   }
 
   // In the first tier (L1; L2 when there is no L1): nothing left for readahead to do.
   bool InFastestTier(const BlockKey& key) {
-    return !tiers_.empty() && !tiers_[0]->IsRemote() && tiers_[0]->Contains(key);
+    return !tiers_.empty() && tiers_[0]->kind() == TierKind::kHost && tiers_[0]->Contains(key);
   }
 
   // TTL policy: drops the block from the host tiers when a tier stored it longer ago than
@@ -616,14 +637,14 @@ class TieredCacheImpl final : public TieredCache {
     const int64_t now = clock_->NowUnixNanos();
     bool expired = false;
     for (const auto& t : tiers_) {
-      if (t->IsRemote()) continue;
+      if (t->kind() == TierKind::kShared) continue;
       std::optional<int64_t> at = t->StoredAt(key);
       if (at && now - *at > ttl.count()) expired = true;
     }
     if (!expired) return false;
     ++ttl_expired_;
     for (const auto& t : tiers_) {
-      if (!t->IsRemote()) t->Erase(key);
+      if (t->kind() == TierKind::kHost) t->Erase(key);
     }
     return true;
   }
@@ -719,7 +740,7 @@ class TieredCacheImpl final : public TieredCache {
     const BlockKey key = KeyFor(obj, index);
     for (size_t t = 0; t < tiers_.size(); ++t) {
       Tier* tier = tiers_[t].get();
-      if (tier->IsRemote()) return nullptr;
+      if (tier->kind() == TierKind::kShared) return nullptr;
       if (!tier->Contains(key)) continue;
       if (!tier->SupportsRanges()) return nullptr;  // L1 holds it: take the block from there
       if (options_.placement) {
@@ -770,7 +791,7 @@ class TieredCacheImpl final : public TieredCache {
     if (!tiers_.empty() && tiers_[0]->Contains(key)) {
       if (auto b = TryTier(0, key, expected)) return Served{std::move(b), 0};
     }
-    for (size_t t = 1; t < tiers_.size() && !tiers_[t]->IsRemote(); ++t) {
+    for (size_t t = 1; t < tiers_.size() && tiers_[t]->kind() == TierKind::kHost; ++t) {
       if (auto b = TryTier(t, key, expected)) {
         CopyUp(obj, key, b, t);
         return Served{std::move(b), static_cast<int>(t)};
@@ -785,7 +806,7 @@ class TieredCacheImpl final : public TieredCache {
     // Demand traffic on the network: deep prefetch watches these to yield (prefetch_jobs.cc).
     DemandInFlight demand(&stats_, clock_);
     for (size_t t = 0; t < tiers_.size(); ++t) {
-      if (!tiers_[t]->IsRemote()) continue;
+      if (tiers_[t]->kind() == TierKind::kHost) continue;
       if (auto b = TryTier(t, key, expected)) {
         CopyUp(obj, key, b, t);
         return Served{std::move(b), static_cast<int>(t)};

@@ -65,6 +65,13 @@ struct BlockSlice {
 // came from it, else the highest tier index); kOriginTier for no slices.
 int ServingTier(const std::vector<BlockSlice>& slices);
 
+// The space of the cache on this host as `df` shows it (TieredCache::HostSpace).
+struct HostSpaceInfo {
+  std::string tier;             // the tier it describes ("l2"; "l1" without L2; empty: none)
+  uint64_t capacity_bytes = 0;  // its byte budget
+  uint64_t used_bytes = 0;      // bytes it holds now (at most capacity_bytes)
+};
+
 struct TieredCacheOptions {
   // Block size. 1 MiB: matches the kernel's largest FUSE read, so one read touches at most two
   // blocks, and is large enough that per-request latency amortises (see README, "Block size").
@@ -152,7 +159,8 @@ class TieredCache {
   // are skipped; a full queue drops the rest (counted in readahead.dropped).
   virtual void Prefetch(const ObjectRef& obj, uint64_t first_block, uint64_t count) = 0;
 
-  // Which tier holds each block: counts per tier name, e.g. {"l1":3,"l2":25}. For L3 the count
+  // Which tier holds each block: counts per tier name, every tier in order (fast→slow, zero
+  // counts included), e.g. {"l1":3,"l2":25}. For L3 the count
   // is of blocks this process knows to be there (it wrote or read them), not a remote lookup.
   virtual std::vector<std::pair<std::string, uint64_t>> Residency(const ObjectRef& obj) = 0;
 
@@ -181,6 +189,13 @@ class TieredCache {
 
   // Drops every block of `obj` from the host tiers.
   virtual void Evict(const ObjectRef& obj) = 0;
+
+  // The largest host tier (L2 local flash; L1 when there is no L2): what the cache occupies on
+  // this host. A shared tier (L3) is never it.
+  virtual HostSpaceInfo HostSpace() const = 0;
+  // Name of a tier index as BlockSlice::tier and ServingTier give it: "l1", "l2", "l3", or
+  // "origin" for kOriginTier; empty for an index the cache does not have.
+  virtual std::string_view TierName(int tier) const = 0;
 
   virtual uint64_t block_size() const = 0;
   // Blocks one readahead run fetches together (>= 1): callers ask for readahead in steps of

@@ -112,7 +112,7 @@ sync_every_commit = true
   EXPECT_EQ(o.l2.min_free_bytes, 1ULL << 30);
   EXPECT_EQ(o.cache.prefetch_threads, 8);
   EXPECT_EQ(o.cache.readahead_max_bytes, 128u << 20);
-  EXPECT_EQ(o.fs.readahead_max_bytes, 128u << 20);
+  EXPECT_EQ(o.fs.prefetch.readahead_max_bytes, 128u << 20);
   EXPECT_EQ(o.catalog.metadata_ttl, kForever);
   EXPECT_EQ(o.fuse.attr_timeout, kForever);
   EXPECT_EQ(o.origin.endpoint, "http://127.0.0.1:9000");

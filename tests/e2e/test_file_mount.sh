@@ -46,10 +46,19 @@ log "ok daemonized mount unmounted, daemon exited"
 meta="$E2E_WORK/cache-d/meta"
 [[ -f "$meta/data.mdb" ]] || fail "no metadata store at $meta"
 dd if=/dev/urandom of="$meta/data.mdb" bs=4096 count=2 conv=notrunc status=none
+# This mount also has the kernel handle opens (fuse.open_in_kernel): every byte is still right,
+# and only the first open reaches the daemon (answered ENOSYS).
 mnt="$E2E_WORK/mnt-recover" logf="$E2E_WORK/daemon-recover.log"
-tierfs_mount "file://$DATASET" "$mnt" "$E2E_WORK/cache-d" "$logf"
+printf '[fuse]\nopen_in_kernel = true\n' >"$E2E_WORK/open-in-kernel.toml"
+tierfs_mount "file://$DATASET" "$mnt" "$E2E_WORK/cache-d" "$logf" --config "$E2E_WORK/open-in-kernel.toml"
 grep -q "is damaged" "$logf" || { print_log_tail "$logf"; fail "no log line about the damaged store"; }
 [[ -d "$meta.corrupt" ]] || fail "the damaged store was not kept aside at $meta.corrupt"
 step "sha256 of every file (after recovering the store)" 300 "$PY" "$E2E_DIR/verify.py" hashes "$mnt" "$MANIFEST"
+if grep -q "opens in the kernel true" "$logf"; then
+  check_stats "$mnt" --eq fuse.opens=1 --gt fuse.reads=0
+  log "ok opens in the kernel: one open request for the whole dataset"
+else
+  log "opens in the kernel not offered by this kernel: skipped"
+fi
 tierfs_umount "$mnt" "$TIERFS_PID" || { print_log_tail "$logf"; fail "unclean unmount"; }
 log "ok a damaged metadata store was moved aside and the mount served every byte"

@@ -4,7 +4,7 @@
 #   1. host A (own L1/L2 cache dir) reads the whole dataset from the origin; its L3 write-back
 #      drains (no write dropped);
 #   2. host B (another cache dir, same origin and L3) reads all of it byte-exact with zero origin
-#      block requests;
+#      block requests; its df shows its own L2;
 #   3. one L3 object is overwritten with wrong bytes (boto3): host C detects it by checksum,
 #      reads that block from the origin, serves every byte exact, and rewrites the object;
 #   4. the L3 server is stopped: host D still reads everything byte-exact from the origin.
@@ -101,6 +101,12 @@ step "host B: pread at block boundaries" 180 "$PY" "$E2E_DIR/verify.py" ranges "
 check_stats "$MNT" --eq origin.requests=0 --eq origin.bytes=0 --gt l3.hits=0 --eq l3.corruptions=0 \
   --eq l3.inserts=0
 log "ok host B: zero origin block requests"
+# df is this host's cache, L2, however much L3 holds (README "Semantics").
+read -r df_blocks df_bsize < <(stat -f -c '%b %S' "$MNT")
+l2_capacity="$(stat_value "$(stats_xattr "$MNT")" l2.capacity)"
+(( df_blocks == l2_capacity / df_bsize )) ||
+  fail "df of host B: $df_blocks blocks of $df_bsize, want l2.capacity=$l2_capacity"
+log "ok df: $df_blocks blocks of $df_bsize bytes (L2)"
 host_umount b
 
 # ---- 3. a corrupted L3 object is detected and refetched

@@ -424,7 +424,7 @@ TEST_F(FilesystemTest, ChangedObjectUnderAnOpenHandleIsStale) {
 TEST_F(FilesystemTest, AStaleReadMakesTheNextOpenSeeTheNewVersionWithTtlForever) {
   ttl_ = kForever;
   FilesystemOptions no_readahead;
-  no_readahead.readahead_max_bytes = 0;  // block 2 is only ever read on demand
+  no_readahead.prefetch.readahead_max_bytes = 0;  // block 2 is only ever read on demand
   Open(no_readahead);
   InodeId ino = Walk("data/big.bin");
   auto o = fs_->Open(ino);
@@ -448,29 +448,91 @@ TEST_F(FilesystemTest, AStaleReadMakesTheNextOpenSeeTheNewVersionWithTtlForever)
   fs_->Release(o2->fh);
 }
 
+// Opens in the kernel (FuseOptions::open_in_kernel): reads come without a handle and read the
+// version the inode last saw, whole; a stale read makes the inode take the new version at once.
+TEST_F(FilesystemTest, ReadsWithoutAnOpenPinTheVersionAtTheInode) {
+  ttl_ = kForever;
+  FilesystemOptions no_readahead;
+  no_readahead.prefetch.readahead_max_bytes = 0;  // block 2 is only ever read on demand
+  Open(no_readahead);
+  InodeId ino = Walk("data/big.bin");
+  auto r0 = fs_->ReadInode(ino, 0, 10);
+  ASSERT_TRUE(r0.ok()) << r0.status().ToString();
+  EXPECT_EQ(Concat(*r0), big_.substr(0, 10));
+  EXPECT_EQ(*fs_->GetXattr(ino, "user.tierfs.source"), "origin");
+  EXPECT_FALSE(fs_->ReadInodeIsLocal(Walk("hello.txt"), 0, 1));  // no reader yet: not local
+  EXPECT_TRUE(fs_->ReadInodeIsLocal(ino, 0, 10));
+  EXPECT_FALSE(fs_->ReadInodeIsLocal(ino, 2 * kBlock, 10));
+  auto tail = fs_->ReadInode(ino, big_.size() - 5, 100);  // short at EOF
+  ASSERT_TRUE(tail.ok());
+  EXPECT_EQ(Concat(*tail), big_.substr(big_.size() - 5));
+  EXPECT_EQ(fs_->counters().opens.load(), 0u);
+
+  const std::string replaced = Pattern(big_.size(), 99);  // same size, new ETag
+  origin_.PutObject("data/big.bin", replaced);
+  // Cached blocks are the inode's version; an uncached one meets the new version: ESTALE,
+  // never mixed bytes.
+  auto cached = fs_->ReadInode(ino, 0, 10);
+  ASSERT_TRUE(cached.ok());
+  EXPECT_EQ(Concat(*cached), big_.substr(0, 10));
+  auto stale = fs_->ReadInode(ino, 2 * kBlock - 5, 10);
+  ASSERT_FALSE(stale.ok());
+  EXPECT_EQ(ToErrno(stale.status()), ESTALE);
+  EXPECT_EQ(fs_->counters().stale_reads.load(), 1u);
+  // The inode took the new version (metadata.ttl = forever notwithstanding): the next reads get
+  // it whole.
+  EXPECT_EQ(*fs_->GetXattr(ino, "user.tierfs.etag"), origin_.Head("data/big.bin")->etag);
+  auto fresh = fs_->ReadInode(ino, 2 * kBlock - 5, 10);
+  ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
+  EXPECT_EQ(Concat(*fresh), replaced.substr(2 * kBlock - 5, 10));
+  auto head = fs_->ReadInode(ino, 0, 10);
+  ASSERT_TRUE(head.ok());
+  EXPECT_EQ(Concat(*head), replaced.substr(0, 10));
+
+  // Unknown inodes and directories are refused; a forgotten inode drops its reader.
+  EXPECT_EQ(ToErrno(fs_->ReadInode(424242, 0, 1).status()), ESTALE);
+  EXPECT_EQ(ToErrno(fs_->ReadInode(Walk("data"), 0, 1).status()), ESTALE);
+  fs_->Forget(ino, 1000);
+  EXPECT_EQ(ToErrno(fs_->ReadInode(ino, 0, 1).status()), ESTALE);
+}
+
+TEST_F(FilesystemTest, ReadsWithoutAnOpenDriveReadaheadAndTheNextFilesPrefetch) {
+  InodeId ino = Walk("data/big.bin");
+  ASSERT_TRUE(fs_->ReadInode(ino, 0, 4096).ok());
+  EXPECT_EQ(fs_->prefetch_stats().readahead_requests.load(), 1u);  // blocks 1..2
+  ASSERT_TRUE(fs_->ReadInode(ino, 4096, 4096).ok());               // the same reader: nothing new
+  EXPECT_EQ(fs_->prefetch_stats().readahead_requests.load(), 1u);
+  // The first read of a small file counts as its open for the next-files prefetch.
+  ASSERT_TRUE(fs_->ReadInode(Walk("many/f010"), 0, 10).ok());
+  ASSERT_TRUE(fs_->ReadInode(Walk("many/f010"), 0, 10).ok());  // not a second open
+  EXPECT_EQ(fs_->prefetch_stats().next_file_prefetches.load(), 0u);
+  ASSERT_TRUE(fs_->ReadInode(Walk("many/f020"), 0, 10).ok());
+  EXPECT_EQ(fs_->prefetch_stats().next_file_prefetches.load(), 16u);
+}
+
 TEST_F(FilesystemTest, SequentialReadsStartReadaheadAndSeeksReset) {
   InodeId ino = Walk("data/big.bin");
   auto o = fs_->Open(ino);
   ASSERT_TRUE(o.ok());
   EXPECT_EQ(ReadAll(o->fh, 0, 4096).size(), 4096u);
-  EXPECT_EQ(fs_->counters().readahead_requests.load(), 1u);  // blocks 1..2 asked for
+  EXPECT_EQ(fs_->prefetch_stats().readahead_requests.load(), 1u);  // blocks 1..2 asked for
   EXPECT_EQ(ReadAll(o->fh, 4096, 4096).size(), 4096u);
-  EXPECT_EQ(fs_->counters().readahead_requests.load(), 1u);  // nothing new to ask for
+  EXPECT_EQ(fs_->prefetch_stats().readahead_requests.load(), 1u);  // nothing new to ask for
   fs_->Release(o->fh);
 
   auto o2 = fs_->Open(ino);
   ASSERT_TRUE(o2.ok());
   EXPECT_EQ(ReadAll(o2->fh, 2 * kBlock, 10).size(), 10u);  // a first read elsewhere: a seek
-  EXPECT_EQ(fs_->counters().readahead_requests.load(), 1u);
+  EXPECT_EQ(fs_->prefetch_stats().readahead_requests.load(), 1u);
   fs_->Release(o2->fh);
 
   FilesystemOptions off;
-  off.readahead_max_bytes = 0;
+  off.prefetch.readahead_max_bytes = 0;
   Open(off);
   auto o3 = fs_->Open(Walk("data/big.bin"));
   ASSERT_TRUE(o3.ok());
   ReadAll(o3->fh, 0, 4096);
-  EXPECT_EQ(fs_->counters().readahead_requests.load(), 0u);
+  EXPECT_EQ(fs_->prefetch_stats().readahead_requests.load(), 0u);
   fs_->Release(o3->fh);
 }
 
@@ -485,11 +547,11 @@ TEST_F(FilesystemTest, SmallFilesOpenedInADirectoryPrefetchTheNextOnes) {
     return v.ok() ? *v : v.status().ToString();
   };
   open_close("many/f010");  // one file of a directory: no pattern yet
-  EXPECT_EQ(fs_->counters().next_file_prefetches.load(), 0u);
+  EXPECT_EQ(fs_->prefetch_stats().next_file_prefetches.load(), 0u);
   open_close("hello.txt");  // another directory does not count
-  EXPECT_EQ(fs_->counters().next_file_prefetches.load(), 0u);
+  EXPECT_EQ(fs_->prefetch_stats().next_file_prefetches.load(), 0u);
   open_close("many/f030");  // the second: the next 16 of the listing are queued
-  EXPECT_EQ(fs_->counters().next_file_prefetches.load(), 16u);
+  EXPECT_EQ(fs_->prefetch_stats().next_file_prefetches.load(), 16u);
   for (int i = 31; i <= 46; ++i) {
     const std::string path = fmt::format("many/f{:03d}", i);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
@@ -502,15 +564,15 @@ TEST_F(FilesystemTest, SmallFilesOpenedInADirectoryPrefetchTheNextOnes) {
   // Near the end of the listing there are fewer to queue, and what the cache holds is skipped:
   // of f046..f049, f046 is in L1 already.
   open_close("many/f045");
-  EXPECT_EQ(fs_->counters().next_file_prefetches.load(), 16u + 3u);
+  EXPECT_EQ(fs_->prefetch_stats().next_file_prefetches.load(), 16u + 3u);
   // Big files neither count nor get queued; 0 turns it off.
   FilesystemOptions off;
-  off.next_files = 0;
+  off.prefetch.next_files = 0;
   Open(off);
   open_close("many/f001");
   open_close("many/f002");
   open_close("many/f003");
-  EXPECT_EQ(fs_->counters().next_file_prefetches.load(), 0u);
+  EXPECT_EQ(fs_->prefetch_stats().next_file_prefetches.load(), 0u);
 }
 
 TEST_F(FilesystemTest, StatsXattrOnRoot) {
@@ -559,7 +621,7 @@ TEST_F(FilesystemTest, FileXattrs) {
   EXPECT_EQ(*fs_->GetXattr(ino, "user.tierfs.residency"), "l1=0/3");
 
   FilesystemOptions no_ra;
-  no_ra.readahead_max_bytes = 0;  // keep the residency deterministic
+  no_ra.prefetch.readahead_max_bytes = 0;  // keep the residency deterministic
   Open(no_ra);
   ino = Walk("data/big.bin");
   auto o = fs_->Open(ino);
@@ -720,8 +782,8 @@ TEST_F(FilesystemTest, ConcurrentLookupsReadsAndForgets) {
 // token is cancelled, while reads of cached files go on; ReadIsLocal tells them apart.
 TEST_F(FilesystemTest, InterruptedReadIsEintrAndCachedReadsGoOn) {
   FilesystemOptions o;
-  o.readahead_max_bytes = 0;  // only the demand read reaches the origin
-  o.next_files = 0;
+  o.prefetch.readahead_max_bytes = 0;  // only the demand read reaches the origin
+  o.prefetch.next_files = 0;
   Open(o);
   auto small = fs_->Open(LookupIno(kRootInode, "hello.txt"));
   ASSERT_TRUE(small.ok());

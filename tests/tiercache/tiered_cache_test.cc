@@ -537,6 +537,51 @@ TEST_F(TieredCacheTest, ReadsReportTheTierThatServedThem) {
   EXPECT_EQ(ServingTier({}), kOriginTier);
 }
 
+TEST_F(TieredCacheTest, HostSpaceIsTheLargestHostTierAndNeverTheSharedOne) {
+  // L1 + L2 + L3: df shows L2, whatever L3 holds.
+  auto c = OpenCache();
+  FakeBlobStore l3_store{"fake://l3"};
+  RemoteTierOptions ro;
+  ro.block_size = kBs;
+  auto l3 = NewRemoteTier(ro, &l3_store, &clock_);
+  ASSERT_TRUE(l3.ok()) << l3.status().ToString();
+  EXPECT_EQ((*l3)->kind(), TierKind::kShared);
+  EXPECT_EQ(c->tiers()[0]->kind(), TierKind::kHost);
+  EXPECT_EQ(c->tiers()[1]->kind(), TierKind::kHost);
+  c.reset();
+  std::vector<std::unique_ptr<Tier>> tiers;
+  MemoryTierOptions m;
+  m.capacity_bytes = 64 * kBs;
+  tiers.push_back(NewMemoryTier(m));
+  auto l2 = NewFlashTier(l2_options_, faulty_.get(), meta_.get(), &clock_);
+  ASSERT_TRUE(l2.ok()) << l2.status().ToString();
+  tiers.push_back(std::move(*l2));
+  tiers.push_back(std::move(*l3));
+  auto opened = TieredCache::Open(options_, std::move(tiers), &origin_, &clock_);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  c = std::move(*opened);
+  ObjectRef o = Put("obj", Pattern(3 * kBs));
+  ASSERT_EQ(ReadAll(c.get(), o, 0, 3 * kBs).size(), 3 * kBs);
+  HostSpaceInfo h = c->HostSpace();
+  EXPECT_EQ(h.tier, "l2");
+  EXPECT_EQ(h.capacity_bytes, l2_options_.capacity_bytes);
+  EXPECT_EQ(h.used_bytes, 3 * kBs);
+  EXPECT_EQ(c->TierName(0), "l1");
+  EXPECT_EQ(c->TierName(1), "l2");
+  EXPECT_EQ(c->TierName(2), "l3");
+  EXPECT_EQ(c->TierName(kOriginTier), "origin");
+  EXPECT_EQ(c->TierName(3), "");
+  c.reset();  // before the L3 store it uploads to
+
+  // L1 only: df shows L1; no tiers: nothing.
+  c = OpenCache(/*with_l1=*/true, /*with_l2=*/false);
+  EXPECT_EQ(c->HostSpace().tier, "l1");
+  EXPECT_EQ(c->HostSpace().capacity_bytes, 1u << 20);
+  c = OpenCache(false, false);
+  EXPECT_EQ(c->HostSpace().tier, "");
+  EXPECT_EQ(c->HostSpace().capacity_bytes, 0u);
+}
+
 // The value of the sample `series` (name{labels}) in a scrape, or -1 when absent.
 double Sample(const std::string& text, const std::string& series) {
   std::istringstream in(text);

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Small files from a warm mount: FUSE operations per file and DataLoader samples/s over the
+# benchmark's 10,000 x 128 KiB files (10 dirs x 1,000; bench/seed.py's "small" group), 4 workers,
+# batch 64, shuffled. Measures tierfs (epoch 1 fills the cache, epochs 2..3 are warm), the
+# do-nothing FUSE ceiling (bench/nullfs.c) and local disk (page cache dropped before each epoch
+# set). The origin is a file:// copy of the dataset: the warm epochs never reach it (metadata TTL
+# 10 minutes), so its speed does not matter here. FUSE ops come from tierfs's /metrics
+# (tierfs_fuse_requests_total{op}) around the last epoch.
+#
+#   bench/small_files.sh [--tools tierfs,nullfs,local] [--epochs 3] [--out DIR]
+#
+# Environment: TIERFS (default build/daemon/tierfs), TIERFS_OPTS (extra mount flags). Needs root.
+set -uo pipefail
+BENCH="$(cd "$(dirname "$0")" && pwd)"
+ROOT="$(cd "$BENCH/.." && pwd)"
+PY=/usr/bin/python3
+TOOLS="tierfs,nullfs,local"
+EPOCHS=3
+OUT=""
+while (($#)); do
+  case "$1" in
+    --tools) TOOLS="$2"; shift ;;
+    --epochs) EPOCHS="$2"; shift ;;
+    --out) OUT="$2"; shift ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    *) echo "small_files.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+TIERFS="${TIERFS:-$ROOT/build/daemon/tierfs}"
+WORK="$BENCH/out/small-files"
+SRC="$WORK/src"
+OUT="${OUT:-$WORK/$(date -u +%Y%m%dT%H%M%SZ)}"
+mkdir -p "$OUT" "$WORK"
+[[ $(id -u) == 0 ]] || { echo "run as root (drop_caches, mounts)" >&2; exit 1; }
+
+MOUNTED=(); PIDS=()
+cleanup() {
+  local m p
+  for m in "${MOUNTED[@]}"; do
+    grep -qs " $m " /proc/self/mounts && { fusermount3 -u "$m" 2>/dev/null || fusermount3 -u -z "$m"; }
+  done
+  for p in "${PIDS[@]}"; do kill -0 "$p" 2>/dev/null && kill "$p"; done
+}
+trap cleanup EXIT
+
+if [[ ! -f $SRC/.complete ]]; then
+  $PY - "$SRC/small" <<'EOF'
+import os, sys
+root = sys.argv[1]
+for d in range(10):
+    os.makedirs(f"{root}/d{d:03d}", exist_ok=True)
+    for f in range(1000):
+        n = d * 1000 + f
+        with open(f"{root}/d{d:03d}/f{f:05d}.bin", "wb") as out:
+            out.write(n.to_bytes(8, "little") * (128 * 1024 // 8))
+EOF
+  touch "$SRC/.complete"
+fi
+
+drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
+wait_mounted() {
+  for _ in $(seq 300); do grep -qs " $1 " /proc/self/mounts && return 0; kill -0 "$2" 2>/dev/null || return 1; sleep 0.1; done
+  return 1
+}
+fuse_ops() { # PORT -> "op=count ..." of tierfs_fuse_requests_total
+  curl -s "http://127.0.0.1:$1/metrics" |
+    sed -n 's/^tierfs_fuse_requests_total{op="\([a-z_]*\)"} \([0-9.e+]*\)$/\1=\2/p' | tr '\n' ' '
+}
+
+for tool in ${TOOLS//,/ }; do
+  mnt="$WORK/mnt-$tool"; mkdir -p "$mnt"; port=""
+  case "$tool" in
+    local) mnt="$SRC" ;;
+    tierfs)
+      rm -rf "$WORK/cache"; mkdir -p "$WORK/cache"
+      port="$("$ROOT/scripts/s3rver.sh" free-port)"
+      "$TIERFS" mount "file://$SRC" "$mnt" --cache-dir "$WORK/cache" --l1-size 1GiB --l2-size 16GiB \
+        --metadata-ttl 10m --metrics-address "127.0.0.1:$port" ${TIERFS_OPTS:-} -f >"$OUT/daemon.log" 2>&1 &
+      PIDS+=($!); MOUNTED+=("$mnt")
+      wait_mounted "$mnt" $! || { echo "tierfs mount failed" >&2; cat "$OUT/daemon.log"; exit 1; } ;;
+    nullfs)
+      gcc -O2 -Wall -o "$WORK/nullfs" "$BENCH/nullfs.c" $(pkg-config --cflags --libs fuse3) || exit 1
+      "$WORK/nullfs" "$mnt" -f -o max_read=1048576 --layout small:10:1000:131072 >"$OUT/nullfs.log" 2>&1 &
+      PIDS+=($!); MOUNTED+=("$mnt")
+      wait_mounted "$mnt" $! || { echo "nullfs mount failed" >&2; exit 1; } ;;
+  esac
+  drop_caches
+  # Epochs 1..N-1 warm the cache; the last one is measured for FUSE ops separately.
+  if ((EPOCHS > 1)); then
+    $PY "$BENCH/loader.py" "$mnt/small" --epochs $((EPOCHS - 1)) --workers 4 --batch 64 --cap 300 \
+      --expect 10000 --out "$OUT/$tool-first.json" 2>&1 | grep -v Warning
+  fi
+  before=""; [[ -n $port ]] && before="$(fuse_ops "$port")"
+  $PY "$BENCH/loader.py" "$mnt/small" --epochs 1 --workers 4 --batch 64 --cap 300 \
+    --expect 10000 --out "$OUT/$tool-last.json" 2>&1 | grep -v Warning
+  if [[ -n $port ]]; then
+    after="$(fuse_ops "$port")"
+    $PY - "$before" "$after" <<'EOF' | tee "$OUT/$tool-ops.txt"
+import sys
+def parse(s): return {k: float(v) for k, v in (kv.split("=") for kv in s.split())}
+b, a = parse(sys.argv[1]), parse(sys.argv[2])
+d = {k: a[k] - b.get(k, 0) for k in a if a[k] - b.get(k, 0) > 0}
+total = sum(d.values())
+print("last epoch FUSE ops: " + " ".join(f"{k}={int(v)}" for k, v in sorted(d.items())))
+print(f"ops/file = {total / 10000:.2f}")
+EOF
+  fi
+  $PY - "$tool" "$OUT"/$tool-*.json <<'EOF' | tee -a "$OUT/summary.txt"
+import json, sys
+eps = []
+for f in sys.argv[2:]:
+    eps += [e.get("samples_per_s") for e in json.load(open(f)).get("epochs", [])]
+print(sys.argv[1], "samples/s per epoch:", " ".join(f"{x:.0f}" if x else "-" for x in eps))
+EOF
+  if [[ $tool != local ]]; then
+    fusermount3 -u "$mnt"; sleep 0.5
+  fi
+done

@@ -1,0 +1,182 @@
+// The Prefetcher (readahead and next-files prefetch) over a real TieredCache (L1) and Catalog on a
+// FakeBlobStore origin, with a FakeClock for the metadata TTL. What it asked for is seen in what
+// L1 holds once the cache's prefetch pool has fetched it.
+#include "tiercache/prefetcher.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "metastore/meta_store.h"
+#include "tests/fakes/fake_blob_store.h"
+#include "tests/tiercache/test_util.h"
+
+namespace tierfs {
+namespace {
+
+using testing::FakeBlobStore;
+using testing::Pattern;
+
+constexpr uint64_t kBs = 4096;
+constexpr uint64_t kBigBlocks = 40;
+
+class PrefetcherTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    origin_.PutObject("big.bin", Pattern(kBigBlocks * kBs));
+    origin_.PutObject("short.bin", Pattern(3 * kBs - 10, 2));
+    for (int i = 0; i < 40; ++i) {
+      origin_.PutObject(fmt::format("many/f{:03d}", i), std::to_string(i));
+    }
+    origin_.PutObject("many/g000", Pattern(3 * kBs, 3));  // bigger than next_files_max_bytes
+    meta_ = NewMemMetaStore();
+    TieredCacheOptions co;
+    co.block_size = kBs;
+    co.prefetch_threads = 2;
+    co.readahead_run_bytes = 4 * kBs;  // runs of 4 blocks
+    std::vector<std::unique_ptr<Tier>> tiers;
+    MemoryTierOptions l1;
+    l1.capacity_bytes = 256 * kBs;
+    l1.shards = 1;
+    tiers.push_back(NewMemoryTier(l1));
+    auto cache = TieredCache::Open(co, std::move(tiers), &origin_, &clock_);
+    ASSERT_TRUE(cache.ok()) << cache.status().ToString();
+    cache_ = std::move(*cache);
+    auto catalog = Catalog::Open(CatalogOptions{}, &origin_, meta_.get(), &clock_);
+    ASSERT_TRUE(catalog.ok()) << catalog.status().ToString();
+    catalog_ = std::move(*catalog);
+    options_.readahead_max_bytes = 8 * kBs;
+    options_.next_files = 4;
+    options_.next_files_max_bytes = 2 * kBs;
+  }
+
+  std::unique_ptr<Prefetcher> Make() {
+    return std::make_unique<Prefetcher>(options_, cache_.get(), catalog_.get());
+  }
+
+  ObjectRef Obj(const std::string& key) {
+    ObjectRef o;
+    o.key = key;
+    o.info = *origin_.Head(key);
+    return o;
+  }
+
+  // Blocks of `key` that L1 holds.
+  uint64_t Held(const std::string& key) { return cache_->Residency(Obj(key))[0].second; }
+  bool HoldsBlock(const std::string& key, uint64_t index) {
+    return cache_->HostHolds(Obj(key), index * kBs, 1);
+  }
+  // Waits (bounded) until L1 holds `want` blocks of `key`; returns what it holds then.
+  uint64_t WaitHeld(const std::string& key, uint64_t want) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (Held(key) < want && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return Held(key);
+  }
+
+  FakeClock clock_;
+  FakeBlobStore origin_;
+  std::unique_ptr<MetaStore> meta_;
+  std::unique_ptr<TieredCache> cache_;
+  std::unique_ptr<Catalog> catalog_;
+  PrefetcherOptions options_;
+};
+
+TEST_F(PrefetcherTest, SequentialReadsGrowTheWindowAndAskInWholeSteps) {
+  auto p = Make();
+  Prefetcher::Stream s(Obj("big.bin"));
+  p->OnRead(&s, 0, 1024);  // window 2 blocks: 1..2
+  EXPECT_EQ(p->Stats().readahead_requests.load(), 1u);
+  EXPECT_EQ(WaitHeld("big.bin", 2), 2u);
+  EXPECT_TRUE(HoldsBlock("big.bin", 1) && HoldsBlock("big.bin", 2));
+  p->OnRead(&s, 1024, 1024);  // window 4: up to block 4, a step of 2
+  EXPECT_EQ(p->Stats().readahead_requests.load(), 2u);
+  p->OnRead(&s, 2048, 1024);  // window 8 (the maximum): up to block 8, a step of 4
+  EXPECT_EQ(p->Stats().readahead_requests.load(), 3u);
+  EXPECT_EQ(WaitHeld("big.bin", 8), 8u);
+  p->OnRead(&s, 3072, 1024);  // nothing new in the window
+  EXPECT_EQ(p->Stats().readahead_requests.load(), 3u);
+  p->OnRead(&s, kBs, 1024);  // one block more in the window: less than a step (4), wait
+  EXPECT_EQ(p->Stats().readahead_requests.load(), 3u);
+  p->OnRead(&s, 3 * kBs, kBs + 1024);  // reaches block 4: blocks 9..12, a whole step
+  EXPECT_EQ(p->Stats().readahead_requests.load(), 4u);
+  EXPECT_EQ(WaitHeld("big.bin", 12), 12u);
+  EXPECT_FALSE(HoldsBlock("big.bin", 0));  // nothing read it: readahead only looks ahead
+  EXPECT_FALSE(HoldsBlock("big.bin", 13));
+}
+
+TEST_F(PrefetcherTest, SeeksResetTheWindowAndAFirstReadElsewhereIsASeek) {
+  auto p = Make();
+  Prefetcher::Stream s(Obj("big.bin"));
+  p->OnRead(&s, 20 * kBs, 1024);  // not at 0: a seek, no readahead
+  EXPECT_EQ(p->Stats().readahead_requests.load(), 0u);
+  p->OnRead(&s, 20 * kBs + 1024, 1024);  // sequential from there: blocks 21..22
+  EXPECT_EQ(p->Stats().readahead_requests.load(), 1u);
+  EXPECT_EQ(WaitHeld("big.bin", 2), 2u);
+  EXPECT_TRUE(HoldsBlock("big.bin", 21) && HoldsBlock("big.bin", 22));
+  p->OnRead(&s, 2 * kBs, 1024);   // back: a seek
+  p->OnRead(&s, 30 * kBs, 1024);  // far ahead: a seek too
+  EXPECT_EQ(p->Stats().readahead_requests.load(), 1u);
+  // A second stream of the same object has its own detector.
+  Prefetcher::Stream other(Obj("big.bin"));
+  p->OnRead(&other, 0, 1024);
+  EXPECT_EQ(p->Stats().readahead_requests.load(), 2u);
+  EXPECT_EQ(WaitHeld("big.bin", 4), 4u);
+}
+
+TEST_F(PrefetcherTest, ReadaheadStopsAtTheEndOfTheObjectAndZeroTurnsItOff) {
+  auto p = Make();
+  Prefetcher::Stream s(Obj("short.bin"));
+  p->OnRead(&s, 0, 1024);  // blocks 1..2, the last one short
+  EXPECT_EQ(WaitHeld("short.bin", 2), 2u);
+  p->OnRead(&s, 1024, 1024);  // the window passes the end: nothing left to ask for
+  EXPECT_EQ(p->Stats().readahead_requests.load(), 1u);
+
+  options_.readahead_max_bytes = 0;
+  auto off = Make();
+  Prefetcher::Stream s2(Obj("big.bin"));
+  off->OnRead(&s2, 0, 1024);
+  off->OnRead(&s2, 1024, 1024);
+  EXPECT_EQ(off->Stats().readahead_requests.load(), 0u);
+}
+
+TEST_F(PrefetcherTest, SmallFilesOpenedInADirectoryPrefetchTheNextOnes) {
+  auto p = Make();
+  p->OnOpen(Obj("many/f010"));  // the first small file of a directory: no pattern yet
+  p->OnOpen(Obj("short.bin"));  // another directory (the root), and too big anyway
+  EXPECT_EQ(p->Stats().next_file_prefetches.load(), 0u);
+  p->OnOpen(Obj("many/f020"));  // the second: the next 4 of the listing
+  EXPECT_EQ(p->Stats().next_file_prefetches.load(), 4u);
+  for (int i = 21; i <= 24; ++i) {
+    const std::string key = fmt::format("many/f{:03d}", i);
+    EXPECT_EQ(WaitHeld(key, 1), 1u) << key;
+  }
+  EXPECT_EQ(Held("many/f025"), 0u);  // beyond the 4
+  // What a host tier holds is skipped: of f023..f026, f023 and f024 are in L1.
+  p->OnOpen(Obj("many/f022"));
+  EXPECT_EQ(p->Stats().next_file_prefetches.load(), 4u + 2u);
+  // At the end of the listing: f039 is followed by g000, too big to be queued.
+  p->OnOpen(Obj("many/f038"));
+  EXPECT_EQ(p->Stats().next_file_prefetches.load(), 4u + 2u + 1u);
+  EXPECT_EQ(WaitHeld("many/f039", 1), 1u);
+  EXPECT_EQ(Held("many/g000"), 0u);
+  // A big file neither counts nor triggers.
+  auto fresh = Make();
+  fresh->OnOpen(Obj("many/g000"));
+  fresh->OnOpen(Obj("many/g000"));
+  EXPECT_EQ(fresh->Stats().next_file_prefetches.load(), 0u);
+  // 0 turns it off.
+  options_.next_files = 0;
+  auto off = Make();
+  off->OnOpen(Obj("many/f001"));
+  off->OnOpen(Obj("many/f002"));
+  off->OnOpen(Obj("many/f003"));
+  EXPECT_EQ(off->Stats().next_file_prefetches.load(), 0u);
+  EXPECT_EQ(Held("many/f004"), 0u);
+}
+
+}  // namespace
+}  // namespace tierfs

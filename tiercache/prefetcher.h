@@ -1,0 +1,85 @@
+// Prefetcher — what a reader will want next, guessed from what it reads: per-file readahead for
+// sequential reads, and the next files of a directory whose small files are read one after
+// another. It decides which blocks to ask for; TieredCache::Prefetch fetches them in the
+// background (its bounded queue and pool, below demand reads). fuse/ calls it on every open and
+// read; it knows no FUSE types.
+//
+// (Not the deep prefetch jobs of user.tierfs.prefetch: tiercache/prefetch_jobs.h.)
+//
+// Thread-safe; no external synchronization needed. Stream::mu and next_mu_ are leaves; no lock
+// is held across a TieredCache or Catalog call.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+
+#include "base/mutex.h"
+#include "tiercache/catalog.h"
+#include "tiercache/tiered_cache.h"
+
+namespace tierfs {
+
+struct PrefetcherOptions {
+  // Upper bound of the per-file readahead window; the window starts at two blocks and doubles
+  // while reads stay sequential. 0 disables readahead. (cache.readahead_max.)
+  uint64_t readahead_max_bytes = 64ULL << 20;
+  // Small files read one after another: once two files of at most next_files_max_bytes were
+  // opened in one directory, every further open there prefetches the next `next_files` files of
+  // the listing (byte order) that are that small and that no host tier holds. 0 disables it.
+  int next_files = 16;
+  uint64_t next_files_max_bytes = 4ULL << 20;
+};
+
+struct PrefetcherStats {
+  std::atomic<uint64_t> readahead_requests{0};    // TieredCache::Prefetch calls by readahead
+  std::atomic<uint64_t> next_file_prefetches{0};  // files queued by the next-files prefetch
+};
+
+class Prefetcher {
+ public:
+  // The readahead state of one open file (one version of one object): its sequential-read
+  // detector. One per open handle; thread-safe.
+  class Stream {
+   public:
+    explicit Stream(ObjectRef obj) : obj_(std::move(obj)) {}
+    const ObjectRef& object() const { return obj_; }
+
+   private:
+    friend class Prefetcher;
+    const ObjectRef obj_;
+    Mutex mu_;
+    uint64_t reads_ GUARDED_BY(mu_) = 0;
+    uint64_t next_offset_ GUARDED_BY(mu_) = 0;       // end of the furthest read so far
+    uint64_t window_ GUARDED_BY(mu_) = 0;            // readahead window in bytes; 0: a seek
+    uint64_t prefetched_until_ GUARDED_BY(mu_) = 0;  // first block not yet asked for
+  };
+
+  // `cache` and `catalog` are not owned and must outlive the Prefetcher.
+  Prefetcher(const PrefetcherOptions& options, TieredCache* cache, Catalog* catalog);
+  Prefetcher(const Prefetcher&) = delete;
+  Prefetcher& operator=(const Prefetcher&) = delete;
+
+  // An open of `obj` (next-files prefetch of its directory).
+  void OnOpen(const ObjectRef& obj) EXCLUDES(next_mu_);
+  // A read of [offset, offset + size) through `stream`, before it is served; REQUIRES: size > 0
+  // and offset + size <= the object's size. Asks the cache for the blocks ahead when reads are
+  // sequential.
+  void OnRead(Stream* stream, uint64_t offset, uint64_t size);
+
+  const PrefetcherStats& Stats() const { return stats_; }
+
+ private:
+  const PrefetcherOptions options_;
+  TieredCache* const cache_;
+  Catalog* const catalog_;
+  PrefetcherStats stats_;
+
+  // Small-file opens per directory (next-files prefetch), at most kMaxNextDirs directories.
+  static constexpr size_t kMaxNextDirs = 256;
+  Mutex next_mu_;  // leaf
+  std::unordered_map<std::string, uint32_t> small_opens_ GUARDED_BY(next_mu_);
+};
+
+}  // namespace tierfs
