@@ -359,7 +359,8 @@ class TieredCacheImpl final : public TieredCache {
       if (bytes_done != nullptr) *bytes_done += ExpectedLength(obj, index);
     };
     bool remote_below = false;
-    for (size_t t = target + 1; t < tiers_.size(); ++t) remote_below |= tiers_[t]->IsRemote();
+    for (size_t t = target + 1; t < tiers_.size(); ++t)
+      remote_below |= (tiers_[t]->kind() == TierKind::kShared);
     // The blocks to fetch from the origin: not in the target and not in a host tier below it
     // (those are copied by Hydrate without the network).
     std::vector<uint64_t> need;
@@ -386,8 +387,8 @@ class TieredCacheImpl final : public TieredCache {
         Status last = Status::OK();
         for (size_t t = target; t < tiers_.size(); ++t) {
           Status st = tiers_[t]->Insert(key, blocks[j], h);
-          for (int tries = 0;
-               st.code() == Status::Code::kNoSpace && tiers_[t]->IsRemote() && tries < 500;
+          for (int tries = 0; st.code() == Status::Code::kNoSpace &&
+                              tiers_[t]->kind() == TierKind::kShared && tries < 500;
                ++tries) {
             std::this_thread::sleep_for(std::chrono::milliseconds(20));
             st = tiers_[t]->Insert(key, blocks[j], h);
