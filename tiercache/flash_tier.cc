@@ -49,7 +49,16 @@ constexpr uint32_t kFlagTtlOrder = 1u << 1;  // stored under policy=ttl
 // all of it (ReadRange).
 constexpr uint32_t kFlagChunked = 1u << 2;
 
+// The bytes of the file were verified: checksummed in memory and written (verify-on-write), or
+// read back and checked against the checksum. Trusted at start-up only after a clean shutdown
+// (kCleanMarker); then the block can be served from its file without reading it first
+// (OpenExtent, spliced by the reply). tiercache/FORMAT.md, "Verified state".
+constexpr uint32_t kFlagVerified = 1u << 3;
+
 constexpr std::string_view kBlocksDir = "blocks/";
+// Written (after syncfs) when the tier shuts down cleanly; removed by the start-up sweep, so it
+// exists at open only if the last run ended cleanly and nothing was written after it.
+constexpr std::string_view kCleanMarker = "blocks/clean";
 constexpr std::string_view kTempMarker = ".tmp.";
 
 std::string BlockPath(const BlockKey& key) {
@@ -91,7 +100,24 @@ class FlashTier final : public Tier {
     stats_.capacity = options.capacity_bytes;
   }
 
-  ~FlashTier() override { FlushAtimes(/*force=*/true); }
+  ~FlashTier() override {
+    FlushAtimes(/*force=*/true);
+    // Everything indexed is on disk before the marker says so (a power cut after a clean
+    // shutdown must not leave a "verified" block with bytes that never reached the disk).
+    static constexpr char kText[] = "clean\n";
+    const std::span<const std::byte> text(reinterpret_cast<const std::byte*>(kText),
+                                          sizeof(kText) - 1);
+    Status st = flash_->SyncAll();
+    if (st.ok()) st = flash_->WriteFile(std::string(kCleanMarker), text, {});
+    if (st.ok()) st = flash_->SyncAll();
+    if (!st.ok()) {
+      Logger(Module::kTierCache)
+          .warn(
+              "l2: cannot mark the shutdown clean ({}): every block is verified again on its "
+              "first read after the next start",
+              st.ToString());
+    }
+  }
 
   // Rebuilds the mirror from the index and sweeps the directory. Called once, before sharing.
   Status Load() EXCLUDES(mu_) {
@@ -102,6 +128,13 @@ class FlashTier final : public Tier {
     }));
     std::unordered_set<BlockKey, BlockKeyHash> indexed;
     for (const auto& r : records) indexed.insert(r.key);
+
+    // Was the last shutdown clean? Then the verified flags in the index can be trusted.
+    std::byte marker[16];
+    const bool clean = flash_->ReadFile(std::string(kCleanMarker), marker).ok();
+    if (!clean) {
+      for (auto& r : records) r.flags &= ~kFlagVerified;
+    }
 
     std::vector<std::string> files;
     TIERFS_RETURN_IF_ERROR(flash_->ListFiles(&files));
@@ -116,8 +149,9 @@ class FlashTier final : public Tier {
         continue;
       }
       // A temp file is a write cut short by a crash; any other file without an index record is
-      // an insert whose index write never happened. Neither is visible; both are garbage.
-      (key ? orphans : temps) += 1;
+      // an insert whose index write never happened. Neither is visible; both are garbage. The
+      // clean marker goes too: from now on the run is not clean until it ends.
+      if (f != kCleanMarker) (key ? orphans : temps) += 1;
       Status st = flash_->RemoveFile(f);
       if (!st.ok())
         Logger(Module::kTierCache).warn("l2 sweep: cannot remove {}: {}", f, st.ToString());
@@ -157,9 +191,10 @@ class FlashTier final : public Tier {
       MutexLock l(&mu_);
       Logger(Module::kTierCache)
           .info(
-              "l2 opened: {} blocks, {} bytes; swept {} orphan and {} temp files, {} index "
-              "records without a file; evicted {} over budget",
-              list_.size(), list_.used(), orphans, temps, missing.size(), victims.size());
+              "l2 opened ({} shutdown): {} blocks, {} bytes; swept {} orphan and {} temp files, "
+              "{} index records without a file; evicted {} over budget",
+              clean ? "after a clean" : "after an unclean (or first)", list_.size(), list_.used(),
+              orphans, temps, missing.size(), victims.size());
     }
     RefreshFreeBytes(/*force=*/true);
     return Status::OK();
@@ -195,7 +230,58 @@ class FlashTier final : public Tier {
     }
     if (problem) return DropDamaged(key, gen, problem, n.status());
     block->set_size(length);
+    MarkVerified(key, gen);
     return Served(std::move(block));
+  }
+
+  // Verified blocks: the open file (the bytes are not read here). A block not yet verified is
+  // read whole and checked first (Read(): a failure drops it), which also leaves its pages in
+  // the page cache for the reply.
+  Result<FileExtentRef> OpenExtent(const BlockKey& key) override EXCLUDES(mu_) {
+    uint32_t length;
+    uint64_t gen;
+    for (int attempt = 0;; ++attempt) {
+      {
+        MutexLock l(&mu_);
+        List::Node* n = list_.Find(key);
+        if (n == nullptr) {
+          ++stats_.misses;
+          return Status::NotFound("l2 miss");
+        }
+        length = n->payload.length;
+        gen = n->payload.gen;
+        if (n->payload.flags & kFlagVerified) {
+          MarkUsedLocked(key, n);
+          break;
+        }
+      }
+      if (attempt > 0) return Status::NotFound("l2 block changed while verifying it");
+      TIERFS_RETURN_IF_ERROR(Read(key).status());  // verifies, or drops the block
+      --stats_.hits;                               // counted once, below
+      stats_.bytes_read -= length;
+    }
+    Result<int> fd = flash_->OpenForRead(BlockPath(key));
+    if (!fd.ok()) {
+      return DropDamaged(key, gen, fd.status().IsNotFound() ? "file missing" : "open failed",
+                         fd.status());
+    }
+    ++stats_.hits;
+    stats_.bytes_read += length;
+    ++extent_reads_;
+    FlushAtimes(/*force=*/false);
+    return FileExtentRef(std::make_shared<const FileExtent>(*fd, 0, length));
+  }
+
+  void WillNeed(const BlockKey& key) override EXCLUDES(mu_) {
+    {
+      MutexLock l(&mu_);
+      if (!list_.Contains(key)) return;
+    }
+    (void)flash_->WillNeed(BlockPath(key));  // a hint: a failure only costs speed
+  }
+
+  void AppendExtraStats(std::vector<std::pair<std::string, uint64_t>>* out) const override {
+    out->emplace_back("extent_reads", extent_reads_.load());
   }
 
   // Reads the chunks covering the range and the matching trailer entries, and checks each
@@ -297,8 +383,9 @@ class FlashTier final : public Tier {
     rec.checksum = BlockChecksum(block->data());
     rec.atime_ns = now;
     rec.stored_ns = now;
-    rec.flags =
-        (hint.pinned ? kFlagPinned : 0) | (hint.ttl_order ? kFlagTtlOrder : 0) | kFlagChunked;
+    // Verified on write: the checksums are of the bytes in memory that the file was written from.
+    rec.flags = (hint.pinned ? kFlagPinned : 0) | (hint.ttl_order ? kFlagTtlOrder : 0) |
+                kFlagChunked | kFlagVerified;
     rec.group = hint.quota_group;
     rec.expires_ns = hint.ExpiresAt(now) == INT64_MAX ? 0 : hint.ExpiresAt(now);
     const std::string path = BlockPath(key);
@@ -380,6 +467,15 @@ class FlashTier final : public Tier {
     if (n->meta.ttl_order) return;
     n->payload.atime_ns = clock_->NowUnixNanos();
     list_.Touch(key);
+    dirty_.insert(key);
+  }
+
+  // Records that the file of `key` (generation `gen`) was read back and matched its checksum.
+  void MarkVerified(const BlockKey& key, uint64_t gen) EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    List::Node* n = list_.Find(key);
+    if (n == nullptr || n->payload.gen != gen || (n->payload.flags & kFlagVerified)) return;
+    n->payload.flags |= kFlagVerified;
     dirty_.insert(key);
   }
 
@@ -541,6 +637,7 @@ class FlashTier final : public Tier {
   Clock* const clock_;
 
   TierStats stats_;
+  std::atomic<uint64_t> extent_reads_{0};  // hits served as a FileExtent (spliced)
   std::atomic<int64_t> last_free_check_mono_{0};
 
   Mutex mu_;

@@ -193,11 +193,22 @@ class TieredCacheImpl final : public TieredCache {
       const uint64_t index = pos / bs;
       const uint64_t block_len = ExpectedLength(obj, index);
       const uint64_t want = std::min<uint64_t>(end - pos, block_len - (pos - index * bs));
+      if (options_.file_slices) {
+        int ext_tier = kOriginTier;
+        if (FileExtentRef ext = TryExtent(obj, index, block_len, &ext_tier)) {
+          slices.push_back(BlockSlice{nullptr, static_cast<size_t>(pos - index * bs),
+                                      static_cast<size_t>(want), ext_tier, std::move(ext)});
+          pos += want;
+          served += want;
+          continue;
+        }
+      }
       if (2 * want < block_len) {  // under half of the block: maybe without reading all of it
         int part_tier = kOriginTier;
         BlockRef part = TryRange(obj, index, pos - index * bs, want, &part_tier);
         if (part && part->size() == want) {
-          slices.push_back(BlockSlice{std::move(part), 0, static_cast<size_t>(want), part_tier});
+          slices.push_back(
+              BlockSlice{std::move(part), 0, static_cast<size_t>(want), part_tier, nullptr});
           pos += want;
           served += want;
           continue;
@@ -213,7 +224,7 @@ class TieredCacheImpl final : public TieredCache {
       }
       const uint64_t n = std::min<uint64_t>(end - pos, block->size() - in_block);
       slices.push_back(BlockSlice{std::move(block), static_cast<size_t>(in_block),
-                                  static_cast<size_t>(n), got.tier});
+                                  static_cast<size_t>(n), got.tier, nullptr});
       pos += n;
       served += n;
     }
@@ -226,10 +237,15 @@ class TieredCacheImpl final : public TieredCache {
     TIERFS_ASSIGN_OR_RETURN(auto slices, Read(obj, offset, out.size(), nullptr));
     size_t done = 0;
     for (const auto& s : slices) {
-      if (s.length > out.size() - done || s.offset + s.length > s.block->size()) {
+      const uint64_t have = s.file ? s.file->length() : s.block->size();
+      if (s.length > out.size() - done || s.offset + s.length > have) {
         return Status::Internal("a slice of '" + obj.key + "' does not fit its block or buffer");
       }
-      std::memcpy(out.data() + done, s.block->data().data() + s.offset, s.length);
+      if (s.file) {
+        TIERFS_RETURN_IF_ERROR(s.file->ReadAt(s.offset, out.subspan(done, s.length)));
+      } else {
+        std::memcpy(out.data() + done, s.block->data().data() + s.offset, s.length);
+      }
       done += s.length;
     }
     return done;
@@ -497,6 +513,7 @@ class TieredCacheImpl final : public TieredCache {
     add("blocks.mapped_bytes", Block::MappedBytes());
     add("prefetch.blocks", hydrated_blocks_);
     add("ttl.expired", ttl_expired_);
+    add("promotions", promotions_);
     add("insert.errors", insert_errors_);
     add("fetch.abandoned", stats_.fetch_abandoned);
     add("waits.cancelled", stats_.waits_cancelled);
@@ -634,6 +651,64 @@ class TieredCacheImpl final : public TieredCache {
       const BlockKey key = job->lease.key();
       job->lease.Complete(FetchFromRemote(*job->obj, job->index, key, job->expected));
     }
+  }
+
+  // Block `index` as a verified file extent of the fastest host tier that holds it, when that
+  // tier keeps files (L2) and no faster tier holds the block; null otherwise (a miss, L1 holds
+  // it, a damaged block (dropped by the tier), or the block is due for promotion into L1: the
+  // caller then reads it the usual way, which copies it up).
+  FileExtentRef TryExtent(const ObjectRef& obj, uint64_t index, uint64_t expected, int* tier_out) {
+    const BlockKey key = KeyFor(obj, index);
+    for (size_t t = 0; t < tiers_.size(); ++t) {
+      Tier* tier = tiers_[t].get();
+      if (tier->IsRemote()) return nullptr;
+      if (!tier->Contains(key)) continue;
+      if (options_.placement) {
+        const Placement p = options_.placement(obj.key);
+        if (p.ttl != std::chrono::nanoseconds::max() && ExpireIfOlder(key, p.ttl)) {
+          return nullptr;
+        }
+      }
+      if (t > 0 && PromoteNow(key)) return nullptr;
+      Result<FileExtentRef> r = tier->OpenExtent(key);
+      if (!r.ok()) return nullptr;  // L1 (no files), a miss, a dropped block
+      if ((*r)->length() != expected) {
+        Logger(Module::kTierCache)
+            .warn("{} block {} has {} bytes, expected {}; dropping it", tier->name(),
+                  BlockKeyHex(key), (*r)->length(), expected);
+        tier->Erase(key);
+        return nullptr;
+      }
+      *tier_out = static_cast<int>(t);
+      return std::move(r).value();
+    }
+    return nullptr;
+  }
+
+  // Promote on reuse: true when this hit of `key` in a lower host tier is its promote_hits-th
+  // within the window (then it is forgotten: the copy-up follows).
+  bool PromoteNow(const BlockKey& key) {
+    if (options_.promote_hits == 0) return false;
+    if (options_.promote_hits == 1) return true;
+    MutexLock l(&promote_mu_);
+    if (promote_window_.size() >= kPromoteWindow) promote_window_.clear();
+    uint32_t& n = promote_window_[key];
+    if (++n < options_.promote_hits) return false;
+    promote_window_.erase(key);
+    ++promotions_;
+    return true;
+  }
+
+  // Readahead of a block that a lower host tier (L2) holds while file slices are on: the tier is
+  // asked to have it ready (page cache) instead of copying it to L1. True if one held it.
+  bool HintLowerHostTier(const BlockKey& key) {
+    for (size_t t = 1; t < tiers_.size() && !tiers_[t]->IsRemote(); ++t) {
+      if (tiers_[t]->Contains(key)) {
+        tiers_[t]->WillNeed(key);
+        return true;
+      }
+    }
+    return false;
   }
 
   // Bytes [in_block, in_block + length) of block `index`, read alone from the fastest host tier
@@ -795,7 +870,8 @@ class TieredCacheImpl final : public TieredCache {
     const uint64_t end = task.first + task.count;
     for (uint64_t i = task.first; i < end && !st.stop_requested();) {
       const BlockKey key = KeyFor(obj, i);
-      if (InFastestTier(key) || flights_.InFlight(key)) {
+      if (InFastestTier(key) || flights_.InFlight(key) ||
+          (options_.file_slices && HintLowerHostTier(key))) {
         ++i;
         continue;
       }
@@ -941,6 +1017,11 @@ class TieredCacheImpl final : public TieredCache {
   std::atomic<uint64_t> readahead_runs_{0};   // origin reads of more than one block
   std::atomic<uint64_t> readahead_bytes_{0};  // bytes of the blocks in readahead_blocks
   std::atomic<uint64_t> hydrated_bytes_{0};
+  std::atomic<uint64_t> promotions_{0};  // L2 blocks copied into L1 on reuse (file_slices)
+  static constexpr size_t kPromoteWindow = 65536;
+  Mutex promote_mu_;
+  std::unordered_map<BlockKey, uint32_t, tiercache_internal::BlockKeyHash> promote_window_
+      GUARDED_BY(promote_mu_);
   // One per tier, then the origin's; empty without options_.metrics.
   std::vector<std::unique_ptr<metrics::Histogram>> read_latency_;
   metrics::Registry::Registration metrics_reg_;

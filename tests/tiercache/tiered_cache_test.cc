@@ -533,7 +533,9 @@ TEST_F(TieredCacheTest, ReadsReportTheTierThatServedThem) {
   EXPECT_EQ((*mixed)[0].tier, 0);
   EXPECT_EQ((*mixed)[1].tier, kOriginTier);
   EXPECT_EQ(ServingTier(*mixed), kOriginTier);
-  EXPECT_EQ(ServingTier({BlockSlice{nullptr, 0, 0, 0}, BlockSlice{nullptr, 0, 0, 1}}), 1);
+  EXPECT_EQ(
+      ServingTier({BlockSlice{nullptr, 0, 0, 0, nullptr}, BlockSlice{nullptr, 0, 0, 1, nullptr}}),
+      1);
   EXPECT_EQ(ServingTier({}), kOriginTier);
 }
 
