@@ -193,9 +193,10 @@ class TieredCacheImpl final : public TieredCache {
       const uint64_t index = pos / bs;
       const uint64_t block_len = ExpectedLength(obj, index);
       const uint64_t want = std::min<uint64_t>(end - pos, block_len - (pos - index * bs));
+      bool promote = false;  // an L2 block due for L1: read whole (GetBlock copies it up)
       if (options_.file_slices) {
         int ext_tier = kOriginTier;
-        if (FileExtentRef ext = TryExtent(obj, index, block_len, &ext_tier)) {
+        if (FileExtentRef ext = TryExtent(obj, index, block_len, &ext_tier, &promote)) {
           slices.push_back(BlockSlice{nullptr, static_cast<size_t>(pos - index * bs),
                                       static_cast<size_t>(want), ext_tier, std::move(ext)});
           pos += want;
@@ -203,7 +204,8 @@ class TieredCacheImpl final : public TieredCache {
           continue;
         }
       }
-      if (2 * want < block_len) {  // under half of the block: maybe without reading all of it
+      if (!promote &&
+          2 * want < block_len) {  // under half of the block: maybe without reading all of it
         int part_tier = kOriginTier;
         BlockRef part = TryRange(obj, index, pos - index * bs, want, &part_tier);
         if (part && part->size() == want) {
@@ -657,7 +659,8 @@ class TieredCacheImpl final : public TieredCache {
   // tier keeps files (L2) and no faster tier holds the block; null otherwise (a miss, L1 holds
   // it, a damaged block (dropped by the tier), or the block is due for promotion into L1: the
   // caller then reads it the usual way, which copies it up).
-  FileExtentRef TryExtent(const ObjectRef& obj, uint64_t index, uint64_t expected, int* tier_out) {
+  FileExtentRef TryExtent(const ObjectRef& obj, uint64_t index, uint64_t expected, int* tier_out,
+                          bool* promote) {
     const BlockKey key = KeyFor(obj, index);
     for (size_t t = 0; t < tiers_.size(); ++t) {
       Tier* tier = tiers_[t].get();
@@ -669,7 +672,10 @@ class TieredCacheImpl final : public TieredCache {
           return nullptr;
         }
       }
-      if (t > 0 && PromoteNow(key)) return nullptr;
+      if (t > 0 && PromoteNow(key)) {
+        *promote = true;
+        return nullptr;
+      }
       Result<FileExtentRef> r = tier->OpenExtent(key);
       if (!r.ok()) return nullptr;  // L1 (no files), a miss, a dropped block
       if ((*r)->length() != expected) {
