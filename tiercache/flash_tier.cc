@@ -49,16 +49,7 @@ constexpr uint32_t kFlagTtlOrder = 1u << 1;  // stored under policy=ttl
 // all of it (ReadRange).
 constexpr uint32_t kFlagChunked = 1u << 2;
 
-// The bytes of the file were verified: checksummed in memory and written (verify-on-write), or
-// read back and checked against the checksum. Trusted at start-up only after a clean shutdown
-// (kCleanMarker); then the block can be served from its file without reading it first
-// (OpenExtent, spliced by the reply). tiercache/FORMAT.md, "Verified state".
-constexpr uint32_t kFlagVerified = 1u << 3;
-
 constexpr std::string_view kBlocksDir = "blocks/";
-// Written (after syncfs) when the tier shuts down cleanly; removed by the start-up sweep, so it
-// exists at open only if the last run ended cleanly and nothing was written after it.
-constexpr std::string_view kCleanMarker = "blocks/clean";
 constexpr std::string_view kTempMarker = ".tmp.";
 
 std::string BlockPath(const BlockKey& key) {
@@ -100,24 +91,7 @@ class FlashTier final : public Tier {
     stats_.capacity = options.capacity_bytes;
   }
 
-  ~FlashTier() override {
-    FlushAtimes(/*force=*/true);
-    // Everything indexed is on disk before the marker says so (a power cut after a clean
-    // shutdown must not leave a "verified" block with bytes that never reached the disk).
-    static constexpr char kText[] = "clean\n";
-    const std::span<const std::byte> text(reinterpret_cast<const std::byte*>(kText),
-                                          sizeof(kText) - 1);
-    Status st = flash_->SyncAll();
-    if (st.ok()) st = flash_->WriteFile(std::string(kCleanMarker), text, {});
-    if (st.ok()) st = flash_->SyncAll();
-    if (!st.ok()) {
-      Logger(Module::kTierCache)
-          .warn(
-              "l2: cannot mark the shutdown clean ({}): every block is verified again on its "
-              "first read after the next start",
-              st.ToString());
-    }
-  }
+  ~FlashTier() override { FlushAtimes(/*force=*/true); }
 
   // Rebuilds the mirror from the index and sweeps the directory. Called once, before sharing.
   Status Load() EXCLUDES(mu_) {
@@ -128,13 +102,6 @@ class FlashTier final : public Tier {
     }));
     std::unordered_set<BlockKey, BlockKeyHash> indexed;
     for (const auto& r : records) indexed.insert(r.key);
-
-    // Was the last shutdown clean? Then the verified flags in the index can be trusted.
-    std::byte marker[16];
-    const bool clean = flash_->ReadFile(std::string(kCleanMarker), marker).ok();
-    if (!clean) {
-      for (auto& r : records) r.flags &= ~kFlagVerified;
-    }
 
     std::vector<std::string> files;
     TIERFS_RETURN_IF_ERROR(flash_->ListFiles(&files));
@@ -149,9 +116,8 @@ class FlashTier final : public Tier {
         continue;
       }
       // A temp file is a write cut short by a crash; any other file without an index record is
-      // an insert whose index write never happened. Neither is visible; both are garbage. The
-      // clean marker goes too: from now on the run is not clean until it ends.
-      if (f != kCleanMarker) (key ? orphans : temps) += 1;
+      // an insert whose index write never happened. Neither is visible; both are garbage.
+      (key ? orphans : temps) += 1;
       Status st = flash_->RemoveFile(f);
       if (!st.ok())
         Logger(Module::kTierCache).warn("l2 sweep: cannot remove {}: {}", f, st.ToString());
@@ -191,10 +157,9 @@ class FlashTier final : public Tier {
       MutexLock l(&mu_);
       Logger(Module::kTierCache)
           .info(
-              "l2 opened ({} shutdown): {} blocks, {} bytes; swept {} orphan and {} temp files, "
-              "{} index records without a file; evicted {} over budget",
-              clean ? "after a clean" : "after an unclean (or first)", list_.size(), list_.used(),
-              orphans, temps, missing.size(), victims.size());
+              "l2 opened: {} blocks, {} bytes; swept {} orphan and {} temp files, {} index "
+              "records without a file; evicted {} over budget",
+              list_.size(), list_.used(), orphans, temps, missing.size(), victims.size());
     }
     RefreshFreeBytes(/*force=*/true);
     return Status::OK();
@@ -234,42 +199,53 @@ class FlashTier final : public Tier {
     return Served(std::move(block));
   }
 
-  // Verified blocks: the open file (the bytes are not read here). A block not yet verified is
-  // read whole and checked first (Read(): a failure drops it), which also leaves its pages in
-  // the page cache for the reply.
+  // Blocks verified in this run: the open file (the bytes are not read here). A block not yet
+  // verified in this run is read whole and checked first (a failure drops it, as in Read()),
+  // which also leaves its pages in the page cache for the reply.
   Result<FileExtentRef> OpenExtent(const BlockKey& key) override EXCLUDES(mu_) {
     uint32_t length;
+    uint64_t checksum;
     uint64_t gen;
-    for (int attempt = 0;; ++attempt) {
-      {
-        MutexLock l(&mu_);
-        List::Node* n = list_.Find(key);
-        if (n == nullptr) {
-          ++stats_.misses;
-          return Status::NotFound("l2 miss");
-        }
-        length = n->payload.length;
-        gen = n->payload.gen;
-        if (n->payload.flags & kFlagVerified) {
-          MarkUsedLocked(key, n);
-          break;
-        }
+    bool verified;
+    {
+      MutexLock l(&mu_);
+      List::Node* n = list_.Find(key);
+      if (n == nullptr) {
+        ++stats_.misses;
+        return Status::NotFound("l2 miss");
       }
-      if (attempt > 0) return Status::NotFound("l2 block changed while verifying it");
-      TIERFS_RETURN_IF_ERROR(Read(key).status());  // verifies, or drops the block
-      --stats_.hits;                               // counted once, below
-      stats_.bytes_read -= length;
+      length = n->payload.length;
+      checksum = n->payload.checksum;
+      gen = n->payload.gen;
+      verified = n->payload.verified;
+      MarkUsedLocked(key, n);
     }
     Result<int> fd = flash_->OpenForRead(BlockPath(key));
     if (!fd.ok()) {
       return DropDamaged(key, gen, fd.status().IsNotFound() ? "file missing" : "open failed",
                          fd.status());
     }
+    auto extent = std::make_shared<const FileExtent>(*fd, 0, length);
+    if (!verified) {
+      // One pass through a per-thread buffer: the checksum of exactly `length` bytes, and the
+      // file must end there plus its trailer (or at `length` without one).
+      thread_local std::vector<std::byte> buf;
+      if (buf.size() < length) buf.resize(length);
+      Status st = extent->ReadAt(0, std::span<std::byte>(buf.data(), length));
+      const char* problem = nullptr;
+      if (!st.ok()) {
+        problem = st.code() == Status::Code::kCorruption ? "short file" : "read failed";
+      } else if (BlockChecksum(std::span<const std::byte>(buf.data(), length)) != checksum) {
+        problem = "checksum mismatch";
+      }
+      if (problem) return DropDamaged(key, gen, problem, st);
+      MarkVerified(key, gen);
+    }
     ++stats_.hits;
     stats_.bytes_read += length;
     ++extent_reads_;
     FlushAtimes(/*force=*/false);
-    return FileExtentRef(std::make_shared<const FileExtent>(*fd, 0, length));
+    return FileExtentRef(std::move(extent));
   }
 
   void WillNeed(const BlockKey& key) override EXCLUDES(mu_) {
@@ -383,9 +359,8 @@ class FlashTier final : public Tier {
     rec.checksum = BlockChecksum(block->data());
     rec.atime_ns = now;
     rec.stored_ns = now;
-    // Verified on write: the checksums are of the bytes in memory that the file was written from.
-    rec.flags = (hint.pinned ? kFlagPinned : 0) | (hint.ttl_order ? kFlagTtlOrder : 0) |
-                kFlagChunked | kFlagVerified;
+    rec.flags =
+        (hint.pinned ? kFlagPinned : 0) | (hint.ttl_order ? kFlagTtlOrder : 0) | kFlagChunked;
     rec.group = hint.quota_group;
     rec.expires_ns = hint.ExpiresAt(now) == INT64_MAX ? 0 : hint.ExpiresAt(now);
     const std::string path = BlockPath(key);
@@ -405,6 +380,7 @@ class FlashTier final : public Tier {
       return st.WithContext("l2 insert " + BlockKeyHex(key));
     }
     AddLocked(rec);
+    list_.Find(key)->payload.verified = true;  // written from the checksummed bytes in memory
     stats_.bytes_used = list_.used();
     ++stats_.inserts;
     stats_.bytes_inserted += len;
@@ -458,6 +434,9 @@ class FlashTier final : public Tier {
     int64_t expires_ns = 0;  // as in BlockRecord: 0 = never
     uint32_t flags = 0;
     uint64_t gen = 0;  // distinguishes re-inserts of the same key
+    // Verified in this run (never persisted): inserted by this process from checksummed memory,
+    // or read back whole and checked. Only such blocks are handed out as FileExtents.
+    bool verified = false;
   };
   using List = EvictionList<Entry>;
 
@@ -470,13 +449,12 @@ class FlashTier final : public Tier {
     dirty_.insert(key);
   }
 
-  // Records that the file of `key` (generation `gen`) was read back and matched its checksum.
+  // Records that the file of `key` (generation `gen`) was read back in this run and matched its
+  // checksum: OpenExtent may hand it out without reading it.
   void MarkVerified(const BlockKey& key, uint64_t gen) EXCLUDES(mu_) {
     MutexLock l(&mu_);
     List::Node* n = list_.Find(key);
-    if (n == nullptr || n->payload.gen != gen || (n->payload.flags & kFlagVerified)) return;
-    n->payload.flags |= kFlagVerified;
-    dirty_.insert(key);
+    if (n != nullptr && n->payload.gen == gen) n->payload.verified = true;
   }
 
   // The successful end of Read / ReadRange.

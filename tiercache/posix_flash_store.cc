@@ -134,16 +134,6 @@ class PosixFlashStore final : public FlashStore {
     return Status::OK();
   }
 
-  Status SyncAll() override {
-    const int fd = ::open(root_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return Status::FromErrno(errno, "open " + root_);
-    const int rc = ::syncfs(fd);
-    const int err = errno;
-    ::close(fd);
-    if (rc != 0) return Status::FromErrno(err, "syncfs " + root_);
-    return Status::OK();
-  }
-
   Result<uint64_t> FreeBytes() override {
     struct statvfs sv;
     if (::statvfs(root_.c_str(), &sv) != 0) return Status::FromErrno(errno, "statvfs " + root_);

@@ -184,9 +184,9 @@ class Tier {
     return Status::NotSupported("partial reads");
   }
   // The block as a FileExtent a reply can splice from, for tiers that keep blocks in files (L2).
-  // Only verified bytes are handed out: a block not yet verified is read whole and checked first
-  // (a failure drops it, as in Read()). Counts as a hit. NotFound on a miss or a dropped block;
-  // NotSupported: use Read().
+  // Only verified bytes are handed out: a block not yet verified in this run is read whole and
+  // checked first (a failure drops it, as in Read()). Counts as a hit. NotFound on a miss or a
+  // dropped block; NotSupported: use Read().
   virtual Result<FileExtentRef> OpenExtent(const BlockKey& key) {
     return Status::NotSupported("file extents");
   }
@@ -237,8 +237,6 @@ class FlashStore {
   virtual Result<int> OpenForRead(const std::string& rel_path) = 0;
   // Asks the kernel to read the file into the page cache (posix_fadvise WILLNEED); returns at once.
   virtual Status WillNeed(const std::string& rel_path) = 0;
-  // Makes everything written so far durable (syncfs of the filesystem holding the root).
-  virtual Status SyncAll() = 0;
   // Free bytes on the filesystem holding the cache directory (statvfs f_bavail * f_frsize).
   virtual Result<uint64_t> FreeBytes() = 0;
   // Lists every file below the root (relative paths), for the start-up orphan sweep.

@@ -61,8 +61,6 @@ Result<int> FaultyFlashStore::OpenForRead(const std::string& rel_path) {
 
 Status FaultyFlashStore::WillNeed(const std::string& rel_path) { return base_->WillNeed(rel_path); }
 
-Status FaultyFlashStore::SyncAll() { return base_->SyncAll(); }
-
 Result<uint64_t> FaultyFlashStore::FreeBytes() {
   ++free_calls_;
   {

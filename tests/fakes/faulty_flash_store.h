@@ -38,7 +38,6 @@ class FaultyFlashStore : public FlashStore {
   // Counted and failed like a read.
   Result<int> OpenForRead(const std::string& rel_path) override;
   Status WillNeed(const std::string& rel_path) override;
-  Status SyncAll() override;
   Result<uint64_t> FreeBytes() override;
   Status ListFiles(std::vector<std::string>* out) override;
 
