@@ -196,7 +196,8 @@ class TieredCacheImpl final : public TieredCache {
       bool promote = false;  // an L2 block due for L1: read whole (GetBlock copies it up)
       if (options_.file_slices) {
         int ext_tier = kOriginTier;
-        if (FileExtentRef ext = TryExtent(obj, index, block_len, &ext_tier, &promote)) {
+        if (FileExtentRef ext =
+                TryExtent(obj, index, pos - index * bs, block_len, &ext_tier, &promote)) {
           slices.push_back(BlockSlice{nullptr, static_cast<size_t>(pos - index * bs),
                                       static_cast<size_t>(want), ext_tier, std::move(ext)});
           pos += want;
@@ -659,8 +660,8 @@ class TieredCacheImpl final : public TieredCache {
   // tier keeps files (L2) and no faster tier holds the block; null otherwise (a miss, L1 holds
   // it, a damaged block (dropped by the tier), or the block is due for promotion into L1: the
   // caller then reads it the usual way, which copies it up).
-  FileExtentRef TryExtent(const ObjectRef& obj, uint64_t index, uint64_t expected, int* tier_out,
-                          bool* promote) {
+  FileExtentRef TryExtent(const ObjectRef& obj, uint64_t index, uint64_t in_block,
+                          uint64_t expected, int* tier_out, bool* promote) {
     const BlockKey key = KeyFor(obj, index);
     for (size_t t = 0; t < tiers_.size(); ++t) {
       Tier* tier = tiers_[t].get();
@@ -672,7 +673,7 @@ class TieredCacheImpl final : public TieredCache {
           return nullptr;
         }
       }
-      if (t > 0 && PromoteNow(key)) {
+      if (t > 0 && PromoteNow(key, in_block)) {
         *promote = true;
         return nullptr;
       }
@@ -691,16 +692,22 @@ class TieredCacheImpl final : public TieredCache {
     return nullptr;
   }
 
-  // Promote on reuse: true when this hit of `key` in a lower host tier is its promote_hits-th
-  // within the window (then it is forgotten: the copy-up follows).
-  bool PromoteNow(const BlockKey& key) {
+  // Promote on reuse: true when this hit of `key` in a lower host tier, a read starting at
+  // `in_block`, is its promote_hits-th use within the window (then it is forgotten: the copy-up
+  // follows). A read that starts past the previous one in the same block is the same pass going
+  // on (small sequential reads through a block), not a reuse.
+  bool PromoteNow(const BlockKey& key, uint64_t in_block) {
     if (options_.promote_hits == 0) return false;
     if (options_.promote_hits == 1) return true;
     MutexLock l(&promote_mu_);
     if (promote_window_.size() >= kPromoteWindow) promote_window_.clear();
-    uint32_t& n = promote_window_[key];
-    if (++n < options_.promote_hits) return false;
-    promote_window_.erase(key);
+    auto [it, fresh] = promote_window_.try_emplace(key, PromoteState{1, in_block});
+    if (fresh) return false;
+    PromoteState& p = it->second;
+    const bool reuse = in_block <= p.last_offset;
+    p.last_offset = in_block;
+    if (!reuse || ++p.uses < options_.promote_hits) return false;
+    promote_window_.erase(it);
     ++promotions_;
     return true;
   }
@@ -1026,7 +1033,11 @@ class TieredCacheImpl final : public TieredCache {
   std::atomic<uint64_t> promotions_{0};  // L2 blocks copied into L1 on reuse (file_slices)
   static constexpr size_t kPromoteWindow = 65536;
   Mutex promote_mu_;
-  std::unordered_map<BlockKey, uint32_t, tiercache_internal::BlockKeyHash> promote_window_
+  struct PromoteState {
+    uint32_t uses = 0;         // reuses counted (the first hit is 1)
+    uint64_t last_offset = 0;  // where in the block the last read started
+  };
+  std::unordered_map<BlockKey, PromoteState, tiercache_internal::BlockKeyHash> promote_window_
       GUARDED_BY(promote_mu_);
   // One per tier, then the origin's; empty without options_.metrics.
   std::vector<std::unique_ptr<metrics::Histogram>> read_latency_;
