@@ -14,6 +14,12 @@
 #                copy-first with rclone copy --transfers 32); a full run includes it
 #   --tools      which tools to measure (default: all; a tool whose binary is missing is skipped)
 #   --delay-ms   delay per origin request chunk, each way (default 5; 0 = plain loopback)
+#   --only l2    run only the L2 workload (tierfs and a plain file, see "l2 workload" below):
+#                warm sequential read of a file held only in L2 (L1 smaller than the file, page
+#                cache dropped) vs the same bytes from one plain file on the cache's filesystem,
+#                and DataLoader epochs after a prefetch into L2 vs local disk. Results:
+#                raw/l2/*.json and an "l2:" summary line in run.log. L2_PERF=1: perf profile
+#                of the daemon during the warm read (raw/l2/perf-warm.txt).
 #   --cap        seconds a single workload may run before it is cut short (default 120, quick 60);
 #                a cut-short result is reported as a lower bound / "timeout", never as a failure;
 #                a DataLoader epoch is cut after LOADER_CAP seconds (default 60)
@@ -38,6 +44,7 @@ TOOLS="tierfs,s3fs,rclone,local,nullfs,raw"
 DELAY_MS=5
 CAP=""
 OUT=""
+ONLY=""
 while (($#)); do
   case "$1" in
     --quick) LAYOUT=quick ;;
@@ -51,7 +58,9 @@ while (($#)); do
     --cap=*) CAP="${1#*=}" ;;
     --out) OUT="$2"; shift ;;
     --stall) STALL_ONLY=1 ;;
-    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+    --only) ONLY="$2"; shift ;;
+    --only=*) ONLY="${1#*=}" ;;
+    -h|--help) sed -n "2,$(grep -n -m1 '^set -uo pipefail' "$0" | cut -d: -f1)p" "$0" | sed '$d'; exit 0 ;;
     *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -256,7 +265,9 @@ mount_tool() { # TOOL SESSION -> sets MNT DPID
   CACHE="$WORK/cache-$tool"
   mkdir -p "$MNT"
   if grep -qs " $MNT " /proc/self/mounts; then fusermount3 -u -z "$MNT"; fi
-  rm -rf "$CACHE"; mkdir -p "$CACHE"        # fresh, empty caches for every session
+  # fresh, empty caches for every session (KEEP_CACHE=1: remount on the cache left before)
+  [[ ${KEEP_CACHE:-} == 1 ]] || rm -rf "$CACHE"
+  mkdir -p "$CACHE"
   local dlog="$OUT/raw/$tool/daemon-$SESSION.log"
   case "$tool" in
     tierfs)
@@ -322,7 +333,7 @@ unmount_tool() { # TOOL
     fi
     wait "$DPID" 2>/dev/null
   fi
-  rm -rf "$CACHE"
+  [[ ${KEEP_CACHE:-} == 1 ]] || rm -rf "$CACHE"
   DPID=""
 }
 
@@ -721,11 +732,83 @@ run_prefetch_workload() {
   $PY "$BENCH/pf_report.py" "$OUT/prefetch.jsonl" | tee "$OUT/prefetch.md" >&2
 }
 
+# ---------------------------------------------------------------------------------------------
+# l2 workload (--only l2): L2 at flash speed (issue 9).
+#  plain:  BIG0 copied to one plain file on the cache's filesystem, page cache dropped, fio seq;
+#  tierfs: BIG0 read once cold with L1 = L2_L1 (smaller than the file), unmounted, remounted on
+#          the same cache (L1 empty: the file is held only in L2), page cache dropped, fio seq;
+#  loader: 2 DataLoader epochs over small/ from local disk, and on tierfs after a prefetch into
+#          L2 (prefetch(); page cache dropped before the epochs).
+run_l2() {
+  local d="$OUT/raw/l2" plain="$WORK/l2-plain.bin"
+  mkdir -p "$d" "$OUT/raw/local" "$OUT/raw/tierfs"
+  local l1="${L2_L1:-64MiB}"
+  cp "$LOCAL_DATA/$BIG0" "$plain"; sync
+  local save_mnt="$MNT"
+  MNT="$WORK"; drop_caches
+  fio_seq l2 plain-seq "l2-plain.bin"
+  rm -f "$plain"
+  MNT="$save_mnt"
+  local save_l1="$TIERFS_L1"
+  if tool_available tierfs; then
+    TIERFS_L1="$l1"
+    drop_caches
+    if mount_tool tierfs l2-fill; then
+      fio_seq tierfs l2-fill-cold "$BIG0"
+      KEEP_CACHE=1 unmount_tool tierfs
+      if KEEP_CACHE=1 mount_tool tierfs l2-warm; then
+        drop_caches
+        local perf_pid=""
+        if [[ -n ${L2_PERF:-} ]] && command -v perf >/dev/null; then  # profile of the daemon
+          perf record -g -p "$DPID" -o "$d/perf-warm.data" >>"$LOG" 2>&1 & perf_pid=$!
+          sleep 0.5
+        fi
+        fio_seq tierfs l2-warm-seq "$BIG0"
+        if [[ -n $perf_pid ]]; then
+          kill -INT "$perf_pid"; wait "$perf_pid"
+          perf report -i "$d/perf-warm.data" --no-children --percent-limit 1.5 --stdio \
+            >"$d/perf-warm.txt" 2>>"$LOG"
+        fi
+        unmount_tool tierfs
+      fi
+    fi
+  fi
+  TIERFS_L1="$save_l1"
+  mount_tool local loader; drop_caches; run_loader local loader
+  if mount_tool tierfs loader-prefetched; then
+    prefetch tierfs
+    drop_caches
+    run_loader tierfs loader-prefetched
+    unmount_tool tierfs
+  fi
+  $PY - "$OUT/raw" <<'EOF2' 2>&1 | tee -a "$LOG" >&2
+import json, sys, os
+r = sys.argv[1]
+def bw(p):
+    try: j = json.load(open(p)); return j["jobs"][0]["read"]["bw_bytes"] / 2**20
+    except Exception: return float("nan")
+def sps(p):
+    try: j = json.load(open(p)); return [e.get("samples_per_s") for e in j.get("epochs", [])]
+    except Exception: return []
+plain = bw(f"{r}/l2/plain-seq.json"); warm = bw(f"{r}/tierfs/l2-warm-seq.json")
+print(f"l2: plain file {plain:.0f} MiB/s, tierfs warm from L2 {warm:.0f} MiB/s, ratio {warm/plain:.2f}")
+loc = sps(f"{r}/local/loader.json"); tf = sps(f"{r}/tierfs/loader-prefetched.json")
+print(f"l2: loader epochs samples/s local {loc} tierfs after prefetch {tf}",
+      "ratios", [round(a / b, 2) if a and b else None for a, b in zip(tf, loc)])
+EOF2
+}
+
 T_START=$SECONDS
 if [[ $WORKLOAD == prefetch ]]; then
   run_prefetch_workload
   log "prefetch workload done in $((SECONDS - T_START)) s: $OUT/prefetch.md"
   exit 0
+elif [[ $ONLY == l2 ]]; then
+  run_l2
+  log "l2 workload done in $((SECONDS - T_START)) s"
+  exit 0
+elif [[ -n $ONLY ]]; then
+  die "--only: unknown workload $ONLY (known: l2)"
 fi
 IFS=, read -r -a TOOL_LIST <<<"$TOOLS"
 for t in "${TOOL_LIST[@]}"; do

@@ -134,6 +134,15 @@ const std::vector<KeySpec>& Schema() {
          o->l2_fsync = v.b;
          return Status::OK();
        }},
+      {"cache", "l2_splice", Kind::kBool,
+       [](const Value& v, DaemonOptions* o) {
+         o->cache.file_slices = v.b;
+         return Status::OK();
+       }},
+      {"cache", "l2_promote_hits", Kind::kInt,
+       [](const Value& v, DaemonOptions* o) {
+         return NarrowInt(v.i, 0, 1000000, &o->cache.promote_hits);
+       }},
       {"cache", "pin_quota", Kind::kSize,
        [](const Value& v, DaemonOptions* o) {
          if (v.size == 0) return Status::InvalidArgument("must be > 0");

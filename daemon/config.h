@@ -127,7 +127,12 @@ struct DaemonOptions {
 
   FuseOptions fuse;
   FilesystemOptions fs;
-  TieredCacheOptions cache;
+  // file_slices on: L2 hits are spliced from their files (cache.l2_splice).
+  TieredCacheOptions cache = [] {
+    TieredCacheOptions c;
+    c.file_slices = true;
+    return c;
+  }();
   MemoryTierOptions l1;
   FlashTierOptions l2;
   CatalogOptions catalog;

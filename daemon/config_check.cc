@@ -47,6 +47,9 @@ const std::map<std::string, Getter, std::less<>>& Getters() {
       {"cache.l2_size", [](const DaemonOptions& o) { return Size(o.l2.capacity_bytes); }},
       {"cache.l2_min_free", [](const DaemonOptions& o) { return Size(o.l2.min_free_bytes); }},
       {"cache.l2_fsync", [](const DaemonOptions& o) { return Bool(o.l2_fsync); }},
+      {"cache.l2_splice", [](const DaemonOptions& o) { return Bool(o.cache.file_slices); }},
+      {"cache.l2_promote_hits",
+       [](const DaemonOptions& o) { return fmt::to_string(o.cache.promote_hits); }},
       {"cache.pin_quota",
        [](const DaemonOptions& o) {
          return o.policies.pin_quota_bytes == UINT64_MAX ? Quote("half of cache.l2_size")

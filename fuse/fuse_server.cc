@@ -11,8 +11,13 @@
 // fuse_reply_iov (one iovec per slice) because libfuse 3.14's fuse_reply_data copies a bufvec of
 // several memory buffers into a temporary buffer first (the FIXME in
 // fuse_send_data_iov_fallback). The slices (and the BlockRefs keeping them alive) live on the
-// handler's stack until the reply call returns. SPLICE_WRITE/MOVE are not requested: they only
-// help for fd-backed buffers; with memory buffers libfuse would copy into a pipe.
+// handler's stack until the reply call returns. Slices backed by a cache file (BlockSlice::file:
+// L2 hits, TieredCacheOptions::file_slices) are replied with fuse_reply_data over a bufvec whose
+// buffers are the files (FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK; memory slices of the same read ride
+// along as memory buffers): with SPLICE_WRITE libfuse splices the file's page-cache pages into a
+// pipe and on to /dev/fuse, so the bytes never cross user space (when the pipe cannot grow to
+// the reply's size, libfuse copies them through a buffer instead: still correct).
+// SPLICE_MOVE/READ are not requested.
 //
 // Interrupts (see fuse_server.h). A request that may wait on the network is run through
 // Dispatch(): it gets a RequestToken, which registers a libfuse interrupt callback that cancels
@@ -492,11 +497,13 @@ void Init(void* userdata, struct fuse_conn_info* conn) {
   if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
   // A changed size/mtime seen by getattr drops the kernel's cached pages (pairs with keep_cache).
   if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA) conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
-  // Memory replies only (see the file comment): splice would add a copy through a pipe.
+  // Splice for replies from cache files only (see the file comment); memory replies are written
+  // directly (FUSE_BUF_NO_SPLICE, fuse_reply_iov).
   conn->want &= ~(FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE | FUSE_CAP_SPLICE_READ);
   // Opens handled by the kernel (FuseOptions::open_in_kernel): nothing to ask for in `want`;
   // an open answered ENOSYS turns it on.
   ctx->no_open.store(ctx->open_in_kernel && (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0);
+  if (conn->capable & FUSE_CAP_SPLICE_WRITE) conn->want |= FUSE_CAP_SPLICE_WRITE;
   conn->max_read = ctx->max_read;
   conn->max_readahead = ctx->max_readahead;
   // Readahead and async reads are "background" requests: the kernel holds back all beyond
@@ -822,8 +829,30 @@ void ReplyRead(fuse_req_t req, const Result<std::vector<BlockSlice>>& slices) {
     return;
   }
   const std::vector<BlockSlice>& v = *slices;
+  const bool from_files =
+      std::any_of(v.begin(), v.end(), [](const BlockSlice& s) { return s.file != nullptr; });
   if (v.empty()) {
     fuse_reply_buf(req, nullptr, 0);  // EOF
+  } else if (from_files) {
+    // fuse_bufvec ends in a one-element array: room for v.size() buffers.
+    std::vector<std::byte> storage(sizeof(fuse_bufvec) + (v.size() - 1) * sizeof(fuse_buf));
+    auto* bv = new (storage.data()) fuse_bufvec{};
+    bv->count = v.size();
+    for (size_t i = 0; i < v.size(); ++i) {
+      fuse_buf& b = bv->buf[i];
+      b = fuse_buf{};
+      b.size = v[i].length;
+      if (v[i].file) {
+        // FD_RETRY: libfuse splices until the slice is complete (one splice call may move less).
+        b.flags =
+            static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK | FUSE_BUF_FD_RETRY);
+        b.fd = v[i].file->fd();
+        b.pos = static_cast<off_t>(v[i].file->offset() + v[i].offset);
+      } else {
+        b.mem = const_cast<std::byte*>(v[i].block->data().data() + v[i].offset);
+      }
+    }
+    fuse_reply_data(req, bv, static_cast<fuse_buf_copy_flags>(0));
   } else if (v.size() == 1) {
     fuse_bufvec bv = FUSE_BUFVEC_INIT(v[0].length);
     bv.buf[0].mem = const_cast<std::byte*>(v[0].block->data().data() + v[0].offset);

@@ -1,5 +1,6 @@
 // Block storage and block naming (tier.h). The byte layout hashed by MakeBlockKey is part of the
 // on-flash and L3 format: see tiercache/FORMAT.md before changing anything here.
+#include <errno.h>
 #include <sys/mman.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -104,6 +105,26 @@ std::vector<std::shared_ptr<Block>> Block::AllocateRun(size_t block_size, size_t
   }
   *run = std::span<std::byte>(base, (count - 1) * block_size + last_size);
   return out;
+}
+
+FileExtent::~FileExtent() { ::close(fd_); }
+
+Status FileExtent::ReadAt(uint64_t at, std::span<std::byte> out) const {
+  if (at > length_ || out.size() > length_ - at) {
+    return Status::InvalidArgument("read past the end of a file extent");
+  }
+  size_t got = 0;
+  while (got < out.size()) {
+    const ssize_t n =
+        ::pread(fd_, out.data() + got, out.size() - got, static_cast<off_t>(offset_ + at + got));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::FromErrno(errno, "read of a cached block file");
+    }
+    if (n == 0) return Status::Corruption("cached block file is short");
+    got += static_cast<size_t>(n);
+  }
+  return Status::OK();
 }
 
 uint64_t Block::MappedBytes() { return g_live_bytes.load(std::memory_order_relaxed); }

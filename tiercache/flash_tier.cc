@@ -195,7 +195,37 @@ class FlashTier final : public Tier {
     }
     if (problem) return DropDamaged(key, gen, problem, n.status());
     block->set_size(length);
+    MarkVerified(key, gen);
     return Served(std::move(block));
+  }
+
+  // Blocks verified in this run: the open file (the bytes are not read here). A block not yet
+  // verified in this run is read whole and checked first (a failure drops it, as in Read()),
+  // which also leaves its pages in the page cache for the reply.
+  Result<FileExtentRef> OpenExtent(const BlockKey& key) override EXCLUDES(mu_) {
+    return Extent(key, /*use=*/true);
+  }
+
+  // Readahead: a block not yet verified in this run is verified now, on the readahead thread
+  // (read whole: its pages land in the page cache, and the reader's OpenExtent finds it
+  // verified); a verified one gets posix_fadvise(WILLNEED).
+  void WillNeed(const BlockKey& key) override EXCLUDES(mu_) {
+    bool verified;
+    {
+      MutexLock l(&mu_);
+      List::Node* n = list_.Find(key);
+      if (n == nullptr) return;
+      verified = n->payload.verified;
+    }
+    if (verified) {
+      (void)flash_->WillNeed(BlockPath(key));  // a hint: a failure only costs speed
+    } else {
+      (void)Extent(key, /*use=*/false);  // a damaged block is dropped here, counted as usual
+    }
+  }
+
+  void AppendExtraStats(std::vector<std::pair<std::string, uint64_t>>* out) const override {
+    out->emplace_back("extent_reads", extent_reads_.load());
   }
 
   // Reads the chunks covering the range and the matching trailer entries, and checks each
@@ -318,6 +348,7 @@ class FlashTier final : public Tier {
       return st.WithContext("l2 insert " + BlockKeyHex(key));
     }
     AddLocked(rec);
+    list_.Find(key)->payload.verified = true;  // written from the checksummed bytes in memory
     stats_.bytes_used = list_.used();
     ++stats_.inserts;
     stats_.bytes_inserted += len;
@@ -371,6 +402,9 @@ class FlashTier final : public Tier {
     int64_t expires_ns = 0;  // as in BlockRecord: 0 = never
     uint32_t flags = 0;
     uint64_t gen = 0;  // distinguishes re-inserts of the same key
+    // Verified in this run (never persisted): inserted by this process from checksummed memory,
+    // or read back whole and checked. Only such blocks are handed out as FileExtents.
+    bool verified = false;
   };
   using List = EvictionList<Entry>;
 
@@ -381,6 +415,64 @@ class FlashTier final : public Tier {
     n->payload.atime_ns = clock_->NowUnixNanos();
     list_.Touch(key);
     dirty_.insert(key);
+  }
+
+  // The open, verified file of `key` (verified first if it is not yet, see OpenExtent). `use`:
+  // a reader's hit (LRU touch, hit counters); else a readahead check that counts nothing but a
+  // damaged block.
+  Result<FileExtentRef> Extent(const BlockKey& key, bool use) EXCLUDES(mu_) {
+    uint32_t length;
+    uint64_t checksum;
+    uint64_t gen;
+    bool verified;
+    {
+      MutexLock l(&mu_);
+      List::Node* n = list_.Find(key);
+      if (n == nullptr) {
+        if (use) ++stats_.misses;
+        return Status::NotFound("l2 miss");
+      }
+      length = n->payload.length;
+      checksum = n->payload.checksum;
+      gen = n->payload.gen;
+      verified = n->payload.verified;
+      if (use) MarkUsedLocked(key, n);
+    }
+    Result<int> fd = flash_->OpenForRead(BlockPath(key));
+    if (!fd.ok()) {
+      return DropDamaged(key, gen, fd.status().IsNotFound() ? "file missing" : "open failed",
+                         fd.status());
+    }
+    auto extent = std::make_shared<const FileExtent>(*fd, 0, length);
+    if (!verified) {
+      // One pass through a per-thread buffer: the checksum of exactly `length` bytes.
+      thread_local std::vector<std::byte> buf;
+      if (buf.size() < length) buf.resize(length);
+      Status st = extent->ReadAt(0, std::span<std::byte>(buf.data(), length));
+      const char* problem = nullptr;
+      if (!st.ok()) {
+        problem = st.code() == Status::Code::kCorruption ? "short file" : "read failed";
+      } else if (BlockChecksum(std::span<const std::byte>(buf.data(), length)) != checksum) {
+        problem = "checksum mismatch";
+      }
+      if (problem) return DropDamaged(key, gen, problem, st);
+      MarkVerified(key, gen);
+    }
+    if (use) {
+      ++stats_.hits;
+      stats_.bytes_read += length;
+      ++extent_reads_;
+      FlushAtimes(/*force=*/false);
+    }
+    return FileExtentRef(std::move(extent));
+  }
+
+  // Records that the file of `key` (generation `gen`) was read back in this run and matched its
+  // checksum: OpenExtent may hand it out without reading it.
+  void MarkVerified(const BlockKey& key, uint64_t gen) EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    List::Node* n = list_.Find(key);
+    if (n != nullptr && n->payload.gen == gen) n->payload.verified = true;
   }
 
   // The successful end of Read / ReadRange.
@@ -541,6 +633,7 @@ class FlashTier final : public Tier {
   Clock* const clock_;
 
   TierStats stats_;
+  std::atomic<uint64_t> extent_reads_{0};  // hits served as a FileExtent (spliced)
   std::atomic<int64_t> last_free_check_mono_{0};
 
   Mutex mu_;

@@ -119,6 +119,21 @@ class PosixFlashStore final : public FlashStore {
     return Status::OK();
   }
 
+  Result<int> OpenForRead(const std::string& rel_path) override {
+    const std::string path = Abs(rel_path);
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return Status::FromErrno(errno, "open " + path);
+    return fd;
+  }
+
+  Status WillNeed(const std::string& rel_path) override {
+    TIERFS_ASSIGN_OR_RETURN(int fd, OpenForRead(rel_path));
+    const int err = ::posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
+    ::close(fd);
+    if (err != 0) return Status::FromErrno(err, "fadvise " + Abs(rel_path));
+    return Status::OK();
+  }
+
   Result<uint64_t> FreeBytes() override {
     struct statvfs sv;
     if (::statvfs(root_.c_str(), &sv) != 0) return Status::FromErrno(errno, "statvfs " + root_);

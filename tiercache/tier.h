@@ -72,6 +72,31 @@ class Block {
 };
 using BlockRef = std::shared_ptr<const Block>;
 
+// An open, read-only file that holds a block's bytes at [offset(), offset() + length()): the L2
+// block file, so that a reply can send the bytes straight from the file (splice, no copy through
+// user space). Only handed out for bytes the tier has verified (tiercache/FORMAT.md, "Verified
+// state"). Closes the descriptor when the last reference drops; an evicted block's file stays
+// readable through it until then.
+class FileExtent {
+ public:
+  FileExtent(int fd, uint64_t offset, uint64_t length)
+      : fd_(fd), offset_(offset), length_(length) {}
+  ~FileExtent();
+  FileExtent(const FileExtent&) = delete;
+  FileExtent& operator=(const FileExtent&) = delete;
+  int fd() const { return fd_; }
+  uint64_t offset() const { return offset_; }
+  uint64_t length() const { return length_; }
+  // Copies bytes [at, at + out.size()) of the extent into `out` (pread): for callers that need
+  // the bytes in memory. Corruption if the file is shorter.
+  Status ReadAt(uint64_t at, std::span<std::byte> out) const;
+
+ private:
+  const int fd_;
+  const uint64_t offset_, length_;
+};
+using FileExtentRef = std::shared_ptr<const FileExtent>;
+
 // XXH3-128 of the length-prefixed fields. Stable across versions: FORMAT.md documents it.
 BlockKey MakeBlockKey(std::string_view source, std::string_view key, std::string_view etag,
                       uint64_t block_size, uint64_t block_index);
@@ -165,6 +190,16 @@ class Tier {
   virtual Result<BlockRef> ReadRange(const BlockKey& key, uint64_t offset, uint64_t length) {
     return Status::NotSupported("partial reads");
   }
+  // The block as a FileExtent a reply can splice from, for tiers that keep blocks in files (L2).
+  // Only verified bytes are handed out: a block not yet verified in this run is read whole and
+  // checked first (a failure drops it, as in Read()). Counts as a hit. NotFound on a miss or a
+  // dropped block; NotSupported: use Read().
+  virtual Result<FileExtentRef> OpenExtent(const BlockKey& key) {
+    return Status::NotSupported("file extents");
+  }
+  // A hint that the block will be read soon (L2: the kernel starts reading its file into the
+  // page cache, asynchronously). No-op for tiers without files.
+  virtual void WillNeed(const BlockKey& key) {}
   // Pins or unpins a block the tier holds (no-op if it does not hold it, or for tiers without
   // pins). A pinned block is never evicted; Erase still drops it.
   virtual void SetPinned(const BlockKey& key, bool pinned) {}
@@ -205,6 +240,10 @@ class FlashStore {
   };
   virtual Status ReadAt(const std::string& rel_path, std::span<const ReadRange> ranges) = 0;
   virtual Status RemoveFile(const std::string& rel_path) = 0;
+  // Opens the file read-only; the caller owns (and closes) the descriptor.
+  virtual Result<int> OpenForRead(const std::string& rel_path) = 0;
+  // Asks the kernel to read the file into the page cache (posix_fadvise WILLNEED); returns at once.
+  virtual Status WillNeed(const std::string& rel_path) = 0;
   // Free bytes on the filesystem holding the cache directory (statvfs f_bavail * f_frsize).
   virtual Result<uint64_t> FreeBytes() = 0;
   // Lists every file below the root (relative paths), for the start-up orphan sweep.

@@ -210,11 +210,25 @@ class TieredCacheImpl final : public TieredCache {
       const uint64_t index = pos / bs;
       const uint64_t block_len = ExpectedLength(obj, index);
       const uint64_t want = std::min<uint64_t>(end - pos, block_len - (pos - index * bs));
-      if (2 * want < block_len) {  // under half of the block: maybe without reading all of it
+      bool promote = false;  // an L2 block due for L1: read whole (GetBlock copies it up)
+      if (options_.file_slices) {
+        int ext_tier = kOriginTier;
+        if (FileExtentRef ext =
+                TryExtent(obj, index, pos - index * bs, block_len, &ext_tier, &promote)) {
+          slices.push_back(BlockSlice{nullptr, static_cast<size_t>(pos - index * bs),
+                                      static_cast<size_t>(want), ext_tier, std::move(ext)});
+          pos += want;
+          served += want;
+          continue;
+        }
+      }
+      if (!promote &&
+          2 * want < block_len) {  // under half of the block: maybe without reading all of it
         int part_tier = kOriginTier;
         BlockRef part = TryRange(obj, index, pos - index * bs, want, &part_tier);
         if (part && part->size() == want) {
-          slices.push_back(BlockSlice{std::move(part), 0, static_cast<size_t>(want), part_tier});
+          slices.push_back(
+              BlockSlice{std::move(part), 0, static_cast<size_t>(want), part_tier, nullptr});
           pos += want;
           served += want;
           continue;
@@ -230,7 +244,7 @@ class TieredCacheImpl final : public TieredCache {
       }
       const uint64_t n = std::min<uint64_t>(end - pos, block->size() - in_block);
       slices.push_back(BlockSlice{std::move(block), static_cast<size_t>(in_block),
-                                  static_cast<size_t>(n), got.tier});
+                                  static_cast<size_t>(n), got.tier, nullptr});
       pos += n;
       served += n;
     }
@@ -243,10 +257,15 @@ class TieredCacheImpl final : public TieredCache {
     TIERFS_ASSIGN_OR_RETURN(auto slices, Read(obj, offset, out.size(), nullptr));
     size_t done = 0;
     for (const auto& s : slices) {
-      if (s.length > out.size() - done || s.offset + s.length > s.block->size()) {
+      const uint64_t have = s.file ? s.file->length() : s.block->size();
+      if (s.length > out.size() - done || s.offset + s.length > have) {
         return Status::Internal("a slice of '" + obj.key + "' does not fit its block or buffer");
       }
-      std::memcpy(out.data() + done, s.block->data().data() + s.offset, s.length);
+      if (s.file) {
+        TIERFS_RETURN_IF_ERROR(s.file->ReadAt(s.offset, out.subspan(done, s.length)));
+      } else {
+        std::memcpy(out.data() + done, s.block->data().data() + s.offset, s.length);
+      }
       done += s.length;
     }
     return done;
@@ -593,6 +612,7 @@ class TieredCacheImpl final : public TieredCache {
     add("blocks.mapped_bytes", Block::MappedBytes());
     add("prefetch.blocks", hydrated_blocks_);
     add("ttl.expired", ttl_expired_);
+    add("promotions", promotions_);
     add("insert.errors", insert_errors_);
     add("fetch.abandoned", stats_.fetch_abandoned);
     add("waits.cancelled", stats_.waits_cancelled);
@@ -730,6 +750,74 @@ class TieredCacheImpl final : public TieredCache {
       const BlockKey key = job->lease.key();
       job->lease.Complete(FetchFromRemote(*job->obj, job->index, key, job->expected));
     }
+  }
+
+  // Block `index` as a verified file extent of the fastest host tier that holds it, when that
+  // tier keeps files (L2) and no faster tier holds the block; null otherwise (a miss, L1 holds
+  // it, a damaged block (dropped by the tier), or the block is due for promotion into L1: the
+  // caller then reads it the usual way, which copies it up).
+  FileExtentRef TryExtent(const ObjectRef& obj, uint64_t index, uint64_t in_block,
+                          uint64_t expected, int* tier_out, bool* promote) {
+    const BlockKey key = KeyFor(obj, index);
+    for (size_t t = 0; t < tiers_.size(); ++t) {
+      Tier* tier = tiers_[t].get();
+      if (tier->IsRemote()) return nullptr;
+      if (!tier->Contains(key)) continue;
+      if (options_.placement) {
+        const Placement p = options_.placement(obj.key);
+        if (p.ttl != std::chrono::nanoseconds::max() && ExpireIfOlder(key, p.ttl)) {
+          return nullptr;
+        }
+      }
+      if (t > 0 && PromoteNow(key, in_block)) {
+        *promote = true;
+        return nullptr;
+      }
+      Result<FileExtentRef> r = tier->OpenExtent(key);
+      if (!r.ok()) return nullptr;  // L1 (no files), a miss, a dropped block
+      if ((*r)->length() != expected) {
+        Logger(Module::kTierCache)
+            .warn("{} block {} has {} bytes, expected {}; dropping it", tier->name(),
+                  BlockKeyHex(key), (*r)->length(), expected);
+        tier->Erase(key);
+        return nullptr;
+      }
+      *tier_out = static_cast<int>(t);
+      return std::move(r).value();
+    }
+    return nullptr;
+  }
+
+  // Promote on reuse: true when this hit of `key` in a lower host tier, a read starting at
+  // `in_block`, is its promote_hits-th use within the window (then it is forgotten: the copy-up
+  // follows). A read that starts past the previous one in the same block is the same pass going
+  // on (small sequential reads through a block), not a reuse.
+  bool PromoteNow(const BlockKey& key, uint64_t in_block) {
+    if (options_.promote_hits == 0) return false;
+    if (options_.promote_hits == 1) return true;
+    MutexLock l(&promote_mu_);
+    if (promote_window_.size() >= kPromoteWindow) promote_window_.clear();
+    auto [it, fresh] = promote_window_.try_emplace(key, PromoteState{1, in_block});
+    if (fresh) return false;
+    PromoteState& p = it->second;
+    const bool reuse = in_block <= p.last_offset;
+    p.last_offset = in_block;
+    if (!reuse || ++p.uses < options_.promote_hits) return false;
+    promote_window_.erase(it);
+    ++promotions_;
+    return true;
+  }
+
+  // Readahead of a block that a lower host tier (L2) holds while file slices are on: the tier is
+  // asked to have it ready (page cache) instead of copying it to L1. True if one held it.
+  bool HintLowerHostTier(const BlockKey& key) {
+    for (size_t t = 1; t < tiers_.size() && !tiers_[t]->IsRemote(); ++t) {
+      if (tiers_[t]->Contains(key)) {
+        tiers_[t]->WillNeed(key);
+        return true;
+      }
+    }
+    return false;
   }
 
   // Bytes [in_block, in_block + length) of block `index`, read alone from the fastest host tier
@@ -893,7 +981,8 @@ class TieredCacheImpl final : public TieredCache {
     const uint64_t end = task.first + task.count;
     for (uint64_t i = task.first; i < end && !st.stop_requested();) {
       const BlockKey key = KeyFor(obj, i);
-      if (InFastestTier(key) || flights_.InFlight(key)) {
+      if (InFastestTier(key) || flights_.InFlight(key) ||
+          (options_.file_slices && HintLowerHostTier(key))) {
         ++i;
         continue;
       }
@@ -1041,6 +1130,15 @@ class TieredCacheImpl final : public TieredCache {
   std::atomic<uint64_t> readahead_runs_{0};   // origin reads of more than one block
   std::atomic<uint64_t> readahead_bytes_{0};  // bytes of the blocks in readahead_blocks
   std::atomic<uint64_t> hydrated_bytes_{0};
+  std::atomic<uint64_t> promotions_{0};  // L2 blocks copied into L1 on reuse (file_slices)
+  static constexpr size_t kPromoteWindow = 65536;
+  Mutex promote_mu_;
+  struct PromoteState {
+    uint32_t uses = 0;         // reuses counted (the first hit is 1)
+    uint64_t last_offset = 0;  // where in the block the last read started
+  };
+  std::unordered_map<BlockKey, PromoteState, tiercache_internal::BlockKeyHash> promote_window_
+      GUARDED_BY(promote_mu_);
   // One per tier, then the origin's; empty without options_.metrics.
   std::vector<std::unique_ptr<metrics::Histogram>> read_latency_;
   metrics::Registry::Registration metrics_reg_;

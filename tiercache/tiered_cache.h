@@ -51,7 +51,10 @@ struct ObjectRef {
 // Which tier served a block: 0..tiers-1 (an index into TieredCache::tiers()), or kOriginTier.
 inline constexpr int kOriginTier = -1;
 
-// A slice of a block that a reply can send without copying: the BlockRef keeps it alive.
+// A slice of a block that a reply can send without copying: the BlockRef keeps it alive. Either
+// `block` is set (the bytes are in memory), or `file` is (the bytes are in a cache file: bytes
+// [offset, offset + length) of the block are at file->offset() + offset of file->fd(), verified,
+// for a reply that splices them; only with TieredCacheOptions::file_slices).
 struct BlockSlice {
   BlockRef block;
   size_t offset = 0;  // within the block
@@ -59,6 +62,7 @@ struct BlockSlice {
   // The tier this read got the block from (a reader that waited for another's fetch of the
   // block reports the tier that fetch read), or kOriginTier.
   int tier = kOriginTier;
+  FileExtentRef file;
 };
 
 // The tier that served a whole read: the slowest of its slices' tiers (the origin if any slice
@@ -73,6 +77,18 @@ struct HostSpaceInfo {
 };
 
 struct TieredCacheOptions {
+  // Reads may return slices backed by a host tier's file (BlockSlice::file) for blocks no faster
+  // tier holds (L2 hits), so that the reply splices them from the file instead of reading them
+  // into memory. Off: every slice is in memory (what callers that copy bytes want). daemon/:
+  // cache.l2_splice.
+  bool file_slices = false;
+  // With file_slices: an L2 block served as a file slice is copied into L1 (promoted) on its
+  // `promote_hits`-th use among the blocks read from L2 recently (a window of the last 65,536
+  // distinct blocks hit; a read starting past the previous one's start in the block is the same
+  // pass, not a use); 0: never promoted. Sequential readahead of blocks held in L2 only asks
+  // the kernel to read their files ahead (Tier::WillNeed) instead of copying them to L1. Without
+  // file_slices every L2 hit is copied into L1, as before. daemon/: cache.l2_promote_hits.
+  uint32_t promote_hits = 2;
   // Block size. 1 MiB: matches the kernel's largest FUSE read, so one read touches at most two
   // blocks, and is large enough that per-request latency amortises (see README, "Block size").
   uint64_t block_size = 1ULL << 20;

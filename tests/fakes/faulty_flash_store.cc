@@ -54,6 +54,13 @@ Status FaultyFlashStore::RemoveFile(const std::string& rel_path) {
   return base_->RemoveFile(rel_path);
 }
 
+Result<int> FaultyFlashStore::OpenForRead(const std::string& rel_path) {
+  TIERFS_RETURN_IF_ERROR(TakeRead());
+  return base_->OpenForRead(rel_path);
+}
+
+Status FaultyFlashStore::WillNeed(const std::string& rel_path) { return base_->WillNeed(rel_path); }
+
 Result<uint64_t> FaultyFlashStore::FreeBytes() {
   ++free_calls_;
   {

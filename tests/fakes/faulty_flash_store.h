@@ -21,7 +21,7 @@ class FaultyFlashStore : public FlashStore {
 
   // The next `n` WriteFile calls fail with `status` (nothing is written).
   void FailWrites(int n, Status status = Status::NoSpace("injected ENOSPC"));
-  // The next `n` ReadFile / ReadAt calls fail with `status`.
+  // The next `n` ReadFile / ReadAt / OpenForRead calls fail with `status`.
   void FailReads(int n, Status status = Status::IOError("injected EIO"));
   // FreeBytes returns this instead of asking the base store (nullopt: ask the base store).
   void SetFreeBytes(std::optional<uint64_t> bytes);
@@ -35,6 +35,9 @@ class FaultyFlashStore : public FlashStore {
   Result<size_t> ReadFile(const std::string& rel_path, std::span<std::byte> out) override;
   Status ReadAt(const std::string& rel_path, std::span<const ReadRange> ranges) override;
   Status RemoveFile(const std::string& rel_path) override;
+  // Counted and failed like a read.
+  Result<int> OpenForRead(const std::string& rel_path) override;
+  Status WillNeed(const std::string& rel_path) override;
   Result<uint64_t> FreeBytes() override;
   Status ListFiles(std::vector<std::string>* out) override;
 

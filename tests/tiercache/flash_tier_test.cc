@@ -105,6 +105,77 @@ TEST_F(FlashTierTest, FlippedByteIsDetectedDroppedAndCounted) {
   EXPECT_EQ(t->Stats().bytes_used, 0u);
 }
 
+std::string ExtentBytes(const FileExtentRef& e) {
+  std::string s(e->length(), '\0');
+  Status st = e->ReadAt(0, std::as_writable_bytes(std::span(s)));
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return s;
+}
+
+void FlipByte(const std::string& path, int at) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  ASSERT_TRUE(f.good());
+  f.seekg(at);
+  char c;
+  f.get(c);
+  f.seekp(at);
+  f.put(static_cast<char>(c ^ 0x40));
+}
+
+TEST_F(FlashTierTest, OpenExtentHandsOutTheVerifiedFileWithoutReadingIt) {
+  auto t = Open();
+  const std::string data = Pattern(1000, 3);
+  EXPECT_TRUE(t->OpenExtent(Key(1)).status().IsNotFound());
+  TC_ASSERT_OK(t->Insert(Key(1), MakeBlock(data), {}));
+  auto rec = meta_->GetBlock(Key(1));
+  ASSERT_TRUE(rec.ok() && rec->has_value());
+  EXPECT_EQ((*rec)->flags & ~7u, 0u);  // the verified state is never persisted
+  const uint64_t reads = faulty_->reads();
+  auto e = t->OpenExtent(Key(1));  // verified on write: no read of the bytes
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_EQ(faulty_->reads(), reads + 1);  // the open
+  EXPECT_EQ((*e)->length(), 1000u);
+  EXPECT_EQ(ExtentBytes(*e), data);
+  EXPECT_EQ(t->Stats().hits, 1u);
+  // An evicted block's extent stays readable: the descriptor keeps the file.
+  t->Erase(Key(1));
+  EXPECT_FALSE(std::filesystem::exists(Abs(Key(1))));
+  EXPECT_EQ(ExtentBytes(*e), data);
+  // An open failure is a miss, and the block is dropped.
+  TC_ASSERT_OK(t->Insert(Key(2), MakeBlock(data), {}));
+  faulty_->FailReads(1);
+  EXPECT_TRUE(t->OpenExtent(Key(2)).status().IsNotFound());
+  EXPECT_FALSE(t->Contains(Key(2)));
+}
+
+TEST_F(FlashTierTest, EachRunVerifiesABlockOnceBeforeHandingOutItsFile) {
+  const std::string data = Pattern(1000, 5);
+  {
+    auto t = Open();
+    TC_ASSERT_OK(t->Insert(Key(1), MakeBlock(data), {}));
+    TC_ASSERT_OK(t->Insert(Key(2), MakeBlock(data), {}));
+    TC_ASSERT_OK(t->Insert(Key(3), MakeBlock(data), {}));
+  }
+  // Damage between runs (a flipped bit, a torn tail): nothing from the last run is trusted.
+  FlipByte(Abs(Key(2)), 10);
+  std::filesystem::resize_file(Abs(Key(3)), 900);
+  auto t = Open();
+  const uint64_t reads = faulty_->reads();
+  auto e = t->OpenExtent(Key(1));
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_EQ(faulty_->reads(), reads + 1);  // one open; the check reads through its descriptor
+  EXPECT_EQ(ExtentBytes(*e), data);
+  ASSERT_TRUE(t->OpenExtent(Key(1)).ok());  // verified now: handed out at once
+  EXPECT_EQ(t->Stats().hits, 2u);
+  EXPECT_TRUE(t->OpenExtent(Key(2)).status().IsNotFound());
+  EXPECT_TRUE(t->OpenExtent(Key(3)).status().IsNotFound());
+  EXPECT_EQ(t->Stats().corruptions, 2u);
+  for (int i : {2, 3}) {
+    EXPECT_FALSE(t->Contains(Key(i)));
+    EXPECT_FALSE(std::filesystem::exists(Abs(Key(i))));
+  }
+}
+
 TEST_F(FlashTierTest, TruncatedOrMissingFileIsACorruption) {
   auto t = Open();
   TC_ASSERT_OK(t->Insert(Key(1), MakeBlock(Pattern(1000)), {}));

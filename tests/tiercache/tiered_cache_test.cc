@@ -77,9 +77,22 @@ class TieredCacheTest : public ::testing::Test {
     if (!r.ok()) return "<error>";
     std::string s;
     for (const auto& sl : *r) {
+      if (sl.file) {  // a file slice (file_slices): read it the way a reply's splice would
+        std::string part(sl.length, '\0');
+        Status st = sl.file->ReadAt(sl.offset, std::as_writable_bytes(std::span(part)));
+        EXPECT_TRUE(st.ok()) << st.ToString();
+        s += part;
+        continue;
+      }
       s.append(reinterpret_cast<const char*>(sl.block->data().data()) + sl.offset, sl.length);
     }
     return s;
+  }
+
+  std::string BlockFile(const ObjectRef& o, uint64_t index) {
+    const std::string hex =
+        BlockKeyHex(MakeBlockKey(origin_.Describe(), o.key, o.info.etag, kBs, index));
+    return dir_.path() + "/blocks/" + hex.substr(0, 2) + "/" + hex;
   }
 
   testing::TcTempDir dir_;
@@ -325,6 +338,80 @@ TEST_F(TieredCacheTest, RemountServesFromL2WithZeroOriginReads) {
   EXPECT_EQ(stats["l2.hits"], 6u);
 }
 
+TEST_F(TieredCacheTest, FileSlicesServeL2HitsFromTheFileAndPromoteOnReuse) {
+  options_.file_slices = true;
+  options_.promote_hits = 2;
+  const std::string data = Pattern(3 * kBs + 5, 4);
+  const ObjectRef o = Put("obj", data);
+  {
+    auto c = OpenCache();
+    // Origin fetches are in memory (and fill L1 and L2).
+    auto r = c->Read(o, 0, data.size());
+    ASSERT_TRUE(r.ok());
+    for (const auto& sl : *r) EXPECT_EQ(sl.file, nullptr);
+  }
+  auto c = OpenCache();               // fresh L1; L2 after a clean shutdown
+  auto r = c->Read(o, kBs - 10, 20);  // the end of block 0 and the start of block 1
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->size(), 2u);
+  for (const auto& sl : *r) {
+    ASSERT_NE(sl.file, nullptr);
+    EXPECT_EQ(sl.block, nullptr);
+    EXPECT_EQ(sl.tier, 1);
+    EXPECT_EQ(sl.file->length(), kBs);
+  }
+  EXPECT_EQ((*r)[0].offset, kBs - 10);
+  EXPECT_EQ(ReadAll(c.get(), o, kBs - 10, 20), data.substr(kBs - 10, 20));
+  // The first hit of each block stayed in L2; the second (ReadAll above) promoted it into L1.
+  const BlockKey k0 = MakeBlockKey(origin_.Describe(), "obj", o.info.etag, kBs, 0);
+  const BlockKey k2 = MakeBlockKey(origin_.Describe(), "obj", o.info.etag, kBs, 2);
+  EXPECT_TRUE(c->tiers()[0]->Contains(k0));
+  EXPECT_EQ(ReadAll(c.get(), o, 2 * kBs, 100), data.substr(2 * kBs, 100));
+  EXPECT_FALSE(c->tiers()[0]->Contains(k2));
+  // Reading on through the block is the same pass, not a reuse; going back is.
+  EXPECT_EQ(ReadAll(c.get(), o, 2 * kBs + 200, 100), data.substr(2 * kBs + 200, 100));
+  EXPECT_FALSE(c->tiers()[0]->Contains(k2));
+  EXPECT_EQ(ReadAll(c.get(), o, 2 * kBs + 50, 10), data.substr(2 * kBs + 50, 10));
+  EXPECT_TRUE(c->tiers()[0]->Contains(k2));
+  // ReadInto copies file slices too.
+  std::string all(data.size(), '\0');
+  auto n = c->ReadInto(o, 0, std::as_writable_bytes(std::span(all)));
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, data.size());
+  EXPECT_EQ(all, data);
+  auto st = ParseStats(c->StatsText());
+  EXPECT_EQ(st["origin.requests"], 0u);
+  EXPECT_GE(st["l2.extent_reads"], 3u);
+  EXPECT_EQ(st["promotions"], 3u);
+}
+
+TEST_F(TieredCacheTest, FileSlicesNeverPromoteWithZeroAndSpliceNothingUnverified) {
+  options_.file_slices = true;
+  options_.promote_hits = 0;
+  const std::string data = Pattern(2 * kBs, 6);
+  const ObjectRef o = Put("obj", data);
+  {
+    auto c = OpenCache();
+    EXPECT_EQ(ReadAll(c.get(), o, 0, data.size()), data);
+  }
+  // A byte of block 1 changed on the disk between the runs.
+  {
+    std::fstream f(BlockFile(o, 1), std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(f.good());
+    f.seekp(77);
+    f.put(static_cast<char>(data[kBs + 77] ^ 0x10));
+  }
+  origin_.ResetCounters();
+  auto c = OpenCache();
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(ReadAll(c.get(), o, 0, data.size()), data);
+  auto st = ParseStats(c->StatsText());
+  EXPECT_EQ(st["l2.corruptions"], 1u);  // caught by the verification before any splice
+  EXPECT_EQ(st["origin.requests"], 1u);
+  EXPECT_EQ(st["promotions"], 0u);
+  EXPECT_FALSE(
+      c->tiers()[0]->Contains(MakeBlockKey(origin_.Describe(), "obj", o.info.etag, kBs, 0)));
+}
+
 TEST_F(TieredCacheTest, L2InsertFailureNeverFailsARead) {
   auto c = OpenCache();
   const std::string data = Pattern(2 * kBs);
@@ -533,7 +620,9 @@ TEST_F(TieredCacheTest, ReadsReportTheTierThatServedThem) {
   EXPECT_EQ((*mixed)[0].tier, 0);
   EXPECT_EQ((*mixed)[1].tier, kOriginTier);
   EXPECT_EQ(ServingTier(*mixed), kOriginTier);
-  EXPECT_EQ(ServingTier({BlockSlice{nullptr, 0, 0, 0}, BlockSlice{nullptr, 0, 0, 1}}), 1);
+  EXPECT_EQ(
+      ServingTier({BlockSlice{nullptr, 0, 0, 0, nullptr}, BlockSlice{nullptr, 0, 0, 1, nullptr}}),
+      1);
   EXPECT_EQ(ServingTier({}), kOriginTier);
 }
 
