@@ -761,7 +761,7 @@ class TieredCacheImpl final : public TieredCache {
     const BlockKey key = KeyFor(obj, index);
     for (size_t t = 0; t < tiers_.size(); ++t) {
       Tier* tier = tiers_[t].get();
-      if (tier->IsRemote()) return nullptr;
+      if (tier->kind() != TierKind::kHost) return nullptr;
       if (!tier->Contains(key)) continue;
       if (options_.placement) {
         const Placement p = options_.placement(obj.key);
@@ -811,7 +811,7 @@ class TieredCacheImpl final : public TieredCache {
   // Readahead of a block that a lower host tier (L2) holds while file slices are on: the tier is
   // asked to have it ready (page cache) instead of copying it to L1. True if one held it.
   bool HintLowerHostTier(const BlockKey& key) {
-    for (size_t t = 1; t < tiers_.size() && !tiers_[t]->IsRemote(); ++t) {
+    for (size_t t = 1; t < tiers_.size() && tiers_[t]->kind() == TierKind::kHost; ++t) {
       if (tiers_[t]->Contains(key)) {
         tiers_[t]->WillNeed(key);
         return true;
