@@ -120,6 +120,11 @@ def main():
                 status = "capped"
                 break
         result["status"] = status
+    return write_result(args, result)
+
+
+def write_result(args, result):
+    """Writes the JSON result to --out (or stdout); the exit code: 1 when the run failed."""
     out = json.dumps(result, indent=1)
     if args.out:
         with open(args.out, "w") as f:
@@ -197,13 +202,7 @@ def stall_view(args):
             status = "capped"
             break
     result["status"] = status
-    out = json.dumps(result, indent=1)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(out)
-    else:
-        print(out)
-    return 0 if result["status"] != "error" else 1
+    return write_result(args, result)
 
 
 if __name__ == "__main__":
