@@ -20,6 +20,9 @@
 #                and DataLoader epochs after a prefetch into L2 vs local disk. Results:
 #                raw/l2/*.json and an "l2:" summary line in run.log. L2_PERF=1: perf profile
 #                of the daemon during the warm read (raw/l2/perf-warm.txt).
+#   --only rand  run only the cold random 128 KiB reads (group C's rand128k-cold: 4 fio jobs on a
+#                cold 1 GiB file, empty caches) for each of --tools; an "rand:" IOPS line per tool
+#                in run.log, results in raw/<tool>/rand128k-cold.json
 #   --cap        seconds a single workload may run before it is cut short (default 120, quick 60);
 #                a cut-short result is reported as a lower bound / "timeout", never as a failure;
 #                a DataLoader epoch is cut after LOADER_CAP seconds (default 60)
@@ -807,8 +810,21 @@ elif [[ $ONLY == l2 ]]; then
   run_l2
   log "l2 workload done in $((SECONDS - T_START)) s"
   exit 0
+elif [[ $ONLY == rand ]]; then
+  IFS=, read -r -a TOOL_LIST <<<"$TOOLS"
+  for t in "${TOOL_LIST[@]}"; do
+    [[ $t == tierfs || $t == s3fs || $t == rclone ]] || continue
+    drop_caches
+    if mount_tool "$t" rand-cold; then
+      fio_rand "$t" rand128k-cold 128k "$BIG1"
+      unmount_tool "$t"
+      log "rand: $t rand128k-cold $($PY -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["jobs"][0]["read"]["iops"]))' "$OUT/raw/$t/rand128k-cold.json" 2>/dev/null) IOPS"
+    fi
+  done
+  log "rand workload done in $((SECONDS - T_START)) s"
+  exit 0
 elif [[ -n $ONLY ]]; then
-  die "--only: unknown workload $ONLY (known: l2)"
+  die "--only: unknown workload $ONLY (known: l2, rand)"
 fi
 IFS=, read -r -a TOOL_LIST <<<"$TOOLS"
 for t in "${TOOL_LIST[@]}"; do

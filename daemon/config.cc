@@ -170,6 +170,10 @@ const std::vector<KeySpec>& Schema() {
        [](const Value& v, DaemonOptions* o) {
          return NarrowInt(v.i, 0, 1024, &o->fs.prefetch.next_files);
        }},
+      {"cache", "random_hydrate_misses", Kind::kInt,
+       [](const Value& v, DaemonOptions* o) {
+         return NarrowInt(v.i, 0, 1000000, &o->fs.prefetch.random_hydrate_misses);
+       }},
       {"cache", "prefetch_job_memory", Kind::kSize,
        [](const Value& v, DaemonOptions* o) {
          if (v.size == 0) return Status::InvalidArgument("must be > 0");
@@ -929,6 +933,7 @@ Status FinishOptions(DaemonOptions* o, const GetEnvFn& getenv) {
   o->fuse.attr_timeout = o->catalog.metadata_ttl;
   o->fuse.negative_timeout = o->catalog.metadata_ttl;
   o->fs.prefetch.readahead_max_bytes = o->cache.readahead_max_bytes;
+  o->fs.prefetch.hydrate_runs = o->cache.prefetch_threads;
   o->fs.uid = o->uid.value_or(static_cast<uint32_t>(getuid()));
   o->fs.gid = o->gid.value_or(static_cast<uint32_t>(getgid()));
   // Root and the mounting user (the daemon's uid) may set user.tierfs.* controls.
@@ -1159,6 +1164,9 @@ Status Validate(const DaemonOptions& o) {
   if (o.origin.request_timeout.count() <= 0) return bad("s3.request_timeout", "must be positive");
   if (o.fs.prefetch.next_files < 0 || o.fs.prefetch.next_files > 1024) {
     return bad("cache.prefetch_next_files", "must be 0..1024 (0 disables it)");
+  }
+  if (o.fs.prefetch.random_hydrate_misses < 0 || o.fs.prefetch.random_hydrate_misses > 1000000) {
+    return bad("cache.random_hydrate_misses", "must be 0..1000000 (0 disables it)");
   }
   if (o.fuse.max_threads < 1 || o.fuse.max_threads > 1024) {
     return bad("fuse.max_threads", "must be 1..1024");

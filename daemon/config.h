@@ -6,7 +6,7 @@
 //
 //   [cache]     dir, block_size, l1_size, l2_size, l2_min_free, prefetch_threads,
 //               pin_quota, prefetch_job_threads, prefetch_job_memory,
-//               readahead_max, readahead_budget, prefetch_next_files,
+//               readahead_max, readahead_budget, prefetch_next_files, random_hydrate_misses,
 //               l3, l3_endpoint, l3_region, l3_profile, l3_access_key_id_env,
 //               l3_secret_access_key_env, l3_no_sign_request, l3_ttl, l3_max_bytes,
 //               l3_write_queue, l3_write_threads, l3_request_timeout, l3_max_attempts,

@@ -65,6 +65,8 @@ const std::map<std::string, Getter, std::less<>>& Getters() {
        [](const DaemonOptions& o) { return Size(o.cache.readahead_max_bytes); }},
       {"cache.prefetch_next_files",
        [](const DaemonOptions& o) { return fmt::to_string(o.fs.prefetch.next_files); }},
+      {"cache.random_hydrate_misses",
+       [](const DaemonOptions& o) { return fmt::to_string(o.fs.prefetch.random_hydrate_misses); }},
       {"cache.prefetch_job_memory",
        [](const DaemonOptions& o) { return Size(o.prefetch_jobs.memory_budget); }},
       {"cache.readahead_budget",

@@ -573,11 +573,12 @@ std::string Filesystem::StatsText() const {
   return fmt::format(
       "fuse.inodes={} fuse.open_files={} fuse.lookups={} fuse.negative_lookups={} fuse.opens={} "
       "fuse.reads={} fuse.read_bytes={} fuse.readahead_requests={} "
-      "fuse.next_file_prefetches={} fuse.stale_reads={}",
+      "fuse.next_file_prefetches={} fuse.random_hydrations={} fuse.stale_reads={}",
       InodeCount(), open_files, counters_.lookups.load(), counters_.negative_lookups.load(),
       counters_.opens.load(), counters_.reads.load(), counters_.read_bytes.load(),
       prefetcher_.Stats().readahead_requests.load(),
-      prefetcher_.Stats().next_file_prefetches.load(), counters_.stale_reads.load());
+      prefetcher_.Stats().next_file_prefetches.load(), prefetcher_.Stats().random_hydrations.load(),
+      counters_.stale_reads.load());
 }
 
 }  // namespace tierfs

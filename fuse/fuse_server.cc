@@ -366,6 +366,9 @@ void CollectFuseMetrics(const Context& ctx, metrics::Exposition* e) {
                 p.readahead_requests);
   e->AddCounter("tierfs_fuse_next_file_prefetches_total",
                 "Files queued by the next-files prefetch.", {}, p.next_file_prefetches);
+  e->AddCounter("tierfs_fuse_random_hydrations_total",
+                "Open files hydrated in the background after random reads kept missing.", {},
+                p.random_hydrations);
   e->AddCounter("tierfs_fuse_stale_reads_total",
                 "Reads failed with ESTALE: the object changed under an open file.", {},
                 c.stale_reads);

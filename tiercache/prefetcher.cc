@@ -60,13 +60,21 @@ void Prefetcher::OnOpen(const ObjectRef& opened) {
 // up to readahead_max_bytes; any other read is a seek and resets it. New blocks are asked for in
 // steps of at least min(a readahead run, half the window), so that once the window is full the
 // cache gets whole runs (one origin request each) rather than one block per read.
+//
+// Random reads that keep missing across one large file (a shuffled reader of records inside
+// it) would each pay a round trip at a few MiB per request, far below the origin's bandwidth:
+// after random_hydrate_misses such seeks the stream hydrates the whole file behind the reader,
+// as a sequential reader's readahead would (PumpHydration).
 void Prefetcher::OnRead(Stream* st, uint64_t offset, uint64_t size) {
-  if (options_.readahead_max_bytes == 0 || size == 0) return;
+  if (size == 0) return;
   const uint64_t bs = cache_->block_size();
   if (bs == 0) return;
   const uint64_t nblocks = (st->obj_.info.size + bs - 1) / bs;
   const uint64_t end_block = (offset + size - 1) / bs;  // last block this read touches
+  const bool hydrate_on = options_.random_hydrate_misses > 0 && options_.hydrate_runs > 0 &&
+                          nblocks >= kHydrateMinBlocks;
   uint64_t first = 0, count = 0;
+  bool seek = false, pump = false;
   {
     MutexLock l(&st->mu_);
     const uint64_t slack = 2 * bs;
@@ -75,24 +83,115 @@ void Prefetcher::OnRead(Stream* st, uint64_t offset, uint64_t size) {
                         : offset + slack >= st->next_offset_ && offset <= st->next_offset_ + slack;
     ++st->reads_;
     st->next_offset_ = std::max(st->next_offset_, offset + size);
+    pump = st->hydrating_;
     if (!sequential) {
+      seek = true;
       st->window_ = 0;
       st->prefetched_until_ = end_block + 1;
-      return;
+    } else if (options_.readahead_max_bytes != 0) {
+      st->window_ = st->window_ == 0 ? std::min(2 * bs, options_.readahead_max_bytes)
+                                     : std::min(2 * st->window_, options_.readahead_max_bytes);
+      const uint64_t want_until = std::min(nblocks, end_block + 1 + st->window_ / bs);
+      first = std::max(st->prefetched_until_, end_block + 1);
+      if (want_until > first) {
+        const uint64_t step = std::max<uint64_t>(
+            1, std::min<uint64_t>(cache_->readahead_run_blocks(), st->window_ / bs / 2));
+        if (want_until - first >= step || want_until >= nblocks) {  // else wait for a whole step
+          count = want_until - first;
+          st->prefetched_until_ = want_until;
+        }
+      }
     }
-    st->window_ = st->window_ == 0 ? std::min(2 * bs, options_.readahead_max_bytes)
-                                   : std::min(2 * st->window_, options_.readahead_max_bytes);
-    const uint64_t want_until = std::min(nblocks, end_block + 1 + st->window_ / bs);
-    first = std::max(st->prefetched_until_, end_block + 1);
-    if (want_until <= first) return;
-    count = want_until - first;
-    const uint64_t step = std::max<uint64_t>(
-        1, std::min<uint64_t>(cache_->readahead_run_blocks(), st->window_ / bs / 2));
-    if (count < step && want_until < nblocks) return;  // wait for a whole step
-    st->prefetched_until_ = want_until;
   }
-  ++stats_.readahead_requests;
-  cache_->Prefetch(st->obj_, first, count);
+  if (count > 0) {
+    ++stats_.readahead_requests;
+    cache_->Prefetch(st->obj_, first, count);
+  }
+  // A seek that the host tiers cannot serve (asked before the read is served, so the read's own
+  // fetch has not filled them yet) counts towards hydration.
+  if (seek && hydrate_on && !pump && !cache_->HostHolds(st->obj_, offset, size)) {
+    bool started = false;
+    {
+      MutexLock l(&st->mu_);
+      if (!st->hydrating_ && st->hydrate_cursor_ < nblocks &&
+          ++st->random_misses_ >= static_cast<uint32_t>(options_.random_hydrate_misses)) {
+        st->hydrating_ = true;
+        started = true;
+      }
+    }
+    if (started) ++stats_.random_hydrations;
+    pump = started;
+  }
+  if (pump) PumpHydration(st, nblocks);
+}
+
+// The hydration cursor walks the file from its start in readahead runs (one origin request
+// each; TieredCache::Prefetch skips what is held or in flight). Blocks asked for but not yet in
+// a host tier are outstanding; at most hydrate_runs runs are, which fits the readahead queue
+// (prefetch_threads runs never exceed the readahead budget) and leaves demand reads first in
+// line at the origin. Reads of the stream drive it: each one moves past the blocks that landed
+// and asks for new runs. Outstanding blocks are asked for again when a full queue dropped some,
+// or after kHydrateStallReads reads without progress (evicted before they were seen; what is
+// queued or in flight is not fetched twice, it only takes queue room once more).
+void Prefetcher::PumpHydration(Stream* st, uint64_t nblocks) {
+  uint64_t landed = 0, cursor = 0;
+  bool redo = false;
+  {
+    MutexLock l(&st->mu_);
+    if (!st->hydrating_ || st->pumping_) return;
+    st->pumping_ = true;
+    landed = st->hydrate_landed_;
+    cursor = st->hydrate_cursor_;
+    redo = st->hydrate_redo_;
+  }
+  const uint64_t bs = cache_->block_size();
+  const uint64_t size = st->obj_.info.size;
+  auto held = [&](uint64_t block) {
+    return cache_->HostHolds(st->obj_, block * bs, std::min(bs, size - block * bs));
+  };
+  uint64_t dropped = 0;
+  // Asks for the blocks of [first, end) that no host tier holds (a block only L2 holds stays
+  // there: Prefetch would read it into L1).
+  auto ask = [&](uint64_t first, uint64_t end) {
+    uint64_t from = first;
+    for (uint64_t i = first; i <= end; ++i) {
+      if (i == end || held(i)) {
+        if (i > from) dropped += cache_->Prefetch(st->obj_, from, i - from);
+        from = i + 1;
+      }
+    }
+  };
+  const uint64_t run = std::max<uint64_t>(1, cache_->readahead_run_blocks());
+  const uint64_t limit = run * static_cast<uint64_t>(options_.hydrate_runs);
+  const uint64_t landed_before = landed;
+  while (landed < cursor && held(landed)) ++landed;
+  uint32_t stalled = 0;
+  {
+    MutexLock l(&st->mu_);
+    stalled = landed == landed_before && landed < cursor ? st->hydrate_stalled_ + 1 : 0;
+  }
+  if (landed < cursor && (redo || stalled >= kHydrateStallReads)) {
+    ask(landed, cursor);  // a full queue dropped some, or they were evicted before seen
+    stalled = 0;
+  }
+  while (cursor < nblocks) {
+    if (cursor == landed && held(cursor)) {  // already there (read before, or by another)
+      ++cursor;
+      ++landed;
+      continue;
+    }
+    const uint64_t n = std::min(run, nblocks - cursor);
+    if (cursor - landed + n > limit) break;  // wait for earlier runs to land
+    ask(cursor, cursor + n);
+    cursor += n;
+  }
+  MutexLock l(&st->mu_);
+  st->hydrate_landed_ = landed;
+  st->hydrate_cursor_ = cursor;
+  st->hydrate_redo_ = dropped > 0;
+  st->hydrate_stalled_ = stalled;
+  st->pumping_ = false;
+  if (landed >= nblocks) st->hydrating_ = false;  // done: the cursor at the end stops it for good
 }
 
 }  // namespace tierfs

@@ -30,11 +30,19 @@ struct PrefetcherOptions {
   // the listing (byte order) that are that small and that no host tier holds. 0 disables it.
   int next_files = 16;
   uint64_t next_files_max_bytes = 4ULL << 20;
+  // Dense random reads of one large file (at least kHydrateMinBlocks blocks): once a stream's
+  // random (non-sequential) reads missed the host tiers this many times, the rest of the file is
+  // fetched in the background, in readahead runs from the start, at most hydrate_runs runs not
+  // yet landed in a host tier at a time (daemon/: cache.prefetch_threads, so the readahead queue
+  // never overflows). 0 disables it. (cache.random_hydrate_misses.)
+  int random_hydrate_misses = 4;
+  int hydrate_runs = 8;
 };
 
 struct PrefetcherStats {
   std::atomic<uint64_t> readahead_requests{0};    // TieredCache::Prefetch calls by readahead
   std::atomic<uint64_t> next_file_prefetches{0};  // files queued by the next-files prefetch
+  std::atomic<uint64_t> random_hydrations{0};     // streams whose random misses hydrate the file
 };
 
 class Prefetcher {
@@ -54,6 +62,14 @@ class Prefetcher {
     uint64_t next_offset_ GUARDED_BY(mu_) = 0;       // end of the furthest read so far
     uint64_t window_ GUARDED_BY(mu_) = 0;            // readahead window in bytes; 0: a seek
     uint64_t prefetched_until_ GUARDED_BY(mu_) = 0;  // first block not yet asked for
+    // Hydration of the whole file after random misses (PrefetcherOptions::random_hydrate_misses).
+    uint32_t random_misses_ GUARDED_BY(mu_) = 0;
+    bool hydrating_ GUARDED_BY(mu_) = false;
+    bool pumping_ GUARDED_BY(mu_) = false;          // one reader advances the cursor at a time
+    uint64_t hydrate_landed_ GUARDED_BY(mu_) = 0;   // blocks before it are held (or were)
+    uint64_t hydrate_cursor_ GUARDED_BY(mu_) = 0;   // first block not yet asked for
+    bool hydrate_redo_ GUARDED_BY(mu_) = false;     // the queue dropped some: ask again
+    uint32_t hydrate_stalled_ GUARDED_BY(mu_) = 0;  // pumps in a row that saw nothing land
   };
 
   // `cache` and `catalog` are not owned and must outlive the Prefetcher.
@@ -65,12 +81,22 @@ class Prefetcher {
   void OnOpen(const ObjectRef& obj) EXCLUDES(next_mu_);
   // A read of [offset, offset + size) through `stream`, before it is served; REQUIRES: size > 0
   // and offset + size <= the object's size. Asks the cache for the blocks ahead when reads are
-  // sequential.
+  // sequential, and the rest of the file when random reads keep missing (random_hydrate_misses).
   void OnRead(Stream* stream, uint64_t offset, uint64_t size);
 
   const PrefetcherStats& Stats() const { return stats_; }
 
+  // Files smaller than this many blocks are never hydrated on random misses.
+  static constexpr uint64_t kHydrateMinBlocks = 8;
+  // Reads of a hydrating stream without a block landing after which the outstanding blocks are
+  // asked for again.
+  static constexpr uint32_t kHydrateStallReads = 256;
+
  private:
+  // Advances `stream`'s hydration: moves past the blocks that landed, asks for new runs while
+  // fewer than hydrate_runs runs are outstanding.
+  void PumpHydration(Stream* stream, uint64_t nblocks);
+
   const PrefetcherOptions options_;
   TieredCache* const cache_;
   Catalog* const catalog_;

@@ -271,10 +271,10 @@ class TieredCacheImpl final : public TieredCache {
     return done;
   }
 
-  void Prefetch(const ObjectRef& obj, uint64_t first_block, uint64_t count) override {
-    if (workers_.empty() || count == 0) return;
+  uint64_t Prefetch(const ObjectRef& obj, uint64_t first_block, uint64_t count) override {
+    if (workers_.empty() || count == 0) return 0;
     const uint64_t nblocks = NumBlocks(obj);
-    if (first_block >= nblocks) return;
+    if (first_block >= nblocks) return 0;
     count = std::min(count, nblocks - first_block);
     auto shared = std::make_shared<const ObjectRef>(obj);
     // Tasks of up to run_blocks_ adjacent blocks that the fastest tier lacks.
@@ -289,12 +289,13 @@ class TieredCacheImpl final : public TieredCache {
         tasks.push_back(PrefetchTask{shared, i, 1});
       }
     }
-    uint64_t queued = 0;
+    uint64_t queued = 0, dropped = 0;
     {
       MutexLock l(&queue_mu_);
       for (PrefetchTask& t : tasks) {
         if (queued_blocks_ + t.count > queue_limit_) {
           prefetch_dropped_ += t.count;
+          dropped += t.count;
           continue;
         }
         queued_blocks_ += t.count;
@@ -307,6 +308,7 @@ class TieredCacheImpl final : public TieredCache {
     } else if (queued > 1) {
       queue_cv_.SignalAll();
     }
+    return dropped;
   }
 
   std::vector<std::pair<std::string, uint64_t>> Residency(const ObjectRef& obj) override {

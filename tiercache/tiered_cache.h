@@ -172,8 +172,9 @@ class TieredCache {
   // Starts background fetches of blocks [first, first + count) of `obj` into the host tiers, at
   // prefetch priority: from the origin (runs of adjacent blocks share one request), or from L2
   // into L1 ahead of the reader. Returns at once; blocks already in the fastest tier or in flight
-  // are skipped; a full queue drops the rest (counted in readahead.dropped).
-  virtual void Prefetch(const ObjectRef& obj, uint64_t first_block, uint64_t count) = 0;
+  // are skipped; a full queue drops the rest (counted in readahead.dropped). Returns the number
+  // of blocks dropped.
+  virtual uint64_t Prefetch(const ObjectRef& obj, uint64_t first_block, uint64_t count) = 0;
 
   // Which tier holds each block: counts per tier name, every tier in order (fast→slow, zero
   // counts included), e.g. {"l1":3,"l2":25}. For L3 the count

@@ -219,6 +219,7 @@ TEST(ConfigTest, IntegersAreRangeCheckedBeforeNarrowing) {
   } kIntKeys[] = {{"cache", "l1_shards"},
                   {"cache", "prefetch_threads"},
                   {"cache", "prefetch_next_files"},
+                  {"cache", "random_hydrate_misses"},
                   {"cache", "prefetch_job_threads"},
                   {"cache", "l3_write_queue"},
                   {"cache", "l3_write_threads"},

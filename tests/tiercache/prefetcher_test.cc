@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <span>
+#include <string>
 #include <thread>
 
 #include "metastore/meta_store.h"
@@ -27,6 +29,8 @@ class PrefetcherTest : public ::testing::Test {
   void SetUp() override {
     origin_.PutObject("big.bin", Pattern(kBigBlocks * kBs));
     origin_.PutObject("short.bin", Pattern(3 * kBs - 10, 2));
+    origin_.PutObject("seven.bin", Pattern(7 * kBs - 10, 4));  // below kHydrateMinBlocks
+    origin_.PutObject("eight.bin", Pattern(8 * kBs - 10, 5));  // just at it, short last block
     for (int i = 0; i < 40; ++i) {
       origin_.PutObject(fmt::format("many/f{:03d}", i), std::to_string(i));
     }
@@ -50,6 +54,8 @@ class PrefetcherTest : public ::testing::Test {
     options_.readahead_max_bytes = 8 * kBs;
     options_.next_files = 4;
     options_.next_files_max_bytes = 2 * kBs;
+    options_.random_hydrate_misses = 4;
+    options_.hydrate_runs = 2;  // runs of 4 blocks: at most 8 blocks outstanding
   }
 
   std::unique_ptr<Prefetcher> Make() {
@@ -176,6 +182,96 @@ TEST_F(PrefetcherTest, SmallFilesOpenedInADirectoryPrefetchTheNextOnes) {
   off->OnOpen(Obj("many/f003"));
   EXPECT_EQ(off->Stats().next_file_prefetches.load(), 0u);
   EXPECT_EQ(Held("many/f004"), 0u);
+}
+
+// Reads at blocks 30, 10, 20, 35, ...: each a seek, none held.
+void RandomMisses(Prefetcher* p, Prefetcher::Stream* s, int n, uint64_t blocks) {
+  for (int i = 0; i < n; ++i) {
+    p->OnRead(s, ((30 + 17 * static_cast<uint64_t>(i)) % blocks) * kBs + 100, 1000);
+  }
+}
+
+TEST_F(PrefetcherTest, RandomMissesHydrateTheRestOfTheFileInBoundedSteps) {
+  auto p = Make();
+  Prefetcher::Stream s(Obj("big.bin"));
+  p->OnRead(&s, 30 * kBs, 1000);
+  p->OnRead(&s, 10 * kBs, 1000);
+  p->OnRead(&s, 20 * kBs, 1000);
+  EXPECT_EQ(p->Stats().random_hydrations.load(), 0u);  // three misses: not yet
+  EXPECT_EQ(p->Stats().readahead_requests.load(), 0u);
+  EXPECT_EQ(origin_.read_calls(), 0u);
+  origin_.HoldReads();
+  p->OnRead(&s, 35 * kBs, 1000);  // the fourth: two runs from the start (blocks 0..7)
+  EXPECT_EQ(p->Stats().random_hydrations.load(), 1u);
+  origin_.WaitForBlockedReads(2);  // one origin request per run of 4 blocks
+  // While nothing lands, more reads ask for nothing more: 8 blocks is the bound.
+  for (uint64_t i = 0; i < 5; ++i) p->OnRead(&s, (i * 7 % 40) * kBs, 1000);
+  EXPECT_EQ(origin_.read_calls(), 2u);
+  origin_.ReleaseReads();
+  EXPECT_EQ(WaitHeld("big.bin", 8), 8u);
+  for (uint64_t b = 0; b < 8; ++b) EXPECT_TRUE(HoldsBlock("big.bin", b)) << b;
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(Held("big.bin"), 8u);  // reads drive it: none since
+  // Each read now moves the cursor past what landed and asks for 8 blocks more, to the end.
+  for (uint64_t want = 16; want <= kBigBlocks; want += 8) {
+    p->OnRead(&s, 3 * kBs, 1000);  // a hit, still pumps
+    EXPECT_EQ(WaitHeld("big.bin", want), want);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    EXPECT_EQ(Held("big.bin"), want);
+  }
+  const uint64_t calls = origin_.read_calls();
+  EXPECT_EQ(calls, kBigBlocks / 4);  // whole runs, each block once
+  // At the end it stops for good, also after more misses.
+  RandomMisses(p.get(), &s, 8, kBigBlocks);
+  EXPECT_EQ(origin_.read_calls(), calls);
+  EXPECT_EQ(p->Stats().random_hydrations.load(), 1u);
+  EXPECT_NE(cache_->StatsText().find("readahead.dropped=0"), std::string::npos)
+      << cache_->StatsText();
+}
+
+TEST_F(PrefetcherTest, HydrationSkipsHeldBlocksAndEndsAtAShortLastBlock) {
+  auto p = Make();
+  ObjectRef obj = Obj("eight.bin");
+  cache_->Prefetch(obj, 0, 2);  // blocks 0 and 1 already held
+  ASSERT_EQ(WaitHeld("eight.bin", 2), 2u);
+  origin_.ResetCounters();
+  Prefetcher::Stream s(obj);
+  for (uint64_t b : {7u, 2u, 5u, 3u}) p->OnRead(&s, b * kBs + 100, 1000);  // four seeks that miss
+  EXPECT_EQ(p->Stats().random_hydrations.load(), 1u);
+  EXPECT_EQ(WaitHeld("eight.bin", 8), 8u);  // blocks 2..7 (two runs, capped at 8 outstanding)
+  EXPECT_EQ(origin_.read_calls(), 2u);
+  std::string got(8 * kBs - 10, '\0');
+  auto n = cache_->ReadInto(obj, 0, std::as_writable_bytes(std::span(got)));
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(got, Pattern(8 * kBs - 10, 5));
+}
+
+TEST_F(PrefetcherTest, SequentialReadersHitsSmallFilesAndZeroDoNotHydrate) {
+  options_.readahead_max_bytes = 0;  // nothing held by readahead: every read below misses
+  auto p = Make();
+  Prefetcher::Stream seq(Obj("big.bin"));
+  for (uint64_t off = 0; off < kBigBlocks * kBs; off += kBs / 2) p->OnRead(&seq, off, kBs / 2);
+  Prefetcher::Stream small(Obj("seven.bin"));
+  RandomMisses(p.get(), &small, 8, 7);
+  EXPECT_EQ(p->Stats().random_hydrations.load(), 0u);
+  EXPECT_EQ(origin_.read_calls(), 0u);
+  // Random reads that hit: eight.bin fully held first (two runs: two origin requests).
+  ObjectRef eight = Obj("eight.bin");
+  cache_->Prefetch(eight, 0, 8);
+  ASSERT_EQ(WaitHeld("eight.bin", 8), 8u);
+  Prefetcher::Stream hits(eight);
+  RandomMisses(p.get(), &hits, 8, 8);
+  EXPECT_EQ(p->Stats().random_hydrations.load(), 0u);
+  // Off.
+  options_.random_hydrate_misses = 0;
+  auto off = Make();
+  Prefetcher::Stream r(Obj("big.bin"));
+  RandomMisses(off.get(), &r, 8, kBigBlocks);
+  EXPECT_EQ(off->Stats().random_hydrations.load(), 0u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(Held("big.bin"), 0u);
+  EXPECT_EQ(Held("seven.bin"), 0u);
+  EXPECT_EQ(origin_.read_calls(), 2u);
 }
 
 }  // namespace
