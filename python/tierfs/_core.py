@@ -43,6 +43,26 @@ def _error(e, path, what):
     return OSError(code, "%s: %s" % (what, e.strerror or os.strerror(code)), path)
 
 
+def _getxattr(path, name):
+    """The value of xattr name on path; an OSError names path and the attribute."""
+    try:
+        return _os.SYS.getxattr(path, name)
+    except OSError as e:
+        raise _error(e, path, "reading %s" % name) from None
+
+
+def _setxattr(path, name, value, einval_hint=None):
+    """Sets xattr name on path; an OSError names path and the attribute (and, for EINVAL,
+    einval_hint: what the daemon refuses)."""
+    try:
+        _os.SYS.setxattr(path, name, value)
+    except OSError as e:
+        what = "setting %s" % name
+        if einval_hint and e.errno == errno.EINVAL:
+            what += " (%s)" % einval_hint
+        raise _error(e, path, what) from None
+
+
 def _is_tierfs_root(d):
     try:
         _os.SYS.getxattr(d, XATTR_DAEMON)
@@ -163,12 +183,7 @@ def parse_kv(text, free_text_error=False):
 def stats(path):
     """Every counter of the daemon serving the mount that holds path (user.tierfs.stats on its
     root), as a dict: {'l1.hits': 12, 'origin.bytes': 1048576, ...}."""
-    root = mount_root(path)
-    try:
-        raw = _os.SYS.getxattr(root, XATTR_STATS)
-    except OSError as e:
-        raise _error(e, root, "reading %s" % XATTR_STATS) from None
-    return parse_kv(raw)
+    return parse_kv(_getxattr(mount_root(path), XATTR_STATS))
 
 
 def residency(path):
@@ -176,11 +191,7 @@ def residency(path):
     'l2': (held, blocks)}, in blocks."""
     p = _fspath(path)
     mount_root(p)
-    try:
-        raw = _os.SYS.getxattr(p, XATTR_RESIDENCY)
-    except OSError as e:
-        raise _error(e, p, "reading %s" % XATTR_RESIDENCY) from None
-    return parse_kv(raw)
+    return parse_kv(_getxattr(p, XATTR_RESIDENCY))
 
 
 def _check_tier(tier):
@@ -213,26 +224,17 @@ def send_list(root, rels, tier="l2"):
     """Appends rels (relative to the mount root, in order) to the mount's list prefetch job.
     Returns the number of setxattr calls made."""
     values = list_values(rels, tier)
+    # the daemon refuses a whole set for these (its log names the path)
+    hint = ("a listed path is missing or a directory, or the mount's list job is running into "
+            "another tier than %s; see the daemon's log" % tier)
     for v in values:
-        try:
-            _os.SYS.setxattr(root, XATTR_PREFETCH_LIST, v)
-        except OSError as e:
-            what = "setting %s" % XATTR_PREFETCH_LIST
-            if e.errno == errno.EINVAL:
-                # the daemon refuses a whole set for these (its log names the path)
-                what += " (a listed path is missing or a directory, or the mount's list job is " \
-                        "running into another tier than %s; see the daemon's log)" % tier
-            raise _error(e, root, what) from None
+        _setxattr(root, XATTR_PREFETCH_LIST, v, hint)
     return len(values)
 
 
 def cancel_list(path):
     """Drops the queue of the list prefetch job of the mount holding path."""
-    root = mount_root(path)
-    try:
-        _os.SYS.setxattr(root, XATTR_PREFETCH_LIST, b"cancel")
-    except OSError as e:
-        raise _error(e, root, "setting %s" % XATTR_PREFETCH_LIST) from None
+    _setxattr(mount_root(path), XATTR_PREFETCH_LIST, b"cancel")
 
 
 def list_status(path):
@@ -250,11 +252,7 @@ class _Job:
         self.xattr = xattr
 
     def status(self):
-        try:
-            raw = _os.SYS.getxattr(self.path, self.xattr)
-        except OSError as e:
-            raise _error(e, self.path, "reading %s" % self.xattr) from None
-        s = parse_kv(raw, free_text_error=True)
+        s = parse_kv(_getxattr(self.path, self.xattr), free_text_error=True)
         s.setdefault("state", "none")
         s["path"] = self.path
         return s
@@ -358,10 +356,7 @@ def prefetch(paths, tier="l2", wait=False, progress=None, timeout=None):
         send_list(root, rels, tier)
         jobs.append(_Job(root, XATTR_PREFETCH_LIST))
     for d in dirs:
-        try:
-            _os.SYS.setxattr(d, XATTR_PREFETCH, tier.encode())
-        except OSError as e:
-            raise _error(e, d, "setting %s" % XATTR_PREFETCH) from None
+        _setxattr(d, XATTR_PREFETCH, tier.encode())
         jobs.append(_Job(d, XATTR_PREFETCH))
     handle = PrefetchHandle(jobs, progress)
     if wait:
