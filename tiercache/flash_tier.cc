@@ -168,21 +168,9 @@ class FlashTier final : public Tier {
   std::string_view name() const override { return "l2"; }
 
   Result<BlockRef> Read(const BlockKey& key) override EXCLUDES(mu_) {
-    uint32_t length;
-    uint64_t checksum;
-    uint64_t gen;
-    {
-      MutexLock l(&mu_);
-      List::Node* n = list_.Find(key);
-      if (n == nullptr) {
-        ++stats_.misses;
-        return Status::NotFound("l2 miss");
-      }
-      length = n->payload.length;
-      checksum = n->payload.checksum;
-      gen = n->payload.gen;
-      MarkUsedLocked(key, n);
-    }
+    std::optional<Found> found = Lookup(key, /*use=*/true);
+    if (!found) return Status::NotFound("l2 miss");
+    const auto [length, checksum, gen, verified] = *found;
     auto block = Block::Allocate(length);
     Result<size_t> n = flash_->ReadFile(BlockPath(key), block->mutable_data());
     const char* problem = nullptr;
@@ -417,27 +405,34 @@ class FlashTier final : public Tier {
     dirty_.insert(key);
   }
 
-  // The open, verified file of `key` (verified first if it is not yet, see OpenExtent). `use`:
-  // a reader's hit (LRU touch, hit counters); else a readahead check that counts nothing but a
-  // damaged block.
-  Result<FileExtentRef> Extent(const BlockKey& key, bool use) EXCLUDES(mu_) {
+  // What the index holds for one block, copied out under the lock.
+  struct Found {
     uint32_t length;
     uint64_t checksum;
     uint64_t gen;
     bool verified;
-    {
-      MutexLock l(&mu_);
-      List::Node* n = list_.Find(key);
-      if (n == nullptr) {
-        if (use) ++stats_.misses;
-        return Status::NotFound("l2 miss");
-      }
-      length = n->payload.length;
-      checksum = n->payload.checksum;
-      gen = n->payload.gen;
-      verified = n->payload.verified;
-      if (use) MarkUsedLocked(key, n);
+  };
+
+  // The index entry of `key`, or nullopt. `use`: a reader's lookup (a miss is counted, a hit
+  // moves the block to the recent end).
+  std::optional<Found> Lookup(const BlockKey& key, bool use) EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    List::Node* n = list_.Find(key);
+    if (n == nullptr) {
+      if (use) ++stats_.misses;
+      return std::nullopt;
     }
+    if (use) MarkUsedLocked(key, n);
+    return Found{n->payload.length, n->payload.checksum, n->payload.gen, n->payload.verified};
+  }
+
+  // The open, verified file of `key` (verified first if it is not yet, see OpenExtent). `use`:
+  // a reader's hit (LRU touch, hit counters); else a readahead check that counts nothing but a
+  // damaged block.
+  Result<FileExtentRef> Extent(const BlockKey& key, bool use) EXCLUDES(mu_) {
+    std::optional<Found> found = Lookup(key, use);
+    if (!found) return Status::NotFound("l2 miss");
+    const auto [length, checksum, gen, verified] = *found;
     Result<int> fd = flash_->OpenForRead(BlockPath(key));
     if (!fd.ok()) {
       return DropDamaged(key, gen, fd.status().IsNotFound() ? "file missing" : "open failed",
