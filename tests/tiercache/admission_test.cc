@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <thread>
+#include <vector>
+
 #include "tests/fakes/fake_blob_store.h"
 #include "tests/tiercache/test_util.h"
 #include "tiercache/tiered_cache.h"
@@ -108,6 +112,27 @@ TEST(Admission, SequentialReadersOfLargeFilesAreScans) {
   Admission nev(o, 1 << 20, kBs);
   for (uint64_t i = 0; i < 8; ++i) nev.NoteRead("big", big, i * kBs, kBs);
   EXPECT_EQ(nev.Effective("big", big, AdmitPolicy::kDefault), AdmitPolicy::kNever);
+}
+
+// Concurrent decisions and reads of several files (TSan covers the ghost list and the scan map).
+TEST(Admission, ConcurrentUseCountsEveryDecision) {
+  AdmissionOptions o;
+  o.default_policy = AdmitPolicy::kReuse;
+  Admission a(o, 1 << 20, kBs);
+  constexpr int kThreads = 4, kOps = 2000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&a, t] {
+      const std::string key = "f" + std::to_string(t % 2);
+      for (int i = 0; i < kOps; ++i) {
+        a.NoteRead(key, 128 * kBs, (i % 128) * kBs, kBs);
+        a.Admit(Key(i % 300), key, 128 * kBs, Placement{});
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(a.stats().admitted + a.stats().rejected, uint64_t{kThreads} * kOps);
+  EXPECT_GT(a.stats().ghost_hits, 0u);
 }
 
 // TieredCache with admission: L1 of one block (so that re-reads go below it), L2 of 1 MiB.
