@@ -30,13 +30,15 @@ def fmt(v, spec="%.2f"):
 
 
 def host_after(j):
-    """The hot job's passes after its first: the share of their bytes not fetched from the origin
+    """The hot job's passes after its first that ended while the stream job ran: the share of
+    their bytes not fetched from the origin, and how many passes
     (1 - origin bytes / bytes read; L1 is far smaller than the hot set, so these are L2 hits,
     served from L2 or through readahead copying L2 blocks to L1)."""
-    a = j.get("after_first_pass", {})
-    if not a.get("bytes") or a.get("origin_bytes") is None:
-        return None
-    return max(0.0, 1.0 - a["origin_bytes"] / a["bytes"])
+    later = [p for p in j.get("passes", [])[1:] if p.get("stream_running")]
+    if not later or any(p.get("origin_bytes") is None for p in later):
+        return None  # no pass after the first ended while the stream job ran
+    b = sum(p["bytes"] for p in later)
+    return (max(0.0, 1.0 - sum(p["origin_bytes"] for p in later) / b), len(later)) if b else None
 
 
 def main():
@@ -46,7 +48,7 @@ def main():
         tag = os.path.basename(p)[: -len("-origin1.json")]
         mode, rep = tag.rsplit("-", 1)
         runs.setdefault(mode, []).append(tag)
-    print("| admission | job | runs | reads served by L1 / L2 / origin | host hit rate after 1st pass | origin B / B read | MiB/s | p99 ms | max ms |")
+    print("| admission | job | runs | reads served by L1 / L2 / origin | hot: host hit rate after its 1st pass, while the stream runs | origin B / B read | MiB/s | p99 ms | max ms |")
     print("|---|---|---|---|---|---|---|---|---|")
     for mode, tags in runs.items():
         for job in ("hot", "stream", "proj"):
@@ -69,10 +71,14 @@ def main():
                 })
             if not rows:
                 continue
+            ah = [r["after_host"] for r in rows if r["after_host"] is not None]
+            for r in rows:
+                r["after_host"] = None
             m = {k: med([r[k] for r in rows]) for k in rows[0]}
             after = "-"
-            if job == "hot" and m["after_host"] is not None:
-                after = "%.1f%% (%d passes)" % (100 * m["after_host"], m["passes"])
+            if ah:
+                after = "%.1f%% (%d runs, %d passes)" % (
+                    100 * med([h for h, _ in ah]), len(ah), sum(n for _, n in ah))
             print("| %s | %s | %d | %s / %s / %s | %s | %s | %s | %s | %s |" % (
                 mode, job, len(rows), fmt(100 * m["l1"], "%.0f%%"), fmt(100 * m["l2"], "%.0f%%"),
                 fmt(100 * m["origin"], "%.0f%%"), after, fmt(m["ratio"]), fmt(m["mib_s"], "%.0f"),

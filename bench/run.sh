@@ -6,8 +6,8 @@
 #   bench/run.sh --workload prefetch   # only the deep prefetch workload (issue 13), a few min
 #                [--cap SECONDS] [--out DIR]
 #   bench/run.sh --workload multijob   # only the multi-job hit-rate workload (issue 11): on one
-#                mount (L1 128 MiB, L2 256 MiB) at once a hot job re-reading hot/ (128 MiB) pass
-#                after pass while a stream job reads big/ (1 GiB) once and a projection job reads
+#                mount (L1 128 MiB, L2 256 MiB) at once a hot job reading hot/ (128 MiB) 4 times
+#                (MJ_HOT_PASSES) while a stream job reads big/ (1 GiB) once and a projection job reads
 #                25% of proj/ (4 x 16 MiB) in 16-64 KiB ranges; per admission mode (MJ_MODES,
 #                default "always default"; MJ_REPEAT runs each, default 1). Per job: bytes by
 #                serving tier, origin bytes per byte read (counted by the delay proxy), MiB/s,
@@ -843,8 +843,8 @@ run_multijob() {
       local tag="$mode-$rep"
       origin_counts "$d/$tag-origin0.json"
       touch "$WORK/stream-running"
-      timeout 600 $PY "$BENCH/multijob.py" hot "$d/$tag-hot.json" "$MNT"/hot/*.bin --passes 3 \
-        --while-file "$WORK/stream-running" ${PROXY_PID:+--proxy-pid "$PROXY_PID"} \
+      timeout 600 $PY "$BENCH/multijob.py" hot "$d/$tag-hot.json" "$MNT"/hot/*.bin \
+        --passes "${MJ_HOT_PASSES:-4}" --max-passes "${MJ_HOT_PASSES:-4}" --while-file "$WORK/stream-running" ${PROXY_PID:+--proxy-pid "$PROXY_PID"} \
         --count-file "$PROXY_COUNT_FILE" --group hot & hp=$!
       ( timeout 600 $PY "$BENCH/multijob.py" stream "$d/$tag-stream.json" "$MNT"/big/*.bin
         rm -f "$WORK/stream-running" ) & sp=$!
