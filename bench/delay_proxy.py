@@ -13,17 +13,28 @@ Bounded: at most --max-conns connections at once (others wait to be accepted) an
 so TCP back-pressure reaches the sender). Stops on SIGTERM/SIGINT.
 
   delay_proxy.py --upstream-port 9000 [--listen-port 0] [--delay-ms 5] [--port-file F]
+                 [--count-file F]
+
+--count-file: count the bytes the clients ask for with ranged GETs (Range: bytes=A-B), per top
+directory of the key (/BUCKET/TOP/...), and write them as JSON to F on SIGUSR1 and at exit
+({"TOP": {"requests": n, "bytes": n}}): the origin bytes per job of run.sh --workload multijob.
 """
 import argparse
 import asyncio
+import json
 import os
+import re
 import signal
 import sys
 
 CHUNK = 1024 * 1024
 
 
-async def pump(loop, reader, writer, delay, first_extra, max_queued):
+GET_RE = re.compile(rb"GET /[^/ ]+/([^/ ?]+)/[^ ]* HTTP/1\.[01]\r\n(.*?)\r\n\r\n", re.S)
+RANGE_RE = re.compile(rb"(?im)^range:[ \t]*bytes=(\d+)-(\d+)")
+
+
+async def pump(loop, reader, writer, delay, first_extra, max_queued, on_data=None):
     queue = asyncio.Queue(maxsize=max_queued)
 
     async def read_side():
@@ -31,6 +42,8 @@ async def pump(loop, reader, writer, delay, first_extra, max_queued):
         try:
             while True:
                 data = await reader.read(CHUNK)
+                if on_data is not None and data:
+                    on_data(data)
                 due = loop.time() + delay + (first_extra if first else 0.0)
                 first = False
                 await queue.put((due, data))
@@ -69,6 +82,24 @@ class Proxy:
         self.sem = asyncio.Semaphore(args.max_conns)
         self.tasks = set()
         self.conns = 0
+        self.counts = {}
+
+    def count(self, data):
+        for m in GET_RE.finditer(data):
+            r = RANGE_RE.search(m.group(2))
+            if not r:
+                continue
+            c = self.counts.setdefault(m.group(1).decode(errors="replace"), {"requests": 0, "bytes": 0})
+            c["requests"] += 1
+            c["bytes"] += int(r.group(2)) - int(r.group(1)) + 1
+
+    def write_counts(self):
+        if not self.args.count_file:
+            return
+        tmp = self.args.count_file + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(self.counts, f)
+        os.replace(tmp, self.args.count_file)
 
     async def handle(self, creader, cwriter):
         task = asyncio.current_task()
@@ -82,7 +113,8 @@ class Proxy:
                 except OSError:
                     return
                 self.conns += 1
-                up = pump(loop, creader, owriter, self.delay, 2 * self.delay, self.args.max_queued)
+                up = pump(loop, creader, owriter, self.delay, 2 * self.delay, self.args.max_queued,
+                          self.count if self.args.count_file else None)
                 down = pump(loop, oreader, cwriter, self.delay, 0.0, self.args.max_queued)
                 await asyncio.gather(up, down, return_exceptions=True)
         except asyncio.CancelledError:
@@ -105,6 +137,7 @@ async def main():
     ap.add_argument("--max-conns", type=int, default=512)
     ap.add_argument("--max-queued", type=int, default=64, help="chunks in flight per direction")
     ap.add_argument("--port-file", help="write the listening port here once ready")
+    ap.add_argument("--count-file", help="ranged GET bytes per top directory (SIGUSR1, exit)")
     args = ap.parse_args()
 
     proxy = Proxy(args)
@@ -123,7 +156,9 @@ async def main():
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGUSR1, proxy.write_counts)
     await stop.wait()
+    proxy.write_counts()
     server.close()
     for t in list(proxy.tasks):
         t.cancel()

@@ -5,6 +5,13 @@
 #   bench/run.sh [--quick] [--stall] [--tools tierfs,s3fs,rclone,local,nullfs,raw] [--delay-ms 5]
 #   bench/run.sh --workload prefetch   # only the deep prefetch workload (issue 13), a few min
 #                [--cap SECONDS] [--out DIR]
+#   bench/run.sh --workload multijob   # only the multi-job hit-rate workload (issue 11): on one
+#                mount (L1 128 MiB, L2 256 MiB) at once a hot job reading hot/ (128 MiB) 4 times
+#                (MJ_HOT_PASSES) while a stream job reads big/ (1 GiB) once and a projection job reads
+#                25% of proj/ (4 x 16 MiB) in 16-64 KiB ranges; per admission mode (MJ_MODES,
+#                default "always default"; MJ_REPEAT runs each, default 1). Per job: bytes by
+#                serving tier, origin bytes per byte read (counted by the delay proxy), MiB/s,
+#                p99/max read latency. Results: raw/multijob/*.json and multijob.md, ~1-2 min a run
 #
 #   --quick      smaller dataset (2 x 256 MiB, 2,000 x 128 KiB, 2,000 tiny) and shorter random-read
 #                runs: a few minutes. The full run (2 x 1 GiB, 10,000 x 128 KiB, 20,000 tiny) takes
@@ -72,7 +79,8 @@ done
 case "$WORKLOAD" in
   all) ;;
   prefetch) LAYOUT=prefetch; TOOLS="tierfs,rclone,raw" ;;
-  *) echo "run.sh: unknown workload $WORKLOAD (all, prefetch)" >&2; exit 2 ;;
+  multijob) LAYOUT=multijob; TOOLS="tierfs" ;;
+  *) echo "run.sh: unknown workload $WORKLOAD (all, prefetch, multijob)" >&2; exit 2 ;;
 esac
 if [[ $LAYOUT == quick ]]; then
   CAP="${CAP:-60}"; RAND_RT=3; RAW_RAND_N=300
@@ -166,11 +174,14 @@ timeout 1800 $PY "$BENCH/seed.py" origin "$LAYOUT" "$LOCAL_DATA" "http://127.0.0
 [[ ${PIPESTATUS[0]} == 0 ]] || die "seeding the origin failed"
 sync
 
+PROXY_PID=""
+[[ $WORKLOAD == multijob ]] && PROXY_COUNT_FILE="$WORK/origin-counts.json"
 if [[ $DELAY_MS != 0 ]]; then
   rm -f "$WORK/proxy.port"
   $PY "$BENCH/delay_proxy.py" --upstream-port "$S3PORT" --delay-ms "$DELAY_MS" \
-    --port-file "$WORK/proxy.port" >>"$LOG" 2>&1 &
+    --port-file "$WORK/proxy.port" ${PROXY_COUNT_FILE:+--count-file "$PROXY_COUNT_FILE"} >>"$LOG" 2>&1 &
   PIDS+=($!)
+  PROXY_PID=$!
   for _ in $(seq 50); do [[ -s $WORK/proxy.port ]] && break; sleep 0.1; done
   [[ -s $WORK/proxy.port ]] || die "delay proxy did not start"
   PORT="$(cat "$WORK/proxy.port")"
@@ -184,6 +195,7 @@ log "origin endpoint for the tools: $ENDPOINT (${DELAY_MS} ms each way)"
 read -r BIG_SIZE N_SMALL N_TINY < <(cd "$BENCH" && $PY -c "
 import seed
 g = {n: (d, f, s) for n, d, f, s in seed.LAYOUTS['$LAYOUT']}
+g.setdefault('small', (0, 0, 0))  # the multijob layout has none
 print(g['big'][2], max(g['small'][0],1)*g['small'][1], max(g['tiny'][0],1)*g['tiny'][1])")
 NULLFS_LAYOUT="$(cd "$BENCH" && $PY seed.py layout "$LAYOUT")"
 BIG0=big/f00000.bin
@@ -801,8 +813,60 @@ print(f"l2: loader epochs samples/s local {loc} tierfs after prefetch {tf}",
 EOF2
 }
 
+# ---------------------------------------------------------------------------------------------
+# multijob workload (--workload multijob, issue 11): three jobs at once on one mount; see the top.
+origin_counts() { # OUT: the delay proxy's ranged-GET bytes per top directory, now
+  [[ -n $PROXY_PID ]] || { echo '{}' >"$1"; return; }
+  rm -f "$PROXY_COUNT_FILE"
+  kill -USR1 "$PROXY_PID"
+  for _ in $(seq 50); do [[ -s $PROXY_COUNT_FILE ]] && break; sleep 0.1; done
+  cp "$PROXY_COUNT_FILE" "$1" 2>/dev/null || echo '{}' >"$1"
+}
+
+run_multijob() {
+  local d="$OUT/raw/multijob" mode rep cfg hp sp pp
+  mkdir -p "$d" "$OUT/raw/tierfs"
+  local save_l1="$TIERFS_L1" save_l2="$TIERFS_L2" save_opts="$TIERFS_OPTS"
+  TIERFS_L1="${MJ_L1:-128MiB}"; TIERFS_L2="${MJ_L2:-256MiB}"
+  for rep in $(seq "${MJ_REPEAT:-1}"); do
+    for mode in ${MJ_MODES:-always default}; do
+      cfg="$WORK/multijob-$mode.toml"
+      case "$mode" in
+        always) printf '[cache]\nadmit = "always"\nadmit_scan_percent = 0\n' ;;  # before issue 11
+        default) printf '# the defaults\n' ;;
+        reuse) printf '[cache]\nadmit = "reuse"\n' ;;
+        *) log "multijob: unknown mode $mode"; continue ;;
+      esac >"$cfg"
+      TIERFS_OPTS="$save_opts --config $cfg"
+      drop_caches
+      mount_tool tierfs "multijob-$mode-$rep" || continue
+      local tag="$mode-$rep"
+      origin_counts "$d/$tag-origin0.json"
+      touch "$WORK/stream-running"
+      timeout 600 $PY "$BENCH/multijob.py" hot "$d/$tag-hot.json" "$MNT"/hot/*.bin \
+        --passes "${MJ_HOT_PASSES:-4}" --max-passes "${MJ_HOT_PASSES:-4}" --while-file "$WORK/stream-running" ${PROXY_PID:+--proxy-pid "$PROXY_PID"} \
+        --count-file "$PROXY_COUNT_FILE" --group hot & hp=$!
+      ( timeout 600 $PY "$BENCH/multijob.py" stream "$d/$tag-stream.json" "$MNT"/big/*.bin
+        rm -f "$WORK/stream-running" ) & sp=$!
+      timeout 600 $PY "$BENCH/multijob.py" proj "$d/$tag-proj.json" "$MNT"/proj/*.bin & pp=$!
+      wait "$hp" "$sp" "$pp"
+      rm -f "$WORK/stream-running"
+      origin_counts "$d/$tag-origin1.json"
+      timeout 10 getfattr --only-values -n user.tierfs.stats "$MNT" >"$d/$tag-stats.txt" 2>/dev/null
+      unmount_tool tierfs
+      log "multijob: $tag done"
+    done
+  done
+  TIERFS_L1="$save_l1"; TIERFS_L2="$save_l2"; TIERFS_OPTS="$save_opts"
+  $PY "$BENCH/multijob_report.py" "$d" | tee "$OUT/multijob.md" >&2
+}
+
 T_START=$SECONDS
-if [[ $WORKLOAD == prefetch ]]; then
+if [[ $WORKLOAD == multijob ]]; then
+  run_multijob
+  log "multijob workload done in $((SECONDS - T_START)) s: $OUT/multijob.md"
+  exit 0
+elif [[ $WORKLOAD == prefetch ]]; then
   run_prefetch_workload
   log "prefetch workload done in $((SECONDS - T_START)) s: $OUT/prefetch.md"
   exit 0

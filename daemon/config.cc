@@ -143,6 +143,20 @@ const std::vector<KeySpec>& Schema() {
        [](const Value& v, DaemonOptions* o) {
          return NarrowInt(v.i, 0, 1000000, &o->cache.promote_hits);
        }},
+      {"cache", "admit", Kind::kString,
+       [](const Value& v, DaemonOptions* o) {
+         TIERFS_ASSIGN_OR_RETURN(o->cache.admission.default_policy, ParseAdmitPolicy(v.str));
+         return Status::OK();
+       }},
+      {"cache", "admit_ghost_bytes", Kind::kSize,
+       [](const Value& v, DaemonOptions* o) {
+         o->cache.admission.ghost_bytes = v.size;
+         return Status::OK();
+       }},
+      {"cache", "admit_scan_percent", Kind::kInt,
+       [](const Value& v, DaemonOptions* o) {
+         return NarrowInt(v.i, 0, 100, &o->cache.admission.scan_percent);
+       }},
       {"cache", "pin_quota", Kind::kSize,
        [](const Value& v, DaemonOptions* o) {
          if (v.size == 0) return Status::InvalidArgument("must be > 0");
@@ -611,7 +625,7 @@ Status ParseUint(std::string_view what, std::string_view text, uint64_t max, uin
 
 bool IsPowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
-// [[policy]] tables: prefix (required), pin, ttl, policy, quota. Every key is checked.
+// [[policy]] tables: prefix (required), pin, ttl, policy, admit, quota. Every key is checked.
 Status ApplyPolicyTables(const toml::node& node, std::string_view file_name, DaemonOptions* out) {
   if (!node.is_array_of_tables()) {
     return Status::InvalidArgument(fmt::format(
@@ -649,6 +663,11 @@ Status ApplyPolicyTables(const toml::node& node, std::string_view file_name, Dae
         auto e = ParseEvictionOrder(*v.value<std::string>());
         if (!e.ok()) return bad(e.status().message());
         pp.policy.eviction = *e;
+      } else if (k == "admit") {
+        if (!v.is_string()) return bad("must be a string (always, reuse or never)");
+        auto a = ParseAdmitPolicy(*v.value<std::string>());
+        if (!a.ok()) return bad(a.status().message());
+        pp.policy.admit = *a;
       } else if (k == "quota") {
         Value val;
         std::string why;
@@ -660,7 +679,7 @@ Status ApplyPolicyTables(const toml::node& node, std::string_view file_name, Dae
       } else {
         return Status::InvalidArgument(fmt::format(
             "{}: unknown key 'policy.{}' (a [[policy]] table takes prefix, pin, ttl, policy, "
-            "quota)",
+            "admit, quota)",
             Where(file_name, key.source()), k));
       }
     }

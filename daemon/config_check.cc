@@ -50,6 +50,19 @@ const std::map<std::string, Getter, std::less<>>& Getters() {
       {"cache.l2_splice", [](const DaemonOptions& o) { return Bool(o.cache.file_slices); }},
       {"cache.l2_promote_hits",
        [](const DaemonOptions& o) { return fmt::to_string(o.cache.promote_hits); }},
+      {"cache.admit",
+       [](const DaemonOptions& o) {
+         return Quote(AdmitPolicyName(o.cache.admission.default_policy == AdmitPolicy::kDefault
+                                          ? AdmitPolicy::kAlways
+                                          : o.cache.admission.default_policy));
+       }},
+      {"cache.admit_ghost_bytes",
+       [](const DaemonOptions& o) {
+         return o.cache.admission.ghost_bytes == 0 ? Quote("twice the blocks of cache.l2_size")
+                                                   : Size(o.cache.admission.ghost_bytes);
+       }},
+      {"cache.admit_scan_percent",
+       [](const DaemonOptions& o) { return fmt::to_string(o.cache.admission.scan_percent); }},
       {"cache.pin_quota",
        [](const DaemonOptions& o) {
          return o.policies.pin_quota_bytes == UINT64_MAX ? Quote("half of cache.l2_size")

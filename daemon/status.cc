@@ -182,6 +182,11 @@ std::string FormatStatusText(const std::vector<MountStatus>& mounts,
     }
     out += fmt::format("  origin   requests {}  errors {}  fetched {}\n", s.Num("origin.requests"),
                        s.Num("origin.errors"), FormatSize(s.Num("origin.bytes")));
+    if (s.Has("admit.admitted")) {  // L2 admission (older daemons: none)
+      out += fmt::format("  admit    admitted {}  rejected {}  ghost hits {}  scans {}\n",
+                         s.Num("admit.admitted"), s.Num("admit.rejected"),
+                         s.Num("admit.ghost_hits"), s.Num("admit.scans"));
+    }
     if (i < rates.size() && rates[i]) {
       const Rates& r = *rates[i];
       std::string per_tier;

@@ -199,7 +199,7 @@ class PrefetchListHandler final : public XattrHandler {
   }
 };
 
-// user.tierfs.pin / ttl / policy on files and directories: set a policy field at the path
+// user.tierfs.pin / ttl / policy / admit on files and directories: set a policy field at the path
 // (inherited below it); get the effective value.
 class PolicyFieldHandler : public XattrHandler {
  public:
@@ -278,6 +278,21 @@ class EvictionPolicyHandler final : public PolicyFieldHandler {
   }
   Status Parse(std::string_view v, Policy* u) const override {
     TIERFS_ASSIGN_OR_RETURN(u->eviction, ParseEvictionOrder(v));
+    return Status::OK();
+  }
+};
+
+// user.tierfs.admit: L2 admission (tiercache/admission.h); "default" when no policy sets it.
+class AdmitHandler final : public PolicyFieldHandler {
+ public:
+  std::string_view name() const override { return "user.tierfs.admit"; }
+
+ protected:
+  std::string Format(const EffectivePolicy& p) const override {
+    return std::string(AdmitPolicyName(p.admit));
+  }
+  Status Parse(std::string_view v, Policy* u) const override {
+    TIERFS_ASSIGN_OR_RETURN(u->admit, ParseAdmitPolicy(v));
     return Status::OK();
   }
 };
@@ -394,6 +409,7 @@ std::unique_ptr<XattrRegistry> NewDefaultXattrRegistry() {
   r->Register(std::make_unique<PinHandler>());
   r->Register(std::make_unique<TtlHandler>());
   r->Register(std::make_unique<EvictionPolicyHandler>());
+  r->Register(std::make_unique<AdmitHandler>());
   r->Register(std::make_unique<EvictHandler>());
   r->Register(std::make_unique<LogLevelHandler>());
   r->Register(std::make_unique<DaemonHandler>());

@@ -8,6 +8,7 @@
 
 #include "base/logging.h"
 #include "base/units.h"
+#include "tiercache/admission.h"
 
 namespace tierfs {
 namespace {
@@ -27,7 +28,11 @@ bool Covers(std::string_view prefix, std::string_view path) {
   return prefix.back() == '/' && prefix.substr(0, prefix.size() - 1) == path;
 }
 
-void Fill(const Policy& p, EffectivePolicy* out, bool* pin, bool* ttl, bool* ev) {
+void Fill(const Policy& p, EffectivePolicy* out, bool* pin, bool* ttl, bool* ev, bool* admit) {
+  if (!*admit && p.admit) {
+    out->admit = *p.admit;
+    *admit = true;
+  }
   if (!*pin && p.pin) {
     out->pin = *p.pin;
     *pin = true;
@@ -81,10 +86,11 @@ std::string PolicyKey(std::string_view path) {
 }
 
 std::string EncodePolicy(const Policy& p) {
-  return fmt::format(
-      "1 pin={} ttl={} eviction={} pinned_bytes={}", p.pin ? (*p.pin ? "1" : "0") : "-",
-      p.ttl ? std::to_string(p.ttl->count()) : std::string("-"),
-      p.eviction ? EvictionOrderName(*p.eviction) : std::string_view("-"), p.pinned_bytes);
+  return fmt::format("1 pin={} ttl={} eviction={} pinned_bytes={} admit={}",
+                     p.pin ? (*p.pin ? "1" : "0") : "-",
+                     p.ttl ? std::to_string(p.ttl->count()) : std::string("-"),
+                     p.eviction ? EvictionOrderName(*p.eviction) : std::string_view("-"),
+                     p.pinned_bytes, p.admit ? AdmitPolicyName(*p.admit) : std::string_view("-"));
 }
 
 Result<Policy> DecodePolicy(std::string_view v) {
@@ -117,6 +123,11 @@ Result<Policy> DecodePolicy(std::string_view v) {
       auto e = ParseEvictionOrder(val);
       if (!e.ok()) return Status::Corruption("policy: bad eviction");
       p.eviction = *e;
+    } else if (k == "admit") {
+      if (val == "-") continue;
+      auto a = ParseAdmitPolicy(val);
+      if (!a.ok()) return Status::Corruption("policy: bad admit");
+      p.admit = *a;
     } else if (k == "pinned_bytes") {
       int64_t n;
       if (!ParseI64(val, &n) || n < 0) return Status::Corruption("policy: bad pinned_bytes");
@@ -169,14 +180,16 @@ Result<std::unique_ptr<PolicyResolver>> PolicyResolver::Open(const PolicyOptions
 EffectivePolicy PolicyResolver::Resolve(std::string_view path) const {
   EffectivePolicy out;
   if (!any_.load(std::memory_order_acquire)) return out;
-  bool pin = false, ttl = false, ev = false;
+  bool pin = false, ttl = false, ev = false, admit = false;
   {
     MutexLock l(&mu_);
     if (!stored_.empty()) {
       std::string_view p = path;
       while (true) {
-        if (auto it = stored_.find(p); it != stored_.end()) Fill(it->second, &out, &pin, &ttl, &ev);
-        if (p.empty() || (pin && ttl && ev)) break;
+        if (auto it = stored_.find(p); it != stored_.end()) {
+          Fill(it->second, &out, &pin, &ttl, &ev, &admit);
+        }
+        if (p.empty() || (pin && ttl && ev && admit)) break;
         size_t slash = p.rfind('/');
         p = slash == std::string_view::npos ? std::string_view() : p.substr(0, slash);
       }
@@ -184,9 +197,9 @@ EffectivePolicy PolicyResolver::Resolve(std::string_view path) const {
   }
   bool quota = false;
   for (const auto& pp : options_.prefixes) {  // longest first
-    if (pin && ttl && ev && quota) break;
+    if (pin && ttl && ev && admit && quota) break;
     if (!Covers(pp.prefix, path)) continue;
-    Fill(pp.policy, &out, &pin, &ttl, &ev);
+    Fill(pp.policy, &out, &pin, &ttl, &ev, &admit);
     if (!quota && pp.quota_bytes > 0) {
       out.quota_prefix = pp.prefix;
       out.quota_bytes = pp.quota_bytes;
@@ -203,6 +216,7 @@ Placement PolicyResolver::PlacementFor(std::string_view key) const {
   h.pinned = e.pin;
   h.ttl = e.ttl;
   h.ttl_order = e.eviction == EvictionOrder::kTtl;
+  h.admit = e.admit;
   if (e.quota_bytes > 0) {
     h.quota_group = QuotaGroupId(e.quota_prefix);
     h.quota_bytes = e.quota_bytes;
@@ -248,6 +262,7 @@ Status PolicyResolver::Set(std::string_view path, const Policy& update, uint64_t
     }
     if (update.ttl) next.ttl = update.ttl;
     if (update.eviction) next.eviction = update.eviction;
+    if (update.admit) next.admit = update.admit;
   }
   // Persist first: the in-memory state follows only what is durable.
   TIERFS_RETURN_IF_ERROR(meta_->PutValue(PolicyKey(path), EncodePolicy(next)));

@@ -2,6 +2,8 @@
 // config file): whether blocks are pinned in the host tiers, how long cached data is trusted
 // before it is refetched (revalidated by ETag), and which eviction order L1/L2 use.
 //
+// Admission (user.tierfs.admit, [[policy]] admit; tiercache/admission.h) is a policy field too.
+//
 // A Policy sets some fields at one path; unset fields inherit. PolicyResolver::Resolve(path)
 // takes each field from the nearest ancestor (the path itself first, then its parents up to the
 // root "") that sets it in the MetaStore ("policy/<path>", metastore/FORMAT.md); fields still
@@ -42,14 +44,17 @@ struct Policy {
   std::optional<bool> pin;
   std::optional<std::chrono::nanoseconds> ttl;  // kForever: never expires
   std::optional<EvictionOrder> eviction;
-  uint64_t pinned_bytes = 0;  // stored pins: the bytes counted against the pin quota
-  bool empty() const { return !pin && !ttl && !eviction; }
+  std::optional<AdmitPolicy> admit;  // never kDefault
+  uint64_t pinned_bytes = 0;         // stored pins: the bytes counted against the pin quota
+  bool empty() const { return !pin && !ttl && !eviction && !admit; }
 };
 
 struct EffectivePolicy {
   bool pin = false;
   std::chrono::nanoseconds ttl = std::chrono::nanoseconds::max();
   EvictionOrder eviction = EvictionOrder::kLru;
+  // kDefault: no policy sets it (the cache default cache.admit and its scan detection apply).
+  AdmitPolicy admit = AdmitPolicy::kDefault;
   std::string_view quota_prefix;  // the config prefix whose quota applies ("" and 0: none)
   uint64_t quota_bytes = 0;
 };
@@ -72,7 +77,8 @@ Result<std::chrono::nanoseconds> ParseTtlValue(std::string_view v);  // "30s", "
 Result<EvictionOrder> ParseEvictionOrder(std::string_view v);        // "lru" / "ttl"
 std::string_view EvictionOrderName(EvictionOrder e);
 
-// Stored layout ("1 pin=<-|0|1> ttl=<-|ns> eviction=<-|lru|ttl> pinned_bytes=<n>").
+// Stored layout ("1 pin=<-|0|1> ttl=<-|ns> eviction=<-|lru|ttl> pinned_bytes=<n>
+// admit=<-|always|reuse|never>"; admit is optional when decoding: records written before it).
 std::string EncodePolicy(const Policy& p);
 Result<Policy> DecodePolicy(std::string_view v);
 std::string PolicyKey(std::string_view path);  // "policy/<path>"

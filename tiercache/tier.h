@@ -130,6 +130,10 @@ struct TierStats {
 // credential_forced_refreshes).
 void AppendStoreStats(const BlobStoreStats& s, std::vector<std::pair<std::string, uint64_t>>* out);
 
+// Which blocks the host's flash tier (L2) keeps (tiercache/admission.h): kDefault follows the
+// cache's default (cache.admit) and its scan detection; the others are set by a policy.
+enum class AdmitPolicy : uint8_t { kDefault = 0, kAlways = 1, kReuse = 2, kNever = 3 };
+
 // Hints that travel with an insert, from the object's policy (tiercache/policy.h).
 // L1 and L2 evict by tiercache/internal/eviction_list.h: expired blocks first, then a quota
 // group over its budget gives up its own blocks, then least recently used.
@@ -144,6 +148,8 @@ struct Placement {
   // at most `quota_bytes` in each host tier (L1 applies it per shard, see NewMemoryTier).
   uint32_t quota_group = 0;
   uint64_t quota_bytes = 0;
+  // [[policy]] admit / user.tierfs.admit: L2 admission (TieredCache decides before the insert).
+  AdmitPolicy admit = AdmitPolicy::kDefault;
 
   // stored_ns + ttl, or INT64_MAX if the block never expires (or stored_ns is unknown).
   int64_t ExpiresAt(int64_t stored) const {

@@ -95,6 +95,22 @@ uint64_t RunBlocks(const TieredCacheOptions& o) {
   return std::max<uint64_t>(1, bytes / bs);
 }
 
+// Admission (tiercache/admission.h) guards the host tiers below L1 (L2), and only when there is
+// an L1: without one, a block kept out of L2 would be kept nowhere, not even by the readahead
+// that fetched it for the reader.
+bool IsAdmittedTier(const std::vector<std::unique_ptr<Tier>>& tiers, size_t t) {
+  return t > 0 && tiers[0] && tiers[0]->name() == "l1" && tiers[t] &&
+         tiers[t]->kind() == TierKind::kHost;
+}
+
+// The capacity of the tier admission guards (its scan threshold); 0 if there is none.
+uint64_t AdmittedTierCapacity(const std::vector<std::unique_ptr<Tier>>& tiers) {
+  for (size_t t = 0; t < tiers.size(); ++t) {
+    if (IsAdmittedTier(tiers, t)) return tiers[t]->Stats().capacity.load();
+  }
+  return 0;
+}
+
 // Thread-safe; no external synchronization needed.
 // Counts a demand fetch (or a reader's readahead) on the network while it lives: deep prefetch
 // yields to these (CacheStats::demand_remote_*).
@@ -127,6 +143,7 @@ class TieredCacheImpl final : public TieredCache {
         runs_from_origin_(
             std::none_of(tiers_.begin(), tiers_.end(),
                          [](const auto& t) { return t->kind() == TierKind::kShared; })),
+        admission_(options.admission, AdmittedTierCapacity(tiers_), options.block_size),
         queue_cv_(&queue_mu_),
         fetch_cv_(&fetch_mu_) {
     if (options_.metrics != nullptr) {
@@ -202,6 +219,7 @@ class TieredCacheImpl final : public TieredCache {
     std::vector<BlockSlice> slices;
     const uint64_t size = obj.info.size;
     if (length == 0 || offset >= size) return slices;
+    admission_.NoteRead(obj.key, size, offset, length);
     const uint64_t end = offset + std::min(length, size - offset);
     const uint64_t bs = options_.block_size;
     slices.reserve((end - 1) / bs - offset / bs + 1);
@@ -569,6 +587,17 @@ class TieredCacheImpl final : public TieredCache {
                   hydrated_bytes_);
     e->AddCounter("tierfs_insert_errors_total", "Tier inserts declined or failed.", {},
                   insert_errors_);
+    const AdmissionStats& as = admission_.stats();
+    e->AddCounter("tierfs_admit_admitted_blocks_total",
+                  "Blocks read from below that admission let into L2.", {}, as.admitted);
+    e->AddCounter("tierfs_admit_rejected_blocks_total",
+                  "Blocks read from below that admission kept out of L2 (served through L1).", {},
+                  as.rejected);
+    e->AddCounter("tierfs_admit_ghost_hits_total",
+                  "Blocks admitted by the reuse policy because the ghost list had seen them.", {},
+                  as.ghost_hits);
+    e->AddCounter("tierfs_admit_scans_total",
+                  "Sequential passes over large files detected (admitted as reuse).", {}, as.scans);
     e->AddCounter("tierfs_ttl_expired_blocks_total", "Blocks dropped because their TTL passed.", {},
                   ttl_expired_);
     e->AddGauge("tierfs_block_mapped_bytes", "Bytes of block storage mapped by the process.", {},
@@ -615,6 +644,11 @@ class TieredCacheImpl final : public TieredCache {
     add("prefetch.blocks", hydrated_blocks_);
     add("ttl.expired", ttl_expired_);
     add("promotions", promotions_);
+    const AdmissionStats& as = admission_.stats();
+    add("admit.admitted", as.admitted);
+    add("admit.rejected", as.rejected);
+    add("admit.ghost_hits", as.ghost_hits);
+    add("admit.scans", as.scans);
     add("insert.errors", insert_errors_);
     add("fetch.abandoned", stats_.fetch_abandoned);
     add("waits.cancelled", stats_.waits_cancelled);
@@ -944,12 +978,19 @@ class TieredCacheImpl final : public TieredCache {
                             " bytes into a buffer of " + std::to_string(room));
   }
 
-  // Offers `block` to tiers [from, upto), with the object's placement (pin) policy.
+  bool Admitted(size_t t) const { return IsAdmittedTier(tiers_, t); }
+
+  // Offers `block` to tiers [from, upto), with the object's placement (pin) policy; the flash tier
+  // only when admission lets it in.
   void CopyUp(const ObjectRef& obj, const BlockKey& key, const BlockRef& block, size_t upto,
               size_t from = 0) {
     Placement hint = options_.placement ? options_.placement(obj.key) : Placement{};
     hint.stored_ns = clock_->NowUnixNanos();
     for (size_t t = from; t < upto; ++t) {
+      // Admission guards the host's flash tier (tiercache/admission.h).
+      if (Admitted(t) && !admission_.Admit(key, obj.key, obj.info.size, hint)) {
+        continue;
+      }
       Status st = tiers_[t]->Insert(key, block, hint);
       if (!st.ok()) {
         ++insert_errors_;
@@ -1125,6 +1166,7 @@ class TieredCacheImpl final : public TieredCache {
   const bool runs_from_origin_;  // no L3: blocks no host tier holds come straight from the origin
 
   CacheStats stats_;
+  Admission admission_;
   std::atomic<uint64_t> prefetch_dropped_{0};
   std::atomic<uint64_t> insert_errors_{0};
   std::atomic<uint64_t> hydrated_blocks_{0};

@@ -35,6 +35,7 @@
 #include "base/clock.h"
 #include "base/result.h"
 #include "blobclient/blob_store.h"
+#include "tiercache/admission.h"
 #include "tiercache/tier.h"
 
 namespace tierfs {
@@ -118,6 +119,11 @@ struct TieredCacheOptions {
   // every insert. Empty: no pins. Must be thread-safe and cheap (tiercache/policy.h provides
   // PolicyResolver::PlacementFor).
   std::function<Placement(std::string_view key)> placement;
+  // Which blocks fetched from below reach the second host tier (L2) (tiercache/admission.h):
+  // the default policy, the ghost list and the scan detection. Pinned blocks and deep prefetch
+  // (Hydrate, HydrateRun) are always admitted; L1 is never subject to it. daemon/: cache.admit,
+  // cache.admit_ghost_bytes, cache.admit_scan_percent.
+  AdmissionOptions admission;
   // Where the cache publishes its metrics (per tier hits, misses, bytes, occupancy, evictions,
   // corruptions; read latency by serving tier; readahead and fetch queues; see README
   // "Metrics"): not owned, must outlive the cache. Null: no metrics (the read latency is then

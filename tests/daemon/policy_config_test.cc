@@ -50,6 +50,36 @@ ttl = 30
   EXPECT_FALSE(o.policies.prefixes[1].policy.pin.has_value());
 }
 
+TEST(PolicyConfig, AdmissionKeys) {
+  DaemonOptions o;
+  EXPECT_EQ(o.cache.admission.default_policy, AdmitPolicy::kAlways);
+  EXPECT_EQ(o.cache.admission.scan_percent, 10u);
+  Status s = ApplyConfigText(R"(
+[cache]
+admit = "reuse"
+admit_ghost_bytes = "2MiB"
+admit_scan_percent = 0
+
+[[policy]]
+prefix = "stream/"
+admit = "never"
+)",
+                             "t.toml", &o);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(o.cache.admission.default_policy, AdmitPolicy::kReuse);
+  EXPECT_EQ(o.cache.admission.ghost_bytes, 2u << 20);
+  EXPECT_EQ(o.cache.admission.scan_percent, 0u);
+  ASSERT_EQ(o.policies.prefixes.size(), 1u);
+  EXPECT_EQ(o.policies.prefixes[0].policy.admit, AdmitPolicy::kNever);
+  EXPECT_NE(ErrOf("[cache]\nadmit = \"sometimes\"\n").find("cache.admit"), std::string::npos);
+  EXPECT_NE(ErrOf("[cache]\nadmit_scan_percent = 101\n").find("cache.admit_scan_percent"),
+            std::string::npos);
+  EXPECT_NE(ErrOf("[[policy]]\nprefix = \"a/\"\nadmit = \"lru\"\n").find("policy.admit"),
+            std::string::npos);
+  EXPECT_NE(ErrOf("[[policy]]\nprefix = \"a/\"\nadmit = true\n").find("policy.admit"),
+            std::string::npos);
+}
+
 TEST(PolicyConfig, EveryBadKeyIsNamed) {
   EXPECT_NE(ErrOf("[[policy]]\nprefix = \"a/\"\npinn = true\n").find("policy.pinn"),
             std::string::npos);

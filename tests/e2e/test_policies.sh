@@ -7,7 +7,9 @@
 #   * every settable xattr with bad values, on files and on directories: EINVAL; unknown names
 #     ENODATA/ENOTSUP; `getfattr -d -m user.tierfs` prints every listed name;
 #   * a [[policy]] quota in the config file keeps one prefix from pushing the others out of L2,
-#     and a bad quota value is refused at mount time with the key named.
+#     and a bad quota value is refused at mount time with the key named;
+#   * L2 admission, with an 8 MiB L1 in front: [[policy]] admit = "never" serves without storing
+#     in L2, user.tierfs.admit=always on a file beats it, reuse stores a file on its second read.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/lib_pf.sh"
@@ -19,6 +21,7 @@ objs=("p/pinned.bin=$((4 * MiB)):1" "ttl/t.bin=$((2 * MiB)):2" "chg/c.bin=100000
 for i in 0 1 2 3 4 5; do objs+=("p/f$i.bin=$((4 * MiB)):$((10 + i))"); done
 for i in 0 1 2 3; do objs+=("q/a$i.bin=$((4 * MiB)):$((20 + i))"); done
 for i in 0 1; do objs+=("o/b$i.bin=$((4 * MiB)):$((30 + i))"); done
+objs+=("adm/n/n.bin=$((2 * MiB)):40" "adm/n/a.bin=$((2 * MiB)):41" "adm/r/r.bin=$((2 * MiB)):42")
 step "upload test objects" 120 "$PY" "$E2E_DIR/s3put.py" --endpoint "$S3_ENDPOINT" --bucket "$BUCKET" "${objs[@]}"
 
 mnt="$E2E_WORK/mnt" cache="$E2E_WORK/cache" logf="$E2E_WORK/daemon.log"
@@ -95,13 +98,14 @@ for target in "$mnt/p/f1.bin" "$mnt/p" "$mnt"; do
   for v in "" abc -5s 0 "5 parsecs"; do xset_fails "$target" user.tierfs.ttl "$v" "Invalid argument"; done
   for v in "" LRU fifo; do xset_fails "$target" user.tierfs.policy "$v" "Invalid argument"; done
   for v in "" 0 2 yes; do xset_fails "$target" user.tierfs.evict "$v" "Invalid argument"; done
+  for v in "" default Reuse lru; do xset_fails "$target" user.tierfs.admit "$v" "Invalid argument"; done
   for n in residency etag source stats; do xset_fails "$target" "user.tierfs.$n" 1 "Invalid argument"; done
   xset_fails "$target" user.tierfs.bogus 1 "Operation not supported"
   out="$(getfattr -n user.tierfs.bogus "$target" 2>&1)" && fail "getfattr of an unknown name succeeded"
   [[ "$out" == *"No such attribute"* ]] || fail "getfattr unknown name: $out"
   out="$(getfattr -n user.tierfs.evict "$target" 2>&1)" && fail "getfattr of evict succeeded"
   dump="$(timeout -k 2 20 getfattr -d -m user.tierfs --absolute-names "$target" 2>&1)" || fail "getfattr -d: $dump"
-  for n in prefetch pin ttl policy; do
+  for n in prefetch pin ttl policy admit; do
     [[ "$dump" == *"user.tierfs.$n="* ]] || fail "getfattr -d on $target lacks $n: $dump"
   done
 done
@@ -143,3 +147,30 @@ done
 [[ "$(xget "$mnt2/q/a3.bin" user.tierfs.residency)" == "l2=4/4" ]] || fail "q/a3.bin not cached"
 log "ok quota: q/ holds $held of its 16 MiB in L2 (quota 6 MiB), o/ untouched"
 tierfs_umount "$mnt2" "$TIERFS_PID" || { print_log_tail "$logf"; fail "unclean unmount"; }
+
+# ---- L2 admission: never (config prefix), always (xattr beats it), reuse (second read) ----
+printf '[[policy]]\nprefix = "adm/n/"\nadmit = "never"\n' >"$cfg"
+mnt3="$E2E_WORK/mnt3" cache3="$E2E_WORK/cache3"
+pf_mount "s3://$BUCKET" "$mnt3" "$cache3" "$logf" --endpoint "$S3_ENDPOINT" \
+  --l1-size 8MiB --l2-size 16MiB --config "$cfg"
+l2_of() { sed -E 's/.*l2=([0-9]+)\/.*/\1/' <<<"$(xget "$1" user.tierfs.residency)"; }
+[[ "$(xget "$mnt3/adm/n/n.bin" user.tierfs.admit)" == never ]] || fail "[[policy]] admit not applied"
+[[ "$(xget "$mnt3/adm/r/r.bin" user.tierfs.admit)" == default ]] || fail "admit set where none is"
+rej0="$(stat_of "$mnt3" admit.rejected)"
+cat_all "$mnt3/adm/n/n.bin"
+[[ "$(l2_of "$mnt3/adm/n/n.bin")" == 0 ]] || fail "never: n.bin was stored in L2"
+(( $(stat_of "$mnt3" admit.rejected) - rej0 == 2 )) || fail "never: admit.rejected did not count 2 blocks"
+step "admit=always on adm/n/a.bin" 20 setfattr -n user.tierfs.admit -v always "$mnt3/adm/n/a.bin"
+cat_all "$mnt3/adm/n/a.bin"
+[[ "$(l2_of "$mnt3/adm/n/a.bin")" == 2 ]] || fail "always: a.bin not in L2"
+step "admit=reuse on adm/r" 20 setfattr -n user.tierfs.admit -v reuse "$mnt3/adm/r"
+[[ "$(xget "$mnt3/adm/r/r.bin" user.tierfs.admit)" == reuse ]] || fail "admit not inherited"
+cat_all "$mnt3/adm/r/r.bin"
+[[ "$(l2_of "$mnt3/adm/r/r.bin")" == 0 ]] || fail "reuse: r.bin stored on its first read"
+step "evict adm/r/r.bin (L1)" 20 setfattr -n user.tierfs.evict -v 1 "$mnt3/adm/r/r.bin"
+gh0="$(stat_of "$mnt3" admit.ghost_hits)"
+cat_all "$mnt3/adm/r/r.bin"
+[[ "$(l2_of "$mnt3/adm/r/r.bin")" == 2 ]] || fail "reuse: r.bin not stored on its second read"
+(( $(stat_of "$mnt3" admit.ghost_hits) - gh0 == 2 )) || fail "reuse: no ghost hits counted"
+log "ok admission: never kept n.bin out of L2, always stored a.bin, reuse stored r.bin on its second read"
+tierfs_umount "$mnt3" "$TIERFS_PID" || { print_log_tail "$logf"; fail "unclean unmount"; }

@@ -635,16 +635,17 @@ TEST_F(FilesystemTest, FileXattrs) {
 
   auto names = fs_->ListXattr(ino);
   ASSERT_TRUE(names.ok());
-  EXPECT_EQ(*names,
-            (std::vector<std::string>{"user.tierfs.etag", "user.tierfs.source",
-                                      "user.tierfs.residency", "user.tierfs.prefetch",
-                                      "user.tierfs.pin", "user.tierfs.ttl", "user.tierfs.policy"}));
+  EXPECT_EQ(*names, (std::vector<std::string>{"user.tierfs.etag", "user.tierfs.source",
+                                              "user.tierfs.residency", "user.tierfs.prefetch",
+                                              "user.tierfs.pin", "user.tierfs.ttl",
+                                              "user.tierfs.policy", "user.tierfs.admit"}));
   auto root_names = fs_->ListXattr(kRootInode);
   ASSERT_TRUE(root_names.ok());
-  EXPECT_EQ(*root_names, (std::vector<std::string>{"user.tierfs.stats", "user.tierfs.prefetch",
-                                                   "user.tierfs.prefetch_list", "user.tierfs.pin",
-                                                   "user.tierfs.ttl", "user.tierfs.policy",
-                                                   "user.tierfs.log_level", "user.tierfs.daemon"}));
+  EXPECT_EQ(*root_names,
+            (std::vector<std::string>{"user.tierfs.stats", "user.tierfs.prefetch",
+                                      "user.tierfs.prefetch_list", "user.tierfs.pin",
+                                      "user.tierfs.ttl", "user.tierfs.policy", "user.tierfs.admit",
+                                      "user.tierfs.log_level", "user.tierfs.daemon"}));
   // Directories have no etag.
   EXPECT_EQ(ToErrno(fs_->GetXattr(LookupIno(kRootInode, "a"), "user.tierfs.etag").status(),
                     ErrnoContext::kXattr),

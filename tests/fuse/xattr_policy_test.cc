@@ -109,6 +109,9 @@ TEST_F(XattrPolicyTest, BadValuesAreEinvalOnFilesAndDirectories) {
     for (const char* v : {"", "0", "2", "yes"}) {
       EXPECT_EQ(SetErrno(ino, "user.tierfs.evict", v), EINVAL) << ino << " evict=" << v;
     }
+    for (const char* v : {"", "default", "Reuse", "lru", "1"}) {
+      EXPECT_EQ(SetErrno(ino, "user.tierfs.admit", v), EINVAL) << ino << " admit=" << v;
+    }
     EXPECT_EQ(SetErrno(ino, "user.tierfs.prefetch", "l3"), EINVAL);      // no L3 in this cache
     EXPECT_EQ(SetErrno(ino, "user.tierfs.prefetch", "cancel"), EINVAL);  // no job
     EXPECT_EQ(SetErrno(ino, "user.tierfs.residency", "1"), EINVAL);      // read-only
@@ -122,6 +125,7 @@ TEST_F(XattrPolicyTest, BadValuesAreEinvalOnFilesAndDirectories) {
   EXPECT_EQ(Get(file_, "user.tierfs.pin"), "0");
   EXPECT_EQ(Get(file_, "user.tierfs.ttl"), "forever");
   EXPECT_EQ(Get(file_, "user.tierfs.policy"), "lru");
+  EXPECT_EQ(Get(file_, "user.tierfs.admit"), "default");
   EXPECT_EQ(Get(dir_, "user.tierfs.prefetch"), "state=none tier=- files=0/0 bytes=0/0");
 }
 
@@ -148,6 +152,12 @@ TEST_F(XattrPolicyTest, PoliciesInheritAndPinQuotaIsEnospc) {
   EXPECT_EQ(Get(file_, "user.tierfs.ttl"), "30s");
   EXPECT_EQ(Get(file_, "user.tierfs.policy"), "ttl");
   EXPECT_EQ(Get(kRootInode, "user.tierfs.ttl"), "forever");
+  ASSERT_EQ(SetErrno(dir_, "user.tierfs.admit", "never\n"), 0);
+  EXPECT_EQ(Get(file_, "user.tierfs.admit"), "never");
+  ASSERT_EQ(SetErrno(file_, "user.tierfs.admit", "reuse"), 0);
+  EXPECT_EQ(Get(file_, "user.tierfs.admit"), "reuse");
+  EXPECT_EQ(Get(dir_, "user.tierfs.admit"), "never");
+  EXPECT_EQ(Get(kRootInode, "user.tierfs.admit"), "default");
   // d/ holds 4 blocks + 1 byte: over the quota of 4 blocks.
   EXPECT_EQ(SetErrno(dir_, "user.tierfs.pin", "1"), ENOSPC);
   EXPECT_EQ(Get(file_, "user.tierfs.pin"), "0");
@@ -175,10 +185,10 @@ TEST_F(XattrPolicyTest, PrefetchEvictAndListing) {
 
   auto names = fs_->ListXattr(file_);
   ASSERT_TRUE(names.ok());
-  EXPECT_EQ(*names,
-            (std::vector<std::string>{"user.tierfs.etag", "user.tierfs.source",
-                                      "user.tierfs.residency", "user.tierfs.prefetch",
-                                      "user.tierfs.pin", "user.tierfs.ttl", "user.tierfs.policy"}));
+  EXPECT_EQ(*names, (std::vector<std::string>{"user.tierfs.etag", "user.tierfs.source",
+                                              "user.tierfs.residency", "user.tierfs.prefetch",
+                                              "user.tierfs.pin", "user.tierfs.ttl",
+                                              "user.tierfs.policy", "user.tierfs.admit"}));
   // Every listed name answers getxattr (getfattr -d must not fail).
   for (InodeId ino : {file_, dir_, kRootInode}) {
     auto listed = fs_->ListXattr(ino);  // keep the Result alive: range-for over *temp dangles

@@ -56,6 +56,22 @@ TEST(PolicyValues, EncodeDecode) {
   EXPECT_EQ(PolicyKey("a/b"), "policy/a/b");
 }
 
+TEST(PolicyValues, AdmitIsStoredAndOptionalInOldRecords) {
+  Policy p;
+  p.admit = AdmitPolicy::kReuse;
+  EXPECT_FALSE(p.empty());
+  auto d = DecodePolicy(EncodePolicy(p));
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->admit, AdmitPolicy::kReuse);
+  EXPECT_FALSE(d->pin.has_value());
+  // A record written before admit existed: none set.
+  auto old = DecodePolicy("1 pin=1 ttl=- eviction=- pinned_bytes=5");
+  ASSERT_TRUE(old.ok());
+  EXPECT_FALSE(old->admit.has_value());
+  EXPECT_EQ(DecodePolicy("1 pin=- ttl=- eviction=- pinned_bytes=0 admit=sometimes").status().code(),
+            Status::Code::kCorruption);
+}
+
 class PolicyResolverTest : public ::testing::Test {
  protected:
   std::unique_ptr<PolicyResolver> Open(PolicyOptions o = {}) {
@@ -240,6 +256,30 @@ TEST(PolicyPlumbing, PinnedBlocksSurviveL1PressureAndTtlRefetches) {
   EXPECT_EQ(origin.read_calls(), 1u);
   EXPECT_EQ(buf, testing::Pattern(kBs, 10));
   EXPECT_NE(cache->StatsText().find("ttl.expired=1"), std::string::npos) << cache->StatsText();
+}
+
+TEST_F(PolicyResolverTest, AdmitInheritsFromStoredPathsThenConfigPrefixes) {
+  PolicyOptions o;
+  PrefixPolicy stream;
+  stream.prefix = "stream/";
+  stream.policy.admit = AdmitPolicy::kNever;
+  o.prefixes = {stream};
+  auto r = Open(o);
+  EXPECT_EQ(r->Resolve("other/x").admit, AdmitPolicy::kDefault);
+  EXPECT_EQ(r->PlacementFor("other/x").admit, AdmitPolicy::kDefault);
+  EXPECT_EQ(r->Resolve("stream/a/b.bin").admit, AdmitPolicy::kNever);
+  EXPECT_EQ(r->PlacementFor("stream/a/b.bin").admit, AdmitPolicy::kNever);
+  Policy reuse;
+  reuse.admit = AdmitPolicy::kReuse;
+  TC_ASSERT_OK(r->Set("stream/a", reuse));  // a stored policy beats the config
+  EXPECT_EQ(r->Resolve("stream/a/b.bin").admit, AdmitPolicy::kReuse);
+  EXPECT_EQ(r->Resolve("stream/c.bin").admit, AdmitPolicy::kNever);
+  Policy ttl;
+  ttl.ttl = 5s;
+  TC_ASSERT_OK(r->Set("stream/a", ttl));  // setting another field keeps admit
+  EXPECT_EQ(r->GetExact("stream/a").admit, AdmitPolicy::kReuse);
+  auto again = Open(o);  // persisted
+  EXPECT_EQ(again->Resolve("stream/a/b.bin").admit, AdmitPolicy::kReuse);
 }
 
 }  // namespace

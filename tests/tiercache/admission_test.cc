@@ -1,0 +1,278 @@
+// Admission (tiercache/admission.h): the policies, the ghost list, the scan detection, and how
+// TieredCache applies them to L2 over FakeBlobStore, a MemoryTier and a FlashTier.
+#include "tiercache/admission.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/fakes/fake_blob_store.h"
+#include "tests/tiercache/test_util.h"
+#include "tiercache/tiered_cache.h"
+
+namespace tierfs {
+namespace {
+
+using testing::FakeBlobStore;
+using testing::ParseStats;
+using testing::Pattern;
+
+constexpr uint64_t kBs = 4096;
+
+BlockKey Key(uint64_t i) { return MakeBlockKey("src", "obj", "etag", kBs, i); }
+
+TEST(AdmitPolicyValues, ParseAndName) {
+  for (AdmitPolicy p : {AdmitPolicy::kAlways, AdmitPolicy::kReuse, AdmitPolicy::kNever}) {
+    auto r = ParseAdmitPolicy(AdmitPolicyName(p));
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(*r, p);
+  }
+  for (const char* bad : {"", "default", "Always", "reuse ", "sometimes"}) {
+    EXPECT_EQ(ParseAdmitPolicy(bad).status().code(), Status::Code::kInvalidArgument) << bad;
+  }
+  EXPECT_EQ(AdmitPolicyName(AdmitPolicy::kDefault), "default");
+}
+
+TEST(Admission, ReuseAdmitsOnTheSecondSightWithinTheWindow) {
+  AdmissionOptions o;
+  o.default_policy = AdmitPolicy::kReuse;
+  o.ghost_bytes = 64 * 8;  // 64 blocks remembered
+  Admission a(o, 1 << 20, kBs);
+  EXPECT_EQ(a.ghost_entries(), 64u);
+  const Placement none;
+  EXPECT_FALSE(a.Admit(Key(1), "obj", 100, none));  // first sight: only remembered
+  EXPECT_TRUE(a.Admit(Key(1), "obj", 100, none));   // seen again: a ghost hit
+  EXPECT_EQ(a.stats().rejected, 1u);
+  EXPECT_EQ(a.stats().admitted, 1u);
+  EXPECT_EQ(a.stats().ghost_hits, 1u);
+  // Thousands of other blocks later, block 2 has left the window: rejected again.
+  EXPECT_FALSE(a.Admit(Key(2), "obj", 100, none));
+  for (uint64_t i = 100; i < 5000; ++i) a.Admit(Key(i), "obj", 100, none);
+  EXPECT_FALSE(a.Admit(Key(2), "obj", 100, none));
+  // Pinned blocks are admitted whatever the policy, without touching the ghost list.
+  Placement pinned;
+  pinned.pinned = true;
+  pinned.admit = AdmitPolicy::kNever;
+  EXPECT_TRUE(a.Admit(Key(9999), "obj", 100, pinned));
+}
+
+TEST(Admission, NeverAndAlwaysAndTheDefault) {
+  AdmissionOptions o;  // default: always
+  Admission a(o, 1 << 20, kBs);
+  Placement never;
+  never.admit = AdmitPolicy::kNever;
+  EXPECT_FALSE(a.Admit(Key(1), "obj", 100, never));
+  EXPECT_FALSE(a.Admit(Key(1), "obj", 100, never));  // never is never, also the second time
+  EXPECT_TRUE(a.Admit(Key(1), "obj", 100, Placement{}));
+  EXPECT_EQ(a.stats().rejected, 2u);
+  EXPECT_EQ(a.stats().admitted, 1u);
+  EXPECT_EQ(a.stats().ghost_hits, 0u);
+  // ghost_bytes 0: twice as many blocks as L2 holds (1 MiB / 4 KiB = 256 -> 512).
+  EXPECT_EQ(a.ghost_entries(), 512u);
+}
+
+TEST(Admission, SequentialReadersOfLargeFilesAreScans) {
+  AdmissionOptions o;
+  o.scan_percent = 10;
+  Admission large(o, 64 << 20, kBs);  // a large L2: the threshold is 10% of it
+  EXPECT_EQ(large.scan_threshold_bytes(), (64u << 20) / 100 * 10);
+  Admission a(o, 1 << 20, kBs);  // a small one: files under kScanMinBlocks are never scans
+  ASSERT_EQ(a.scan_threshold_bytes(), Admission::kScanMinBlocks * kBs);
+  const uint64_t big = 64 * kBs, small = 16 * kBs;
+  for (uint64_t i = 0; i < Admission::kScanRunBlocks; ++i) {
+    EXPECT_EQ(a.Effective("big", big, AdmitPolicy::kDefault), AdmitPolicy::kAlways) << i;
+    a.NoteRead("big", big, i * kBs, kBs);
+    a.NoteRead("small", small, i * kBs, kBs);
+  }
+  EXPECT_EQ(a.Effective("big", big, AdmitPolicy::kDefault), AdmitPolicy::kReuse);
+  EXPECT_EQ(a.Effective("small", small, AdmitPolicy::kDefault), AdmitPolicy::kAlways);
+  EXPECT_EQ(a.stats().scans, 1u);
+  // An explicit policy wins over the detection.
+  EXPECT_EQ(a.Effective("big", big, AdmitPolicy::kAlways), AdmitPolicy::kAlways);
+  EXPECT_EQ(a.Effective("big", big, AdmitPolicy::kNever), AdmitPolicy::kNever);
+  // Reads slightly out of order (concurrent kernel reads) keep the run going.
+  a.NoteRead("big", big, 6 * kBs, kBs);
+  a.NoteRead("big", big, 5 * kBs, kBs);
+  EXPECT_EQ(a.Effective("big", big, AdmitPolicy::kDefault), AdmitPolicy::kReuse);
+  // A jump far away ends it: random readers are not scans.
+  a.NoteRead("big", big, 40 * kBs, kBs);
+  EXPECT_EQ(a.Effective("big", big, AdmitPolicy::kDefault), AdmitPolicy::kAlways);
+  a.NoteRead("big", big, 10 * kBs, kBs);
+  EXPECT_EQ(a.Effective("big", big, AdmitPolicy::kDefault), AdmitPolicy::kAlways);
+  EXPECT_EQ(a.stats().scans, 1u);
+  // Off with scan_percent 0; and a default of never is not turned into reuse.
+  o.scan_percent = 0;
+  Admission off(o, 1 << 20, kBs);
+  for (uint64_t i = 0; i < 8; ++i) off.NoteRead("big", big, i * kBs, kBs);
+  EXPECT_EQ(off.Effective("big", big, AdmitPolicy::kDefault), AdmitPolicy::kAlways);
+  o.scan_percent = 10;
+  o.default_policy = AdmitPolicy::kNever;
+  Admission nev(o, 1 << 20, kBs);
+  for (uint64_t i = 0; i < 8; ++i) nev.NoteRead("big", big, i * kBs, kBs);
+  EXPECT_EQ(nev.Effective("big", big, AdmitPolicy::kDefault), AdmitPolicy::kNever);
+}
+
+// Concurrent decisions and reads of several files (TSan covers the ghost list and the scan map).
+TEST(Admission, ConcurrentUseCountsEveryDecision) {
+  AdmissionOptions o;
+  o.default_policy = AdmitPolicy::kReuse;
+  Admission a(o, 1 << 20, kBs);
+  constexpr int kThreads = 4, kOps = 2000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&a, t] {
+      const std::string key = "f" + std::to_string(t % 2);
+      for (int i = 0; i < kOps; ++i) {
+        a.NoteRead(key, 128 * kBs, (i % 128) * kBs, kBs);
+        a.Admit(Key(i % 300), key, 128 * kBs, Placement{});
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(a.stats().admitted + a.stats().rejected, uint64_t{kThreads} * kOps);
+  EXPECT_GT(a.stats().ghost_hits, 0u);
+}
+
+// TieredCache with admission: L1 of one block (so that re-reads go below it), L2 of 1 MiB.
+class AdmissionCacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(dir_.path().empty());
+    auto fs = NewPosixFlashStore(dir_.path(), false);
+    ASSERT_TRUE(fs.ok());
+    flash_ = std::move(*fs);
+    meta_ = NewMemMetaStore();
+    options_.block_size = kBs;
+    options_.prefetch_threads = 0;  // no readahead: every block read is a demand read
+    options_.fetch_threads = 0;
+  }
+
+  std::unique_ptr<TieredCache> OpenCache() {
+    std::vector<std::unique_ptr<Tier>> tiers;
+    MemoryTierOptions m;
+    m.capacity_bytes = kBs;
+    m.shards = 1;
+    tiers.push_back(NewMemoryTier(m));
+    FlashTierOptions f;
+    f.capacity_bytes = 1 << 20;
+    f.min_free_bytes = 0;
+    auto l2 = NewFlashTier(f, flash_.get(), meta_.get(), &clock_);
+    EXPECT_TRUE(l2.ok()) << l2.status().ToString();
+    if (!l2.ok()) return nullptr;
+    tiers.push_back(std::move(*l2));
+    auto c = TieredCache::Open(options_, std::move(tiers), &origin_, &clock_);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? std::move(*c) : nullptr;
+  }
+
+  ObjectRef Put(const std::string& key, uint64_t size) {
+    origin_.PutObject(key, Pattern(size));
+    ObjectRef o;
+    o.key = key;
+    o.info = *origin_.Head(key);
+    origin_.ResetCounters();
+    return o;
+  }
+
+  static void ReadBlock(TieredCache* c, const ObjectRef& o, uint64_t i) {
+    std::string buf(kBs, '\0');
+    auto n = c->ReadInto(o, i * kBs, std::as_writable_bytes(std::span(buf)));
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+  }
+  static uint64_t InL2(TieredCache* c, const ObjectRef& o) { return c->Residency(o)[1].second; }
+
+  testing::TcTempDir dir_;
+  FakeBlobStore origin_{"fake://bucket"};
+  FakeClock clock_;
+  std::unique_ptr<FlashStore> flash_;
+  std::unique_ptr<MetaStore> meta_;
+  TieredCacheOptions options_;
+};
+
+TEST_F(AdmissionCacheTest, ReuseStoresABlockInL2OnlyWhenItIsReadAgain) {
+  options_.admission.default_policy = AdmitPolicy::kReuse;
+  auto c = OpenCache();
+  ObjectRef o = Put("f", 2 * kBs);
+  ReadBlock(c.get(), o, 0);
+  ReadBlock(c.get(), o, 1);  // pushes block 0 out of the one-block L1
+  EXPECT_EQ(InL2(c.get(), o), 0u);
+  EXPECT_EQ(c->Residency(o)[0].second, 1u);  // L1 still took the block it served
+  ReadBlock(c.get(), o, 0);                  // from the origin again: a ghost hit, admitted
+  ReadBlock(c.get(), o, 1);
+  EXPECT_EQ(InL2(c.get(), o), 2u);
+  EXPECT_EQ(origin_.read_calls(), 4u);
+  ReadBlock(c.get(), o, 0);  // from L2 now
+  EXPECT_EQ(origin_.read_calls(), 4u);
+  auto s = ParseStats(c->StatsText());
+  EXPECT_EQ(s["admit.rejected"], 2u);
+  EXPECT_EQ(s["admit.admitted"], 2u);
+  EXPECT_EQ(s["admit.ghost_hits"], 2u);
+  EXPECT_EQ(s["l2.hits"], 1u);
+}
+
+TEST_F(AdmissionCacheTest, NeverServesWithoutStoringButPinsAndDeepPrefetchAreAdmitted) {
+  bool pin = false;
+  options_.placement = [&pin](std::string_view key) {
+    Placement p;
+    p.admit = AdmitPolicy::kNever;
+    p.pinned = pin && key == "pinned";
+    return p;
+  };
+  auto c = OpenCache();
+  ObjectRef o = Put("f", 4 * kBs);
+  for (uint64_t i = 0; i < 4; ++i) ReadBlock(c.get(), o, i);
+  for (uint64_t i = 0; i < 4; ++i) ReadBlock(c.get(), o, i);
+  EXPECT_EQ(InL2(c.get(), o), 0u);
+  EXPECT_EQ(origin_.read_calls(), 8u);
+  // A deep prefetch into L2 (pin, prefetch jobs, prefetch_list) does not ask admission.
+  for (uint64_t i = 0; i < 2; ++i) ASSERT_TRUE(c->Hydrate(o, i, 1, Placement{}).ok());
+  uint64_t done = 0;
+  ASSERT_TRUE(c->HydrateRun(o, 2, 2, 1, &done).ok());
+  EXPECT_EQ(InL2(c.get(), o), 4u);
+  // A pinned object's blocks are admitted even under `never`.
+  pin = true;
+  ObjectRef p = Put("pinned", 2 * kBs);
+  ReadBlock(c.get(), p, 0);
+  ReadBlock(c.get(), p, 1);
+  EXPECT_EQ(InL2(c.get(), p), 2u);
+  auto s = ParseStats(c->StatsText());
+  EXPECT_EQ(s["admit.rejected"], 8u);
+  EXPECT_EQ(s["admit.admitted"], 2u);
+}
+
+TEST_F(AdmissionCacheTest, ASequentialPassOverALargeFileIsAdmittedAsReuse) {
+  auto c = OpenCache();  // default: always, scans: files of 64 blocks (> 10% of L2) or more
+  ObjectRef big = Put("big", 64 * kBs);
+  ObjectRef small = Put("small", 16 * kBs);
+  for (uint64_t i = 0; i < 64; ++i) ReadBlock(c.get(), big, i);
+  for (uint64_t i = 0; i < 16; ++i) ReadBlock(c.get(), small, i);
+  // The scan is detected on its 4th block: the first three went in, the rest was only remembered.
+  EXPECT_EQ(InL2(c.get(), big), Admission::kScanRunBlocks - 1);
+  EXPECT_EQ(InL2(c.get(), small), 16u);  // below the threshold: always
+  auto s = ParseStats(c->StatsText());
+  EXPECT_EQ(s["admit.scans"], 1u);
+  EXPECT_EQ(s["admit.rejected"], 64u - (Admission::kScanRunBlocks - 1));
+  // A second pass is a reuse: ghost hits put it in L2.
+  for (uint64_t i = 0; i < 64; ++i) ReadBlock(c.get(), big, i);
+  EXPECT_EQ(InL2(c.get(), big), 64u);
+  s = ParseStats(c->StatsText());
+  EXPECT_EQ(s["admit.ghost_hits"], 64u - (Admission::kScanRunBlocks - 1));
+}
+
+TEST_F(AdmissionCacheTest, AnExplicitAlwaysOverridesTheScanDetection) {
+  options_.placement = [](std::string_view) {
+    Placement p;
+    p.admit = AdmitPolicy::kAlways;
+    return p;
+  };
+  auto c = OpenCache();
+  ObjectRef big = Put("big", 64 * kBs);
+  for (uint64_t i = 0; i < 64; ++i) ReadBlock(c.get(), big, i);
+  EXPECT_EQ(InL2(c.get(), big), 64u);
+  EXPECT_EQ(ParseStats(c->StatsText())["admit.scans"], 1u);  // detected, not applied
+}
+
+}  // namespace
+}  // namespace tierfs
