@@ -4,14 +4,17 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <sstream>
 #include <thread>
 
+#include "base/metrics.h"
 #include "base/units.h"
 #include "tests/fakes/fake_blob_store.h"
 #include "tests/tiercache/test_util.h"
 #include "tiercache/catalog.h"
 #include "tiercache/internal/l3_listing.h"
 #include "tiercache/tier.h"
+#include "tiercache/tiered_cache.h"
 
 namespace tierfs {
 namespace {
@@ -345,6 +348,41 @@ TEST_F(SharedListingTest, ForeverTtlTakesAnyStoredListing) {
   auto b = NewHost(&origin_, "", kForever);
   EXPECT_EQ(All(b.get(), "a").size(), 3u);
   EXPECT_EQ(origin_.list_calls(), 0u);
+}
+
+// The value of the sample `series` (name{labels}) in a scrape, or -1 when absent.
+double Sample(const std::string& text, const std::string& series) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.size() > series.size() && line.compare(0, series.size(), series) == 0 &&
+        line[series.size()] == ' ') {
+      return std::stod(line.substr(series.size() + 1));
+    }
+  }
+  return -1;
+}
+
+TEST_F(SharedListingTest, CountersReachStatsAndMetrics) {
+  Hydrate(&origin_);
+  auto b = NewHost(&origin_);
+  All(b.get(), "a");
+  b->catalog.reset();  // it points at the tier, which the cache below takes over
+  metrics::Registry registry;
+  TieredCacheOptions to;
+  to.block_size = 4096;
+  to.metrics = &registry;
+  std::vector<std::unique_ptr<Tier>> tiers;
+  tiers.push_back(std::move(b->l3));
+  auto c = TieredCache::Open(to, std::move(tiers), &origin_, &clock_);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const std::string stats = (*c)->StatsText();
+  EXPECT_NE(stats.find("l3.listings.hits=2 "), std::string::npos) << stats;
+  EXPECT_NE(stats.find("l3.listings.rejected=0 "), std::string::npos) << stats;
+  const std::string text = registry.Scrape();
+  EXPECT_EQ(Sample(text, "tierfs_l3_listings_hits_total{tier=\"l3\"}"), 2);
+  EXPECT_EQ(Sample(text, "tierfs_l3_listings_stored_total{tier=\"l3\"}"), 0);
+  EXPECT_EQ(Sample(text, "tierfs_l3_listings_rejected_total{tier=\"l3\"}"), 0);
 }
 
 }  // namespace
