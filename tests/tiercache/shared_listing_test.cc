@@ -350,6 +350,47 @@ TEST_F(SharedListingTest, ForeverTtlTakesAnyStoredListing) {
   EXPECT_EQ(origin_.list_calls(), 0u);
 }
 
+TEST_F(SharedListingTest, AListingLargerThanTheFirstReadTakesASecondGet) {
+  SharedListing big;
+  big.listed_at_ns = clock_.NowUnixNanos();
+  uint64_t x = 88172645463325252ULL;  // xorshift: ETags that do not compress
+  for (int i = 0; i < 20000; ++i) {
+    char name[32];
+    snprintf(name, sizeof name, "f_%06d", i);
+    std::string etag;
+    for (int j = 0; j < 2; ++j) {
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      char hex[17];
+      snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(x));
+      etag += hex;
+    }
+    big.entries.push_back(File(name, static_cast<uint64_t>(i), etag, i));
+  }
+  auto a = NewHost(&origin_);
+  a->l3->listing_share()->Publish(origin_.Describe(), "big", big);
+  ASSERT_TRUE(a->Drain());
+  ASSERT_EQ(a->Extra("listings.stored"), 1u);
+  auto info = l3_.Head(ListingObjectName(origin_.Describe(), "big"));
+  ASSERT_TRUE(info.ok());
+  EXPECT_GT(info->size, 256u * 1024) << "the test needs an object over the first read";
+  auto b = NewHost(&origin_);
+  l3_.ResetCounters();
+  auto got = b->l3->listing_share()->Fetch(origin_.Describe(), "big", 0);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(l3_.read_calls(), 2u);
+  EXPECT_EQ(got->listed_at_ns, big.listed_at_ns);
+  EXPECT_TRUE(Same(got->entries, big.entries));
+  // Asked for a newer one than it holds: not served, counted as old.
+  EXPECT_EQ(b->l3->listing_share()
+                ->Fetch(origin_.Describe(), "big", big.listed_at_ns + 1)
+                .status()
+                .code(),
+            Status::Code::kNotFound);
+  EXPECT_EQ(b->Extra("listings.old"), 1u);
+}
+
 // The value of the sample `series` (name{labels}) in a scrape, or -1 when absent.
 double Sample(const std::string& text, const std::string& series) {
   std::istringstream in(text);
