@@ -278,6 +278,7 @@ Status Build(const DaemonOptions& o, Components* c) {
     if (!l2.ok()) return l2.status().WithContext("opening the L2 tier");
     tiers.push_back(std::move(*l2));
   }
+  ListingShare* listing_share = nullptr;  // owned by the L3 tier (in c->cache below)
   if (!o.l3.empty()) {
     S3Options l3_options = o.l3_store;
     TIERFS_RETURN_IF_ERROR(AttachCredentialChain(&l3_options, o.l3_profile, !o.l3_profile.empty(),
@@ -295,6 +296,7 @@ Status Build(const DaemonOptions& o, Components* c) {
     }
     auto l3 = NewRemoteTier(o.l3_tier, c->l3_store.get(), clock);
     if (!l3.ok()) return l3.status().WithContext("opening the L3 tier");
+    listing_share = (*l3)->listing_share();  // directory listings shared through L3 too
     tiers.push_back(std::move(*l3));
   }
   PolicyOptions po = o.policies;
@@ -321,7 +323,9 @@ Status Build(const DaemonOptions& o, Components* c) {
           [l3](metrics::Exposition* e) { CollectStoreMetrics(l3->Stats(), "l3", e); });
     }
   }
-  auto catalog = Catalog::Open(o.catalog, c->origin.get(), c->meta.get(), clock);
+  CatalogOptions catalog_options = o.catalog;
+  catalog_options.listing_share = listing_share;
+  auto catalog = Catalog::Open(catalog_options, c->origin.get(), c->meta.get(), clock);
   if (!catalog.ok()) return catalog.status().WithContext("opening the catalog");
   c->catalog = std::move(*catalog);
 

@@ -312,15 +312,18 @@ class CatalogImpl final : public Catalog {
       if (e->type != EntryType::kDir)
         return Status::NotFound("'" + std::string(dir) + "' is a file");
     }
-    ++stats_.listing_misses;
     std::vector<DirEntry> entries;
-    Status st = ListFromOrigin(dir, &entries);
-    if (!st.ok()) {
-      if (rec) return ServeStale(dir, st);
-      return st.WithContext("listing '" + std::string(dir) + "'");
-    }
     DirRecord out;
-    out.listed_at_ns = clock_->NowUnixNanos();
+    const bool shared = FromShare(dir, &entries, &out.listed_at_ns);
+    if (!shared) {
+      ++stats_.listing_misses;
+      Status st = ListFromOrigin(dir, &entries);
+      if (!st.ok()) {
+        if (rec) return ServeStale(dir, st);
+        return st.WithContext("listing '" + std::string(dir) + "'");
+      }
+      out.listed_at_ns = clock_->NowUnixNanos();
+    }
     out.entry_count = entries.size();
     Status put = meta_->ReplaceDir(dir_key, out, entries);
     if (put.ok()) {
@@ -329,7 +332,27 @@ class CatalogImpl final : public Catalog {
       put = KeepInOverflow(dir, dir_key, out, entries, put);
     }
     ForgetSnapshot(dir_key);
+    if (!shared && options_.listing_share != nullptr) {
+      options_.listing_share->Publish(source_, dir,
+                                      SharedListing{out.listed_at_ns, std::move(entries)});
+    }
     return put;
+  }
+
+  // The listing of `dir` from the listing share when it holds one younger than metadata_ttl
+  // (listing_share.h). Names the metadata store cannot key are left out, as ListFromOrigin does.
+  bool FromShare(std::string_view dir, std::vector<DirEntry>* out, int64_t* listed_at_ns) {
+    if (options_.listing_share == nullptr) return false;
+    const int64_t now = clock_->NowUnixNanos();
+    const int64_t min_at =
+        options_.metadata_ttl == kForever ? INT64_MIN : now - options_.metadata_ttl.count() + 1;
+    Result<SharedListing> l = options_.listing_share->Fetch(source_, dir, min_at);
+    if (!l.ok()) return false;
+    const size_t key_room = kMaxMetaKeyBytes - std::min(kMaxMetaKeyBytes, DirKey(dir).size() + 1);
+    std::erase_if(l->entries, [&](const DirEntry& e) { return e.name.size() > key_room; });
+    *out = std::move(l->entries);
+    *listed_at_ns = std::min(l->listed_at_ns, now);  // a writer's clock ahead of ours
+    return true;
   }
 
   // ---- listings the metadata store has no room for ----

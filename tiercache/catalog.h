@@ -37,6 +37,7 @@
 #include "base/result.h"
 #include "blobclient/blob_store.h"
 #include "metastore/meta_store.h"
+#include "tiercache/listing_share.h"
 
 namespace tierfs {
 
@@ -46,6 +47,12 @@ struct CatalogOptions {
   // Serve stale listings while a background refresh runs (see above). false: a stale listing is
   // refreshed on the caller's thread (only tests want that).
   bool stale_while_revalidate = true;
+  // Listings shared with the other hosts of the region (listing_share.h; the L3 tier), or
+  // nullptr. Set: a directory to be (re)listed is first asked of the share, and taken from it
+  // when it was listed less than metadata_ttl ago (keeping that listing time, so it expires for
+  // every host at once); a listing taken from the origin is offered to it. Not owned; must
+  // outlive the catalog.
+  ListingShare* listing_share = nullptr;
 };
 
 struct CatalogStats {

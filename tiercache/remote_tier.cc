@@ -12,6 +12,9 @@
 // - A corrupt object is not deleted: the origin refetch that follows the miss writes the block
 //   back under the same key, overwriting it (no extra request, no delete racing another host's
 //   good write).
+// - The tier is also the ListingShare (listing_share.h): directory listings are objects
+//   "listings/<32 hex>" in the same framing (l3_listing.h), read on the caller's thread through
+//   the same store (short timeouts) and breaker, and written by the same uploaders and queue.
 #include <pthread.h>
 
 #include <algorithm>
@@ -25,6 +28,7 @@
 #include "base/logging.h"
 #include "base/mutex.h"
 #include "tiercache/internal/block_key_hash.h"
+#include "tiercache/internal/l3_listing.h"
 #include "tiercache/internal/l3_object.h"
 #include "tiercache/tier.h"
 
@@ -32,10 +36,15 @@ namespace tierfs {
 namespace {
 
 using tiercache_internal::BlockKeyHash;
+using tiercache_internal::DecodeL3Listing;
+using tiercache_internal::EncodeL3Listing;
 using tiercache_internal::EncodeL3Object;
 using tiercache_internal::kL3FixedHeaderBytes;
 using tiercache_internal::kL3MaxHeaderBytes;
+using tiercache_internal::kMaxListingObjectBytes;
 using tiercache_internal::L3Header;
+using tiercache_internal::ListingKey;
+using tiercache_internal::ListingObjectName;
 using tiercache_internal::ParseL3Header;
 using tiercache_internal::ParseL3Object;
 
@@ -54,13 +63,25 @@ bool IsBlockObjectName(std::string_view name) {
          });
 }
 
+// A directory listing waiting for upload (ListingShare::Publish).
+struct ListingJob {
+  std::string source, dir;
+  SharedListing listing;
+};
+
+// A block, or (with `listing` set) a listing under key ListingKey(source, dir).
 struct WriteJob {
   BlockKey key;
   BlockRef block;
+  std::shared_ptr<const ListingJob> listing;
 };
 
+// The first GET of a listing object asks for this many bytes; a larger one takes a second GET
+// of the rest (its header tells how long it is).
+constexpr size_t kListingFirstRead = 256 * 1024;
+
 // Thread-safe; no external synchronization needed.
-class RemoteTier final : public Tier {
+class RemoteTier final : public Tier, public ListingShare {
  public:
   RemoteTier(const RemoteTierOptions& options, BlobStore* store, Clock* clock)
       : options_(options), store_(store), clock_(clock), queue_cv_(&queue_mu_) {}
@@ -153,7 +174,7 @@ class RemoteTier final : public Tier {
         ++write_dropped_;
         return Status::NoSpace("l3: write queue full; write dropped");
       }
-      queue_.push_back(WriteJob{key, block});
+      queue_.push_back(WriteJob{key, block, nullptr});
       pending_.insert(key);
     }
     queue_cv_.Signal();
@@ -168,6 +189,78 @@ class RemoteTier final : public Tier {
 
   const TierStats& Stats() const override { return stats_; }
 
+  ListingShare* listing_share() override { return this; }
+
+  // ---- ListingShare ----
+
+  Result<SharedListing> Fetch(std::string_view source, std::string_view dir,
+                              int64_t min_listed_at_ns) override {
+    if (!BreakerAllows()) {
+      ++skipped_;
+      return Status::Unavailable("l3: circuit open after repeated failures");
+    }
+    const std::string name = ListingObjectName(source, dir);
+    std::vector<std::byte> buf(kListingFirstRead);
+    Result<size_t> n = store_->Read(name, 0, buf, "");
+    if (n.ok() && *n == buf.size()) {
+      // Maybe more: the header says how long the object is.
+      Result<L3Header> h = ParseL3Header(buf);
+      const uint64_t total = h.ok() ? h->header_bytes + h->length : 0;
+      if (h.ok() && total > buf.size() && total <= kMaxListingObjectBytes) {
+        buf.resize(total);
+        Result<size_t> more = store_->Read(name, *n, std::span(buf).subspan(*n), "");
+        n = more.ok() ? Result<size_t>(*n + std::min(*more, total - *n)) : more;
+      }
+    }
+    if (!n.ok()) {
+      if (n.status().IsNotFound()) {
+        RecordSuccess();
+        return n.status();
+      }
+      RecordFailure(n.status());
+      ++listing_errors_;
+      return n.status();
+    }
+    RecordSuccess();
+    buf.resize(std::min(*n, buf.size()));
+    uint64_t stored_ns = 0;
+    Result<SharedListing> l = DecodeL3Listing(buf, source, dir, MacKey(), &stored_ns);
+    if (!l.ok()) {
+      ++listings_rejected_;
+      Logger(Module::kTierCache)
+          .warn("l3 listing of '{}' ({}) is rejected ({}); listing it from the origin", dir, name,
+                l.status().message());
+      return Status::NotFound("l3: listing rejected");
+    }
+    if (Expired(stored_ns) || l->listed_at_ns < min_listed_at_ns) {
+      ++listings_old_;
+      return Status::NotFound("l3: listing too old");
+    }
+    ++listings_hits_;
+    return l;
+  }
+
+  void Publish(std::string_view source, std::string_view dir, SharedListing listing) override {
+    if (!BreakerAllows()) {
+      ++write_dropped_;
+      return;
+    }
+    const BlockKey key = ListingKey(source, dir);
+    {
+      MutexLock l(&queue_mu_);
+      if (pending_.count(key) != 0) return;  // one just taken is on its way
+      if (queue_.size() >= options_.write_queue) {
+        ++write_dropped_;
+        return;
+      }
+      auto job = std::make_shared<ListingJob>(
+          ListingJob{std::string(source), std::string(dir), std::move(listing)});
+      queue_.push_back(WriteJob{key, nullptr, std::move(job)});
+      pending_.insert(key);
+    }
+    queue_cv_.Signal();
+  }
+
   void AppendExtraStats(std::vector<std::pair<std::string, uint64_t>>* out) const override {
     uint64_t pending;
     {
@@ -181,6 +274,11 @@ class RemoteTier final : public Tier {
     out->emplace_back("skipped", skipped_.load());
     out->emplace_back("breaker.trips", breaker_trips_.load());
     out->emplace_back("breaker.open", BreakerOpenNow() ? 1 : 0);
+    out->emplace_back("listings.hits", listings_hits_.load());
+    out->emplace_back("listings.stored", listings_stored_.load());
+    out->emplace_back("listings.rejected", listings_rejected_.load());
+    out->emplace_back("listings.old", listings_old_.load());
+    out->emplace_back("listings.errors", listing_errors_.load());
     AppendStoreStats(store_->Stats(), out);
   }
 
@@ -281,6 +379,10 @@ class RemoteTier final : public Tier {
       ++write_dropped_;
       return;
     }
+    if (job.listing) {
+      UploadListing(*job.listing, buf);
+      return;
+    }
     const auto data = job.block->data();
     EncodeL3Object(job.key, data, static_cast<uint64_t>(clock_->NowUnixNanos()), MacKey(), buf);
     Status s = store_->Put(ObjectName(job.key), *buf);
@@ -297,6 +399,28 @@ class RemoteTier final : public Tier {
     Remember(job.key);
   }
 
+  void UploadListing(const ListingJob& job, std::vector<std::byte>* buf) {
+    Status s = EncodeL3Listing(job.source, job.dir, job.listing,
+                               static_cast<uint64_t>(clock_->NowUnixNanos()), MacKey(), buf);
+    if (!s.ok()) {
+      ++write_dropped_;
+      SPDLOG_LOGGER_DEBUG(&Logger(Module::kTierCache), "l3: listing of '{}' not shared: {}",
+                          job.dir, s.ToString());
+      return;
+    }
+    s = store_->Put(ListingObjectName(job.source, job.dir), *buf);
+    if (!s.ok()) {
+      RecordFailure(s);
+      ++write_errors_;
+      SPDLOG_LOGGER_DEBUG(&Logger(Module::kTierCache), "l3 write of the listing of '{}' failed: {}",
+                          job.dir, s.ToString());
+      return;
+    }
+    RecordSuccess();
+    ++listings_stored_;
+    if (buf->capacity() > (4u << 20)) *buf = std::vector<std::byte>();  // blocks need far less
+  }
+
   // Constant after construction.
   const RemoteTierOptions options_;
   BlobStore* const store_;
@@ -305,6 +429,10 @@ class RemoteTier final : public Tier {
   TierStats stats_;
   std::atomic<uint64_t> write_dropped_{0}, write_errors_{0}, expired_{0}, skipped_{0};
   std::atomic<uint64_t> breaker_trips_{0};
+  // Shared listings: served, stored, refused (corrupt, foreign, MAC), older than asked (or than
+  // l3_ttl), GETs that failed.
+  std::atomic<uint64_t> listings_hits_{0}, listings_stored_{0}, listings_rejected_{0};
+  std::atomic<uint64_t> listings_old_{0}, listing_errors_{0};
   std::atomic<int> consecutive_failures_{0};
   std::atomic<int64_t> open_until_ns_{INT64_MIN};
 

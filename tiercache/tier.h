@@ -26,6 +26,7 @@
 #include "base/result.h"
 #include "blobclient/blob_store.h"
 #include "metastore/meta_store.h"
+#include "tiercache/listing_share.h"
 
 namespace tierfs {
 
@@ -214,6 +215,9 @@ class Tier {
   // Counters beyond TierStats, appended as (name without the tier prefix, value), e.g.
   // ("write.dropped", 3); TieredCache::StatsText prints them as "<tier>.<name>=<value>".
   virtual void AppendExtraStats(std::vector<std::pair<std::string, uint64_t>>* out) const {}
+  // The tier's store for directory listings shared between hosts (L3), or nullptr. Lives as
+  // long as the tier.
+  virtual ListingShare* listing_share() { return nullptr; }
 };
 
 struct MemoryTierOptions {

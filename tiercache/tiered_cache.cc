@@ -530,6 +530,15 @@ class TieredCacheImpl final : public TieredCache {
             e->AddGauge("tierfs_l3_breaker_open", "1 while the L3 circuit breaker is open.", l, v);
           } else if (k == "breaker.trips") {
             e->AddCounter("tierfs_l3_breaker_trips_total", "Times the L3 breaker opened.", l, v);
+          } else if (k == "listings.hits") {
+            e->AddCounter("tierfs_l3_listings_hits_total",
+                          "Directory listings taken from L3 instead of the origin.", l, v);
+          } else if (k == "listings.stored") {
+            e->AddCounter("tierfs_l3_listings_stored_total",
+                          "Directory listings stored to L3 for the other hosts.", l, v);
+          } else if (k == "listings.rejected") {
+            e->AddCounter("tierfs_l3_listings_rejected_total",
+                          "L3 listings refused (corrupt, foreign or MAC mismatch).", l, v);
           }
         }
       }

@@ -287,6 +287,28 @@ stats_xattr() {
   timeout -k 2 20 getfattr --only-values --absolute-names -n user.tierfs.stats "$1"
 }
 
+stat_value() {  # stat_value "STATS" KEY
+  tr ' ' '\n' <<<"$1" | awk -F= -v k="$2" '$1 == k { print $2; found = 1 } END { if (!found) print "" }'
+}
+
+# wait_l3_drained MNT SECONDS: until l3.write.pending is 0 and l3.inserts stops moving.
+wait_l3_drained() {
+  local mnt="$1" deadline=$((SECONDS + $2)) stats pending inserts last=""
+  while :; do
+    stats="$(stats_xattr "$mnt")" || fail "cannot read stats of $mnt"
+    pending="$(stat_value "$stats" l3.write.pending)"
+    inserts="$(stat_value "$stats" l3.inserts)"
+    [[ -n "$pending" ]] || fail "no l3.write.pending in the stats (is L3 configured?): $stats"
+    if [[ "$pending" == 0 && "$inserts" == "$last" ]]; then
+      log "L3 write-back drained: l3.inserts=$inserts"
+      return 0
+    fi
+    last="$inserts"
+    (( SECONDS < deadline )) || fail "L3 write-back not drained in $2 s (pending=$pending inserts=$inserts)"
+    sleep 1
+  done
+}
+
 # print_log_tail FILE: the last lines of a daemon log, indented (for failure reports).
 print_log_tail() {
   [[ -f "$1" ]] || return 0

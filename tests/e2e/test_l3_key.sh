@@ -60,24 +60,6 @@ exec(sys.stdin.read())
 ' "$L3_ENDPOINT" "$L3_BUCKET" "$L3_PREFIX/blocks/" "$@"
 }
 
-stat_value() {  # stat_value "STATS" KEY
-  tr ' ' '\n' <<<"$1" | awk -F= -v k="$2" '$1 == k { print $2; found = 1 } END { if (!found) print "" }'
-}
-wait_l3_drained() {  # wait_l3_drained MNT SECONDS
-  local mnt="$1" deadline=$((SECONDS + $2)) stats pending inserts last=""
-  while :; do
-    stats="$(stats_xattr "$mnt")" || fail "cannot read stats of $mnt"
-    pending="$(stat_value "$stats" l3.write.pending)"
-    inserts="$(stat_value "$stats" l3.inserts)"
-    if [[ "$pending" == 0 && "$inserts" == "$last" ]]; then
-      log "L3 write-back drained: l3.inserts=$inserts"
-      return 0
-    fi
-    last="$inserts"
-    (( SECONDS < deadline )) || fail "L3 write-back not drained in $2 s (pending=$pending)"
-    sleep 1
-  done
-}
 host_mount() {
   MNT="$E2E_WORK/mnt-$1"
   tierfs_mount "s3://$BUCKET" "$MNT" "$E2E_WORK/cache-$1" "$E2E_WORK/daemon-$1.log" "${MOUNT_ARGS[@]}"

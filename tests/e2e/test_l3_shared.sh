@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # End-to-end: the regional L3 tier shared by two "hosts". Two s3rver instances on loopback: the
 # origin (bucket tierfs-e2e) and the L3 store (bucket tierfs-l3), so L3 can be stopped alone.
-#   1. host A (own L1/L2 cache dir) reads the whole dataset from the origin; its L3 write-back
-#      drains (no write dropped);
-#   2. host B (another cache dir, same origin and L3) reads all of it byte-exact with zero origin
-#      block requests; its df shows its own L2;
+#   1. host A (own L1/L2 cache dir) lists and reads the whole dataset from the origin; its L3
+#      write-back (blocks and directory listings) drains (no write dropped);
+#   2. host B (another cache dir, same origin and L3) lists every directory and reads all of it
+#      byte-exact with zero origin LISTs (the listings come from L3) and zero origin block
+#      requests; its df shows its own L2;
 #   3. one L3 object is overwritten with wrong bytes (boto3): host C detects it by checksum,
 #      reads that block from the origin, serves every byte exact, and rewrites the object;
 #   4. the L3 server is stopped: host D still reads everything byte-exact from the origin.
@@ -31,31 +32,12 @@ l3_secret_access_key_env = "TIERFS_E2E_L3_SECRET"
 # The whole test dataset fits in the queue, so host A's write-back drops nothing.
 l3_write_queue = 4096
 l3_ttl = "1d"
+[metadata]
+# Host B must find host A's listings younger than this (they are shared while fresh).
+ttl = "1h"
 EOF
 MOUNT_ARGS=(--endpoint "$ORIGIN_ENDPOINT" --config "$E2E_WORK/tierfs.toml"
   --l3 "s3://$L3_BUCKET/$L3_PREFIX" --l3-endpoint "$L3_ENDPOINT")
-
-stat_value() {  # stat_value "STATS" KEY
-  tr ' ' '\n' <<<"$1" | awk -F= -v k="$2" '$1 == k { print $2; found = 1 } END { if (!found) print "" }'
-}
-
-# wait_l3_drained MNT SECONDS: until l3.write.pending is 0 and l3.inserts stops moving.
-wait_l3_drained() {
-  local mnt="$1" deadline=$((SECONDS + $2)) stats pending inserts last=""
-  while :; do
-    stats="$(stats_xattr "$mnt")" || fail "cannot read stats of $mnt"
-    pending="$(stat_value "$stats" l3.write.pending)"
-    inserts="$(stat_value "$stats" l3.inserts)"
-    [[ -n "$pending" ]] || fail "no l3.write.pending in the stats (is L3 configured?): $stats"
-    if [[ "$pending" == 0 && "$inserts" == "$last" ]]; then
-      log "L3 write-back drained: l3.inserts=$inserts"
-      return 0
-    fi
-    last="$inserts"
-    (( SECONDS < deadline )) || fail "L3 write-back not drained in $2 s (pending=$pending inserts=$inserts)"
-    sleep 1
-  done
-}
 
 host_mount() {  # host_mount NAME: mounts host NAME with its own cache dir; sets MNT, PID
   MNT="$E2E_WORK/mnt-$1"
@@ -73,11 +55,17 @@ host_umount() {  # host_umount NAME
 # ---- 1. host A hydrates L3
 host_mount a
 t0=$SECONDS
+step "host A: tree (find) equals the manifest" 120 "$PY" "$E2E_DIR/verify.py" tree "$MNT" "$MANIFEST"
 step "host A: sha256 of every file (from the origin)" 300 "$PY" "$E2E_DIR/verify.py" hashes "$MNT" "$MANIFEST"
 log "host A read the dataset in $((SECONDS - t0)) s"
 wait_l3_drained "$MNT" 180
 check_stats "$MNT" --gt origin.requests=0 --gt l3.inserts=0 --eq l3.write.dropped=0 \
-  --eq l3.write.errors=0 --eq l3.hits=0
+  --eq l3.write.errors=0 --eq l3.hits=0 --gt catalog.list_requests=0 --gt l3.listings.stored=0 \
+  --eq l3.listings.hits=0
+stats_a="$(stats_xattr "$MNT")"
+n_dirs="$(stat_value "$stats_a" l3.listings.stored)"
+lists_a="$(stat_value "$stats_a" catalog.list_requests)"
+log "host A: $lists_a origin LIST pages for $n_dirs directories (stored to L3)"
 host_umount a
 n_objects="$(env -u AWS_CA_BUNDLE "$PY" - "$L3_ENDPOINT" "$L3_BUCKET" "$L3_PREFIX/blocks/" <<'EOF'
 import sys, boto3
@@ -95,11 +83,15 @@ log "L3 holds $n_objects block objects under $L3_PREFIX/blocks/"
 # ---- 2. host B reads everything from L3
 host_mount b
 t0=$SECONDS
+step "host B: tree (find) equals the manifest (listings from L3)" 120 "$PY" "$E2E_DIR/verify.py" tree "$MNT" "$MANIFEST"
+check_stats "$MNT" --eq catalog.list_requests=0 --eq catalog.listing_misses=0 \
+  --eq "l3.listings.hits=$n_dirs" --eq l3.listings.rejected=0 --eq l3.listings.stored=0
+log "ok host B: listed all $n_dirs directories with zero origin LISTs (host A: $lists_a)"
 step "host B: sha256 of every file (from L3)" 300 "$PY" "$E2E_DIR/verify.py" hashes "$MNT" "$MANIFEST"
 log "host B read the dataset in $((SECONDS - t0)) s"
 step "host B: pread at block boundaries" 180 "$PY" "$E2E_DIR/verify.py" ranges "$MNT" "$MANIFEST"
 check_stats "$MNT" --eq origin.requests=0 --eq origin.bytes=0 --gt l3.hits=0 --eq l3.corruptions=0 \
-  --eq l3.inserts=0
+  --eq l3.inserts=0 --eq catalog.list_requests=0
 log "ok host B: zero origin block requests"
 # df is this host's cache, L2, however much L3 holds (README "Semantics").
 read -r df_blocks df_bsize < <(stat -f -c '%b %S' "$MNT")

@@ -56,3 +56,36 @@ for name, data, off, ln in [("one_chunk", b"x" * 1000, 10, 100),
     write("l2_trailer_fuzz", name, struct.pack("<QQQ", len(data), off, ln) + f)
 write("l2_trailer_fuzz", "overflow_range",
       struct.pack("<QQQ", 4096, 2**64 - 10, 20) + b"y" * 4096 + trailer(b"y" * 4096))
+
+# l3_listing_fuzz input: a listing payload (FORMAT.md "Shared listings"; the target wraps it in
+# L3 framing). The zstd frame comes from the zstd command line tool (Debian's zstd).
+import subprocess  # noqa: E402
+
+
+def zstd(b: bytes) -> bytes:
+    # From a file, not a pipe: the frame must carry its content size.
+    import tempfile
+    with tempfile.NamedTemporaryFile() as f:
+        f.write(b)
+        f.flush()
+        return subprocess.run(["zstd", "-q", "-c", "-3", f.name], stdout=subprocess.PIPE,
+                              check=True).stdout
+
+
+def entry(kind: int, name: bytes, size: int = 0, mtime: int = 0, etag: bytes = b"") -> bytes:
+    return (struct.pack("<BH", kind, len(name)) + name + struct.pack("<QqH", size, mtime, len(etag))
+            + etag)
+
+
+def listing(entries, source=b"src", dir_=b"d", listed_at=1700000000000000000) -> bytes:
+    raw = b"".join(entries)
+    return (b"TFLS" + struct.pack("<IIIqQQ", 1, 1, 0, listed_at, len(entries), len(raw)) +
+            struct.pack("<I", len(source)) + source + struct.pack("<I", len(dir_)) + dir_ +
+            zstd(raw))
+
+
+write("l3_listing_fuzz", "empty", listing([]))
+write("l3_listing_fuzz", "files_and_dir",
+      listing([entry(1, b"a.bin", 10, 5, b"etag-a"), entry(2, b"sub"), entry(1, b"z z", 0, 7)]))
+write("l3_listing_fuzz", "out_of_order", listing([entry(1, b"b", 1), entry(1, b"a", 1)]))
+write("l3_listing_fuzz", "other_source", listing([entry(1, b"a", 1)], source=b"elsewhere"))
