@@ -21,6 +21,7 @@ pkgs=(
   man-db
   bsdextrautils
   nlohmann-json3-dev
+  libzstd-dev
   python3 python3-torch python3-numpy python3-boto3
   python3-setuptools
   python3-pip
