@@ -25,7 +25,7 @@ namespace {
 
 constexpr size_t kHeaderFixed = 52;  // bytes before the source URI
 constexpr size_t kChecksumBytes = 16;
-constexpr int kZstdLevel = 9;
+constexpr int kZstdLevel = 3;
 
 enum EtagKind : uint8_t {
   kEtagString = 0,     // varint length + bytes
@@ -271,12 +271,12 @@ Result<Manifest> DecodeManifest(std::string_view bytes, std::string_view name) {
         shared + suffix_len > kMaxManifestKey || shared + suffix_len == 0)
       return bad("bad key length");
     if (!r.Bytes(suffix_len, &suffix)) return bad("truncated key");
-    std::string next = key.substr(0, shared);
-    next.append(suffix);
-    if (i > 0 && !(key < next)) return bad("keys out of order");
-    key = std::move(next);
     ManifestEntry e;
-    e.key = key;
+    e.key.reserve(shared + suffix_len);
+    e.key.assign(key, 0, shared);
+    e.key.append(suffix);
+    if (i > 0 && !(key < e.key)) return bad("keys out of order");
+    key = e.key;
     uint8_t kind;
     if (!r.Varint(&size) || !r.Byte(&kind)) return bad("truncated");
     e.info.size = size;

@@ -6,7 +6,6 @@
 // ever fetched: the catalog holds no pointer to the origin. Memory: one DirEntry per file and
 // directory (about 100 bytes plus name and ETag).
 #include <algorithm>
-#include <map>
 #include <unordered_map>
 
 #include "base/logging.h"
@@ -27,8 +26,9 @@ std::pair<std::string_view, std::string_view> SplitLast(std::string_view path) {
 class ManifestCatalog final : public Catalog {
  public:
   ManifestCatalog(const Manifest& m, ManifestCatalogStats* out) : checksum_(m.checksum) {
-    // name -> entry per directory while building; a directory replaces a file of its name.
-    std::map<std::string, std::map<std::string, DirEntry>> tree;
+    // Directory path -> its entries, unsorted while building; a directory is added to its
+    // parent once, when first seen.
+    std::unordered_map<std::string, std::vector<DirEntry>> tree;
     tree[""];
     ManifestCatalogStats st;
     std::string last_dir;  // keys come sorted: most share the directory of the one before
@@ -39,13 +39,12 @@ class ManifestCatalog final : public Catalog {
       for (size_t end = 0; end != std::string_view::npos;) {
         end = dir.find('/', end + 1);
         const std::string_view prefix = dir.substr(0, end);
+        if (!tree.try_emplace(std::string(prefix)).second) continue;
         auto [parent, base] = SplitLast(prefix);
-        DirEntry& d = tree[std::string(parent)][std::string(base)];
-        if (d.type == EntryType::kFile && !d.name.empty()) ++st.hidden;  // "a" then "a/x"
-        d = DirEntry();
+        DirEntry d;
         d.name = std::string(base);
         d.type = EntryType::kDir;
-        tree[std::string(prefix)];
+        tree[std::string(parent)].push_back(std::move(d));
       }
     };
     for (const ManifestEntry& e : m.entries) {
@@ -76,16 +75,24 @@ class ManifestCatalog final : public Catalog {
       f.size = e.info.size;
       f.etag = e.info.etag;
       f.mtime_ns = e.info.mtime_ns;
-      auto& entries = tree[std::string(dir)];
-      auto [it, inserted] = entries.try_emplace(f.name, std::move(f));
-      if (!inserted) ++st.hidden;  // already a directory (keys are unique)
+      tree[std::string(dir)].push_back(std::move(f));
     }
     dirs_.reserve(tree.size());
     for (auto& [path, entries] : tree) {
+      // Byte order of name; of a file and a directory of one name ("a" and "a/x") the
+      // directory, sorted first, wins.
+      std::sort(entries.begin(), entries.end(), [](const DirEntry& a, const DirEntry& b) {
+        if (a.name != b.name) return a.name < b.name;
+        return a.type == EntryType::kDir && b.type != EntryType::kDir;
+      });
       auto listing = std::make_shared<Listing>();
       listing->listed_at_ns = m.created_unix_ns;
       listing->entries.reserve(entries.size());
-      for (auto& [name, e] : entries) {
+      for (DirEntry& e : entries) {
+        if (!listing->entries.empty() && listing->entries.back().name == e.name) {
+          ++st.hidden;
+          continue;
+        }
         if (e.type == EntryType::kFile) ++st.files;
         listing->entries.push_back(std::move(e));
       }
