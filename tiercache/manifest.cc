@@ -381,6 +381,7 @@ Result<Manifest> BuildManifest(BlobStore* store, std::string source, Clock* cloc
   bool sorted = true;
   TIERFS_RETURN_IF_ERROR(ForEachListPage(store, "", "", 1000, [&](ListPage& page) -> Status {
     for (ListEntry& e : page.objects) {
+      if (e.key.empty()) continue;  // the prefix's own folder marker ("prefix/"): the root
       if (!m.entries.empty() && !(m.entries.back().key < e.key)) sorted = false;
       m.entries.push_back(ManifestEntry{std::move(e.key), std::move(e.info)});
     }

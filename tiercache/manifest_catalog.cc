@@ -49,6 +49,7 @@ class ManifestCatalog final : public Catalog {
     };
     for (const ManifestEntry& e : m.entries) {
       std::string_view key = e.key;
+      if (key.empty()) continue;  // not in a decoded manifest
       const bool marker = key.back() == '/';
       if (marker) key.remove_suffix(1);
       bool ok = !key.empty() || marker;

@@ -208,6 +208,7 @@ TEST(ManifestBuildTest, ListsEveryPageOfTheStore) {
   FakeBlobStore store;
   for (int i = 0; i < 2500; ++i) store.PutObject(fmt::format("d{}/f{:05d}", i % 3, i), "x", i);
   store.PutObject("top", "hello", 42);
+  store.PutObject("", "");  // the prefix's own folder marker, relative: not an entry
   FakeClock clock;
   uint64_t last_progress = 0;
   auto m = BuildManifest(&store, "fake://origin", &clock, [&](uint64_t n) { last_progress = n; });
