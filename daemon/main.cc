@@ -788,6 +788,7 @@ int RunManifestCreateCli(const std::string& source, const std::string& out,
   if (Status s = FinishOptions(&o, RealGetEnv); !s.ok()) return usage(s);
   LogOptions lo = o.log;
   lo.destination = "stderr";
+  if (lo.level == "info") lo.level = "warn";  // the summary line says what happened
   std::string err;
   ConfigureLogging(lo, &err);
   std::unique_ptr<HttpTransport> transport;

@@ -154,10 +154,11 @@ class ManifestCatalog final : public Catalog {
 
   void Invalidate(std::string_view path) override {
     // The version stays pinned to the manifest: every read of a changed object keeps failing
-    // with ESTALE rather than turning into a new version.
+    // with ESTALE rather than turning into a new version. (The FUSE layer already logs each
+    // failed read as a warning.)
     ++stats_.invalidations;
     Logger(Module::kTierCache)
-        .warn(
+        .debug(
             "'{}' changed at the origin since the manifest {} was made: its reads fail with "
             "ESTALE",
             EscapeForLog(path), checksum_);
