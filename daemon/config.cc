@@ -274,6 +274,12 @@ const std::vector<KeySpec>& Schema() {
          o->catalog.metadata_ttl = v.duration;
          return Status::OK();
        }},
+      {"metadata", "manifest", Kind::kString,
+       [](const Value& v, DaemonOptions* o) {
+         if (v.str.empty()) return Status::InvalidArgument("must not be empty (leave it out)");
+         o->manifest = v.str;
+         return Status::OK();
+       }},
       // [s3]
       {"s3", "endpoint", Kind::kString,
        [](const Value& v, DaemonOptions* o) {
@@ -862,6 +868,10 @@ Status ApplyFlags(const MountFlags& f, DaemonOptions* out) {
   if (f.l3) out->l3 = *f.l3;
   if (f.l3_endpoint) out->l3_endpoint = *f.l3_endpoint;
   if (f.metrics_address) out->metrics_address = *f.metrics_address;
+  if (f.manifest) {
+    if (f.manifest->empty()) return Status::InvalidArgument("--manifest: must not be empty");
+    out->manifest = *f.manifest;
+  }
   for (const auto& o : f.options) TIERFS_RETURN_IF_ERROR(ApplyMountOptions(o, out));
   // After -o: a named flag is the more specific.
   if (f.allow_other) out->fuse.allow_other = true;
@@ -884,6 +894,30 @@ std::optional<std::string> RealGetEnv(const char* name) {
   const char* v = std::getenv(name);
   if (v == nullptr || *v == '\0') return std::nullopt;
   return std::string(v);
+}
+
+// metadata.manifest: s3://BUCKET/KEY stays as it is; a local path (or file:///PATH) becomes
+// absolute (the daemon changes to / after daemonizing).
+static Status FinishManifestOption(DaemonOptions* o) {
+  const std::string& m = o->manifest;
+  if (m.starts_with("s3://")) {
+    const size_t slash = m.find('/', 5);
+    if (slash == 5 || slash == std::string::npos || slash + 1 == m.size() || m.back() == '/') {
+      return Status::InvalidArgument(fmt::format(
+          "metadata.manifest (--manifest): '{}' is not s3://BUCKET/KEY", EscapeForLog(m)));
+    }
+    return Status::OK();
+  }
+  std::string path = m.starts_with("file://") ? m.substr(7) : m;
+  if (path.empty() || (m.find("://") != std::string::npos && !m.starts_with("file:///"))) {
+    return Status::InvalidArgument(
+        fmt::format("metadata.manifest (--manifest): '{}' is neither a file nor s3://BUCKET/KEY",
+                    EscapeForLog(m)));
+  }
+  std::error_code ec;
+  auto abs = std::filesystem::absolute(path, ec);
+  o->manifest = ec ? path : abs.lexically_normal().string();
+  return Status::OK();
 }
 
 Status FinishOptions(DaemonOptions* o, const GetEnvFn& getenv) {
@@ -951,6 +985,11 @@ Status FinishOptions(DaemonOptions* o, const GetEnvFn& getenv) {
   o->fuse.entry_timeout = o->catalog.metadata_ttl;
   o->fuse.attr_timeout = o->catalog.metadata_ttl;
   o->fuse.negative_timeout = o->catalog.metadata_ttl;
+  if (!o->manifest.empty()) {
+    TIERFS_RETURN_IF_ERROR(FinishManifestOption(o));
+    // A manifest's tree never changes: the kernel may keep every entry and attribute.
+    o->fuse.entry_timeout = o->fuse.attr_timeout = o->fuse.negative_timeout = kForever;
+  }
   o->fs.prefetch.readahead_max_bytes = o->cache.readahead_max_bytes;
   o->fs.prefetch.hydrate_runs = o->cache.prefetch_threads;
   o->fs.uid = o->uid.value_or(static_cast<uint32_t>(getuid()));

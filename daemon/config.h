@@ -144,6 +144,10 @@ struct DaemonOptions {
   // metrics.address / --metrics-address: HOST:PORT of the Prometheus /metrics endpoint
   // (daemon/metrics_server.h). Empty: no endpoint.
   std::string metrics_address;
+  // metadata.manifest / --manifest: serve exactly the tree of this dataset manifest
+  // (tiercache/manifest.h), a local file (made absolute by FinishOptions) or s3://BUCKET/KEY
+  // (read with the origin's endpoint, region and credentials). Empty: live listings.
+  std::string manifest;
 };
 
 // Flags of `tierfs mount`, as typed (parsed and checked by ApplyFlags, so messages name the flag).
@@ -172,6 +176,7 @@ struct MountFlags {
   std::optional<std::string> dir_mode;         // --dir-mode (fuse.dir_mode)
   std::optional<std::string> log_format;       // --log-format (log.format)
   std::optional<std::string> metrics_address;  // --metrics-address (metrics.address)
+  std::optional<std::string> manifest;         // --manifest (metadata.manifest)
 };
 
 using GetEnvFn = std::function<std::optional<std::string>(const char*)>;

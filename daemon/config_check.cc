@@ -108,6 +108,10 @@ const std::map<std::string, Getter, std::less<>>& Getters() {
        [](const DaemonOptions& o) { return fmt::to_string(o.l3_store.max_attempts); }},
       {"cache.l3_key_file", [](const DaemonOptions& o) { return Quote(o.l3_key_file); }},
       {"metadata.ttl", [](const DaemonOptions& o) { return Dur(o.catalog.metadata_ttl); }},
+      {"metadata.manifest",
+       [](const DaemonOptions& o) {
+         return o.manifest.empty() ? std::string("(unset: live listings)") : Quote(o.manifest);
+       }},
       {"s3.endpoint",
        [](const DaemonOptions& o) {
          return Opt(o.endpoint, "AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, else AWS S3");

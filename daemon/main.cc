@@ -1,5 +1,6 @@
 // tierfs — the command line: `tierfs mount`, `tierfs status`, `tierfs prefetch`, `tierfs
-// log-level`, `tierfs config check`, `tierfs l3 gc`, `tierfs --version`.
+// log-level`, `tierfs config check`, `tierfs manifest create|diff`, `tierfs l3 gc`, `tierfs
+// --version`.
 //
 // mount: parse flags → config file → overlay flags → environment → Validate (exit 2 naming the
 // bad flag/key) → resolve credentials → [daemonize] → build the components bottom-up (HTTP
@@ -43,6 +44,7 @@
 #include "daemon/cache_dir.h"
 #include "daemon/config.h"
 #include "daemon/log_control.h"
+#include "daemon/manifest_cli.h"
 #include "daemon/metrics_server.h"
 #include "daemon/mounts.h"
 #include "daemon/notify.h"
@@ -217,6 +219,38 @@ constexpr std::string_view kL3CredentialsHint =
     "set cache.l3_access_key_id_env and cache.l3_secret_access_key_env, cache.l3_profile, or "
     "cache.l3_no_sign_request";
 
+// metadata.manifest: reads the manifest (a local file, or an s3:// object read with the origin's
+// endpoint, region and credentials), checks it describes the mounted source, and makes the
+// catalog serving it.
+Status OpenManifestCatalog(const DaemonOptions& o, Components* c) {
+  Result<Manifest> m = Status::Internal("unset");
+  if (o.manifest.starts_with("s3://")) {
+    const size_t slash = o.manifest.find('/', 5);  // FinishOptions checked s3://BUCKET/KEY
+    S3Options s3 = o.origin;
+    s3.bucket = o.manifest.substr(5, slash - 5);
+    s3.prefix.clear();
+    TIERFS_RETURN_IF_ERROR(AttachCredentialChain(
+        &s3, o.profile, !o.profile.empty() && !o.profile_from_env, o.origin_region_set,
+        c->transport.get(), "the manifest " + o.manifest, kOriginCredentialsHint));
+    auto store = NewS3BlobStore(s3, c->transport.get(), SystemClock());
+    if (!store.ok()) return store.status().WithContext("reading the manifest " + o.manifest);
+    m = FetchManifest(store->get(), o.manifest.substr(slash + 1), o.manifest);
+  } else {
+    m = ReadManifestFile(o.manifest);
+  }
+  if (!m.ok()) return m.status();
+  TIERFS_RETURN_IF_ERROR(CheckManifestSource(*m, o.source, o.manifest));
+  ManifestCatalogStats st;
+  c->catalog = NewManifestCatalog(*m, &st);
+  Logger(Module::kDaemon)
+      .info("serving manifest {} (checksum {}, made {} s ago): {} files, {} directories{}",
+            o.manifest, m->checksum,
+            (SystemClock()->NowUnixNanos() - m->created_unix_ns) / 1'000'000'000, st.files,
+            st.directories,
+            st.hidden > 0 ? fmt::format(", {} keys not servable", st.hidden) : std::string());
+  return Status::OK();
+}
+
 // Builds everything below the FUSE server. Failures are runtime failures (exit 1).
 Status Build(const DaemonOptions& o, Components* c) {
   Clock* clock = SystemClock();
@@ -231,7 +265,8 @@ Status Build(const DaemonOptions& o, Components* c) {
     Logger(Module::kDaemon)
         .info("serving metrics on http://{}/metrics", c->metrics_server->address());
   }
-  if (o.source_uri.scheme == SourceUri::Scheme::kS3 || !o.l3.empty()) {
+  if (o.source_uri.scheme == SourceUri::Scheme::kS3 || !o.l3.empty() ||
+      o.manifest.starts_with("s3://")) {
     auto t = NewHttpTransport(o.http);
     if (!t.ok()) return t.status().WithContext("starting the HTTP transport");
     c->transport = std::move(*t);
@@ -323,18 +358,24 @@ Status Build(const DaemonOptions& o, Components* c) {
           [l3](metrics::Exposition* e) { CollectStoreMetrics(l3->Stats(), "l3", e); });
     }
   }
-  CatalogOptions catalog_options = o.catalog;
-  catalog_options.listing_share = listing_share;
-  auto catalog = Catalog::Open(catalog_options, c->origin.get(), c->meta.get(), clock);
-  if (!catalog.ok()) return catalog.status().WithContext("opening the catalog");
-  c->catalog = std::move(*catalog);
+  if (!o.manifest.empty()) {
+    // A manifest mount: exactly the manifest's tree, and no LIST or HEAD to the origin at all
+    // (not even the probe below: a wrong bucket shows as reads failing).
+    TIERFS_RETURN_IF_ERROR(OpenManifestCatalog(o, c));
+  } else {
+    CatalogOptions catalog_options = o.catalog;
+    catalog_options.listing_share = listing_share;
+    auto catalog = Catalog::Open(catalog_options, c->origin.get(), c->meta.get(), clock);
+    if (!catalog.ok()) return catalog.status().WithContext("opening the catalog");
+    c->catalog = std::move(*catalog);
 
-  // One List of the root now, so a wrong bucket, endpoint or credentials fails the mount with a
-  // clear message instead of EIO later.
-  auto probe = c->origin->List("", "/", "", 1);
-  if (!probe.ok()) {
-    return probe.status().WithContext(
-        fmt::format("cannot list {} ({})", o.source, c->origin->Describe()));
+    // One List of the root now, so a wrong bucket, endpoint or credentials fails the mount with
+    // a clear message instead of EIO later.
+    auto probe = c->origin->List("", "/", "", 1);
+    if (!probe.ok()) {
+      return probe.status().WithContext(
+          fmt::format("cannot list {} ({})", o.source, c->origin->Describe()));
+    }
   }
   c->fs = std::make_unique<Filesystem>(o.fs, c->catalog.get(), c->cache.get(),
                                        c->origin->Describe(), clock);
@@ -729,6 +770,64 @@ int RunConfigCheck(const std::string& path) {
   return kExitOk;
 }
 
+// ---- tierfs manifest create ----
+
+// The origin as a mount would open it (config file, flags, environment, credential chain),
+// then RunManifestCreate over it.
+int RunManifestCreateCli(const std::string& source, const std::string& out,
+                         const std::string& config_path, const MountFlags& flags) {
+  auto usage = [](const Status& s) {
+    std::fprintf(stderr, "tierfs manifest create: %s\n", s.message().c_str());
+    return kExitUsage;
+  };
+  DaemonOptions o;
+  if (!config_path.empty()) {
+    if (Status s = ApplyConfigFile(config_path, &o); !s.ok()) return usage(s);
+  }
+  if (Status s = ApplyFlags(flags, &o); !s.ok()) return usage(s);
+  o.source = source;
+  o.mountpoint = "/";  // FinishOptions checks a mount's settings; nothing is mounted
+  o.manifest.clear();
+  o.l3.clear();
+  if (Status s = FinishOptions(&o, RealGetEnv); !s.ok()) return usage(s);
+  LogOptions lo = o.log;
+  lo.destination = "stderr";
+  if (lo.level == "info") lo.level = "warn";  // the summary line says what happened
+  std::string err;
+  ConfigureLogging(lo, &err);
+  std::unique_ptr<HttpTransport> transport;
+  std::unique_ptr<BlobStore> store;
+  if (o.source_uri.scheme == SourceUri::Scheme::kS3) {
+    if (o.no_sign_request) {
+      o.origin.credentials = Credentials{};
+      o.origin.credentials.anonymous = true;
+    }
+    auto t = NewHttpTransport(o.http);
+    if (!t.ok()) {
+      std::fprintf(stderr, "tierfs manifest create: %s\n", t.status().ToString().c_str());
+      return kExitRuntime;
+    }
+    transport = std::move(*t);
+    if (Status s = AttachCredentialChain(
+            &o.origin, o.profile, !o.profile.empty() && !o.profile_from_env, o.origin_region_set,
+            transport.get(), "the S3 origin", kOriginCredentialsHint);
+        !s.ok()) {
+      return usage(s);
+    }
+    auto s = NewS3BlobStore(o.origin, transport.get(), SystemClock());
+    if (!s.ok()) return usage(s.status());
+    store = std::move(*s);
+  } else {
+    auto s = NewFileBlobStore(o.file_origin);
+    if (!s.ok()) {
+      std::fprintf(stderr, "tierfs manifest create: %s\n", s.status().ToString().c_str());
+      return kExitRuntime;
+    }
+    store = std::move(*s);
+  }
+  return RunManifestCreate(store.get(), o.source, out);
+}
+
 // ---- tierfs l3 gc ----
 
 // Settings as for a mount (config file, then flags), then GcRemoteTier over the L3 store.
@@ -828,6 +927,7 @@ int Main(int argc, char** argv) {
       "  tierfs prefetch --wait /mnt/data/train\n"
       "  tierfs log-level debug /mnt/data\n"
       "  tierfs config check /etc/tierfs/tierfs.toml\n"
+      "  tierfs manifest create s3://my-bucket/datasets -o datasets.tfm\n"
       "Run `tierfs SUBCOMMAND --help` for the options of each.");
 
   // ---- mount ----
@@ -887,6 +987,17 @@ int Main(int argc, char** argv) {
       ->add_flag("--no-sign-request", flags.no_sign_request,
                  "Send anonymous requests (public buckets); no credentials are looked up")
       ->group(g_source);
+  std::string manifest_arg;
+  auto* o_manifest =
+      mount
+          ->add_option("--manifest", manifest_arg,
+                       "Serve exactly the tree of this dataset manifest (a file, or "
+                       "s3://BUCKET/KEY read with the origin's settings), made by `tierfs "
+                       "manifest create` from SOURCE: no LIST or HEAD to the origin, every file "
+                       "pinned to the manifest's ETag (a changed object reads as ESTALE); "
+                       "user.tierfs.manifest on the root tells its checksum (metadata.manifest)")
+          ->type_name("MANIFEST")
+          ->group(g_source);
   auto* o_ttl = mount
                     ->add_option("--metadata-ttl", ttl,
                                  "How long listings and object metadata are trusted: 30s, 10m, "
@@ -1068,6 +1179,52 @@ int Main(int argc, char** argv) {
   std::string check_file;
   check->add_option("FILE", check_file, "A TOML config file")->required();
 
+  // ---- manifest ----
+  CLI::App* manifest_cmd = app.add_subcommand(
+      "manifest",
+      "Dataset manifests: the list of every object of a source (key, size, ETag, mtime) at one "
+      "moment, for `tierfs mount --manifest` (a fixed dataset version, no listing at mount "
+      "time) and for comparing dataset versions");
+  manifest_cmd->require_subcommand(1);
+  CLI::App* mf_create = manifest_cmd->add_subcommand(
+      "create",
+      "List every object of SOURCE (s3://BUCKET[/PREFIX] or file:///PATH) and write the "
+      "manifest to FILE (zstd-compressed, checksummed). Prints the object count and the "
+      "checksum that user.tierfs.manifest shows on a mount of it. Exit 1 when the listing or "
+      "the write fails, 2 for bad arguments.");
+  mf_create->footer(
+      "Examples:\n"
+      "  tierfs manifest create s3://my-bucket/imagenet -o imagenet-2026-11.tfm\n"
+      "  tierfs mount s3://my-bucket/imagenet /mnt/imagenet --manifest imagenet-2026-11.tfm\n"
+      "  tierfs manifest create file:///srv/data -o data.tfm");
+  std::string mf_source, mf_out, mf_config, mf_endpoint, mf_region, mf_profile;
+  MountFlags mf_flags;
+  mf_create->add_option("SOURCE", mf_source, "s3://BUCKET[/PREFIX] or file:///ABSOLUTE/PATH")
+      ->required();
+  mf_create->add_option("-o,--output", mf_out, "The manifest file to write (replaced atomically)")
+      ->type_name("FILE")
+      ->required();
+  mf_create->add_option("--config", mf_config, "TOML config file with the s3.* keys");
+  auto* mf_o_endpoint = mf_create->add_option("--endpoint,--endpoint-url", mf_endpoint,
+                                              "S3 endpoint URL, as for tierfs mount");
+  auto* mf_o_region =
+      mf_create->add_option("--region", mf_region, "S3 region, as for tierfs mount");
+  auto* mf_o_profile =
+      mf_create->add_option("--profile", mf_profile, "AWS profile, as for tierfs mount");
+  mf_create->add_flag("--no-sign-request", mf_flags.no_sign_request,
+                      "Send anonymous requests (public buckets)");
+  CLI::App* mf_diff = manifest_cmd->add_subcommand(
+      "diff",
+      "Compare two manifest files: one line per object added (+), removed (-) or changed in "
+      "size or ETag (~), in key order, then a summary. Exit status as diff(1): 0 the same "
+      "objects, 1 different, 2 trouble (a file unreadable or not a valid manifest).");
+  mf_diff->footer("Example:\n  tierfs manifest diff imagenet-2026-10.tfm imagenet-2026-11.tfm");
+  std::string mf_a, mf_b;
+  bool mf_quiet = false;
+  mf_diff->add_option("A", mf_a, "The older manifest file")->required();
+  mf_diff->add_option("B", mf_b, "The newer manifest file")->required();
+  mf_diff->add_flag("-q,--quiet", mf_quiet, "Print nothing; only the exit status tells");
+
   // ---- l3 gc ----
   CLI::App* l3_cmd = app.add_subcommand("l3", "Manage the regional L3 tier");
   l3_cmd->require_subcommand(1);
@@ -1118,6 +1275,16 @@ int Main(int argc, char** argv) {
   if (*prefetch) return RunPrefetchCli(pf_paths, pf);
   if (*loglevel) return RunLogLevel(ll_level, ll_mnt);
   if (*check) return RunConfigCheck(check_file);
+  if (*mf_create) {
+    if (mf_o_endpoint->count() > 0) mf_flags.endpoint = mf_endpoint;
+    if (mf_o_region->count() > 0) mf_flags.region = mf_region;
+    if (mf_o_profile->count() > 0) mf_flags.profile = mf_profile;
+    return RunManifestCreateCli(mf_source, mf_out, mf_config, mf_flags);
+  }
+  if (*mf_diff) {
+    // diff(1)'s convention: usage trouble is 2 as well (CLI11 already exits 2 for bad flags).
+    return RunManifestDiff(mf_a, mf_b, mf_quiet);
+  }
   if (*gc) {
     MountFlags gf;
     if (g_l3->count() > 0) gf.l3 = gc_l3;
@@ -1151,6 +1318,7 @@ int Main(int argc, char** argv) {
   set(o_dir_mode, dir_mode, &flags.dir_mode);
   (void)read_only;  // tierfs is read-only whatever it says
   set(o_metrics, metrics_address, &flags.metrics_address);
+  set(o_manifest, manifest_arg, &flags.manifest);
   DaemonOptions options;
   options.source = source;
   options.mountpoint = mountpoint;

@@ -365,6 +365,20 @@ class DaemonHandler final : public XattrHandler {
   }
 };
 
+// user.tierfs.manifest on the root of a mount serving a dataset manifest (--manifest): the
+// manifest's checksum, the dataset version a training log records. Absent (ENODATA, not
+// listed) on a mount of live listings.
+class ManifestHandler final : public XattrHandler {
+ public:
+  std::string_view name() const override { return "user.tierfs.manifest"; }
+  bool AppliesTo(const XattrTarget& t) const override {
+    return t.is_root && !t.fs->catalog()->manifest_checksum().empty();
+  }
+  Result<std::string> Get(const XattrTarget& t) const override {
+    return t.fs->catalog()->manifest_checksum();
+  }
+};
+
 }  // namespace
 
 std::string_view TrimXattrValue(std::string_view value) {
@@ -413,6 +427,7 @@ std::unique_ptr<XattrRegistry> NewDefaultXattrRegistry() {
   r->Register(std::make_unique<EvictHandler>());
   r->Register(std::make_unique<LogLevelHandler>());
   r->Register(std::make_unique<DaemonHandler>());
+  r->Register(std::make_unique<ManifestHandler>());
   return r;
 }
 

@@ -24,6 +24,9 @@
 //                          anything else). Applied by the daemon (DaemonControl).
 //   user.tierfs.daemon     root only, get: "pid=N version=V cache_dir=PATH log=DEST
 //                          log_format=text|json" of the daemon serving the mount.
+//   user.tierfs.manifest   root only, get: the checksum (32 hex digits) of the dataset manifest
+//                          the mount serves (--manifest); not there (ENODATA, not listed) on
+//                          a mount of live listings.
 //
 // Values are short and machine-parseable. Unknown names: get → NotFound (ENODATA), set →
 // NotSupported (ENOTSUP). Setting a read-only name → InvalidArgument (EINVAL) and a log line.

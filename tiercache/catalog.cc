@@ -638,6 +638,8 @@ class CatalogImpl final : public Catalog {
 
 }  // namespace
 
+bool CatalogNameServable(std::string_view name) { return ValidName(name) && !UnsafeName(name); }
+
 Result<std::unique_ptr<Catalog>> Catalog::Open(const CatalogOptions& options, BlobStore* origin,
                                                MetaStore* meta, Clock* clock) {
   if (origin == nullptr || meta == nullptr) {

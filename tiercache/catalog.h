@@ -109,8 +109,17 @@ class Catalog {
   virtual std::chrono::nanoseconds metadata_ttl() const = 0;
   virtual const CatalogStats& Stats() const = 0;
 
+  // The checksum (hex) of the dataset manifest this catalog serves (tiercache/manifest.h), ""
+  // when it serves live listings of the origin (user.tierfs.manifest).
+  virtual std::string manifest_checksum() const { return std::string(); }
+
   // Tests: returns once no background refresh is queued or running.
   virtual void TEST_WaitForRefreshes() = 0;
 };
+
+// Whether a catalog serves an entry called `name` (one path component): not empty, ".", ".." or
+// holding '/' or NUL, at most 255 bytes and without ASCII control characters. Every Catalog
+// implementation hides the others.
+bool CatalogNameServable(std::string_view name);
 
 }  // namespace tierfs
