@@ -38,6 +38,7 @@
 #include <unordered_set>
 
 #include "base/logging.h"
+#include "base/memory.h"
 #include "base/mutex.h"
 #include "base/units.h"
 #include "tiercache/single_flight.h"
@@ -329,6 +330,10 @@ class CatalogImpl final : public Catalog {
       put = KeepInOverflow(dir, dir_key, out, entries, put);
     }
     ForgetSnapshot(dir_key);
+    if (entries.size() >= kReleaseMemoryAfterEntries) {
+      entries = {};
+      ReleaseFreeMemory();  // the listing's transient copies (base/memory.h)
+    }
     return put;
   }
 
