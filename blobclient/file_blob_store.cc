@@ -3,7 +3,9 @@
 // Keys are '/'-separated paths below the root. A key with an empty, "." or ".." component, a
 // leading '/' or a NUL byte is refused (InvalidArgument), so no key can name a path outside the
 // root. List emulates ListObjectsV2: keys in byte order, directories become common prefixes when
-// the delimiter is "/", and the continuation token is the last key or prefix returned. Put
+// the delimiter is "/", and the continuation token is the last key or prefix returned. A listing
+// reads the directory once (names and d_type) and keeps the sorted names for its later pages;
+// each page stats only its own files (see "listings" below). Put
 // writes a temp file and renames it, so readers never see a partial object.
 //
 // Only regular files and directories below the root are served. Symlinks are never followed,
@@ -14,10 +16,10 @@
 // `ln -s .. loop` is not an endless tree. Files are opened O_NONBLOCK and checked with fstat, so
 // a FIFO swapped in at the last moment cannot block a worker.
 //
-// The ETag of a file is derived from (size, mtime ns, ctime ns, inode, device): any rewrite,
-// replacement, chmod or touch gives a new one. Read re-checks it with fstat after reading: a file
-// changed during the read fails the read (FailedPrecondition, as an If-Match failure) rather
-// than returning bytes of two versions.
+// The ETag of a file is a hash of (size, mtime ns, ctime ns, inode, device), 15 characters (see
+// MakeEtag): any rewrite, replacement, chmod or touch gives a new one. Read re-checks it with fstat
+// after reading: a file changed during the read fails the read (FailedPrecondition, as an If-Match
+// failure) rather than returning bytes of two versions.
 //
 // Thread-safe; no external synchronization needed (atomic counters; the set of names already
 // logged as skipped is guarded by a mutex).
@@ -27,12 +29,15 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <xxhash.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
-#include <map>
-#include <optional>
+#include <deque>
+#include <memory>
 #include <unordered_set>
 #include <utility>
 
@@ -48,19 +53,34 @@ constexpr std::string_view kTempMarker = ".tierfs-tmp-";
 // At most this many distinct skipped names are remembered (and logged); later ones are skipped
 // silently.
 constexpr size_t kMaxLoggedSkips = 4096;
+// Listings in progress whose names are kept between pages (see "listings" below), and how long.
+constexpr size_t kMaxScans = 8;
+constexpr std::chrono::seconds kScanMaxAge{60};
 
 int64_t Nanos(const struct timespec& ts) {
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000LL + ts.tv_nsec;
 }
 
+// The ETag of a file: 90 bits of XXH3-128 over (size, mtime ns, ctime ns, inode, device), as
+// 15 characters of the URL-safe base64 alphabet. 15 characters fit in std::string's inline
+// buffer, so the copies of it in listings and inodes cost no allocation (issue 10: memory per
+// cached entry); 90 bits make two versions of a file colliding a 2^-90 chance.
 std::string MakeEtag(const struct stat& st) {
-  char buf[128];
-  std::snprintf(
-      buf, sizeof(buf), "%llx-%llx-%llx-%llx-%llx", static_cast<unsigned long long>(st.st_size),
-      static_cast<unsigned long long>(Nanos(st.st_mtim)),
-      static_cast<unsigned long long>(Nanos(st.st_ctim)),
-      static_cast<unsigned long long>(st.st_ino), static_cast<unsigned long long>(st.st_dev));
-  return buf;
+  const uint64_t fields[5] = {static_cast<uint64_t>(st.st_size),
+                              static_cast<uint64_t>(Nanos(st.st_mtim)),
+                              static_cast<uint64_t>(Nanos(st.st_ctim)),
+                              static_cast<uint64_t>(st.st_ino), static_cast<uint64_t>(st.st_dev)};
+  const XXH128_hash_t h = XXH3_128bits(fields, sizeof(fields));
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  std::string etag(15, '\0');
+  uint64_t bits = h.low64;
+  for (int i = 0; i < 15; ++i) {
+    if (i == 10) bits = h.high64;  // 10 x 6 bits from low64, 5 x 6 from high64
+    etag[static_cast<size_t>(i)] = kAlphabet[bits & 63];
+    bits >>= 6;
+  }
+  return etag;
 }
 
 ObjectInfo InfoFromStat(const struct stat& st) {
@@ -213,25 +233,53 @@ class FileBlobStore final : public BlobStore {
                         int max_keys) override {
     ++requests_;
     TIERFS_RETURN_IF_ERROR(CheckRelative(prefix, /*allow_trailing_slash=*/true, "prefix"));
-    const size_t cut = prefix.rfind('/');
-    const std::string dir(cut == std::string_view::npos ? "" : prefix.substr(0, cut + 1));
-    const std::string name_part(cut == std::string_view::npos ? prefix : prefix.substr(cut + 1));
-    // key → info for objects, nullopt for common prefixes; std::map orders keys bytewise.
-    std::map<std::string, std::optional<ObjectInfo>> entries;
-    Walk(dir, name_part, std::string(prefix), std::string(delimiter), &entries);
+    std::shared_ptr<const Scan> scan;
+    if (!token.empty()) scan = FindScan(prefix, delimiter);
+    if (scan == nullptr) scan = NewScan(prefix, delimiter);
 
     ListPage page;
-    auto it = token.empty() ? entries.begin() : entries.upper_bound(std::string(token));
-    const size_t limit = static_cast<size_t>(std::clamp(max_keys, 1, 1000));
-    size_t taken = 0;
-    for (; it != entries.end() && taken < limit; ++it, ++taken) {
-      if (it->second.has_value()) {
-        page.objects.push_back(ListEntry{it->first, *it->second});
-      } else {
-        page.prefixes.push_back(it->first);
-      }
+    const auto& items = scan->items;
+    auto it = items.begin();
+    if (!token.empty()) {
+      it =
+          std::upper_bound(items.begin(), items.end(), token,
+                           [&](std::string_view t, const ScanItem& i) { return t < scan->Key(i); });
     }
-    if (it != entries.end()) page.next_token = std::prev(it)->first;
+    const size_t limit = static_cast<size_t>(std::clamp(max_keys, 1, 1000));
+    // Files are stat'ed now, one directory open per run of keys with the same parent.
+    std::string parent;
+    bool have_parent = false;
+    Fd dir;
+    for (; it != items.end() && page.objects.size() + page.prefixes.size() < limit; ++it) {
+      const std::string_view key = scan->Key(*it);
+      if (it->is_prefix) {
+        page.prefixes.emplace_back(key);
+        continue;
+      }
+      const size_t slash = key.rfind('/');
+      const std::string_view key_parent =
+          slash == std::string_view::npos ? std::string_view() : key.substr(0, slash);
+      if (!have_parent || key_parent != parent) {
+        have_parent = true;
+        parent = std::string(key_parent);
+        dir = Fd(OpenBeneath(root_fd_.get(), parent, O_RDONLY | O_DIRECTORY, &have_openat2_));
+      }
+      if (dir.get() < 0) continue;  // the directory went away since the scan
+      const std::string name(key.substr(slash + 1));
+      struct stat st;
+      if (::fstatat(dir.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // vanished
+      if (!S_ISREG(st.st_mode)) {
+        if (!S_ISDIR(st.st_mode)) LogSkipped(std::string(key), st.st_mode);
+        continue;  // replaced since the scan
+      }
+      page.objects.push_back(ListEntry{std::string(key), InfoFromStat(st)});
+    }
+    if (it != items.end()) {
+      page.next_token = std::string(scan->Key(*std::prev(it)));
+      KeepScan(scan);
+    } else {
+      DropScan(scan);
+    }
     return page;
   }
 
@@ -311,46 +359,124 @@ class FileBlobStore final : public BlobStore {
     return Status::OK();
   }
 
-  // Collects the entries below `dir` (relative, "" or ending in '/') whose names start with
-  // `name_filter` (top level only). With delimiter "/", directories become common prefixes and
-  // are not entered; otherwise the walk recurses. Only regular files and directories are seen:
-  // symlinks (never followed, so no loops), FIFOs, sockets and devices are skipped.
-  void Walk(const std::string& dir, std::string_view name_filter, const std::string& prefix,
-            const std::string& delimiter, std::map<std::string, std::optional<ObjectInfo>>* out) {
+  // ---- listings ----
+  //
+  // A listing walks the directory once, reading names and d_type only (no stat), into a Scan:
+  // its keys sorted, kept (at most kMaxScans, each at most kScanMaxAge) for the pages after the
+  // first, so a directory of N entries costs one walk and N stats whatever the page size, not
+  // one walk per page. Each page stats its own files when it is served, so sizes and ETags are
+  // those of that moment; names created after the first page are not seen by that listing (as
+  // in a listing of S3 taken while it changes), names removed are skipped.
+
+  struct ScanItem {
+    uint64_t offset = 0;  // of the key in Scan::arena
+    uint32_t length = 0;
+    bool is_prefix = false;  // a common prefix (directory with delimiter "/")
+  };
+  struct Scan {
+    std::string prefix, delimiter;
+    std::string arena;            // every key, back to back
+    std::vector<ScanItem> items;  // sorted by key, no duplicates
+    std::chrono::steady_clock::time_point taken;
+    std::string_view Key(const ScanItem& i) const { return {arena.data() + i.offset, i.length}; }
+  };
+
+  std::shared_ptr<const Scan> NewScan(std::string_view prefix, std::string_view delimiter) {
+    auto scan = std::make_shared<Scan>();
+    scan->prefix = std::string(prefix);
+    scan->delimiter = std::string(delimiter);
+    scan->taken = std::chrono::steady_clock::now();
+    const size_t cut = prefix.rfind('/');
+    const std::string dir(cut == std::string_view::npos ? "" : prefix.substr(0, cut + 1));
+    const std::string_view name_part =
+        cut == std::string_view::npos ? prefix : prefix.substr(cut + 1);
+    Walk(dir, name_part, scan.get());
+    std::sort(scan->items.begin(), scan->items.end(),
+              [&](const ScanItem& a, const ScanItem& b) { return scan->Key(a) < scan->Key(b); });
+    scan->items.erase(std::unique(scan->items.begin(), scan->items.end(),
+                                  [&](const ScanItem& a, const ScanItem& b) {
+                                    return scan->Key(a) == scan->Key(b);
+                                  }),
+                      scan->items.end());
+    scan->items.shrink_to_fit();
+    return scan;
+  }
+
+  std::shared_ptr<const Scan> FindScan(std::string_view prefix, std::string_view delimiter)
+      EXCLUDES(scans_mu_) {
+    const auto now = std::chrono::steady_clock::now();
+    MutexLock l(&scans_mu_);
+    std::erase_if(scans_, [&](const auto& s) { return now - s->taken > kScanMaxAge; });
+    for (auto it = scans_.rbegin(); it != scans_.rend(); ++it) {
+      if ((*it)->prefix == prefix && (*it)->delimiter == delimiter) return *it;
+    }
+    return nullptr;
+  }
+  void KeepScan(const std::shared_ptr<const Scan>& scan) EXCLUDES(scans_mu_) {
+    MutexLock l(&scans_mu_);
+    if (std::find(scans_.begin(), scans_.end(), scan) != scans_.end()) return;
+    scans_.push_back(scan);
+    if (scans_.size() > kMaxScans) scans_.pop_front();
+  }
+  void DropScan(const std::shared_ptr<const Scan>& scan) EXCLUDES(scans_mu_) {
+    MutexLock l(&scans_mu_);
+    std::erase(scans_, scan);
+  }
+
+  // Adds the keys below `dir` (relative, "" or ending in '/') whose names start with
+  // `name_filter` (top level only) to `scan`. With delimiter "/", directories become common
+  // prefixes and are not entered; otherwise the walk recurses. Only regular files and
+  // directories are seen: symlinks (never followed, so no loops), FIFOs, sockets and devices are
+  // skipped. Types come from d_type; only names without one (DT_UNKNOWN) are stat'ed.
+  void Walk(const std::string& dir, std::string_view name_filter, Scan* scan) {
     const std::string rel = dir.empty() ? std::string() : dir.substr(0, dir.size() - 1);
     Fd dfd(OpenBeneath(root_fd_.get(), rel, O_RDONLY | O_DIRECTORY, &have_openat2_));
     if (dfd.get() < 0) return;  // missing, or not a real directory: lists as empty, like S3
     DIR* d = ::fdopendir(dfd.get());
     if (d == nullptr) return;
     const int fd = dfd.release();  // owned by `d` now
+    const std::string& prefix = scan->prefix;
+    const std::string& delimiter = scan->delimiter;
+    auto add = [&](std::string_view key, bool is_prefix) {
+      scan->items.push_back(
+          ScanItem{scan->arena.size(), static_cast<uint32_t>(key.size()), is_prefix});
+      scan->arena.append(key);
+    };
+    std::string key;
     while (dirent* e = ::readdir(d)) {
       std::string_view name = e->d_name;
       if (name == "." || name == "..") continue;
       if (name.starts_with(kTempMarker)) continue;  // an in-progress Put
       if (!name.starts_with(name_filter)) continue;
-      const std::string key = dir + std::string(name);
-      struct stat st;
-      if (::fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // vanished
-      if (S_ISDIR(st.st_mode)) {
+      key = dir;
+      key += name;
+      mode_t mode = DTTOIF(e->d_type);
+      if (e->d_type == DT_UNKNOWN) {
+        struct stat st;
+        if (::fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // vanished
+        mode = st.st_mode;
+      }
+      if (S_ISDIR(mode)) {
         if (delimiter == "/") {
-          (*out)[key + "/"] = std::nullopt;
+          key += '/';
+          add(key, true);
         } else {
-          Walk(key + "/", "", prefix, delimiter, out);
+          Walk(key + "/", "", scan);
         }
         continue;
       }
-      if (!S_ISREG(st.st_mode)) {
-        LogSkipped(key, st.st_mode);
+      if (!S_ISREG(mode)) {
+        LogSkipped(key, mode);
         continue;
       }
       if (!delimiter.empty()) {
         size_t pos = key.find(delimiter, prefix.size());
         if (pos != std::string::npos) {
-          (*out)[key.substr(0, pos + delimiter.size())] = std::nullopt;
+          add(std::string_view(key).substr(0, pos + delimiter.size()), true);
           continue;
         }
       }
-      (*out)[key] = InfoFromStat(st);
+      add(key, false);
     }
     ::closedir(d);
   }
@@ -402,6 +528,8 @@ class FileBlobStore final : public BlobStore {
   std::atomic<bool> have_openat2_;
   Mutex skipped_mu_;
   std::unordered_set<std::string> skipped_logged_ GUARDED_BY(skipped_mu_);
+  Mutex scans_mu_;                                                       // a leaf
+  std::deque<std::shared_ptr<const Scan>> scans_ GUARDED_BY(scans_mu_);  // oldest first
   std::atomic<uint64_t> requests_{0}, bytes_read_{0}, bytes_written_{0}, errors_{0};
 };
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "base/logging.h"
+#include "base/memory.h"
 #include "base/strings.h"
 #include "fuse/xattr_handlers.h"
 
@@ -32,23 +33,34 @@ std::pair<std::string_view, std::string_view> SplitPath(std::string_view path) {
 
 }  // namespace
 
+// One per inode the kernel knows: a listing of 200,000 files read with readdirplus makes 200,000
+// of them, so it stays small (issue 10: memory per cached entry). What only opened or read files
+// need lives in `used`, made at the first Open or ReadInode.
 struct Filesystem::Inode {
   Inode(InodeId i, std::string p, bool d) : ino(i), path(std::move(p)), is_dir(d) {}
+  struct Used {
+    std::string opened_etag;  // the version the last Open pinned: what the page cache may hold
+    // Files read without an open (ReadInode): the reader of the version `etag` names. Reset
+    // when the inode is forgotten (it points back at the inode).
+    std::shared_ptr<FileHandle> reader;
+  };
+  // REQUIRES: Filesystem::mu_.
+  Used& used_state() {
+    if (used == nullptr) used = std::make_unique<Used>();
+    return *used;
+  }
   // Constant after construction.
   const InodeId ino;
   const std::string path;
-  const bool is_dir;
   // State below is protected by Filesystem::mu_.
   uint64_t nlookup = 0;
   uint64_t size = 0;  // files: last seen version
   std::string etag;
   int64_t mtime_ns = 0;
-  std::string opened_etag;  // the version the last Open pinned: what the page cache may hold
+  std::unique_ptr<Used> used;  // null until the file is opened or read
   // Which tier served the last read: a tier index, kOriginTier or kNoRead. Lock-free.
   std::atomic<int> last_source{kNoRead};
-  // Files read without an open (ReadInode): the reader of the version `etag` names. Reset when
-  // the inode is forgotten (it points back at the inode).
-  std::shared_ptr<FileHandle> reader;
+  const bool is_dir;  // constant; here to pack with last_source
 };
 
 // An open directory: the Catalog's shared snapshot of the listing (one copy however many handles
@@ -88,13 +100,13 @@ Filesystem::Filesystem(const FilesystemOptions& options, Catalog* catalog, Tiere
   root->nlookup = 1;  // the kernel holds the root implicitly; it is never forgotten
   MutexLock l(&mu_);
   by_ino_[kRootInode] = root;
-  by_path_[std::string()] = kRootInode;
+  by_path_[root->path] = kRootInode;
 }
 
 Filesystem::~Filesystem() {
   // An inode's reader points back at the inode: break the cycles of inodes still known.
   MutexLock l(&mu_);
-  for (auto& [ino, node] : by_ino_) node->reader.reset();
+  for (auto& [ino, node] : by_ino_) node->used.reset();
 }
 
 std::shared_ptr<Filesystem::Inode> Filesystem::FindInode(InodeId ino) const {
@@ -144,7 +156,9 @@ LookupEntry Filesystem::Obtain(const std::string& path, const DirEntry& entry) {
   if (!node) {
     node = std::make_shared<Inode>(next_ino_++, path, is_dir);
     by_ino_[node->ino] = node;
-    by_path_[path] = node->ino;
+    // Re-keyed: an old key may view the path of an inode of another type that is going away.
+    by_path_.erase(path);
+    by_path_.emplace(node->path, node->ino);
   }
   ++node->nlookup;
   if (!is_dir) {
@@ -195,19 +209,30 @@ Result<LookupEntry> Filesystem::LookupDirItem(InodeId parent, const DirItem& ite
 
 void Filesystem::Forget(InodeId ino, uint64_t nlookup) {
   if (ino == kRootInode) return;
-  MutexLock l(&mu_);
-  // Re-find by number under the table lock: the inode may already be gone.
-  auto it = by_ino_.find(ino);
-  if (it == by_ino_.end()) return;
-  Inode& node = *it->second;
-  node.nlookup -= std::min(node.nlookup, nlookup);
-  if (node.nlookup > 0) return;
-  // The path may point at a newer inode by now (type change); only erase our own mapping.
-  if (auto p = by_path_.find(node.path); p != by_path_.end() && p->second == ino) {
-    by_path_.erase(p);
+  std::shared_ptr<Inode> gone;  // freed after the table lock is released
+  {
+    MutexLock l(&mu_);
+    // Re-find by number under the table lock: the inode may already be gone.
+    auto it = by_ino_.find(ino);
+    if (it == by_ino_.end()) return;
+    Inode& node = *it->second;
+    node.nlookup -= std::min(node.nlookup, nlookup);
+    if (node.nlookup > 0) return;
+    // The path may point at a newer inode by now (type change); only erase our own mapping.
+    if (auto p = by_path_.find(node.path); p != by_path_.end() && p->second == ino) {
+      by_path_.erase(p);
+    }
+    node.used.reset();
+    gone = std::move(it->second);
+    by_ino_.erase(it);
   }
-  node.reader.reset();
-  by_ino_.erase(it);
+  gone.reset();
+  // The kernel drops the inodes of a large directory in bursts (memory pressure, drop_caches):
+  // give the memory of every few thousand forgotten inodes back (base/memory.h).
+  if (forgotten_.fetch_add(1, std::memory_order_relaxed) + 1 == kReleaseMemoryAfterEntries) {
+    forgotten_.store(0, std::memory_order_relaxed);
+    ReleaseFreeMemory();
+  }
 }
 
 uint64_t Filesystem::TEST_LookupCount(InodeId ino) const {
@@ -329,10 +354,24 @@ Status Filesystem::ReadDir(uint64_t dh, uint64_t offset, size_t max, std::vector
 
 void Filesystem::ReleaseDir(uint64_t dh) {
   std::shared_ptr<DirHandle> d;
-  MutexLock l(&handles_mu_);
-  if (auto it = dirs_.find(dh); it != dirs_.end()) {
-    d = std::move(it->second);  // destroyed after the lock is released
-    dirs_.erase(it);
+  {
+    MutexLock l(&handles_mu_);
+    if (auto it = dirs_.find(dh); it != dirs_.end()) {
+      d = std::move(it->second);  // destroyed after the lock is released
+      dirs_.erase(it);
+    }
+  }
+  if (d == nullptr) return;
+  std::shared_ptr<const Listing> listing;
+  {
+    MutexLock l(&d->mu);
+    listing = std::move(d->listing);
+  }
+  // The last handle of a large directory let go of its snapshot: give its memory back.
+  if (listing != nullptr && listing.use_count() == 1 &&
+      listing->entries.size() >= kReleaseMemoryAfterEntries) {
+    listing.reset();
+    ReleaseFreeMemory();
   }
 }
 
@@ -360,9 +399,10 @@ Result<OpenResult> Filesystem::Open(InodeId ino) {
   OpenResult result;
   {
     MutexLock l(&mu_);
-    result.keep_cache = !n->opened_etag.empty() && n->opened_etag == e->etag;
+    std::string& opened_etag = n->used_state().opened_etag;
+    result.keep_cache = !opened_etag.empty() && opened_etag == e->etag;
     result.attr_changed = n->size != e->size || n->mtime_ns != e->mtime_ns;
-    n->opened_etag = e->etag;
+    opened_etag = e->etag;
     n->size = e->size;
     n->etag = e->etag;
     n->mtime_ns = e->mtime_ns;
@@ -396,9 +436,11 @@ std::shared_ptr<Filesystem::FileHandle> Filesystem::InodeReader(InodeId ino, boo
   std::shared_ptr<FileHandle> r;
   {
     MutexLock l(&mu_);
-    if (n->reader != nullptr) {
-      const ObjectInfo& v = n->reader->obj().info;
-      if (v.etag == n->etag && v.size == n->size && v.mtime_ns == n->mtime_ns) return n->reader;
+    if (n->used != nullptr && n->used->reader != nullptr) {
+      const ObjectInfo& v = n->used->reader->obj().info;
+      if (v.etag == n->etag && v.size == n->size && v.mtime_ns == n->mtime_ns) {
+        return n->used->reader;
+      }
     }
     if (!create) return nullptr;
     ObjectRef obj;
@@ -406,8 +448,8 @@ std::shared_ptr<Filesystem::FileHandle> Filesystem::InodeReader(InodeId ino, boo
     obj.info.size = n->size;
     obj.info.etag = n->etag;
     obj.info.mtime_ns = n->mtime_ns;
-    n->reader = std::make_shared<FileHandle>(std::move(obj), n);
-    r = n->reader;
+    r = std::make_shared<FileHandle>(std::move(obj), n);
+    n->used_state().reader = r;
   }
   prefetcher_.OnOpen(r->obj());  // the first read of this version: what an open would be
   return r;

@@ -270,8 +270,11 @@ class Filesystem {
 
   mutable Mutex mu_;  // the inode table; after DirHandle::mu
   std::unordered_map<InodeId, std::shared_ptr<Inode>> by_ino_ GUARDED_BY(mu_);
-  std::unordered_map<std::string, InodeId> by_path_ GUARDED_BY(mu_);
+  // Keys view the path of the inode they map to (Inode::path is constant; an entry is erased or
+  // re-keyed before its inode leaves by_ino_), so a path is stored once per inode.
+  std::unordered_map<std::string_view, InodeId> by_path_ GUARDED_BY(mu_);
   InodeId next_ino_ GUARDED_BY(mu_) = kRootInode + 1;
+  std::atomic<size_t> forgotten_{0};  // inodes forgotten since the last ReleaseFreeMemory
 
   mutable Mutex handles_mu_;  // leaf
   std::unordered_map<uint64_t, std::shared_ptr<DirHandle>> dirs_ GUARDED_BY(handles_mu_);

@@ -38,6 +38,7 @@
 #include <unordered_set>
 
 #include "base/logging.h"
+#include "base/memory.h"
 #include "base/mutex.h"
 #include "base/units.h"
 #include "tiercache/single_flight.h"
@@ -332,9 +333,14 @@ class CatalogImpl final : public Catalog {
       put = KeepInOverflow(dir, dir_key, out, entries, put);
     }
     ForgetSnapshot(dir_key);
+    const bool large = entries.size() >= kReleaseMemoryAfterEntries;
     if (!shared && options_.listing_share != nullptr) {
       options_.listing_share->Publish(source_, dir,
                                       SharedListing{out.listed_at_ns, std::move(entries)});
+    }
+    if (large) {
+      entries = {};
+      ReleaseFreeMemory();  // the listing's transient copies (base/memory.h)
     }
     return put;
   }

@@ -113,7 +113,10 @@ Result<ListPage> FakeBlobStore::List(std::string_view prefix, std::string_view d
   std::string last_emitted;
   int n = 0;
   const bool token_is_prefix = !token.empty() && !delimiter.empty() && token.ends_with(delimiter);
-  for (auto it = objects_.lower_bound(prefix); it != objects_.end(); ++it) {
+  // Start after the token (a seek, so a page of a wide listing does not walk the pages before it).
+  auto start = objects_.lower_bound(prefix);
+  if (!token.empty() && std::string_view(token) > prefix) start = objects_.upper_bound(token);
+  for (auto it = start; it != objects_.end(); ++it) {
     const std::string& k = it->first;
     if (k.compare(0, prefix.size(), prefix) != 0) break;
     if (!token.empty() && (k <= token || (token_is_prefix && k.starts_with(token)))) continue;
