@@ -4,7 +4,9 @@
 // Why the shape below:
 // - Read is one GET of header + block (no HEAD first): an L3 hit costs one round trip, a miss one
 //   404. The header carries the block key, so an object stored under the wrong name is caught
-//   like a checksum failure.
+//   like a checksum failure. ReadMany (readahead and hydrate runs) issues a run's GETs at once,
+//   so that a run from L3 costs about one round trip, like one ranged GET of a run at the origin
+//   (one object per block is kept: the format, gc and write-back stay per block).
 // - Insert never blocks the reader: it takes a reference to the (immutable) block and queues it;
 //   a few owned threads upload. A full queue drops the write, because L3 is best-effort.
 // - A dead or slow L3 must cost readers little: the store gets short timeouts and few attempts
@@ -135,6 +137,33 @@ class RemoteTier final : public Tier {
     stats_.bytes_read += len;
     Remember(key);
     return BlockRef(std::move(block));
+  }
+
+  // A run's GETs at once: up to read_parallel threads (this one included), each taking the next
+  // key until none is left. Every result slot is written by one thread, read after the joins.
+  std::vector<Result<BlockRef>> ReadMany(std::span<const BlockKey> keys) override {
+    const size_t workers =
+        std::min<size_t>(keys.size(), static_cast<size_t>(std::max(1, options_.read_parallel)));
+    if (workers <= 1 || !BreakerAllows()) return Tier::ReadMany(keys);
+    std::vector<Result<BlockRef>> out(keys.size(), Status::Unavailable("l3: not read"));
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < keys.size();) {
+        out[i] = Read(keys[i]);
+      }
+    };
+    {
+      std::vector<std::jthread> helpers;
+      helpers.reserve(workers - 1);
+      for (size_t w = 1; w < workers; ++w) {
+        helpers.emplace_back([&work] {
+          pthread_setname_np(pthread_self(), "tierfs-l3-r");
+          work();
+        });
+      }
+      work();
+    }  // joins the helpers
+    return out;
   }
 
   Status Insert(const BlockKey& key, const BlockRef& block, const Placement& /*hint*/) override {
