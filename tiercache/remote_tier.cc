@@ -139,12 +139,22 @@ class RemoteTier final : public Tier {
     return BlockRef(std::move(block));
   }
 
-  // A run's GETs at once: up to read_parallel threads (this one included), each taking the next
-  // key until none is left. Every result slot is written by one thread, read after the joins.
+  // A run's GETs at once: this thread and helper threads, each taking the next key until none is
+  // left. Helpers are bounded per call (read_parallel - 1) and across the calls running at once
+  // (read_parallel in all), so that many readahead runs do not pile up GETs on a busy L3. Every
+  // result slot is written by one thread, read after the joins.
   std::vector<Result<BlockRef>> ReadMany(std::span<const BlockKey> keys) override {
-    const size_t workers =
-        std::min<size_t>(keys.size(), static_cast<size_t>(std::max(1, options_.read_parallel)));
-    if (workers <= 1 || !BreakerAllows()) return Tier::ReadMany(keys);
+    const int cap = std::max(1, options_.read_parallel);
+    const size_t want = std::min<size_t>(keys.size(), static_cast<size_t>(cap)) - 1;
+    size_t helpers_n = 0;
+    while (helpers_n < want && BreakerAllows()) {
+      int in_use = read_helpers_.load(std::memory_order_relaxed);
+      if (in_use >= cap) break;
+      if (read_helpers_.compare_exchange_weak(in_use, in_use + 1, std::memory_order_relaxed)) {
+        ++helpers_n;
+      }
+    }
+    if (helpers_n == 0) return Tier::ReadMany(keys);
     std::vector<Result<BlockRef>> out(keys.size(), Status::Unavailable("l3: not read"));
     std::atomic<size_t> next{0};
     auto work = [&] {
@@ -154,8 +164,8 @@ class RemoteTier final : public Tier {
     };
     {
       std::vector<std::jthread> helpers;
-      helpers.reserve(workers - 1);
-      for (size_t w = 1; w < workers; ++w) {
+      helpers.reserve(helpers_n);
+      for (size_t w = 0; w < helpers_n; ++w) {
         helpers.emplace_back([&work] {
           pthread_setname_np(pthread_self(), "tierfs-l3-r");
           work();
@@ -163,6 +173,7 @@ class RemoteTier final : public Tier {
       }
       work();
     }  // joins the helpers
+    read_helpers_.fetch_sub(static_cast<int>(helpers_n), std::memory_order_relaxed);
     return out;
   }
 
@@ -335,6 +346,7 @@ class RemoteTier final : public Tier {
   std::atomic<uint64_t> write_dropped_{0}, write_errors_{0}, expired_{0}, skipped_{0};
   std::atomic<uint64_t> breaker_trips_{0};
   std::atomic<int> consecutive_failures_{0};
+  std::atomic<int> read_helpers_{0};  // ReadMany helper threads running now (<= read_parallel)
   std::atomic<int64_t> open_until_ns_{INT64_MIN};
 
   Mutex known_mu_;

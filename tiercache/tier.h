@@ -303,8 +303,10 @@ struct RemoteTierOptions {
   // objects whose MAC verifies with this key (others are corruptions: a miss, never served).
   // Empty: no MAC is written or required, and L3 is trusted as far as its checksum goes.
   std::string mac_key;
-  // ReadMany (a readahead or hydrate run) issues at most this many GETs at once (threads
-  // "tierfs-l3-r", started for the call and joined before it returns); 1: one after the other.
+  // ReadMany (a readahead or hydrate run) issues its GETs at once from the calling thread and
+  // helper threads ("tierfs-l3-r", started for the call and joined before it returns): at most
+  // read_parallel - 1 helpers per call and read_parallel helpers over all calls running at once
+  // (the rest of a run is read by its caller's thread). 1: one GET after the other.
   int read_parallel = 8;
 };
 
