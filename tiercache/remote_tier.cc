@@ -4,7 +4,9 @@
 // Why the shape below:
 // - Read is one GET of header + block (no HEAD first): an L3 hit costs one round trip, a miss one
 //   404. The header carries the block key, so an object stored under the wrong name is caught
-//   like a checksum failure.
+//   like a checksum failure. ReadMany (readahead and hydrate runs) issues a run's GETs at once,
+//   so that a run from L3 costs about one round trip, like one ranged GET of a run at the origin
+//   (one object per block is kept: the format, gc and write-back stay per block).
 // - Insert never blocks the reader: it takes a reference to the (immutable) block and queues it;
 //   a few owned threads upload. A full queue drops the write, because L3 is best-effort.
 // - A dead or slow L3 must cost readers little: the store gets short timeouts and few attempts
@@ -156,6 +158,44 @@ class RemoteTier final : public Tier, public ListingShare {
     stats_.bytes_read += len;
     Remember(key);
     return BlockRef(std::move(block));
+  }
+
+  // A run's GETs at once: this thread and helper threads, each taking the next key until none is
+  // left. Helpers are bounded per call (read_parallel - 1) and across the calls running at once
+  // (read_parallel in all), so that many readahead runs do not pile up GETs on a busy L3. Every
+  // result slot is written by one thread, read after the joins.
+  std::vector<Result<BlockRef>> ReadMany(std::span<const BlockKey> keys) override {
+    const int cap = std::max(1, options_.read_parallel);
+    const size_t want = std::min<size_t>(keys.size(), static_cast<size_t>(cap)) - 1;
+    size_t helpers_n = 0;
+    while (helpers_n < want && BreakerAllows()) {
+      int in_use = read_helpers_.load(std::memory_order_relaxed);
+      if (in_use >= cap) break;
+      if (read_helpers_.compare_exchange_weak(in_use, in_use + 1, std::memory_order_relaxed)) {
+        ++helpers_n;
+      }
+    }
+    if (helpers_n == 0) return Tier::ReadMany(keys);
+    std::vector<Result<BlockRef>> out(keys.size(), Status::Unavailable("l3: not read"));
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < keys.size();) {
+        out[i] = Read(keys[i]);
+      }
+    };
+    {
+      std::vector<std::jthread> helpers;
+      helpers.reserve(helpers_n);
+      for (size_t w = 0; w < helpers_n; ++w) {
+        helpers.emplace_back([&work] {
+          pthread_setname_np(pthread_self(), "tierfs-l3-r");
+          work();
+        });
+      }
+      work();
+    }  // joins the helpers
+    read_helpers_.fetch_sub(static_cast<int>(helpers_n), std::memory_order_relaxed);
+    return out;
   }
 
   Status Insert(const BlockKey& key, const BlockRef& block, const Placement& /*hint*/) override {
@@ -434,6 +474,7 @@ class RemoteTier final : public Tier, public ListingShare {
   std::atomic<uint64_t> listings_hits_{0}, listings_stored_{0}, listings_rejected_{0};
   std::atomic<uint64_t> listings_old_{0}, listing_errors_{0};
   std::atomic<int> consecutive_failures_{0};
+  std::atomic<int> read_helpers_{0};  // ReadMany helper threads running now (<= read_parallel)
   std::atomic<int64_t> open_until_ns_{INT64_MIN};
 
   Mutex known_mu_;

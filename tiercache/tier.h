@@ -175,6 +175,15 @@ class Tier {
   // dropped by the tier and reported as NotFound too (counted in corruptions), so the caller
   // fetches it again from below. Other errors: the tier is unhealthy; the caller goes below.
   virtual Result<BlockRef> Read(const BlockKey& key) = 0;
+  // Read() of every key, one result per key in order (a run of adjacent blocks for readahead).
+  // A tier whose reads wait on the network (L3) issues them concurrently; the default reads one
+  // after the other.
+  virtual std::vector<Result<BlockRef>> ReadMany(std::span<const BlockKey> keys) {
+    std::vector<Result<BlockRef>> out;
+    out.reserve(keys.size());
+    for (const BlockKey& k : keys) out.push_back(Read(k));
+    return out;
+  }
 
   // Offers a block. The tier may decline (NoSpace when everything is pinned, NotSupported).
   // Visible to readers only once fully written and indexed (transactional insert).
@@ -304,6 +313,11 @@ struct RemoteTierOptions {
   // objects whose MAC verifies with this key (others are corruptions: a miss, never served).
   // Empty: no MAC is written or required, and L3 is trusted as far as its checksum goes.
   std::string mac_key;
+  // ReadMany (a readahead or hydrate run) issues its GETs at once from the calling thread and
+  // helper threads ("tierfs-l3-r", started for the call and joined before it returns): at most
+  // read_parallel - 1 helpers per call and read_parallel helpers over all calls running at once
+  // (the rest of a run is read by its caller's thread). 1: one GET after the other.
+  int read_parallel = 8;
 };
 
 // L3: a tier over any S3-compatible BlobStore (MinIO, Ceph RGW, S3 Express; `file://` works too)

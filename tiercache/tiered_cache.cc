@@ -22,9 +22,10 @@
 // prefetch in flight for a block a demand read needs is simply joined through the single-flight.
 // A worker brings each block of its task to L1: a block in L2 is read from there (readahead from
 // flash ahead of the reader); blocks no host tier holds are claimed in the single-flight
-// (TryClaim) and fetched from the origin as one run, one request for up to readahead_run_bytes,
-// into one mapping that the blocks share without a copy (Block::AllocateRun). With an L3 tier
-// every block takes the one-block path, which looks in L3 first.
+// (TryClaim) and fetched as one run: with an L3 tier, first from L3 with one Tier::ReadMany (the
+// run's GETs at once), then the blocks L3 lacks from the origin, one request for each stretch of
+// adjacent blocks (up to readahead_run_bytes), into one mapping that the blocks share without a
+// copy (Block::AllocateRun).
 //
 // Fetch pool (demand reads with a CancelToken): the single-flight leader reads L1 and the other
 // host tiers on its own thread; on a miss it queues a FetchJob (its Lease) for the
@@ -140,9 +141,6 @@ class TieredCacheImpl final : public TieredCache {
         queue_limit_(std::max<uint64_t>(
             1, options.readahead_budget_bytes / std::max<uint64_t>(1, options.block_size))),
         run_blocks_(RunBlocks(options)),
-        runs_from_origin_(
-            std::none_of(tiers_.begin(), tiers_.end(),
-                         [](const auto& t) { return t->kind() == TierKind::kShared; })),
         admission_(options.admission, AdmittedTierCapacity(tiers_), options.block_size),
         queue_cv_(&queue_mu_),
         fetch_cv_(&fetch_mu_) {
@@ -397,17 +395,14 @@ class TieredCacheImpl final : public TieredCache {
     auto done = [&](uint64_t index) {
       if (bytes_done != nullptr) *bytes_done += ExpectedLength(obj, index);
     };
-    bool remote_below = false;
-    for (size_t t = target + 1; t < tiers_.size(); ++t)
-      remote_below |= (tiers_[t]->kind() == TierKind::kShared);
-    // The blocks to fetch from the origin: not in the target and not in a host tier below it
-    // (those are copied by Hydrate without the network).
+    // The blocks to fetch: not in the target and not in a host tier below it (those are copied
+    // by Hydrate without the network).
     std::vector<uint64_t> need;
     for (uint64_t i = first; i < first + count; ++i) {
       const BlockKey key = KeyFor(obj, i);
-      bool below = remote_below;
+      bool below = false;
       for (size_t t = target + 1; t < tiers_.size() && !below; ++t)
-        below = tiers_[t]->Contains(key);
+        below = tiers_[t]->kind() == TierKind::kHost && tiers_[t]->Contains(key);
       if (below || tiers_[target]->Contains(key)) {
         TIERFS_RETURN_IF_ERROR(Hydrate(obj, i, target, Placement{}));
         done(i);
@@ -417,6 +412,37 @@ class TieredCacheImpl final : public TieredCache {
     }
     Placement h = options_.placement ? options_.placement(obj.key) : Placement{};
     h.stored_ns = clock_->NowUnixNanos();
+    // A remote tier below the target (L3 under L2) may hold them: one ReadMany (its GETs at once)
+    // per tier, then the rest from the origin.
+    for (size_t t = target + 1; t < tiers_.size() && !need.empty(); ++t) {
+      if (tiers_[t]->kind() != TierKind::kShared) continue;
+      std::vector<BlockKey> keys;
+      for (uint64_t i : need) keys.push_back(KeyFor(obj, i));
+      std::vector<Result<BlockRef>> rs = tiers_[t]->ReadMany(keys);
+      std::vector<uint64_t> rest;
+      for (size_t j = 0; j < need.size(); ++j) {
+        BlockRef b = j < rs.size()
+                         ? CheckedBlock(t, keys[j], std::move(rs[j]), ExpectedLength(obj, need[j]))
+                         : nullptr;
+        if (!b) {
+          rest.push_back(need[j]);
+          continue;
+        }
+        Status last = Status::OK();
+        for (size_t u = target; u < t; ++u) {
+          Status st = tiers_[u]->Insert(keys[j], b, h);
+          if (!st.ok()) {
+            ++insert_errors_;
+            if (u == target) last = st;
+          }
+        }
+        TIERFS_RETURN_IF_ERROR(last);
+        ++hydrated_blocks_;
+        hydrated_bytes_ += b->size();
+        done(need[j]);
+      }
+      need = std::move(rest);
+    }
     for (size_t k = 0; k < need.size();) {
       size_t n = 1;
       while (k + n < need.size() && need[k + n] == need[k] + n) ++n;
@@ -894,7 +920,12 @@ class TieredCacheImpl final : public TieredCache {
   // A block from tier `t` with the expected length, or null on a miss (or a bad copy, which is
   // erased from that tier).
   BlockRef TryTier(size_t t, const BlockKey& key, uint64_t expected) {
-    Result<BlockRef> r = tiers_[t]->Read(key);
+    return CheckedBlock(t, key, tiers_[t]->Read(key), expected);
+  }
+
+  // The outcome of a read of `key` from tier `t`: the block if it has the expected length, else
+  // null (a miss, an error, or a bad copy, which is erased from that tier).
+  BlockRef CheckedBlock(size_t t, const BlockKey& key, Result<BlockRef> r, uint64_t expected) {
     if (!r.ok()) {
       if (!r.status().IsNotFound()) {
         SPDLOG_LOGGER_DEBUG(&Logger(Module::kTierCache), "{} read failed: {}", tiers_[t]->name(),
@@ -1038,7 +1069,7 @@ class TieredCacheImpl final : public TieredCache {
         ++i;
         continue;
       }
-      if (runs_from_origin_ && !CachedAnywhere(key)) {
+      if (!CachedAnywhere(key)) {
         const uint64_t n = FetchRun(obj, i, end);
         if (n > 0) {
           i += n;
@@ -1058,8 +1089,8 @@ class TieredCacheImpl final : public TieredCache {
   }
 
   // Claims blocks first, first+1, ... (before `end`, at most run_blocks_) while no host tier holds
-  // them and no one else fetches them, and reads them from the origin with one request. Returns
-  // how many blocks it handled (0: none could be claimed; the caller takes the one-block path).
+  // them and no one else fetches them, and reads them as one run (FetchClaimedRun). Returns how
+  // many blocks it handled (0: none could be claimed; the caller takes the one-block path).
   uint64_t FetchRun(const ObjectRef& obj, uint64_t first, uint64_t end) {
     using Lease = Flights::Lease;
     std::vector<Lease> leases;
@@ -1079,29 +1110,71 @@ class TieredCacheImpl final : public TieredCache {
       leases.push_back(std::move(*lease));
     }
     if (leases.empty()) return 0;
+    FetchClaimedRun(obj, first, leases);
+    return leases.size();
+  }
+
+  // Reads the claimed blocks [first, first + leases.size()): from the remote tiers (L3) with one
+  // ReadMany each, then the rest from the origin, one request per stretch of adjacent blocks;
+  // fills the tiers above the one that served each block and completes its lease.
+  void FetchClaimedRun(const ObjectRef& obj, uint64_t first, std::vector<Flights::Lease>& leases) {
     const uint64_t n = leases.size();
     // Readahead serves readers: it counts as demand traffic for deep prefetch, too.
     DemandInFlight demand(&stats_, clock_);
-    Result<std::vector<BlockRef>> blocks = FetchRunFromOrigin(obj, first, n);
-    if (!blocks.ok()) {
-      SPDLOG_LOGGER_DEBUG(&Logger(Module::kTierCache), "readahead of '{}' blocks {}+{} failed: {}",
-                          obj.key, first, n, blocks.status().ToString());
-      for (Lease& l : leases) l.Complete(blocks.status());
-      return n;
+    std::vector<Served> got(n);  // a null block: not read yet
+    for (size_t t = 0; t < tiers_.size(); ++t) {
+      if (tiers_[t]->kind() == TierKind::kHost) continue;
+      std::vector<BlockKey> keys;
+      std::vector<uint64_t> which;
+      for (uint64_t k = 0; k < n; ++k) {
+        if (got[k].block) continue;
+        keys.push_back(leases[k].key());
+        which.push_back(k);
+      }
+      if (keys.empty()) break;
+      std::vector<Result<BlockRef>> rs = tiers_[t]->ReadMany(keys);
+      for (size_t j = 0; j < keys.size() && j < rs.size(); ++j) {
+        const uint64_t k = which[j];
+        BlockRef b = CheckedBlock(t, keys[j], std::move(rs[j]), ExpectedLength(obj, first + k));
+        if (b) got[k] = Served{std::move(b), static_cast<int>(t)};
+      }
     }
-    if (n > 1) ++readahead_runs_;
-    for (const BlockRef& b : *blocks) readahead_bytes_ += b->size();
+    // The blocks no remote tier had, a stretch of adjacent ones per origin request.
+    for (uint64_t k = 0; k < n;) {
+      if (got[k].block) {
+        ++k;
+        continue;
+      }
+      uint64_t m = 1;
+      while (k + m < n && !got[k + m].block) ++m;
+      Result<std::vector<BlockRef>> blocks = FetchRunFromOrigin(obj, first + k, m);
+      if (!blocks.ok()) {
+        SPDLOG_LOGGER_DEBUG(&Logger(Module::kTierCache),
+                            "readahead of '{}' blocks {}+{} failed: {}", obj.key, first + k, m,
+                            blocks.status().ToString());
+        for (uint64_t j = k; j < k + m; ++j) leases[j].Complete(blocks.status());
+      } else {
+        if (m > 1) ++readahead_runs_;
+        for (uint64_t j = 0; j < m; ++j) got[k + j] = Served{(*blocks)[j], kOriginTier};
+      }
+      k += m;
+    }
+    // The tiers above the one that served: every tier for an origin block.
+    auto upto = [&](const Served& s) {
+      return s.tier == kOriginTier ? tiers_.size() : static_cast<size_t>(s.tier);
+    };
     // L1 first, and publish each block as soon as it is there, so that a reader never misses
     // both the flight and L1; the slower tiers (an L2 file write each) after.
     for (uint64_t k = 0; k < n; ++k) {
-      CopyUp(obj, leases[k].key(), (*blocks)[k], std::min<size_t>(1, tiers_.size()));
-      leases[k].Complete(Served{(*blocks)[k], kOriginTier});
+      if (!got[k].block) continue;  // its lease is complete (the origin's error)
+      readahead_bytes_ += got[k].block->size();
+      ++stats_.readahead_blocks;
+      CopyUp(obj, leases[k].key(), got[k].block, std::min<size_t>(1, upto(got[k])));
+      leases[k].Complete(got[k]);
     }
     for (uint64_t k = 0; k < n; ++k) {
-      CopyUp(obj, KeyFor(obj, first + k), (*blocks)[k], tiers_.size(), /*from=*/1);
+      if (got[k].block) CopyUp(obj, KeyFor(obj, first + k), got[k].block, upto(got[k]), 1);
     }
-    stats_.readahead_blocks += n;
-    return n;
   }
 
   // Blocks [first, first + n) of `obj` with one origin read (more only if the origin returns
@@ -1172,7 +1245,6 @@ class TieredCacheImpl final : public TieredCache {
   const std::string source_;
   const size_t queue_limit_;  // in blocks
   const uint64_t run_blocks_;
-  const bool runs_from_origin_;  // no L3: blocks no host tier holds come straight from the origin
 
   CacheStats stats_;
   Admission admission_;

@@ -102,8 +102,9 @@ struct TieredCacheOptions {
   uint64_t readahead_budget_bytes = 256ULL << 20;
   // Readahead fetches up to this many bytes of adjacent blocks that no host tier holds with one
   // origin request (the S3 store splits a large read into parallel ranged GETs of its part
-  // size), instead of one GET per block. Not used with an L3 tier (each block is looked up in L3
-  // first).
+  // size), instead of one GET per block. With an L3 tier the run is first read from L3 with
+  // Tier::ReadMany (its GETs at once), and only the blocks L3 lacks go to the origin, one
+  // request per stretch of adjacent ones.
   uint64_t readahead_run_bytes = 8ULL << 20;
   // Owned threads that fetch blocks from the remote tiers (L3, origin) for demand reads given a
   // CancelToken (see the file comment). 0: such reads fetch on their own thread.
@@ -199,8 +200,9 @@ class TieredCache {
                          const Placement& hint) = 0;
   // Hydrate of blocks [first, first + count): the blocks the target and the tiers below it lack
   // are fetched from the origin as runs of adjacent blocks, one ranged GET per run (a large file
-  // at the origin's ranged-GET speed); with a remote tier below the target (L3 under L2) it is
-  // Hydrate block by block (the remote tier may hold them). `*bytes_done` (may be null) grows by
+  // at the origin's ranged-GET speed); with a remote tier below the target (L3 under L2) they are
+  // first read from it with one Tier::ReadMany (its GETs at once), and only the blocks it lacks go
+  // to the origin. `*bytes_done` (may be null) grows by
   // the bytes of every block the target holds at the end, also on error. REQUIRES: count >= 1,
   // first + count <= blocks of obj.
   virtual Status HydrateRun(const ObjectRef& obj, uint64_t first, uint64_t count, size_t target,

@@ -126,6 +126,68 @@ TEST_F(RemoteTierTest, RoundTripAndObjectLayout) {
   EXPECT_EQ((*b)->size(), 0u);
 }
 
+// Polls until `n` reads wait at the store's gate (HoldReads); false after 10 s.
+bool WaitBlocked(FakeBlobStore* store, int n) {
+  for (int i = 0; i < 1000; ++i) {
+    if (store->blocked_reads() >= n) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+TEST_F(RemoteTierTest, ReadManyIssuesTheGetsAtOnceAndKeepsTheOrder) {
+  options_.read_parallel = 4;
+  auto t = Open();
+  for (int i = 0; i < 6; ++i) {
+    if (i == 2) continue;  // a miss
+    TC_ASSERT_OK(t->Insert(Key(i), MakeBlock(Pattern(kBs, i)), {}));
+  }
+  ASSERT_TRUE(Drain(*t));
+  // Block 4 is corrupt: a miss too, counted.
+  std::string bad = ObjectOf(&store_, Key(4));
+  bad[kHeader + 1] ^= 1;
+  store_.PutObject("blocks/" + BlockKeyHex(Key(4)), bad);
+  std::vector<BlockKey> keys;
+  for (int i = 0; i < 6; ++i) keys.push_back(Key(i));
+
+  store_.HoldReads();
+  std::vector<Result<BlockRef>> rs;
+  std::thread reader([&] { rs = t->ReadMany(keys); });
+  // read_parallel GETs wait at the gate together: they were issued at once.
+  const bool together = WaitBlocked(&store_, 4);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(store_.blocked_reads(), 4);  // never more than read_parallel
+  store_.ReleaseReads();
+  reader.join();
+  ASSERT_TRUE(together);
+  ASSERT_EQ(rs.size(), 6u);
+  for (int i = 0; i < 6; ++i) {
+    if (i == 2 || i == 4) {
+      EXPECT_TRUE(rs[i].status().IsNotFound()) << i << ": " << rs[i].status().ToString();
+      continue;
+    }
+    ASSERT_TRUE(rs[i].ok()) << i << ": " << rs[i].status().ToString();
+    EXPECT_EQ(AsString((*rs[i])->data()), Pattern(kBs, i)) << i;
+  }
+  EXPECT_EQ(t->Stats().hits, 4u);
+  EXPECT_EQ(t->Stats().misses, 2u);
+  EXPECT_EQ(t->Stats().corruptions, 1u);
+
+  // read_parallel = 1: one GET after the other, same answers.
+  options_.read_parallel = 1;
+  auto one = Open();
+  store_.HoldReads();
+  std::thread r1([&] { rs = one->ReadMany(keys); });
+  ASSERT_TRUE(WaitBlocked(&store_, 1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(store_.blocked_reads(), 1);
+  store_.ReleaseReads();
+  r1.join();
+  ASSERT_EQ(rs.size(), 6u);
+  EXPECT_EQ(AsString((*rs[5])->data()), Pattern(kBs, 5));
+  EXPECT_TRUE(rs[2].status().IsNotFound());
+}
+
 TEST_F(RemoteTierTest, MissIsNotFound) {
   auto t = Open();
   auto r = t->Read(Key(5));
@@ -426,7 +488,8 @@ class SharedL3Test : public ::testing::Test {
     Tier* l3 = nullptr;
     std::unique_ptr<TieredCache> cache;
   };
-  Host OpenHost() {
+  // `prefetch_threads` > 0: readahead runs of 8 blocks.
+  Host OpenHost(int prefetch_threads = 0) {
     std::vector<std::unique_ptr<Tier>> tiers;
     MemoryTierOptions m;
     m.capacity_bytes = 1 << 22;
@@ -443,7 +506,8 @@ class SharedL3Test : public ::testing::Test {
     tiers.push_back(std::move(*l3));
     TieredCacheOptions o;
     o.block_size = kBs;
-    o.prefetch_threads = 0;
+    o.prefetch_threads = prefetch_threads;
+    o.readahead_run_bytes = 8 * kBs;
     auto c = TieredCache::Open(o, std::move(tiers), &origin_, &clock_);
     EXPECT_TRUE(c.ok());
     h.cache = std::move(*c);
@@ -504,6 +568,92 @@ TEST_F(SharedL3Test, HostBReadsEverythingFromL3) {
                       BlockKeyHex(MakeBlockKey("fake://origin", obj.key, obj.info.etag, kBs, 0)))
                 .ok(),
             true);
+}
+
+// Polls until the host tiers hold all of `o`; false after 10 s.
+bool WaitHostHolds(TieredCache* c, const ObjectRef& o) {
+  for (int i = 0; i < 1000; ++i) {
+    if (c->HostHolds(o, 0, o.info.size)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+TEST_F(SharedL3Test, ReadaheadRunsComeFromL3AtOnceAndTheGapsFromTheOriginInOneRequest) {
+  const std::string data = Pattern(8 * kBs, 11);
+  const ObjectRef obj = Put("run.bin", data);
+  {
+    // Host A, cold: the run misses L3 (one ReadMany) and comes from the origin in one request,
+    // then is written back block by block.
+    Host a = OpenHost(1);
+    EXPECT_EQ(a.cache->Prefetch(obj, 0, 8), 0u);
+    ASSERT_TRUE(WaitHostHolds(a.cache.get(), obj));
+    EXPECT_EQ(origin_.read_calls(), 1u);
+    EXPECT_EQ(a.l3->Stats().misses, 8u);
+    ASSERT_TRUE(Drain(*a.l3));
+    EXPECT_EQ(a.l3->Stats().inserts, 8u);
+  }
+  // Two blocks of the middle are missing from L3.
+  for (int i : {3, 4}) {
+    l3_store_.RemoveObject("blocks/" +
+                           BlockKeyHex(MakeBlockKey("fake://origin", obj.key, obj.info, kBs, i)));
+  }
+  origin_.ResetCounters();
+  Host b = OpenHost(1);
+  l3_store_.HoldReads();
+  EXPECT_EQ(b.cache->Prefetch(obj, 0, 8), 0u);
+  // The run's 8 L3 GETs are in flight together (read_parallel = 8 by default).
+  const bool together = WaitBlocked(&l3_store_, 8);
+  l3_store_.ReleaseReads();
+  ASSERT_TRUE(together);
+  ASSERT_TRUE(WaitHostHolds(b.cache.get(), obj));
+  EXPECT_EQ(b.l3->Stats().hits, 6u);
+  EXPECT_EQ(b.l3->Stats().misses, 2u);
+  // Blocks 3 and 4 came from the origin with one request.
+  EXPECT_EQ(origin_.read_calls(), 1u);
+  EXPECT_EQ(b.cache->Stats().origin_requests, 1u);
+  auto s = ParseStats(b.cache->StatsText());
+  EXPECT_EQ(s["readahead.blocks"], 8u);
+  EXPECT_EQ(ReadAll(b.cache.get(), obj), data);
+  EXPECT_EQ(origin_.read_calls(), 1u);
+  EXPECT_EQ(b.l3->Stats().hits, 6u);  // the reads were served by L1
+  // Only the two origin blocks were written back.
+  ASSERT_TRUE(Drain(*b.l3));
+  EXPECT_EQ(b.l3->Stats().inserts, 2u);
+}
+
+TEST_F(SharedL3Test, HydrateRunReadsL3AtOnceAndTheRestFromTheOrigin) {
+  const std::string data = Pattern(8 * kBs, 12);
+  const ObjectRef obj = Put("hyd.bin", data);
+  {
+    Host a = OpenHost();
+    EXPECT_EQ(ReadAll(a.cache.get(), obj), data);
+    ASSERT_TRUE(Drain(*a.l3));
+  }
+  for (int i : {0, 6, 7}) {
+    l3_store_.RemoveObject("blocks/" +
+                           BlockKeyHex(MakeBlockKey("fake://origin", obj.key, obj.info, kBs, i)));
+  }
+  origin_.ResetCounters();
+  Host b = OpenHost();
+  l3_store_.HoldReads();
+  uint64_t done = 0;
+  Status st;
+  std::thread h([&] { st = b.cache->HydrateRun(obj, 0, 8, /*target=*/0, &done); });
+  const bool together = WaitBlocked(&l3_store_, 8);
+  l3_store_.ReleaseReads();
+  h.join();
+  ASSERT_TRUE(together);
+  TC_ASSERT_OK(st);
+  EXPECT_EQ(done, 8 * kBs);
+  EXPECT_EQ(b.l3->Stats().hits, 5u);
+  // Block 0 and blocks 6-7: two origin requests.
+  EXPECT_EQ(origin_.read_calls(), 2u);
+  EXPECT_TRUE(b.cache->HostHolds(obj, 0, obj.info.size));
+  EXPECT_EQ(ReadAll(b.cache.get(), obj), data);
+  EXPECT_EQ(origin_.read_calls(), 2u);
+  ASSERT_TRUE(Drain(*b.l3));
+  EXPECT_EQ(b.l3->Stats().inserts, 3u);
 }
 
 TEST_F(SharedL3Test, L3DownNeverFailsARead) {
