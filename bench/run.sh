@@ -12,7 +12,7 @@
 #                ~10 min for the three shapes, --only one shape 2-4 min, --quick R = 1, 2 only.
 #                Results: au/*.json, au/au.md (the table) and an "au:" line per run in run.log.
 #                AU_RANKS (1,2,4), AU_WORKERS (DataLoader workers per rank, 4), AU_L1 (tierfs
-#                --l1-size, 128MiB), AU_CAP (seconds per epoch, 120), AU_COMPUTE_SCALE (1)
+#                --l1-size, 128MiB), AU_CAP (seconds per epoch, 40), AU_COMPUTE_SCALE (1)
 #
 #   --quick      smaller dataset (2 x 256 MiB, 2,000 x 128 KiB, 2,000 tiny) and shorter random-read
 #                runs: a few minutes. The full run (2 x 1 GiB, 10,000 x 128 KiB, 20,000 tiny) takes
@@ -830,9 +830,9 @@ EOF2
 #  origin ceiling:  every object of the shape, 16 ranged GETs in flight, straight from the proxy.
 au_run() { # SHAPE SOURCE DIR RANKS [au.py args...]
   local shape="$1" src="$2" dir="$3" ranks="$4"; shift 4
-  timeout -k 10 $((3 * ${AU_CAP:-120} + 300)) $PY "$BENCH/au.py" run --shape "$shape" --source "$src" \
+  timeout -k 10 $((3 * ${AU_CAP:-40} + 300)) $PY "$BENCH/au.py" run --shape "$shape" --source "$src" \
     --root "$dir" --ranks "$ranks" --out-dir "$OUT/au" --workers "${AU_WORKERS:-4}" \
-    --cap "${AU_CAP:-120}" --drop-caches "$@" 2>&1 | grep -v Warning | tee -a "$LOG" >&2
+    --cap "${AU_CAP:-40}" --drop-caches "$@" 2>&1 | grep -v Warning | tee -a "$LOG" >&2
 }
 
 run_au() {
