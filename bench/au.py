@@ -302,6 +302,12 @@ def run_one(shape, source, root, ranks, args):
             pr.join()
     res["wall_s"] = time.perf_counter() - t0
     res["loadavg_1m"] = os.getloadavg()[0]  # other work on the machine (the ranks count too)
+    for kind in ("cpu", "io"):  # PSI: share of the last 10 s some task waited for CPU / for I/O
+        try:
+            with open("/proc/pressure/%s" % kind) as f:
+                res["pressure_%s_some_avg10" % kind] = float(f.readline().split()[1].split("=")[1])
+        except (OSError, ValueError, IndexError):
+            pass
     errors = [o["error"] for o in outs if "error" in o]
     if errors or len(outs) < ranks:
         res["status"] = "error"
@@ -546,6 +552,9 @@ def cmd_report(args):
     loads = sorted(r["loadavg_1m"] for r in runs.values() if r.get("loadavg_1m") is not None)
     if loads:
         head += " Load average (1 min) after the runs: %.1f–%.1f on %d cores." % (loads[0], loads[-1], os.cpu_count())
+    io = sorted(r["pressure_io_some_avg10"] for r in runs.values() if r.get("pressure_io_some_avg10") is not None)
+    if io:
+        head += " I/O pressure (PSI some, avg10) after the runs: %.0f–%.0f%%." % (io[0], io[-1])
     md = [head, "", markdown(summary, runs)]
     if len(dirs) > 1:
         md += ["", "Reproducibility over %d runs (spread = (max − min) / median; MLPerf asks ≤ 5%%):" % len(dirs), "",
