@@ -12,6 +12,14 @@
 #                default "always default"; MJ_REPEAT runs each, default 1). Per job: bytes by
 #                serving tier, origin bytes per byte read (counted by the delay proxy), MiB/s,
 #                p99/max read latency. Results: raw/multijob/*.json and multijob.md, ~1-2 min a run
+#   bench/run.sh --au [--only unet3d,resnet50,cosmoflow] [--quick] [--out DIR]
+#                accelerator utilization on MLPerf-Storage-shaped workloads (issue 12, bench/au.py):
+#                per shape, R = 1, 2, 4 emulated accelerators on local disk, tierfs warm from L2,
+#                tierfs cold and tierfs cold with a prefetch running ahead, and the origin's ceiling;
+#                ~10 min for the three shapes, --only one shape 2-4 min, --quick R = 1, 2 only.
+#                Results: au/*.json, au/au.md (the table) and an "au:" line per run in run.log.
+#                AU_RANKS (1,2,4), AU_WORKERS (DataLoader workers per rank, 4), AU_L1 (tierfs
+#                --l1-size, 128MiB), AU_CAP (seconds per epoch, 40), AU_COMPUTE_SCALE (1)
 #
 #   --quick      smaller dataset (2 x 256 MiB, 2,000 x 128 KiB, 2,000 tiny) and shorter random-read
 #                runs: a few minutes. The full run (2 x 1 GiB, 10,000 x 128 KiB, 20,000 tiny) takes
@@ -50,6 +58,7 @@ PY=/usr/bin/python3
 LAYOUT=full
 WORKLOAD=all
 STALL_ONLY=""
+AU=""
 TOOLS="tierfs,s3fs,rclone,local,nullfs,raw"
 DELAY_MS=5
 CAP=""
@@ -68,6 +77,7 @@ while (($#)); do
     --cap=*) CAP="${1#*=}" ;;
     --out) OUT="$2"; shift ;;
     --stall) STALL_ONLY=1 ;;
+    --au) AU=1 ;;
     --only) ONLY="$2"; shift ;;
     --only=*) ONLY="${1#*=}" ;;
     -h|--help) sed -n "2,$(grep -n -m1 '^set -uo pipefail' "$0" | cut -d: -f1)p" "$0" | sed '$d'; exit 0 ;;
@@ -76,6 +86,11 @@ while (($#)); do
   shift
 done
 
+if [[ -n $AU ]]; then  # --au: its own dataset; --only names shapes, --quick cuts R to 1,2
+  [[ $LAYOUT == quick ]] && AU_RANKS="${AU_RANKS:-1,2}"
+  LAYOUT=au; TOOLS="tierfs,local,raw"
+  AU_SHAPES="${ONLY:-unet3d,resnet50,cosmoflow}"; ONLY=""
+fi
 case "$WORKLOAD" in
   all) ;;
   prefetch) LAYOUT=prefetch; TOOLS="tierfs,rclone,raw" ;;
@@ -195,8 +210,8 @@ log "origin endpoint for the tools: $ENDPOINT (${DELAY_MS} ms each way)"
 read -r BIG_SIZE N_SMALL N_TINY < <(cd "$BENCH" && $PY -c "
 import seed
 g = {n: (d, f, s) for n, d, f, s in seed.LAYOUTS['$LAYOUT']}
-g.setdefault('small', (0, 0, 0))  # the multijob layout has none
-print(g['big'][2], max(g['small'][0],1)*g['small'][1], max(g['tiny'][0],1)*g['tiny'][1])")
+z = (0, 0, 0)
+print(g.get('big', z)[2], max(g.get('small', z)[0],1)*g.get('small', z)[1], max(g.get('tiny', z)[0],1)*g.get('tiny', z)[1])")
 NULLFS_LAYOUT="$(cd "$BENCH" && $PY seed.py layout "$LAYOUT")"
 BIG0=big/f00000.bin
 BIG1=big/f00001.bin
@@ -314,8 +329,9 @@ mount_tool() { # TOOL SESSION -> sets MNT DPID
     return 1
   fi
   # Touch the root so the first workload does not pay for FUSE_INIT; then check the layout.
-  if ! timeout 60 ls "$MNT/big" >/dev/null 2>&1; then
-    log "$tool: mounted but $MNT/big is not listable"
+  local check="big"; [[ $LAYOUT == au ]] && check="${AU_SHAPES%%,*}"
+  if ! timeout 60 ls "$MNT/$check" >/dev/null 2>&1; then
+    log "$tool: mounted but $MNT/$check is not listable"
     unmount_tool "$tool"
     return 1
   fi
@@ -861,10 +877,70 @@ run_multijob() {
   $PY "$BENCH/multijob_report.py" "$d" | tee "$OUT/multijob.md" >&2
 }
 
+# ---------------------------------------------------------------------------------------------
+#  local:           the local copy;
+#  tierfs-l2:       one mount (L1 = AU_L1), the shape prefetched into L2 (tierfs prefetch --wait),
+#                   then every R on it (page cache dropped, L1 smaller than the shape's data);
+#  tierfs-cold:     a fresh mount on empty caches for every R;
+#  tierfs-prefetch: the same, with a prefetch running ahead of the ranks: PrefetchSampler in every
+#                   rank (unet3d, cosmoflow: one sample per file) or a deep prefetch of the
+#                   directory started with the epoch (resnet50: random samples of large files);
+#  origin ceiling:  every object of the shape, 16 ranged GETs in flight, straight from the proxy.
+au_run() { # SHAPE SOURCE DIR RANKS [au.py args...]
+  local shape="$1" src="$2" dir="$3" ranks="$4"; shift 4
+  timeout -k 10 $((3 * ${AU_CAP:-40} + 300)) $PY "$BENCH/au.py" run --shape "$shape" --source "$src" \
+    --root "$dir" --ranks "$ranks" --out-dir "$OUT/au" --workers "${AU_WORKERS:-4}" \
+    --cap "${AU_CAP:-40}" --drop-caches "$@" 2>&1 | grep -v Warning | tee -a "$LOG" >&2
+}
+
+run_au() {
+  local shape r pf ranks="${AU_RANKS:-1,2,4}" save_l1="$TIERFS_L1"
+  mkdir -p "$OUT/au" "$OUT/raw/tierfs"
+  TIERFS_L1="${AU_L1:-128MiB}"
+  IFS=, read -r -a shapes <<<"$AU_SHAPES"
+  IFS=, read -r -a rlist <<<"$ranks"
+  for shape in "${shapes[@]}"; do
+    [[ -d $LOCAL_DATA/$shape ]] || { log "au: unknown shape $shape"; continue; }
+    log "==== au: $shape ===="
+    drop_caches
+    $PY "$BENCH/au.py" ceiling --shape "$shape" --root "$LOCAL_DATA/$shape" \
+      --url "$ENDPOINT/$BUCKET/$shape" --out-dir "$OUT/au" 2>&1 | tee -a "$LOG" >&2
+    au_run "$shape" local "$LOCAL_DATA/$shape" "$ranks"
+    tool_available tierfs || { log "au: no tierfs binary ($TIERFS), tierfs sources skipped"; continue; }
+    drop_caches
+    if mount_tool tierfs "au-$shape-l2"; then
+      timeout "$((CAP * 3))" "$TIERFS" prefetch --tier l2 --wait "$MNT/$shape" >>"$LOG" 2>&1 ||
+        log "au: prefetch of $shape into L2 failed or timed out"
+      au_run "$shape" tierfs-l2 "$MNT/$shape" "$ranks"
+      unmount_tool tierfs
+    fi
+    pf=sampler; [[ $shape == resnet50 ]] && pf=deep
+    for r in "${rlist[@]}"; do
+      drop_caches
+      if mount_tool tierfs "au-$shape-cold-r$r"; then
+        au_run "$shape" tierfs-cold "$MNT/$shape" "$r"
+        unmount_tool tierfs
+      fi
+      drop_caches
+      if mount_tool tierfs "au-$shape-prefetch-r$r"; then
+        au_run "$shape" tierfs-prefetch "$MNT/$shape" "$r" --prefetch "$pf"
+        unmount_tool tierfs
+      fi
+    done
+  done
+  TIERFS_L1="$save_l1"
+  $PY "$BENCH/au.py" report "$OUT/au" 2>&1 | tee -a "$LOG" >&2
+}
+
 T_START=$SECONDS
 if [[ $WORKLOAD == multijob ]]; then
   run_multijob
   log "multijob workload done in $((SECONDS - T_START)) s: $OUT/multijob.md"
+  exit 0
+elif [[ -n $AU ]]; then
+  run_au
+  if [[ $OUT == "$BENCH/out/"* ]]; then ln -sfn "$(basename "$OUT")" "$BENCH/out/latest"; fi
+  log "au done in $((SECONDS - T_START)) s: $OUT/au/au.md"
   exit 0
 elif [[ $WORKLOAD == prefetch ]]; then
   run_prefetch_workload

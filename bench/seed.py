@@ -8,6 +8,7 @@ Layout (same names as bench/nullfs.c generates):
          small  10 dirs x 1,000 files of 128 KiB   (10,000 files, the DataLoader set)
          tiny   200 dirs x 100 files of 1 KiB     (20,000 files, the find/stat set)
   quick: big 2 x 256 MiB, small 10 x 40 x 128 KiB, tiny 10 x 50 x 1 KiB
+  au:    unet3d 224 x 4.375 MiB, resnet50 8 x 1,251 x 114,660 B, cosmoflow 320 x 2.7 MiB (au.py)
 
 Content is deterministic (a seeded pseudo-random 8 MiB block, sliced and rotated per file), so a
 re-run produces the same bytes and the local copy equals the bucket.
@@ -36,6 +37,13 @@ LAYOUTS = {
     # hot/ (8 x 16 MiB, half of L2), proj/ (4 x 16 MiB "Parquet-like" files, 25% read)
     "multijob": [("big", 0, 4, 256 << 20), ("hot", 0, 8, 16 << 20), ("proj", 0, 4, 16 << 20),
                  ("tiny", 1, 1, 1024)],
+    # run.sh --au (bench/au.py, issue 12): the MLPerf-Storage-shaped datasets, scaled (au.py's
+    # docstring says how): unet3d 224 x 4.375 MiB (140 MiB / 32), resnet50 8 record files of
+    # 1,251 x 114,660 B, cosmoflow 320 x 2.7 MiB
+    "au": [("unet3d", 0, 224, (140 << 20) // 32), ("resnet50", 0, 8, 1251 * 114660),
+           ("cosmoflow", 0, 320, 2831155)],
+    # au.py smoke (the test suite): a few small files per shape, local directory only
+    "au-smoke": [("unet3d", 0, 16, 64 << 10), ("resnet50", 0, 2, 40 * 114660), ("cosmoflow", 0, 24, 32 << 10)],
 }
 BLOCK = 8 << 20
 MARKER_KEY = ".bench-seeded.json"
