@@ -22,6 +22,7 @@ pkgs=(
   bsdextrautils
   nlohmann-json3-dev
   libzstd-dev
+  libmemcached-dev memcached
   python3 python3-torch python3-numpy python3-boto3
   python3-setuptools
   python3-pip
