@@ -426,6 +426,13 @@ class RemoteTier final : public Tier, public ListingShare {
     const auto data = job.block->data();
     EncodeL3Object(job.key, data, static_cast<uint64_t>(clock_->NowUnixNanos()), MacKey(), buf);
     Status s = store_->Put(ObjectName(job.key), *buf);
+    if (s.code() == Status::Code::kNoSpace) {
+      // The store answered but will not keep this object (memcached: larger than its item
+      // size): dropped, and no sign that the store is down.
+      RecordSuccess();
+      ++write_dropped_;
+      return;
+    }
     if (!s.ok()) {
       RecordFailure(s);
       ++write_errors_;
@@ -449,6 +456,11 @@ class RemoteTier final : public Tier, public ListingShare {
       return;
     }
     s = store_->Put(ListingObjectName(job.source, job.dir), *buf);
+    if (s.code() == Status::Code::kNoSpace) {  // refused as too large (see Upload)
+      RecordSuccess();
+      ++write_dropped_;
+      return;
+    }
     if (!s.ok()) {
       RecordFailure(s);
       ++write_errors_;
