@@ -1017,12 +1017,54 @@ std::chrono::nanoseconds NetworkWaitBound(const DaemonOptions& o) {
     return attempts * (2 * s.request_timeout + s.connect_timeout) + (attempts - 1) * s.backoff_max;
   };
   std::chrono::nanoseconds bound = store(o.origin);
-  if (!o.l3.empty()) bound += store(o.l3_store);  // a block is looked up in L3 first
+  if (o.l3_is_memcached) {  // a block is looked up in L3 first: one get, no retries
+    const MemcachedOptions& m = o.l3_memcached;
+    bound += m.connect_timeout + 2 * m.io_timeout + m.io_timeout /* a pool connection */;
+  } else if (!o.l3.empty()) {
+    bound += store(o.l3_store);
+  }
   return bound;
 }
 
+namespace {
+
+// cache.l3 = memcached://...: the pool's servers; the S3 settings of L3 do not apply.
+Status FinishMemcachedL3Options(DaemonOptions* o) {
+  auto servers = ParseMemcachedUri(o->l3);
+  if (!servers.ok()) {
+    return Status::InvalidArgument(fmt::format("cache.l3 (--l3): {}", servers.status().message()));
+  }
+  if (o->l3_endpoint) {
+    return Status::InvalidArgument(
+        "cache.l3_endpoint (--l3-endpoint): not used with a memcached L3; the servers are named "
+        "in cache.l3 (--l3 memcached://HOST:PORT,HOST:PORT,...)");
+  }
+  if (o->l3_tier.ttl <= std::chrono::nanoseconds(0)) {
+    return Status::InvalidArgument("cache.l3_ttl: must be positive (or \"forever\")");
+  }
+  if (o->l3_tier.write_threads < 1 || o->l3_tier.write_threads > 64) {
+    return Status::InvalidArgument("cache.l3_write_threads: must be 1..64");
+  }
+  o->l3_memcached.servers = std::move(*servers);
+  // memcached takes an exptime above 30 days as a Unix time: longer TTLs (and "forever") leave
+  // the items to its LRU; RemoteTier still checks every block's age against l3_ttl.
+  constexpr auto kMaxExptime = std::chrono::hours(24 * 30);
+  o->l3_memcached.expiration =
+      o->l3_tier.ttl >= kMaxExptime
+          ? std::chrono::seconds(0)
+          : std::max(std::chrono::seconds(1),
+                     std::chrono::duration_cast<std::chrono::seconds>(o->l3_tier.ttl));
+  o->l3_tier.block_size = o->cache.block_size;
+  o->l3_gc.ttl = o->l3_tier.ttl;
+  return Status::OK();
+}
+
+}  // namespace
+
 Status FinishL3Options(DaemonOptions* o, const GetEnvFn& getenv) {
   if (o->l3.empty()) return Status::OK();
+  o->l3_is_memcached = IsMemcachedUri(o->l3);
+  if (o->l3_is_memcached) return FinishMemcachedL3Options(o);
   auto uri = ParseSourceUri(o->l3);
   if (!uri.ok())
     return Status::InvalidArgument(fmt::format("cache.l3 (--l3): {}", uri.status().message()));

@@ -43,6 +43,7 @@
 #include "base/logging.h"
 #include "base/result.h"
 #include "blobclient/blob_store.h"
+#include "blobclient/memcached_store.h"
 #include "fuse/filesystem.h"
 #include "fuse/fuse_server.h"
 #include "metastore/meta_store.h"
@@ -106,7 +107,9 @@ struct DaemonOptions {
   // `l3_store` from these. Its credentials are its own: the environment variables named by
   // l3_access_key_id_env/l3_secret_access_key_env, else the AWS profile l3_profile (else the
   // usual AWS_ACCESS_KEY_ID/... and default profile), resolved by ResolveL3Credentials.
-  std::string l3;                          // "s3://BUCKET[/PREFIX]"
+  // "s3://BUCKET[/PREFIX]", or "memcached://HOST:PORT,HOST:PORT,..." (a memcached pool: then
+  // FinishL3Options fills `l3_memcached` instead of `l3_store`, and the S3 keys of L3 are unused).
+  std::string l3;
   std::optional<std::string> l3_endpoint;  // unset: AWS S3 for the region
   std::optional<std::string> l3_region;    // unset: the origin's region
   std::string l3_profile;
@@ -119,6 +122,8 @@ struct DaemonOptions {
   RemoteTierOptions l3_tier;  // ttl, write queue; block_size = cache.block_size
   RemoteGcOptions l3_gc;      // max_bytes (cache.l3_max_bytes); ttl = l3_tier.ttl
   S3Options l3_store = DefaultL3StoreOptions();
+  bool l3_is_memcached = false;   // set by FinishL3Options from `l3`
+  MemcachedOptions l3_memcached;  // servers from `l3`, expiration = l3_ttl (capped at 30 days)
 
   // Policies ([[policy]] tables; cache.pin_quota, UINT64_MAX = half of the L2 size) and deep
   // prefetch (cache.prefetch_job_threads).

@@ -314,7 +314,19 @@ Status Build(const DaemonOptions& o, Components* c) {
     tiers.push_back(std::move(*l2));
   }
   ListingShare* listing_share = nullptr;  // owned by the L3 tier (in c->cache below)
-  if (!o.l3.empty()) {
+  if (o.l3_is_memcached) {
+    auto s = NewMemcachedBlobStore(o.l3_memcached);
+    if (!s.ok()) return s.status().WithContext("configuring the L3 memcached pool " + o.l3);
+    c->l3_store = std::move(*s);
+    // One get: a miss (NotFound) is an answer; Unavailable when no server answers. Either way
+    // the mount goes on, reading from the origin until the pool answers.
+    auto probe = c->l3_store->Head("tierfs-probe");
+    if (!probe.ok() && !probe.status().IsNotFound()) {
+      Logger(Module::kDaemon)
+          .warn("L3 {} does not answer: {}; reading from the origin until it does", o.l3,
+                probe.status().ToString());
+    }
+  } else if (!o.l3.empty()) {
     S3Options l3_options = o.l3_store;
     TIERFS_RETURN_IF_ERROR(AttachCredentialChain(&l3_options, o.l3_profile, !o.l3_profile.empty(),
                                                  /*region_set=*/true, c->transport.get(),
@@ -329,6 +341,8 @@ Status Build(const DaemonOptions& o, Components* c) {
           .warn("L3 {} ({}) does not answer: {}; reading from the origin until it does", o.l3,
                 c->l3_store->Describe(), probe.status().ToString());
     }
+  }
+  if (!o.l3.empty()) {
     auto l3 = NewRemoteTier(o.l3_tier, c->l3_store.get(), clock);
     if (!l3.ok()) return l3.status().WithContext("opening the L3 tier");
     listing_share = (*l3)->listing_share();  // directory listings shared through L3 too
@@ -354,8 +368,17 @@ Status Build(const DaemonOptions& o, Components* c) {
     c->origin_metrics = registry->Add(
         [origin](metrics::Exposition* e) { CollectStoreMetrics(origin->Stats(), "origin", e); });
     if (BlobStore* l3 = c->l3_store.get()) {
-      c->l3_metrics = registry->Add(
-          [l3](metrics::Exposition* e) { CollectStoreMetrics(l3->Stats(), "l3", e); });
+      c->l3_metrics = registry->Add([l3, memcached = o.l3_is_memcached](metrics::Exposition* e) {
+        CollectStoreMetrics(l3->Stats(), "l3", e);
+        if (!memcached) return;
+        const MemcachedStats m = GetMemcachedStats(*l3);
+        e->AddCounter("tierfs_l3_memcached_server_failures_total",
+                      "memcached calls a failed server turned into misses.", {},
+                      static_cast<double>(m.server_failures));
+        e->AddCounter("tierfs_l3_memcached_too_large_total",
+                      "Blocks the memcached servers refused as larger than their item size (-I).",
+                      {}, static_cast<double>(m.too_large));
+      });
     }
   }
   if (!o.manifest.empty()) {
@@ -858,6 +881,15 @@ int RunL3Gc(const std::string& config_path, const MountFlags& flags,
   if (o.l3.empty())
     return usage(Status::InvalidArgument("--l3 (or cache.l3 in --config) is required"));
   if (Status s = FinishL3Options(&o, RealGetEnv); !s.ok()) return usage(s);
+  if (o.l3_is_memcached) {
+    // Nothing to collect: memcached evicts by LRU within its memory limit (-m) and expires items
+    // at cache.l3_ttl (up to 30 days) itself; it also cannot list its keys.
+    std::printf(
+        "tierfs l3 gc: %s is a memcached pool: no gc is needed (memcached evicts by LRU within "
+        "its -m limit and expires items after cache.l3_ttl itself)\n",
+        o.l3.c_str());
+    return 0;
+  }
   if (Status s = ResolveL3Credentials(&o, RealGetEnv); !s.ok()) return usage(s);
   o.l3_gc.dry_run = dry_run;
   // gc is not latency-bound: the ordinary retry budget.
@@ -1028,13 +1060,16 @@ int Main(int argc, char** argv) {
   auto* o_l3 = mount
                    ->add_option("--l3", l3_uri,
                                 "Regional L3 tier shared by the hosts of a region: "
-                                "s3://BUCKET[/PREFIX] on any S3-compatible store (cache.l3; "
-                                "default: none)")
+                                "s3://BUCKET[/PREFIX] on any S3-compatible store, or "
+                                "memcached://HOST:PORT,HOST:PORT,... for a memcached pool in "
+                                "spare host memory (servers need -I above the block size + 80 "
+                                "bytes) (cache.l3; default: none)")
                    ->group(g_l3tier);
   auto* o_l3_endpoint = mount
                             ->add_option("--l3-endpoint", l3_endpoint,
                                          "Endpoint URL of the L3 store, e.g. "
-                                         "http://10.0.0.7:9000 (cache.l3_endpoint)")
+                                         "http://10.0.0.7:9000 (cache.l3_endpoint; not "
+                                         "for memcached://)")
                             ->group(g_l3tier);
   mount
       ->add_flag("--allow-other", flags.allow_other,
@@ -1236,7 +1271,8 @@ int Main(int argc, char** argv) {
   std::string gc_config, gc_l3, gc_endpoint, gc_region, gc_ttl, gc_max;
   bool gc_dry = false;
   gc->add_option("--config", gc_config, "TOML config file with the cache.l3* keys");
-  auto* g_l3 = gc->add_option("--l3", gc_l3, "The L3 store, s3://BUCKET[/PREFIX]");
+  auto* g_l3 = gc->add_option("--l3", gc_l3,
+                              "The L3 store, s3://BUCKET[/PREFIX] (memcached:// needs no gc)");
   auto* g_endpoint = gc->add_option("--l3-endpoint", gc_endpoint, "Endpoint URL of the L3 store");
   auto* g_region = gc->add_option("--region", gc_region, "Region of the L3 store");
   auto* g_ttl = gc->add_option("--l3-ttl", gc_ttl, "Delete blocks older than this (cache.l3_ttl)");

@@ -152,6 +152,52 @@ TEST(L3ConfigTest, BadValuesNameTheKey) {
   EXPECT_NE(e.message().find("cache.l3_ttl"), std::string::npos) << e.ToString();
 }
 
+// ---- cache.l3 = memcached://... ----
+
+TEST(L3ConfigTest, MemcachedPool) {
+  DaemonOptions o = L3Base();
+  MountFlags f;
+  f.l3 = "memcached://10.0.0.7:11311,10.0.0.8";
+  ASSERT_TRUE(ApplyFlags(f, &o).ok());
+  ASSERT_TRUE(FinishOptions(&o, L3Env({})).ok());
+  EXPECT_TRUE(o.l3_is_memcached);
+  ASSERT_EQ(o.l3_memcached.servers.size(), 2u);
+  EXPECT_EQ(o.l3_memcached.servers[0].host, "10.0.0.7");
+  EXPECT_EQ(o.l3_memcached.servers[0].port, 11311);
+  EXPECT_EQ(o.l3_memcached.servers[1].port, 11211);
+  EXPECT_TRUE(o.l3_store.bucket.empty());  // no S3 store
+  EXPECT_EQ(o.l3_tier.block_size, o.cache.block_size);
+  EXPECT_EQ(o.l3_memcached.expiration, std::chrono::seconds(0));  // l3_ttl forever: LRU only
+  // A memcached L3 is one short get: the wait bound stays well below an S3 L3's.
+  DaemonOptions s3 = L3Base();
+  s3.l3 = "s3://l3bucket";
+  ASSERT_TRUE(FinishOptions(&s3, L3Env({})).ok());
+  EXPECT_LT(NetworkWaitBound(o), NetworkWaitBound(s3));
+
+  DaemonOptions t = L3Base();
+  ASSERT_TRUE(
+      ApplyConfigText("[cache]\nl3 = \"memcached://h:1\"\nl3_ttl = \"2h\"\n", "t.toml", &t).ok());
+  ASSERT_TRUE(FinishOptions(&t, L3Env({})).ok());
+  EXPECT_EQ(t.l3_memcached.expiration, std::chrono::seconds(7200));
+}
+
+TEST(L3ConfigTest, MemcachedRefusesAnEndpointAndBadUris) {
+  DaemonOptions o = L3Base();
+  MountFlags f;
+  f.l3 = "memcached://10.0.0.7:11211";
+  f.l3_endpoint = "http://10.0.0.7:9000";
+  ASSERT_TRUE(ApplyFlags(f, &o).ok());
+  Status s = FinishOptions(&o, L3Env({}));
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("--l3-endpoint"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("memcached"), std::string::npos) << s.ToString();
+
+  DaemonOptions b = L3Base();
+  b.l3 = "memcached://h:99999";
+  Status bad = FinishOptions(&b, L3Env({}));
+  EXPECT_NE(bad.message().find("cache.l3 (--l3)"), std::string::npos) << bad.ToString();
+}
+
 // ---- cache.l3_key_file ----
 
 class L3KeyFileTest : public ::testing::Test {
