@@ -1310,7 +1310,11 @@ std::string DescribeOptions(const DaemonOptions& o) {
         o.origin.endpoint.empty() ? "(aws default)" : EscapeForLog(RedactUrl(o.origin.endpoint)),
         EscapeForLog(o.origin.region), o.no_sign_request ? "anonymous" : "signed");
   }
-  if (!o.l3.empty()) {
+  if (o.l3_is_memcached) {
+    s += fmt::format(" l3={} l3_ttl={} l3_write_queue={} l3_mac={}", EscapeForLog(o.l3),
+                     FormatDuration(o.l3_tier.ttl), o.l3_tier.write_queue,
+                     o.l3_key_file.empty() ? "none" : "hmac-sha256");
+  } else if (!o.l3.empty()) {
     s += fmt::format(" l3={} l3_endpoint={} l3_region={} l3_ttl={} l3_write_queue={} l3_mac={}",
                      EscapeForLog(RedactUrl(o.l3)),
                      o.l3_store.endpoint.empty() ? "(aws default)"

@@ -168,6 +168,10 @@ TEST(L3ConfigTest, MemcachedPool) {
   EXPECT_TRUE(o.l3_store.bucket.empty());  // no S3 store
   EXPECT_EQ(o.l3_tier.block_size, o.cache.block_size);
   EXPECT_EQ(o.l3_memcached.expiration, std::chrono::seconds(0));  // l3_ttl forever: LRU only
+  const std::string described = DescribeOptions(o);
+  EXPECT_NE(described.find("l3=memcached://10.0.0.7:11311,10.0.0.8"), std::string::npos)
+      << described;
+  EXPECT_EQ(described.find("l3_endpoint"), std::string::npos) << described;
   // A memcached L3 is one short get: the wait bound stays well below an S3 L3's.
   DaemonOptions s3 = L3Base();
   s3.l3 = "s3://l3bucket";
