@@ -30,7 +30,6 @@
 #include <vector>
 
 #include "base/logging.h"
-#include "base/mutex.h"
 #include "blobclient/memcached_store.h"
 
 namespace tierfs {
