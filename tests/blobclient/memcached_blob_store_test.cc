@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -202,6 +203,35 @@ TEST(MemcachedStore, GetSetDeleteAgainstARealServer) {
   server.Stop();
   Status dead = s->Read("blocks/b", 0, buf, "").status();
   EXPECT_EQ(dead.code(), Status::Code::kUnavailable) << dead.ToString();
+}
+
+// Many threads share the store (a pool of connections), fewer connections than threads.
+TEST(MemcachedStore, ConcurrentCallsShareThePool) {
+  MemcachedServerProcess server;
+  if (!server.Start("1m")) GTEST_SKIP() << "no memcached server to run";
+  MemcachedOptions o;
+  o.servers.push_back({"127.0.0.1", server.port()});
+  o.max_connections = 3;
+  auto store = NewMemcachedBlobStore(o);
+  ASSERT_TRUE(store.ok());
+  BlobStore* s = store->get();
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([s, t, &bad] {
+      const auto data = Bytes(4096, static_cast<uint8_t>(t));
+      std::vector<std::byte> buf(4096);
+      for (int i = 0; i < 50; ++i) {
+        const std::string key = "blocks/t" + std::to_string(t) + "-" + std::to_string(i);
+        if (!s->Put(key, data).ok()) ++bad;
+        auto n = s->Read(key, 0, buf, "");
+        if (!n.ok() || *n != data.size() || std::memcmp(buf.data(), data.data(), *n) != 0) ++bad;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_EQ(s->Stats().requests, 8u * 50u * 2u);
 }
 
 TEST(MemcachedStore, OneDeadServerOfTwoIsAMiss) {
