@@ -133,10 +133,10 @@ class MemcachedBlobStore final : public BlobStore {
   std::string Describe() const override { return describe_; }
 
   Result<ObjectInfo> Head(std::string_view key) override {
-    std::string value;
-    TIERFS_RETURN_IF_ERROR(Get(key, &value));
+    Item item;
+    TIERFS_RETURN_IF_ERROR(Get(key, &item));
     ObjectInfo info;
-    info.size = value.size();
+    info.size = item.size;
     return info;
   }
 
@@ -145,11 +145,11 @@ class MemcachedBlobStore final : public BlobStore {
     if (!if_match_etag.empty()) {
       return Status::NotSupported("memcached: conditional reads are not supported");
     }
-    std::string value;
-    TIERFS_RETURN_IF_ERROR(Get(key, &value));
-    if (offset >= value.size()) return size_t{0};
-    const size_t n = std::min<size_t>(out.size(), value.size() - offset);
-    std::memcpy(out.data(), value.data() + offset, n);
+    Item item;
+    TIERFS_RETURN_IF_ERROR(Get(key, &item));
+    if (offset >= item.size) return size_t{0};
+    const size_t n = std::min<size_t>(out.size(), item.size - offset);
+    std::memcpy(out.data(), item.data.get() + offset, n);
     return n;
   }
 
@@ -235,7 +235,16 @@ class MemcachedBlobStore final : public BlobStore {
     Status status = Status::OK();
   };
 
-  Status Get(std::string_view key, std::string* value) {
+  // An item's value as libmemcached returns it (malloc'ed), read in place.
+  struct Item {
+    struct Free {
+      void operator()(char* p) const { std::free(p); }
+    };
+    std::unique_ptr<char, Free> data;
+    size_t size = 0;
+  };
+
+  Status Get(std::string_view key, Item* item) {
     Conn c(this);
     if (c.m == nullptr) return c.status;
     const std::string mkey = MemcachedKey(key);
@@ -246,8 +255,8 @@ class MemcachedBlobStore final : public BlobStore {
     memcached_return_t rc = MEMCACHED_SUCCESS;
     char* v = memcached_get(c.m, mkey.data(), mkey.size(), &len, &flags, &rc);
     if (v != nullptr) {
-      value->assign(v, len);
-      std::free(v);
+      item->data.reset(v);
+      item->size = len;
       bytes_read_ += len;
       return Status::OK();
     }
