@@ -220,6 +220,10 @@ async def main():
     ap.add_argument("--max-conns", type=int, default=512)
     ap.add_argument("--max-queued", type=int, default=64, help="chunks in flight per direction")
     ap.add_argument("--port-file", help="write the listening port here once ready")
+    ap.add_argument("--count-file", help="ranged GET bytes per top directory (SIGUSR1, exit)")
+    ap.add_argument("--log", help="append one line per HTTP request to this file")
+    ap.add_argument("--log-comm", default="tierfs",
+                    help="process name of the clients whose pid the log names")
     args = ap.parse_args()
 
     log = open(args.log, "a", buffering=1) if args.log else None

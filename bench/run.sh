@@ -878,6 +878,7 @@ run_multijob() {
 }
 
 # ---------------------------------------------------------------------------------------------
+# --au (issue 12): bench/au.py per shape and source; one epoch per R, page cache dropped before each.
 #  local:           the local copy;
 #  tierfs-l2:       one mount (L1 = AU_L1), the shape prefetched into L2 (tierfs prefetch --wait),
 #                   then every R on it (page cache dropped, L1 smaller than the shape's data);

@@ -1164,16 +1164,26 @@ class TieredCacheImpl final : public TieredCache {
       return s.tier == kOriginTier ? tiers_.size() : static_cast<size_t>(s.tier);
     };
     // L1 first, and publish each block as soon as it is there, so that a reader never misses
-    // both the flight and L1; the slower tiers (an L2 file write each) after.
+    // both the flight and L1; the slower tiers (an L2 file write each) after. A block L1 did not
+    // take (too large for its shard, or no L1) goes to every tier before its lease completes:
+    // otherwise a reader arriving in between would fetch it again (from L3: a second GET).
+    std::vector<bool> stored(n, false);
     for (uint64_t k = 0; k < n; ++k) {
       if (!got[k].block) continue;  // its lease is complete (the origin's error)
       readahead_bytes_ += got[k].block->size();
       ++stats_.readahead_blocks;
-      CopyUp(obj, leases[k].key(), got[k].block, std::min<size_t>(1, upto(got[k])));
+      const BlockKey& key = leases[k].key();
+      CopyUp(obj, key, got[k].block, std::min<size_t>(1, upto(got[k])));
+      if (upto(got[k]) > 1 && (tiers_.empty() || !tiers_[0]->Contains(key))) {
+        CopyUp(obj, key, got[k].block, upto(got[k]), 1);
+        stored[k] = true;
+      }
       leases[k].Complete(got[k]);
     }
     for (uint64_t k = 0; k < n; ++k) {
-      if (got[k].block) CopyUp(obj, KeyFor(obj, first + k), got[k].block, upto(got[k]), 1);
+      if (got[k].block && !stored[k]) {
+        CopyUp(obj, KeyFor(obj, first + k), got[k].block, upto(got[k]), 1);
+      }
     }
   }
 
