@@ -7,7 +7,7 @@
 # endpoint is part of the block keys, so per-host ports or addresses would split L3.
 #
 #   bench/fleet.sh [--hosts 1,4,16] [--dirs 8] [--files 16] [--file-mib 2] [--start wave|once]
-#                  [--par 4] [--delay-ms 5] [--out DIR]
+#                  [--par 4] [--delay-ms 5] [--l3-engine s3rver|memcached] [--out DIR]
 #
 # Dataset: DIRS directories (ds/dNN/) of FILES files of FILE_MIB MiB each, random bytes, uploaded
 # once to the origin. For every N in --hosts, N fresh daemons (fresh cache dirs, their own L3
@@ -18,6 +18,8 @@
 #   drained, then hosts 1..N-1 read at once (they should hit L3 for every block).
 # --start once: all N hosts start together (no cross-host single-flight: hosts that reach a block
 #   before anyone wrote it back fetch it from the origin too; the shuffled orders spread that).
+# --l3-engine memcached: L3 is a pool of three memcached servers (`--l3 memcached://...`, started
+#   fresh for every N, -I 16m, 512 MiB each) instead of the s3rver bucket.
 # The report counts, per N: origin object GETs per distinct object and origin bytes per dataset
 # byte, origin LISTs per directory listed, HEADs, the L3 hit rate (l3.hits / (l3.hits +
 # l3.misses + l3.errors + l3.skipped) over the hosts' user.tierfs.stats), and per-host throughput (MB/s of the
@@ -36,6 +38,7 @@ FILE_MIB=2
 START=wave
 PAR=4
 DELAY_MS=5
+L3_ENGINE=s3rver
 OUT=""
 while (($#)); do
   case "$1" in
@@ -47,11 +50,14 @@ while (($#)); do
     --par) PAR="$2"; shift 2 ;;
     --delay-ms) DELAY_MS="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
+    --l3-engine) L3_ENGINE="$2"; shift 2 ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "fleet.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 [[ "$START" == wave || "$START" == once ]] || { echo "fleet.sh: --start wave|once" >&2; exit 2; }
+[[ "$L3_ENGINE" == s3rver || "$L3_ENGINE" == memcached ]] ||
+  { echo "fleet.sh: --l3-engine s3rver|memcached" >&2; exit 2; }
 
 E2E_NAME=fleet
 source "$(dirname "$0")/../tests/e2e/lib.sh"
@@ -64,8 +70,11 @@ IFS=, read -r -a NS <<<"$HOSTS"
 s3rver_start fleet-origin s3rver-origin
 ORIGIN_PORT="$S3_PORT"
 UPLOAD_ENDPOINT="$S3_ENDPOINT"
-s3rver_start fleet-l3 s3rver-l3
-L3="$S3_ENDPOINT"
+MC_PIDS=()
+if [[ "$L3_ENGINE" == s3rver ]]; then
+  s3rver_start fleet-l3 s3rver-l3
+  L3="$S3_ENDPOINT"
+fi
 # One delay proxy for every host, logging every request with the pid of the daemon that sent it.
 "$PY" "$E2E_ROOT/bench/delay_proxy.py" --upstream-port "$ORIGIN_PORT" --delay-ms "$DELAY_MS" \
   --log "$OUT/origin-requests.log" --port-file "$E2E_WORK/proxy.port" \
@@ -140,10 +149,31 @@ for n in "${NS[@]}"; do
   mkdir -p "$run"
   echo "n=$n start $(date +%s.%N)" >>"$OUT/origin-requests.log"
   pids=()
+  if [[ "$L3_ENGINE" == memcached ]]; then
+    # A fresh pool for every N (block keys do not depend on N: an old pool would be warm).
+    for p in "${MC_PIDS[@]}"; do kill "$p" 2>/dev/null; wait_pid_exit "$p" 10 || true; done
+    MC_PIDS=()
+    pool=""
+    for i in 0 1 2; do
+      port="$(free_port)"
+      memcached -l 127.0.0.1 -p "$port" -U 0 -I 16m -m 512 -u nobody \
+        >"$run/memcached-$i.log" 2>&1 &
+      MC_PIDS+=($!)
+      E2E_BG_PIDS+=($!)
+      pool="$pool${pool:+,}127.0.0.1:$port"
+      for _ in $(seq 100); do
+        (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+        sleep 0.1
+      done
+    done
+    L3_ARGS=(--l3 "memcached://$pool")
+  else
+    L3_ARGS=(--l3 "s3://fleet-l3/n$n" --l3-endpoint "$L3")
+  fi
   for k in $(seq 0 $((n - 1))); do
     tierfs_mount "s3://fleet-origin" "$E2E_WORK/mnt-$n-$k" "$E2E_WORK/cache-$n-$k" \
       "$run/daemon-$k.log" --endpoint "$ORIGIN" \
-      --config "$E2E_WORK/l3.toml" --l3 "s3://fleet-l3/n$n" --l3-endpoint "$L3" \
+      --config "$E2E_WORK/l3.toml" "${L3_ARGS[@]}" \
       --l1-size "${FLEET_L1:-64MiB}" --l2-size "${FLEET_L2:-2GiB}" --metadata-ttl 10m \
       ${FLEET_OPTS:-}
     pids+=("$TIERFS_PID")
@@ -179,11 +209,12 @@ for n in "${NS[@]}"; do
   log "n=$n done in $(awk '{ printf "%.1f", $2 - $1 }' "$run/time-all") s"
 done
 
-"$PY" - "$OUT" "$HOSTS" "$START" "$TOTAL_MIB" "$DIRS" "$FILES" "$FILE_MIB" "$DELAY_MS" <<'EOF'
+"$PY" - "$OUT" "$HOSTS" "$START" "$TOTAL_MIB" "$DIRS" "$FILES" "$FILE_MIB" "$DELAY_MS" "$L3_ENGINE" <<'EOF'
 import json, os, statistics, sys
 from urllib.parse import parse_qs, unquote, urlsplit
 out, hosts, start, total_mib = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 dirs, files, file_mib, delay = (int(x) for x in sys.argv[5:9])
+engine = sys.argv[9]
 objects = dirs * files
 # Split the proxy log by run: "n=N start|end T" lines around each run's requests.
 runs, cur = {}, None
@@ -256,12 +287,12 @@ for n in (int(x) for x in hosts.split(",")):
     rows.append(row)
 json.dump({"dataset": {"dirs": dirs, "files_per_dir": files, "file_mib": file_mib,
                        "total_mib": total_mib, "objects": objects},
-           "delay_ms": delay, "start": start, "runs": rows}, open(os.path.join(out, "fleet.json"), "w"),
+           "delay_ms": delay, "start": start, "l3_engine": engine, "runs": rows}, open(os.path.join(out, "fleet.json"), "w"),
           indent=1)
 f = lambda x, p=2: "–" if x is None else ("%.*f" % (p, x))
 lines = [
-    "Fleet simulation: %d dirs x %d files x %d MiB = %d MiB, origin delay %d ms each way, start=%s"
-    % (dirs, files, file_mib, total_mib, delay, start), "",
+    "Fleet simulation: %d dirs x %d files x %d MiB = %d MiB, origin delay %d ms each way, start=%s, L3 on %s"
+    % (dirs, files, file_mib, total_mib, delay, start, engine), "",
     "| N | origin GETs / object | origin bytes / dataset | LISTs / dir | HEADs | L3 hit rate "
     "| L3 hit rate, hosts 1.. | host 0 MB/s | other hosts MB/s (median) | others / host 0 | aggregate MB/s | wall s |",
     "|---|---|---|---|---|---|---|---|---|---|---|---|"]
