@@ -63,6 +63,26 @@ struct Filesystem::Inode {
   const bool is_dir;  // constant; here to pack with last_source
 };
 
+size_t Filesystem::InoHash::operator()(const std::shared_ptr<Inode>& n) const noexcept {
+  return (*this)(n->ino);
+}
+bool Filesystem::InoEq::operator()(InodeId a, const std::shared_ptr<Inode>& b) const {
+  return a == b->ino;
+}
+bool Filesystem::InoEq::operator()(const std::shared_ptr<Inode>& a, InodeId b) const {
+  return a->ino == b;
+}
+size_t Filesystem::PathHash::operator()(const Inode* n) const { return (*this)(n->path); }
+bool Filesystem::PathEq::operator()(const Inode* a, const Inode* b) const {
+  return a->path == b->path;
+}
+bool Filesystem::PathEq::operator()(std::string_view a, const Inode* b) const {
+  return a == b->path;
+}
+bool Filesystem::PathEq::operator()(const Inode* a, std::string_view b) const {
+  return a->path == b;
+}
+
 // An open directory: the Catalog's shared snapshot of the listing (one copy however many handles
 // have the directory open), taken at the first readdir and again at a rewind, so the offsets
 // handed to the kernel (index + 3) stay valid for the life of the handle however the directory
@@ -99,20 +119,20 @@ Filesystem::Filesystem(const FilesystemOptions& options, Catalog* catalog, Tiere
   auto root = std::make_shared<Inode>(kRootInode, std::string(), /*is_dir=*/true);
   root->nlookup = 1;  // the kernel holds the root implicitly; it is never forgotten
   MutexLock l(&mu_);
-  by_ino_[kRootInode] = root;
-  by_path_[root->path] = kRootInode;
+  by_path_.insert(root.get());
+  by_ino_.insert(std::move(root));
 }
 
 Filesystem::~Filesystem() {
   // An inode's reader points back at the inode: break the cycles of inodes still known.
   MutexLock l(&mu_);
-  for (auto& [ino, node] : by_ino_) node->used.reset();
+  for (const auto& node : by_ino_) node->used.reset();
 }
 
 std::shared_ptr<Filesystem::Inode> Filesystem::FindInode(InodeId ino) const {
   MutexLock l(&mu_);
   auto it = by_ino_.find(ino);
-  return it == by_ino_.end() ? nullptr : it->second;
+  return it == by_ino_.end() ? nullptr : *it;
 }
 
 InodeAttr Filesystem::DirAttr(InodeId ino) const {
@@ -148,17 +168,17 @@ LookupEntry Filesystem::Obtain(const std::string& path, const DirEntry& entry) {
   const bool is_dir = entry.type == EntryType::kDir;
   MutexLock l(&mu_);
   std::shared_ptr<Inode> node;
-  if (auto it = by_path_.find(path); it != by_path_.end()) {
-    auto n = by_ino_.find(it->second);
+  if (auto it = by_path_.find(std::string_view(path)); it != by_path_.end()) {
+    auto n = by_ino_.find((*it)->ino);
     // A path whose type changed gets a new inode; the kernel drops the old one when it notices.
-    if (n != by_ino_.end() && n->second->is_dir == is_dir) node = n->second;
+    if (n != by_ino_.end() && (*n)->is_dir == is_dir) node = *n;
   }
   if (!node) {
     node = std::make_shared<Inode>(next_ino_++, path, is_dir);
-    by_ino_[node->ino] = node;
-    // Re-keyed: an old key may view the path of an inode of another type that is going away.
-    by_path_.erase(path);
-    by_path_.emplace(node->path, node->ino);
+    by_ino_.insert(node);
+    // Re-keyed: the path may name an inode of another type that is going away.
+    if (auto it = by_path_.find(std::string_view(path)); it != by_path_.end()) by_path_.erase(it);
+    by_path_.insert(node.get());
   }
   ++node->nlookup;
   if (!is_dir) {
@@ -215,15 +235,15 @@ void Filesystem::Forget(InodeId ino, uint64_t nlookup) {
     // Re-find by number under the table lock: the inode may already be gone.
     auto it = by_ino_.find(ino);
     if (it == by_ino_.end()) return;
-    Inode& node = *it->second;
+    Inode& node = **it;
     node.nlookup -= std::min(node.nlookup, nlookup);
     if (node.nlookup > 0) return;
     // The path may point at a newer inode by now (type change); only erase our own mapping.
-    if (auto p = by_path_.find(node.path); p != by_path_.end() && p->second == ino) {
+    if (auto p = by_path_.find(std::string_view(node.path)); p != by_path_.end() && *p == &node) {
       by_path_.erase(p);
     }
     node.used.reset();
-    gone = std::move(it->second);
+    gone = *it;
     by_ino_.erase(it);
   }
   gone.reset();
@@ -238,7 +258,7 @@ void Filesystem::Forget(InodeId ino, uint64_t nlookup) {
 uint64_t Filesystem::TEST_LookupCount(InodeId ino) const {
   MutexLock l(&mu_);
   auto it = by_ino_.find(ino);
-  return it == by_ino_.end() ? 0 : it->second->nlookup;
+  return it == by_ino_.end() ? 0 : (*it)->nlookup;
 }
 
 size_t Filesystem::InodeCount() const {
@@ -280,7 +300,9 @@ Result<uint64_t> Filesystem::OpenDir(InodeId ino) {
   } else {
     std::string parent(SplitPath(n->path).first);
     MutexLock l(&mu_);
-    if (auto it = by_path_.find(parent); it != by_path_.end()) d->parent_ino = it->second;
+    if (auto it = by_path_.find(std::string_view(parent)); it != by_path_.end()) {
+      d->parent_ino = (*it)->ino;
+    }
   }
   MutexLock l(&handles_mu_);
   uint64_t id = next_handle_++;
@@ -345,8 +367,9 @@ Status Filesystem::ReadDir(uint64_t dh, uint64_t offset, size_t max, std::vector
   MutexLock t(&mu_);
   for (DirItem& item : *out) {
     if (item.is_dot) continue;
-    if (auto it = by_path_.find(JoinPath(d->path, item.name)); it != by_path_.end()) {
-      item.ino = it->second;
+    if (auto it = by_path_.find(std::string_view(JoinPath(d->path, item.name)));
+        it != by_path_.end()) {
+      item.ino = (*it)->ino;
     }
   }
   return Status::OK();

@@ -30,6 +30,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "base/cancel.h"
@@ -268,11 +269,41 @@ class Filesystem {
   mutable FsCounters counters_;
   Prefetcher prefetcher_;
 
+  // The inode table is two sets keyed by a field of the inode itself (looked up by InodeId and by
+  // path): a node holds one pointer, 32 bytes with malloc's header where a map node of key and
+  // value took 48 (issue 10: memory per cached entry; one per inode the kernel knows).
+  struct InoHash {
+    using is_transparent = void;
+    size_t operator()(InodeId ino) const noexcept { return std::hash<InodeId>()(ino); }
+    size_t operator()(const std::shared_ptr<Inode>& n) const noexcept;
+  };
+  struct InoEq {
+    using is_transparent = void;
+    bool operator()(const std::shared_ptr<Inode>& a, const std::shared_ptr<Inode>& b) const {
+      return a == b;
+    }
+    bool operator()(InodeId a, const std::shared_ptr<Inode>& b) const;
+    bool operator()(const std::shared_ptr<Inode>& a, InodeId b) const;
+  };
+  // Not noexcept: the set then keeps each node's hash (no rehashing of paths when walking a
+  // bucket), which still fits the same 32-byte allocation.
+  struct PathHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view path) const { return std::hash<std::string_view>()(path); }
+    size_t operator()(const Inode* n) const;
+  };
+  struct PathEq {
+    using is_transparent = void;
+    bool operator()(const Inode* a, const Inode* b) const;
+    bool operator()(std::string_view a, const Inode* b) const;
+    bool operator()(const Inode* a, std::string_view b) const;
+  };
+
   mutable Mutex mu_;  // the inode table; after DirHandle::mu
-  std::unordered_map<InodeId, std::shared_ptr<Inode>> by_ino_ GUARDED_BY(mu_);
-  // Keys view the path of the inode they map to (Inode::path is constant; an entry is erased or
-  // re-keyed before its inode leaves by_ino_), so a path is stored once per inode.
-  std::unordered_map<std::string_view, InodeId> by_path_ GUARDED_BY(mu_);
+  std::unordered_set<std::shared_ptr<Inode>, InoHash, InoEq> by_ino_ GUARDED_BY(mu_);
+  // The inode of each path (an inode in by_ino_: an entry is erased or re-keyed before its inode
+  // leaves by_ino_); the path is stored once, in the inode.
+  std::unordered_set<Inode*, PathHash, PathEq> by_path_ GUARDED_BY(mu_);
   InodeId next_ino_ GUARDED_BY(mu_) = kRootInode + 1;
   std::atomic<size_t> forgotten_{0};  // inodes forgotten since the last ReleaseFreeMemory
 
