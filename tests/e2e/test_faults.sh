@@ -139,7 +139,7 @@ run_scenario error500 transient_and_persistent error500 '{"action":"500","kind":
 run_scenario reset transient_and_persistent reset '{"action":"reset","kind":"range"}' 15
 run_scenario short transient_and_persistent short '{"action":"short","kind":"range"}' 15
 # A stalled origin: EIO came after 15, 20 and 30.1 s in three CI runs (request_timeout 3 s x
-# max_attempts 3 per fetch): a reader whose block is in a failing readahead run waits for that
+# max_attempts 3 per fetch): most likely (not yet traced) a reader whose block is in a failing readahead run waits for that
 # run, then fetches the block itself. Bounded, but above one fetch's budget (README, "Failure
 # behaviour"; open bug). 45 s keeps the test about "bounded, never a hang".
 run_scenario stall transient_and_persistent stall '{"action":"stall","kind":"range","seconds":20}' 45
