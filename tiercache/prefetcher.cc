@@ -88,7 +88,9 @@ void Prefetcher::OnRead(Stream* st, uint64_t offset, uint64_t size) {
       seek = true;
       st->window_ = 0;
       st->prefetched_until_ = end_block + 1;
-    } else if (options_.readahead_max_bytes != 0) {
+    } else if (options_.readahead_max_bytes != 0 &&
+               st->obj_.info.size > cache_->small_object_bytes()) {
+      // (A small object needs none: its first demand miss fetches it whole.)
       st->window_ = st->window_ == 0 ? std::min(2 * bs, options_.readahead_max_bytes)
                                      : std::min(2 * st->window_, options_.readahead_max_bytes);
       const uint64_t want_until = std::min(nblocks, end_block + 1 + st->window_ / bs);

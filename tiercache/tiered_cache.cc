@@ -79,6 +79,10 @@ struct FetchJob {
   uint64_t index = 0;
   uint64_t expected = 0;
   Flights::Lease lease;
+  // A small object fetched whole: the leases of its other blocks, so that `lease` and these
+  // cover blocks [run_first, run_first + others.size() + 1) in order, `index` left out.
+  uint64_t run_first = 0;
+  std::vector<Flights::Lease> others;
 };
 
 CancelToken::TimePoint DeadlineAfter(std::chrono::nanoseconds d) {
@@ -141,6 +145,9 @@ class TieredCacheImpl final : public TieredCache {
         queue_limit_(std::max<uint64_t>(
             1, options.readahead_budget_bytes / std::max<uint64_t>(1, options.block_size))),
         run_blocks_(RunBlocks(options)),
+        small_object_bytes_(
+            std::min(options.small_object_bytes,
+                     RunBlocks(options) * std::max<uint64_t>(1, options.block_size))),
         admission_(options.admission, AdmittedTierCapacity(tiers_), options.block_size),
         queue_cv_(&queue_mu_),
         fetch_cv_(&fetch_mu_) {
@@ -514,6 +521,7 @@ class TieredCacheImpl final : public TieredCache {
 
   uint64_t block_size() const override { return options_.block_size; }
   uint64_t readahead_run_blocks() const override { return run_blocks_; }
+  uint64_t small_object_bytes() const override { return small_object_bytes_; }
   const std::vector<std::unique_ptr<Tier>>& tiers() const override { return tiers_; }
   const CacheStats& Stats() const override { return stats_; }
 
@@ -607,6 +615,9 @@ class TieredCacheImpl final : public TieredCache {
                   "Readahead blocks dropped: the queue was full.", {}, prefetch_dropped_);
     e->AddCounter("tierfs_readahead_runs_total", "Origin reads of several blocks at once.", {},
                   readahead_runs_);
+    e->AddCounter("tierfs_fetch_whole_objects_total",
+                  "Small objects fetched whole (one request) by a demand read.", {},
+                  whole_fetches_);
     e->AddGauge("tierfs_fetch_queue_depth", "Demand fetches queued for the fetch pool.", {},
                 static_cast<double>(fetch_queued));
     e->AddCounter("tierfs_fetch_abandoned_total", "Queued fetches no reader waited for any more.",
@@ -675,6 +686,7 @@ class TieredCacheImpl final : public TieredCache {
     add("readahead.blocks", stats_.readahead_blocks);
     add("readahead.dropped", prefetch_dropped_);
     add("readahead.runs", readahead_runs_);
+    add("fetch.whole_objects", whole_fetches_);
     add("blocks.mapped_bytes", Block::MappedBytes());
     add("prefetch.blocks", hydrated_blocks_);
     add("ttl.expired", ttl_expired_);
@@ -769,8 +781,10 @@ class TieredCacheImpl final : public TieredCache {
       if (Served b = FetchFromHostTiers(obj, key, expected); b.block) {
         j.lease->Complete(std::move(b));
       } else {
-        SubmitFetch(
-            FetchJob{std::make_shared<const ObjectRef>(obj), index, expected, std::move(*j.lease)});
+        FetchJob job{
+            std::make_shared<const ObjectRef>(obj), index, expected, std::move(*j.lease), 0, {}};
+        ClaimRestOfSmallObject(&job);
+        SubmitFetch(std::move(job));
       }
     } else {
       ++stats_.singleflight_merged;
@@ -782,6 +796,48 @@ class TieredCacheImpl final : public TieredCache {
     if (r.status().code() == Status::Code::kCancelled) ++stats_.waits_cancelled;
     if (r.status().code() == Status::Code::kTimedOut) ++stats_.waits_timed_out;
     return r;
+  }
+
+  // A demand miss of a small object (small_object_bytes_) fetches it whole: `job`'s leader also
+  // claims the adjacent blocks around job->index that no host tier holds and no one else
+  // fetches, so that the object costs one origin request (or one L3 ReadMany) instead of a
+  // demand GET plus a readahead GET.
+  void ClaimRestOfSmallObject(FetchJob* job) {
+    const ObjectRef& obj = *job->obj;
+    const uint64_t n = NumBlocks(obj);
+    if (n < 2 || obj.info.size > small_object_bytes_) return;
+    auto claim = [&](uint64_t i) -> std::optional<Flights::Lease> {
+      const BlockKey key = KeyFor(obj, i);
+      std::optional<Flights::Lease> lease =
+          CachedAnywhere(key)
+              ? std::nullopt
+              : flights_.TryClaim(key, Status::Unavailable("the fetch of the object was dropped"));
+      if (lease && CachedAnywhere(key)) {
+        // A leader finished between the check and the claim: serve its waiters from the host.
+        if (Served b = FetchFromHostTiers(obj, key, ExpectedLength(obj, i)); b.block) {
+          lease->Complete(std::move(b));
+          return std::nullopt;
+        }
+      }
+      return lease;
+    };
+    std::vector<Flights::Lease> before;  // job->index - 1, job->index - 2, ...
+    for (uint64_t i = job->index; i-- > 0;) {
+      std::optional<Flights::Lease> l = claim(i);
+      if (!l) break;
+      before.push_back(std::move(*l));
+    }
+    job->run_first = job->index - before.size();
+    while (!before.empty()) {
+      job->others.push_back(std::move(before.back()));
+      before.pop_back();
+    }
+    for (uint64_t i = job->index + 1; i < n; ++i) {
+      std::optional<Flights::Lease> l = claim(i);
+      if (!l) break;
+      job->others.push_back(std::move(*l));
+    }
+    if (!job->others.empty()) ++whole_fetches_;
   }
 
   // Queues `job` for the fetch pool; a full queue completes it with Unavailable at once.
@@ -812,6 +868,17 @@ class TieredCacheImpl final : public TieredCache {
         if (st.stop_requested()) return;
         job.emplace(std::move(fetch_queue_.front()));
         fetch_queue_.pop_front();
+      }
+      if (!job->others.empty()) {
+        // A small object fetched whole (other readers may wait for its other blocks: it is
+        // fetched even when this block's reader gave up).
+        std::vector<Flights::Lease> leases;
+        leases.reserve(job->others.size() + 1);
+        for (uint64_t i = job->run_first, k = 0; leases.size() < job->others.size() + 1; ++i) {
+          leases.push_back(i == job->index ? std::move(job->lease) : std::move(job->others[k++]));
+        }
+        FetchClaimedRun(*job->obj, job->run_first, leases, /*readahead=*/false);
+        continue;
       }
       if (flights_.AbandonIfUnwaited(job->lease,
                                      Status::Cancelled("every reader of the block gave up"))) {
@@ -1110,14 +1177,16 @@ class TieredCacheImpl final : public TieredCache {
       leases.push_back(std::move(*lease));
     }
     if (leases.empty()) return 0;
-    FetchClaimedRun(obj, first, leases);
+    FetchClaimedRun(obj, first, leases, /*readahead=*/true);
     return leases.size();
   }
 
   // Reads the claimed blocks [first, first + leases.size()): from the remote tiers (L3) with one
   // ReadMany each, then the rest from the origin, one request per stretch of adjacent blocks;
-  // fills the tiers above the one that served each block and completes its lease.
-  void FetchClaimedRun(const ObjectRef& obj, uint64_t first, std::vector<Flights::Lease>& leases) {
+  // fills the tiers above the one that served each block and completes its lease. `readahead`:
+  // counted as readahead blocks (else a small object's demand fetch, ClaimRestOfSmallObject).
+  void FetchClaimedRun(const ObjectRef& obj, uint64_t first, std::vector<Flights::Lease>& leases,
+                       bool readahead) {
     const uint64_t n = leases.size();
     // Readahead serves readers: it counts as demand traffic for deep prefetch, too.
     DemandInFlight demand(&stats_, clock_);
@@ -1170,8 +1239,10 @@ class TieredCacheImpl final : public TieredCache {
     std::vector<bool> stored(n, false);
     for (uint64_t k = 0; k < n; ++k) {
       if (!got[k].block) continue;  // its lease is complete (the origin's error)
-      readahead_bytes_ += got[k].block->size();
-      ++stats_.readahead_blocks;
+      if (readahead) {
+        readahead_bytes_ += got[k].block->size();
+        ++stats_.readahead_blocks;
+      }
       const BlockKey& key = leases[k].key();
       CopyUp(obj, key, got[k].block, std::min<size_t>(1, upto(got[k])));
       if (upto(got[k]) > 1 && (tiers_.empty() || !tiers_[0]->Contains(key))) {
@@ -1255,6 +1326,7 @@ class TieredCacheImpl final : public TieredCache {
   const std::string source_;
   const size_t queue_limit_;  // in blocks
   const uint64_t run_blocks_;
+  const uint64_t small_object_bytes_;
 
   CacheStats stats_;
   Admission admission_;
@@ -1263,6 +1335,7 @@ class TieredCacheImpl final : public TieredCache {
   std::atomic<uint64_t> hydrated_blocks_{0};
   std::atomic<uint64_t> ttl_expired_{0};
   std::atomic<uint64_t> readahead_runs_{0};   // origin reads of more than one block
+  std::atomic<uint64_t> whole_fetches_{0};    // small objects fetched whole by a demand miss
   std::atomic<uint64_t> readahead_bytes_{0};  // bytes of the blocks in readahead_blocks
   std::atomic<uint64_t> hydrated_bytes_{0};
   std::atomic<uint64_t> promotions_{0};  // L2 blocks copied into L1 on reuse (file_slices)

@@ -106,6 +106,12 @@ struct TieredCacheOptions {
   // Tier::ReadMany (its GETs at once), and only the blocks L3 lacks go to the origin, one
   // request per stretch of adjacent ones.
   uint64_t readahead_run_bytes = 8ULL << 20;
+  // A demand read that misses every host tier on an object of at most this many bytes (and at
+  // most one readahead run) fetches the whole object with one request: its fetch also claims the
+  // object's other blocks that no host tier holds and no one else fetches (one origin GET, or
+  // one L3 ReadMany), and callers do not ask readahead for such an object (a training loader
+  // reading many small files whole pays one round trip per file). 0: off.
+  uint64_t small_object_bytes = 4ULL << 20;
   // Owned threads that fetch blocks from the remote tiers (L3, origin) for demand reads given a
   // CancelToken (see the file comment). 0: such reads fetch on their own thread.
   int fetch_threads = 16;
@@ -226,6 +232,9 @@ class TieredCache {
   // Blocks one readahead run fetches together (>= 1): callers ask for readahead in steps of
   // about this many blocks, so that the runs are full.
   virtual uint64_t readahead_run_blocks() const = 0;
+  // Objects this size or smaller are fetched whole by their first demand miss
+  // (TieredCacheOptions::small_object_bytes, capped at one readahead run); 0: none.
+  virtual uint64_t small_object_bytes() const = 0;
   virtual const std::vector<std::unique_ptr<Tier>>& tiers() const = 0;
   virtual const CacheStats& Stats() const = 0;
   // "l1.hits=.. l1.misses=.. l1.bytes=.. l2.hits=.. ... origin.requests=.. origin.bytes=.."

@@ -40,6 +40,7 @@ class PrefetcherTest : public ::testing::Test {
     co.block_size = kBs;
     co.prefetch_threads = 2;
     co.readahead_run_bytes = 4 * kBs;  // runs of 4 blocks
+    co.small_object_bytes = 0;         // these tests watch readahead, which small objects skip
     std::vector<std::unique_ptr<Tier>> tiers;
     MemoryTierOptions l1;
     l1.capacity_bytes = 256 * kBs;

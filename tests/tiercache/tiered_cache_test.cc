@@ -568,6 +568,104 @@ TEST_F(TieredCacheTest, DemandReadJoinsAPrefetchInFlight) {
   EXPECT_EQ(ParseStats(c->StatsText())["singleflight.merged"], 1u);
 }
 
+// Reads [off, off + len) the way FUSE does: with a token, so the fetch goes to the fetch pool.
+std::string ReadWithToken(TieredCache* c, const ObjectRef& o, uint64_t off, uint64_t len) {
+  CancelToken token;
+  auto r = c->Read(o, off, len, &token);
+  if (!r.ok()) return "<" + r.status().ToString() + ">";
+  std::string s;
+  for (const auto& sl : *r) {
+    s.append(reinterpret_cast<const char*>(sl.block->data().data()) + sl.offset, sl.length);
+  }
+  return s;
+}
+
+// L1's blocks of `o` once it holds `want` of them, or after 5 s (the fetch that brought the read
+// block in stores the run's later blocks after completing the read's).
+uint64_t WaitL1(TieredCache* c, const ObjectRef& o, uint64_t want) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (c->Residency(o)[0].second < want && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return c->Residency(o)[0].second;
+}
+
+TEST_F(TieredCacheTest, SmallObjectIsFetchedWholeByItsFirstDemandMiss) {
+  options_.small_object_bytes = 4 * kBs;
+  auto c = OpenCache();
+  const std::string data = Pattern(4 * kBs - 7);
+  ObjectRef o = Put("small", data);
+  EXPECT_EQ(ReadWithToken(c.get(), o, 10, 100), data.substr(10, 100));
+  EXPECT_EQ(origin_.read_calls(), 1u);  // one request for all four blocks
+  EXPECT_EQ(origin_.bytes_read(), data.size());
+  EXPECT_EQ(WaitL1(c.get(), o, 4), 4u);
+  EXPECT_EQ(ReadWithToken(c.get(), o, 0, data.size()), data);
+  EXPECT_EQ(origin_.read_calls(), 1u);
+  auto stats = ParseStats(c->StatsText());
+  EXPECT_EQ(stats["fetch.whole_objects"], 1u);
+  EXPECT_EQ(stats["readahead.blocks"], 0u);  // a demand fetch, not readahead
+  EXPECT_EQ(c->small_object_bytes(), 4 * kBs);
+
+  // A first read in the middle claims the blocks on both sides.
+  ObjectRef mid = Put("mid", Pattern(3 * kBs, 2));
+  EXPECT_EQ(ReadWithToken(c.get(), mid, kBs + 5, 10), Pattern(3 * kBs, 2).substr(kBs + 5, 10));
+  EXPECT_EQ(origin_.read_calls(), 1u);
+  EXPECT_EQ(WaitL1(c.get(), mid, 3), 3u);
+
+  // Larger than small_object_bytes: only the block read.
+  ObjectRef big = Put("big", Pattern(5 * kBs, 3));
+  EXPECT_EQ(ReadWithToken(c.get(), big, 0, 10), Pattern(5 * kBs, 3).substr(0, 10));
+  EXPECT_EQ(origin_.bytes_read(), kBs);
+
+  // Off (0): one block per demand miss.
+  options_.small_object_bytes = 0;
+  auto off = OpenCache(/*with_l1=*/true, /*with_l2=*/false);
+  ObjectRef o2 = Put("small2", data);
+  EXPECT_EQ(ReadWithToken(off.get(), o2, 0, 10), data.substr(0, 10));
+  EXPECT_EQ(origin_.bytes_read(), kBs);
+}
+
+TEST_F(TieredCacheTest, SmallObjectFetchStopsAtHeldBlocksAndServesTheirWaiters) {
+  options_.small_object_bytes = 4 * kBs;
+  options_.prefetch_threads = 1;
+  auto c = OpenCache();
+  const std::string data = Pattern(4 * kBs);
+  ObjectRef o = Put("obj", data);
+  ASSERT_TRUE(c->Hydrate(o, 2, 0, Placement{}).ok());  // block 2 in L1 (and L2)
+  origin_.ResetCounters();
+  EXPECT_EQ(ReadWithToken(c.get(), o, 0, 10), data.substr(0, 10));  // blocks 0..1: one request
+  EXPECT_EQ(origin_.read_calls(), 1u);
+  EXPECT_EQ(origin_.bytes_read(), 2 * kBs);
+  EXPECT_EQ(ReadWithToken(c.get(), o, 3 * kBs, 10), data.substr(3 * kBs, 10));
+  EXPECT_EQ(origin_.read_calls(), 2u);
+  EXPECT_EQ(origin_.bytes_read(), 3 * kBs);
+
+  // A reader of another block of the object while the whole fetch is on the wire waits for it.
+  ObjectRef o2 = Put("obj2", Pattern(4 * kBs, 5));
+  origin_.SetDelay(std::chrono::milliseconds(300));
+  std::string first;
+  std::thread t([&] { first = ReadWithToken(c.get(), o2, 0, 10); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));  // the fetch is on the wire
+  EXPECT_EQ(ReadWithToken(c.get(), o2, 3 * kBs, kBs), Pattern(4 * kBs, 5).substr(3 * kBs));
+  t.join();
+  EXPECT_EQ(first, Pattern(4 * kBs, 5).substr(0, 10));
+  EXPECT_EQ(origin_.read_calls(), 1u);
+  EXPECT_GE(ParseStats(c->StatsText())["singleflight.merged"], 1u);
+}
+
+TEST_F(TieredCacheTest, SmallObjectFetchFailureReachesEveryWaiterAndCachesNothing) {
+  options_.small_object_bytes = 4 * kBs;
+  auto c = OpenCache();
+  const std::string data = Pattern(3 * kBs);
+  ObjectRef o = Put("obj", data);
+  origin_.FailNext(1, Status::Unavailable("503"));
+  EXPECT_NE(ReadWithToken(c.get(), o, 0, 10), data.substr(0, 10));
+  EXPECT_EQ(c->Residency(o)[0].second, 0u);
+  EXPECT_EQ(c->Residency(o)[1].second, 0u);
+  EXPECT_EQ(ReadWithToken(c.get(), o, 2 * kBs, 10), data.substr(2 * kBs, 10));  // heals
+  EXPECT_EQ(WaitL1(c.get(), o, 3), 3u);
+}
+
 TEST_F(TieredCacheTest, EvictDropsEveryHostTier) {
   auto c = OpenCache();
   const std::string data = Pattern(3 * kBs);
