@@ -425,25 +425,31 @@ class RemoteTier final : public Tier, public ListingShare {
     }
     const auto data = job.block->data();
     EncodeL3Object(job.key, data, static_cast<uint64_t>(clock_->NowUnixNanos()), MacKey(), buf);
-    Status s = store_->Put(ObjectName(job.key), *buf);
+    if (!PutObject(ObjectName(job.key), *buf, "block " + BlockKeyHex(job.key))) return;
+    ++stats_.inserts;
+    stats_.bytes_inserted += data.size();
+    Remember(job.key);
+  }
+
+  // One upload of an encoded L3 object: true when stored. A refusal as too large (memcached:
+  // larger than its item size) is a drop, and no sign that the store is down; any other failure
+  // counts towards the breaker.
+  bool PutObject(const std::string& name, std::span<const std::byte> body, std::string_view what) {
+    Status s = store_->Put(name, body);
     if (s.code() == Status::Code::kNoSpace) {
-      // The store answered but will not keep this object (memcached: larger than its item
-      // size): dropped, and no sign that the store is down.
       RecordSuccess();
       ++write_dropped_;
-      return;
+      return false;
     }
     if (!s.ok()) {
       RecordFailure(s);
       ++write_errors_;
-      SPDLOG_LOGGER_DEBUG(&Logger(Module::kTierCache), "l3 write of {} failed: {}",
-                          BlockKeyHex(job.key), s.ToString());
-      return;
+      SPDLOG_LOGGER_DEBUG(&Logger(Module::kTierCache), "l3 write of the {} failed: {}", what,
+                          s.ToString());
+      return false;
     }
     RecordSuccess();
-    ++stats_.inserts;
-    stats_.bytes_inserted += data.size();
-    Remember(job.key);
+    return true;
   }
 
   void UploadListing(const ListingJob& job, std::vector<std::byte>* buf) {
@@ -455,20 +461,9 @@ class RemoteTier final : public Tier, public ListingShare {
                           job.dir, s.ToString());
       return;
     }
-    s = store_->Put(ListingObjectName(job.source, job.dir), *buf);
-    if (s.code() == Status::Code::kNoSpace) {  // refused as too large (see Upload)
-      RecordSuccess();
-      ++write_dropped_;
+    if (!PutObject(ListingObjectName(job.source, job.dir), *buf, "listing of '" + job.dir + "'")) {
       return;
     }
-    if (!s.ok()) {
-      RecordFailure(s);
-      ++write_errors_;
-      SPDLOG_LOGGER_DEBUG(&Logger(Module::kTierCache), "l3 write of the listing of '{}' failed: {}",
-                          job.dir, s.ToString());
-      return;
-    }
-    RecordSuccess();
     ++listings_stored_;
     if (buf->capacity() > (4u << 20)) *buf = std::vector<std::byte>();  // blocks need far less
   }
