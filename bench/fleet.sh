@@ -118,15 +118,6 @@ l3_write_queue = $((TOTAL_MIB + 64))
 l3_write_threads = 4
 EOF
 
-drain() {  # drain MNT: wait for the L3 write-back to finish
-  local deadline=$((SECONDS + 900)) p
-  while :; do
-    p="$(stats_xattr "$1" | tr ' ' '\n' | awk -F= '$1 == "l3.write.pending" { print $2 }')"
-    [[ "$p" == 0 ]] && return 0
-    ((SECONDS < deadline)) || fail "write-back not drained"
-    sleep 0.5
-  done
-}
 
 # host_read N K: host K of run N lists the tree, then reads every file in its own order; writes
 # "<t0> <t1>" to $RUN/time-K.
@@ -182,7 +173,7 @@ for n in "${NS[@]}"; do
   t0=$(date +%s.%N)
   if [[ "$START" == wave ]]; then
     host_read "$n" 0
-    drain "$E2E_WORK/mnt-$n-0"
+    wait_l3_drained "$E2E_WORK/mnt-$n-0" 900
     log "n=$n: host 0 done, L3 written back; hosts 1..$((n - 1)) read at once"
     rp=()
     for k in $(seq 1 $((n - 1))); do host_read "$n" "$k" & rp+=($!); done
@@ -199,7 +190,7 @@ for n in "${NS[@]}"; do
       fail "n=$n host $k: checksum mismatch"
   done
   for k in $(seq 0 $((n - 1))); do
-    drain "$E2E_WORK/mnt-$n-$k"
+    wait_l3_drained "$E2E_WORK/mnt-$n-$k" 900
     stats_xattr "$E2E_WORK/mnt-$n-$k" >"$run/stats-$k"
   done
   echo "n=$n end $(date +%s.%N)" >>"$OUT/origin-requests.log"

@@ -72,15 +72,6 @@ read_all() {  # read_all NAME MNT: cat every file, print seconds; check sha256
   echo "$t0 $t1" | awk -v n="$1" -v mib="$SIZE_MIB" '{ d = $2 - $1; printf "%s %.2f s %.0f MB/s\n", n, d, mib * 1.048576 / d }'
 }
 
-drain() {  # drain MNT: wait for the L3 write-back to finish
-  local deadline=$((SECONDS + 900)) p
-  while :; do
-    p="$(stats_xattr "$1" | tr ' ' '\n' | awk -F= '$1 == "l3.write.pending" { print $2 }')"
-    [[ "$p" == 0 ]] && return 0
-    (( SECONDS < deadline )) || fail "write-back not drained"
-    sleep 1
-  done
-}
 
 results=()
 one() {  # one NAME ARGS...: mount, read, report, unmount
@@ -93,7 +84,7 @@ one() {  # one NAME ARGS...: mount, read, report, unmount
   r="$(read_all "$name" "$mnt")"
   results+=("$r")
   log "$r"
-  if [[ " $* " == *" --l3 "* ]]; then drain "$mnt"; fi
+  if [[ " $* " == *" --l3 "* ]]; then wait_l3_drained "$mnt" 900; fi
   local st
   st="$(stats_xattr "$mnt")"
   results+=("  $(tr ' ' '\n' <<<"$st" | grep -E '^(origin\.(requests|bytes)|l3\.(hits|bytes|inserts|write\.dropped|corruptions))=' | tr '\n' ' ')")

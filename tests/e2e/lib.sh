@@ -309,6 +309,22 @@ wait_l3_drained() {
   done
 }
 
+# Tests that simulate several hosts on one L3 (test_l3_*): host_mount NAME mounts s3://$BUCKET as
+# host NAME, with its own cache dir and daemon log and the options in the MOUNT_ARGS array; sets
+# MNT and PID. host_umount NAME unmounts it and fails unless the daemon exited with 0.
+host_mount() {
+  MNT="$E2E_WORK/mnt-$1"
+  tierfs_mount "s3://$BUCKET" "$MNT" "$E2E_WORK/cache-$1" "$E2E_WORK/daemon-$1.log" "${MOUNT_ARGS[@]}"
+  PID=$TIERFS_PID
+}
+
+host_umount() {
+  local rc
+  tierfs_umount "$MNT" "$PID" || { print_log_tail "$E2E_WORK/daemon-$1.log"; fail "unclean unmount of host $1"; }
+  rc="$(daemon_exit_code "$PID")"
+  [[ "$rc" == 0 ]] || { print_log_tail "$E2E_WORK/daemon-$1.log"; fail "host $1 daemon exited with $rc"; }
+}
+
 # print_log_tail FILE: the last lines of a daemon log, indented (for failure reports).
 print_log_tail() {
   [[ -f "$1" ]] || return 0

@@ -60,16 +60,6 @@ exec(sys.stdin.read())
 ' "$L3_ENDPOINT" "$L3_BUCKET" "$L3_PREFIX/blocks/" "$@"
 }
 
-host_mount() {
-  MNT="$E2E_WORK/mnt-$1"
-  tierfs_mount "s3://$BUCKET" "$MNT" "$E2E_WORK/cache-$1" "$E2E_WORK/daemon-$1.log" "${MOUNT_ARGS[@]}"
-  PID=$TIERFS_PID
-}
-host_umount() {
-  tierfs_umount "$MNT" "$PID" || { print_log_tail "$E2E_WORK/daemon-$1.log"; fail "unclean unmount of host $1"; }
-  [[ "$(daemon_exit_code "$PID")" == 0 ]] || fail "host $1 daemon failed"
-}
-
 # ---- 1. host A writes signed objects
 host_mount a
 step "host A: sha256 of every file (from the origin)" 300 "$PY" "$E2E_DIR/verify.py" hashes "$MNT" "$MANIFEST"

@@ -78,19 +78,6 @@ ttl = "1h"
 EOF
 MOUNT_ARGS=(--endpoint "$S3_ENDPOINT" --config "$E2E_WORK/tierfs.toml" --l3 "$POOL")
 
-host_mount() {  # host_mount NAME: mounts host NAME with its own cache dir; sets MNT, PID
-  MNT="$E2E_WORK/mnt-$1"
-  tierfs_mount "s3://$BUCKET" "$MNT" "$E2E_WORK/cache-$1" "$E2E_WORK/daemon-$1.log" "${MOUNT_ARGS[@]}"
-  PID=$TIERFS_PID
-}
-
-host_umount() {  # host_umount NAME
-  local rc
-  tierfs_umount "$MNT" "$PID" || { print_log_tail "$E2E_WORK/daemon-$1.log"; fail "unclean unmount of host $1"; }
-  rc="$(daemon_exit_code "$PID")"
-  [[ "$rc" == 0 ]] || { print_log_tail "$E2E_WORK/daemon-$1.log"; fail "host $1 daemon exited with $rc"; }
-}
-
 # ---- 1. host A hydrates the pool
 host_mount a
 step "host A: sha256 of every file (from the origin)" 120 "$PY" "$E2E_DIR/verify.py" hashes "$MNT" "$MANIFEST"

@@ -39,19 +39,6 @@ EOF
 MOUNT_ARGS=(--endpoint "$ORIGIN_ENDPOINT" --config "$E2E_WORK/tierfs.toml"
   --l3 "s3://$L3_BUCKET/$L3_PREFIX" --l3-endpoint "$L3_ENDPOINT")
 
-host_mount() {  # host_mount NAME: mounts host NAME with its own cache dir; sets MNT, PID
-  MNT="$E2E_WORK/mnt-$1"
-  tierfs_mount "s3://$BUCKET" "$MNT" "$E2E_WORK/cache-$1" "$E2E_WORK/daemon-$1.log" "${MOUNT_ARGS[@]}"
-  PID=$TIERFS_PID
-}
-
-host_umount() {  # host_umount NAME
-  local rc
-  tierfs_umount "$MNT" "$PID" || { print_log_tail "$E2E_WORK/daemon-$1.log"; fail "unclean unmount of host $1"; }
-  rc="$(daemon_exit_code "$PID")"
-  [[ "$rc" == 0 ]] || { print_log_tail "$E2E_WORK/daemon-$1.log"; fail "host $1 daemon exited with $rc"; }
-}
-
 # ---- 1. host A hydrates L3
 host_mount a
 t0=$SECONDS
