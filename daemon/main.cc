@@ -400,8 +400,7 @@ Status Build(const DaemonOptions& o, Components* c) {
           fmt::format("cannot list {} ({})", o.source, c->origin->Describe()));
     }
   }
-  c->fs = std::make_unique<Filesystem>(o.fs, c->catalog.get(), c->cache.get(),
-                                       c->origin->Describe(), clock);
+  c->fs = std::make_unique<Filesystem>(o.fs, c->catalog.get(), c->cache.get(), clock);
   PrefetchJobsOptions jobs_options = o.prefetch_jobs;
   jobs_options.metrics = registry;
   jobs_options.origin_limit = [origin = c->origin.get()] {

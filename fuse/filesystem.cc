@@ -108,11 +108,10 @@ struct Filesystem::FileHandle {
 };
 
 Filesystem::Filesystem(const FilesystemOptions& options, Catalog* catalog, TieredCache* cache,
-                       std::string source_id, Clock* clock)
+                       Clock* clock)
     : options_(options),
       catalog_(catalog),
       cache_(cache),
-      source_id_(std::move(source_id)),
       mount_time_ns_(clock->NowUnixNanos()),
       xattrs_(NewDefaultXattrRegistry()),
       prefetcher_(options.prefetch, cache, catalog) {

@@ -144,10 +144,8 @@ struct FsCounters {
 
 class Filesystem {
  public:
-  // `catalog`, `cache` and `clock` are not owned and must outlive the Filesystem. `source_id` is
-  // the origin's BlobStore::Describe(), the source string of the cache's block keys.
-  Filesystem(const FilesystemOptions& options, Catalog* catalog, TieredCache* cache,
-             std::string source_id, Clock* clock);
+  // `catalog`, `cache` and `clock` are not owned and must outlive the Filesystem.
+  Filesystem(const FilesystemOptions& options, Catalog* catalog, TieredCache* cache, Clock* clock);
   ~Filesystem();
   Filesystem(const Filesystem&) = delete;
   Filesystem& operator=(const Filesystem&) = delete;
@@ -259,7 +257,6 @@ class Filesystem {
   const FilesystemOptions options_;
   Catalog* const catalog_;
   TieredCache* const cache_;
-  const std::string source_id_;
   const int64_t mount_time_ns_;
   std::unique_ptr<XattrRegistry> xattrs_;
   std::atomic<PrefetchJobs*> prefetch_jobs_{nullptr};

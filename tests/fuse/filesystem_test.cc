@@ -83,8 +83,7 @@ class FilesystemTest : public ::testing::Test {
     catalog_ = std::move(*catalog);
     fs_options.uid = 1234;
     fs_options.gid = 5678;
-    fs_ = std::make_unique<Filesystem>(fs_options, catalog_.get(), cache_.get(), origin_.Describe(),
-                                       &clock_);
+    fs_ = std::make_unique<Filesystem>(fs_options, catalog_.get(), cache_.get(), &clock_);
   }
 
   // A test that closes the origin's read gate must not leave a fetch thread blocked for the
@@ -666,8 +665,7 @@ TEST_F(FilesystemTest, ManifestMountPinsVersionsAndTellsTheChecksum) {
   ASSERT_TRUE(EncodeManifest(&*m).ok());
   fs_.reset();
   catalog_ = NewManifestCatalog(*m);
-  fs_ = std::make_unique<Filesystem>(FilesystemOptions{}, catalog_.get(), cache_.get(),
-                                     origin_.Describe(), &clock_);
+  fs_ = std::make_unique<Filesystem>(FilesystemOptions{}, catalog_.get(), cache_.get(), &clock_);
   origin_.ResetCounters();
   EXPECT_EQ(*fs_->GetXattr(kRootInode, "user.tierfs.manifest"), m->checksum);
   auto root_names = fs_->ListXattr(kRootInode);

@@ -53,8 +53,7 @@ class XattrPolicyTest : public ::testing::Test {
     jobs_ = std::move(*PrefetchJobs::Open(jo, catalog_.get(), cache_.get(), meta_.get()));
     FilesystemOptions fo;
     fo.control_uid = kMounter;
-    fs_ =
-        std::make_unique<Filesystem>(fo, catalog_.get(), cache_.get(), origin_.Describe(), &clock_);
+    fs_ = std::make_unique<Filesystem>(fo, catalog_.get(), cache_.get(), &clock_);
     fs_->AttachPrefetchJobs(jobs_.get());
     fs_->AttachPolicies(policies_.get());
     dir_ = fs_->Lookup(kRootInode, "d")->attr.ino;
