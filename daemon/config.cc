@@ -95,8 +95,6 @@ Status ParseMode(std::string_view what, std::string_view text, uint32_t* out) {
   return Status::OK();
 }
 
-Status CheckUint32(int64_t v, uint32_t* out) { return NarrowInt(v, 0, 0xffffffffLL, out); }
-
 const std::vector<KeySpec>& Schema() {
   static const std::vector<KeySpec> kSchema = {
       // [cache]
@@ -423,14 +421,14 @@ const std::vector<KeySpec>& Schema() {
       {"fuse", "uid", Kind::kInt,
        [](const Value& v, DaemonOptions* o) {
          uint32_t u = 0;
-         TIERFS_RETURN_IF_ERROR(CheckUint32(v.i, &u));
+         TIERFS_RETURN_IF_ERROR(NarrowInt<uint32_t>(v.i, 0, 0xffffffffLL, &u));
          o->uid = u;
          return Status::OK();
        }},
       {"fuse", "gid", Kind::kInt,
        [](const Value& v, DaemonOptions* o) {
          uint32_t g = 0;
-         TIERFS_RETURN_IF_ERROR(CheckUint32(v.i, &g));
+         TIERFS_RETURN_IF_ERROR(NarrowInt<uint32_t>(v.i, 0, 0xffffffffLL, &g));
          o->gid = g;
          return Status::OK();
        }},
