@@ -67,6 +67,7 @@ transient_and_persistent() {
   must_fire "$action" "$name persistent"
   log "$name: EIO after $((SECONDS - t0))s"
   fault_set origin '{}'
+  sleep 1  # a block's origin failure is replayed to its readers for 1 s (README, "Failure behaviour")
   read_step "$name cleared: the uncached file reads byte-exact without a remount" 40 \
     --files "$UNCACHED" --require ok --max-seconds 30
   scenario_umount
