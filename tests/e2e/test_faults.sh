@@ -144,10 +144,10 @@ run_scenario error500 transient_and_persistent error500 '{"action":"500","kind":
 run_scenario reset transient_and_persistent reset '{"action":"reset","kind":"range"}' 15
 run_scenario short transient_and_persistent short '{"action":"short","kind":"range"}' 15
 # A stalled origin: EIO within one fetch's budget (request_timeout 3 s x max_attempts 3, plus
-# backoff and waits for an origin connection slot: 9-12 s here). It used to take 15-30 s: the
-# kernel answers a failed readahead FUSE READ with a synchronous READ of the reader's page at once,
-# which fetched the block a second time; now that READ gets the block's recent failure (README,
-# "Failure behaviour"). 20 s stays under two budgets (with margin for a loaded machine), and
+# backoff and waits for an origin connection slot: 6-13 s here). It took 15-30 s in CI (9-15 s
+# here): the kernel answers a failed readahead FUSE READ with a synchronous READ of the reader's
+# page at once, which fetched the block a second time; now that READ gets the block's recent
+# failure (README, "Failure behaviour"). 20 s stays under two budgets (with margin for a loaded machine), and
 # fetch.failures_replayed shows the kernel's retry was answered without a second fetch.
 run_scenario stall transient_and_persistent stall '{"action":"stall","kind":"range","seconds":20}' 20
 run_scenario stall_body transient_and_persistent stall_body '{"action":"stall_body","kind":"range","seconds":20}' 20
