@@ -33,6 +33,14 @@
 // waits for the call with its token and wait_timeout (SingleFlight::Wait), so an interrupt or a
 // stalled origin never holds a reader longer than that. A job whose readers all left before it
 // started is dropped (AbandonIfUnwaited); one already fetching finishes and fills the cache.
+//
+// Remembered failures: a demand read whose block failed with a retryable error (the origin's,
+// after the stores' retries; or its wait's deadline) records it for origin_failure_ttl, and
+// demand reads of that block meanwhile get the same error at once (after L1/L2, which a readahead
+// may have filled since). Why: the kernel answers a failed readahead FUSE READ by reading the page
+// its reader waits on again, synchronously, right away; without the record that READ started a
+// second fetch of the block, and a stalled origin held a reader for two or three fetch budgets
+// (README, "Failure behaviour"). Readahead failures no reader saw are not recorded.
 #include "tiercache/tiered_cache.h"
 
 #include <pthread.h>
@@ -257,7 +265,7 @@ class TieredCacheImpl final : public TieredCache {
           continue;
         }
       }
-      TIERFS_ASSIGN_OR_RETURN(Served got, GetBlock(obj, index, token));
+      TIERFS_ASSIGN_OR_RETURN(Served got, GetBlock(obj, index, token, /*demand=*/true));
       BlockRef block = std::move(got.block);
       const uint64_t in_block = pos - index * bs;
       if (block->size() != block_len) {  // GetBlock guarantees it; never slice past the end
@@ -622,6 +630,9 @@ class TieredCacheImpl final : public TieredCache {
                 static_cast<double>(fetch_queued));
     e->AddCounter("tierfs_fetch_abandoned_total", "Queued fetches no reader waited for any more.",
                   {}, stats_.fetch_abandoned);
+    e->AddCounter("tierfs_fetch_failures_replayed_total",
+                  "Reads answered with their block's origin failure of the last second.", {},
+                  stats_.failures_replayed);
     e->AddCounter("tierfs_read_waits_cancelled_total", "Reads that stopped waiting: interrupted.",
                   {}, stats_.waits_cancelled);
     e->AddCounter("tierfs_read_waits_timed_out_total",
@@ -698,6 +709,7 @@ class TieredCacheImpl final : public TieredCache {
     add("admit.scans", as.scans);
     add("insert.errors", insert_errors_);
     add("fetch.abandoned", stats_.fetch_abandoned);
+    add("fetch.failures_replayed", stats_.failures_replayed);
     add("waits.cancelled", stats_.waits_cancelled);
     add("waits.timed_out", stats_.waits_timed_out);
     add("read.calls", stats_.read_calls);
@@ -754,9 +766,10 @@ class TieredCacheImpl final : public TieredCache {
   }
 
   // REQUIRES: index < NumBlocks(obj). With a token, the remote part goes to the fetch pool and
-  // the wait observes the token (see the file comment).
-  Result<Served> GetBlock(const ObjectRef& obj, uint64_t index,
-                          const CancelToken* token = nullptr) {
+  // the wait observes the token (see the file comment). `demand`: a reader's (not readahead's)
+  // read, which replays and records the block's recent failure (see the file comment).
+  Result<Served> GetBlock(const ObjectRef& obj, uint64_t index, const CancelToken* token = nullptr,
+                          bool demand = false) {
     const BlockKey key = KeyFor(obj, index);
     if (options_.placement) {
       const Placement p = options_.placement(obj.key);
@@ -766,6 +779,21 @@ class TieredCacheImpl final : public TieredCache {
     if (!tiers_.empty()) {
       if (auto b = TryTier(0, key, expected)) return Served{std::move(b), 0};
     }
+    if (demand) {
+      if (std::optional<Status> failed = RecentFailure(key)) {
+        if (Served b = FetchFromHostTiers(obj, key, expected); b.block) return b;
+        ++stats_.failures_replayed;
+        return *failed;
+      }
+    }
+    Result<Served> r = FetchOrJoin(obj, index, key, expected, token);
+    if (demand && IsRetryable(r.status())) RememberFailure(key, r.status());
+    return r;
+  }
+
+  // GetBlock below L1: the single-flight for `key` (leader or follower), bounded by wait_timeout.
+  Result<Served> FetchOrJoin(const ObjectRef& obj, uint64_t index, const BlockKey& key,
+                             uint64_t expected, const CancelToken* token) {
     const auto deadline = DeadlineAfter(options_.wait_timeout);
     if (token == nullptr || fetch_workers_.empty()) {
       bool merged = false;
@@ -790,6 +818,34 @@ class TieredCacheImpl final : public TieredCache {
       ++stats_.singleflight_merged;
     }
     return CountWaitEnd(Flights::Wait(j.call, token, deadline));
+  }
+
+  // The error a demand read of `key` got within the last origin_failure_ttl, if any.
+  std::optional<Status> RecentFailure(const BlockKey& key) EXCLUDES(failures_mu_) {
+    if (options_.origin_failure_ttl <= std::chrono::nanoseconds::zero()) return std::nullopt;
+    const int64_t now = clock_->MonotonicNanos();
+    MutexLock l(&failures_mu_);
+    auto it = failures_.find(key);
+    if (it == failures_.end()) return std::nullopt;
+    if (now >= it->second.until_ns) {
+      failures_.erase(it);
+      return std::nullopt;
+    }
+    return it->second.status.WithContext("the origin failed for this block " +
+                                         std::to_string((now - it->second.at_ns) / 1'000'000) +
+                                         " ms ago; not fetched again yet");
+  }
+
+  void RememberFailure(const BlockKey& key, const Status& st) EXCLUDES(failures_mu_) {
+    if (options_.origin_failure_ttl <= std::chrono::nanoseconds::zero()) return;
+    const int64_t now = clock_->MonotonicNanos();
+    MutexLock l(&failures_mu_);
+    if (failures_.size() >= kFailuresMax) {
+      std::erase_if(failures_, [now](const auto& kv) { return now >= kv.second.until_ns; });
+      if (failures_.size() >= kFailuresMax) failures_.clear();  // an outage across many blocks
+    }
+    failures_.insert_or_assign(
+        key, Failure{st, now, now + static_cast<int64_t>(options_.origin_failure_ttl.count())});
   }
 
   Result<Served> CountWaitEnd(Result<Served> r) {
@@ -1351,6 +1407,17 @@ class TieredCacheImpl final : public TieredCache {
   std::vector<std::unique_ptr<metrics::Histogram>> read_latency_;
   metrics::Registry::Registration metrics_reg_;
   Flights flights_;
+
+  // Blocks whose demand read failed recently (RecentFailure); at most kFailuresMax entries.
+  struct Failure {
+    Status status;
+    int64_t at_ns = 0;     // Clock::MonotonicNanos when it was recorded
+    int64_t until_ns = 0;  // replayed until then
+  };
+  static constexpr size_t kFailuresMax = 4096;
+  Mutex failures_mu_;
+  std::unordered_map<BlockKey, Failure, tiercache_internal::BlockKeyHash> failures_
+      GUARDED_BY(failures_mu_);
 
   mutable Mutex queue_mu_;
   CondVar queue_cv_;

@@ -122,6 +122,14 @@ struct TieredCacheOptions {
   // fetch pool): TimedOut (EIO) after it. daemon/ derives it from the stores' request timeouts,
   // attempts and backoff, so it ends only waits whose fetch is itself past its deadline.
   std::chrono::nanoseconds wait_timeout = std::chrono::minutes(5);
+  // A demand read that failed with the origin's retryable error (Unavailable, TimedOut, IOError:
+  // after the stores' own retries) is remembered for this long: reads of the same block in that
+  // time get the same error at once instead of a fetch of their own. The kernel retries a failed
+  // readahead FUSE READ at once with a synchronous one for the page its reader waits on; without
+  // this, that retry starts a second fetch, and an outage costs a reader two or three fetch
+  // budgets instead of one. Short, so that a read after the origin is back fetches again.
+  // Zero: never remembered.
+  std::chrono::nanoseconds origin_failure_ttl = std::chrono::seconds(1);
   // Per-object placement (pin) for blocks inserted by reads: called with the object key on
   // every insert. Empty: no pins. Must be thread-safe and cheap (tiercache/policy.h provides
   // PolicyResolver::PlacementFor).
@@ -149,6 +157,8 @@ struct CacheStats {
   std::atomic<uint64_t> waits_cancelled{0};  // reads that stopped waiting: interrupted
   std::atomic<uint64_t> waits_timed_out{0};  // reads that stopped waiting: wait_timeout passed
   std::atomic<uint64_t> fetch_abandoned{0};  // queued fetches dropped: no reader waited any more
+  // Demand reads answered with a block's origin failure of the last origin_failure_ttl.
+  std::atomic<uint64_t> failures_replayed{0};
   // Demand reads (and readahead runs for readers) now fetching from a remote tier or the origin,
   // and when the last one started (Clock::MonotonicNanos; 0 = never): deep prefetch yields to them
   // (prefetch_jobs.h).

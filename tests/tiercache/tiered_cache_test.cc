@@ -229,7 +229,65 @@ TEST_F(TieredCacheTest, OriginFailureSurfacesAndCachesNothing) {
   EXPECT_EQ(c->Residency(o)[0].second, 0u);
   EXPECT_EQ(c->Residency(o)[1].second, 0u);
   EXPECT_EQ(ParseStats(c->StatsText())["origin.errors"], 1u);
+  clock_.Advance(options_.origin_failure_ttl);                  // the failure is no longer replayed
   EXPECT_EQ(ReadAll(c.get(), o, 0, kBs), data.substr(0, kBs));  // next read succeeds
+}
+
+// The kernel answers a failed readahead FUSE READ with a synchronous READ of the page its reader
+// waits on, at once: that read must get the block's error, not start a second fetch (a stalled
+// origin held readers for two or three fetch budgets). Once origin_failure_ttl has passed the
+// block is fetched again, and a failed readahead no reader saw is never replayed.
+TEST_F(TieredCacheTest, ARetryOfAFailedBlockGetsItsErrorWithoutAnotherFetch) {
+  options_.fetch_threads = 2;
+  auto c = OpenCache();
+  const std::string data = Pattern(4 * kBs);
+  ObjectRef o = Put("obj", data);
+  for (const bool with_token : {false, true}) {
+    SCOPED_TRACE(with_token ? "fetch pool" : "reader's thread");
+    CancelToken token;
+    const CancelToken* t = with_token ? &token : nullptr;
+    origin_.FailNext(1000, Status::TimedOut("stalled"));
+    origin_.ResetCounters();
+    auto first = c->Read(o, 0, kBs, t);  // the readahead READ
+    ASSERT_FALSE(first.ok());
+    EXPECT_EQ(first.status().code(), Status::Code::kTimedOut);
+    const uint64_t fetches = origin_.read_calls();
+    EXPECT_GE(fetches, 1u);
+    auto retry = c->Read(o, 0, 10, t);  // the kernel's read_folio READ (one page)
+    ASSERT_FALSE(retry.ok());
+    EXPECT_EQ(retry.status().code(), Status::Code::kTimedOut);
+    EXPECT_EQ(origin_.read_calls(), fetches) << "the retry fetched the block again";
+    // Another block is not affected.
+    EXPECT_FALSE(c->Read(o, kBs, kBs, t).ok());
+    EXPECT_GT(origin_.read_calls(), fetches);
+    // The origin is back: after the TTL the block is fetched again.
+    origin_.FailNext(0);
+    clock_.Advance(options_.origin_failure_ttl);
+    EXPECT_EQ(ReadAll(c.get(), o, 0, kBs), data.substr(0, kBs));
+    c->Evict(o);
+  }
+  EXPECT_EQ(ParseStats(c->StatsText())["fetch.failures_replayed"], 2u);
+
+  // A readahead that failed with no reader waiting is not replayed to the reader after it.
+  origin_.FailNext(1000, Status::TimedOut("stalled"));
+  origin_.ResetCounters();
+  c->Prefetch(o, 2, 2);
+  for (int i = 0; i < 200 && origin_.read_calls() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the run completes its leases
+  origin_.FailNext(0);
+  EXPECT_EQ(ReadAll(c.get(), o, 2 * kBs, kBs), data.substr(2 * kBs, kBs));
+}
+
+TEST_F(TieredCacheTest, ZeroOriginFailureTtlFetchesEveryRead) {
+  options_.origin_failure_ttl = std::chrono::nanoseconds::zero();
+  auto c = OpenCache();
+  ObjectRef o = Put("obj", Pattern(kBs));
+  origin_.FailNext(2, Status::TimedOut("stalled"));
+  EXPECT_FALSE(c->Read(o, 0, kBs).ok());
+  EXPECT_FALSE(c->Read(o, 0, kBs).ok());
+  EXPECT_EQ(origin_.read_calls(), 2u);
 }
 
 TEST_F(TieredCacheTest, ChangedObjectIsFailedPrecondition) {
