@@ -141,6 +141,12 @@ const std::vector<KeySpec>& Schema() {
        [](const Value& v, DaemonOptions* o) {
          return NarrowInt(v.i, 0, 1000000, &o->cache.promote_hits);
        }},
+      {"cache", "sparse_read_max", Kind::kSize,
+       [](const Value& v, DaemonOptions* o) {
+         if (v.size > (1ULL << 30)) return Status::InvalidArgument("must be at most 1GiB");
+         o->cache.sparse_read_max = v.size;
+         return Status::OK();
+       }},
       {"cache", "admit", Kind::kString,
        [](const Value& v, DaemonOptions* o) {
          TIERFS_ASSIGN_OR_RETURN(o->cache.admission.default_policy, ParseAdmitPolicy(v.str));

@@ -159,6 +159,21 @@ BlockKey MakeBlockKey(std::string_view source, std::string_view key, const Objec
   return MakeBlockKey(source, key, BlockVersion(info), block_size, block_index);
 }
 
+BlockKey MakeChunkKey(const BlockKey& block, uint64_t chunk, uint64_t length) {
+  static constexpr std::string_view kTag = "tierfs-chunk";
+  std::string buf;
+  buf.reserve(kTag.size() + block.size() + 16);
+  buf.append(kTag);
+  buf.append(reinterpret_cast<const char*>(block.data()), block.size());
+  AppendU64LE(&buf, chunk);
+  AppendU64LE(&buf, length);
+  XXH128_canonical_t c;
+  XXH128_canonicalFromHash(&c, XXH3_128bits(buf.data(), buf.size()));
+  BlockKey out;
+  std::memcpy(out.data(), c.digest, out.size());
+  return out;
+}
+
 std::string BlockKeyHex(const BlockKey& key) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string s(key.size() * 2, '0');

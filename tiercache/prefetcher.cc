@@ -57,14 +57,17 @@ void Prefetcher::OnOpen(const ObjectRef& opened) {
 
 // Sequential detector: a read that starts near the end of the previous ones (the kernel issues
 // readahead asynchronously, so neighbours may arrive slightly out of order) doubles the window
-// up to readahead_max_bytes; any other read is a seek and resets it. New blocks are asked for in
-// steps of at least min(a readahead run, half the window), so that once the window is full the
-// cache gets whole runs (one origin request each) rather than one block per read.
+// up to readahead_max_bytes; any other read is a seek and resets it. A projected read
+// (TieredCache::ReadsSparse) is sequential only where the previous read ended. New blocks are asked
+// for in steps of at least min(a readahead run, half the window), so that once the window is full
+// the cache gets whole runs (one origin request each) rather than one block per read.
 //
 // Random reads that keep missing across one large file (a shuffled reader of records inside
 // it) would each pay a round trip at a few MiB per request, far below the origin's bandwidth:
 // after random_hydrate_misses such seeks the stream hydrates the whole file behind the reader,
-// as a sequential reader's readahead would (PumpHydration).
+// as a sequential reader's readahead would (PumpHydration). Projected reads (small ones, which
+// fetch only what they read) do not count: reading a few columns of a file is not a sign that
+// the rest will be read.
 void Prefetcher::OnRead(Stream* st, uint64_t offset, uint64_t size) {
   if (size == 0) return;
   const uint64_t bs = cache_->block_size();
@@ -75,11 +78,15 @@ void Prefetcher::OnRead(Stream* st, uint64_t offset, uint64_t size) {
                           nblocks >= kHydrateMinBlocks;
   uint64_t first = 0, count = 0;
   bool seek = false, pump = false;
+  const bool projected = cache_->ReadsSparse(st->obj_, offset, size);
   {
     MutexLock l(&st->mu_);
     const uint64_t slack = 2 * bs;
+    // A projected read (small, fetched alone) continues a stream only where the last one ended:
+    // a column reader's ranges land within a few blocks of each other without being a scan.
     const bool sequential =
         st->reads_ == 0 ? offset == 0
+        : projected     ? offset == st->next_offset_
                         : offset + slack >= st->next_offset_ && offset <= st->next_offset_ + slack;
     ++st->reads_;
     st->next_offset_ = std::max(st->next_offset_, offset + size);
@@ -110,13 +117,18 @@ void Prefetcher::OnRead(Stream* st, uint64_t offset, uint64_t size) {
     cache_->Prefetch(st->obj_, first, count);
   }
   // A seek that the host tiers cannot serve (asked before the read is served, so the read's own
-  // fetch has not filled them yet) counts towards hydration.
+  // fetch has not filled them yet) counts towards hydration. A small projected one
+  // (TieredCache::ReadsSparse, under kHydrateReadBytes: a column reader's range, which fetches
+  // only what it reads) starts the count again instead: a reader of a fraction of the file is not
+  // hydrated into reading all of it because the kernel made a few of its reads larger.
   if (seek && hydrate_on && !pump && !cache_->HostHolds(st->obj_, offset, size)) {
     bool started = false;
     {
       MutexLock l(&st->mu_);
-      if (!st->hydrating_ && st->hydrate_cursor_ < nblocks &&
-          ++st->random_misses_ >= static_cast<uint32_t>(options_.random_hydrate_misses)) {
+      if (projected && size < kHydrateReadBytes) {
+        st->random_misses_ = 0;
+      } else if (!st->hydrating_ && st->hydrate_cursor_ < nblocks &&
+                 ++st->random_misses_ >= static_cast<uint32_t>(options_.random_hydrate_misses)) {
         st->hydrating_ = true;
         started = true;
       }

@@ -31,7 +31,9 @@ struct PrefetcherOptions {
   int next_files = 16;
   uint64_t next_files_max_bytes = 4ULL << 20;
   // Dense random reads of one large file (at least kHydrateMinBlocks blocks): once a stream's
-  // random (non-sequential) reads missed the host tiers this many times, the rest of the file is
+  // random (non-sequential) reads missed the host tiers this many times in a row (a projected
+  // read under kHydrateReadBytes, TieredCache::ReadsSparse, starts the count again), the rest of
+  // the file is
   // fetched in the background, in readahead runs from the start, at most hydrate_runs runs not
   // yet landed in a host tier at a time (daemon/: cache.prefetch_threads, so the readahead queue
   // never overflows). 0 disables it. (cache.random_hydrate_misses.)
@@ -88,6 +90,9 @@ class Prefetcher {
 
   // Files smaller than this many blocks are never hydrated on random misses.
   static constexpr uint64_t kHydrateMinBlocks = 8;
+  // Random misses of projected reads smaller than this do not count towards hydration (they
+  // reset the count): a column reader's ranges, not a dense random reader's (fio's 128 KiB).
+  static constexpr uint64_t kHydrateReadBytes = 128 << 10;
   // Reads of a hydrating stream without a block landing after which the outstanding blocks are
   // asked for again.
   static constexpr uint32_t kHydrateStallReads = 256;

@@ -91,7 +91,14 @@ struct FetchJob {
   // cover blocks [run_first, run_first + others.size() + 1) in order, `index` left out.
   uint64_t run_first = 0;
   std::vector<Flights::Lease> others;
+  // A projected read (TieredCacheOptions::sparse_read_max): only bytes [sparse_begin,
+  // sparse_end) of block `index`; `lease` is the stretch's flight. sparse_end == 0: the block.
+  uint64_t sparse_begin = 0;
+  uint64_t sparse_end = 0;
 };
+
+// Projected reads fetch whole pages (the kernel's unit).
+constexpr uint64_t kPage = 4096;
 
 CancelToken::TimePoint DeadlineAfter(std::chrono::nanoseconds d) {
   const auto now = CancelToken::SteadyClock::now();
@@ -260,6 +267,16 @@ class TieredCacheImpl final : public TieredCache {
         if (part && part->size() == want) {
           slices.push_back(
               BlockSlice{std::move(part), 0, static_cast<size_t>(want), part_tier, nullptr});
+          pos += want;
+          served += want;
+          continue;
+        }
+      }
+      if (!promote && SparseEligible(obj, want, block_len)) {
+        TIERFS_ASSIGN_OR_RETURN(std::optional<BlockSlice> part,
+                                SparseRead(obj, index, pos - index * bs, want, token));
+        if (part) {
+          slices.push_back(std::move(*part));
           pos += want;
           served += want;
           continue;
@@ -489,24 +506,12 @@ class TieredCacheImpl final : public TieredCache {
   }
 
   void SetPinned(const ObjectRef& obj, bool pinned) override {
-    const uint64_t n = NumBlocks(obj);
-    for (uint64_t i = 0; i < n; ++i) {
-      const BlockKey key = KeyFor(obj, i);
-      for (auto& t : tiers_) {
-        if (t->kind() == TierKind::kHost) t->SetPinned(key, pinned);
-      }
-    }
+    ForEachHostKey(obj, [&](Tier* t, const BlockKey& key) { t->SetPinned(key, pinned); });
   }
 
   void Evict(const ObjectRef& obj) override {
-    const uint64_t n = NumBlocks(obj);
-    for (uint64_t i = 0; i < n; ++i) {
-      const BlockKey key = KeyFor(obj, i);
-      for (auto& t : tiers_) {
-        if (t->kind() == TierKind::kHost)
-          t->Erase(key);  // L3 is shared with other hosts: not evicted here
-      }
-    }
+    // L3 is shared with other hosts: not evicted here.
+    ForEachHostKey(obj, [](Tier* t, const BlockKey& key) { t->Erase(key); });
   }
 
   HostSpaceInfo HostSpace() const override {
@@ -530,6 +535,9 @@ class TieredCacheImpl final : public TieredCache {
   uint64_t block_size() const override { return options_.block_size; }
   uint64_t readahead_run_blocks() const override { return run_blocks_; }
   uint64_t small_object_bytes() const override { return small_object_bytes_; }
+  bool ReadsSparse(const ObjectRef& obj, uint64_t offset, uint64_t length) const override {
+    return SparseEligible(obj, length, options_.block_size);
+  }
   const std::vector<std::unique_ptr<Tier>>& tiers() const override { return tiers_; }
   const CacheStats& Stats() const override { return stats_; }
 
@@ -626,6 +634,18 @@ class TieredCacheImpl final : public TieredCache {
     e->AddCounter("tierfs_fetch_whole_objects_total",
                   "Small objects fetched whole (one request) by a demand read.", {},
                   whole_fetches_);
+    e->AddCounter("tierfs_sparse_fetches_total",
+                  "Projected reads that fetched only the chunks they read (one request each).", {},
+                  sparse_fetches_);
+    e->AddCounter("tierfs_sparse_fetch_bytes_total", "Bytes projected reads fetched.", {},
+                  sparse_fetch_bytes_);
+    e->AddCounter("tierfs_sparse_hits_total",
+                  "Projected reads served whole from the sparse entries of the host tiers.", {},
+                  sparse_hits_);
+    e->AddCounter(
+        "tierfs_sparse_dense_total",
+        "Projected reads that fetched their whole block: three quarters of its chunks read.", {},
+        sparse_dense_);
     e->AddGauge("tierfs_fetch_queue_depth", "Demand fetches queued for the fetch pool.", {},
                 static_cast<double>(fetch_queued));
     e->AddCounter("tierfs_fetch_abandoned_total", "Queued fetches no reader waited for any more.",
@@ -698,6 +718,10 @@ class TieredCacheImpl final : public TieredCache {
     add("readahead.dropped", prefetch_dropped_);
     add("readahead.runs", readahead_runs_);
     add("fetch.whole_objects", whole_fetches_);
+    add("sparse.fetches", sparse_fetches_);
+    add("sparse.fetch_bytes", sparse_fetch_bytes_);
+    add("sparse.hits", sparse_hits_);
+    add("sparse.dense", sparse_dense_);
     add("blocks.mapped_bytes", Block::MappedBytes());
     add("prefetch.blocks", hydrated_blocks_);
     add("ttl.expired", ttl_expired_);
@@ -925,6 +949,15 @@ class TieredCacheImpl final : public TieredCache {
         job.emplace(std::move(fetch_queue_.front()));
         fetch_queue_.pop_front();
       }
+      if (job->sparse_end > 0) {
+        if (flights_.AbandonIfUnwaited(job->lease,
+                                       Status::Cancelled("every reader of the range gave up"))) {
+          ++stats_.fetch_abandoned;
+          continue;
+        }
+        job->lease.Complete(FetchSparse(*job->obj, job->index, job->sparse_begin, job->sparse_end));
+        continue;
+      }
       if (!job->others.empty()) {
         // A small object fetched whole (other readers may wait for its other blocks: it is
         // fetched even when this block's reader gave up).
@@ -944,6 +977,243 @@ class TieredCacheImpl final : public TieredCache {
       const BlockKey key = job->lease.key();
       job->lease.Complete(FetchFromRemote(*job->obj, job->index, key, job->expected));
     }
+  }
+
+  // Projected reads (TieredCacheOptions::sparse_read_max). A sparse entry is the prefix of one
+  // 32 KiB chunk of a block that a projected read fetched, stored in the host tiers under
+  // MakeChunkKey(block, chunk, its length): a whole chunk, or up to the 4 KiB page where the read
+  // ended (or the block's end).
+  // Whether reads of `obj` can be projected at all: on, blocks of at least four chunks (else a
+  // chunk is most of a block), and not a small object (fetched whole).
+  bool SparseObject(const ObjectRef& obj) const {
+    return options_.sparse_read_max > 0 && options_.block_size >= 4 * kSparseChunkBytes &&
+           obj.info.size > small_object_bytes_;
+  }
+  bool SparseEligible(const ObjectRef& obj, uint64_t length, uint64_t block_len) const {
+    return SparseObject(obj) && length <= options_.sparse_read_max && 2 * length < block_len;
+  }
+
+  // The lengths a sparse entry of chunk `c` of a block of `block_len` bytes can have that cover
+  // its first `need` bytes (need 0: every length), longest first: whole pages, then the chunk's
+  // end.
+  static std::vector<uint64_t> ChunkEntryLengths(uint64_t block_len, uint64_t c, uint64_t need) {
+    const uint64_t full = std::min(kSparseChunkBytes, block_len - c * kSparseChunkBytes);
+    std::vector<uint64_t> out{full};
+    for (uint64_t len = (full - 1) / kPage * kPage; len >= std::max<uint64_t>(need, 1) && len > 0;
+         len -= kPage) {
+      out.push_back(len);
+    }
+    return out;
+  }
+
+  // The sparse entry of chunk `c` of block `key` that covers its first `need` bytes, from the
+  // fastest host tier holding one (copied up into the faster ones), or a null block.
+  Served FindChunk(const ObjectRef& obj, const BlockKey& key, uint64_t block_len, uint64_t c,
+                   uint64_t need) {
+    for (uint64_t len : ChunkEntryLengths(block_len, c, need)) {
+      const BlockKey ck = MakeChunkKey(key, c, len);
+      for (size_t t = 0; t < tiers_.size() && tiers_[t]->kind() == TierKind::kHost; ++t) {
+        if (!tiers_[t]->Contains(ck)) continue;
+        if (options_.placement) {
+          const Placement p = options_.placement(obj.key);
+          if (p.ttl != std::chrono::nanoseconds::max() && ExpireIfOlder(ck, p.ttl)) break;
+        }
+        if (BlockRef b = TryTier(t, ck, len)) {
+          if (t > 0) CopyUp(obj, ck, b, t);
+          return Served{std::move(b), static_cast<int>(t)};
+        }
+      }
+    }
+    return Served{};
+  }
+
+  bool HasChunkEntry(const BlockKey& key, uint64_t block_len, uint64_t c) {
+    for (uint64_t len : ChunkEntryLengths(block_len, c, 0)) {
+      const BlockKey ck = MakeChunkKey(key, c, len);
+      for (size_t t = 0; t < tiers_.size() && tiers_[t]->kind() == TierKind::kHost; ++t) {
+        if (tiers_[t]->Contains(ck)) return true;
+      }
+    }
+    return false;
+  }
+
+  // Calls fn(tier, key) for every host tier and every key `obj` can have there: its blocks and
+  // their sparse entries.
+  template <typename Fn>
+  void ForEachHostKey(const ObjectRef& obj, Fn fn) {
+    const uint64_t n = NumBlocks(obj);
+    const bool sparse = SparseObject(obj);
+    for (uint64_t i = 0; i < n; ++i) {
+      const BlockKey key = KeyFor(obj, i);
+      const uint64_t block_len = ExpectedLength(obj, i);
+      for (auto& t : tiers_) {
+        if (t->kind() != TierKind::kHost) continue;
+        fn(t.get(), key);
+        if (!sparse) continue;
+        for (uint64_t c = 0; c * kSparseChunkBytes < block_len; ++c) {
+          for (uint64_t len : ChunkEntryLengths(block_len, c, 0)) {
+            fn(t.get(), MakeChunkKey(key, c, len));
+          }
+        }
+      }
+    }
+  }
+
+  // Bytes [in_block, in_block + want) of block `index` by a projected read: from sparse entries,
+  // fetching the part they lack with one origin request (from the first missing chunk's start to
+  // the read's end rounded up to a page), which becomes sparse entries. nullopt: the read takes
+  // the whole block instead (a tier above the origin holds it or it is being fetched whole, or
+  // this read would make three quarters of its chunks present: dense completion).
+  Result<std::optional<BlockSlice>> SparseRead(const ObjectRef& obj, uint64_t index,
+                                               uint64_t in_block, uint64_t want,
+                                               const CancelToken* token) {
+    // (Spelled out: a bare nullopt would convert to an OK Status, not to an empty optional.)
+    const std::optional<BlockSlice> kWholeBlock;
+    const BlockKey key = KeyFor(obj, index);
+    if (CachedAnywhere(key) || flights_.InFlight(key)) return kWholeBlock;
+    for (const auto& t : tiers_) {
+      if (t->kind() == TierKind::kShared && t->Contains(key)) return kWholeBlock;
+    }
+    const uint64_t cb = kSparseChunkBytes;
+    const uint64_t block_len = ExpectedLength(obj, index);
+    const uint64_t end = in_block + want;
+    const uint64_t c0 = in_block / cb, c1 = (end - 1) / cb;
+    std::vector<BlockRef> have;  // the entries of chunks c0, c0 + 1, ... before the first missing
+    int tier = 0;
+    uint64_t missing = c1 + 1;
+    for (uint64_t c = c0; c <= c1; ++c) {
+      Served e = FindChunk(obj, key, block_len, c, std::min(end, (c + 1) * cb) - c * cb);
+      if (!e.block) {
+        missing = c;
+        break;
+      }
+      tier = std::max(tier, e.tier);
+      have.push_back(std::move(e.block));
+    }
+    BlockRef fetched;
+    uint64_t fetch_begin = 0;
+    if (missing <= c1) {
+      const uint64_t nchunks = (block_len + cb - 1) / cb;
+      uint64_t present = c1 - missing + 1;
+      for (uint64_t c = 0; c < nchunks; ++c) {
+        if ((c < missing || c > c1) && HasChunkEntry(key, block_len, c)) ++present;
+      }
+      if (4 * present >= 3 * nchunks) {
+        ++sparse_dense_;
+        return kWholeBlock;
+      }
+      if (std::optional<Status> failed = RecentFailure(key)) {
+        ++stats_.failures_replayed;
+        return *failed;
+      }
+      fetch_begin = missing * cb;
+      const uint64_t fetch_end = std::min(block_len, (end + kPage - 1) / kPage * kPage);
+      Result<Served> r = FetchSparseOrJoin(obj, index, key, fetch_begin, fetch_end, token);
+      if (!r.ok()) {
+        if (IsRetryable(r.status())) RememberFailure(key, r.status());
+        return r.status();
+      }
+      fetched = std::move(r->block);
+      tier = kOriginTier;
+    } else {
+      ++sparse_hits_;
+    }
+    // One slice: a part of one buffer when one holds it all, else a copy of the pieces.
+    if (have.empty()) {
+      return BlockSlice{fetched, static_cast<size_t>(in_block - fetch_begin),
+                        static_cast<size_t>(want), tier, nullptr};
+    }
+    if (have.size() == 1 && !fetched) {
+      return BlockSlice{have[0], static_cast<size_t>(in_block - c0 * cb), static_cast<size_t>(want),
+                        tier, nullptr};
+    }
+    auto out = Block::Allocate(want);
+    std::byte* dst = out->mutable_data().data();
+    uint64_t pos = in_block;
+    for (size_t k = 0; k < have.size(); ++k) {
+      const uint64_t c = c0 + k;
+      const uint64_t n = std::min(end, (c + 1) * cb) - pos;
+      std::memcpy(dst + (pos - in_block), have[k]->data().data() + (pos - c * cb), n);
+      pos += n;
+    }
+    if (pos < end) {
+      std::memcpy(dst + (pos - in_block), fetched->data().data() + (pos - fetch_begin), end - pos);
+    }
+    out->set_size(want);
+    return BlockSlice{BlockRef(std::move(out)), 0, static_cast<size_t>(want), tier, nullptr};
+  }
+
+  // The single-flight of a projected read's stretch [begin, end) of block `index` (leader or
+  // follower); with a token the leader's fetch runs on the fetch pool, like a block's.
+  Result<Served> FetchSparseOrJoin(const ObjectRef& obj, uint64_t index, const BlockKey& key,
+                                   uint64_t begin, uint64_t end, const CancelToken* token) {
+    // The flight's key names the stretch (a namespace of its own: flights are not tier keys).
+    const BlockKey fkey = MakeChunkKey(key, begin / kSparseChunkBytes, end - begin);
+    const auto deadline = DeadlineAfter(options_.wait_timeout);
+    if (token == nullptr || fetch_workers_.empty()) {
+      bool merged = false;
+      Result<Served> r = flights_.Do(
+          fkey, [&]() -> Result<Served> { return FetchSparse(obj, index, begin, end); }, &merged,
+          token, deadline);
+      if (merged) ++stats_.singleflight_merged;
+      return CountWaitEnd(std::move(r));
+    }
+    Flights::Joined j =
+        flights_.Join(fkey, Status::Unavailable("the fetch of the range was dropped"));
+    if (j.lease) {
+      FetchJob job{std::make_shared<const ObjectRef>(obj), index, 0, std::move(*j.lease), 0, {}};
+      job.sparse_begin = begin;
+      job.sparse_end = end;
+      SubmitFetch(std::move(job));
+    } else {
+      ++stats_.singleflight_merged;
+    }
+    return CountWaitEnd(Flights::Wait(j.call, token, deadline));
+  }
+
+  // Bytes [begin, end) of block `index` from the origin (one request, pinned to the version),
+  // stored as the sparse entries of the chunks from begin (a chunk boundary) on in the host
+  // tiers. The Served block holds exactly those bytes.
+  Result<Served> FetchSparse(const ObjectRef& obj, uint64_t index, uint64_t begin, uint64_t end) {
+    DemandInFlight demand(&stats_, clock_);
+    const uint64_t len = end - begin;
+    auto buf = Block::Allocate(len);
+    const uint64_t offset = index * options_.block_size + begin;
+    size_t got = 0;
+    ++sparse_fetches_;
+    while (got < len) {
+      ++stats_.origin_requests;
+      const std::span<std::byte> rest = buf->mutable_data().subspan(got, len - got);
+      Result<size_t> n = origin_->ReadPinned(obj.key, offset + got, rest, obj.info);
+      if (!n.ok()) {
+        ++stats_.origin_errors;
+        return n.status().WithContext("reading '" + obj.key + "' at " + std::to_string(offset));
+      }
+      if (*n > rest.size()) return OriginOverrun(obj, *n, rest.size());
+      if (*n == 0) break;
+      got += *n;
+      stats_.origin_bytes += *n;
+      sparse_fetch_bytes_ += *n;
+    }
+    if (got != len) {
+      ++stats_.origin_errors;
+      return Status::FailedPrecondition("object '" + obj.key + "' is shorter than its size " +
+                                        std::to_string(obj.info.size) + "; it changed");
+    }
+    buf->set_size(len);
+    BlockRef fetched(std::move(buf));
+    const BlockKey key = KeyFor(obj, index);
+    size_t host = 0;
+    while (host < tiers_.size() && tiers_[host]->kind() == TierKind::kHost) ++host;
+    for (uint64_t c = begin / kSparseChunkBytes; c * kSparseChunkBytes < end; ++c) {
+      const uint64_t from = c * kSparseChunkBytes;
+      const uint64_t n = std::min(kSparseChunkBytes, end - from);
+      auto e = Block::Allocate(n);
+      std::memcpy(e->mutable_data().data(), fetched->data().data() + (from - begin), n);
+      e->set_size(n);
+      CopyUp(obj, MakeChunkKey(key, c, n), BlockRef(std::move(e)), host);
+    }
+    return Served{std::move(fetched), kOriginTier};
   }
 
   // Block `index` as a verified file extent of the fastest host tier that holds it, when that
@@ -1390,9 +1660,13 @@ class TieredCacheImpl final : public TieredCache {
   std::atomic<uint64_t> insert_errors_{0};
   std::atomic<uint64_t> hydrated_blocks_{0};
   std::atomic<uint64_t> ttl_expired_{0};
-  std::atomic<uint64_t> readahead_runs_{0};   // origin reads of more than one block
-  std::atomic<uint64_t> whole_fetches_{0};    // small objects fetched whole by a demand miss
-  std::atomic<uint64_t> readahead_bytes_{0};  // bytes of the blocks in readahead_blocks
+  std::atomic<uint64_t> readahead_runs_{0};      // origin reads of more than one block
+  std::atomic<uint64_t> whole_fetches_{0};       // small objects fetched whole by a demand miss
+  std::atomic<uint64_t> sparse_fetches_{0};      // projected reads' origin requests
+  std::atomic<uint64_t> sparse_fetch_bytes_{0};  // their bytes
+  std::atomic<uint64_t> sparse_hits_{0};         // projected reads served from sparse entries
+  std::atomic<uint64_t> sparse_dense_{0};        // projected reads that took the whole block
+  std::atomic<uint64_t> readahead_bytes_{0};     // bytes of the blocks in readahead_blocks
   std::atomic<uint64_t> hydrated_bytes_{0};
   std::atomic<uint64_t> promotions_{0};  // L2 blocks copied into L1 on reuse (file_slices)
   static constexpr size_t kPromoteWindow = 65536;

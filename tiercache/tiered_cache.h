@@ -112,6 +112,16 @@ struct TieredCacheOptions {
   // one L3 ReadMany), and callers do not ask readahead for such an object (a training loader
   // reading many small files whole pays one round trip per file). 0: off.
   uint64_t small_object_bytes = 4ULL << 20;
+  // Projected reads: a piece of a read of at most this many bytes within one block (and under
+  // half of it; blocks of at least 128 KiB), of an object larger than small_object_bytes, whose
+  // block no tier above the origin holds whole and no one is fetching whole, fetches only what it
+  // reads: from the start of its first missing 32 KiB chunk (kSparseChunkBytes) to its end rounded
+  // up to 4 KiB, one origin request, kept in the host tiers as sparse entries (MakeChunkKey: each
+  // chunk's fetched prefix). A reader that would make three quarters of a block's chunks present
+  // fetches the whole block instead (dense completion); sequential readers get whole blocks from
+  // readahead. Such reads under 128 KiB do not count towards the random-read hydration of the file
+  // (Prefetcher). 0: off. daemon/: cache.sparse_read_max.
+  uint64_t sparse_read_max = 128ULL << 10;
   // Owned threads that fetch blocks from the remote tiers (L3, origin) for demand reads given a
   // CancelToken (see the file comment). 0: such reads fetch on their own thread.
   int fetch_threads = 16;
@@ -245,6 +255,9 @@ class TieredCache {
   // Objects this size or smaller are fetched whole by their first demand miss
   // (TieredCacheOptions::small_object_bytes, capped at one readahead run); 0: none.
   virtual uint64_t small_object_bytes() const = 0;
+  // True when a read of [offset, offset + length) of `obj` would fetch only what it reads if its
+  // blocks miss (TieredCacheOptions::sparse_read_max): a projected read, not a dense one.
+  virtual bool ReadsSparse(const ObjectRef& obj, uint64_t offset, uint64_t length) const = 0;
   virtual const std::vector<std::unique_ptr<Tier>>& tiers() const = 0;
   virtual const CacheStats& Stats() const = 0;
   // "l1.hits=.. l1.misses=.. l1.bytes=.. l2.hits=.. ... origin.requests=.. origin.bytes=.."

@@ -9,7 +9,11 @@
 #   * a [[policy]] quota in the config file keeps one prefix from pushing the others out of L2,
 #     and a bad quota value is refused at mount time with the key named;
 #   * L2 admission, with an 8 MiB L1 in front: [[policy]] admit = "never" serves without storing
-#     in L2, user.tierfs.admit=always on a file beats it, reuse stores a file on its second read.
+#     in L2, user.tierfs.admit=always on a file beats it, reuse stores a file on its second read;
+#   * projected reads (cache.sparse_read_max): a column reader of 25% of a 16 MiB file in 16-64 KiB
+#     ranges gets the right bytes, moves at most 1.3 origin bytes per byte read (not the whole
+#     file through random-read hydration), and reads them again from L2 after a remount with no
+#     origin request; with sparse_read_max = 0 the same reads fetch whole blocks.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/lib_pf.sh"
@@ -22,6 +26,7 @@ for i in 0 1 2 3 4 5; do objs+=("p/f$i.bin=$((4 * MiB)):$((10 + i))"); done
 for i in 0 1 2 3; do objs+=("q/a$i.bin=$((4 * MiB)):$((20 + i))"); done
 for i in 0 1; do objs+=("o/b$i.bin=$((4 * MiB)):$((30 + i))"); done
 objs+=("adm/n/n.bin=$((2 * MiB)):40" "adm/n/a.bin=$((2 * MiB)):41" "adm/r/r.bin=$((2 * MiB)):42")
+objs+=("proj/c.bin=$((16 * MiB)):50")
 step "upload test objects" 120 "$PY" "$E2E_DIR/s3put.py" --endpoint "$S3_ENDPOINT" --bucket "$BUCKET" "${objs[@]}"
 
 mnt="$E2E_WORK/mnt" cache="$E2E_WORK/cache" logf="$E2E_WORK/daemon.log"
@@ -174,3 +179,59 @@ cat_all "$mnt3/adm/r/r.bin"
 (( $(stat_of "$mnt3" admit.ghost_hits) - gh0 == 2 )) || fail "reuse: no ghost hits counted"
 log "ok admission: never kept n.bin out of L2, always stored a.bin, reuse stored r.bin on its second read"
 tierfs_umount "$mnt3" "$TIERFS_PID" || { print_log_tail "$logf"; fail "unclean unmount"; }
+
+# ---- projected reads: 25% of a 16 MiB file in 16-64 KiB ranges ----
+# proj_read FILE: reads 25% of FILE in ranges of 16-64 KiB at scattered 64 KiB slots (seeded),
+# checks every byte against s3put.py's pattern, prints the bytes read.
+proj_read() {
+  "$PY" - "$1" "$E2E_DIR" <<'PYEOF'
+import os, random, sys
+sys.path.insert(0, sys.argv[2])
+from s3put import pattern
+path = sys.argv[1]
+want = pattern(16 << 20, 50)
+rng = random.Random(7)
+slots = list(range((16 << 20) // (64 << 10)))
+rng.shuffle(slots)
+fd = os.open(path, os.O_RDONLY)
+os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+done = 0
+for s in slots:
+    if done >= (4 << 20):
+        break
+    off, n = s * (64 << 10), rng.randrange(16, 65) << 10
+    got = os.pread(fd, n, off)
+    if got != want[off:off + n]:
+        sys.exit(f"wrong bytes at {off}+{n}")
+    done += n
+os.close(fd)
+print(done)
+PYEOF
+}
+mnt4="$E2E_WORK/mnt4" cache4="$E2E_WORK/cache4"
+pf_mount "s3://$BUCKET" "$mnt4" "$cache4" "$logf" --endpoint "$S3_ENDPOINT" --l1-size 8MiB --l2-size 64MiB
+o0="$(stat_of "$mnt4" origin.bytes)"
+read_b="$(proj_read "$mnt4/proj/c.bin")" || fail "projected reads: $read_b"
+sleep 1  # anything the reads set off (hydration, readahead) would be on its way by now
+ob=$(( $(stat_of "$mnt4" origin.bytes) - o0 ))
+(( $(stat_of "$mnt4" sparse.fetches) > 0 )) || fail "projected reads: no sparse fetch"
+(( ob * 10 <= read_b * 13 )) || fail "projected reads: $ob origin bytes for $read_b read (> 1.3x): $(stats_xattr "$mnt4")"
+log "ok projected reads: $read_b bytes read, $ob from the origin ($(( ob * 100 / read_b ))%), byte-exact"
+tierfs_umount "$mnt4" "$TIERFS_PID" || { print_log_tail "$logf"; fail "unclean unmount"; }
+pf_mount "s3://$BUCKET" "$mnt4" "$cache4" "$logf" --endpoint "$S3_ENDPOINT" --l1-size 8MiB --l2-size 64MiB
+r0="$(stat_of "$mnt4" origin.requests)"
+proj_read "$mnt4/proj/c.bin" >/dev/null || fail "projected reads after a remount"
+(( $(stat_of "$mnt4" origin.requests) == r0 )) || fail "projected reads after a remount went to the origin"
+(( $(stat_of "$mnt4" sparse.hits) > 0 )) || fail "projected reads after a remount: no sparse hit"
+log "ok projected reads after a remount: from L2, no origin request"
+tierfs_umount "$mnt4" "$TIERFS_PID" || { print_log_tail "$logf"; fail "unclean unmount"; }
+printf '[cache]\nsparse_read_max = 0\n' >"$cfg"
+pf_mount "s3://$BUCKET" "$mnt4" "$E2E_WORK/cache5" "$logf" --endpoint "$S3_ENDPOINT" --l1-size 8MiB \
+  --l2-size 64MiB --config "$cfg"
+o0="$(stat_of "$mnt4" origin.bytes)"
+read_b="$(proj_read "$mnt4/proj/c.bin")" || fail "whole-block reads: $read_b"
+ob=$(( $(stat_of "$mnt4" origin.bytes) - o0 ))
+(( $(stat_of "$mnt4" sparse.fetches) == 0 )) || fail "sparse_read_max = 0 still fetched sparse"
+(( ob > 2 * read_b )) || fail "sparse_read_max = 0: only $ob origin bytes for $read_b read"
+log "ok sparse_read_max = 0: whole blocks, $ob origin bytes for $read_b read"
+tierfs_umount "$mnt4" "$TIERFS_PID" || { print_log_tail "$logf"; fail "unclean unmount"; }

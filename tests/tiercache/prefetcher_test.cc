@@ -230,6 +230,35 @@ TEST_F(PrefetcherTest, RandomMissesHydrateTheRestOfTheFileInBoundedSteps) {
       << cache_->StatsText();
 }
 
+TEST_F(PrefetcherTest, SmallProjectedMissesRestartTheHydrationCount) {
+  // 256 KiB blocks: reads under 128 KiB are projected (TieredCache::ReadsSparse).
+  constexpr uint64_t kBlock = 256 << 10;
+  TieredCacheOptions co;
+  co.block_size = kBlock;
+  co.prefetch_threads = 2;
+  co.small_object_bytes = 0;
+  std::vector<std::unique_ptr<Tier>> tiers;
+  tiers.push_back(NewMemoryTier(MemoryTierOptions{}));
+  auto cache = TieredCache::Open(co, std::move(tiers), &origin_, &clock_);
+  ASSERT_TRUE(cache.ok()) << cache.status().ToString();
+  origin_.PutObject("cols.bin", Pattern(16 * kBlock, 6));
+  ObjectRef obj = Obj("cols.bin");
+  ASSERT_TRUE((*cache)->ReadsSparse(obj, 0, 64 << 10));
+  Prefetcher p(options_, cache->get(), catalog_.get());
+  Prefetcher::Stream s(obj);
+  // A column reader: scattered 16-64 KiB ranges, with a larger read now and then (the kernel's
+  // readahead), and ranges a block apart (not a scan for a projected read): never hydrated.
+  for (uint64_t i = 0; i < 60; ++i) {
+    const uint64_t size = i % 3 == 2 ? (128 << 10) : ((16 + i % 49) << 10);
+    p.OnRead(&s, ((i * 37) % 60) * (64 << 10) + 4096, size);
+  }
+  EXPECT_EQ(p.Stats().random_hydrations.load(), 0u);
+  EXPECT_EQ(p.Stats().readahead_requests.load(), 0u);
+  // Four large random misses in a row (fio's 128 KiB reads): hydrated.
+  for (uint64_t b : {9u, 3u, 12u, 6u}) p.OnRead(&s, b * kBlock + 8192, 128 << 10);
+  EXPECT_EQ(p.Stats().random_hydrations.load(), 1u);
+}
+
 TEST_F(PrefetcherTest, HydrationSkipsHeldBlocksAndEndsAtAShortLastBlock) {
   auto p = Make();
   ObjectRef obj = Obj("eight.bin");

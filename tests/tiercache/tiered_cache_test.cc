@@ -896,6 +896,167 @@ namespace {
 
 // The real thing end to end below the FUSE layer: LMDB index + block files, closed and reopened
 // (a daemon restart / remount), then read with zero origin traffic.
+// Projected reads (TieredCacheOptions::sparse_read_max): 256 KiB blocks of eight 32 KiB chunks.
+class SparseReadTest : public TieredCacheTest {
+ protected:
+  static constexpr uint64_t kBlock = 256 << 10;
+  static constexpr uint64_t kChunk = 32 << 10;
+  void SetUp() override {
+    TieredCacheTest::SetUp();
+    options_.block_size = kBlock;
+    options_.small_object_bytes = 0;
+    options_.sparse_read_max = 64 << 10;
+    l2_options_.capacity_bytes = 8 << 20;
+    data_ = Pattern(4 * kBlock + 1000, 5);
+    obj_ = Put("cols.parquet", data_);
+  }
+  std::string Want(uint64_t off, uint64_t len) const { return data_.substr(off, len); }
+  std::string data_;
+  ObjectRef obj_;
+};
+
+TEST_F(SparseReadTest, AProjectedReadFetchesOnlyThePagesItReadsAndKeepsThem) {
+  auto c = OpenCache();
+  ASSERT_TRUE(c->ReadsSparse(obj_, kBlock + 40000, 10000));
+  // Block 1, bytes 40000..50000: from chunk 1's start to the page after 50000, one request.
+  EXPECT_EQ(ReadAll(c.get(), obj_, kBlock + 40000, 10000), Want(kBlock + 40000, 10000));
+  EXPECT_EQ(origin_.read_calls(), 1u);
+  EXPECT_EQ(origin_.bytes_read(), 53248u - kChunk);
+  auto st = ParseStats(c->StatsText());
+  EXPECT_EQ(st["sparse.fetches"], 1u);
+  EXPECT_EQ(st["sparse.fetch_bytes"], 53248u - kChunk);
+  EXPECT_FALSE(c->HostHolds(obj_, kBlock, kBlock));  // the block is not held whole
+  // The same range and any part of what was fetched: from the entry, no request.
+  EXPECT_EQ(ReadAll(c.get(), obj_, kBlock + 40000, 10000), Want(kBlock + 40000, 10000));
+  EXPECT_EQ(ReadAll(c.get(), obj_, kBlock + kChunk, 20480), Want(kBlock + kChunk, 20480));
+  EXPECT_EQ(origin_.read_calls(), 1u);
+  EXPECT_EQ(ParseStats(c->StatsText())["sparse.hits"], 2u);
+  // Past the fetched prefix of chunk 1: the chunk is fetched again from its start, to the page.
+  EXPECT_EQ(ReadAll(c.get(), obj_, kBlock + 40000, 20000), Want(kBlock + 40000, 20000));
+  EXPECT_EQ(origin_.read_calls(), 2u);
+  EXPECT_EQ(origin_.bytes_read(), (53248u - kChunk) + (61440u - kChunk));
+}
+
+TEST_F(SparseReadTest, AReadAcrossChunksJoinsTheirEntriesWithTheMissingPart) {
+  auto c = OpenCache();
+  EXPECT_EQ(ReadAll(c.get(), obj_, 0, kChunk), Want(0, kChunk));
+  EXPECT_EQ(origin_.bytes_read(), kChunk);
+  // Chunk 0 from its entry, chunk 1 fetched alone.
+  EXPECT_EQ(ReadAll(c.get(), obj_, 16384, kChunk), Want(16384, kChunk));
+  EXPECT_EQ(origin_.read_calls(), 2u);
+  EXPECT_EQ(origin_.bytes_read(), kChunk + 16384);
+  // Both from entries now; the block's last chunk (a short block end) too.
+  EXPECT_EQ(ReadAll(c.get(), obj_, 1000, 40000), Want(1000, 40000));
+  EXPECT_EQ(origin_.read_calls(), 2u);
+  EXPECT_EQ(ReadAll(c.get(), obj_, 4 * kBlock + 10, 900), Want(4 * kBlock + 10, 900));
+}
+
+TEST_F(SparseReadTest, ThreeQuartersOfABlockReadCompleteItWithOneRequest) {
+  auto c = OpenCache();
+  for (uint64_t chunk : {0, 1, 2, 4, 5}) {
+    EXPECT_EQ(ReadAll(c.get(), obj_, chunk * kChunk + 100, 8000), Want(chunk * kChunk + 100, 8000));
+  }
+  EXPECT_EQ(origin_.read_calls(), 5u);
+  EXPECT_FALSE(c->HostHolds(obj_, 0, kBlock));
+  const uint64_t sparse_bytes = origin_.bytes_read();
+  // The sixth of eight chunks: the whole block instead.
+  EXPECT_EQ(ReadAll(c.get(), obj_, 6 * kChunk, 8000), Want(6 * kChunk, 8000));
+  EXPECT_EQ(origin_.read_calls(), 6u);
+  EXPECT_EQ(origin_.bytes_read(), sparse_bytes + kBlock);
+  EXPECT_TRUE(c->HostHolds(obj_, 0, kBlock));
+  EXPECT_EQ(ParseStats(c->StatsText())["sparse.dense"], 1u);
+  // Any read of it now is a block hit.
+  EXPECT_EQ(ReadAll(c.get(), obj_, 3 * kChunk, 9000), Want(3 * kChunk, 9000));
+  EXPECT_EQ(origin_.read_calls(), 6u);
+}
+
+TEST_F(SparseReadTest, LargeReadsHeldBlocksAndTheOffSwitchTakeWholeBlocks) {
+  {
+    auto c = OpenCache();
+    EXPECT_FALSE(c->ReadsSparse(obj_, 0, 65537));
+    EXPECT_EQ(ReadAll(c.get(), obj_, 0, 100000), Want(0, 100000));  // over sparse_read_max
+    EXPECT_EQ(origin_.bytes_read(), kBlock);
+    EXPECT_EQ(ReadAll(c.get(), obj_, 70000, 1000), Want(70000, 1000));  // held: a hit
+    EXPECT_EQ(origin_.read_calls(), 1u);
+    EXPECT_EQ(ParseStats(c->StatsText())["sparse.fetches"], 0u);
+  }
+  origin_.ResetCounters();
+  options_.sparse_read_max = 0;
+  auto c = OpenCache(/*with_l1=*/true, /*with_l2=*/false);
+  EXPECT_FALSE(c->ReadsSparse(obj_, kBlock, 100));
+  EXPECT_EQ(ReadAll(c.get(), obj_, kBlock + 5, 100), Want(kBlock + 5, 100));
+  EXPECT_EQ(origin_.bytes_read(), kBlock);
+  // Small objects are fetched whole whatever the read.
+  options_.sparse_read_max = 64 << 10;
+  options_.small_object_bytes = 8 * kBlock;
+  auto small = OpenCache(/*with_l1=*/true, /*with_l2=*/false);
+  EXPECT_FALSE(small->ReadsSparse(obj_, kBlock, 100));
+}
+
+TEST_F(SparseReadTest, EntriesSurviveARestartInL2AndEvictDropsThem) {
+  {
+    auto c = OpenCache();
+    EXPECT_EQ(ReadAll(c.get(), obj_, 2 * kBlock + 70000, 30000), Want(2 * kBlock + 70000, 30000));
+  }
+  EXPECT_EQ(origin_.read_calls(), 1u);
+  auto c = OpenCache();  // a new L1; L2 from disk
+  EXPECT_EQ(ReadAll(c.get(), obj_, 2 * kBlock + 70000, 30000), Want(2 * kBlock + 70000, 30000));
+  EXPECT_EQ(origin_.read_calls(), 1u);
+  auto st = ParseStats(c->StatsText());
+  EXPECT_GE(st["l2.hits"], 1u);
+  EXPECT_EQ(st["sparse.hits"], 1u);
+  c->Evict(obj_);
+  EXPECT_EQ(ReadAll(c.get(), obj_, 2 * kBlock + 70000, 30000), Want(2 * kBlock + 70000, 30000));
+  EXPECT_EQ(origin_.read_calls(), 2u);
+}
+
+TEST_F(SparseReadTest, AChangedObjectOrAFailureServesNothingAndCachesNothing) {
+  auto c = OpenCache();
+  origin_.FailNext(1, Status::IOError("injected"));
+  CancelToken token;
+  auto r = c->Read(obj_, kBlock + 100, 1000, &token);
+  ASSERT_FALSE(r.ok());
+  // The kernel's retry of the same page gets the error at once (failure replay).
+  r = c->Read(obj_, kBlock + 100, 1000, &token);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(origin_.read_calls(), 1u);
+  EXPECT_EQ(ParseStats(c->StatsText())["fetch.failures_replayed"], 1u);
+  // A new version at the origin: the pinned read refuses it and keeps nothing.
+  origin_.PutObject(obj_.key, Pattern(data_.size(), 6));
+  r = c->Read(obj_, 3 * kBlock + 100, 1000, &token);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kFailedPrecondition) << r.status().ToString();
+  auto st = ParseStats(c->StatsText());
+  EXPECT_EQ(st["l1.used"], 0u);
+  EXPECT_EQ(st["l2.used"], 0u);
+}
+
+TEST_F(SparseReadTest, ConcurrentReadersOfOneRangeShareOneRequestOnTheFetchPool) {
+  auto c = OpenCache();
+  origin_.HoldReads();
+  std::vector<std::string> got(4);
+  std::vector<std::thread> readers;
+  for (int i = 0; i < 4; ++i) {
+    readers.emplace_back(
+        [&, i] { got[i] = ReadWithToken(c.get(), obj_, 3 * kBlock + 5000, 20000); });
+  }
+  origin_.WaitForBlockedReads(1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the others join the flight
+  origin_.ReleaseReads();
+  for (auto& t : readers) t.join();
+  for (const auto& g : got) EXPECT_EQ(g, Want(3 * kBlock + 5000, 20000));
+  EXPECT_EQ(origin_.read_calls(), 1u);
+  EXPECT_EQ(ParseStats(c->StatsText())["singleflight.merged"], 3u);
+}
+
+TEST(ChunkKeyTest, NamesTheBlockTheChunkAndTheLength) {
+  const BlockKey b = MakeBlockKey("file:///data", "train/shard-000.tar", "etag-1", 1048576, 3);
+  EXPECT_EQ(BlockKeyHex(MakeChunkKey(b, 2, 32768)), "d78918818435f8b5e9130f9544b16f31");
+  EXPECT_NE(MakeChunkKey(b, 2, 32768), MakeChunkKey(b, 2, 28672));
+  EXPECT_NE(MakeChunkKey(b, 2, 32768), MakeChunkKey(b, 3, 32768));
+  EXPECT_NE(MakeChunkKey(b, 2, 32768), b);
+}
+
 TEST(TieredCacheLmdbTest, RemountOverLmdbReadsNothingFromOrigin) {
   testing::TcTempDir dir;
   ASSERT_FALSE(dir.path().empty());
