@@ -9,7 +9,8 @@
 #                mount (L1 128 MiB, L2 256 MiB) at once a hot job reading hot/ (128 MiB) 4 times
 #                (MJ_HOT_PASSES) while a stream job reads big/ (1 GiB) once and a projection job reads
 #                25% of proj/ (4 x 16 MiB) in 16-64 KiB ranges; per admission mode (MJ_MODES,
-#                default "always default"; MJ_REPEAT runs each, default 1). Per job: bytes by
+#                default "always default"; "always" is as before issue 11: no scan detection
+#                and no projected reads; MJ_REPEAT runs each, default 1). Per job: bytes by
 #                serving tier, origin bytes per byte read (counted by the delay proxy), MiB/s,
 #                p99/max read latency. Results: raw/multijob/*.json and multijob.md, ~1-2 min a run
 #   bench/run.sh --au [--only unet3d,resnet50,cosmoflow] [--quick] [--out DIR]
@@ -848,7 +849,7 @@ run_multijob() {
     for mode in ${MJ_MODES:-always default}; do
       cfg="$WORK/multijob-$mode.toml"
       case "$mode" in
-        always) printf '[cache]\nadmit = "always"\nadmit_scan_percent = 0\n' ;;  # before issue 11
+        always) printf '[cache]\nadmit = "always"\nadmit_scan_percent = 0\nsparse_read_max = 0\n' ;;  # before issue 11
         default) printf '# the defaults\n' ;;
         reuse) printf '[cache]\nadmit = "reuse"\n' ;;
         *) log "multijob: unknown mode $mode"; continue ;;

@@ -34,6 +34,14 @@
 // stalled origin never holds a reader longer than that. A job whose readers all left before it
 // started is dropped (AbandonIfUnwaited); one already fetching finishes and fills the cache.
 //
+// Projected reads (sparse_read_max): a small read of a large object whose block no tier above the
+// origin holds and no one fetches whole is served from sparse entries (MakeChunkKey: the fetched
+// prefix of one 32 KiB chunk, in L1/L2) and fetches what they lack with one origin request from
+// the first missing chunk's start to the read's end rounded up to a page (SparseRead). Its own
+// single-flight key names the stretch; with a token the fetch runs on the fetch pool like a
+// block's (FetchJob::sparse_end). A read that would make three quarters of the block's chunks
+// present takes the whole-block path instead.
+//
 // Remembered failures: a demand read whose block failed with a retryable error (the origin's,
 // after the stores' retries; or its wait's deadline) records it for origin_failure_ttl, and
 // demand reads of that block meanwhile get the same error at once (after L1/L2, which a readahead
@@ -818,26 +826,38 @@ class TieredCacheImpl final : public TieredCache {
   // GetBlock below L1: the single-flight for `key` (leader or follower), bounded by wait_timeout.
   Result<Served> FetchOrJoin(const ObjectRef& obj, uint64_t index, const BlockKey& key,
                              uint64_t expected, const CancelToken* token) {
+    return JoinFlight(
+        key, token, "block", [&] { return FetchBelowL1(obj, index, key, expected); },
+        [&](Flights::Lease lease) {
+          if (Served b = FetchFromHostTiers(obj, key, expected); b.block) {
+            lease.Complete(std::move(b));
+            return;
+          }
+          FetchJob job{
+              std::make_shared<const ObjectRef>(obj), index, expected, std::move(lease), 0, {}};
+          ClaimRestOfSmallObject(&job);
+          SubmitFetch(std::move(job));
+        });
+  }
+
+  // The single-flight for `fkey`, leader or follower, bounded by wait_timeout. Without a token
+  // (or fetch pool) the leader runs `fetch` on its own thread. With one, the leader hands its
+  // lease to `lead` (which completes it from the host tiers, or queues a FetchJob for the fetch
+  // pool), and every reader waits for the call with the token.
+  template <typename Fetch, typename Lead>
+  Result<Served> JoinFlight(const BlockKey& fkey, const CancelToken* token, std::string_view what,
+                            Fetch&& fetch, Lead&& lead) {
     const auto deadline = DeadlineAfter(options_.wait_timeout);
     if (token == nullptr || fetch_workers_.empty()) {
       bool merged = false;
-      Result<Served> r = flights_.Do(
-          key, [&]() -> Result<Served> { return FetchBelowL1(obj, index, key, expected); }, &merged,
-          token, deadline);
+      Result<Served> r = flights_.Do(fkey, std::forward<Fetch>(fetch), &merged, token, deadline);
       if (merged) ++stats_.singleflight_merged;
       return CountWaitEnd(std::move(r));
     }
-    Flights::Joined j =
-        flights_.Join(key, Status::Unavailable("the fetch of the block was dropped"));
+    Flights::Joined j = flights_.Join(
+        fkey, Status::Unavailable("the fetch of the " + std::string(what) + " was dropped"));
     if (j.lease) {
-      if (Served b = FetchFromHostTiers(obj, key, expected); b.block) {
-        j.lease->Complete(std::move(b));
-      } else {
-        FetchJob job{
-            std::make_shared<const ObjectRef>(obj), index, expected, std::move(*j.lease), 0, {}};
-        ClaimRestOfSmallObject(&job);
-        SubmitFetch(std::move(job));
-      }
+      lead(std::move(*j.lease));
     } else {
       ++stats_.singleflight_merged;
     }
@@ -1148,27 +1168,15 @@ class TieredCacheImpl final : public TieredCache {
   Result<Served> FetchSparseOrJoin(const ObjectRef& obj, uint64_t index, const BlockKey& key,
                                    uint64_t begin, uint64_t end, const CancelToken* token) {
     // The flight's key names the stretch (a namespace of its own: flights are not tier keys).
-    const BlockKey fkey = MakeChunkKey(key, begin / kSparseChunkBytes, end - begin);
-    const auto deadline = DeadlineAfter(options_.wait_timeout);
-    if (token == nullptr || fetch_workers_.empty()) {
-      bool merged = false;
-      Result<Served> r = flights_.Do(
-          fkey, [&]() -> Result<Served> { return FetchSparse(obj, index, begin, end); }, &merged,
-          token, deadline);
-      if (merged) ++stats_.singleflight_merged;
-      return CountWaitEnd(std::move(r));
-    }
-    Flights::Joined j =
-        flights_.Join(fkey, Status::Unavailable("the fetch of the range was dropped"));
-    if (j.lease) {
-      FetchJob job{std::make_shared<const ObjectRef>(obj), index, 0, std::move(*j.lease), 0, {}};
-      job.sparse_begin = begin;
-      job.sparse_end = end;
-      SubmitFetch(std::move(job));
-    } else {
-      ++stats_.singleflight_merged;
-    }
-    return CountWaitEnd(Flights::Wait(j.call, token, deadline));
+    return JoinFlight(
+        MakeChunkKey(key, begin / kSparseChunkBytes, end - begin), token, "range",
+        [&] { return FetchSparse(obj, index, begin, end); },
+        [&](Flights::Lease lease) {
+          FetchJob job{std::make_shared<const ObjectRef>(obj), index, 0, std::move(lease), 0, {}};
+          job.sparse_begin = begin;
+          job.sparse_end = end;
+          SubmitFetch(std::move(job));
+        });
   }
 
   // Bytes [begin, end) of block `index` from the origin (one request, pinned to the version),
@@ -1178,28 +1186,12 @@ class TieredCacheImpl final : public TieredCache {
     DemandInFlight demand(&stats_, clock_);
     const uint64_t len = end - begin;
     auto buf = Block::Allocate(len);
-    const uint64_t offset = index * options_.block_size + begin;
-    size_t got = 0;
     ++sparse_fetches_;
-    while (got < len) {
-      ++stats_.origin_requests;
-      const std::span<std::byte> rest = buf->mutable_data().subspan(got, len - got);
-      Result<size_t> n = origin_->ReadPinned(obj.key, offset + got, rest, obj.info);
-      if (!n.ok()) {
-        ++stats_.origin_errors;
-        return n.status().WithContext("reading '" + obj.key + "' at " + std::to_string(offset));
-      }
-      if (*n > rest.size()) return OriginOverrun(obj, *n, rest.size());
-      if (*n == 0) break;
-      got += *n;
-      stats_.origin_bytes += *n;
-      sparse_fetch_bytes_ += *n;
-    }
-    if (got != len) {
-      ++stats_.origin_errors;
-      return Status::FailedPrecondition("object '" + obj.key + "' is shorter than its size " +
-                                        std::to_string(obj.info.size) + "; it changed");
-    }
+    TIERFS_RETURN_IF_ERROR(
+        ReadOriginExact(obj, index * options_.block_size + begin, buf->mutable_data().first(len),
+                        "bytes " + std::to_string(begin) + "+" + std::to_string(len) +
+                            " of block " + std::to_string(index)));
+    sparse_fetch_bytes_ += len;
     buf->set_size(len);
     BlockRef fetched(std::move(buf));
     const BlockKey key = KeyFor(obj, index);
@@ -1377,11 +1369,23 @@ class TieredCacheImpl final : public TieredCache {
 
   Result<BlockRef> FetchFromOrigin(const ObjectRef& obj, uint64_t index, uint64_t expected) {
     auto block = Block::Allocate(expected);
-    const uint64_t offset = index * options_.block_size;
+    TIERFS_RETURN_IF_ERROR(ReadOriginExact(obj, index * options_.block_size,
+                                           block->mutable_data().first(expected),
+                                           "block " + std::to_string(index)));
+    block->set_size(expected);
+    return BlockRef(std::move(block));
+  }
+
+  // Fills `out` with the bytes of `obj` at `offset` from the origin, pinned to its version (one
+  // request, more only if the origin returns short reads), counted in the origin stats. Fewer
+  // bytes than asked for means the object changed: FailedPrecondition (`what` names the part in
+  // the log).
+  Status ReadOriginExact(const ObjectRef& obj, uint64_t offset, std::span<std::byte> out,
+                         const std::string& what) {
     size_t got = 0;
-    while (got < expected) {
+    while (got < out.size()) {
       ++stats_.origin_requests;
-      const std::span<std::byte> rest = block->mutable_data().subspan(got, expected - got);
+      const std::span<std::byte> rest = out.subspan(got);
       Result<size_t> n = origin_->ReadPinned(obj.key, offset + got, rest, obj.info);
       if (!n.ok()) {
         ++stats_.origin_errors;
@@ -1392,16 +1396,15 @@ class TieredCacheImpl final : public TieredCache {
       got += *n;
       stats_.origin_bytes += *n;
     }
-    if (got != expected) {
+    if (got != out.size()) {
       ++stats_.origin_errors;
       Logger(Module::kTierCache)
-          .warn("origin returned {} bytes for block {} of '{}' (expected {}); the object changed",
-                got, index, obj.key, expected);
+          .warn("origin returned {} bytes for {} of '{}' (expected {}); the object changed", got,
+                what, obj.key, out.size());
       return Status::FailedPrecondition("object '" + obj.key + "' is shorter than its size " +
                                         std::to_string(obj.info.size) + "; it changed");
     }
-    block->set_size(got);
-    return BlockRef(std::move(block));
+    return Status::OK();
   }
 
   // A BlobStore claimed more bytes than the buffer it was given: a bug below us, never copied.
@@ -1602,31 +1605,9 @@ class TieredCacheImpl final : public TieredCache {
       copy = std::make_unique_for_overwrite<std::byte[]>(total);
       run = std::span<std::byte>(copy.get(), total);
     }
-    const uint64_t offset = first * bs;
-    size_t got = 0;
-    while (got < total) {
-      ++stats_.origin_requests;
-      const std::span<std::byte> rest = run.subspan(got, total - got);
-      Result<size_t> r = origin_->ReadPinned(obj.key, offset + got, rest, obj.info);
-      if (!r.ok()) {
-        ++stats_.origin_errors;
-        return r.status().WithContext("reading '" + obj.key + "' at " + std::to_string(offset));
-      }
-      if (*r > rest.size()) return OriginOverrun(obj, *r, rest.size());
-      if (*r == 0) break;
-      got += *r;
-      stats_.origin_bytes += *r;
-    }
-    if (got != total) {
-      ++stats_.origin_errors;
-      Logger(Module::kTierCache)
-          .warn(
-              "origin returned {} bytes for blocks {}+{} of '{}' (expected {}); the object "
-              "changed",
-              got, first, n, obj.key, total);
-      return Status::FailedPrecondition("object '" + obj.key + "' is shorter than its size " +
-                                        std::to_string(obj.info.size) + "; it changed");
-    }
+    TIERFS_RETURN_IF_ERROR(
+        ReadOriginExact(obj, first * bs, run.first(total),
+                        "blocks " + std::to_string(first) + "+" + std::to_string(n)));
     std::vector<BlockRef> out;
     out.reserve(n);
     for (uint64_t k = 0; k < n; ++k) {
