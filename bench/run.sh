@@ -851,6 +851,7 @@ run_multijob() {
       case "$mode" in
         always) printf '[cache]\nadmit = "always"\nadmit_scan_percent = 0\nsparse_read_max = 0\n' ;;  # before issue 11
         default) printf '# the defaults\n' ;;
+        noproj) printf '[cache]\nsparse_read_max = 0\n' ;;  # the defaults without projected reads
         reuse) printf '[cache]\nadmit = "reuse"\n' ;;
         *) log "multijob: unknown mode $mode"; continue ;;
       esac >"$cfg"

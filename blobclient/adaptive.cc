@@ -30,24 +30,27 @@ void LatencyTracker::Record(std::chrono::nanoseconds ttfb, std::chrono::nanoseco
   const int64_t t = std::max<int64_t>(0, ttfb.count());
   const int64_t body = std::max<int64_t>(0, total.count() - t);
   MutexLock l(&mu_);
-  ttfb_ns_[ttfb_count_ % kWindow] = t;
-  ++ttfb_count_;
+  const size_t k = ClassOf(bytes);
+  Rings& c = rings_[k];
+  c.ttfb_ns[c.ttfb_count % kWindow] = t;
+  ++c.ttfb_count;
   if (bytes >= kMinBytesForRate) {
-    ns_per_kib_[rate_count_ % kWindow] =
+    c.ns_per_kib[c.rate_count % kWindow] =
         static_cast<int64_t>(static_cast<double>(body) * 1024.0 / static_cast<double>(bytes));
-    ++rate_count_;
+    ++c.rate_count;
   }
-  const size_t n = static_cast<size_t>(std::min<uint64_t>(ttfb_count_, kWindow));
-  if (n >= static_cast<size_t>(kMinSamples)) ttfb_p95_ns_ = Quantile(ttfb_ns_, n, 0.95);
-  const size_t m = static_cast<size_t>(std::min<uint64_t>(rate_count_, kWindow));
-  if (m > 0) ns_per_kib_p50_ = Quantile(ns_per_kib_, m, 0.5);
+  const size_t n = static_cast<size_t>(std::min<uint64_t>(c.ttfb_count, kWindow));
+  if (n >= static_cast<size_t>(kMinSamples)) ttfb_p95_ns_[k] = Quantile(c.ttfb_ns, n, 0.95);
+  const size_t m = static_cast<size_t>(std::min<uint64_t>(c.rate_count, kWindow));
+  if (m > 0) ns_per_kib_p50_[k] = Quantile(c.ns_per_kib, m, 0.5);
 }
 
 std::optional<std::chrono::nanoseconds> LatencyTracker::ExpectedP95(uint64_t bytes) const {
-  const int64_t p95 = ttfb_p95_ns_.load();
+  const size_t k = ClassOf(bytes);
+  const int64_t p95 = ttfb_p95_ns_[k].load();
   if (p95 < 0) return std::nullopt;
   const double transfer =
-      static_cast<double>(ns_per_kib_p50_.load()) * static_cast<double>(bytes) / 1024.0;
+      static_cast<double>(ns_per_kib_p50_[k].load()) * static_cast<double>(bytes) / 1024.0;
   return std::chrono::nanoseconds(p95 + static_cast<int64_t>(transfer));
 }
 

@@ -1,11 +1,15 @@
 // Adaptive request control for one endpoint (internal to blobclient/): a streaming latency
 // estimate that decides when a GET is late enough to hedge, and an AIMD concurrency limiter.
 //
-// LatencyTracker keeps the last kWindow successful GETs of a store and models a GET of `bytes`
-// as  time-to-first-byte + bytes × transfer-time-per-byte. Hedging compares a request's age
-// with ExpectedP95(bytes) = p95(ttfb) + bytes × median(time per byte): the p95 captures the
-// queueing/seek tail of the server, the size term keeps a 4 MiB GET from being "late" next to
-// 4 KiB ones. Until kMinSamples samples exist it has no opinion (no hedging on a cold store).
+// LatencyTracker keeps the last kWindow successful GETs of a store per size class (under
+// kLargeBytes, and from it on) and models a GET of `bytes` as  time-to-first-byte + bytes ×
+// transfer-time-per-byte. Hedging compares a request's age with ExpectedP95(bytes) = p95(ttfb)
+// + bytes × median(time per byte) of its class: the p95 captures the queueing/seek tail of the
+// server, the size term keeps a 4 MiB GET from being "late" next to 4 KiB ones, and the classes
+// keep many small GETs (projected reads) from making the time to first byte of large ones (a
+// server reads more before it answers) look late: without them every readahead run was hedged
+// and seen as a latency spike. Until a class has kMinSamples samples it has no opinion (no
+// hedging on a cold store).
 //
 // AimdLimiter bounds the requests of a store in flight by a limit that adapts: +1 after `limit`
 // successes while the limit is actually used (additive increase, about +1 per round trip), ×½ on
@@ -32,30 +36,38 @@ class LatencyTracker {
   static constexpr int kMinSamples = 20;
   // Bodies smaller than this say little about transfer speed; only their TTFB is recorded.
   static constexpr uint64_t kMinBytesForRate = 16 * 1024;
+  // GETs of at least this many bytes are modelled apart from smaller ones.
+  static constexpr uint64_t kLargeBytes = 1 << 20;
 
   // One successful GET: time to the first response byte, time to the end, body bytes.
   void Record(std::chrono::nanoseconds ttfb, std::chrono::nanoseconds total, uint64_t bytes)
       EXCLUDES(mu_);
 
-  // The p95-ish completion time of a GET of `bytes`; nullopt until kMinSamples were recorded.
+  // The p95-ish completion time of a GET of `bytes`; nullopt until kMinSamples GETs of its size
+  // class were recorded.
   std::optional<std::chrono::nanoseconds> ExpectedP95(uint64_t bytes) const;
 
-  // p95 of the time to first byte, 0 until kMinSamples were recorded.
+  // p95 of the time to first byte (the larger of the classes'), 0 until kMinSamples were
+  // recorded in one.
   std::chrono::nanoseconds TtfbP95() const {
-    return std::chrono::nanoseconds(std::max<int64_t>(0, ttfb_p95_ns_.load()));
+    return std::chrono::nanoseconds(
+        std::max<int64_t>(0, std::max(ttfb_p95_ns_[0].load(), ttfb_p95_ns_[1].load())));
   }
 
  private:
-  mutable Mutex mu_;
-  // State below is protected by mu_.
-  std::array<int64_t, kWindow> ttfb_ns_ GUARDED_BY(mu_){};
-  std::array<int64_t, kWindow> ns_per_kib_ GUARDED_BY(mu_){};
-  uint64_t ttfb_count_ GUARDED_BY(mu_) = 0;
-  uint64_t rate_count_ GUARDED_BY(mu_) = 0;
+  struct Rings {
+    std::array<int64_t, kWindow> ttfb_ns{};
+    std::array<int64_t, kWindow> ns_per_kib{};
+    uint64_t ttfb_count = 0;
+    uint64_t rate_count = 0;
+  };
+  static size_t ClassOf(uint64_t bytes) { return bytes >= kLargeBytes ? 1 : 0; }
 
-  // Derived after every Record, read without the lock: -1 = not enough samples yet.
-  std::atomic<int64_t> ttfb_p95_ns_{-1};
-  std::atomic<int64_t> ns_per_kib_p50_{0};
+  mutable Mutex mu_;
+  std::array<Rings, 2> rings_ GUARDED_BY(mu_);  // per size class
+  // Derived after every Record, read without the lock, per size class: -1 = not enough samples.
+  std::array<std::atomic<int64_t>, 2> ttfb_p95_ns_{-1, -1};
+  std::array<std::atomic<int64_t>, 2> ns_per_kib_p50_{0, 0};
 };
 
 class AimdLimiter {

@@ -48,17 +48,32 @@ TEST(LatencyTrackerTest, P95FollowsTheTailAndScalesWithSize) {
     t.Record(ttfb, ttfb + milliseconds(8), 1 << 20);
   }
   EXPECT_EQ(t.TtfbP95(), milliseconds(50));
-  auto small = t.ExpectedP95(0);
-  auto big = t.ExpectedP95(4 << 20);
-  ASSERT_TRUE(small && big);
-  EXPECT_EQ(*small, milliseconds(50));
-  const double extra_ms = std::chrono::duration<double, std::milli>(*big - *small).count();
+  auto one = t.ExpectedP95(1 << 20);
+  auto big = t.ExpectedP95(5 << 20);
+  ASSERT_TRUE(one && big);
+  using Ms = std::chrono::duration<double, std::milli>;
+  EXPECT_NEAR(Ms(*one).count(), 58.0, 0.5);
+  const double extra_ms = Ms(*big - *one).count();
   EXPECT_NEAR(extra_ms, 32.0, 0.5);
+  EXPECT_FALSE(t.ExpectedP95(4096).has_value());  // no small GET seen yet: no opinion on one
   // Old samples age out of the window.
   for (int i = 0; i < blobclient::LatencyTracker::kWindow; ++i) {
-    t.Record(milliseconds(1), milliseconds(2), 100);
+    t.Record(milliseconds(1), milliseconds(2), 1 << 20);
   }
   EXPECT_EQ(t.TtfbP95(), milliseconds(1));
+}
+
+TEST(LatencyTrackerTest, ManySmallGetsDoNotMakeLargeOnesLate) {
+  blobclient::LatencyTracker t;
+  // Readahead runs answer after 40 ms; projected reads of 64 KiB after 1 ms, many more of them.
+  for (int i = 0; i < 30; ++i) t.Record(milliseconds(40), milliseconds(80), 8 << 20);
+  for (int i = 0; i < 120; ++i) t.Record(milliseconds(1), milliseconds(2), 64 << 10);
+  auto large = t.ExpectedP95(8 << 20);
+  auto small = t.ExpectedP95(64 << 10);
+  ASSERT_TRUE(large && small);
+  EXPECT_GE(*large, milliseconds(79));  // 40 ms to the first byte + 40 ms of body
+  EXPECT_LT(*small, milliseconds(5));
+  EXPECT_EQ(t.TtfbP95(), milliseconds(40));
 }
 
 TEST(AimdLimiterTest, HalvesOncePerWindowAndGrowsWhenUsed) {
