@@ -957,6 +957,7 @@ elif [[ $ONLY == rand ]]; then
   IFS=, read -r -a TOOL_LIST <<<"$TOOLS"
   for t in "${TOOL_LIST[@]}"; do
     [[ $t == tierfs || $t == s3fs || $t == rclone ]] || continue
+    mkdir -p "$OUT/raw/$t"
     drop_caches
     if mount_tool "$t" rand-cold; then
       fio_rand "$t" rand128k-cold 128k "$BIG1"
