@@ -92,17 +92,22 @@ using Flights = SingleFlight<BlockKey, Result<Served>, BlockKeyHash>;
 // The remote part of one demand read's block, for the fetch pool.
 struct FetchJob {
   std::shared_ptr<const ObjectRef> obj;
-  uint64_t index = 0;
-  uint64_t expected = 0;
-  Flights::Lease lease;
-  // A small object fetched whole: the leases of its other blocks, so that `lease` and these
-  // cover blocks [run_first, run_first + others.size() + 1) in order, `index` left out.
+  uint64_t index = 0;     // the demand read's block
+  uint64_t expected = 0;  // its length
+  // The claimed blocks [run_first, run_first + leases.size()) in order, `index` among them:
+  // one, or a small object's blocks fetched whole (ClaimRestOfSmallObject).
   uint64_t run_first = 0;
-  std::vector<Flights::Lease> others;
+  std::vector<Flights::Lease> leases;
   // A projected read (TieredCacheOptions::sparse_read_max): only bytes [sparse_begin,
-  // sparse_end) of block `index`; `lease` is the stretch's flight. sparse_end == 0: the block.
+  // sparse_end) of block `index`; leases[0] is the stretch's flight. sparse_end == 0: blocks.
   uint64_t sparse_begin = 0;
   uint64_t sparse_end = 0;
+
+  FetchJob(std::shared_ptr<const ObjectRef> o, uint64_t i, uint64_t len, Flights::Lease lease)
+      : obj(std::move(o)), index(i), expected(len), run_first(i) {
+    leases.push_back(std::move(lease));
+  }
+  Flights::Lease& demand() { return leases[index - run_first]; }
 };
 
 // Projected reads fetch whole pages (the kernel's unit).
@@ -833,8 +838,7 @@ class TieredCacheImpl final : public TieredCache {
             lease.Complete(std::move(b));
             return;
           }
-          FetchJob job{
-              std::make_shared<const ObjectRef>(obj), index, expected, std::move(lease), 0, {}};
+          FetchJob job(std::make_shared<const ObjectRef>(obj), index, expected, std::move(lease));
           ClaimRestOfSmallObject(&job);
           SubmitFetch(std::move(job));
         });
@@ -906,38 +910,44 @@ class TieredCacheImpl final : public TieredCache {
     const ObjectRef& obj = *job->obj;
     const uint64_t n = NumBlocks(obj);
     if (n < 2 || obj.info.size > small_object_bytes_) return;
-    auto claim = [&](uint64_t i) -> std::optional<Flights::Lease> {
-      const BlockKey key = KeyFor(obj, i);
-      std::optional<Flights::Lease> lease =
-          CachedAnywhere(key)
-              ? std::nullopt
-              : flights_.TryClaim(key, Status::Unavailable("the fetch of the object was dropped"));
-      if (lease && CachedAnywhere(key)) {
-        // A leader finished between the check and the claim: serve its waiters from the host.
-        if (Served b = FetchFromHostTiers(obj, key, ExpectedLength(obj, i)); b.block) {
-          lease->Complete(std::move(b));
-          return std::nullopt;
-        }
-      }
-      return lease;
-    };
+    const std::string_view why = "the fetch of the object was dropped";
     std::vector<Flights::Lease> before;  // job->index - 1, job->index - 2, ...
     for (uint64_t i = job->index; i-- > 0;) {
-      std::optional<Flights::Lease> l = claim(i);
+      std::optional<Flights::Lease> l = TryClaimUncached(obj, i, why);
       if (!l) break;
       before.push_back(std::move(*l));
     }
-    job->run_first = job->index - before.size();
+    std::vector<Flights::Lease> leases;
     while (!before.empty()) {
-      job->others.push_back(std::move(before.back()));
+      leases.push_back(std::move(before.back()));
       before.pop_back();
     }
+    job->run_first = job->index - leases.size();
+    leases.push_back(std::move(job->leases[0]));
     for (uint64_t i = job->index + 1; i < n; ++i) {
-      std::optional<Flights::Lease> l = claim(i);
+      std::optional<Flights::Lease> l = TryClaimUncached(obj, i, why);
       if (!l) break;
-      job->others.push_back(std::move(*l));
+      leases.push_back(std::move(*l));
     }
-    if (!job->others.empty()) ++whole_fetches_;
+    job->leases = std::move(leases);
+    if (job->leases.size() > 1) ++whole_fetches_;
+  }
+
+  // Claims block `i` of `obj` for a fetch when no host tier holds it and no one else fetches it
+  // (nullopt otherwise). A leader that finished between the check and the claim is caught: its
+  // block, from the host tiers, goes to whoever waits on the claim, and nothing is claimed.
+  std::optional<Flights::Lease> TryClaimUncached(const ObjectRef& obj, uint64_t i,
+                                                 std::string_view why) {
+    const BlockKey key = KeyFor(obj, i);
+    if (CachedAnywhere(key)) return std::nullopt;
+    std::optional<Flights::Lease> lease = flights_.TryClaim(key, Status::Unavailable(why));
+    if (lease && CachedAnywhere(key)) {
+      if (Served b = FetchFromHostTiers(obj, key, ExpectedLength(obj, i)); b.block) {
+        lease->Complete(std::move(b));
+        return std::nullopt;
+      }
+    }
+    return lease;
   }
 
   // Queues `job` for the fetch pool; a full queue completes it with Unavailable at once.
@@ -953,8 +963,9 @@ class TieredCacheImpl final : public TieredCache {
     Logger(Module::kTierCache)
         .warn("{} origin fetches queued: failing the read of '{}' block {}",
               options_.fetch_queue_limit, job.obj->key, job.index);
-    job.lease.Complete(
-        Status::Unavailable("too many fetches queued (the origin is not keeping up)"));
+    for (Flights::Lease& l : job.leases) {
+      l.Complete(Status::Unavailable("too many fetches queued (the origin is not keeping up)"));
+    }
   }
 
   void FetchLoop(std::stop_token st, int n) {
@@ -970,32 +981,28 @@ class TieredCacheImpl final : public TieredCache {
         fetch_queue_.pop_front();
       }
       if (job->sparse_end > 0) {
-        if (flights_.AbandonIfUnwaited(job->lease,
+        if (flights_.AbandonIfUnwaited(job->leases[0],
                                        Status::Cancelled("every reader of the range gave up"))) {
           ++stats_.fetch_abandoned;
           continue;
         }
-        job->lease.Complete(FetchSparse(*job->obj, job->index, job->sparse_begin, job->sparse_end));
+        job->leases[0].Complete(
+            FetchSparse(*job->obj, job->index, job->sparse_begin, job->sparse_end));
         continue;
       }
-      if (!job->others.empty()) {
+      if (job->leases.size() > 1) {
         // A small object fetched whole (other readers may wait for its other blocks: it is
         // fetched even when this block's reader gave up).
-        std::vector<Flights::Lease> leases;
-        leases.reserve(job->others.size() + 1);
-        for (uint64_t i = job->run_first, k = 0; leases.size() < job->others.size() + 1; ++i) {
-          leases.push_back(i == job->index ? std::move(job->lease) : std::move(job->others[k++]));
-        }
-        FetchClaimedRun(*job->obj, job->run_first, leases, /*readahead=*/false);
+        FetchClaimedRun(*job->obj, job->run_first, job->leases, /*readahead=*/false);
         continue;
       }
-      if (flights_.AbandonIfUnwaited(job->lease,
+      if (flights_.AbandonIfUnwaited(job->demand(),
                                      Status::Cancelled("every reader of the block gave up"))) {
         ++stats_.fetch_abandoned;
         continue;
       }
-      const BlockKey key = job->lease.key();
-      job->lease.Complete(FetchFromRemote(*job->obj, job->index, key, job->expected));
+      const BlockKey key = job->demand().key();
+      job->demand().Complete(FetchFromRemote(*job->obj, job->index, key, job->expected));
     }
   }
 
@@ -1172,7 +1179,7 @@ class TieredCacheImpl final : public TieredCache {
         MakeChunkKey(key, begin / kSparseChunkBytes, end - begin), token, "range",
         [&] { return FetchSparse(obj, index, begin, end); },
         [&](Flights::Lease lease) {
-          FetchJob job{std::make_shared<const ObjectRef>(obj), index, 0, std::move(lease), 0, {}};
+          FetchJob job(std::make_shared<const ObjectRef>(obj), index, 0, std::move(lease));
           job.sparse_begin = begin;
           job.sparse_end = end;
           SubmitFetch(std::move(job));
@@ -1488,21 +1495,11 @@ class TieredCacheImpl final : public TieredCache {
   // them and no one else fetches them, and reads them as one run (FetchClaimedRun). Returns how
   // many blocks it handled (0: none could be claimed; the caller takes the one-block path).
   uint64_t FetchRun(const ObjectRef& obj, uint64_t first, uint64_t end) {
-    using Lease = Flights::Lease;
-    std::vector<Lease> leases;
+    std::vector<Flights::Lease> leases;
     for (uint64_t j = first; j < end && leases.size() < run_blocks_; ++j) {
-      const BlockKey key = KeyFor(obj, j);
-      if (CachedAnywhere(key)) break;
-      std::optional<Lease> lease =
-          flights_.TryClaim(key, Status::Unavailable("readahead of the block was abandoned"));
+      std::optional<Flights::Lease> lease =
+          TryClaimUncached(obj, j, "readahead of the block was abandoned");
       if (!lease) break;
-      if (CachedAnywhere(key)) {
-        // A leader finished between the check and the claim: serve whoever waits on us from
-        // the tiers, and end the run here.
-        lease->Complete(FetchBelowL1(obj, j, key, ExpectedLength(obj, j)));
-        if (leases.empty()) return 1;
-        break;
-      }
       leases.push_back(std::move(*lease));
     }
     if (leases.empty()) return 0;
