@@ -119,7 +119,7 @@ struct TieredCacheOptions {
   // up to 4 KiB, one origin request, kept in the host tiers as sparse entries (MakeChunkKey: each
   // chunk's fetched prefix). A reader that would make three quarters of a block's chunks present
   // fetches the whole block instead (dense completion); sequential readers get whole blocks from
-  // readahead. Such reads under 128 KiB do not count towards the random-read hydration of the file
+  // readahead. Such reads under 96 KiB do not count towards the random-read hydration of the file
   // (Prefetcher). 0: off. daemon/: cache.sparse_read_max.
   uint64_t sparse_read_max = 128ULL << 10;
   // Owned threads that fetch blocks from the remote tiers (L3, origin) for demand reads given a

@@ -249,13 +249,14 @@ TEST_F(PrefetcherTest, SmallProjectedMissesRestartTheHydrationCount) {
   // A column reader: scattered 16-64 KiB ranges, with a larger read now and then (the kernel's
   // readahead), and ranges a block apart (not a scan for a projected read): never hydrated.
   for (uint64_t i = 0; i < 60; ++i) {
-    const uint64_t size = i % 3 == 2 ? (128 << 10) : ((16 + i % 49) << 10);
+    const uint64_t size = i % 3 == 2 ? (112 << 10) : ((16 + i % 49) << 10);
     p.OnRead(&s, ((i * 37) % 60) * (64 << 10) + 4096, size);
   }
   EXPECT_EQ(p.Stats().random_hydrations.load(), 0u);
   EXPECT_EQ(p.Stats().readahead_requests.load(), 0u);
-  // Four large random misses in a row (fio's 128 KiB reads): hydrated.
-  for (uint64_t b : {9u, 3u, 12u, 6u}) p.OnRead(&s, b * kBlock + 8192, 128 << 10);
+  // Four random misses of 112 KiB samples in a row (a ResNet-50 record file): hydrated.
+  ASSERT_TRUE((*cache)->ReadsSparse(obj, 0, 114688));  // projected, yet a dense reader's size
+  for (uint64_t b : {9u, 3u, 12u, 6u}) p.OnRead(&s, b * kBlock + 8192, 114688);
   EXPECT_EQ(p.Stats().random_hydrations.load(), 1u);
 }
 
