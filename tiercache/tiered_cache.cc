@@ -176,6 +176,10 @@ class TieredCacheImpl final : public TieredCache {
         small_object_bytes_(
             std::min(options.small_object_bytes,
                      RunBlocks(options) * std::max<uint64_t>(1, options.block_size))),
+        host_tiers_(static_cast<size_t>(
+            std::find_if(tiers_.begin(), tiers_.end(),
+                         [](const auto& t) { return t->kind() != TierKind::kHost; }) -
+            tiers_.begin())),
         admission_(options.admission, AdmittedTierCapacity(tiers_), options.block_size),
         queue_cv_(&queue_mu_),
         fetch_cv_(&fetch_mu_) {
@@ -1010,6 +1014,7 @@ class TieredCacheImpl final : public TieredCache {
   // 32 KiB chunk of a block that a projected read fetched, stored in the host tiers under
   // MakeChunkKey(block, chunk, its length): a whole chunk, or up to the 4 KiB page where the read
   // ended (or the block's end).
+  //
   // Whether reads of `obj` can be projected at all: on, blocks of at least four chunks (else a
   // chunk is most of a block), and not a small object (fetched whole).
   bool SparseObject(const ObjectRef& obj) const {
@@ -1033,35 +1038,35 @@ class TieredCacheImpl final : public TieredCache {
     return out;
   }
 
+  // Where a sparse entry of chunk `c` of block `key` covering its first `need` bytes (0: any)
+  // is: the fastest host tier holding one, and its length; nullopt when none does.
+  std::optional<std::pair<size_t, uint64_t>> ChunkHolder(const BlockKey& key, uint64_t block_len,
+                                                         uint64_t c, uint64_t need) {
+    for (uint64_t len : ChunkEntryLengths(block_len, c, need)) {
+      const BlockKey ck = MakeChunkKey(key, c, len);
+      for (size_t t = 0; t < host_tiers_; ++t) {
+        if (tiers_[t]->Contains(ck)) return std::make_pair(t, len);
+      }
+    }
+    return std::nullopt;
+  }
+
   // The sparse entry of chunk `c` of block `key` that covers its first `need` bytes, from the
   // fastest host tier holding one (copied up into the faster ones), or a null block.
   Served FindChunk(const ObjectRef& obj, const BlockKey& key, uint64_t block_len, uint64_t c,
                    uint64_t need) {
-    for (uint64_t len : ChunkEntryLengths(block_len, c, need)) {
-      const BlockKey ck = MakeChunkKey(key, c, len);
-      for (size_t t = 0; t < tiers_.size() && tiers_[t]->kind() == TierKind::kHost; ++t) {
-        if (!tiers_[t]->Contains(ck)) continue;
-        if (options_.placement) {
-          const Placement p = options_.placement(obj.key);
-          if (p.ttl != std::chrono::nanoseconds::max() && ExpireIfOlder(ck, p.ttl)) break;
-        }
-        if (BlockRef b = TryTier(t, ck, len)) {
-          if (t > 0) CopyUp(obj, ck, b, t);
-          return Served{std::move(b), static_cast<int>(t)};
-        }
-      }
+    const auto held = ChunkHolder(key, block_len, c, need);
+    if (!held) return Served{};
+    const auto [t, len] = *held;
+    const BlockKey ck = MakeChunkKey(key, c, len);
+    if (options_.placement) {
+      const Placement p = options_.placement(obj.key);
+      if (p.ttl != std::chrono::nanoseconds::max() && ExpireIfOlder(ck, p.ttl)) return Served{};
     }
-    return Served{};
-  }
-
-  bool HasChunkEntry(const BlockKey& key, uint64_t block_len, uint64_t c) {
-    for (uint64_t len : ChunkEntryLengths(block_len, c, 0)) {
-      const BlockKey ck = MakeChunkKey(key, c, len);
-      for (size_t t = 0; t < tiers_.size() && tiers_[t]->kind() == TierKind::kHost; ++t) {
-        if (tiers_[t]->Contains(ck)) return true;
-      }
-    }
-    return false;
+    BlockRef b = TryTier(t, ck, len);  // null: a bad copy (erased): fetched again
+    if (!b) return Served{};
+    if (t > 0) CopyUp(obj, ck, b, t);
+    return Served{std::move(b), static_cast<int>(t)};
   }
 
   // Calls fn(tier, key) for every host tier and every key `obj` can have there: its blocks and
@@ -1098,8 +1103,8 @@ class TieredCacheImpl final : public TieredCache {
     const std::optional<BlockSlice> kWholeBlock;
     const BlockKey key = KeyFor(obj, index);
     if (CachedAnywhere(key) || flights_.InFlight(key)) return kWholeBlock;
-    for (const auto& t : tiers_) {
-      if (t->kind() == TierKind::kShared && t->Contains(key)) return kWholeBlock;
+    for (size_t t = host_tiers_; t < tiers_.size(); ++t) {
+      if (tiers_[t]->Contains(key)) return kWholeBlock;  // a shared tier (L3) holds it whole
     }
     const uint64_t cb = kSparseChunkBytes;
     const uint64_t block_len = ExpectedLength(obj, index);
@@ -1123,7 +1128,7 @@ class TieredCacheImpl final : public TieredCache {
       const uint64_t nchunks = (block_len + cb - 1) / cb;
       uint64_t present = c1 - missing + 1;
       for (uint64_t c = 0; c < nchunks; ++c) {
-        if ((c < missing || c > c1) && HasChunkEntry(key, block_len, c)) ++present;
+        if ((c < missing || c > c1) && ChunkHolder(key, block_len, c, 0)) ++present;
       }
       if (4 * present >= 3 * nchunks) {
         ++sparse_dense_;
@@ -1202,15 +1207,13 @@ class TieredCacheImpl final : public TieredCache {
     buf->set_size(len);
     BlockRef fetched(std::move(buf));
     const BlockKey key = KeyFor(obj, index);
-    size_t host = 0;
-    while (host < tiers_.size() && tiers_[host]->kind() == TierKind::kHost) ++host;
     for (uint64_t c = begin / kSparseChunkBytes; c * kSparseChunkBytes < end; ++c) {
       const uint64_t from = c * kSparseChunkBytes;
       const uint64_t n = std::min(kSparseChunkBytes, end - from);
       auto e = Block::Allocate(n);
       std::memcpy(e->mutable_data().data(), fetched->data().data() + (from - begin), n);
       e->set_size(n);
-      CopyUp(obj, MakeChunkKey(key, c, n), BlockRef(std::move(e)), host);
+      CopyUp(obj, MakeChunkKey(key, c, n), BlockRef(std::move(e)), host_tiers_);
     }
     return Served{std::move(fetched), kOriginTier};
   }
@@ -1631,6 +1634,7 @@ class TieredCacheImpl final : public TieredCache {
   const size_t queue_limit_;  // in blocks
   const uint64_t run_blocks_;
   const uint64_t small_object_bytes_;
+  const size_t host_tiers_;  // tiers_[0, host_tiers_) are host tiers (L1, L2), the rest shared
 
   CacheStats stats_;
   Admission admission_;
