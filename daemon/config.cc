@@ -141,6 +141,13 @@ const std::vector<KeySpec>& Schema() {
        [](const Value& v, DaemonOptions* o) {
          return NarrowInt(v.i, 0, 1000000, &o->cache.promote_hits);
        }},
+      {"cache", "whole_object_max", Kind::kSize,
+       [](const Value& v, DaemonOptions* o) {
+         // Capped at one readahead run when the cache is built (TieredCache::small_object_bytes).
+         if (v.size > (1ULL << 30)) return Status::InvalidArgument("must be at most 1GiB");
+         o->cache.small_object_bytes = v.size;
+         return Status::OK();
+       }},
       {"cache", "sparse_read_max", Kind::kSize,
        [](const Value& v, DaemonOptions* o) {
          if (v.size > (1ULL << 30)) return Status::InvalidArgument("must be at most 1GiB");

@@ -50,6 +50,8 @@ const std::map<std::string, Getter, std::less<>>& Getters() {
       {"cache.l2_splice", [](const DaemonOptions& o) { return Bool(o.cache.file_slices); }},
       {"cache.l2_promote_hits",
        [](const DaemonOptions& o) { return fmt::to_string(o.cache.promote_hits); }},
+      {"cache.whole_object_max",
+       [](const DaemonOptions& o) { return Size(o.cache.small_object_bytes); }},
       {"cache.sparse_read_max",
        [](const DaemonOptions& o) { return Size(o.cache.sparse_read_max); }},
       {"cache.admit",

@@ -524,6 +524,18 @@ TEST(ConfigTest, MetricsAddressFromFileAndFlag) {
   EXPECT_FALSE(ApplyConfigText("[metrics]\nadress = \"127.0.0.1:1\"\n", "t.toml", &typo).ok());
 }
 
+TEST(ConfigTest, WholeObjectMaxSetsTheSmallObjectSizeAndNamesTheKeyWhenTooLarge) {
+  DaemonOptions o = Base();
+  ASSERT_TRUE(ApplyConfigText("[cache]\nwhole_object_max = \"8MiB\"\n", "t.toml", &o).ok());
+  EXPECT_EQ(o.cache.small_object_bytes, 8ULL << 20);
+  ASSERT_TRUE(ApplyConfigText("[cache]\nwhole_object_max = 0\n", "t.toml", &o).ok());
+  EXPECT_EQ(o.cache.small_object_bytes, 0u);
+  const std::string m =
+      Err(ApplyConfigText("[cache]\nwhole_object_max = \"2GiB\"\n", "t.toml", &o));
+  EXPECT_TRUE(Contains(m, "key 'cache.whole_object_max'")) << m;
+  EXPECT_EQ(o.cache.small_object_bytes, 0u);
+}
+
 TEST(ConfigTest, ShippedDefaultConfigParses) {
   // packaging/tierfs.toml documents every key with its default: it must parse and change nothing.
   std::string here = __FILE__;  // .../tests/daemon/config_test.cc
@@ -547,6 +559,7 @@ TEST(ConfigTest, ShippedDefaultConfigParses) {
   EXPECT_EQ(o.origin.max_attempts, d.origin.max_attempts);
   EXPECT_EQ(o.fuse.allow_other, d.fuse.allow_other);
   EXPECT_EQ(o.meta.map_size, d.meta.map_size);
+  EXPECT_EQ(o.cache.small_object_bytes, d.cache.small_object_bytes);
 }
 
 }  // namespace
