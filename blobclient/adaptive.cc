@@ -54,6 +54,22 @@ std::optional<std::chrono::nanoseconds> LatencyTracker::ExpectedP95(uint64_t byt
   return std::chrono::nanoseconds(p95 + static_cast<int64_t>(transfer));
 }
 
+void HedgeBudget::OnGet() {
+  int64_t cur = hundredths_.load(std::memory_order_relaxed);
+  while (cur < kBurst * 100 &&
+         !hundredths_.compare_exchange_weak(cur, std::min(kBurst * 100, cur + earn_),
+                                            std::memory_order_relaxed)) {
+  }
+}
+
+bool HedgeBudget::TrySpend() {
+  int64_t cur = hundredths_.load(std::memory_order_relaxed);
+  while (cur >= 100) {
+    if (hundredths_.compare_exchange_weak(cur, cur - 100, std::memory_order_relaxed)) return true;
+  }
+  return false;
+}
+
 AimdLimiter::AimdLimiter(int initial, int max)
     : max_(std::max(1, max)), limit_(std::clamp(initial, 1, std::max(1, max))) {}
 

@@ -291,8 +291,10 @@ struct S3Options {
   // Hedged GETs: a ranged GET of at most hedge_max_bytes still unanswered after
   // max(hedge_min_delay, the store's recent p95 for that size) gets one duplicate; the first
   // successful answer wins and the other is cancelled. Needs ~20 completed GETs of history before
-  // it starts; a duplicate is only sent if the concurrency limit has room.
+  // it starts; a duplicate is only sent if the concurrency limit has room, and at most
+  // hedge_percent % of GETs are hedged (blobclient::HedgeBudget, bursts of up to 10).
   bool hedge = true;
+  int hedge_percent = 5;
   std::chrono::milliseconds hedge_min_delay{20};
   uint64_t hedge_max_bytes = 8ull << 20;
   // Reads larger than part_size are split into ranged GETs of part_size bytes, at most

@@ -676,6 +676,7 @@ class S3BlobStore final : public BlobStore {
           p.hedge_tried = false;
           p.started = SteadyClock::now();
           p.primary = submit(i, false, &p.out, nullptr);
+          hedge_budget_.OnGet();
           ++in_flight;
           ++running;
         }
@@ -694,7 +695,8 @@ class S3BlobStore final : public BlobStore {
             continue;
           }
           p.hedge_tried = true;
-          if (!limiter_.TryAcquire()) continue;
+          if (!hedge_budget_.TrySpend()) continue;
+          if (!limiter_.TryAcquire()) continue;  // (the spent hedge is not refunded: rare)
           p.hedge_buf = std::make_shared<std::vector<std::byte>>(p.out.size());
           p.hedge_span = std::make_shared<std::span<std::byte>>(*p.hedge_buf);
           ++hedges_issued_;
@@ -1030,6 +1032,7 @@ class S3BlobStore final : public BlobStore {
   // Thread-safe themselves.
   blobclient::LatencyTracker tracker_;
   blobclient::AimdLimiter limiter_{options_.initial_concurrency, options_.max_connections};
+  blobclient::HedgeBudget hedge_budget_{options_.hedge_percent};
 };
 
 }  // namespace
@@ -1140,6 +1143,9 @@ Result<std::unique_ptr<BlobStore>> NewS3BlobStore(const S3Options& options,
   }
   if (options.hedge_min_delay.count() < 0) {
     return Status::InvalidArgument("s3: hedge_min_delay must be >= 0");
+  }
+  if (options.hedge_percent < 0 || options.hedge_percent > 100) {
+    return Status::InvalidArgument("s3: hedge_percent must be 0..100");
   }
   if (options.backoff_base.count() < 0 || options.backoff_max < options.backoff_base) {
     return Status::InvalidArgument("s3: need 0 <= backoff_base <= backoff_max");

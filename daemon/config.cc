@@ -374,6 +374,12 @@ const std::vector<KeySpec>& Schema() {
          o->l3_store.hedge_min_delay = ToMillis(v.duration);
          return Status::OK();
        }},
+      {"s3", "hedge_percent", Kind::kInt,
+       [](const Value& v, DaemonOptions* o) {
+         TIERFS_RETURN_IF_ERROR(NarrowInt(v.i, 0, 100, &o->origin.hedge_percent));
+         o->l3_store.hedge_percent = o->origin.hedge_percent;
+         return Status::OK();
+       }},
       {"s3", "hedge_max_size", Kind::kSize,
        [](const Value& v, DaemonOptions* o) {
          o->origin.hedge_max_bytes = v.size;

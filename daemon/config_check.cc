@@ -156,6 +156,8 @@ const std::map<std::string, Getter, std::less<>>& Getters() {
       {"s3.hedge", [](const DaemonOptions& o) { return Bool(o.origin.hedge); }},
       {"s3.hedge_min_delay", [](const DaemonOptions& o) { return Dur(o.origin.hedge_min_delay); }},
       {"s3.hedge_max_size", [](const DaemonOptions& o) { return Size(o.origin.hedge_max_bytes); }},
+      {"s3.hedge_percent",
+       [](const DaemonOptions& o) { return fmt::to_string(o.origin.hedge_percent); }},
       {"s3.part_size", [](const DaemonOptions& o) { return Size(o.origin.part_size); }},
       {"s3.max_parts_in_flight",
        [](const DaemonOptions& o) { return fmt::to_string(o.origin.max_parts_in_flight); }},

@@ -76,6 +76,29 @@ TEST(LatencyTrackerTest, ManySmallGetsDoNotMakeLargeOnesLate) {
   EXPECT_EQ(t.TtfbP95(), milliseconds(40));
 }
 
+TEST(HedgeBudgetTest, AHedgeCostsTwentyGetsAtFivePercentAndSavingsAreCapped) {
+  using blobclient::HedgeBudget;
+  HedgeBudget b(5);
+  EXPECT_FALSE(b.TrySpend());  // a new store has nothing saved
+  for (int i = 0; i < 19; ++i) b.OnGet();
+  EXPECT_FALSE(b.TrySpend());
+  b.OnGet();
+  EXPECT_TRUE(b.TrySpend());
+  EXPECT_FALSE(b.TrySpend());
+  // A long quiet stretch saves at most kBurst hedges: a slow spell after it hedges at most that
+  // many at once, then one per 20 GETs.
+  for (int i = 0; i < 100000; ++i) b.OnGet();
+  int spent = 0;
+  while (b.TrySpend()) ++spent;
+  EXPECT_EQ(spent, HedgeBudget::kBurst);
+  HedgeBudget none(0);
+  for (int i = 0; i < 1000; ++i) none.OnGet();
+  EXPECT_FALSE(none.TrySpend());
+  HedgeBudget all(100);
+  all.OnGet();
+  EXPECT_TRUE(all.TrySpend());
+}
+
 TEST(AimdLimiterTest, HalvesOncePerWindowAndGrowsWhenUsed) {
   blobclient::AimdLimiter l(16, 64);
   EXPECT_EQ(l.limit(), 16);
@@ -425,6 +448,9 @@ TEST_F(S3AdaptiveTest, OptionValidation) {
   EXPECT_FALSE(NewS3BlobStore(o, transport_.get(), &clock_).ok());
   o = Options();
   o.hedge_min_delay = milliseconds(-1);
+  EXPECT_FALSE(NewS3BlobStore(o, transport_.get(), &clock_).ok());
+  o = Options();
+  o.hedge_percent = 101;
   EXPECT_FALSE(NewS3BlobStore(o, transport_.get(), &clock_).ok());
 }
 

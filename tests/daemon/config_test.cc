@@ -228,6 +228,7 @@ TEST(ConfigTest, IntegersAreRangeCheckedBeforeNarrowing) {
                   {"s3", "max_connections"},
                   {"s3", "initial_concurrency"},
                   {"s3", "max_parts_in_flight"},
+                  {"s3", "hedge_percent"},
                   {"fuse", "max_threads"},
                   {"fuse", "uid"},
                   {"fuse", "gid"}};
