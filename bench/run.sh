@@ -33,12 +33,16 @@
 #   --only l2    run only the L2 workload (tierfs and a plain file, see "l2 workload" below):
 #                warm sequential read of a file held only in L2 (L1 smaller than the file, page
 #                cache dropped) vs the same bytes from one plain file on the cache's filesystem,
-#                and DataLoader epochs after a prefetch into L2 vs local disk. Results:
-#                raw/l2/*.json and an "l2:" summary line in run.log. L2_PERF=1: perf profile
-#                of the daemon during the warm read (raw/l2/perf-warm.txt).
+#                and DataLoader epochs after a prefetch into L2 vs local disk, in L2_REPEAT
+#                (default 5) back-to-back pairs; the median of the pairs' ratios is the result.
+#                Results: raw/l2/*.json and "l2:" summary lines in run.log. L2_PERF=1: perf
+#                profile of the daemon during the first warm read (raw/l2/perf-warm.txt).
 #   --only rand  run only the cold random 128 KiB reads (group C's rand128k-cold: 4 fio jobs on a
 #                cold 1 GiB file, empty caches) for each of --tools; an "rand:" IOPS line per tool
 #                in run.log, results in raw/<tool>/rand128k-cold.json
+#   --only seq   run only the cold sequential reads (group A's seq1-cold and group B's seq2-cold, each
+#                on empty caches) for each of --tools (tierfs, s3fs, rclone; raw: the origin's own
+#                one-GET, two-GET and 8-way ranged throughput); a "seq:" line per tool in run.log
 #   --cap        seconds a single workload may run before it is cut short (default 120, quick 60);
 #                a cut-short result is reported as a lower bound / "timeout", never as a failure;
 #                a DataLoader epoch is cut after LOADER_CAP seconds (default 60)
@@ -765,68 +769,92 @@ run_prefetch_workload() {
 }
 
 # ---------------------------------------------------------------------------------------------
-# l2 workload (--only l2): L2 at flash speed (issue 9).
-#  plain:  BIG0 copied to one plain file on the cache's filesystem, page cache dropped, fio seq;
-#  tierfs: BIG0 read once cold with L1 = L2_L1 (smaller than the file), unmounted, remounted on
-#          the same cache (L1 empty: the file is held only in L2), page cache dropped, fio seq;
-#  loader: 2 DataLoader epochs over small/ from local disk, and on tierfs after a prefetch into
-#          L2 (prefetch(); page cache dropped before the epochs).
+# l2 workload (--only l2): L2 at flash speed (issue 9). L2_REPEAT (default 5) pairs, each pair
+# measured back to back so both halves see the same disk (a VM's disk speed drifts by 2-3x from
+# minute to minute here), and the median of the pairs' ratios reported:
+#  plain:  BIG0 copied once to one plain file on the cache's filesystem; per pair, page cache
+#          dropped, fio seq (raw/l2/plain-seq-N.json);
+#  tierfs: BIG0 read once cold with L1 = L2_L1 (smaller than the file); per pair, remounted on
+#          the same cache (L1 empty: the file is held only in L2, not yet verified by the new
+#          daemon), page cache dropped, fio seq (raw/tierfs/l2-warm-seq-N.json);
+#  loader: per pair, 2 DataLoader epochs over small/ from local disk, then on tierfs: the first
+#          mount prefetches small/ into L2 (prefetch()), later ones remount on that cache; page
+#          cache dropped before the epochs (raw/{local,tierfs}/loader[-prefetched]-N.json).
 run_l2() {
-  local d="$OUT/raw/l2" plain="$WORK/l2-plain.bin"
+  local d="$OUT/raw/l2" plain="$WORK/l2-plain.bin" i reps="${L2_REPEAT:-5}"
   mkdir -p "$d" "$OUT/raw/local" "$OUT/raw/tierfs"
-  local l1="${L2_L1:-64MiB}"
+  local l1="${L2_L1:-64MiB}" save_mnt="$MNT" save_l1="$TIERFS_L1"
   cp "$LOCAL_DATA/$BIG0" "$plain"; sync
-  local save_mnt="$MNT"
-  MNT="$WORK"; drop_caches
-  fio_seq l2 plain-seq "l2-plain.bin"
-  rm -f "$plain"
-  MNT="$save_mnt"
-  local save_l1="$TIERFS_L1"
   if tool_available tierfs; then
     TIERFS_L1="$l1"
     drop_caches
     if mount_tool tierfs l2-fill; then
       fio_seq tierfs l2-fill-cold "$BIG0"
       KEEP_CACHE=1 unmount_tool tierfs
-      if KEEP_CACHE=1 mount_tool tierfs l2-warm; then
+      for i in $(seq "$reps"); do
+        MNT="$WORK"; drop_caches
+        fio_seq l2 "plain-seq-$i" "l2-plain.bin"
+        KEEP_CACHE=1 mount_tool tierfs "l2-warm-$i" || break
         drop_caches
         local perf_pid=""
-        if [[ -n ${L2_PERF:-} ]] && command -v perf >/dev/null; then  # profile of the daemon
+        if [[ $i == 1 && -n ${L2_PERF:-} ]] && command -v perf >/dev/null; then  # daemon profile
           perf record -g -p "$DPID" -o "$d/perf-warm.data" >>"$LOG" 2>&1 & perf_pid=$!
           sleep 0.5
         fi
-        fio_seq tierfs l2-warm-seq "$BIG0"
+        fio_seq tierfs "l2-warm-seq-$i" "$BIG0"
         if [[ -n $perf_pid ]]; then
           kill -INT "$perf_pid"; wait "$perf_pid"
           perf report -i "$d/perf-warm.data" --no-children --percent-limit 1.5 --stdio \
             >"$d/perf-warm.txt" 2>>"$LOG"
         fi
-        unmount_tool tierfs
-      fi
+        KEEP_CACHE=1 unmount_tool tierfs
+      done
+      rm -rf "$CACHE"
     fi
   fi
-  TIERFS_L1="$save_l1"
-  mount_tool local loader; drop_caches; run_loader local loader
-  if mount_tool tierfs loader-prefetched; then
-    prefetch tierfs
+  MNT="$save_mnt"; TIERFS_L1="$save_l1"
+  rm -f "$plain"
+  for i in $(seq "$reps"); do
+    mount_tool local loader; drop_caches; run_loader local "loader-$i"
+    if [[ $i == 1 ]]; then
+      mount_tool tierfs "loader-prefetched-$i" || break
+      prefetch tierfs
+    else
+      KEEP_CACHE=1 mount_tool tierfs "loader-prefetched-$i" || break
+    fi
     drop_caches
-    run_loader tierfs loader-prefetched
-    unmount_tool tierfs
-  fi
-  $PY - "$OUT/raw" <<'EOF2' 2>&1 | tee -a "$LOG" >&2
-import json, sys, os
-r = sys.argv[1]
+    run_loader tierfs "loader-prefetched-$i"
+    KEEP_CACHE=1 unmount_tool tierfs
+  done
+  rm -rf "$WORK/cache-tierfs"
+  $PY - "$OUT/raw" "$reps" <<'EOF2' 2>&1 | tee -a "$LOG" >&2
+import json, statistics, sys
+r, reps = sys.argv[1], int(sys.argv[2])
 def bw(p):
     try: j = json.load(open(p)); return j["jobs"][0]["read"]["bw_bytes"] / 2**20
-    except Exception: return float("nan")
+    except Exception: return None
 def sps(p):
     try: j = json.load(open(p)); return [e.get("samples_per_s") for e in j.get("epochs", [])]
     except Exception: return []
-plain = bw(f"{r}/l2/plain-seq.json"); warm = bw(f"{r}/tierfs/l2-warm-seq.json")
-print(f"l2: plain file {plain:.0f} MiB/s, tierfs warm from L2 {warm:.0f} MiB/s, ratio {warm/plain:.2f}")
-loc = sps(f"{r}/local/loader.json"); tf = sps(f"{r}/tierfs/loader-prefetched.json")
-print(f"l2: loader epochs samples/s local {loc} tierfs after prefetch {tf}",
-      "ratios", [round(a / b, 2) if a and b else None for a, b in zip(tf, loc)])
+def med(xs):
+    xs = [x for x in xs if x]
+    return statistics.median(xs) if xs else float("nan")
+pairs = [(bw(f"{r}/l2/plain-seq-{i}.json"), bw(f"{r}/tierfs/l2-warm-seq-{i}.json"))
+         for i in range(1, reps + 1)]
+ratios = [t / p for p, t in pairs if p and t]
+print("l2: plain file / tierfs warm from L2, MiB/s per pair:",
+      ", ".join(f"{p or 0:.0f}/{t or 0:.0f}" for p, t in pairs))
+print(f"l2: median plain {med([p for p, _ in pairs]):.0f} MiB/s, tierfs {med([t for _, t in pairs]):.0f}"
+      f" MiB/s, median ratio {med(ratios):.2f} (range {min(ratios, default=0):.2f}-{max(ratios, default=0):.2f})")
+for e in (0, 1):
+    rs = []
+    for i in range(1, reps + 1):
+        loc, tf = sps(f"{r}/local/loader-{i}.json"), sps(f"{r}/tierfs/loader-prefetched-{i}.json")
+        if len(loc) > e and len(tf) > e and loc[e] and tf[e]: rs.append(tf[e] / loc[e])
+    print(f"l2: loader epoch {e + 1} after a prefetch / local disk, per pair:",
+          ", ".join(f"{x:.2f}" for x in rs), f"median {med(rs):.2f}")
+with open(f"{r}/l2/summary.json", "w") as f:
+    json.dump({"pairs_mib_s": pairs, "ratios": ratios, "median_ratio": med(ratios)}, f)
 EOF2
 }
 
@@ -967,8 +995,22 @@ elif [[ $ONLY == rand ]]; then
   done
   log "rand workload done in $((SECONDS - T_START)) s"
   exit 0
+elif [[ $ONLY == seq ]]; then
+  IFS=, read -r -a TOOL_LIST <<<"$TOOLS"
+  for t in "${TOOL_LIST[@]}"; do
+    mkdir -p "$OUT/raw/$t"
+    if [[ $t == raw ]]; then run_raw; continue; fi
+    [[ $t == tierfs || $t == s3fs || $t == rclone ]] || continue
+    drop_caches
+    if mount_tool "$t" seq1; then fio_seq "$t" seq1-cold "$BIG0"; unmount_tool "$t"; fi
+    drop_caches
+    if mount_tool "$t" seq2; then fio_seq "$t" seq2-cold "$BIG0" "$BIG1"; unmount_tool "$t"; fi
+    log "seq: $t cold 1 stream / 2 streams $($PY -c 'import json,sys; print(" / ".join("%.0f MB/s" % (json.load(open(p))["jobs"][0]["read"]["bw_bytes"] / 1e6) for p in sys.argv[1:]))' "$OUT/raw/$t/seq1-cold.json" "$OUT/raw/$t/seq2-cold.json" 2>/dev/null)"
+  done
+  log "seq workload done in $((SECONDS - T_START)) s"
+  exit 0
 elif [[ -n $ONLY ]]; then
-  die "--only: unknown workload $ONLY (known: l2, rand)"
+  die "--only: unknown workload $ONLY (known: l2, rand, seq)"
 fi
 IFS=, read -r -a TOOL_LIST <<<"$TOOLS"
 for t in "${TOOL_LIST[@]}"; do
