@@ -67,7 +67,8 @@ void Prefetcher::OnOpen(const ObjectRef& opened) {
 // after random_hydrate_misses such seeks the stream hydrates the whole file behind the reader,
 // as a sequential reader's readahead would (PumpHydration). Projected reads (small ones, which
 // fetch only what they read) do not count: reading a few columns of a file is not a sign that
-// the rest will be read.
+// the rest will be read. A stream that keeps on with them for kDenseProjectedMisses misses (a
+// quarter of the file's blocks if more) is a dense random reader after all, and is hydrated.
 void Prefetcher::OnRead(Stream* st, uint64_t offset, uint64_t size) {
   if (size == 0) return;
   const uint64_t bs = cache_->block_size();
@@ -127,6 +128,11 @@ void Prefetcher::OnRead(Stream* st, uint64_t offset, uint64_t size) {
       MutexLock l(&st->mu_);
       if (projected && size < kHydrateReadBytes) {
         st->random_misses_ = 0;
+        if (!st->hydrating_ && st->hydrate_cursor_ < nblocks &&
+            ++st->projected_misses_ >= std::max(kDenseProjectedMisses, nblocks / 4)) {
+          st->hydrating_ = true;
+          started = true;
+        }
       } else if (!st->hydrating_ && st->hydrate_cursor_ < nblocks &&
                  ++st->random_misses_ >= static_cast<uint32_t>(options_.random_hydrate_misses)) {
         st->hydrating_ = true;

@@ -32,8 +32,9 @@ struct PrefetcherOptions {
   uint64_t next_files_max_bytes = 4ULL << 20;
   // Dense random reads of one large file (at least kHydrateMinBlocks blocks): once a stream's
   // random (non-sequential) reads missed the host tiers this many times in a row (a projected
-  // read under kHydrateReadBytes, TieredCache::ReadsSparse, starts the count again), the rest of
-  // the file is
+  // read under kHydrateReadBytes, TieredCache::ReadsSparse, starts the count again; such reads
+  // hydrate the file only when a stream keeps on with them: kDenseProjectedMisses or a quarter of
+  // the file's blocks, whichever is more), the rest of the file is
   // fetched in the background, in readahead runs from the start, at most hydrate_runs runs not
   // yet landed in a host tier at a time (daemon/: cache.prefetch_threads, so the readahead queue
   // never overflows). 0 disables it. (cache.random_hydrate_misses.)
@@ -66,6 +67,7 @@ class Prefetcher {
     uint64_t prefetched_until_ GUARDED_BY(mu_) = 0;  // first block not yet asked for
     // Hydration of the whole file after random misses (PrefetcherOptions::random_hydrate_misses).
     uint32_t random_misses_ GUARDED_BY(mu_) = 0;
+    uint64_t projected_misses_ GUARDED_BY(mu_) = 0;  // small projected seeks that missed
     bool hydrating_ GUARDED_BY(mu_) = false;
     bool pumping_ GUARDED_BY(mu_) = false;          // one reader advances the cursor at a time
     uint64_t hydrate_landed_ GUARDED_BY(mu_) = 0;   // blocks before it are held (or were)
@@ -94,6 +96,11 @@ class Prefetcher {
   // reset the count): a column reader's ranges (16-64 KiB), not a dense random reader's (a
   // ResNet-50 record file's 112 KiB samples, fio's 128 KiB reads), which hydration serves.
   static constexpr uint64_t kHydrateReadBytes = 96 << 10;
+  // ... unless a stream keeps on with them: this many (or a quarter of the file's blocks, if
+  // more) small projected misses make it a dense random reader (fio's 4 KiB random reads of a
+  // large file, at one round trip each), which hydration serves. A column reader's pass over a
+  // file is a few hundred ranges at most per open.
+  static constexpr uint64_t kDenseProjectedMisses = 256;
   // Reads of a hydrating stream without a block landing after which the outstanding blocks are
   // asked for again.
   static constexpr uint32_t kHydrateStallReads = 256;

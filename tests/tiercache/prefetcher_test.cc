@@ -260,6 +260,34 @@ TEST_F(PrefetcherTest, SmallProjectedMissesRestartTheHydrationCount) {
   EXPECT_EQ(p.Stats().random_hydrations.load(), 1u);
 }
 
+TEST_F(PrefetcherTest, ADenseRandomReaderOfSmallProjectedReadsIsHydratedAfterAWhile) {
+  constexpr uint64_t kBlock = 256 << 10;
+  TieredCacheOptions co;
+  co.block_size = kBlock;
+  co.prefetch_threads = 2;
+  co.small_object_bytes = 0;
+  std::vector<std::unique_ptr<Tier>> tiers;
+  tiers.push_back(NewMemoryTier(MemoryTierOptions{}));
+  auto cache = TieredCache::Open(co, std::move(tiers), &origin_, &clock_);
+  ASSERT_TRUE(cache.ok()) << cache.status().ToString();
+  origin_.PutObject("dense.bin", Pattern(16 * kBlock, 6));
+  ObjectRef obj = Obj("dense.bin");
+  ASSERT_TRUE((*cache)->ReadsSparse(obj, 0, 4096));
+  Prefetcher p(options_, cache->get(), catalog_.get());
+  Prefetcher::Stream s(obj);
+  // 4 KiB random reads (fio randread): each is projected and misses; not hydrated at first...
+  uint64_t at = 12345;
+  auto next = [&] { return (at = at * 6364136223846793005ULL + 1442695040888963407ULL) >> 40; };
+  const uint64_t pages = 16 * kBlock / 4096;
+  for (uint64_t i = 0; i + 1 < Prefetcher::kDenseProjectedMisses; ++i) {
+    p.OnRead(&s, (next() % pages) * 4096, 4096);
+  }
+  EXPECT_EQ(p.Stats().random_hydrations.load(), 0u);
+  // ... but the reader keeps on: after kDenseProjectedMisses of them the file is hydrated.
+  p.OnRead(&s, (next() % pages) * 4096, 4096);
+  EXPECT_EQ(p.Stats().random_hydrations.load(), 1u);
+}
+
 TEST_F(PrefetcherTest, HydrationSkipsHeldBlocksAndEndsAtAShortLastBlock) {
   auto p = Make();
   ObjectRef obj = Obj("eight.bin");
