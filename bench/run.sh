@@ -37,9 +37,9 @@
 #                (default 5) back-to-back pairs; the median of the pairs' ratios is the result.
 #                Results: raw/l2/*.json and "l2:" summary lines in run.log. L2_PERF=1: perf
 #                profile of the daemon during the first warm read (raw/l2/perf-warm.txt).
-#   --only rand  run only the cold random 128 KiB reads (group C's rand128k-cold: 4 fio jobs on a
-#                cold 1 GiB file, empty caches) for each of --tools; an "rand:" IOPS line per tool
-#                in run.log, results in raw/<tool>/rand128k-cold.json
+#   --only rand  run only the cold random reads (group C: 4 fio jobs of 4 KiB on one cold 1 GiB
+#                file, then of 128 KiB on the other, empty caches) for each of --tools; a "rand:"
+#                IOPS line per tool in run.log, results in raw/<tool>/rand{4k,128k}-cold.json
 #   --only seq   run only the cold sequential reads (group A's seq1-cold and group B's seq2-cold, each
 #                on empty caches) for each of --tools (tierfs, s3fs, rclone; raw: the origin's own
 #                one-GET, two-GET and 8-way ranged throughput); a "seq:" line per tool in run.log
@@ -987,10 +987,11 @@ elif [[ $ONLY == rand ]]; then
     [[ $t == tierfs || $t == s3fs || $t == rclone ]] || continue
     mkdir -p "$OUT/raw/$t"
     drop_caches
-    if mount_tool "$t" rand-cold; then
+    if mount_tool "$t" rand-cold; then  # as group C: 4 KiB over BIG0, 128 KiB over BIG1
+      fio_rand "$t" rand4k-cold 4k "$BIG0"
       fio_rand "$t" rand128k-cold 128k "$BIG1"
       unmount_tool "$t"
-      log "rand: $t rand128k-cold $($PY -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["jobs"][0]["read"]["iops"]))' "$OUT/raw/$t/rand128k-cold.json" 2>/dev/null) IOPS"
+      log "rand: $t rand4k-cold / rand128k-cold $($PY -c 'import json,sys; print(" / ".join(str(round(json.load(open(p))["jobs"][0]["read"]["iops"])) for p in sys.argv[1:]))' "$OUT/raw/$t/rand4k-cold.json" "$OUT/raw/$t/rand128k-cold.json" 2>/dev/null) IOPS"
     fi
   done
   log "rand workload done in $((SECONDS - T_START)) s"
