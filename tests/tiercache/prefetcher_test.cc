@@ -230,21 +230,30 @@ TEST_F(PrefetcherTest, RandomMissesHydrateTheRestOfTheFileInBoundedSteps) {
       << cache_->StatsText();
 }
 
-TEST_F(PrefetcherTest, SmallProjectedMissesRestartTheHydrationCount) {
-  // 256 KiB blocks: reads under 128 KiB are projected (TieredCache::ReadsSparse).
-  constexpr uint64_t kBlock = 256 << 10;
+// A cache of 256 KiB blocks (reads under 128 KiB are projected, TieredCache::ReadsSparse) and
+// a 16-block object `name` at the origin.
+constexpr uint64_t kProjBlock = 256 << 10;
+std::unique_ptr<TieredCache> OpenProjectedCache(FakeBlobStore* origin, FakeClock* clock,
+                                                const std::string& name) {
   TieredCacheOptions co;
-  co.block_size = kBlock;
+  co.block_size = kProjBlock;
   co.prefetch_threads = 2;
   co.small_object_bytes = 0;
   std::vector<std::unique_ptr<Tier>> tiers;
   tiers.push_back(NewMemoryTier(MemoryTierOptions{}));
-  auto cache = TieredCache::Open(co, std::move(tiers), &origin_, &clock_);
-  ASSERT_TRUE(cache.ok()) << cache.status().ToString();
-  origin_.PutObject("cols.bin", Pattern(16 * kBlock, 6));
+  auto cache = TieredCache::Open(co, std::move(tiers), origin, clock);
+  EXPECT_TRUE(cache.ok()) << cache.status().ToString();
+  origin->PutObject(name, Pattern(16 * kProjBlock, 6));
+  return cache.ok() ? std::move(*cache) : nullptr;
+}
+
+TEST_F(PrefetcherTest, SmallProjectedMissesRestartTheHydrationCount) {
+  constexpr uint64_t kBlock = kProjBlock;
+  auto cache = OpenProjectedCache(&origin_, &clock_, "cols.bin");
+  ASSERT_NE(cache, nullptr);
   ObjectRef obj = Obj("cols.bin");
-  ASSERT_TRUE((*cache)->ReadsSparse(obj, 0, 64 << 10));
-  Prefetcher p(options_, cache->get(), catalog_.get());
+  ASSERT_TRUE(cache->ReadsSparse(obj, 0, 64 << 10));
+  Prefetcher p(options_, cache.get(), catalog_.get());
   Prefetcher::Stream s(obj);
   // A column reader: scattered 16-64 KiB ranges, with a larger read now and then (the kernel's
   // readahead), and ranges a block apart (not a scan for a projected read): never hydrated.
@@ -255,25 +264,18 @@ TEST_F(PrefetcherTest, SmallProjectedMissesRestartTheHydrationCount) {
   EXPECT_EQ(p.Stats().random_hydrations.load(), 0u);
   EXPECT_EQ(p.Stats().readahead_requests.load(), 0u);
   // Four random misses of 112 KiB samples in a row (a ResNet-50 record file): hydrated.
-  ASSERT_TRUE((*cache)->ReadsSparse(obj, 0, 114688));  // projected, yet a dense reader's size
+  ASSERT_TRUE(cache->ReadsSparse(obj, 0, 114688));  // projected, yet a dense reader's size
   for (uint64_t b : {9u, 3u, 12u, 6u}) p.OnRead(&s, b * kBlock + 8192, 114688);
   EXPECT_EQ(p.Stats().random_hydrations.load(), 1u);
 }
 
 TEST_F(PrefetcherTest, ADenseRandomReaderOfSmallProjectedReadsIsHydratedAfterAWhile) {
-  constexpr uint64_t kBlock = 256 << 10;
-  TieredCacheOptions co;
-  co.block_size = kBlock;
-  co.prefetch_threads = 2;
-  co.small_object_bytes = 0;
-  std::vector<std::unique_ptr<Tier>> tiers;
-  tiers.push_back(NewMemoryTier(MemoryTierOptions{}));
-  auto cache = TieredCache::Open(co, std::move(tiers), &origin_, &clock_);
-  ASSERT_TRUE(cache.ok()) << cache.status().ToString();
-  origin_.PutObject("dense.bin", Pattern(16 * kBlock, 6));
+  constexpr uint64_t kBlock = kProjBlock;
+  auto cache = OpenProjectedCache(&origin_, &clock_, "dense.bin");
+  ASSERT_NE(cache, nullptr);
   ObjectRef obj = Obj("dense.bin");
-  ASSERT_TRUE((*cache)->ReadsSparse(obj, 0, 4096));
-  Prefetcher p(options_, cache->get(), catalog_.get());
+  ASSERT_TRUE(cache->ReadsSparse(obj, 0, 4096));
+  Prefetcher p(options_, cache.get(), catalog_.get());
   Prefetcher::Stream s(obj);
   // 4 KiB random reads (fio randread): each is projected and misses; not hydrated at first...
   uint64_t at = 12345;
