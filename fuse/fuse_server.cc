@@ -15,9 +15,11 @@
 // L2 hits, TieredCacheOptions::file_slices) are replied with fuse_reply_data over a bufvec whose
 // buffers are the files (FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK; memory slices of the same read ride
 // along as memory buffers): with SPLICE_WRITE libfuse splices the file's page-cache pages into a
-// pipe and on to /dev/fuse, so the bytes never cross user space (when the pipe cannot grow to
-// the reply's size, libfuse copies them through a buffer instead: still correct).
-// SPLICE_MOVE/READ are not requested.
+// pipe and on to /dev/fuse, so the bytes never cross user space. A reply the pipe cannot hold
+// (Init probes how far it can grow: without CAP_SYS_RESOURCE, fs.pipe-max-size, 1 MiB by
+// default, less than a 1 MiB reply and its header) is read into a per-thread buffer and written
+// with writev instead (ReplyFromFilesCopied), not through libfuse's fallback, which allocates a
+// reply-sized buffer per reply. SPLICE_MOVE/READ are not requested.
 //
 // Interrupts (see fuse_server.h). A request that may wait on the network is run through
 // Dispatch(): it gets a RequestToken, which registers a libfuse interrupt callback that cancels
