@@ -8,13 +8,14 @@
 // turn: jobs share the workers fairly) and call TieredCache::HydrateRun per task (one ranged GET
 // for the blocks the target lacks), each under one fetch slot: the slots allowed now are
 // threads, bounded by the origin's adaptive limit less the demand reads in flight (and the runs'
-// bytes by memory_budget), and cut to slots_while_demand
-// while demand reads fetch from the network (CacheStats::demand_remote_*), so a reader's GETs
-// never queue behind a full prefetch load. A small file is one task (one GET) and a batch holds
-// up to batch_files of them, so many files are in flight at once; a large file's tasks run on
-// many workers in parallel. The runner waits for its batch to drain (or the job to be cancelled,
-// fail, or the object to be destroyed), persisting progress every persist_interval, then walks
-// the next batch, and at the end records the final state.
+// bytes by memory_budget), and (but for the list job, whose files are what its loader
+// reads next) cut to slots_while_demand while demand reads fetch from the network
+// (CacheStats::demand_remote_*), so a reader's GETs never queue behind a full prefetch load. A
+// small file is one task (one GET) and a batch holds up to batch_files of them, so many files are
+// in flight at once; a large file's tasks run on many workers in parallel. The runner waits for its
+// batch to drain (or the job to be cancelled, fail, or the object to be destroyed), persisting
+// progress every persist_interval, then walks the next batch, and at the end records the final
+// state.
 //
 // Walk order: depth-first, each directory's entries in byte order of name (a subdirectory is
 // walked where its name falls), so "file X comes before file Y" is a comparison of their paths
@@ -856,8 +857,11 @@ class PrefetchJobsImpl final : public PrefetchJobs {
 
   // How many blocks the jobs may fetch at once now: `threads`, within the memory budget and the
   // origin's adaptive limit less what demand reads use, and only slots_while_demand while demand
-  // reads are fetching or did within demand_quiet (prefetch yields to them).
-  size_t AllowedLocked() REQUIRES(mu_) {
+  // reads are fetching or did within demand_quiet (prefetch yields to them) — except for the
+  // list job (`list`): its files are, in order, what the loader that sent them reads next
+  // (PrefetchSampler), so its demand misses are that loader catching up with the list, and
+  // yielding to them made the loader wait for its own prefetch.
+  size_t AllowedLocked(bool list) REQUIRES(mu_) {
     size_t cap = static_cast<size_t>(options_.threads);
     const CacheStats& cs = cache_->Stats();
     const int64_t demand = std::max<int64_t>(0, cs.demand_remote_in_flight.load());
@@ -873,7 +877,7 @@ class PrefetchJobsImpl final : public PrefetchJobs {
       }
     }
     const int64_t last = cs.demand_remote_last_ns.load();
-    if (demand > 0 || (last != 0 && now - last < options_.demand_quiet.count())) {
+    if (!list && (demand > 0 || (last != 0 && now - last < options_.demand_quiet.count()))) {
       cap = std::min<size_t>(cap, std::max(1, options_.slots_while_demand));
     }
     return cap;
@@ -884,7 +888,7 @@ class PrefetchJobsImpl final : public PrefetchJobs {
   bool AcquireSlot(const Work& w, uint64_t bytes) {
     MutexLock l(&mu_);
     while (!stop_ && !w.job->cancel && !w.failed &&
-           (fetching_ >= AllowedLocked() ||
+           (fetching_ >= AllowedLocked(w.list) ||
             (fetching_ > 0 && fetching_bytes_ + bytes > options_.memory_budget))) {
       WaitHeldFor(&cv_, std::chrono::milliseconds(5));
     }

@@ -10,8 +10,8 @@
 // per running job ("tierfs-pfjob"). Many blocks are in flight at once (small files: one GET
 // each; large files: runs of blocks on many workers), bounded by the threads, memory_budget and
 // the origin's adaptive concurrency limit less what demand reads use; while demand reads fetch
-// from the network prefetch drops to slots_while_demand blocks in flight. Demand reads never
-// pass through these threads, so a reader never queues behind prefetch traffic.
+// from the network prefetch (except the list job) drops to slots_while_demand blocks in flight.
+// Demand reads never pass through these threads, so a reader never queues behind prefetch traffic.
 //
 // The walk is incremental: files are taken from the Catalog a batch at a time (depth-first,
 // names in byte order, a directory's files and subdirectories interleaved by name), so memory
@@ -109,7 +109,8 @@ struct PrefetchJobsOptions {
   // unset: none). Prefetch takes only the slots demand reads are not using.
   std::function<uint64_t()> origin_limit;
   // While demand reads fetch from the network (or did within demand_quiet), prefetch keeps at
-  // most slots_while_demand blocks in flight: demand reads come first.
+  // most slots_while_demand blocks in flight: demand reads come first. Not the list job: its
+  // files are what its loader reads next (PrefetchSampler), so it keeps its slots.
   int slots_while_demand = 2;
   std::chrono::nanoseconds demand_quiet = std::chrono::milliseconds(200);
   // Progress is written to the MetaStore at most this often (and at every state change).

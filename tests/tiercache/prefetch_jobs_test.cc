@@ -536,6 +536,28 @@ TEST_F(PrefetchEngineTest, PrefetchYieldsToDemandReads) {
   EXPECT_EQ(WaitDone("many").state, PrefetchState::kDone);
 }
 
+TEST_F(PrefetchEngineTest, TheListJobDoesNotYieldToDemandReads) {
+  // A loader's list (PrefetchSampler): its demand misses are the loader catching up with the
+  // list, so the list job keeps its slots while they fetch.
+  PrefetchJobsOptions o = Options();
+  o.slots_while_demand = 1;
+  o.demand_quiet = 1s;
+  OpenJobsWith(o);
+  clock_.Advance(10s);
+  std::string out(100, '\0');
+  ASSERT_TRUE(cache_
+                  ->ReadInto(Ref("other.bin"), 0,
+                             std::span(reinterpret_cast<std::byte*>(out.data()), out.size()))
+                  .ok());
+  origin_.HoldReads();
+  std::vector<std::string> files;
+  for (int i = 0; i < 40; ++i) files.push_back(fmt::format("many/f{:02}", i));
+  TC_ASSERT_OK(jobs_->AppendList("l2", files));
+  EXPECT_EQ(SettledBlocked(8), 8);  // every slot, demand or not
+  origin_.ReleaseReads();
+  EXPECT_TRUE(jobs_->TEST_WaitIdle(20s));
+}
+
 TEST_F(PrefetchEngineTest, RunningJobsShareTheWorkers) {
   PrefetchJobsOptions o = Options();
   o.threads = 4;
