@@ -716,9 +716,11 @@ TEST_F(S3BlobStoreTest, ConcurrentReadsFromEightThreads) {
   // the timed-out connection is closed).
   // Under a load average of 11 this test saw one request more than that in 2 of 40 runs, counted
   // by no statistic of ours: most likely libcurl re-sending by itself on a pooled connection that
-  // turned out closed (not proven). Allow one such re-send per thread, and no more.
+  // turned out closed (not proven). Allow one such re-send per thread, and no more. A hedge or
+  // retry may also be cancelled before it reaches the server (the first answer came in the
+  // meantime), so each read is sure of one request only.
   const uint64_t extra = store->Stats().hedges_issued + store->Stats().retries;
-  EXPECT_GE(server_->request_count(), 200u + extra);
+  EXPECT_GE(server_->request_count(), 200u);
   EXPECT_LE(server_->request_count(), 200u + extra + 8u);
   // Connections are reused: far fewer than the 200 requests (a pooled connection may be
   // returned a moment after the next request starts, so allow some slack over the 8 threads).
