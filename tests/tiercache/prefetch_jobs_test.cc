@@ -475,6 +475,20 @@ class PrefetchEngineTest : public PrefetchJobsTest {
     o.persist_interval = 5ms;
     return o;
   }
+  // Jobs with slots_while_demand = 1 and demand_quiet = 1 s, right after a demand read that
+  // went to the origin: demand is active for demand_quiet.
+  void OpenWithDemandActive() {
+    PrefetchJobsOptions o = Options();
+    o.slots_while_demand = 1;
+    o.demand_quiet = 1s;
+    OpenJobsWith(o);
+    clock_.Advance(10s);
+    std::string out(100, '\0');
+    ASSERT_TRUE(cache_
+                    ->ReadInto(Ref("other.bin"), 0,
+                               std::span(reinterpret_cast<std::byte*>(out.data()), out.size()))
+                    .ok());
+  }
   // Reads blocked at the gate, after the workers had time to start more than allowed.
   int SettledBlocked(int n) {
     origin_.WaitForBlockedReads(n);
@@ -515,17 +529,7 @@ TEST_F(PrefetchEngineTest, MemoryBudgetAndOriginLimitBoundTheBlocksInFlight) {
 }
 
 TEST_F(PrefetchEngineTest, PrefetchYieldsToDemandReads) {
-  PrefetchJobsOptions o = Options();
-  o.slots_while_demand = 1;
-  o.demand_quiet = 1s;
-  OpenJobsWith(o);
-  clock_.Advance(10s);
-  // A demand read that goes to the origin: demand is active for demand_quiet.
-  std::string out(100, '\0');
-  ASSERT_TRUE(cache_
-                  ->ReadInto(Ref("other.bin"), 0,
-                             std::span(reinterpret_cast<std::byte*>(out.data()), out.size()))
-                  .ok());
+  ASSERT_NO_FATAL_FAILURE(OpenWithDemandActive());
   EXPECT_EQ(cache_->Stats().demand_remote_in_flight.load(), 0);
   origin_.HoldReads();
   TC_ASSERT_OK(jobs_->Start("many", "l2"));
@@ -539,16 +543,7 @@ TEST_F(PrefetchEngineTest, PrefetchYieldsToDemandReads) {
 TEST_F(PrefetchEngineTest, TheListJobDoesNotYieldToDemandReads) {
   // A loader's list (PrefetchSampler): its demand misses are the loader catching up with the
   // list, so the list job keeps its slots while they fetch.
-  PrefetchJobsOptions o = Options();
-  o.slots_while_demand = 1;
-  o.demand_quiet = 1s;
-  OpenJobsWith(o);
-  clock_.Advance(10s);
-  std::string out(100, '\0');
-  ASSERT_TRUE(cache_
-                  ->ReadInto(Ref("other.bin"), 0,
-                             std::span(reinterpret_cast<std::byte*>(out.data()), out.size()))
-                  .ok());
+  ASSERT_NO_FATAL_FAILURE(OpenWithDemandActive());
   origin_.HoldReads();
   std::vector<std::string> files;
   for (int i = 0; i < 40; ++i) files.push_back(fmt::format("many/f{:02}", i));
