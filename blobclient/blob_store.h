@@ -289,7 +289,9 @@ struct S3Options {
   int max_connections = 64;  // per store
   int initial_concurrency = 16;
   // Hedged GETs: a ranged GET of at most hedge_max_bytes still unanswered after
-  // max(hedge_min_delay, the store's recent p95 for that size) gets one duplicate; the first
+  // max(hedge_min_delay, the store's recent p95 for that size) gets one duplicate, unless its body
+  // is still arriving (a byte within max(hedge_min_delay, the recent p95 time to first byte): it
+  // is slow, not stuck, and a duplicate would only share its bandwidth); the first
   // successful answer wins and the other is cancelled. Needs ~20 completed GETs of history before
   // it starts; a duplicate is only sent if the concurrency limit has room, and at most
   // hedge_percent % of GETs are hedged (blobclient::HedgeBudget, bursts of up to 10).

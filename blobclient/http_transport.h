@@ -30,6 +30,7 @@
 // Thread-safe; no external synchronization needed.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -52,6 +53,13 @@ inline constexpr size_t kMaxSmallBody = 64u << 10;     // HEAD/PUT/DELETE answer
 inline constexpr size_t kMaxErrorBody = 64u << 10;     // kept of a non-2xx body, for messages
 inline constexpr size_t kMaxHeaderBytes = 64u << 10;   // all header lines of one transfer
 
+// How far a response body has come, updated on the I/O thread as bytes reach the sink and read
+// by the caller while the request is in flight (hedging tells a stalled GET from a slow one).
+struct HttpProgress {
+  std::atomic<uint64_t> sink_bytes{0};
+  std::atomic<int64_t> last_byte_ns{0};  // SteadyClock nanoseconds of the latest byte; 0: none yet
+};
+
 struct HttpRequest {
   std::string method = "GET";  // GET, HEAD, PUT, DELETE, POST
   std::string url;             // fully encoded
@@ -61,6 +69,8 @@ struct HttpRequest {
   // If non-null, a successful (2xx) body is written here instead of into HttpResponse::body; at
   // most sink.size() bytes are kept. Not owned; must outlive the request.
   std::span<std::byte>* sink = nullptr;
+  // With a sink, if non-null: updated as the body reaches the sink (HttpProgress).
+  std::shared_ptr<HttpProgress> progress;
   // With a sink: the offset the caller asked for in a Range header. When the server ignores the
   // Range and answers 200 with the whole object, the engine skips this many bytes, so the sink
   // still receives exactly the requested range (and the transfer stops once the sink is full).

@@ -12,11 +12,14 @@
 //   - a large read is split into parts of options.part_size, up to max_parts_in_flight at once,
 //     each streaming into its own slice of the caller's buffer and retried on its own;
 //   - a GET still unanswered after max(hedge_min_delay, the tracker's p95 for its size) gets one
-//     duplicate. The original streams into the caller's slice, the duplicate into a private
-//     buffer; the first successful answer wins, the other is cancelled, and a winning duplicate
-//     is copied into the slice only after the original's cancellation has completed, so the
-//     caller never sees interleaved bytes. RunGets returns only when none of its requests is
-//     still in flight: nothing writes into the caller's buffer after Read() returned.
+//     duplicate, unless bytes of its body keep arriving (slow but not stuck: a busy link or origin,
+//     which a duplicate would only load more); a body quiet for max(hedge_min_delay, the p95 time
+//     to first byte) counts as stuck. The original streams into the caller's slice, the
+//     duplicate into a private buffer; the first successful answer wins, the other is cancelled,
+//     and a winning duplicate is copied into the slice only after the original's cancellation
+//     has completed, so the caller never sees interleaved bytes. RunGets returns only when none of
+//     its requests is still in flight: nothing writes into the caller's buffer after Read()
+//     returned.
 // Every request of the store (reads or not) holds a slot of the AIMD limiter while in flight, and
 // its outcome feeds the limiter (see adaptive.h).
 //
@@ -50,6 +53,7 @@ namespace {
 
 using blobclient::HeaderList;
 using blobclient::HttpEngine;
+using blobclient::HttpProgress;
 using blobclient::HttpRequest;
 using blobclient::HttpRequestId;
 using blobclient::HttpResponse;
@@ -557,6 +561,9 @@ class S3BlobStore final : public BlobStore {
     std::shared_ptr<std::vector<std::byte>> hedge_buf;
     std::shared_ptr<std::span<std::byte>> hedge_span;
     bool copy_pending = false;  // the duplicate won; copy once the primary is gone
+    // The current primary's body so far (set on the I/O thread): a primary whose bytes keep
+    // coming is not hedged, however late (see RunGets).
+    std::shared_ptr<HttpProgress> progress;
     // What the current attempt is signed with; a stale-credentials answer forces one refresh
     // and one more attempt per part.
     std::shared_ptr<const Credentials> creds;
@@ -606,12 +613,13 @@ class S3BlobStore final : public BlobStore {
     auto submit = [&](size_t i, bool hedge, std::span<std::byte>* sink,
                       std::shared_ptr<void> keep) -> HttpRequestId {
       ++requests_;
-      return engine_->Submit(PartRequest(key, parts[i], expect, sink),
-                             [inbox, i, hedge, keep](Status st, HttpResponse resp) {
-                               MutexLock l(&inbox->mu);
-                               inbox->q.push_back({i, hedge, std::move(st), std::move(resp)});
-                               inbox->cv.Signal();
-                             });
+      HttpRequest req = PartRequest(key, parts[i], expect, sink);
+      if (!hedge) req.progress = parts[i].progress;
+      return engine_->Submit(std::move(req), [inbox, i, hedge, keep](Status st, HttpResponse resp) {
+        MutexLock l(&inbox->mu);
+        inbox->q.push_back({i, hedge, std::move(st), std::move(resp)});
+        inbox->cv.Signal();
+      });
     };
     int in_flight = 0;
     bool failed = false;
@@ -675,6 +683,7 @@ class S3BlobStore final : public BlobStore {
           ++p.attempts;
           p.hedge_tried = false;
           p.started = SteadyClock::now();
+          p.progress = std::make_shared<HttpProgress>();
           p.primary = submit(i, false, &p.out, nullptr);
           hedge_budget_.OnGet();
           ++in_flight;
@@ -693,6 +702,20 @@ class S3BlobStore final : public BlobStore {
           if (SteadyClock::now() < due) {
             wake = std::min(wake, due);
             continue;
+          }
+          // Late but still receiving: the GET shares a busy link or origin (parallel streams,
+          // a saturated client), and a duplicate would share it too, adding load without
+          // winning. Only a GET with no body byte for as long as a first byte normally takes
+          // is stuck; it is hedged once that is so.
+          const int64_t last_ns = p.progress ? p.progress->last_byte_ns.load() : 0;
+          if (last_ns != 0) {
+            const auto last = SteadyClock::time_point(std::chrono::nanoseconds(last_ns));
+            const auto quiet =
+                std::max<std::chrono::nanoseconds>(tracker_.TtfbP95(), options_.hedge_min_delay);
+            if (SteadyClock::now() - last < quiet) {
+              wake = std::min(wake, last + quiet);
+              continue;
+            }
           }
           p.hedge_tried = true;
           if (!hedge_budget_.TrySpend()) continue;

@@ -222,6 +222,43 @@ TEST_F(S3AdaptiveTest, SlowFirstAnswerIsHedgedAndTheHedgeWinsWithExactBytes) {
   EXPECT_TRUE(AsString(buf) == data.substr(0, buf.size()));
 }
 
+// A GET far later than the store's p95 whose body keeps arriving (a busy link shared by parallel
+// streams) is not hedged: a duplicate would share the same bandwidth and only add load. Its
+// bytes come in 16 KiB pieces every 30 ms (about 480 ms for 256 KiB) against a p95 of a few ms
+// and hedge_min_delay of 200 ms; the pauses stay well under the quiet time that counts as stuck.
+TEST_F(S3AdaptiveTest, AGetWhoseBodyKeepsArrivingIsNotHedged) {
+  const std::string data = Pattern(1 << 20);
+  std::atomic<int> slow_gets{0};
+  auto handler = server_->Scoped([&](const HttpTestRequest& req) {
+    HttpTestResponse r = HttpTestServer::ServeObject(req, data, "e1");
+    if (req.path == "/bkt/slow") {
+      ++slow_gets;
+      r.trickle_bytes = 16 * 1024;
+      r.trickle_every = milliseconds(30);
+    }
+    return r;
+  });
+  S3Options o = Options();
+  o.hedge_min_delay = milliseconds(200);
+  o.hedge_percent = 100;
+  auto store = Open(o);
+  WarmUp(store.get(), "warm");
+  const BlobStoreStats before = store->Stats();
+
+  std::vector<std::byte> buf(256 * 1024);
+  auto start = SteadyClock::now();
+  auto n = store->Read("slow", 4096, buf, "e1");
+  auto took = SteadyClock::now() - start;
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  ASSERT_EQ(*n, buf.size());
+  EXPECT_TRUE(AsString(buf) == data.substr(4096, buf.size()));
+  // The case happened: the GET ran far past the point a stuck one is hedged.
+  EXPECT_GT(took, milliseconds(300));
+  const BlobStoreStats after = store->Stats();
+  EXPECT_EQ(after.hedges_issued - before.hedges_issued, 0u);
+  EXPECT_EQ(slow_gets.load(), 1);
+}
+
 TEST_F(S3AdaptiveTest, NoHedgeWhenRequestsAreFast) {
   const std::string data = Pattern(64 * 1024);
   auto handler = server_->Scoped(

@@ -322,6 +322,11 @@ void HttpTestServer::ServeConnection(int fd, uint64_t id) {
         }
         StallFor(resp.stall_for);
       }
+      while (resp.trickle_bytes > 0 && body.size() > resp.trickle_bytes) {
+        if (!SendAll(fd, body.substr(0, resp.trickle_bytes))) goto done;
+        body.remove_prefix(resp.trickle_bytes);
+        StallFor(resp.trickle_every);
+      }
       if (!SendAll(fd, body)) goto done;
     }
     if (close_after) goto done;

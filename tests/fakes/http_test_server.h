@@ -63,6 +63,10 @@ struct HttpTestResponse {
   size_t stall_after_bytes = kNever;       // send this many body bytes, then stall ...
   std::chrono::milliseconds stall_for{0};  // ... this long (server shutdown ends it early)
   bool close_connection = false;           // close after this response (no keep-alive)
+  // With trickle_bytes > 0, the body (what a stall left of it) goes out trickle_bytes at a time,
+  // pausing trickle_every after each piece but the last.
+  size_t trickle_bytes = 0;
+  std::chrono::milliseconds trickle_every{0};
 
   static HttpTestResponse Make(int status, std::string body = {});
 };
