@@ -406,6 +406,13 @@ class TieredCacheImpl final : public TieredCache {
     }
     BlockRef b;
     size_t from = tiers_.size();
+    // A faster host tier's copy (L1 above an L2 target: read there, kept out of L2 by admission)
+    // saves the network.
+    for (size_t t = 0; t < target && !b; ++t) {
+      if (tiers_[t]->kind() == TierKind::kHost && tiers_[t]->Contains(key)) {
+        if ((b = TryTier(t, key, expected))) from = target + 1;
+      }
+    }
     for (size_t t = target + 1; t < tiers_.size() && !b; ++t) {
       if ((b = TryTier(t, key, expected))) from = t;
     }
@@ -492,32 +499,110 @@ class TieredCacheImpl final : public TieredCache {
       }
       need = std::move(rest);
     }
-    for (size_t k = 0; k < need.size();) {
-      size_t n = 1;
-      while (k + n < need.size() && need[k + n] == need[k] + n) ++n;
-      TIERFS_ASSIGN_OR_RETURN(std::vector<BlockRef> blocks, FetchRunFromOrigin(obj, need[k], n));
-      for (size_t j = 0; j < n; ++j) {
-        const BlockKey key = KeyFor(obj, need[k + j]);
-        Status last = Status::OK();
-        for (size_t t = target; t < tiers_.size(); ++t) {
-          Status st = tiers_[t]->Insert(key, blocks[j], h);
-          for (int tries = 0; st.code() == Status::Code::kNoSpace &&
-                              tiers_[t]->kind() == TierKind::kShared && tries < 500;
-               ++tries) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(20));
-            st = tiers_[t]->Insert(key, blocks[j], h);
-          }
-          if (!st.ok()) {
-            ++insert_errors_;
-            if (t == target) last = st;
-          }
+    // Into [target, upto) (every tier from the target down for an origin block).
+    auto store = [&](uint64_t index, const BlockRef& b, size_t upto) -> Status {
+      const BlockKey key = KeyFor(obj, index);
+      Status last = Status::OK();
+      for (size_t t = target; t < upto; ++t) {
+        Status st = tiers_[t]->Insert(key, b, h);
+        for (int tries = 0; st.code() == Status::Code::kNoSpace &&
+                            tiers_[t]->kind() == TierKind::kShared && tries < 500;
+             ++tries) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          st = tiers_[t]->Insert(key, b, h);
         }
-        TIERFS_RETURN_IF_ERROR(last);
-        ++hydrated_blocks_;
-        hydrated_bytes_ += blocks[j]->size();
-        done(need[k + j]);
+        if (!st.ok()) {
+          ++insert_errors_;
+          if (t == target) last = st;
+        }
+      }
+      TIERFS_RETURN_IF_ERROR(last);
+      ++hydrated_blocks_;
+      hydrated_bytes_ += b->size();
+      done(index);
+      return Status::OK();
+    };
+    // The rest is never fetched twice. A block a faster host tier holds (L1 above an L2 target:
+    // a reader got there first, and admission kept it out of L2) is copied down. A block a
+    // reader's fetch (or readahead) is bringing in is waited for. The others are claimed, so a
+    // reader arriving while they are fetched waits for this fetch instead of sending its own GET:
+    // a loader reading what its PrefetchSampler hydrates a moment earlier costs the origin once.
+    std::vector<uint64_t> claimed_index, busy;
+    std::vector<Flights::Lease> leases;
+    for (uint64_t i : need) {
+      const BlockKey key = KeyFor(obj, i);
+      BlockRef above;
+      for (size_t t = 0; t < target && !above; ++t) {
+        if (tiers_[t]->kind() == TierKind::kHost && tiers_[t]->Contains(key)) {
+          above = TryTier(t, key, ExpectedLength(obj, i));
+        }
+      }
+      if (above) {
+        TIERFS_RETURN_IF_ERROR(store(i, above, target + 1));
+        continue;
+      }
+      std::optional<Flights::Lease> lease =
+          flights_.TryClaim(key, Status::Unavailable("the hydration of the block was dropped"));
+      if (!lease) {
+        busy.push_back(i);
+        continue;
+      }
+      claimed_index.push_back(i);
+      leases.push_back(std::move(*lease));
+    }
+    Status failed = Status::OK();
+    for (size_t k = 0; k < claimed_index.size();) {
+      size_t n = 1;
+      while (k + n < claimed_index.size() && claimed_index[k + n] == claimed_index[k] + n) ++n;
+      if (!failed.ok()) {
+        for (size_t j = k; j < k + n; ++j) leases[j].Complete(failed);
+        k += n;
+        continue;
+      }
+      Result<std::vector<BlockRef>> blocks = FetchRunFromOrigin(obj, claimed_index[k], n);
+      if (!blocks.ok()) {
+        failed = blocks.status();
+        for (size_t j = k; j < k + n; ++j) leases[j].Complete(failed);
+        k += n;
+        continue;
+      }
+      for (size_t j = 0; j < n; ++j) {
+        const BlockRef& b = (*blocks)[j];
+        Status st = store(claimed_index[k + j], b, tiers_.size());
+        // The waiting readers get the bytes either way (an L2 insert error is not theirs).
+        leases[k + j].Complete(Served{b, kOriginTier});
+        if (!st.ok() && failed.ok()) failed = st;
       }
       k += n;
+    }
+    TIERFS_RETURN_IF_ERROR(failed);
+    for (uint64_t i : busy) {
+      // Someone else fetches it now: wait for that fetch and copy the block to the target. If it
+      // ended in between, lead a fetch of the block here (host tiers first, then the origin).
+      const BlockKey key = KeyFor(obj, i);
+      const uint64_t expected = ExpectedLength(obj, i);
+      Flights::Joined j =
+          flights_.Join(key, Status::Unavailable("the hydration of the block was dropped"));
+      if (j.lease) {
+        Served b = FetchFromHostTiers(obj, key, expected);
+        if (b.block) {
+          j.lease->Complete(std::move(b));
+        } else {
+          Result<BlockRef> f = FetchFromOrigin(obj, i, expected);
+          j.lease->Complete(f.ok() ? Result<Served>(Served{*f, kOriginTier})
+                                   : Result<Served>(f.status()));
+        }
+      }
+      Result<Served> r = Flights::Wait(j.call, nullptr, DeadlineAfter(options_.wait_timeout));
+      if (r.ok() && r->block && r->block->size() == expected) {
+        const size_t upto = r->tier == kOriginTier
+                                ? tiers_.size()
+                                : std::max(target + 1, static_cast<size_t>(r->tier));
+        TIERFS_RETURN_IF_ERROR(store(i, r->block, upto));
+        continue;
+      }
+      TIERFS_RETURN_IF_ERROR(Hydrate(obj, i, target, Placement{}));
+      done(i);
     }
     return Status::OK();
   }

@@ -215,7 +215,8 @@ class TieredCache {
   virtual std::vector<std::pair<std::string, uint64_t>> Residency(const ObjectRef& obj) = 0;
 
   // Deep prefetch (tiercache/prefetch_jobs.h): makes tier `target` (an index into tiers())
-  // hold block `index` of `obj`, reading it from the tiers below `target` or the origin and
+  // hold block `index` of `obj`, copying it from a host tier above `target` that holds it (L1
+  // over an L2 target), else reading it from the tiers below `target` or the origin and
   // inserting it into `target` and the tiers between (not into the tiers above it: an L2
   // prefetch does not fill L1, an L3 prefetch leaves no copy on this host). OK at once when the
   // target already holds it. Runs on the caller's thread; demand reads never wait for it (no
@@ -228,9 +229,11 @@ class TieredCache {
   // are fetched from the origin as runs of adjacent blocks, one ranged GET per run (a large file
   // at the origin's ranged-GET speed); with a remote tier below the target (L3 under L2) they are
   // first read from it with one Tier::ReadMany (its GETs at once), and only the blocks it lacks go
-  // to the origin. `*bytes_done` (may be null) grows by
-  // the bytes of every block the target holds at the end, also on error. REQUIRES: count >= 1,
-  // first + count <= blocks of obj.
+  // to the origin. No block is fetched twice: one a host tier above the target holds is copied
+  // from there, one a demand read or readahead is fetching is waited for, and the origin fetches
+  // are single-flight leaders, so a demand read of those blocks waits for them instead of
+  // sending its own GET. `*bytes_done` (may be null) grows by the bytes of every block the target
+  // holds at the end, also on error. REQUIRES: count >= 1, first + count <= blocks of obj.
   virtual Status HydrateRun(const ObjectRef& obj, uint64_t first, uint64_t count, size_t target,
                             uint64_t* bytes_done) = 0;
 

@@ -242,6 +242,63 @@ TEST_F(AdmissionCacheTest, NeverServesWithoutStoringButPinsAndDeepPrefetchAreAdm
   EXPECT_EQ(s["admit.admitted"], 2u);
 }
 
+// Deep prefetch into L2 of blocks a reader already brought into L1 (admission kept them out of
+// L2) copies them down instead of fetching them again.
+TEST_F(AdmissionCacheTest, HydrationCopiesWhatL1HoldsIntoL2WithoutTheOrigin) {
+  options_.placement = [](std::string_view) {
+    Placement p;
+    p.admit = AdmitPolicy::kNever;
+    return p;
+  };
+  auto c = OpenCache();
+  ObjectRef o = Put("f", 4 * kBs);
+  for (uint64_t i = 0; i < 4; ++i) ReadBlock(c.get(), o, i);  // L1 (one block) keeps block 3
+  EXPECT_EQ(InL2(c.get(), o), 0u);
+  EXPECT_EQ(origin_.bytes_read(), 4 * kBs);
+  uint64_t done = 0;
+  ASSERT_TRUE(c->HydrateRun(o, 0, 4, 1, &done).ok());
+  EXPECT_EQ(done, 4 * kBs);
+  EXPECT_EQ(InL2(c.get(), o), 4u);
+  EXPECT_EQ(origin_.read_calls(), 5u);  // blocks 0-2 as one run
+  EXPECT_EQ(origin_.bytes_read(), 7 * kBs);
+  // One block: the same.
+  ObjectRef p = Put("g", 2 * kBs);
+  ReadBlock(c.get(), p, 1);
+  ASSERT_TRUE(c->Hydrate(p, 1, 1, Placement{}).ok());
+  EXPECT_EQ(InL2(c.get(), p), 1u);
+  EXPECT_EQ(origin_.read_calls(), 1u);
+  for (uint64_t i = 0; i < 2; ++i) ReadBlock(c.get(), p, i);  // right bytes from every tier
+}
+
+// A reader of a block that a deep prefetch is fetching waits for that fetch: the origin serves
+// the block once (a loader reading what its PrefetchSampler hydrates a moment earlier).
+TEST_F(AdmissionCacheTest, AReaderJoinsTheHydrationsFetchInsteadOfSendingItsOwn) {
+  auto c = OpenCache();
+  ObjectRef o = Put("f", 4 * kBs);
+  origin_.HoldReads();
+  uint64_t done = 0;
+  Status hydrated;
+  std::thread h([&] { hydrated = c->HydrateRun(o, 0, 4, 1, &done); });
+  origin_.WaitForBlockedReads(1);
+  std::string buf(kBs, '\0');
+  Result<size_t> got = Status::Internal("not read");
+  std::thread r([&] { got = c->ReadInto(o, 2 * kBs, std::as_writable_bytes(std::span(buf))); });
+  // Give the reader time to get to its fetch: one of its own would wait at the gate too.
+  for (int i = 0; i < 30 && origin_.blocked_reads() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  origin_.ReleaseReads();
+  h.join();
+  r.join();
+  ASSERT_TRUE(hydrated.ok()) << hydrated.ToString();
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(buf, Pattern(4 * kBs).substr(2 * kBs, kBs));
+  EXPECT_EQ(ParseStats(c->StatsText())["singleflight.merged"], 1u);
+  EXPECT_EQ(origin_.read_calls(), 1u);
+  EXPECT_EQ(origin_.bytes_read(), 4 * kBs);
+  EXPECT_EQ(InL2(c.get(), o), 4u);
+}
+
 TEST_F(AdmissionCacheTest, ASequentialPassOverALargeFileIsAdmittedAsReuse) {
   auto c = OpenCache();  // default: always, scans: files of 64 blocks (> 10% of L2) or more
   ObjectRef big = Put("big", 64 * kBs);
