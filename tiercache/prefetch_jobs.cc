@@ -3,7 +3,8 @@
 // Threads: max_running_jobs runners ("tierfs-pfjob") each take the oldest queued job and walk
 // its tree with a Walker (or take the list job's queued files; no lock held across Catalog
 // calls), a batch of files at a time: a runner splits the batch into tasks of up to
-// blocks_per_task consecutive blocks and publishes them as a Work of its job; `threads` workers
+// blocks_per_task consecutive blocks (a shorter tail than half that joins the task before it)
+// and publishes them as a Work of its job; `threads` workers
 // ("tierfs-pfjob-N") take tasks from the running jobs' Works round-robin (one task from each in
 // turn: jobs share the workers fairly) and call TieredCache::HydrateRun per task (one ranged GET
 // for the blocks the target lacks), each under one fetch slot: the slots allowed now are
@@ -780,9 +781,15 @@ class PrefetchJobsImpl final : public PrefetchJobs {
       w->remaining.assign(w->files.size(), 0);
       for (size_t f = 0; f < w->files.size(); ++f) {
         const uint64_t nblocks = (w->files[f].entry.size + bs - 1) / bs;
-        for (uint64_t b = 0; b < nblocks; b += options_.blocks_per_task) {
-          w->tasks.push_back(Task{f, b, std::min(options_.blocks_per_task, nblocks - b)});
+        const uint64_t per = options_.blocks_per_task;
+        for (uint64_t b = 0; b < nblocks;) {
+          // A tail shorter than half a task goes with the task before it: a file of 5 blocks
+          // is one GET, not a GET of 4 blocks and another round trip for the last one.
+          uint64_t n = std::min(per, nblocks - b);
+          if (nblocks - b - n < (per + 1) / 2) n = nblocks - b;
+          w->tasks.push_back(Task{f, b, n});
           ++w->remaining[f];
+          b += n;
         }
       }
       PrefetchJobStatus snapshot;

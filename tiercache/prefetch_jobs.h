@@ -100,7 +100,9 @@ struct PrefetchJobsOptions {
   // Worker threads: the most blocks the jobs fetch at once (one GET each; a small file is one
   // block, a large one is spread over many workers as runs of blocks_per_task blocks).
   int threads = 32;
-  uint64_t blocks_per_task = 4;  // a worker takes this many consecutive blocks of a file
+  // A worker takes this many consecutive blocks of a file (a tail of less than half as many
+  // joins the task before it: a file of 5 blocks is one task).
+  uint64_t blocks_per_task = 4;
   // Jobs running at once (their tasks are handed out round-robin); the others wait in FIFO.
   int max_running_jobs = 4;
   // The bytes of the runs in flight are also bounded by memory_budget (one run always may go).

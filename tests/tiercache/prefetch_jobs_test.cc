@@ -139,6 +139,26 @@ TEST_F(PrefetchJobsTest, DirectoryIntoL2IsRecursiveAndSkipsL1) {
   EXPECT_EQ(origin_.read_calls(), 0u);
 }
 
+// A file is fetched in runs of blocks_per_task blocks, one GET each; a tail shorter than half a
+// run joins the run before it instead of costing a round trip of its own.
+TEST_F(PrefetchJobsTest, AShortTailJoinsTheRunBeforeIt) {
+  origin_.PutObject("t/five", Pattern(5 * kBs, 6));      // 5: one run of 5
+  origin_.PutObject("t/six", Pattern(6 * kBs, 7));       // 4 + 2
+  origin_.PutObject("t/nine", Pattern(8 * kBs + 9, 8));  // 4 + 5 (the 9th block is 9 bytes)
+  PrefetchJobsOptions o;
+  o.threads = 3;
+  o.blocks_per_task = 4;
+  o.persist_interval = 5ms;
+  OpenJobsWith(o);
+  origin_.ResetCounters();
+  TC_ASSERT_OK(jobs_->Start("t", "l2"));
+  EXPECT_EQ(WaitDone("t").state, PrefetchState::kDone);
+  EXPECT_EQ(origin_.read_calls(), 5u);
+  EXPECT_EQ(Held(Ref("t/five"), "l2"), 5u);
+  EXPECT_EQ(Held(Ref("t/six"), "l2"), 6u);
+  EXPECT_EQ(Held(Ref("t/nine"), "l2"), 9u);
+}
+
 TEST_F(PrefetchJobsTest, SingleFileIntoL1FillsL1AndL2) {
   TC_ASSERT_OK(jobs_->Start("other.bin", "l1"));
   PrefetchJobStatus st = WaitDone("other.bin");
