@@ -419,11 +419,18 @@ class TieredCacheImpl final : public TieredCache {
     if (!b) {
       TIERFS_ASSIGN_OR_RETURN(b, FetchFromOrigin(obj, index, expected));
     }
+    return InsertHydrated(key, b, h, target, from);
+  }
+
+  // Deep prefetch's insert of `b` into tiers [target, upto): counts it as hydrated when the
+  // target took it, and returns the target's answer (the others' errors are only counted). A
+  // remote tier's write queue may be full: prefetch waits for room (bounded), it is not in a
+  // reader's way.
+  Status InsertHydrated(const BlockKey& key, const BlockRef& b, const Placement& h, size_t target,
+                        size_t upto) {
     Status last = Status::OK();
-    for (size_t t = target; t < from; ++t) {
+    for (size_t t = target; t < upto; ++t) {
       Status st = tiers_[t]->Insert(key, b, h);
-      // A remote tier's write queue may be full: prefetch waits for room (bounded), it is not
-      // in a reader's way.
       for (int tries = 0; st.code() == Status::Code::kNoSpace &&
                           tiers_[t]->kind() == TierKind::kShared && tries < 500;
            ++tries) {
@@ -484,41 +491,14 @@ class TieredCacheImpl final : public TieredCache {
           rest.push_back(need[j]);
           continue;
         }
-        Status last = Status::OK();
-        for (size_t u = target; u < t; ++u) {
-          Status st = tiers_[u]->Insert(keys[j], b, h);
-          if (!st.ok()) {
-            ++insert_errors_;
-            if (u == target) last = st;
-          }
-        }
-        TIERFS_RETURN_IF_ERROR(last);
-        ++hydrated_blocks_;
-        hydrated_bytes_ += b->size();
+        TIERFS_RETURN_IF_ERROR(InsertHydrated(keys[j], b, h, target, t));
         done(need[j]);
       }
       need = std::move(rest);
     }
     // Into [target, upto) (every tier from the target down for an origin block).
     auto store = [&](uint64_t index, const BlockRef& b, size_t upto) -> Status {
-      const BlockKey key = KeyFor(obj, index);
-      Status last = Status::OK();
-      for (size_t t = target; t < upto; ++t) {
-        Status st = tiers_[t]->Insert(key, b, h);
-        for (int tries = 0; st.code() == Status::Code::kNoSpace &&
-                            tiers_[t]->kind() == TierKind::kShared && tries < 500;
-             ++tries) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(20));
-          st = tiers_[t]->Insert(key, b, h);
-        }
-        if (!st.ok()) {
-          ++insert_errors_;
-          if (t == target) last = st;
-        }
-      }
-      TIERFS_RETURN_IF_ERROR(last);
-      ++hydrated_blocks_;
-      hydrated_bytes_ += b->size();
+      TIERFS_RETURN_IF_ERROR(InsertHydrated(KeyFor(obj, index), b, h, target, upto));
       done(index);
       return Status::OK();
     };

@@ -161,6 +161,18 @@ class S3AdaptiveTest : public ::tierfs::testing::HttpServerTest {
     return s.ok() ? std::move(*s) : nullptr;
   }
 
+  // Reads 256 KiB of "slow" at 4096 and checks the bytes against `data`; returns how long it took.
+  SteadyClock::duration ReadSlow(BlobStore* store, const std::string& data) {
+    std::vector<std::byte> buf(256 * 1024);
+    auto start = SteadyClock::now();
+    auto n = store->Read("slow", 4096, buf, "e1");
+    auto took = SteadyClock::now() - start;
+    EXPECT_TRUE(n.ok()) << n.status().ToString();
+    EXPECT_EQ(n.ok() ? *n : 0, buf.size());
+    EXPECT_TRUE(AsString(buf) == data.substr(4096, buf.size()));
+    return took;
+  }
+
   // Enough fast GETs for the store's latency tracker to form an opinion.
   void WarmUp(BlobStore* store, const std::string& key, size_t n = 40) {
     std::vector<std::byte> buf(4096);
@@ -192,14 +204,9 @@ TEST_F(S3AdaptiveTest, SlowFirstAnswerIsHedgedAndTheHedgeWinsWithExactBytes) {
   const BlobStoreStats before = store->Stats();
   EXPECT_GT(before.ttfb_p95_us, 0u);
 
+  // The stalled original would take 20 s.
+  EXPECT_LT(ReadSlow(store.get(), data), std::chrono::seconds(10));
   std::vector<std::byte> buf(256 * 1024);
-  auto start = SteadyClock::now();
-  auto n = store->Read("slow", 4096, buf, "e1");
-  auto took = SteadyClock::now() - start;
-  ASSERT_TRUE(n.ok()) << n.status().ToString();
-  ASSERT_EQ(*n, buf.size());
-  EXPECT_TRUE(AsString(buf) == data.substr(4096, buf.size()));
-  EXPECT_LT(took, std::chrono::seconds(10));  // the stalled original would take 20 s
 
   const BlobStoreStats after = store->Stats();
   EXPECT_EQ(after.hedges_issued - before.hedges_issued, 1u);
@@ -245,15 +252,8 @@ TEST_F(S3AdaptiveTest, AGetWhoseBodyKeepsArrivingIsNotHedged) {
   WarmUp(store.get(), "warm");
   const BlobStoreStats before = store->Stats();
 
-  std::vector<std::byte> buf(256 * 1024);
-  auto start = SteadyClock::now();
-  auto n = store->Read("slow", 4096, buf, "e1");
-  auto took = SteadyClock::now() - start;
-  ASSERT_TRUE(n.ok()) << n.status().ToString();
-  ASSERT_EQ(*n, buf.size());
-  EXPECT_TRUE(AsString(buf) == data.substr(4096, buf.size()));
   // The case happened: the GET ran far past the point a stuck one is hedged.
-  EXPECT_GT(took, milliseconds(300));
+  EXPECT_GT(ReadSlow(store.get(), data), milliseconds(300));
   const BlobStoreStats after = store->Stats();
   EXPECT_EQ(after.hedges_issued - before.hedges_issued, 0u);
   EXPECT_EQ(slow_gets.load(), 1);

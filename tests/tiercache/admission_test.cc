@@ -182,6 +182,14 @@ class AdmissionCacheTest : public ::testing::Test {
     ASSERT_TRUE(n.ok()) << n.status().ToString();
   }
   static uint64_t InL2(TieredCache* c, const ObjectRef& o) { return c->Residency(o)[1].second; }
+  // Every object gets admission policy `p` (before OpenCache).
+  void AdmitEverything(AdmitPolicy p) {
+    options_.placement = [p](std::string_view) {
+      Placement pl;
+      pl.admit = p;
+      return pl;
+    };
+  }
 
   testing::TcTempDir dir_;
   FakeBlobStore origin_{"fake://bucket"};
@@ -245,11 +253,7 @@ TEST_F(AdmissionCacheTest, NeverServesWithoutStoringButPinsAndDeepPrefetchAreAdm
 // Deep prefetch into L2 of blocks a reader already brought into L1 (admission kept them out of
 // L2) copies them down instead of fetching them again.
 TEST_F(AdmissionCacheTest, HydrationCopiesWhatL1HoldsIntoL2WithoutTheOrigin) {
-  options_.placement = [](std::string_view) {
-    Placement p;
-    p.admit = AdmitPolicy::kNever;
-    return p;
-  };
+  AdmitEverything(AdmitPolicy::kNever);
   auto c = OpenCache();
   ObjectRef o = Put("f", 4 * kBs);
   for (uint64_t i = 0; i < 4; ++i) ReadBlock(c.get(), o, i);  // L1 (one block) keeps block 3
@@ -319,11 +323,7 @@ TEST_F(AdmissionCacheTest, ASequentialPassOverALargeFileIsAdmittedAsReuse) {
 }
 
 TEST_F(AdmissionCacheTest, AnExplicitAlwaysOverridesTheScanDetection) {
-  options_.placement = [](std::string_view) {
-    Placement p;
-    p.admit = AdmitPolicy::kAlways;
-    return p;
-  };
+  AdmitEverything(AdmitPolicy::kAlways);
   auto c = OpenCache();
   ObjectRef big = Put("big", 64 * kBs);
   for (uint64_t i = 0; i < 64; ++i) ReadBlock(c.get(), big, i);
