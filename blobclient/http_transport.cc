@@ -122,7 +122,6 @@ size_t WriteCallback(char* data, size_t size, size_t nmemb, void* userdata) {
     std::memcpy(sink.data() + t->resp.sink_bytes, data + off, take);
     t->resp.sink_bytes += take;
     if (HttpProgress* pr = t->req.progress.get()) {
-      pr->sink_bytes.store(t->resp.sink_bytes, std::memory_order_relaxed);
       pr->last_byte_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                  std::chrono::steady_clock::now().time_since_epoch())
                                  .count(),

@@ -53,11 +53,10 @@ inline constexpr size_t kMaxSmallBody = 64u << 10;     // HEAD/PUT/DELETE answer
 inline constexpr size_t kMaxErrorBody = 64u << 10;     // kept of a non-2xx body, for messages
 inline constexpr size_t kMaxHeaderBytes = 64u << 10;   // all header lines of one transfer
 
-// How far a response body has come, updated on the I/O thread as bytes reach the sink and read
+// When a response body last moved, updated on the I/O thread as bytes reach the sink and read
 // by the caller while the request is in flight (hedging tells a stalled GET from a slow one).
 struct HttpProgress {
-  std::atomic<uint64_t> sink_bytes{0};
-  std::atomic<int64_t> last_byte_ns{0};  // SteadyClock nanoseconds of the latest byte; 0: none yet
+  std::atomic<int64_t> last_byte_ns{0};  // steady_clock nanoseconds of the latest byte; 0: none
 };
 
 struct HttpRequest {

@@ -408,11 +408,7 @@ class TieredCacheImpl final : public TieredCache {
     size_t from = tiers_.size();
     // A faster host tier's copy (L1 above an L2 target: read there, kept out of L2 by admission)
     // saves the network.
-    for (size_t t = 0; t < target && !b; ++t) {
-      if (tiers_[t]->kind() == TierKind::kHost && tiers_[t]->Contains(key)) {
-        if ((b = TryTier(t, key, expected))) from = target + 1;
-      }
-    }
+    if ((b = FromHostTierAbove(target, key, expected))) from = target + 1;
     for (size_t t = target + 1; t < tiers_.size() && !b; ++t) {
       if ((b = TryTier(t, key, expected))) from = t;
     }
@@ -420,6 +416,15 @@ class TieredCacheImpl final : public TieredCache {
       TIERFS_ASSIGN_OR_RETURN(b, FetchFromOrigin(obj, index, expected));
     }
     return InsertHydrated(key, b, h, target, from);
+  }
+
+  // The copy of `key` a host tier above `target` holds, or null.
+  BlockRef FromHostTierAbove(size_t target, const BlockKey& key, uint64_t expected) {
+    for (size_t t = 0; t < target; ++t) {
+      if (tiers_[t]->kind() != TierKind::kHost || !tiers_[t]->Contains(key)) continue;
+      if (BlockRef b = TryTier(t, key, expected)) return b;
+    }
+    return nullptr;
   }
 
   // Deep prefetch's insert of `b` into tiers [target, upto): counts it as hydrated when the
@@ -511,13 +516,7 @@ class TieredCacheImpl final : public TieredCache {
     std::vector<Flights::Lease> leases;
     for (uint64_t i : need) {
       const BlockKey key = KeyFor(obj, i);
-      BlockRef above;
-      for (size_t t = 0; t < target && !above; ++t) {
-        if (tiers_[t]->kind() == TierKind::kHost && tiers_[t]->Contains(key)) {
-          above = TryTier(t, key, ExpectedLength(obj, i));
-        }
-      }
-      if (above) {
+      if (BlockRef above = FromHostTierAbove(target, key, ExpectedLength(obj, i))) {
         TIERFS_RETURN_IF_ERROR(store(i, above, target + 1));
         continue;
       }
@@ -534,12 +533,9 @@ class TieredCacheImpl final : public TieredCache {
     for (size_t k = 0; k < claimed_index.size();) {
       size_t n = 1;
       while (k + n < claimed_index.size() && claimed_index[k + n] == claimed_index[k] + n) ++n;
-      if (!failed.ok()) {
-        for (size_t j = k; j < k + n; ++j) leases[j].Complete(failed);
-        k += n;
-        continue;
-      }
-      Result<std::vector<BlockRef>> blocks = FetchRunFromOrigin(obj, claimed_index[k], n);
+      // After a failure the rest is not fetched: their readers get that error.
+      Result<std::vector<BlockRef>> blocks =
+          failed.ok() ? FetchRunFromOrigin(obj, claimed_index[k], n) : failed;
       if (!blocks.ok()) {
         failed = blocks.status();
         for (size_t j = k; j < k + n; ++j) leases[j].Complete(failed);
