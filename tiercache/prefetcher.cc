@@ -13,7 +13,9 @@ Prefetcher::Prefetcher(const PrefetcherOptions& options, TieredCache* cache, Cat
 // samples, even in shuffled order) would otherwise pay one origin round trip per file, each in
 // turn. After the second small-file open in a directory, each open queues the next files of the
 // listing that no host tier holds yet: the cache skips what is already being fetched, and a full
-// prefetch queue drops the rest, so this never holds up a reader.
+// prefetch queue drops the rest, so this never holds up a reader. Once a look found all of them
+// held, the directory is warm, and opens of held files skip the look (a listing read and a block
+// lookup per file and tier each) but for every kWarmDirectoryRecheck + 1-th.
 void Prefetcher::OnOpen(const ObjectRef& opened) {
   if (options_.next_files <= 0 || opened.info.size > options_.next_files_max_bytes) return;
   const std::string& path = opened.key;
@@ -22,22 +24,28 @@ void Prefetcher::OnOpen(const ObjectRef& opened) {
   const std::string_view name = slash == std::string::npos
                                     ? std::string_view(path)
                                     : std::string_view(path).substr(slash + 1);
+  bool warm = false;
   {
     MutexLock l(&next_mu_);
-    auto it = small_opens_.find(dir);
-    if (it == small_opens_.end()) {
-      if (small_opens_.size() >= kMaxNextDirs) small_opens_.clear();  // crude, bounded
-      small_opens_.emplace(dir, 1);
+    auto it = next_dirs_.find(dir);
+    if (it == next_dirs_.end()) {
+      if (next_dirs_.size() >= kMaxNextDirs) next_dirs_.clear();  // crude, bounded
+      next_dirs_[dir].opens = 1;
       return;
     }
-    if (it->second < 2) ++it->second;
-    if (it->second < 2) return;
+    NextDir& d = it->second;
+    if (d.opens < 2) ++d.opens;
+    if (d.opens < 2) return;
+    warm = d.warm && d.warm_skips < kWarmDirectoryRecheck;
+    if (warm) ++d.warm_skips;
   }
+  if (warm && cache_->HostHolds(opened, 0, 1)) return;
   std::vector<DirEntry> next;
   Status s = catalog_->ReadDir(dir, name, static_cast<size_t>(options_.next_files), &next);
   if (!s.ok()) return;  // the open itself succeeded; this is only a hint
   const uint64_t bs = cache_->block_size();
   if (bs == 0) return;
+  uint64_t queued = 0;
   for (const DirEntry& e : next) {
     if (e.type != EntryType::kFile || e.size == 0 || e.size > options_.next_files_max_bytes) {
       continue;
@@ -51,8 +59,14 @@ void Prefetcher::OnOpen(const ObjectRef& opened) {
     // read would churn L1 (a shuffled reader of a warm directory would read 16x from flash).
     if (cache_->HostHolds(obj, 0, 1)) continue;
     cache_->Prefetch(obj, 0, (e.size + bs - 1) / bs);
-    ++stats_.next_file_prefetches;
+    ++queued;
   }
+  stats_.next_file_prefetches += queued;
+  MutexLock l(&next_mu_);
+  auto it = next_dirs_.find(dir);
+  if (it == next_dirs_.end()) return;  // cleared meanwhile
+  it->second.warm = queued == 0;
+  it->second.warm_skips = 0;
 }
 
 // Sequential detector: a read that starts near the end of the previous ones (the kernel issues

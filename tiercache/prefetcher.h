@@ -27,7 +27,8 @@ struct PrefetcherOptions {
   uint64_t readahead_max_bytes = 64ULL << 20;
   // Small files read one after another: once two files of at most next_files_max_bytes were
   // opened in one directory, every further open there prefetches the next `next_files` files of
-  // the listing (byte order) that are that small and that no host tier holds. 0 disables it.
+  // the listing (byte order) that are that small and that no host tier holds (in a warm
+  // directory only now and then: kWarmDirectoryRecheck). 0 disables it.
   int next_files = 16;
   uint64_t next_files_max_bytes = 4ULL << 20;
   // Dense random reads of one large file (at least kHydrateMinBlocks blocks): once a stream's
@@ -104,6 +105,11 @@ class Prefetcher {
   // Reads of a hydrating stream without a block landing after which the outstanding blocks are
   // asked for again.
   static constexpr uint32_t kHydrateStallReads = 256;
+  // In a warm directory (the last look at the next files found them all held), opens of files a
+  // host tier holds do not look again (a listing read and a block lookup per file and tier, on
+  // every open of a warm epoch), except every kWarmDirectoryRecheck + 1-th; an open of a file
+  // no host tier holds looks at once.
+  static constexpr uint32_t kWarmDirectoryRecheck = 32;
 
  private:
   // Advances `stream`'s hydration: moves past the blocks that landed, asks for new runs while
@@ -115,10 +121,18 @@ class Prefetcher {
   Catalog* const catalog_;
   PrefetcherStats stats_;
 
-  // Small-file opens per directory (next-files prefetch), at most kMaxNextDirs directories.
+  // Next-files state of a directory whose small files are being opened.
+  struct NextDir {
+    uint32_t opens = 0;  // small-file opens seen, up to 2 (the pattern starts at the second)
+    // The last look at the next files found every one held (a warm directory): opens of files
+    // a host tier holds skip the look, up to kWarmDirectoryRecheck of them in a row.
+    bool warm = false;
+    uint32_t warm_skips = 0;
+  };
+  // At most kMaxNextDirs directories.
   static constexpr size_t kMaxNextDirs = 256;
   Mutex next_mu_;  // leaf
-  std::unordered_map<std::string, uint32_t> small_opens_ GUARDED_BY(next_mu_);
+  std::unordered_map<std::string, NextDir> next_dirs_ GUARDED_BY(next_mu_);
 };
 
 }  // namespace tierfs

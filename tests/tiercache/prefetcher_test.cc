@@ -185,6 +185,40 @@ TEST_F(PrefetcherTest, SmallFilesOpenedInADirectoryPrefetchTheNextOnes) {
   EXPECT_EQ(Held("many/f004"), 0u);
 }
 
+TEST_F(PrefetcherTest, AWarmDirectoryIsLookedAtOnlyNowAndThen) {
+  for (int i = 0; i < 40; ++i) {  // every small file of many/ in L1
+    const std::string key = fmt::format("many/f{:03d}", i);
+    cache_->Prefetch(Obj(key), 0, 1);
+    ASSERT_EQ(WaitHeld(key, 1), 1u) << key;
+  }
+  auto p = Make();
+  p->OnOpen(Obj("many/f000"));
+  p->OnOpen(Obj("many/f001"));  // the first look: f002..f005 all held, the directory is warm
+  EXPECT_EQ(p->Stats().next_file_prefetches.load(), 0u);
+  // Opens of held files do not look: f011, right after f010, stays out.
+  cache_->Evict(Obj("many/f011"));
+  p->OnOpen(Obj("many/f010"));
+  EXPECT_EQ(p->Stats().next_file_prefetches.load(), 0u);
+  // An open of a file no host tier holds looks at once: f021 is queued.
+  cache_->Evict(Obj("many/f020"));
+  cache_->Evict(Obj("many/f021"));
+  p->OnOpen(Obj("many/f020"));
+  EXPECT_EQ(p->Stats().next_file_prefetches.load(), 1u);
+  EXPECT_EQ(WaitHeld("many/f021", 1), 1u);
+  // That look queued something, so the next open looks too (f026..f029 held: warm again).
+  p->OnOpen(Obj("many/f025"));
+  EXPECT_EQ(p->Stats().next_file_prefetches.load(), 1u);
+  // Every kWarmDirectoryRecheck + 1-th open of a held file looks again: then f011 is queued.
+  for (uint32_t i = 0; i < Prefetcher::kWarmDirectoryRecheck; ++i) {
+    p->OnOpen(Obj("many/f010"));
+  }
+  EXPECT_EQ(p->Stats().next_file_prefetches.load(), 1u);
+  EXPECT_EQ(Held("many/f011"), 0u);
+  p->OnOpen(Obj("many/f010"));
+  EXPECT_EQ(p->Stats().next_file_prefetches.load(), 2u);
+  EXPECT_EQ(WaitHeld("many/f011", 1), 1u);
+}
+
 // Reads at blocks 30, 10, 20, 35, ...: each a seek, none held.
 void RandomMisses(Prefetcher* p, Prefetcher::Stream* s, int n, uint64_t blocks) {
   for (int i = 0; i < n; ++i) {
