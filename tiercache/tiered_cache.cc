@@ -1318,18 +1318,27 @@ class TieredCacheImpl final : public TieredCache {
   // Promote on reuse: true when this hit of `key` in a lower host tier, a read starting at
   // `in_block`, is its promote_hits-th use within the window (then it is forgotten: the copy-up
   // follows). A read that starts past the previous one in the same block is the same pass going
-  // on (small sequential reads through a block), not a reuse.
+  // on (small sequential reads through a block), not a reuse. A use that comes after more than
+  // L1's capacity / kPromoteReuseShare bytes were read since the block's previous one starts the
+  // count again: L1 would evict the copy before it pays for itself (a shuffled reader of a
+  // dataset many times L1 comes back to each block only after L1 has turned over, and promoting
+  // such blocks copied several times the bytes read into L1 just to evict them).
   bool PromoteNow(const BlockKey& key, uint64_t in_block) {
     if (options_.promote_hits == 0) return false;
     if (options_.promote_hits == 1) return true;
+    const uint64_t now = stats_.bytes_served.load(std::memory_order_relaxed);
+    const uint64_t near = tiers_[0]->Stats().capacity.load() / kPromoteReuseShare;
     MutexLock l(&promote_mu_);
     if (promote_window_.size() >= kPromoteWindow) promote_window_.clear();
-    auto [it, fresh] = promote_window_.try_emplace(key, PromoteState{1, in_block});
+    auto [it, fresh] = promote_window_.try_emplace(key, PromoteState{1, in_block, now});
     if (fresh) return false;
     PromoteState& p = it->second;
     const bool reuse = in_block <= p.last_offset;
+    const bool soon = now - p.last_use < near;
     p.last_offset = in_block;
-    if (!reuse || ++p.uses < options_.promote_hits) return false;
+    p.last_use = now;
+    if (reuse && !soon) p.uses = 1;
+    if (!reuse || !soon || ++p.uses < options_.promote_hits) return false;
     promote_window_.erase(it);
     ++promotions_;
     return true;
@@ -1713,10 +1722,14 @@ class TieredCacheImpl final : public TieredCache {
   std::atomic<uint64_t> hydrated_bytes_{0};
   std::atomic<uint64_t> promotions_{0};  // L2 blocks copied into L1 on reuse (file_slices)
   static constexpr size_t kPromoteWindow = 65536;
+  // A reuse counts towards promotion when fewer than L1's capacity / this many bytes were read
+  // since the block's previous use.
+  static constexpr uint64_t kPromoteReuseShare = 4;
   Mutex promote_mu_;
   struct PromoteState {
     uint32_t uses = 0;         // reuses counted (the first hit is 1)
     uint64_t last_offset = 0;  // where in the block the last read started
+    uint64_t last_use = 0;     // stats_.bytes_served at the previous use
   };
   std::unordered_map<BlockKey, PromoteState, tiercache_internal::BlockKeyHash> promote_window_
       GUARDED_BY(promote_mu_);

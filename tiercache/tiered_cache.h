@@ -86,9 +86,11 @@ struct TieredCacheOptions {
   // With file_slices: an L2 block served as a file slice is copied into L1 (promoted) on its
   // `promote_hits`-th use among the blocks read from L2 recently (a window of the last 65,536
   // distinct blocks hit; a read starting past the previous one's start in the block is the same
-  // pass, not a use); 0: never promoted. Sequential readahead of blocks held in L2 only asks
-  // the kernel to read their files ahead (Tier::WillNeed) instead of copying them to L1. Without
-  // file_slices every L2 hit is copied into L1, as before. daemon/: cache.l2_promote_hits.
+  // pass, not a use; a use after more than L1's capacity / 4 bytes were read since the block's
+  // previous one starts the count again); 0: never promoted. Sequential readahead of blocks held in
+  // L2 only asks the kernel to read their files ahead (Tier::WillNeed) instead of copying them to
+  // L1. Without file_slices every L2 hit is copied into L1, as before. daemon/:
+  // cache.l2_promote_hits.
   uint32_t promote_hits = 2;
   // Block size. 1 MiB: matches the kernel's largest FUSE read, so one read touches at most two
   // blocks, and is large enough that per-request latency amortises (see README, "Block size").

@@ -446,6 +446,34 @@ TEST_F(TieredCacheTest, FileSlicesServeL2HitsFromTheFileAndPromoteOnReuse) {
   EXPECT_EQ(st["promotions"], 3u);
 }
 
+TEST_F(TieredCacheTest, FileSlicesPromoteOnlyWhatComesBackBeforeL1TurnsOver) {
+  options_.file_slices = true;
+  options_.promote_hits = 2;
+  options_.placement = [](std::string_view) {  // no scan detection: all of it goes to L2
+    Placement pl;
+    pl.admit = AdmitPolicy::kAlways;
+    return pl;
+  };
+  const uint64_t blocks = 100;  // L1 and L2 hold 256 blocks; a quarter of L1 is 64 blocks
+  const std::string data = Pattern(blocks * kBs, 9);
+  const ObjectRef o = Put("obj", data);
+  {
+    auto c = OpenCache();
+    EXPECT_EQ(ReadAll(c.get(), o, 0, data.size()), data);
+  }
+  auto c = OpenCache();  // fresh L1; every block in L2
+  const BlockKey k0 = MakeBlockKey(origin_.Describe(), "obj", o.info.etag, kBs, 0);
+  EXPECT_EQ(ReadAll(c.get(), o, 100, 10), data.substr(100, 10));
+  // 80 blocks (more than a quarter of L1) read before block 0 comes back: no promotion.
+  EXPECT_EQ(ReadAll(c.get(), o, kBs, 80 * kBs), data.substr(kBs, 80 * kBs));
+  EXPECT_EQ(ReadAll(c.get(), o, 50, 10), data.substr(50, 10));
+  EXPECT_FALSE(c->tiers()[0]->Contains(k0));
+  // Back again at once: that reuse is near enough, the block is promoted.
+  EXPECT_EQ(ReadAll(c.get(), o, 10, 10), data.substr(10, 10));
+  EXPECT_TRUE(c->tiers()[0]->Contains(k0));
+  EXPECT_EQ(ParseStats(c->StatsText())["promotions"], 1u);
+}
+
 TEST_F(TieredCacheTest, FileSlicesNeverPromoteWithZeroAndSpliceNothingUnverified) {
   options_.file_slices = true;
   options_.promote_hits = 0;
