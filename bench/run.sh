@@ -43,6 +43,10 @@
 #   --only seq   run only the cold sequential reads (group A's seq1-cold and group B's seq2-cold, each
 #                on empty caches) for each of --tools (tierfs, s3fs, rclone; raw: the origin's own
 #                one-GET, two-GET and 8-way ranged throughput); a "seq:" line per tool in run.log
+#   --only loader  run only the cold DataLoader (group E: 2 epochs over small/ from empty caches)
+#                for each of --tools, and for raw the origin's rate for whole small objects with 4,
+#                64 and 128 GETs in flight (its small-object ceiling); a "loader:" line per tool
+#                and "raw: small objects" lines in run.log
 #   --cap        seconds a single workload may run before it is cut short (default 120, quick 60);
 #                a cut-short result is reported as a lower bound / "timeout", never as a failure;
 #                a DataLoader epoch is cut after LOADER_CAP seconds (default 60)
@@ -103,9 +107,9 @@ case "$WORKLOAD" in
   *) echo "run.sh: unknown workload $WORKLOAD (all, prefetch, multijob)" >&2; exit 2 ;;
 esac
 if [[ $LAYOUT == quick ]]; then
-  CAP="${CAP:-60}"; RAND_RT=3; RAW_RAND_N=300
+  CAP="${CAP:-60}"; RAND_RT=3; RAW_RAND_N=300; RAW_SMALL_PAR_N=2000
 else
-  CAP="${CAP:-120}"; RAND_RT=15; RAW_RAND_N=1500
+  CAP="${CAP:-120}"; RAND_RT=15; RAW_RAND_N=1500; RAW_SMALL_PAR_N=4000
 fi
 # A DataLoader epoch is cut after this long (samples/s is then measured over the part that ran):
 # two loader runs of two epochs each per tool would otherwise dominate the run on a slow peer.
@@ -603,23 +607,38 @@ EOF
     t1="$(now)"
     $PY "$BENCH/report.py" --latencies "$WORK/curl-lat.txt" "$(elapsed "$t0" "$t1")" "$rc" >"$d/$name.json"
   done
-  # whole small objects, 4 in flight (like the DataLoader's 4 workers), shuffled
+  raw_small
+  log "raw: origin measured"
+}
+
+# The origin's rate for whole small objects (small/, shuffled, page cache dropped): 4 GETs in
+# flight, like the DataLoader's 4 workers (small.json), and its ceiling with many in flight
+# (small-par64.json, small-par128.json: RAW_SMALL_PAR_N objects each, curl --parallel-max 64 /
+# 128; the report takes the better one as the origin's small-object ceiling).
+raw_small() {
+  local d="$OUT/raw/raw" cfg="$WORK/curl-small.cfg" t0 t1 rc par n f
+  mkdir -p "$d"
   (cd "$LOCAL_DATA" && find small -type f | sort) >"$WORK/small-keys.txt"
-  $PY - "$ENDPOINT/$BUCKET" "$WORK/small-keys.txt" >"$cfg" <<'EOF'
+  for par in 4 64 128; do
+    n=2000; [[ $par != 4 ]] && n=$RAW_SMALL_PAR_N
+    $PY - "$ENDPOINT/$BUCKET" "$WORK/small-keys.txt" "$n" "$par" >"$cfg" <<'EOF'
 import random, sys
 keys = [l.strip() for l in open(sys.argv[2]) if l.strip()]
-random.Random(3).shuffle(keys)
-for i, k in enumerate(keys[:2000]):
+random.Random(3 if sys.argv[4] == "4" else 3 + int(sys.argv[4])).shuffle(keys)
+for i, k in enumerate(keys[:int(sys.argv[3])]):
     if i:
         print("next")
     print('url = "%s/%s"\noutput = "/dev/null"\nwrite-out = "%%{time_total}\\n"' % (sys.argv[1], k))
 EOF
-  drop_caches
-  t0="$(now)"
-  timeout "$CAP" curl -sSf --no-progress-meter --parallel --parallel-max 4 -K "$cfg" >"$WORK/curl-lat.txt" 2>>"$LOG"; rc=$?
-  t1="$(now)"
-  $PY "$BENCH/report.py" --latencies "$WORK/curl-lat.txt" "$(elapsed "$t0" "$t1")" "$rc" >"$d/small.json"
-  log "raw: origin measured"
+    drop_caches
+    t0="$(now)"
+    timeout "$CAP" curl -sSf --no-progress-meter --parallel --parallel-max "$par" -K "$cfg" \
+      >"$WORK/curl-lat.txt" 2>>"$LOG"; rc=$?
+    t1="$(now)"
+    f="$d/small.json"; [[ $par != 4 ]] && f="$d/small-par$par.json"
+    $PY "$BENCH/report.py" --latencies "$WORK/curl-lat.txt" "$(elapsed "$t0" "$t1")" "$rc" >"$f"
+    log "raw: small objects, $par GETs in flight: $($PY -c 'import json,sys; print(round(json.load(open(sys.argv[1])).get("iops") or 0))' "$f") objects/s"
+  done
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -1010,8 +1029,24 @@ elif [[ $ONLY == seq ]]; then
   done
   log "seq workload done in $((SECONDS - T_START)) s"
   exit 0
+elif [[ $ONLY == loader ]]; then
+  IFS=, read -r -a TOOL_LIST <<<"$TOOLS"
+  for t in "${TOOL_LIST[@]}"; do
+    mkdir -p "$OUT/raw/$t"
+    if [[ $t == raw ]]; then raw_small; continue; fi
+    [[ $t == tierfs || $t == s3fs || $t == rclone || $t == local || $t == nullfs ]] || continue
+    tool_available "$t" || { log "$t: not available, skipped"; continue; }
+    drop_caches
+    if mount_tool "$t" loader; then
+      run_loader "$t" loader
+      unmount_tool "$t"
+      log "loader: $t epoch 1 / 2 $($PY -c 'import json,sys; print(" / ".join("%.0f" % e["samples_per_s"] for e in json.load(open(sys.argv[1]))["epochs"]))' "$OUT/raw/$t/loader.json" 2>/dev/null) samples/s"
+    fi
+  done
+  log "loader workload done in $((SECONDS - T_START)) s"
+  exit 0
 elif [[ -n $ONLY ]]; then
-  die "--only: unknown workload $ONLY (known: l2, rand, seq)"
+  die "--only: unknown workload $ONLY (known: l2, loader, rand, seq)"
 fi
 IFS=, read -r -a TOOL_LIST <<<"$TOOLS"
 for t in "${TOOL_LIST[@]}"; do
