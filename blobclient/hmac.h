@@ -6,7 +6,8 @@
 // gets the MAC through this one small header without a second copy of the crypto glue and
 // without making base/ (which every module links) depend on OpenSSL.
 //
-// Thread-safety: pure functions; safe from any thread.
+// Thread-safety: pure functions; safe from any thread (each thread keeps its own OpenSSL
+// context).
 #pragma once
 
 #include <array>

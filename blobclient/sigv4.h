@@ -11,7 +11,8 @@
 // (S3 does not double-encode). The same UriEncode() builds the URL that goes on the wire, so the
 // signed path and the sent path cannot differ.
 //
-// Thread-safety: pure functions; safe from any thread.
+// Thread-safety: pure functions; safe from any thread. (SignV4 keeps the last signing key each
+// thread derived, a memo of four HMACs that changes no result.)
 #pragma once
 
 #include <chrono>
