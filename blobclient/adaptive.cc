@@ -54,20 +54,37 @@ std::optional<std::chrono::nanoseconds> LatencyTracker::ExpectedP95(uint64_t byt
   return std::chrono::nanoseconds(p95 + static_cast<int64_t>(transfer));
 }
 
+uint32_t HedgeBudget::halvings() const {
+  return std::min(kMaxHalvings,
+                  losses_in_a_row_.load(std::memory_order_relaxed) / kLossesPerHalving);
+}
+
 void HedgeBudget::OnGet() {
-  int64_t cur = hundredths_.load(std::memory_order_relaxed);
-  while (cur < kBurst * 100 &&
-         !hundredths_.compare_exchange_weak(cur, std::min(kBurst * 100, cur + earn_),
-                                            std::memory_order_relaxed)) {
+  const int64_t earn = earn_ >> halvings();
+  int64_t cur = saved_.load(std::memory_order_relaxed);
+  while (cur < kBurst * kOne &&
+         !saved_.compare_exchange_weak(cur, std::min(kBurst * kOne, cur + earn),
+                                       std::memory_order_relaxed)) {
   }
 }
 
 bool HedgeBudget::TrySpend() {
-  int64_t cur = hundredths_.load(std::memory_order_relaxed);
-  while (cur >= 100) {
-    if (hundredths_.compare_exchange_weak(cur, cur - 100, std::memory_order_relaxed)) return true;
+  int64_t cur = saved_.load(std::memory_order_relaxed);
+  while (cur >= kOne) {
+    if (saved_.compare_exchange_weak(cur, cur - kOne, std::memory_order_relaxed)) return true;
   }
   return false;
+}
+
+void HedgeBudget::OnHedgeSettled(bool won) {
+  if (won) {
+    losses_in_a_row_.store(0, std::memory_order_relaxed);
+    return;
+  }
+  uint32_t cur = losses_in_a_row_.load(std::memory_order_relaxed);
+  while (cur < kLossesPerHalving * kMaxHalvings &&
+         !losses_in_a_row_.compare_exchange_weak(cur, cur + 1, std::memory_order_relaxed)) {
+  }
 }
 
 AimdLimiter::AimdLimiter(int initial, int max)

@@ -75,18 +75,32 @@ class LatencyTracker {
 // GET runs past the p95 of quieter times, and hedging each one doubles the load: two cold
 // sequential streams hedged 35% of their GETs and read 15-25% slower than with hedging off. Each
 // GET sent earns `percent` hundredths of a hedge (up to kBurst saved); a hedge spends one.
+//
+// Hedges that keep losing (the original answers first) are load as well: a saturated origin
+// answers every GET late, a duplicate waits in the same queue, and in a cold small-file epoch
+// 4% of the GETs were duplicates of which none won. Every kLossesPerHalving hedges lost in a row
+// halve the rate, down to 1/2^kMaxHalvings of it (0.3% at 5%: a GET that is really stuck is
+// still hedged soon); a hedge that wins restores the full rate.
 class HedgeBudget {
  public:
   static constexpr int64_t kBurst = 10;
+  static constexpr uint32_t kLossesPerHalving = 8;
+  static constexpr uint32_t kMaxHalvings = 4;
   // REQUIRES: 0 <= percent <= 100.
-  explicit HedgeBudget(int percent) : earn_(percent) {}
+  explicit HedgeBudget(int percent) : earn_(static_cast<int64_t>(percent) * 100) {}
   void OnGet();
   // True (and one hedge spent) if the budget allows a hedge now.
   bool TrySpend();
+  // A hedge race was settled: the duplicate answered first (won) or the original did.
+  void OnHedgeSettled(bool won);
+  // How many times the rate is halved now (0..kMaxHalvings).
+  uint32_t halvings() const;
 
  private:
-  const int64_t earn_;                  // hundredths of a hedge per GET
-  std::atomic<int64_t> hundredths_{0};  // saved, at most kBurst * 100
+  static constexpr int64_t kOne = 10000;  // one hedge, in ten-thousandths
+  const int64_t earn_;                    // ten-thousandths of a hedge per GET at the full rate
+  std::atomic<int64_t> saved_{0};         // at most kBurst * kOne
+  std::atomic<uint32_t> losses_in_a_row_{0};
 };
 
 class AimdLimiter {

@@ -17,7 +17,9 @@
 //     to first byte) counts as stuck. The original streams into the caller's slice, the
 //     duplicate into a private buffer; the first successful answer wins, the other is cancelled,
 //     and a winning duplicate is copied into the slice only after the original's cancellation
-//     has completed, so the caller never sees interleaved bytes. RunGets returns only when none of
+//     has completed, so the caller never sees interleaved bytes. Hedges are at most
+//     options.hedge_percent % of GETs, less while they keep losing (HedgeBudget, adaptive.h).
+//     RunGets returns only when none of
 //     its requests is still in flight: nothing writes into the caller's buffer after Read()
 //     returned.
 // Every request of the store (reads or not) holds a slot of the AIMD limiter while in flight, and
@@ -796,6 +798,7 @@ class S3BlobStore final : public BlobStore {
             bytes_read_ += got;
             if (c.hedge) {
               ++hedges_won_;
+              hedge_budget_.OnHedgeSettled(true);
               if (other != 0) {
                 engine_->Cancel(other);
                 p.copy_pending = true;
@@ -803,6 +806,7 @@ class S3BlobStore final : public BlobStore {
                 std::memcpy(p.out.data(), p.hedge_buf->data(), std::min(got, p.out.size()));
               }
             } else if (other != 0) {
+              hedge_budget_.OnHedgeSettled(false);  // the original answered first
               engine_->Cancel(other);
             }
             continue;

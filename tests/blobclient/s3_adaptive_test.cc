@@ -99,6 +99,39 @@ TEST(HedgeBudgetTest, AHedgeCostsTwentyGetsAtFivePercentAndSavingsAreCapped) {
   EXPECT_TRUE(all.TrySpend());
 }
 
+// GETs needed to earn the next hedge.
+int GetsPerHedge(blobclient::HedgeBudget* b) {
+  for (int i = 1; i <= 100000; ++i) {
+    b->OnGet();
+    if (b->TrySpend()) return i;
+  }
+  return -1;
+}
+
+TEST(HedgeBudgetTest, HedgesThatKeepLosingAreSentLessOftenUntilOneWins) {
+  using blobclient::HedgeBudget;
+  HedgeBudget b(5);
+  EXPECT_EQ(GetsPerHedge(&b), 20);
+  for (uint32_t i = 0; i < HedgeBudget::kLossesPerHalving - 1; ++i) b.OnHedgeSettled(false);
+  EXPECT_EQ(b.halvings(), 0u);
+  EXPECT_EQ(GetsPerHedge(&b), 20);
+  b.OnHedgeSettled(false);  // the 8th loss in a row
+  EXPECT_EQ(b.halvings(), 1u);
+  EXPECT_EQ(GetsPerHedge(&b), 40);
+  for (int i = 0; i < 1000; ++i) b.OnHedgeSettled(false);
+  EXPECT_EQ(b.halvings(), HedgeBudget::kMaxHalvings);
+  // 5% / 16: one hedge per 320 GETs (0.3%), never none: a stuck GET is still hedged.
+  const int slow = GetsPerHedge(&b);
+  EXPECT_GE(slow, 320);
+  EXPECT_LE(slow, 323);
+  b.OnHedgeSettled(true);  // a win: the full rate again
+  EXPECT_EQ(b.halvings(), 0u);
+  EXPECT_EQ(GetsPerHedge(&b), 20);
+  // A loss after a win starts a new streak.
+  b.OnHedgeSettled(false);
+  EXPECT_EQ(b.halvings(), 0u);
+}
+
 TEST(AimdLimiterTest, HalvesOncePerWindowAndGrowsWhenUsed) {
   blobclient::AimdLimiter l(16, 64);
   EXPECT_EQ(l.limit(), 16);
