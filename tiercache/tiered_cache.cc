@@ -74,6 +74,9 @@ using tiercache_internal::BlockKeyHash;
 // CondVar::Wait is annotated REQUIRES(<the CondVar's own Mutex pointer>), which clang cannot
 // relate to the Mutex the caller holds. REQUIRES: the caller holds the CondVar's Mutex.
 void WaitWhileHeld(CondVar* cv) NO_THREAD_SAFETY_ANALYSIS { cv->Wait(); }
+void WaitHeldFor(CondVar* cv, std::chrono::nanoseconds d) NO_THREAD_SAFETY_ANALYSIS {
+  cv->WaitFor(d);
+}
 
 struct PrefetchTask {
   std::shared_ptr<const ObjectRef> obj;
@@ -173,6 +176,9 @@ class TieredCacheImpl final : public TieredCache {
         queue_limit_(std::max<uint64_t>(
             1, options.readahead_budget_bytes / std::max<uint64_t>(1, options.block_size))),
         run_blocks_(RunBlocks(options)),
+        inflight_cap_(std::min(
+            options.readahead_budget_bytes,
+            kRunsInFlight * RunBlocks(options) * std::max<uint64_t>(1, options.block_size))),
         small_object_bytes_(
             std::min(options.small_object_bytes,
                      RunBlocks(options) * std::max<uint64_t>(1, options.block_size))),
@@ -1546,11 +1552,12 @@ class TieredCacheImpl final : public TieredCache {
         continue;
       }
       if (!CachedAnywhere(key)) {
-        const uint64_t n = FetchRun(obj, i, end);
+        const uint64_t n = FetchRun(obj, i, end, st);
         if (n > 0) {
           i += n;
           continue;
         }
+        if (st.stop_requested()) break;
       }
       Result<Served> r = GetBlock(obj, i);
       if (r.ok()) {
@@ -1567,7 +1574,13 @@ class TieredCacheImpl final : public TieredCache {
   // Claims blocks first, first+1, ... (before `end`, at most run_blocks_) while no host tier holds
   // them and no one else fetches them, and reads them as one run (FetchClaimedRun). Returns how
   // many blocks it handled (0: none could be claimed; the caller takes the one-block path).
-  uint64_t FetchRun(const ObjectRef& obj, uint64_t first, uint64_t end) {
+  // The run's bytes are taken from the in-flight budget first (before claiming, so no reader
+  // joins a fetch that waits for it).
+  uint64_t FetchRun(const ObjectRef& obj, uint64_t first, uint64_t end, const std::stop_token& st) {
+    const uint64_t bs = options_.block_size;
+    const uint64_t most = std::min(end - first, run_blocks_);
+    const uint64_t bytes = std::min(most * bs, obj.info.size - std::min(obj.info.size, first * bs));
+    if (!AcquireInflight(bytes, st)) return 0;
     std::vector<Flights::Lease> leases;
     for (uint64_t j = first; j < end && leases.size() < run_blocks_; ++j) {
       std::optional<Flights::Lease> lease =
@@ -1575,9 +1588,28 @@ class TieredCacheImpl final : public TieredCache {
       if (!lease) break;
       leases.push_back(std::move(*lease));
     }
-    if (leases.empty()) return 0;
-    FetchClaimedRun(obj, first, leases, /*readahead=*/true);
+    if (!leases.empty()) FetchClaimedRun(obj, first, leases, /*readahead=*/true);
+    ReleaseInflight(bytes);
     return leases.size();
+  }
+
+  // Waits until `bytes` more fit in inflight_cap_ (or nothing is in flight: one run always may
+  // go) and takes them; false when the cache shuts down first.
+  bool AcquireInflight(uint64_t bytes, const std::stop_token& st) {
+    MutexLock l(&inflight_mu_);
+    while (inflight_bytes_ > 0 && inflight_bytes_ + bytes > inflight_cap_) {
+      if (st.stop_requested()) return false;
+      WaitHeldFor(&inflight_cv_, std::chrono::milliseconds(10));
+    }
+    inflight_bytes_ += bytes;
+    return true;
+  }
+  void ReleaseInflight(uint64_t bytes) {
+    {
+      MutexLock l(&inflight_mu_);
+      inflight_bytes_ -= bytes;
+    }
+    inflight_cv_.SignalAll();
   }
 
   // Reads the claimed blocks [first, first + leases.size()): from the remote tiers (L3) with one
@@ -1703,6 +1735,15 @@ class TieredCacheImpl final : public TieredCache {
   const std::string source_;
   const size_t queue_limit_;  // in blocks
   const uint64_t run_blocks_;
+  // Readahead bytes being fetched (FetchRun) stay within kRunsInFlight runs (and the readahead
+  // budget), however many prefetch threads there are: the pool's memory is that of 8 runs of
+  // 8 MiB, while small objects (a loader's next files, one GET each) keep up to prefetch_threads
+  // requests in flight.
+  static constexpr uint64_t kRunsInFlight = 8;
+  const uint64_t inflight_cap_;
+  Mutex inflight_mu_;  // leaf
+  CondVar inflight_cv_{&inflight_mu_};
+  uint64_t inflight_bytes_ GUARDED_BY(inflight_mu_) = 0;
   const uint64_t small_object_bytes_;
   const size_t host_tiers_;  // tiers_[0, host_tiers_) are host tiers (L1, L2), the rest shared
 

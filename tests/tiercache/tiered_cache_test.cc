@@ -909,6 +909,39 @@ TEST_F(TieredCacheTest, MetricsAgreeWithStatsTextAndTimeReadsByServingTier) {
   EXPECT_EQ(registry.Scrape(), "");  // the cache unregistered itself
 }
 
+// The prefetch pool keeps up to prefetch_threads small objects in flight (one request each: a
+// loader's next files), but its bytes in flight stay within 8 runs however many threads it has.
+TEST_F(TieredCacheTest, ReadaheadKeepsManySmallFetchesButAtMostEightRunsInFlight) {
+  options_.prefetch_threads = 16;
+  options_.readahead_run_bytes = 4 * kBs;
+  options_.readahead_budget_bytes = 256 * kBs;  // room for every task below in the queue
+  auto c = OpenCache(/*with_l1=*/true, /*with_l2=*/false);
+  ASSERT_NE(c, nullptr);
+  std::vector<ObjectRef> small, large;
+  for (int i = 0; i < 16; ++i) {
+    small.push_back(Put("small/" + std::to_string(i), Pattern(kBs, i)));
+    large.push_back(Put("large/" + std::to_string(i), Pattern(4 * kBs, 100 + i)));
+  }
+  origin_.HoldReads();
+  for (const ObjectRef& o : small) c->Prefetch(o, 0, 1);
+  origin_.WaitForBlockedReads(16);  // all 16 at once: 16 blocks are 2 runs' worth of bytes
+  origin_.ReleaseReads();
+  for (const ObjectRef& o : small) WaitForL1(c.get(), o, 1);
+
+  origin_.HoldReads();
+  for (const ObjectRef& o : large) c->Prefetch(o, 0, 4);
+  origin_.WaitForBlockedReads(8);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // no ninth run starts
+  EXPECT_EQ(origin_.blocked_reads(), 8);
+  origin_.ReleaseReads();
+  for (const ObjectRef& o : large) WaitForL1(c.get(), o, 4);
+  for (int i = 0; i < 16; ++i) {
+    EXPECT_EQ(ReadAll(c.get(), large[i], 0, 4 * kBs), Pattern(4 * kBs, 100 + i));
+    EXPECT_EQ(ReadAll(c.get(), small[i], 0, kBs), Pattern(kBs, i));
+  }
+  EXPECT_EQ(origin_.read_calls(), 32u);  // every object once: all from L1 above
+}
+
 TEST_F(TieredCacheTest, OpenValidatesOptions) {
   options_.block_size = 0;
   EXPECT_FALSE(TieredCache::Open(options_, {}, &origin_, &clock_).ok());
