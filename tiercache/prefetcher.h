@@ -38,7 +38,8 @@ struct PrefetcherOptions {
   // the file's blocks, whichever is more), the rest of the file is
   // fetched in the background, in readahead runs from the start, at most hydrate_runs runs not
   // yet landed in a host tier at a time (daemon/: min(cache.prefetch_threads, 8), the runs the
-  // pool fetches at once, so the readahead queue never overflows). 0 disables it. (cache.random_hydrate_misses.)
+  // pool fetches at once, so the readahead queue never overflows). 0 disables it.
+  // (cache.random_hydrate_misses.)
   int random_hydrate_misses = 4;
   int hydrate_runs = 8;
 };
