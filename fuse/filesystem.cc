@@ -9,6 +9,7 @@
 #include "base/memory.h"
 #include "base/strings.h"
 #include "fuse/xattr_handlers.h"
+#include "tiercache/prefetch_jobs.h"
 
 namespace tierfs {
 namespace {
@@ -107,6 +108,16 @@ struct Filesystem::FileHandle {
   const std::shared_ptr<Inode> node;
 };
 
+PrefetcherOptions Filesystem::Guided(PrefetcherOptions o) {
+  if (!o.guided) {
+    o.guided = [this] {
+      PrefetchJobs* jobs = prefetch_jobs_.load();
+      return jobs != nullptr && jobs->ListJobActive();
+    };
+  }
+  return o;
+}
+
 Filesystem::Filesystem(const FilesystemOptions& options, Catalog* catalog, TieredCache* cache,
                        Clock* clock)
     : options_(options),
@@ -114,7 +125,7 @@ Filesystem::Filesystem(const FilesystemOptions& options, Catalog* catalog, Tiere
       cache_(cache),
       mount_time_ns_(clock->NowUnixNanos()),
       xattrs_(NewDefaultXattrRegistry()),
-      prefetcher_(options.prefetch, cache, catalog) {
+      prefetcher_(Guided(options.prefetch), cache, catalog) {
   auto root = std::make_shared<Inode>(kRootInode, std::string(), /*is_dir=*/true);
   root->nlookup = 1;  // the kernel holds the root implicitly; it is never forgotten
   MutexLock l(&mu_);

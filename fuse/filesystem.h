@@ -253,6 +253,10 @@ class Filesystem {
   Result<std::vector<BlockSlice>> ReadFrom(FileHandle& h, uint64_t offset, uint64_t size,
                                            const CancelToken* token);
 
+  // `o` with its next-files prefetch stepping aside while the attached PrefetchJobs has a list
+  // job (PrefetchJobs::ListJobActive), unless the caller set its own `guided`.
+  PrefetcherOptions Guided(PrefetcherOptions o);
+
   // Constant after construction.
   const FilesystemOptions options_;
   Catalog* const catalog_;

@@ -538,6 +538,12 @@ class PrefetchJobsImpl final : public PrefetchJobs {
     return Status::OK();
   }
 
+  bool ListJobActive() override {
+    MutexLock l(&mu_);
+    auto it = jobs_.find(kPrefetchListJob);
+    return it != jobs_.end() && !Finished(it->second->st.state);
+  }
+
   bool TEST_WaitIdle(std::chrono::milliseconds timeout) override {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     MutexLock l(&mu_);

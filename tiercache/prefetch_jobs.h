@@ -152,6 +152,10 @@ class PrefetchJobs {
   // path that does not exist or is a directory (named in the message), a bad tier, or a tier other
   // than that of the queued/running list job. Other Catalog errors are returned as they are.
   virtual Status AppendList(std::string_view tier, const std::vector<std::string>& paths) = 0;
+  // Whether the list job is queued or running: a loader is handing tierfs the exact order it will
+  // read in (PrefetchSampler), so guessing it (next-files prefetch, tiercache/prefetcher.h) only
+  // takes the origin's capacity from the files it names.
+  virtual bool ListJobActive() = 0;
   // Test hook: blocks until no job is queued or running, or `timeout` passes (false).
   virtual bool TEST_WaitIdle(std::chrono::milliseconds timeout) = 0;
 };

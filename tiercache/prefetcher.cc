@@ -40,6 +40,9 @@ void Prefetcher::OnOpen(const ObjectRef& opened) {
     if (warm) ++d.warm_skips;
   }
   if (warm && cache_->HostHolds(opened, 0, 1)) return;
+  // The loader names what it reads next (a list job): the next files of the listing are a guess
+  // that would only compete with it at the origin.
+  if (options_.guided && options_.guided()) return;
   std::vector<DirEntry> next;
   Status s = catalog_->ReadDir(dir, name, static_cast<size_t>(options_.next_files), &next);
   if (!s.ok()) return;  // the open itself succeeded; this is only a hint

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <unordered_map>
 
@@ -29,8 +30,11 @@ struct PrefetcherOptions {
   // opened in one directory, every further open there prefetches the next `next_files` files of
   // the listing (byte order) that are that small and that no host tier holds (in a warm
   // directory only now and then: kWarmDirectoryRecheck). 0 disables it.
+  // While `guided` returns true (a loader hands tierfs its exact order: a prefetch list job runs,
+  // tiercache/prefetch_jobs.h), next-files prefetch steps aside. Unset: never.
   int next_files = 16;
   uint64_t next_files_max_bytes = 4ULL << 20;
+  std::function<bool()> guided;
   // Dense random reads of one large file (at least kHydrateMinBlocks blocks): once a stream's
   // random (non-sequential) reads missed the host tiers this many times in a row (a projected
   // read under kHydrateReadBytes, TieredCache::ReadsSparse, starts the count again; such reads

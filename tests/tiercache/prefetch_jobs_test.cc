@@ -383,12 +383,18 @@ size_t StoredListChunks(MetaStore* meta) {
 }
 
 TEST_F(PrefetchJobsTest, ListAppendsInOrderAndFinishes) {
+  EXPECT_FALSE(jobs_->ListJobActive());
   origin_.HoldReads();  // the job cannot end before the second set appends to it
   TC_ASSERT_OK(jobs_->AppendList("l2", {"d/sub/c.bin", "other.bin"}));
   origin_.WaitForBlockedReads(1);
+  EXPECT_TRUE(jobs_->ListJobActive());
+  TC_ASSERT_OK(jobs_->Start("d/sub", "l2"));  // a directory job is not a list job
   TC_ASSERT_OK(jobs_->AppendList("l2", {"d/b.bin", "d/empty"}));
   origin_.ReleaseReads();
   PrefetchJobStatus st = WaitDone(kPrefetchListJob);
+  EXPECT_FALSE(jobs_->ListJobActive());
+  WaitDone("d/sub");
+  EXPECT_FALSE(jobs_->ListJobActive());
   EXPECT_EQ(st.state, PrefetchState::kDone);
   EXPECT_EQ(st.files_done, 4u);
   EXPECT_EQ(st.files_total, 4u);

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <span>
 #include <string>
@@ -183,6 +184,20 @@ TEST_F(PrefetcherTest, SmallFilesOpenedInADirectoryPrefetchTheNextOnes) {
   off->OnOpen(Obj("many/f003"));
   EXPECT_EQ(off->Stats().next_file_prefetches.load(), 0u);
   EXPECT_EQ(Held("many/f004"), 0u);
+}
+
+TEST_F(PrefetcherTest, NextFilesStepAsideWhileTheLoaderNamesWhatComesNext) {
+  std::atomic<bool> guided{true};
+  options_.guided = [&guided] { return guided.load(); };
+  auto p = Make();
+  p->OnOpen(Obj("many/f010"));
+  p->OnOpen(Obj("many/f020"));  // the pattern, but a list job names the order: no guess
+  EXPECT_EQ(p->Stats().next_file_prefetches.load(), 0u);
+  EXPECT_EQ(Held("many/f021"), 0u);
+  guided = false;  // the list job ended
+  p->OnOpen(Obj("many/f030"));
+  EXPECT_EQ(p->Stats().next_file_prefetches.load(), 4u);
+  EXPECT_EQ(WaitHeld("many/f031", 1), 1u);
 }
 
 TEST_F(PrefetcherTest, AWarmDirectoryIsLookedAtOnlyNowAndThen) {

@@ -942,6 +942,31 @@ TEST_F(TieredCacheTest, ReadaheadKeepsManySmallFetchesButAtMostEightRunsInFlight
   EXPECT_EQ(origin_.read_calls(), 32u);  // every object once: all from L1 above
 }
 
+// While a reader waits for a fetch of its own, readahead keeps only 16 fetches in flight (of 32
+// threads), so the reader's GET does not queue at the origin behind 32 of them.
+TEST_F(TieredCacheTest, ReadaheadLeavesTheOriginToAWaitingReader) {
+  options_.prefetch_threads = 32;
+  options_.readahead_budget_bytes = 256 * kBs;
+  auto c = OpenCache(/*with_l1=*/true, /*with_l2=*/false);
+  ASSERT_NE(c, nullptr);
+  std::vector<ObjectRef> small;
+  for (int i = 0; i < 32; ++i) small.push_back(Put("small/" + std::to_string(i), Pattern(kBs, i)));
+  const ObjectRef wanted = Put("wanted", Pattern(kBs, 99));
+  origin_.HoldReads();
+  std::string got;
+  std::thread reader([&] { got = ReadWithToken(c.get(), wanted, 0, kBs); });
+  origin_.WaitForBlockedReads(1);  // the reader's own fetch, on the fetch pool
+  for (const ObjectRef& o : small) c->Prefetch(o, 0, 1);
+  origin_.WaitForBlockedReads(1 + 16);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // no 17th readahead fetch
+  EXPECT_EQ(origin_.blocked_reads(), 1 + 16);
+  origin_.ReleaseReads();
+  reader.join();
+  EXPECT_EQ(got, Pattern(kBs, 99));
+  for (const ObjectRef& o : small) WaitForL1(c.get(), o, 1);  // the rest went once it was served
+  EXPECT_EQ(origin_.read_calls(), 33u);
+}
+
 TEST_F(TieredCacheTest, OpenValidatesOptions) {
   options_.block_size = 0;
   EXPECT_FALSE(TieredCache::Open(options_, {}, &origin_, &clock_).ok());
