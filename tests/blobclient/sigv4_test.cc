@@ -94,12 +94,18 @@ TEST(SigV4Suite, GetSpace) {
   EXPECT_EQ(s.signature, "652487583200325589f1fba4c7e578f72c47cb61beeca81406b39ddec1366741");
 }
 
-TEST(SigV4S3Doc, GetObjectWithRange) {
+// The S3 documentation's example GET: /test.txt of examplebucket, bytes 0-9.
+SigningRequest S3DocGetWithRange() {
   SigningRequest r;
   r.method = "GET";
   r.host = "examplebucket.s3.amazonaws.com";
   r.path = "/test.txt";
   r.headers = {{"Range", "bytes=0-9"}};
+  return r;
+}
+
+TEST(SigV4S3Doc, GetObjectWithRange) {
+  const SigningRequest r = S3DocGetWithRange();
   SignedRequest s = SignV4(r, S3DocCreds(), "us-east-1", "s3", Utc(2013, 5, 24, 0, 0, 0));
   EXPECT_EQ(s.canonical_request,
             std::string("GET\n/test.txt\n\nhost:examplebucket.s3.amazonaws.com\nrange:bytes=0-9\n"
@@ -154,11 +160,7 @@ TEST(SigV4, SessionTokenIsSentAndSigned) {
 // SignV4 keeps the last signing key each thread derived: signing with another secret, region,
 // service or day in between must still give the published signatures (the memo changes no result).
 TEST(SigV4, SigningKeyMemoFollowsSecretRegionServiceAndDay) {
-  SigningRequest r;
-  r.method = "GET";
-  r.host = "examplebucket.s3.amazonaws.com";
-  r.path = "/test.txt";
-  r.headers = {{"Range", "bytes=0-9"}};
+  const SigningRequest r = S3DocGetWithRange();
   const auto day = Utc(2013, 5, 24, 0, 0, 0);
   const std::string want = "f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41";
   EXPECT_EQ(SignV4(r, S3DocCreds(), "us-east-1", "s3", day).signature, want);
