@@ -1023,6 +1023,18 @@ Status FinishOptions(DaemonOptions* o, const GetEnvFn& getenv) {
   // Every wait on the network has a deadline (README, "Semantics"): a reader waits for a block
   // at most as long as the fetch itself may take, and a request at most that plus one more
   // request timeout (its own HEAD or listing page).
+  // The timeouts are bounded before they are added up: a timeout of years is a typo, and the sum
+  // in nanoseconds would overflow.
+  constexpr std::chrono::hours kMaxNetworkTimeout{24};
+  for (const auto& [key, value] : {std::pair<const char*, std::chrono::nanoseconds>{
+                                       "s3.connect_timeout", o->origin.connect_timeout},
+                                   {"s3.request_timeout", o->origin.request_timeout},
+                                   {"s3.backoff_max", o->origin.backoff_max},
+                                   {"cache.l3_request_timeout", o->l3_store.request_timeout}}) {
+    if (value > kMaxNetworkTimeout) {
+      return Status::InvalidArgument(fmt::format("{}: must be at most 24h", key));
+    }
+  }
   o->cache.wait_timeout = NetworkWaitBound(*o);
   o->fuse.request_timeout = o->cache.wait_timeout + o->origin.request_timeout;
   return Validate(*o);

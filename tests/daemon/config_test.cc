@@ -488,6 +488,26 @@ TEST(ConfigTest, ValidateNamesKeys) {
   EXPECT_TRUE(Contains(Err(Validate(c)), "s3.hedge_min_delay"));
 }
 
+// Found by config_fuzz: a timeout of centuries overflowed the nanosecond sum of the network wait
+// bound (signed overflow); it is now an error that names the key.
+TEST(ConfigTest, NetworkTimeoutsOfMoreThanADayNameTheKey) {
+  for (const char* text :
+       {"[s3]\nrequest_timeout = 9203372903\n", "[s3]\nconnect_timeout = \"25h\"\n",
+        "[s3]\nbackoff_max = \"1000000h\"\n", "[cache]\nl3_request_timeout = \"48h\"\n"}) {
+    DaemonOptions o = Base();
+    ASSERT_TRUE(ApplyConfigText(text, "tierfs.toml", &o).ok()) << text;
+    const std::string key =
+        std::string(text).find("l3_") != std::string::npos
+            ? "cache.l3_request_timeout"
+            : "s3." + std::string(text).substr(5, std::string(text).find(' ') - 5);
+    EXPECT_TRUE(Contains(Err(FinishOptions(&o, FakeEnv({}))), key + ": must be at most 24h"))
+        << text;
+  }
+  DaemonOptions o = Base();
+  ASSERT_TRUE(ApplyConfigText("[s3]\nrequest_timeout = \"24h\"\n", "tierfs.toml", &o).ok());
+  EXPECT_TRUE(FinishOptions(&o, FakeEnv({})).ok());
+}
+
 TEST(ConfigTest, ConfigFileOnDisk) {
   char path[] = "/tmp/tierfs_config_test_XXXXXX";
   int fd = mkstemp(path);
