@@ -1022,19 +1022,9 @@ Status FinishOptions(DaemonOptions* o, const GetEnvFn& getenv) {
   TIERFS_RETURN_IF_ERROR(FinishL3Options(o, getenv));
   // Every wait on the network has a deadline (README, "Semantics"): a reader waits for a block
   // at most as long as the fetch itself may take, and a request at most that plus one more
-  // request timeout (its own HEAD or listing page).
-  // The timeouts are bounded before they are added up: a timeout of years is a typo, and the sum
-  // in nanoseconds would overflow.
-  constexpr std::chrono::hours kMaxNetworkTimeout{24};
-  for (const auto& [key, value] : {std::pair<const char*, std::chrono::nanoseconds>{
-                                       "s3.connect_timeout", o->origin.connect_timeout},
-                                   {"s3.request_timeout", o->origin.request_timeout},
-                                   {"s3.backoff_max", o->origin.backoff_max},
-                                   {"cache.l3_request_timeout", o->l3_store.request_timeout}}) {
-    if (value > kMaxNetworkTimeout) {
-      return Status::InvalidArgument(fmt::format("{}: must be at most 24h", key));
-    }
-  }
+  // request timeout (its own HEAD or listing page). The timeouts are checked before they are
+  // added up.
+  TIERFS_RETURN_IF_ERROR(CheckNetworkTimeouts(*o));
   o->cache.wait_timeout = NetworkWaitBound(*o);
   o->fuse.request_timeout = o->cache.wait_timeout + o->origin.request_timeout;
   return Validate(*o);
@@ -1233,6 +1223,29 @@ Status LoadL3Key(DaemonOptions* o) {
   return Status::OK();
 }
 
+// The timeouts NetworkWaitBound adds up: positive (the origin's), and at most 24h (a timeout of
+// years is a typo, and the sum in nanoseconds would overflow).
+Status CheckNetworkTimeouts(const DaemonOptions& o) {
+  constexpr std::chrono::hours kMax{24};
+  struct Timeout {
+    const char* key;
+    std::chrono::nanoseconds value;
+    bool positive;  // zero or less is an error (else checked where its tier is set up)
+  };
+  for (const Timeout& t :
+       {Timeout{"s3.connect_timeout", o.origin.connect_timeout, true},
+        Timeout{"s3.request_timeout", o.origin.request_timeout, true},
+        Timeout{"s3.backoff_max", o.origin.backoff_max, false},
+        Timeout{"cache.l3_request_timeout", o.l3_store.request_timeout, false}}) {
+    if (t.positive && t.value.count() <= 0) {
+      return Status::InvalidArgument(fmt::format("{}: must be positive", t.key));
+    }
+    if (t.value > kMax)
+      return Status::InvalidArgument(fmt::format("{}: must be at most 24h", t.key));
+  }
+  return Status::OK();
+}
+
 Status Validate(const DaemonOptions& o) {
   auto bad = [](std::string_view key, std::string_view why) {
     return Status::InvalidArgument(fmt::format("{}: {}", key, why));
@@ -1291,8 +1304,7 @@ Status Validate(const DaemonOptions& o) {
   if (o.origin.max_parts_in_flight < 1 || o.origin.max_parts_in_flight > 256) {
     return bad("s3.max_parts_in_flight", "must be 1..256");
   }
-  if (o.origin.connect_timeout.count() <= 0) return bad("s3.connect_timeout", "must be positive");
-  if (o.origin.request_timeout.count() <= 0) return bad("s3.request_timeout", "must be positive");
+  TIERFS_RETURN_IF_ERROR(CheckNetworkTimeouts(o));
   if (o.fs.prefetch.next_files < 0 || o.fs.prefetch.next_files > 1024) {
     return bad("cache.prefetch_next_files", "must be 0..1024 (0 disables it)");
   }

@@ -241,6 +241,9 @@ Status ResolveL3Credentials(DaemonOptions* out, const GetEnvFn& getenv);
 // (L3, then the origin): the bound of every wait on the network (TieredCacheOptions::
 // wait_timeout; FuseOptions::request_timeout adds one request timeout). Set by FinishOptions.
 std::chrono::nanoseconds NetworkWaitBound(const DaemonOptions& options);
+// The timeouts NetworkWaitBound adds up, checked (by FinishOptions before it adds them, and by
+// Validate): InvalidArgument naming the key when one is above 24h or an origin one is not positive.
+Status CheckNetworkTimeouts(const DaemonOptions& options);
 
 // cache.l3_key_file: a key needs at least 32 bytes (256 bits, the HMAC-SHA256 strength); a file
 // larger than 4 KiB is not a key file.

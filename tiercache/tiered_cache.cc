@@ -176,9 +176,9 @@ class TieredCacheImpl final : public TieredCache {
         queue_limit_(std::max<uint64_t>(
             1, options.readahead_budget_bytes / std::max<uint64_t>(1, options.block_size))),
         run_blocks_(RunBlocks(options)),
-        inflight_cap_(std::min(
-            options.readahead_budget_bytes,
-            kRunsInFlight * RunBlocks(options) * std::max<uint64_t>(1, options.block_size))),
+        inflight_cap_(
+            std::min(options.readahead_budget_bytes,
+                     kRunsInFlight * run_blocks_ * std::max<uint64_t>(1, options.block_size))),
         small_object_bytes_(
             std::min(options.small_object_bytes,
                      RunBlocks(options) * std::max<uint64_t>(1, options.block_size))),
