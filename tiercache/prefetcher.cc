@@ -1,8 +1,12 @@
 #include "tiercache/prefetcher.h"
 
 #include <algorithm>
+#include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
+
+#include "tiercache/tier.h"
 
 namespace tierfs {
 
@@ -81,11 +85,13 @@ void Prefetcher::OnOpen(const ObjectRef& opened) {
 //
 // Random reads that keep missing across one large file (a shuffled reader of records inside
 // it) would each pay a round trip at a few MiB per request, far below the origin's bandwidth:
-// after random_hydrate_misses such seeks the stream hydrates the whole file behind the reader,
-// as a sequential reader's readahead would (PumpHydration). Projected reads (small ones, which
+// after random_hydrate_misses such seeks the file is hydrated behind its readers, as a
+// sequential reader's readahead would (PumpHydration). Projected reads (small ones, which
 // fetch only what they read) do not count: reading a few columns of a file is not a sign that
-// the rest will be read. A stream that keeps on with them for kDenseProjectedMisses misses (a
-// quarter of the file's blocks if more) is a dense random reader after all, and is hydrated.
+// the rest will be read. Readers that keep on with them for kDenseProjectedMisses misses (a
+// quarter of the file's blocks if more), counted over all the streams open on the file (only
+// misses count, so a column reader's pass is the same few hundred however many handles it
+// uses), are a dense random reader after all, and the file is hydrated.
 void Prefetcher::OnRead(Stream* st, uint64_t offset, uint64_t size) {
   if (size == 0) return;
   const uint64_t bs = cache_->block_size();
@@ -95,7 +101,8 @@ void Prefetcher::OnRead(Stream* st, uint64_t offset, uint64_t size) {
   const bool hydrate_on = options_.random_hydrate_misses > 0 && options_.hydrate_runs > 0 &&
                           nblocks >= kHydrateMinBlocks;
   uint64_t first = 0, count = 0;
-  bool seek = false, pump = false;
+  bool seek = false;
+  std::shared_ptr<Hydration> h;
   const bool projected = cache_->ReadsSparse(st->obj_, offset, size);
   {
     MutexLock l(&st->mu_);
@@ -108,7 +115,7 @@ void Prefetcher::OnRead(Stream* st, uint64_t offset, uint64_t size) {
                         : offset + slack >= st->next_offset_ && offset <= st->next_offset_ + slack;
     ++st->reads_;
     st->next_offset_ = std::max(st->next_offset_, offset + size);
-    pump = st->hydrating_;
+    h = st->hydration_;
     if (!sequential) {
       seek = true;
       st->window_ = 0;
@@ -134,57 +141,92 @@ void Prefetcher::OnRead(Stream* st, uint64_t offset, uint64_t size) {
     ++stats_.readahead_requests;
     cache_->Prefetch(st->obj_, first, count);
   }
+  bool pump = false;
+  if (h) {
+    MutexLock l(&h->mu);
+    pump = h->hydrating;
+  }
   // A seek that the host tiers cannot serve (asked before the read is served, so the read's own
   // fetch has not filled them yet) counts towards hydration. A small projected one
   // (TieredCache::ReadsSparse, under kHydrateReadBytes: a column reader's range, which fetches
-  // only what it reads) starts the count again instead: a reader of a fraction of the file is not
-  // hydrated into reading all of it because the kernel made a few of its reads larger.
+  // only what it reads) starts the stream's count of random misses again instead: a reader of a
+  // fraction of the file is not hydrated into reading all of it because the kernel made a few of
+  // its reads larger; such misses count, over all the file's streams, towards
+  // kDenseProjectedMisses.
   if (seek && hydrate_on && !pump && !cache_->HostHolds(st->obj_, offset, size)) {
-    bool started = false;
+    if (!h) {
+      std::shared_ptr<Hydration> fresh = HydrationOf(st->obj_);
+      MutexLock l(&st->mu_);
+      if (!st->hydration_) st->hydration_ = std::move(fresh);
+      h = st->hydration_;
+    }
+    const bool small_projected = projected && size < kHydrateReadBytes;
+    bool in_a_row = false;
     {
       MutexLock l(&st->mu_);
-      if (projected && size < kHydrateReadBytes) {
+      if (small_projected) {
         st->random_misses_ = 0;
-        if (!st->hydrating_ && st->hydrate_cursor_ < nblocks &&
-            ++st->projected_misses_ >= std::max(kDenseProjectedMisses, nblocks / 4)) {
-          st->hydrating_ = true;
-          started = true;
-        }
-      } else if (!st->hydrating_ && st->hydrate_cursor_ < nblocks &&
-                 ++st->random_misses_ >= static_cast<uint32_t>(options_.random_hydrate_misses)) {
-        st->hydrating_ = true;
+      } else {
+        in_a_row = ++st->random_misses_ >= static_cast<uint32_t>(options_.random_hydrate_misses);
+      }
+    }
+    bool started = false;
+    {
+      MutexLock l(&h->mu);
+      if (!h->hydrating && h->cursor < nblocks &&
+          (small_projected ? ++h->projected_misses >= std::max(kDenseProjectedMisses, nblocks / 4)
+                           : in_a_row)) {
+        h->hydrating = true;
         started = true;
       }
     }
     if (started) ++stats_.random_hydrations;
     pump = started;
   }
-  if (pump) PumpHydration(st, nblocks);
+  if (pump) PumpHydration(h.get(), st->obj_, nblocks);
+}
+
+std::shared_ptr<Prefetcher::Hydration> Prefetcher::HydrationOf(const ObjectRef& obj) {
+  const std::string version = BlockVersion(obj.info);
+  std::string id = std::to_string(obj.key.size());
+  id += ':';
+  id += obj.key;
+  id += version;
+  MutexLock l(&hydration_mu_);
+  std::weak_ptr<Hydration>& slot = hydrations_[id];
+  if (std::shared_ptr<Hydration> h = slot.lock()) return h;
+  auto h = std::make_shared<Hydration>();
+  slot = h;
+  if (hydrations_.size() >= hydration_sweep_at_) {
+    std::erase_if(hydrations_, [](const auto& kv) { return kv.second.expired(); });
+    hydration_sweep_at_ = std::max(kHydrationSweepMin, 2 * hydrations_.size());
+  }
+  return h;
 }
 
 // The hydration cursor walks the file from its start in readahead runs (one origin request
 // each; TieredCache::Prefetch skips what is held or in flight). Blocks asked for but not yet in
 // a host tier are outstanding; at most hydrate_runs runs are, which fits the readahead queue
 // (prefetch_threads runs never exceed the readahead budget) and leaves demand reads first in
-// line at the origin. Reads of the stream drive it: each one moves past the blocks that landed
-// and asks for new runs. Outstanding blocks are asked for again when a full queue dropped some,
-// or after kHydrateStallReads reads without progress (evicted before they were seen; what is
-// queued or in flight is not fetched twice, it only takes queue room once more).
-void Prefetcher::PumpHydration(Stream* st, uint64_t nblocks) {
+// line at the origin. Reads of the file's streams drive it: each one moves past the blocks that
+// landed and asks for new runs. Outstanding blocks are asked for again when a full queue dropped
+// some, or after kHydrateStallReads reads without progress (evicted before they were seen; what
+// is queued or in flight is not fetched twice, it only takes queue room once more).
+void Prefetcher::PumpHydration(Hydration* h, const ObjectRef& obj, uint64_t nblocks) {
   uint64_t landed = 0, cursor = 0;
   bool redo = false;
   {
-    MutexLock l(&st->mu_);
-    if (!st->hydrating_ || st->pumping_) return;
-    st->pumping_ = true;
-    landed = st->hydrate_landed_;
-    cursor = st->hydrate_cursor_;
-    redo = st->hydrate_redo_;
+    MutexLock l(&h->mu);
+    if (!h->hydrating || h->pumping) return;
+    h->pumping = true;
+    landed = h->landed;
+    cursor = h->cursor;
+    redo = h->redo;
   }
   const uint64_t bs = cache_->block_size();
-  const uint64_t size = st->obj_.info.size;
+  const uint64_t size = obj.info.size;
   auto held = [&](uint64_t block) {
-    return cache_->HostHolds(st->obj_, block * bs, std::min(bs, size - block * bs));
+    return cache_->HostHolds(obj, block * bs, std::min(bs, size - block * bs));
   };
   uint64_t dropped = 0;
   // Asks for the blocks of [first, end) that no host tier holds (a block only L2 holds stays
@@ -193,7 +235,7 @@ void Prefetcher::PumpHydration(Stream* st, uint64_t nblocks) {
     uint64_t from = first;
     for (uint64_t i = first; i <= end; ++i) {
       if (i == end || held(i)) {
-        if (i > from) dropped += cache_->Prefetch(st->obj_, from, i - from);
+        if (i > from) dropped += cache_->Prefetch(obj, from, i - from);
         from = i + 1;
       }
     }
@@ -204,8 +246,8 @@ void Prefetcher::PumpHydration(Stream* st, uint64_t nblocks) {
   while (landed < cursor && held(landed)) ++landed;
   uint32_t stalled = 0;
   {
-    MutexLock l(&st->mu_);
-    stalled = landed == landed_before && landed < cursor ? st->hydrate_stalled_ + 1 : 0;
+    MutexLock l(&h->mu);
+    stalled = landed == landed_before && landed < cursor ? h->stalled + 1 : 0;
   }
   if (landed < cursor && (redo || stalled >= kHydrateStallReads)) {
     ask(landed, cursor);  // a full queue dropped some, or they were evicted before seen
@@ -222,13 +264,13 @@ void Prefetcher::PumpHydration(Stream* st, uint64_t nblocks) {
     ask(cursor, cursor + n);
     cursor += n;
   }
-  MutexLock l(&st->mu_);
-  st->hydrate_landed_ = landed;
-  st->hydrate_cursor_ = cursor;
-  st->hydrate_redo_ = dropped > 0;
-  st->hydrate_stalled_ = stalled;
-  st->pumping_ = false;
-  if (landed >= nblocks) st->hydrating_ = false;  // done: the cursor at the end stops it for good
+  MutexLock l(&h->mu);
+  h->landed = landed;
+  h->cursor = cursor;
+  h->redo = dropped > 0;
+  h->stalled = stalled;
+  h->pumping = false;
+  if (landed >= nblocks) h->hydrating = false;  // done: the cursor at the end stops it for good
 }
 
 }  // namespace tierfs

@@ -6,13 +6,14 @@
 //
 // (Not the deep prefetch jobs of user.tierfs.prefetch: tiercache/prefetch_jobs.h.)
 //
-// Thread-safe; no external synchronization needed. Stream::mu and next_mu_ are leaves; no lock
-// is held across a TieredCache or Catalog call.
+// Thread-safe; no external synchronization needed. Stream::mu_, Hydration::mu, next_mu_ and
+// hydration_mu_ are leaves; no lock is held across a TieredCache or Catalog call.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <unordered_map>
 
@@ -38,12 +39,12 @@ struct PrefetcherOptions {
   // Dense random reads of one large file (at least kHydrateMinBlocks blocks): once a stream's
   // random (non-sequential) reads missed the host tiers this many times in a row (a projected
   // read under kHydrateReadBytes, TieredCache::ReadsSparse, starts the count again; such reads
-  // hydrate the file only when a stream keeps on with them: kDenseProjectedMisses or a quarter of
-  // the file's blocks, whichever is more), the rest of the file is
-  // fetched in the background, in readahead runs from the start, at most hydrate_runs runs not
-  // yet landed in a host tier at a time (daemon/: min(cache.prefetch_threads, 8), the runs the
-  // pool fetches at once, so the readahead queue never overflows). 0 disables it.
-  // (cache.random_hydrate_misses.)
+  // hydrate the file only when its readers keep on with them: kDenseProjectedMisses or a
+  // quarter of the file's blocks, whichever is more, counted over all the file's open streams),
+  // the rest of the file is fetched in the background, in readahead runs from the start, at most
+  // hydrate_runs runs not yet landed in a host tier at a time (daemon/: min(cache.prefetch_threads,
+  // 8), the runs the pool fetches at once, so the readahead queue never overflows). One hydration
+  // per file, however many streams read it. 0 disables it. (cache.random_hydrate_misses.)
   int random_hydrate_misses = 4;
   int hydrate_runs = 8;
 };
@@ -51,11 +52,25 @@ struct PrefetcherOptions {
 struct PrefetcherStats {
   std::atomic<uint64_t> readahead_requests{0};    // TieredCache::Prefetch calls by readahead
   std::atomic<uint64_t> next_file_prefetches{0};  // files queued by the next-files prefetch
-  std::atomic<uint64_t> random_hydrations{0};     // streams whose random misses hydrate the file
+  std::atomic<uint64_t> random_hydrations{0};     // files whose random misses hydrate them
 };
 
 class Prefetcher {
  public:
+  // Random-read hydration of one version of a file (PrefetcherOptions::random_hydrate_misses),
+  // shared by every stream that reads it while one is open: a loader's workers (or fio's jobs)
+  // each open the file, and together they are one dense random reader of it.
+  struct Hydration {
+    Mutex mu;                                      // leaf
+    uint64_t projected_misses GUARDED_BY(mu) = 0;  // small projected seeks that missed
+    bool hydrating GUARDED_BY(mu) = false;
+    bool pumping GUARDED_BY(mu) = false;  // one reader advances the cursor at a time
+    uint64_t landed GUARDED_BY(mu) = 0;   // blocks before it are held (or were)
+    uint64_t cursor GUARDED_BY(mu) = 0;   // first block not yet asked for
+    bool redo GUARDED_BY(mu) = false;     // the queue dropped some: ask again
+    uint32_t stalled GUARDED_BY(mu) = 0;  // pumps in a row that saw nothing land
+  };
+
   // The readahead state of one open file (one version of one object): its sequential-read
   // detector. One per open handle; thread-safe.
   class Stream {
@@ -71,15 +86,9 @@ class Prefetcher {
     uint64_t next_offset_ GUARDED_BY(mu_) = 0;       // end of the furthest read so far
     uint64_t window_ GUARDED_BY(mu_) = 0;            // readahead window in bytes; 0: a seek
     uint64_t prefetched_until_ GUARDED_BY(mu_) = 0;  // first block not yet asked for
-    // Hydration of the whole file after random misses (PrefetcherOptions::random_hydrate_misses).
-    uint32_t random_misses_ GUARDED_BY(mu_) = 0;
-    uint64_t projected_misses_ GUARDED_BY(mu_) = 0;  // small projected seeks that missed
-    bool hydrating_ GUARDED_BY(mu_) = false;
-    bool pumping_ GUARDED_BY(mu_) = false;          // one reader advances the cursor at a time
-    uint64_t hydrate_landed_ GUARDED_BY(mu_) = 0;   // blocks before it are held (or were)
-    uint64_t hydrate_cursor_ GUARDED_BY(mu_) = 0;   // first block not yet asked for
-    bool hydrate_redo_ GUARDED_BY(mu_) = false;     // the queue dropped some: ask again
-    uint32_t hydrate_stalled_ GUARDED_BY(mu_) = 0;  // pumps in a row that saw nothing land
+    uint32_t random_misses_ GUARDED_BY(mu_) = 0;     // random misses in a row (not projected)
+    // The file's hydration state, from the stream's first seek that missed on.
+    std::shared_ptr<Hydration> hydration_ GUARDED_BY(mu_);
   };
 
   // `cache` and `catalog` are not owned and must outlive the Prefetcher.
@@ -117,9 +126,11 @@ class Prefetcher {
   static constexpr uint32_t kWarmDirectoryRecheck = 32;
 
  private:
-  // Advances `stream`'s hydration: moves past the blocks that landed, asks for new runs while
-  // fewer than hydrate_runs runs are outstanding.
-  void PumpHydration(Stream* stream, uint64_t nblocks);
+  // Advances the hydration of `obj` (of nblocks blocks): moves past the blocks that landed, asks
+  // for new runs while fewer than hydrate_runs runs are outstanding.
+  void PumpHydration(Hydration* h, const ObjectRef& obj, uint64_t nblocks);
+  // The hydration state of `obj`'s version that its open streams share (a new one if none is).
+  std::shared_ptr<Hydration> HydrationOf(const ObjectRef& obj) EXCLUDES(hydration_mu_);
 
   const PrefetcherOptions options_;
   TieredCache* const cache_;
@@ -138,6 +149,14 @@ class Prefetcher {
   static constexpr size_t kMaxNextDirs = 256;
   Mutex next_mu_;  // leaf
   std::unordered_map<std::string, NextDir> next_dirs_ GUARDED_BY(next_mu_);
+
+  // Hydration states by file version (key and BlockVersion); an entry lives while a stream holds
+  // it. Expired entries are swept when the map reaches hydration_sweep_at_ (then twice the
+  // entries left, at least kHydrationSweepMin): bounded by the files open with random reads.
+  static constexpr size_t kHydrationSweepMin = 256;
+  Mutex hydration_mu_;  // leaf
+  std::unordered_map<std::string, std::weak_ptr<Hydration>> hydrations_ GUARDED_BY(hydration_mu_);
+  size_t hydration_sweep_at_ GUARDED_BY(hydration_mu_) = kHydrationSweepMin;
 };
 
 }  // namespace tierfs

@@ -8,9 +8,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <span>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "metastore/meta_store.h"
 #include "tests/fakes/fake_blob_store.h"
@@ -336,6 +338,47 @@ TEST_F(PrefetcherTest, ADenseRandomReaderOfSmallProjectedReadsIsHydratedAfterAWh
   EXPECT_EQ(p.Stats().random_hydrations.load(), 0u);
   // ... but the reader keeps on: after kDenseProjectedMisses of them the file is hydrated.
   p.OnRead(&s, (next() % pages) * 4096, 4096);
+  EXPECT_EQ(p.Stats().random_hydrations.load(), 1u);
+}
+
+// fio's 4 jobs, or a loader's workers, each open the file: their misses add up, and the file is
+// hydrated once, each block fetched once, driven by the reads of any of them.
+TEST_F(PrefetcherTest, StreamsOfOneFileAddUpTheirMissesAndShareOneHydration) {
+  constexpr uint64_t kBlock = kProjBlock;
+  auto cache = OpenProjectedCache(&origin_, &clock_, "dense.bin");
+  ASSERT_NE(cache, nullptr);
+  ObjectRef obj = Obj("dense.bin");
+  Prefetcher p(options_, cache.get(), catalog_.get());
+  std::vector<std::unique_ptr<Prefetcher::Stream>> streams;
+  for (int i = 0; i < 4; ++i) streams.push_back(std::make_unique<Prefetcher::Stream>(obj));
+  uint64_t at = 777;
+  auto next = [&] { return (at = at * 6364136223846793005ULL + 1442695040888963407ULL) >> 40; };
+  const uint64_t pages = 16 * kBlock / 4096;
+  for (uint64_t i = 0; i + 1 < Prefetcher::kDenseProjectedMisses; ++i) {
+    p.OnRead(streams[i % 4].get(), (next() % pages) * 4096, 4096);
+  }
+  EXPECT_EQ(p.Stats().random_hydrations.load(), 0u);
+  EXPECT_EQ(p.Stats().readahead_requests.load(), 0u);
+  auto sparse_fetches = [&] {
+    const std::string text = cache->StatsText();
+    const size_t k = text.find("sparse.fetches=");
+    return k == std::string::npos ? ~0ULL : std::stoull(text.substr(k + 15));
+  };
+  origin_.ResetCounters();
+  const uint64_t sparse_before = sparse_fetches();
+  p.OnRead(streams[3].get(), (next() % pages) * 4096, 4096);  // the 256th over the four
+  EXPECT_EQ(p.Stats().random_hydrations.load(), 1u);
+  // Reads through any stream drive it to the end; no stream starts a second one.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!cache->HostHolds(obj, 0, 16 * kBlock) && std::chrono::steady_clock::now() < deadline) {
+    for (auto& s : streams) p.OnRead(s.get(), (next() % pages) * 4096, 4096);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_TRUE(cache->HostHolds(obj, 0, 16 * kBlock));
+  EXPECT_EQ(p.Stats().random_hydrations.load(), 1u);
+  // Since: one origin request per block at most for the hydration's runs, plus the reads' own
+  // projected fetches of blocks not yet landed.
+  EXPECT_LE(origin_.read_calls(), 16u + (sparse_fetches() - sparse_before));
   EXPECT_EQ(p.Stats().random_hydrations.load(), 1u);
 }
 
