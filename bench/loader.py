@@ -8,7 +8,7 @@ of the per-sample read latency. An epoch that runs past --cap seconds is cut sho
 capped (its samples/s is then measured over the samples that did complete).
 
   loader.py ROOT [--epochs 2] [--workers 4] [--batch 64] [--cap 120] [--expect N] [--out FILE]
-            [--compute-ms 20 [--sampler plain|prefetch] [--ahead N]]
+            [--compute-ms 20 [--sampler plain|prefetch] [--ahead N]] [--cpu NAME=PID ...]
 
 With --compute-ms (the GPU-stall view), the training loop sleeps that long per batch, as if a GPU
 were busy with it, and each epoch also reports the time to the first batch, the time spent waiting
@@ -16,6 +16,9 @@ on the loader (stall fraction = waiting / epoch time) and the longest wait after
 The shuffle then comes from a RandomSampler seeded with 0, the same order for every tool; with
 --sampler prefetch it is wrapped in tierfs.torch.PrefetchSampler (python/tierfs), which hands the
 daemon the paths of the next --ahead samples as the loop advances.
+
+With --cpu NAME=PID (without --compute-ms), each epoch also carries "cpu": the machine's busy
+fraction and CPU-seconds over the epoch and each named process's CPU-seconds (bench/cpustat.py).
 """
 import argparse
 import json
@@ -25,6 +28,8 @@ import time
 
 import torch
 from torch.utils.data import DataLoader, Dataset, RandomSampler
+
+import cpustat  # bench/cpustat.py, beside this script
 
 
 class FileDataset(Dataset):
@@ -65,7 +70,11 @@ def main():
                     help="simulated compute per batch (GPU-stall view); 0: read as fast as possible")
     ap.add_argument("--sampler", choices=("plain", "prefetch"), default="plain")
     ap.add_argument("--ahead", type=int, default=1024, help="PrefetchSampler's look-ahead, in samples")
+    ap.add_argument("--cpu", action="append", default=[], metavar="NAME=PID",
+                    help="per epoch, record the CPU time of this process (and the machine's busy "
+                         "time) with bench/cpustat.py; repeatable")
     args = ap.parse_args()
+    cpu_pids = cpustat.parse_pids(args.cpu)
     if args.compute_ms > 0 or args.sampler != "plain":
         return stall_view(args)
 
@@ -90,6 +99,7 @@ def main():
             lat = []
             nbytes = 0
             capped = False
+            c0 = cpustat.snapshot(cpu_pids)
             t0 = time.perf_counter()
             it = iter(loader)
             try:
@@ -102,9 +112,11 @@ def main():
             finally:
                 del it
             secs = time.perf_counter() - t0
+            cpu = cpustat.delta(c0, cpustat.snapshot(cpu_pids))
             lat.sort()
             n = len(lat)
             result["epochs"].append({
+                "cpu": cpu,
                 "epoch": epoch + 1, "samples": n, "seconds": secs, "bytes": nbytes,
                 "samples_per_s": n / secs if secs > 0 else None,
                 "mb_per_s": nbytes / secs / 1e6 if secs > 0 else None,

@@ -69,6 +69,17 @@ def collect(run):
     def put(metric, tool, f):
         res.setdefault(metric, {})[tool] = f
 
+    def put_cpu(tool, cpu, objects):
+        """CPU per cold small object (bench/cpustat.py figures over `objects` objects)."""
+        if not cpu or not objects or cpu.get("machine_busy") is None:
+            return
+        origin = cpu.get("origin_cpu_s", 0) + cpu.get("proxy_cpu_s", 0)
+        put("cpu.origin_ms", tool, fig(origin / objects * 1e3))
+        put("cpu.rest_ms", tool, fig(max(0.0, cpu["machine_cpu_s"] - origin) / objects * 1e3))
+        put("cpu.busy", tool, fig(cpu["machine_busy"] * 100))
+        if cpu.get("cores"):
+            res.setdefault("cpu.cores", {})[tool] = cpu["cores"]
+
     for t in tools:
         d = os.path.join(run, "raw", t)
         if os.path.exists(os.path.join(d, "skipped.json")):
@@ -99,9 +110,10 @@ def collect(run):
                 j = load(os.path.join(d, "small-par%d.json" % par))
                 if j and j.get("status", "error") == "ok" and j.get("iops"):
                     if best is None or j["iops"] > best[0]:
-                        best = (j["iops"], par)
+                        best = (j["iops"], par, j)
             if best:
                 put("smallpar.ops", t, fig(best[0], "ok", "%d GETs in flight" % best[1]))
+                put_cpu(t, best[2].get("cpu"), best[2].get("requests"))
             continue
         for name, nfiles in (("seq1-cold", 1), ("seq1-warm", 1), ("seq2-cold", 2), ("seq2-warm", 2)):
             j = load(os.path.join(d, name + ".json"))
@@ -130,6 +142,8 @@ def collect(run):
             for e in j["epochs"]:
                 st = "capped" if e.get("capped") else "ok"
                 n = e["epoch"]
+                if name == "loader" and n == 1:
+                    put_cpu(t, e.get("cpu"), e.get("samples"))
                 put("%s.e%d.sps" % (name, n), t, fig(e["samples_per_s"], st))
                 for k in ("p50", "p99", "max"):
                     put("%s.e%d.%s" % (name, n, k), t, fig(e.get("lat_%s_ms" % k), st))
@@ -186,6 +200,13 @@ for _name, _label in (("loader", "DataLoader"), ("loader-prefetched", "DataLoade
         ]
     if _name == "loader":
         METRICS.append(SMALLPAR)
+        METRICS += [
+            ("cpu.origin_ms", "cold small objects, CPU per object on the origin side (s3rver + proxy); "
+             "raw: the ceiling run, others: DataLoader epoch 1", "ms", False, False),
+            ("cpu.rest_ms", "  ↳ CPU per object on the rest of the machine (client, loader, kernel)",
+             "ms", False, False),
+            ("cpu.busy", "  ↳ machine busy (all cores)", "%", True, False),
+        ]
 METRICS.append(("rss.mib", "daemon peak RSS (VmHWM)", "MiB", False, True))
 
 
@@ -235,6 +256,8 @@ def cell(metric, tool, row, higher, meta):
     s = fmt_num(f["value"])
     if f["status"] == "capped":
         s += " (capped)"
+    if metric.startswith("cpu."):
+        return s  # where the CPU went, not a score: no ratios
     ratios = []
     if tool in PEERS:
         others = [row[p]["value"] for p in PEERS if p != tool and ok(row.get(p))]
@@ -290,6 +313,7 @@ def markdown(meta, tools, res, notes):
                 lines.append("- **%s** cold DataLoader epoch 1 / the origin's small-object ceiling (%s objects/s, "
                              "%s): %s" % (t, fmt_num(ceil["value"]), ceil.get("note", ""),
                                           fmt_ratio(e1[t]["value"] / ceil["value"])))
+    lines += cpu_bound_lines(res, shown)
     for t in tools:
         if t in notes and notes[t]:
             lines.append("- **%s**: %s" % (t, notes[t]))
@@ -304,6 +328,29 @@ def markdown(meta, tools, res, notes):
                  "disk; its cold and warm runs both read from disk after `drop_caches`.")
     lines.append("")
     return "\n".join(lines)
+
+
+def cpu_bound_lines(res, shown):
+    """The cold small-object rate a tool's CPU cost allows on this machine: the origin and the
+    client share the cores, so with every core busy a client costing `rest` ms per object next to
+    an origin costing `origin` ms per object reads at most cores * 1000 / (origin + rest) objects/s."""
+    lines = []
+    ceil = res.get("smallpar.ops", {}).get("raw")
+    cores = res.get("cpu.cores", {})
+    for t in shown:
+        o, r, b = (res.get(k, {}).get(t) for k in ("cpu.origin_ms", "cpu.rest_ms", "cpu.busy"))
+        if not (ok(o) and ok(r) and b is not None and cores.get(t)):
+            continue
+        bound = cores[t] * 1000.0 / (o["value"] + r["value"])
+        line = ("- **%s** cold small objects (%s): %s ms of CPU per object on the origin side and %s "
+                "on the rest of the machine, which was %.0f%% busy; with every one of its %d cores "
+                "busy, that cost allows at most %s objects/s"
+                % (t, "the origin's ceiling run" if t == "raw" else "DataLoader epoch 1",
+                   fmt_num(o["value"]), fmt_num(r["value"]), b["value"], cores[t], fmt_num(bound)))
+        if ok(ceil) and t != "raw":
+            line += " (%s the ceiling)" % fmt_ratio(bound / ceil["value"])
+        lines.append(line)
+    return lines
 
 
 def chart(meta, tools, res, path):

@@ -430,11 +430,18 @@ run_find() { # TOOL NAME: stat every file under tiny/
   log "$tool: $name $st: $n files in $(elapsed "$t0" "$t1") s"
 }
 
+# NAME=PID words for bench/cpustat.py: the origin (s3rver), the delay proxy and the mounted daemon
+# (a missing one is counted as 0)
+cpu_pid_args() {
+  echo "origin=$(cat "$ORIGIN_DATA/s3rver.pid" 2>/dev/null) proxy=$PROXY_PID daemon=$DPID"
+}
+
 run_loader() { # TOOL NAME
-  local tool="$1" name="$2" out="$OUT/raw/$1/$2.json" rc t0 t1
+  local tool="$1" name="$2" out="$OUT/raw/$1/$2.json" rc t0 t1 c cpu=()
+  for c in $(cpu_pid_args); do cpu+=(--cpu "$c"); done
   t0="$(now)"
   timeout -k 10 $((2 * LOADER_CAP + 180)) $PY "$BENCH/loader.py" "$MNT/small" --epochs 2 --workers 4 \
-    --batch 64 --cap "$LOADER_CAP" --expect "$N_SMALL" --out "$out" 2>&1 | grep -v Warning | tee -a "$LOG" >&2
+    --batch 64 --cap "$LOADER_CAP" --expect "$N_SMALL" --out "$out" "${cpu[@]}" 2>&1 | grep -v Warning | tee -a "$LOG" >&2
   rc=${PIPESTATUS[0]}
   t1="$(now)"
   if [[ ! -s $out ]]; then
@@ -631,12 +638,19 @@ for i, k in enumerate(keys[:int(sys.argv[3])]):
     print('url = "%s/%s"\noutput = "/dev/null"\nwrite-out = "%%{time_total}\\n"' % (sys.argv[1], k))
 EOF
     drop_caches
+    # shellcheck disable=SC2046  # NAME=PID words
+    $PY "$BENCH/cpustat.py" snap $(cpu_pid_args) >"$WORK/cpu0.json"
     t0="$(now)"
     timeout "$CAP" curl -sSf --no-progress-meter --parallel --parallel-max "$par" -K "$cfg" \
       >"$WORK/curl-lat.txt" 2>>"$LOG"; rc=$?
     t1="$(now)"
+    # shellcheck disable=SC2046
+    $PY "$BENCH/cpustat.py" snap $(cpu_pid_args) >"$WORK/cpu1.json"
     f="$d/small.json"; [[ $par != 4 ]] && f="$d/small-par$par.json"
     $PY "$BENCH/report.py" --latencies "$WORK/curl-lat.txt" "$(elapsed "$t0" "$t1")" "$rc" >"$f"
+    # where the CPU went (bench/cpustat.py): the report's CPU-per-object rows
+    $PY "$BENCH/cpustat.py" attach "$f" "$WORK/cpu0.json" "$WORK/cpu1.json" ||
+      log "raw: no CPU figures for $f"
     log "raw: small objects, $par GETs in flight: $($PY -c 'import json,sys; print(round(json.load(open(sys.argv[1])).get("iops") or 0))' "$f") objects/s"
   done
 }
