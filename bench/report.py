@@ -350,6 +350,15 @@ def cpu_bound_lines(res, shown):
         if ok(ceil) and t != "raw":
             line += " (%s the ceiling)" % fmt_ratio(bound / ceil["value"])
         lines.append(line)
+    # A file system that cost no CPU at all: the origin's cost per object in the ceiling run and
+    # the loader's own cost (what the rest of the machine spent on the local-disk epoch).
+    o, r = res.get("cpu.origin_ms", {}).get("raw"), res.get("cpu.rest_ms", {}).get("local")
+    if ok(o) and ok(r) and ok(ceil) and cores.get("local"):
+        bound = cores["local"] * 1000.0 / (o["value"] + r["value"])
+        lines.append("- a file system costing no CPU, under this loader (its own cost on local disk: %s ms "
+                     "per object) and this origin (%s ms per object in the ceiling run), could read at most "
+                     "%s objects/s: %s the ceiling" % (fmt_num(r["value"]), fmt_num(o["value"]),
+                                                     fmt_num(bound), fmt_ratio(bound / ceil["value"])))
     return lines
 
 

@@ -77,8 +77,15 @@ class ReportTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as run:
             os.makedirs(os.path.join(run, "raw", "raw"))
             os.makedirs(os.path.join(run, "raw", "tierfs"))
+            os.makedirs(os.path.join(run, "raw", "local"))
             with open(os.path.join(run, "meta.json"), "w") as f:
-                json.dump({"tools": ["tierfs", "raw"]}, f)
+                json.dump({"tools": ["tierfs", "local", "raw"]}, f)
+            # the loader on local disk: 0.25 ms per object of its own
+            with open(os.path.join(run, "raw", "local", "loader.json"), "w") as f:
+                json.dump({"status": "ok", "epochs": [
+                    {"epoch": 1, "samples": 1000, "seconds": 0.5, "samples_per_s": 2000.0,
+                     "cpu": {"seconds": 0.5, "machine_busy": 0.5, "machine_cpu_s": 0.25, "cores": 2,
+                             "origin_cpu_s": 0, "proxy_cpu_s": 0, "daemon_cpu_s": 0}}]}, f)
             # the ceiling run: 1,000 objects/s for 4 s, origin 6 CPU-s + proxy 1, machine 7.6
             with open(os.path.join(run, "raw", "raw", "small-par128.json"), "w") as f:
                 json.dump({"status": "ok", "seconds": 4.0, "requests": 4000, "iops": 1000.0,
@@ -101,6 +108,8 @@ class ReportTest(unittest.TestCase):
         # 2 cores * 1000 / (2 + 2) ms = 500 objects/s = 0.5 of the 1,000 ceiling
         self.assertIn("allows at most 500 objects/s (0.50× the ceiling)", md)
         self.assertIn("CPU per object on the origin side", md)
+        # a free file system: 2 * 1000 / (1.75 + 0.25) = 1,000 objects/s, the ceiling itself
+        self.assertIn("could read at most 1,000 objects/s: 1.00× the ceiling", md)
 
 
 if __name__ == "__main__":
