@@ -92,10 +92,11 @@ TEST_F(FlashTierTest, InsertThenReadVerifiesAndIndexes) {
   }
 }
 
-// Large page-aligned blocks are written through O_DIRECT up to their last whole page, the rest
-// (a short last page, the chunk trailer) through the page cache: the files hold exactly the
-// bytes and the trailer, and, on a filesystem that takes O_DIRECT, the host keeps no second copy
-// of the direct part in its page cache. Unaligned or small data is written buffered.
+// Page-aligned blocks of at least Block::kMapThreshold (a whole block, or a 128 KiB file) are
+// written through O_DIRECT up to their last whole page, the rest (a short last page, the chunk
+// trailer) through the page cache: the files hold exactly the bytes and the trailer, and, on a
+// filesystem that takes O_DIRECT, the host keeps no second copy of the direct part in its page
+// cache. Unaligned or small data is written buffered.
 TEST_F(FlashTierTest, LargeAlignedBlocksSkipThePageCacheAndKeepEveryByte) {
   struct Case {
     std::string name;
@@ -103,11 +104,10 @@ TEST_F(FlashTierTest, LargeAlignedBlocksSkipThePageCacheAndKeepEveryByte) {
     size_t offset;  // of the data in its buffer (non-zero: not page-aligned)
     size_t trailer;
   };
-  const std::vector<Case> cases = {{"whole", 1 << 20, 0, 256},
-                                   {"tail", (1 << 20) - 100, 0, 256},
-                                   {"no-trailer", 300 << 10, 0, 0},
-                                   {"unaligned", 1 << 20, 1, 256},
-                                   {"small", 64 << 10, 0, 16}};
+  const std::vector<Case> cases = {
+      {"whole", 1 << 20, 0, 256},       {"tail", (1 << 20) - 100, 0, 256},
+      {"no-trailer", 300 << 10, 0, 0},  {"unaligned", 1 << 20, 1, 256},
+      {"small-file", 128 << 10, 0, 16}, {"small", 32 << 10, 0, 16}};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     auto block = Block::Allocate(c.size + c.offset);
@@ -129,26 +129,30 @@ TEST_F(FlashTierTest, LargeAlignedBlocksSkipThePageCacheAndKeepEveryByte) {
   struct statfs sf;
   ASSERT_EQ(::statfs(dir_.path().c_str(), &sf), 0);
   if (sf.f_type == TMPFS_MAGIC) GTEST_SKIP() << "tmpfs: no O_DIRECT, written buffered";
-  auto block = Block::Allocate(1 << 20);
-  const std::string data = Pattern(1 << 20, 3);
-  std::memcpy(block->mutable_data().data(), data.data(), data.size());
-  TC_ASSERT_OK(posix_->WriteFile("blocks/ab/again", block->data().first(1 << 20),
-                                 testing::AsBytes(std::string(256, 'x'))));
-  const std::string abs = dir_.path() + "/cache/blocks/ab/again";
-  const int fd = ::open(abs.c_str(), O_RDONLY);
-  ASSERT_GE(fd, 0);
-  const size_t len = (1 << 20) + 256;
-  void* map = ::mmap(nullptr, len, PROT_READ, MAP_SHARED, fd, 0);
-  ASSERT_NE(map, MAP_FAILED);
-  std::vector<unsigned char> resident((len + 4095) / 4096);
-  ASSERT_EQ(::mincore(map, len, resident.data()), 0);
-  size_t in_cache = 0;
-  for (size_t i = 0; i + 1 < resident.size(); ++i) in_cache += resident[i] & 1;
-  EXPECT_EQ(in_cache, 0u) << "pages of the direct part in the page cache";
-  EXPECT_EQ(resident.back() & 1, 1) << "the trailer's page is written buffered";
-  EXPECT_EQ(std::memcmp(map, data.data(), data.size()), 0);
-  ::munmap(map, len);
-  ::close(fd);
+  for (const size_t size : {size_t{1} << 20, size_t{128} << 10}) {
+    SCOPED_TRACE(size);
+    auto block = Block::Allocate(size);
+    const std::string data = Pattern(size, 3);
+    std::memcpy(block->mutable_data().data(), data.data(), data.size());
+    const std::string rel = "blocks/ab/again-" + std::to_string(size);
+    TC_ASSERT_OK(
+        posix_->WriteFile(rel, block->data().first(size), testing::AsBytes(std::string(256, 'x'))));
+    const std::string abs = dir_.path() + "/cache/" + rel;
+    const int fd = ::open(abs.c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0);
+    const size_t len = size + 256;
+    void* map = ::mmap(nullptr, len, PROT_READ, MAP_SHARED, fd, 0);
+    ASSERT_NE(map, MAP_FAILED);
+    std::vector<unsigned char> resident((len + 4095) / 4096);
+    ASSERT_EQ(::mincore(map, len, resident.data()), 0);
+    size_t in_cache = 0;
+    for (size_t i = 0; i + 1 < resident.size(); ++i) in_cache += resident[i] & 1;
+    EXPECT_EQ(in_cache, 0u) << "pages of the direct part in the page cache";
+    EXPECT_EQ(resident.back() & 1, 1) << "the trailer's page is written buffered";
+    EXPECT_EQ(std::memcmp(map, data.data(), data.size()), 0);
+    ::munmap(map, len);
+    ::close(fd);
+  }
 }
 
 TEST_F(FlashTierTest, FlippedByteIsDetectedDroppedAndCounted) {
