@@ -74,7 +74,8 @@ def collect(run):
         if not cpu or not objects or cpu.get("machine_busy") is None:
             return
         origin = cpu.get("origin_cpu_s", 0) + cpu.get("proxy_cpu_s", 0)
-        put("cpu.origin_ms", tool, fig(origin / objects * 1e3))
+        if origin > 0:  # local disk and nullfs never ask the origin
+            put("cpu.origin_ms", tool, fig(origin / objects * 1e3))
         put("cpu.rest_ms", tool, fig(max(0.0, cpu["machine_cpu_s"] - origin) / objects * 1e3))
         put("cpu.busy", tool, fig(cpu["machine_busy"] * 100))
         if cpu.get("cores"):
