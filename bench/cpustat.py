@@ -82,27 +82,23 @@ def parse_pids(args):
     return pids
 
 
+def _load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
 def main(argv):
     if len(argv) >= 1 and argv[0] == "snap":
         json.dump(snapshot(parse_pids(argv[1:])), sys.stdout)
         print()
         return 0
     if len(argv) == 3 and argv[0] == "delta":
-        with open(argv[1]) as f:
-            a = json.load(f)
-        with open(argv[2]) as f:
-            b = json.load(f)
-        json.dump(delta(a, b), sys.stdout)
+        json.dump(delta(_load(argv[1]), _load(argv[2])), sys.stdout)
         print()
         return 0
     if len(argv) == 4 and argv[0] == "attach":
-        with open(argv[1]) as f:
-            result = json.load(f)
-        with open(argv[2]) as f:
-            a = json.load(f)
-        with open(argv[3]) as f:
-            b = json.load(f)
-        result["cpu"] = delta(a, b)
+        result = _load(argv[1])
+        result["cpu"] = delta(_load(argv[2]), _load(argv[3]))
         with open(argv[1], "w") as f:
             json.dump(result, f)
         return 0
