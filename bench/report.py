@@ -77,9 +77,9 @@ def collect(run):
         if origin > 0:  # local disk and nullfs never ask the origin
             put("cpu.origin_ms", tool, fig(origin / objects * 1e3))
         put("cpu.rest_ms", tool, fig(max(0.0, cpu["machine_cpu_s"] - origin) / objects * 1e3))
-        put("cpu.busy", tool, fig(cpu["machine_busy"] * 100))
-        if cpu.get("cores"):
-            res.setdefault("cpu.cores", {})[tool] = cpu["cores"]
+        busy = fig(cpu["machine_busy"] * 100)
+        busy["cores"] = cpu.get("cores")
+        put("cpu.busy", tool, busy)
 
     for t in tools:
         d = os.path.join(run, "raw", t)
@@ -337,25 +337,26 @@ def cpu_bound_lines(res, shown):
     an origin costing `origin` ms per object reads at most cores * 1000 / (origin + rest) objects/s."""
     lines = []
     ceil = res.get("smallpar.ops", {}).get("raw")
-    cores = res.get("cpu.cores", {})
+    busy = res.get("cpu.busy", {})
     for t in shown:
         o, r, b = (res.get(k, {}).get(t) for k in ("cpu.origin_ms", "cpu.rest_ms", "cpu.busy"))
-        if not (ok(o) and ok(r) and b is not None and cores.get(t)):
+        if not (ok(o) and ok(r) and b is not None and b.get("cores")):
             continue
-        bound = cores[t] * 1000.0 / (o["value"] + r["value"])
+        bound = b["cores"] * 1000.0 / (o["value"] + r["value"])
         line = ("- **%s** cold small objects (%s): %s ms of CPU per object on the origin side and %s "
                 "on the rest of the machine, which was %.0f%% busy; with every one of its %d cores "
                 "busy, that cost allows at most %s objects/s"
                 % (t, "the origin's ceiling run" if t == "raw" else "DataLoader epoch 1",
-                   fmt_num(o["value"]), fmt_num(r["value"]), b["value"], cores[t], fmt_num(bound)))
+                   fmt_num(o["value"]), fmt_num(r["value"]), b["value"], b["cores"], fmt_num(bound)))
         if ok(ceil) and t != "raw":
             line += " (%s the ceiling)" % fmt_ratio(bound / ceil["value"])
         lines.append(line)
     # A file system that cost no CPU at all: the origin's cost per object in the ceiling run and
     # the loader's own cost (what the rest of the machine spent on the local-disk epoch).
     o, r = res.get("cpu.origin_ms", {}).get("raw"), res.get("cpu.rest_ms", {}).get("local")
-    if ok(o) and ok(r) and ok(ceil) and cores.get("local"):
-        bound = cores["local"] * 1000.0 / (o["value"] + r["value"])
+    cores = (busy.get("local") or {}).get("cores")
+    if ok(o) and ok(r) and ok(ceil) and cores:
+        bound = cores * 1000.0 / (o["value"] + r["value"])
         lines.append("- a file system costing no CPU, under this loader (its own cost on local disk: %s ms "
                      "per object) and this origin (%s ms per object in the ceiling run), could read at most "
                      "%s objects/s: %s the ceiling" % (fmt_num(r["value"]), fmt_num(o["value"]),

@@ -3,9 +3,8 @@
 // are optionally fsynced, then renamed over the final name, so a reader sees either no file or
 // the whole file. A large page-aligned block's whole pages are written with O_DIRECT (no copy
 // into the page cache; WriteDirect), the rest buffered. Missing parent directories are created
-// on demand. Directories are created
-// 0700 and files 0600: cached bytes are private to the daemon's user. errno is translated into
-// Status here, once (C3).
+// on demand. Directories are created 0700 and files 0600: cached bytes are private to the
+// daemon's user. errno is translated into Status here, once (C3).
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>

@@ -187,11 +187,8 @@ void Prefetcher::OnRead(Stream* st, uint64_t offset, uint64_t size) {
 }
 
 std::shared_ptr<Prefetcher::Hydration> Prefetcher::HydrationOf(const ObjectRef& obj) {
-  const std::string version = BlockVersion(obj.info);
-  std::string id = std::to_string(obj.key.size());
-  id += ':';
-  id += obj.key;
-  id += version;
+  // Length-prefixed key, then the version: no two (key, version) pairs give one id.
+  const std::string id = std::to_string(obj.key.size()) + ':' + obj.key + BlockVersion(obj.info);
   MutexLock l(&hydration_mu_);
   std::weak_ptr<Hydration>& slot = hydrations_[id];
   if (std::shared_ptr<Hydration> h = slot.lock()) return h;
