@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "tiercache/internal/block_arena.h"
 #include "tiercache/tier.h"
 
 namespace tierfs {
@@ -43,10 +44,22 @@ void AppendField(std::string* out, std::string_view field) {
 
 std::atomic<uint64_t> g_live_bytes{0};
 
+// The process's block arena. Freed storage kept for reuse: at most 64 MiB (a few dozen 1 MiB
+// blocks in flight through the fetchers; an L1 at its budget frees one block for each it takes).
+// Never destroyed: blocks may be freed by other static objects' destructors at exit.
+constexpr uint64_t kArenaRetainBytes = 64ULL << 20;
+tiercache_internal::BlockArena& Arena() {
+  static auto* arena = new tiercache_internal::BlockArena(kArenaRetainBytes);
+  return *arena;
+}
+
 }  // namespace
 
 void Block::Free::operator()(std::byte* p) const {
-  if (mapped != 0) {
+  if (slab != nullptr) {
+    Arena().Release({p, mapped, static_cast<tiercache_internal::BlockArena::Slab*>(slab)});
+    g_live_bytes.fetch_sub(mapped, std::memory_order_relaxed);
+  } else if (mapped != 0) {
     ::munmap(p, mapped);
     g_live_bytes.fetch_sub(mapped, std::memory_order_relaxed);
   } else {
@@ -57,8 +70,15 @@ void Block::Free::operator()(std::byte* p) const {
 std::shared_ptr<Block> Block::Allocate(size_t capacity) {
   auto b = std::make_shared<Block>();
   if (capacity >= kMapThreshold) {
-    // MAP_POPULATE: the fetcher writes every page at once; one populate is cheaper than a page
-    // fault per 4 KiB.
+    const tiercache_internal::BlockArena::Piece piece = Arena().Allocate(capacity);
+    if (piece.data != nullptr) {
+      b->data_ = std::unique_ptr<std::byte[], Free>(piece.data, Free(piece.bytes, piece.slab));
+      g_live_bytes.fetch_add(piece.bytes, std::memory_order_relaxed);
+    }
+  }
+  if (!b->data_ && capacity >= kMapThreshold) {
+    // A size the arena does not serve. MAP_POPULATE: the fetcher writes every page at once; one
+    // populate is cheaper than a page fault per 4 KiB.
     void* p = ::mmap(nullptr, capacity, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
     if (p != MAP_FAILED) {
@@ -128,6 +148,11 @@ Status FileExtent::ReadAt(uint64_t at, std::span<std::byte> out) const {
 }
 
 uint64_t Block::MappedBytes() { return g_live_bytes.load(std::memory_order_relaxed); }
+
+Block::PoolStats Block::Pool() {
+  const tiercache_internal::BlockArena::Stats s = Arena().stats();
+  return PoolStats{s.slab_bytes, s.free_resident_bytes, s.reused, s.fresh};
+}
 
 BlockKey MakeBlockKey(std::string_view source, std::string_view key, std::string_view etag,
                       uint64_t block_size, uint64_t block_index) {

@@ -33,10 +33,12 @@ namespace tierfs {
 // An immutable run of bytes once published. Built by the fetcher (mutable_data, set_size), then
 // shared as BlockRef by every tier and reader that holds it; freed when the last ref drops.
 //
-// Storage of kMapThreshold bytes or more is its own anonymous mapping (mmap, unmapped when the
-// block is freed), not malloc'd: glibc raises its dynamic mmap threshold after the first large
-// free, after which 1 MiB buffers come from the malloc arenas, which fragment and never shrink, so
-// the daemon's RSS grew well past the L1 budget. A mapping returns its pages to the kernel at once.
+// Storage of kMapThreshold bytes or more is not malloc'd: glibc raises its dynamic mmap threshold
+// after the first large free, after which 1 MiB buffers come from the malloc arenas, which
+// fragment and never shrink, so the daemon's RSS grew well past the L1 budget. It comes from the
+// block arena (tiercache/internal/block_arena.h: size-classed slabs, freed storage reused while
+// the memory kept for reuse is within a fixed budget, the rest given back to the kernel), or for
+// sizes the arena does not serve from an anonymous mapping of its own, unmapped when freed.
 class Block {
  public:
   static constexpr size_t kMapThreshold = 64 * 1024;
@@ -50,8 +52,18 @@ class Block {
   static std::vector<std::shared_ptr<Block>> AllocateRun(size_t block_size, size_t count,
                                                          size_t last_size,
                                                          std::span<std::byte>* run);
-  // Bytes of block storage held in mappings by the whole process (capacities, not sizes).
+  // Bytes of block storage held by live blocks of kMapThreshold bytes or more in the whole
+  // process (the storage they were given, not their sizes).
   static uint64_t MappedBytes();
+  // The block arena's figures: bytes mapped in slabs, freed storage kept for reuse, and how many
+  // allocations reused storage or took fresh pages.
+  struct PoolStats {
+    uint64_t slab_bytes = 0;
+    uint64_t free_resident_bytes = 0;
+    uint64_t reused = 0;
+    uint64_t fresh = 0;
+  };
+  static PoolStats Pool();
   std::span<std::byte> mutable_data() { return {data_.get(), capacity_}; }
   std::span<const std::byte> data() const { return {data_.get(), size_}; }
   size_t size() const { return size_; }
@@ -62,9 +74,10 @@ class Block {
   struct Free {
     // (No default member initializer: unique_ptr needs Free default-constructible while Block
     // is still incomplete.)
-    Free() : mapped(0) {}
-    explicit Free(size_t m) : mapped(m) {}
-    size_t mapped;  // length of the mapping, or 0 when the storage came from new[]
+    Free() : mapped(0), slab(nullptr) {}
+    explicit Free(size_t m, void* s = nullptr) : mapped(m), slab(s) {}
+    size_t mapped;  // bytes of storage, or 0 when it came from new[]
+    void* slab;     // the arena slab it came from, or null for a mapping of its own
     void operator()(std::byte* p) const;
   };
   std::unique_ptr<std::byte[], Free> data_;

@@ -762,8 +762,19 @@ class TieredCacheImpl final : public TieredCache {
                   "Sequential passes over large files detected (admitted as reuse).", {}, as.scans);
     e->AddCounter("tierfs_ttl_expired_blocks_total", "Blocks dropped because their TTL passed.", {},
                   ttl_expired_);
-    e->AddGauge("tierfs_block_mapped_bytes", "Bytes of block storage mapped by the process.", {},
-                static_cast<double>(Block::MappedBytes()));
+    e->AddGauge("tierfs_block_mapped_bytes", "Bytes of storage held by the process's live blocks.",
+                {}, static_cast<double>(Block::MappedBytes()));
+    const Block::PoolStats pool = Block::Pool();
+    e->AddGauge("tierfs_block_pool_slab_bytes", "Bytes mapped in the block arena's slabs.", {},
+                static_cast<double>(pool.slab_bytes));
+    e->AddGauge("tierfs_block_pool_free_bytes",
+                "Freed block storage the arena keeps resident for reuse (at most 64 MiB).", {},
+                static_cast<double>(pool.free_resident_bytes));
+    e->AddCounter("tierfs_block_pool_reused_total",
+                  "Block allocations served by resident storage freed earlier.", {}, pool.reused);
+    e->AddCounter("tierfs_block_pool_fresh_total",
+                  "Block allocations that took fresh pages (first touch faults them in).", {},
+                  pool.fresh);
   }
 
   std::string StatsText() const override {
@@ -808,6 +819,11 @@ class TieredCacheImpl final : public TieredCache {
     add("sparse.hits", sparse_hits_);
     add("sparse.dense", sparse_dense_);
     add("blocks.mapped_bytes", Block::MappedBytes());
+    const Block::PoolStats pool = Block::Pool();
+    add("blocks.pool_slab_bytes", pool.slab_bytes);
+    add("blocks.pool_free_bytes", pool.free_resident_bytes);
+    add("blocks.pool_reused", pool.reused);
+    add("blocks.pool_fresh", pool.fresh);
     add("prefetch.blocks", hydrated_blocks_);
     add("ttl.expired", ttl_expired_);
     add("promotions", promotions_);

@@ -95,16 +95,30 @@ TEST(BlockTest, AllocateGivesCapacityAndZeroSize) {
   EXPECT_EQ(empty->data().size(), 0u);
 }
 
-TEST(BlockTest, LargeBlocksAreMappingsReturnedWhenFreed) {
+TEST(BlockTest, LargeBlocksComeFromTheArenaAndGoBackToIt) {
   const uint64_t before = Block::MappedBytes();
+  const std::byte* storage = nullptr;
   {
     auto b = Block::Allocate(Block::kMapThreshold);
+    storage = b->mutable_data().data();
     EXPECT_EQ(Block::MappedBytes(), before + Block::kMapThreshold);
     std::memset(b->mutable_data().data(), 1, b->capacity());
     auto small = Block::Allocate(Block::kMapThreshold - 1);  // from the heap
     EXPECT_EQ(Block::MappedBytes(), before + Block::kMapThreshold);
   }
   EXPECT_EQ(Block::MappedBytes(), before);
+  // The next block of that size reuses the storage instead of faulting in fresh pages.
+  const Block::PoolStats pool = Block::Pool();
+  auto again = Block::Allocate(Block::kMapThreshold);
+  EXPECT_EQ(again->mutable_data().data(), storage);
+  EXPECT_GE(Block::Pool().slab_bytes, Block::kMapThreshold);
+  EXPECT_EQ(Block::Pool().reused + Block::Pool().fresh, pool.reused + pool.fresh + 1);
+  // Sizes beyond the arena's are mappings of their own, returned when freed.
+  {
+    auto huge = Block::Allocate(32u << 20);
+    EXPECT_EQ(Block::MappedBytes(), before + Block::kMapThreshold + (32u << 20));
+  }
+  EXPECT_EQ(Block::MappedBytes(), before + Block::kMapThreshold);
 }
 
 TEST(BlockTest, AllocateRunLaysBlocksBackToBack) {

@@ -1,0 +1,189 @@
+// The block arena (tiercache/internal/block_arena.h).
+#include "tiercache/internal/block_arena.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <utility>
+
+namespace tierfs::tiercache_internal {
+
+struct BlockArena::Slab {
+  static constexpr uint32_t kResident = 1u << 31;  // flag on a free-list entry
+  std::byte* base = nullptr;
+  size_t bytes = 0;
+  size_t item_bytes = 0;
+  uint32_t used = 0;
+  uint32_t resident_free = 0;
+  std::vector<uint32_t> free;    // item indexes (| kResident), the most recently freed last
+  size_t partial_at = SIZE_MAX;  // position in its class's partial list
+  Class* owner = nullptr;
+};
+
+namespace {
+
+size_t PageBytes() {
+  static const size_t page = [] {
+    const long p = ::sysconf(_SC_PAGESIZE);
+    return p > 0 ? static_cast<size_t>(p) : size_t{4096};
+  }();
+  return page;
+}
+
+// The smallest whole number of units that holds an item and wastes at most 1/8 of itself.
+size_t SlabBytes(size_t item) {
+  for (size_t units = 1; units <= 16; ++units) {
+    const size_t s = units * BlockArena::kUnitBytes;
+    if (s >= item && s % item <= s / 8) return s;
+  }
+  return (item + BlockArena::kUnitBytes - 1) / BlockArena::kUnitBytes * BlockArena::kUnitBytes;
+}
+
+}  // namespace
+
+BlockArena::BlockArena(uint64_t retain_bytes) : retain_bytes_(retain_bytes) {}
+
+BlockArena::~BlockArena() {
+  MutexLock l(&mu_);
+  for (auto& [p, s] : slabs_) ::munmap(s->base, s->bytes);
+}
+
+size_t BlockArena::ClassBytes(size_t capacity) {
+  if (capacity < kMinBytes || capacity > kMaxBytes) return 0;
+  const size_t step = std::max(PageBytes(), std::bit_floor(capacity) / 8);
+  return (capacity + step - 1) / step * step;
+}
+
+BlockArena::Class& BlockArena::ClassFor(size_t item_bytes) {
+  std::unique_ptr<Class>& c = classes_[item_bytes];
+  if (!c) {
+    c = std::make_unique<Class>();
+    c->item_bytes = item_bytes;
+    c->slab_bytes = SlabBytes(item_bytes);
+  }
+  return *c;
+}
+
+void BlockArena::AddPartial(Slab* s) {
+  s->partial_at = s->owner->partial.size();
+  s->owner->partial.push_back(s);
+}
+
+void BlockArena::RemovePartial(Slab* s) {
+  std::vector<Slab*>& v = s->owner->partial;
+  v[s->partial_at] = v.back();
+  v[s->partial_at]->partial_at = s->partial_at;
+  v.pop_back();
+  s->partial_at = SIZE_MAX;
+}
+
+BlockArena::Piece BlockArena::Take(Slab* s) {
+  const uint32_t entry = s->free.back();
+  s->free.pop_back();
+  const uint32_t index = entry & ~Slab::kResident;
+  if (entry & Slab::kResident) {
+    --s->resident_free;
+    stats_.free_resident_bytes -= s->item_bytes;
+    ++stats_.reused;
+  } else {
+    ++stats_.fresh;
+  }
+  if (s->used++ == 0) --empty_slabs_;
+  if (s->free.empty()) RemovePartial(s);
+  stats_.live_bytes += s->item_bytes;
+  return Piece{s->base + static_cast<size_t>(index) * s->item_bytes, s->item_bytes, s};
+}
+
+BlockArena::Piece BlockArena::Allocate(size_t capacity) {
+  const size_t item = ClassBytes(capacity);
+  if (item == 0) return {};
+  size_t slab_bytes = 0;
+  {
+    MutexLock l(&mu_);
+    Class& c = ClassFor(item);
+    if (!c.partial.empty()) return Take(c.partial.back());
+    slab_bytes = c.slab_bytes;
+  }
+  // A new slab, aligned to a unit: map one unit more and trim both ends.
+  void* raw = ::mmap(nullptr, slab_bytes + kUnitBytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return {};
+  auto* const start = static_cast<std::byte*>(raw);
+  const uintptr_t at = reinterpret_cast<uintptr_t>(raw);
+  auto* const base = start + ((kUnitBytes - at % kUnitBytes) % kUnitBytes);
+  if (base > start) ::munmap(start, static_cast<size_t>(base - start));
+  auto* const end = start + slab_bytes + kUnitBytes;
+  if (base + slab_bytes < end)
+    ::munmap(base + slab_bytes, static_cast<size_t>(end - (base + slab_bytes)));
+  (void)::madvise(base, slab_bytes, MADV_HUGEPAGE);  // EINVAL without THP support: 4 KiB pages
+
+  auto slab = std::make_unique<Slab>();
+  slab->base = base;
+  slab->bytes = slab_bytes;
+  slab->item_bytes = item;
+  const auto items = static_cast<uint32_t>(slab_bytes / item);
+  slab->free.reserve(items);
+  for (uint32_t i = items; i-- > 0;) slab->free.push_back(i);  // item 0 is handed out first
+
+  MutexLock l(&mu_);
+  Slab* s = slab.get();
+  s->owner = &ClassFor(item);
+  slabs_.emplace(s, std::move(slab));
+  stats_.slab_bytes += slab_bytes;
+  ++stats_.slabs;
+  ++empty_slabs_;
+  AddPartial(s);
+  return Take(s);
+}
+
+std::unique_ptr<BlockArena::Slab> BlockArena::PutBack(Slab* s, uint32_t index, bool resident) {
+  stats_.live_bytes -= s->item_bytes;
+  --s->used;
+  s->free.push_back(index | (resident ? Slab::kResident : 0u));
+  if (resident) {
+    ++s->resident_free;
+    stats_.free_resident_bytes += s->item_bytes;
+  }
+  if (s->free.size() == 1) AddPartial(s);
+  if (s->used != 0 || ++empty_slabs_ <= kKeepEmptySlabs) return nullptr;
+  // Too many empty slabs: this one goes.
+  RemovePartial(s);
+  --empty_slabs_;
+  stats_.free_resident_bytes -= static_cast<uint64_t>(s->resident_free) * s->item_bytes;
+  stats_.slab_bytes -= s->bytes;
+  --stats_.slabs;
+  auto node = slabs_.extract(s);
+  return std::move(node.mapped());
+}
+
+void BlockArena::Release(const Piece& piece) {
+  Slab* s = piece.slab;
+  const auto index =
+      static_cast<uint32_t>(static_cast<size_t>(piece.data - s->base) / s->item_bytes);
+  std::unique_ptr<Slab> drop;
+  {
+    MutexLock l(&mu_);
+    if (stats_.free_resident_bytes + s->item_bytes <= retain_bytes_) {
+      drop = PutBack(s, index, true);
+      if (!drop) return;
+    }
+  }
+  if (!drop) {
+    // Over the retained budget: the pages go back to the kernel before anyone can reuse the
+    // item (the next owner's first write faults in zeroed pages).
+    (void)::madvise(piece.data, piece.bytes, MADV_DONTNEED);
+    MutexLock l(&mu_);
+    drop = PutBack(s, index, false);
+  }
+  if (drop) ::munmap(drop->base, drop->bytes);
+}
+
+BlockArena::Stats BlockArena::stats() const {
+  MutexLock l(&mu_);
+  return stats_;
+}
+
+}  // namespace tierfs::tiercache_internal
