@@ -97,36 +97,6 @@ std::shared_ptr<Block> Block::Allocate(size_t capacity) {
   return b;
 }
 
-std::vector<std::shared_ptr<Block>> Block::AllocateRun(size_t block_size, size_t count,
-                                                       size_t last_size,
-                                                       std::span<std::byte>* run) {
-  std::vector<std::shared_ptr<Block>> out;
-  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  if (count == 0 || last_size == 0 || last_size > block_size || block_size < kMapThreshold ||
-      page == 0 || block_size % page != 0) {
-    return out;
-  }
-  const size_t last_mapped = (last_size + page - 1) / page * page;
-  const size_t total = (count - 1) * block_size + last_mapped;
-  void* p = ::mmap(nullptr, total, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-  if (p == MAP_FAILED) return out;
-  g_live_bytes.fetch_add(total, std::memory_order_relaxed);
-  auto* base = static_cast<std::byte*>(p);
-  out.reserve(count);
-  for (size_t i = 0; i < count; ++i) {
-    const bool last = i + 1 == count;
-    auto b = std::make_shared<Block>();
-    b->data_ = std::unique_ptr<std::byte[], Free>(base + i * block_size,
-                                                  Free(last ? last_mapped : block_size));
-    b->capacity_ = last ? last_size : block_size;
-    b->size_ = 0;
-    out.push_back(std::move(b));
-  }
-  *run = std::span<std::byte>(base, (count - 1) * block_size + last_size);
-  return out;
-}
-
 FileExtent::~FileExtent() { ::close(fd_); }
 
 Status FileExtent::ReadAt(uint64_t at, std::span<std::byte> out) const {

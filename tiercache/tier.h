@@ -44,14 +44,6 @@ class Block {
   static constexpr size_t kMapThreshold = 64 * 1024;
   // Uninitialised storage of `capacity` bytes; size() is 0 until set_size().
   static std::shared_ptr<Block> Allocate(size_t capacity);
-  // Storage for `count` adjacent blocks, each `block_size` bytes but the last (`last_size`), back
-  // to back in one mapping, so that one read fills them all: *run is the whole span. Each block
-  // unmaps its own pages when it is freed. Empty when that layout is not possible (block_size
-  // below kMapThreshold or not a multiple of the page size, count 0, last_size 0 or above
-  // block_size, mmap failed): the caller allocates the blocks one by one.
-  static std::vector<std::shared_ptr<Block>> AllocateRun(size_t block_size, size_t count,
-                                                         size_t last_size,
-                                                         std::span<std::byte>* run);
   // Bytes of block storage held by live blocks of kMapThreshold bytes or more in the whole
   // process (the storage they were given, not their sizes).
   static uint64_t MappedBytes();

@@ -24,8 +24,8 @@
 // flash ahead of the reader); blocks no host tier holds are claimed in the single-flight
 // (TryClaim) and fetched as one run: with an L3 tier, first from L3 with one Tier::ReadMany (the
 // run's GETs at once), then the blocks L3 lacks from the origin, one request for each stretch of
-// adjacent blocks (up to readahead_run_bytes), into one mapping that the blocks share without a
-// copy (Block::AllocateRun).
+// adjacent blocks (up to readahead_run_bytes), into one buffer that is then copied into the blocks
+// (all from the block arena, tiercache/internal/block_arena.h).
 //
 // Fetch pool (demand reads with a CancelToken): the single-flight leader reads L1 and the other
 // host tiers on its own thread; on a miss it queues a FetchJob (its Lease) for the
@@ -1761,27 +1761,20 @@ class TieredCacheImpl final : public TieredCache {
     const uint64_t bs = options_.block_size;
     const uint64_t last = ExpectedLength(obj, first + n - 1);
     const uint64_t total = (n - 1) * bs + last;
-    std::span<std::byte> run;
-    std::vector<std::shared_ptr<Block>> blocks = Block::AllocateRun(bs, n, last, &run);
-    std::unique_ptr<std::byte[]> copy;  // when the blocks can't share one mapping
-    if (blocks.empty()) {
-      copy = std::make_unique_for_overwrite<std::byte[]>(total);
-      run = std::span<std::byte>(copy.get(), total);
-    }
+    // The run lands in one buffer, then each block is copied out of it into storage of its own:
+    // both come from the block arena, so in a steady state neither faults in a fresh page (a
+    // copy costs far less than first-touch faults, and the blocks stay independent of each other
+    // in L1: one kept block never holds its whole run's memory).
+    auto run = Block::Allocate(total);
     TIERFS_RETURN_IF_ERROR(
-        ReadOriginExact(obj, first * bs, run.first(total),
+        ReadOriginExact(obj, first * bs, run->mutable_data().first(total),
                         "blocks " + std::to_string(first) + "+" + std::to_string(n)));
     std::vector<BlockRef> out;
     out.reserve(n);
     for (uint64_t k = 0; k < n; ++k) {
       const uint64_t len = k + 1 == n ? last : bs;
-      std::shared_ptr<Block> b;
-      if (copy) {
-        b = Block::Allocate(len);
-        std::memcpy(b->mutable_data().data(), run.data() + k * bs, len);
-      } else {
-        b = std::move(blocks[k]);
-      }
+      std::shared_ptr<Block> b = Block::Allocate(len);
+      std::memcpy(b->mutable_data().data(), run->mutable_data().data() + k * bs, len);
       b->set_size(len);
       out.push_back(std::move(b));
     }

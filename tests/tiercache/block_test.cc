@@ -121,34 +121,5 @@ TEST(BlockTest, LargeBlocksComeFromTheArenaAndGoBackToIt) {
   EXPECT_EQ(Block::MappedBytes(), before + Block::kMapThreshold);
 }
 
-TEST(BlockTest, AllocateRunLaysBlocksBackToBack) {
-  const size_t bs = 64 * 1024;
-  const uint64_t before = Block::MappedBytes();
-  std::span<std::byte> run;
-  auto blocks = Block::AllocateRun(bs, 3, 100, &run);
-  ASSERT_EQ(blocks.size(), 3u);
-  ASSERT_EQ(run.size(), 2 * bs + 100);
-  for (size_t i = 0; i < 3; ++i) {
-    EXPECT_EQ(blocks[i]->mutable_data().data(), run.data() + i * bs);
-    EXPECT_EQ(blocks[i]->capacity(), i == 2 ? 100u : bs);
-  }
-  std::memset(run.data(), 9, run.size());
-  EXPECT_GT(Block::MappedBytes(), before);
-  // Each block unmaps its own pages: freeing the middle one leaves its neighbours intact.
-  blocks[1].reset();
-  blocks[2]->set_size(100);
-  EXPECT_EQ(blocks[2]->data()[99], std::byte{9});
-  blocks[0]->set_size(bs);
-  EXPECT_EQ(blocks[0]->data()[bs - 1], std::byte{9});
-  blocks.clear();
-  EXPECT_EQ(Block::MappedBytes(), before);
-
-  // Layouts a shared mapping can't give: the caller allocates block by block.
-  EXPECT_TRUE(Block::AllocateRun(4096, 3, 100, &run).empty());    // below the threshold
-  EXPECT_TRUE(Block::AllocateRun(bs + 1, 3, 100, &run).empty());  // not page-aligned
-  EXPECT_TRUE(Block::AllocateRun(bs, 0, 100, &run).empty());
-  EXPECT_TRUE(Block::AllocateRun(bs, 2, bs + 1, &run).empty());
-}
-
 }  // namespace
 }  // namespace tierfs

@@ -574,8 +574,8 @@ TEST_F(TieredCacheTest, ReadaheadRunsAreBoundedByRunSizeAndBudget) {
   EXPECT_EQ(small->readahead_run_blocks(), 2u);
 }
 
-TEST_F(TieredCacheTest, ReadaheadRunsInBlocksOfTheMappingSize) {
-  // Blocks large enough to share one mapping (Block::AllocateRun), the last one short.
+TEST_F(TieredCacheTest, ReadaheadRunsInBlocksOfArenaSize) {
+  // Blocks from the block arena (one run read into one buffer, copied out), the last one short.
   options_.block_size = 64 * 1024;
   options_.prefetch_threads = 1;
   auto c = OpenCache(/*with_l1=*/true, /*with_l2=*/false);
