@@ -1,13 +1,16 @@
 // HttpEngine — the libcurl I/O engine behind the public, opaque HttpTransport (internal to
 // blobclient/; conventions C13).
 //
-// One owned std::jthread ("tierfs-http") drives a curl multi handle with curl_multi_poll. Callers
-// hand requests over through a mutex-guarded queue and wake the thread with curl_multi_wakeup (no
-// polling loop). Easy handles are pooled and reused, and the multi handle keeps a connection
-// cache, so keep-alive connections are reused across requests. Completion is reported through a
-// callback that runs on the I/O thread (Submit), or by blocking the caller (Execute). A submitted
-// request can be cancelled (Cancel): the I/O thread removes it from the multi handle, so its sink
-// receives no byte after its callback has run with Cancelled (hedged requests, conventions C13).
+// One owned std::jthread ("tierfs-http") drives a curl multi handle through its socket interface
+// (curl_multi_socket_action): curl names the sockets it waits on, the thread waits on them with
+// epoll and tells curl which one is ready, so no transfer's socket is polled when nothing arrived
+// for it. Callers hand requests over through a mutex-guarded queue and wake the thread through an
+// eventfd (no polling loop). Easy handles are pooled and reused, and the multi handle keeps a
+// connection cache, so keep-alive connections are reused across requests. Completion is reported
+// through a callback that runs on the I/O thread (Submit), or by blocking the caller (Execute). A
+// submitted request can be cancelled (Cancel): the I/O thread removes it from the multi handle, so
+// its sink receives no byte after its callback has run with Cancelled (hedged requests, conventions
+// C13).
 //
 // Error translation happens here, once (C3): a transfer that fails (CURLcode) completes with a
 // non-OK Status; a transfer that got an HTTP answer completes OK with the status code in the
