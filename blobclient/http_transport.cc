@@ -215,7 +215,9 @@ constexpr long kReceiveBufferBytes = 128 * 1024;
 
 class CurlEngine final : public HttpEngine {
  public:
-  explicit CurlEngine(const HttpTransportOptions& options) : options_(options) {
+  // Takes ownership of `epoll_fd` and `wake_fd` (an eventfd), made by NewCurlEngine.
+  CurlEngine(const HttpTransportOptions& options, int epoll_fd, int wake_fd)
+      : options_(options), epoll_fd_(epoll_fd), wake_fd_(wake_fd) {
     multi_ = curl_multi_init();
     curl_multi_setopt(multi_, CURLMOPT_MAX_TOTAL_CONNECTIONS,
                       static_cast<long>(options.max_total_connections));
@@ -230,17 +232,10 @@ class CurlEngine final : public HttpEngine {
     curl_multi_setopt(multi_, CURLMOPT_SOCKETDATA, this);
     curl_multi_setopt(multi_, CURLMOPT_TIMERFUNCTION, &CurlEngine::OnTimer);
     curl_multi_setopt(multi_, CURLMOPT_TIMERDATA, this);
-    epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
-    wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (epoll_fd_ < 0 || wake_fd_ < 0) {
-      // Out of descriptors: requests still run, driven by curl's timer alone (slowly).
-      Logger(Module::kBlobClient).error("http engine: epoll/eventfd: {}", std::strerror(errno));
-    } else {
-      epoll_event ev{};
-      ev.events = EPOLLIN;
-      ev.data.fd = wake_fd_;
-      ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
-    }
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = wake_fd_;
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);  // a fresh epoll set: cannot fail
     thread_ = std::jthread([this](std::stop_token st) { Run(st); });
   }
 
@@ -254,8 +249,8 @@ class CurlEngine final : public HttpEngine {
     thread_.join();
     for (CURL* h : idle_) curl_easy_cleanup(h);
     curl_multi_cleanup(multi_);
-    if (wake_fd_ >= 0) ::close(wake_fd_);
-    if (epoll_fd_ >= 0) ::close(epoll_fd_);
+    ::close(wake_fd_);
+    ::close(epoll_fd_);
   }
 
   HttpRequestId Submit(HttpRequest request, HttpCallback done) override {
@@ -293,7 +288,7 @@ class CurlEngine final : public HttpEngine {
   // Wakes the I/O thread (thread-safe): one eventfd write, read back by Run.
   void Wake() {
     const uint64_t one = 1;
-    if (wake_fd_ >= 0) (void)!::write(wake_fd_, &one, sizeof(one));
+    (void)!::write(wake_fd_, &one, sizeof(one));
   }
 
   // CURLMOPT_SOCKETFUNCTION (I/O thread): what curl wants to wait for on socket `s`.
@@ -349,7 +344,7 @@ class CurlEngine final : public HttpEngine {
             timer_due_ - std::chrono::steady_clock::now());
         wait_ms = static_cast<int>(std::clamp<int64_t>(left.count(), 0, 1000));
       }
-      const int n = epoll_fd_ >= 0 ? ::epoll_wait(epoll_fd_, events, 64, wait_ms) : 0;
+      const int n = ::epoll_wait(epoll_fd_, events, 64, wait_ms);
       int running = 0;
       for (int i = 0; i < n; ++i) {
         if (events[i].data.fd == wake_fd_) {
@@ -537,8 +532,8 @@ class CurlEngine final : public HttpEngine {
   // Constant after construction.
   const HttpTransportOptions options_;
   CURLM* multi_ = nullptr;  // I/O thread only
-  int epoll_fd_ = -1;       // the sockets curl waits on, and wake_fd_
-  int wake_fd_ = -1;        // eventfd: Wake() is thread-safe
+  const int epoll_fd_;      // the sockets curl waits on, and wake_fd_
+  const int wake_fd_;       // eventfd: Wake() is thread-safe
 
   // State below is used only by the I/O thread.
   std::chrono::steady_clock::time_point timer_due_ = std::chrono::steady_clock::time_point::max();
@@ -635,7 +630,17 @@ Result<std::unique_ptr<HttpTransport>> NewCurlEngine(const HttpTransportOptions&
   if (init_rc != CURLE_OK) {
     return Status::Internal(std::string("curl_global_init: ") + curl_easy_strerror(init_rc));
   }
-  return std::unique_ptr<HttpTransport>(std::make_unique<CurlEngine>(options));
+  // The descriptors the engine waits with: out of descriptors is an error here, not an engine
+  // that cannot wait.
+  const int epoll_fd = ::epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_fd < 0) return Status::FromErrno(errno, "http transport: epoll_create1");
+  const int wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd < 0) {
+    const int err = errno;
+    ::close(epoll_fd);
+    return Status::FromErrno(err, "http transport: eventfd");
+  }
+  return std::unique_ptr<HttpTransport>(std::make_unique<CurlEngine>(options, epoll_fd, wake_fd));
 }
 
 }  // namespace tierfs::blobclient

@@ -3,8 +3,10 @@
 #include "blobclient/http_transport.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -13,6 +15,7 @@
 #include <fstream>
 #include <future>
 #include <optional>
+#include <vector>
 
 #include "tests/blobclient/test_util.h"
 #include "tests/fakes/http_server_test.h"
@@ -216,6 +219,34 @@ TEST_F(HttpTransportTest, A206LongerThanTheSinkIsRefusedNotCut) {
       << r.status().ToString();
   EXPECT_EQ(buf[0], std::byte{0x55});
   EXPECT_EQ(buf[999], std::byte{0x55});
+}
+
+TEST(HttpTransportCreateTest, OutOfDescriptorsIsAnErrorNotAnEngineThatCannotWait) {
+  // The engine waits on an epoll set and an eventfd; with no descriptor left, creating one must
+  // fail with a Status (the daemon says so at start-up) rather than give an engine whose I/O
+  // thread has nothing to sleep on.
+  rlimit old{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &old), 0);
+  int highest = 2;
+  if (DIR* d = ::opendir("/proc/self/fd")) {
+    while (dirent* e = ::readdir(d)) highest = std::max(highest, std::atoi(e->d_name));
+    ::closedir(d);
+  }
+  rlimit low = old;
+  low.rlim_cur = static_cast<rlim_t>(highest) + 1;
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::vector<int> filler;  // every number below the limit taken
+  for (int fd; (fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) filler.push_back(fd);
+  const int open_errno = errno;
+  Result<std::unique_ptr<HttpTransport>> t = NewHttpTransport(HttpTransportOptions{});
+  for (int fd : filler) ::close(fd);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &old), 0);
+  EXPECT_EQ(open_errno, EMFILE);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("http transport"), std::string::npos)
+      << t.status().ToString();
+  // With descriptors back, an engine is made as usual.
+  EXPECT_TRUE(NewHttpTransport(HttpTransportOptions{}).ok());
 }
 
 TEST(HttpStatusToStatusTest, Table) {
