@@ -56,34 +56,37 @@ tiercache_internal::BlockArena& Arena() {
 }  // namespace
 
 void Block::Free::operator()(std::byte* p) const {
+  if (mapped == 0) {
+    delete[] p;
+    return;
+  }
   if (slab != nullptr) {
     Arena().Release({p, mapped, static_cast<tiercache_internal::BlockArena::Slab*>(slab)});
-    g_live_bytes.fetch_sub(mapped, std::memory_order_relaxed);
-  } else if (mapped != 0) {
-    ::munmap(p, mapped);
-    g_live_bytes.fetch_sub(mapped, std::memory_order_relaxed);
   } else {
-    delete[] p;
+    ::munmap(p, mapped);
   }
+  g_live_bytes.fetch_sub(mapped, std::memory_order_relaxed);
 }
 
 std::shared_ptr<Block> Block::Allocate(size_t capacity) {
   auto b = std::make_shared<Block>();
   if (capacity >= kMapThreshold) {
-    const tiercache_internal::BlockArena::Piece piece = Arena().Allocate(capacity);
-    if (piece.data != nullptr) {
-      b->data_ = std::unique_ptr<std::byte[], Free>(piece.data, Free(piece.bytes, piece.slab));
-      g_live_bytes.fetch_add(piece.bytes, std::memory_order_relaxed);
+    Free owner;
+    std::byte* data = nullptr;
+    if (const auto piece = Arena().Allocate(capacity); piece.data != nullptr) {
+      data = piece.data;
+      owner = Free(piece.bytes, piece.slab);
+    } else if (void* p = ::mmap(nullptr, capacity, PROT_READ | PROT_WRITE,
+                                MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+               p != MAP_FAILED) {
+      // A size the arena does not serve. MAP_POPULATE: the fetcher writes every page at once;
+      // one populate is cheaper than a page fault per 4 KiB.
+      data = static_cast<std::byte*>(p);
+      owner = Free(capacity);
     }
-  }
-  if (!b->data_ && capacity >= kMapThreshold) {
-    // A size the arena does not serve. MAP_POPULATE: the fetcher writes every page at once; one
-    // populate is cheaper than a page fault per 4 KiB.
-    void* p = ::mmap(nullptr, capacity, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-    if (p != MAP_FAILED) {
-      b->data_ = std::unique_ptr<std::byte[], Free>(static_cast<std::byte*>(p), Free(capacity));
-      g_live_bytes.fetch_add(capacity, std::memory_order_relaxed);
+    if (data != nullptr) {
+      b->data_ = std::unique_ptr<std::byte[], Free>(data, owner);
+      g_live_bytes.fetch_add(owner.mapped, std::memory_order_relaxed);
     }
   }
   if (!b->data_) {

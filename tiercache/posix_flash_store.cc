@@ -180,11 +180,11 @@ class PosixFlashStore final : public FlashStore {
   // Writing a block file through the page cache copies every byte into it (41% of the daemon's
   // CPU in a cold sequential read, 19% in a cold epoch over 128 KiB files:
   // copy_folio_from_iter_atomic) and leaves the host holding a second copy of what L1 holds. The
-  // page-aligned prefix of a block whose bytes start on a page (a block's own mapping: every
-  // block of at least Block::kMapThreshold) of at least kDirectMinBytes is written with O_DIRECT
-  // instead, from L1's buffer to the device; the rest (a short last page, the chunk trailer) is
-  // buffered. Smaller blocks stay buffered: a few pages are cheap to copy, and a direct write of
-  // them would wait for the device.
+  // page-aligned prefix of a block whose bytes start on a page (every block of at least
+  // Block::kMapThreshold: block arena storage or a mapping of its own) of at least kDirectMinBytes
+  // is written with O_DIRECT instead, from L1's buffer to the device; the rest (a short last
+  // page, the chunk trailer) is buffered. Smaller blocks stay buffered: a few pages are cheap to
+  // copy, and a direct write of them would wait for the device.
   // Filesystems without O_DIRECT (tmpfs: EINVAL at open or at the first write) are written
   // buffered from then on.
   static constexpr size_t kDirectAlign = 4096;
