@@ -579,6 +579,16 @@ bool WaitHostHolds(TieredCache* c, const ObjectRef& o) {
   return false;
 }
 
+// The host tiers can hold an object before its blocks are handed to L3's write queue, so a Drain
+// right after WaitHostHolds may see an empty queue too early: wait for `n` uploads first.
+bool WaitL3Inserts(const Tier& t, uint64_t n) {
+  for (int i = 0; i < 1000; ++i) {
+    if (t.Stats().inserts >= n) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
 TEST_F(SharedL3Test, ReadaheadRunsComeFromL3AtOnceAndTheGapsFromTheOriginInOneRequest) {
   const std::string data = Pattern(8 * kBs, 11);
   const ObjectRef obj = Put("run.bin", data);
@@ -590,6 +600,7 @@ TEST_F(SharedL3Test, ReadaheadRunsComeFromL3AtOnceAndTheGapsFromTheOriginInOneRe
     ASSERT_TRUE(WaitHostHolds(a.cache.get(), obj));
     EXPECT_EQ(origin_.read_calls(), 1u);
     EXPECT_EQ(a.l3->Stats().misses, 8u);
+    ASSERT_TRUE(WaitL3Inserts(*a.l3, 8));
     ASSERT_TRUE(Drain(*a.l3));
     EXPECT_EQ(a.l3->Stats().inserts, 8u);
   }
@@ -618,6 +629,7 @@ TEST_F(SharedL3Test, ReadaheadRunsComeFromL3AtOnceAndTheGapsFromTheOriginInOneRe
   EXPECT_EQ(origin_.read_calls(), 1u);
   EXPECT_EQ(b.l3->Stats().hits, 6u);  // the reads were served by L1
   // Only the two origin blocks were written back.
+  ASSERT_TRUE(WaitL3Inserts(*b.l3, 2));
   ASSERT_TRUE(Drain(*b.l3));
   EXPECT_EQ(b.l3->Stats().inserts, 2u);
 }
