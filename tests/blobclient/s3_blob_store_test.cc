@@ -511,13 +511,8 @@ TEST_F(S3BlobStoreTest, SlotWaitTimeoutWithNothingInFlightEndsTheRead) {
   // cleanup, such as OpenSSL's per-thread error state of the signing) before the process exits:
   // a detached one could still be ending then, and LeakSanitizer reported its state as leaked.
   // One that never returned is left behind (detached): the test fails below instead of hanging.
-  for (std::thread& t : readers) {
-    if (results.size() == static_cast<size_t>(kReaders)) {
-      t.join();
-    } else {
-      t.detach();
-    }
-  }
+  const bool all_returned = results.size() == static_cast<size_t>(kReaders);
+  for (std::thread& t : readers) all_returned ? t.join() : t.detach();
   ASSERT_EQ(results.size(), static_cast<size_t>(kReaders))
       << "a Read never returned (a RunGets waiting for a completion with nothing in flight)";
   // Engine and server go away at TearDown only after every request has ended.

@@ -59,13 +59,19 @@ uint64_t Extra(const Tier& t, const std::string& name) {
   return 0;
 }
 
-// Waits until every queued upload finished (or 10 s passed).
-bool Drain(const Tier& t) {
+// Polls `done` every 10 ms until it holds; false if it still does not after 10 s.
+template <typename Pred>
+bool Eventually(Pred done) {
   for (int i = 0; i < 1000; ++i) {
-    if (Extra(t, "write.pending") == 0) return true;
+    if (done()) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  return false;
+  return done();
+}
+
+// Waits until every queued upload finished (or 10 s passed).
+bool Drain(const Tier& t) {
+  return Eventually([&] { return Extra(t, "write.pending") == 0; });
 }
 
 std::string ObjectOf(FakeBlobStore* store, const BlockKey& key) {
@@ -128,11 +134,7 @@ TEST_F(RemoteTierTest, RoundTripAndObjectLayout) {
 
 // Polls until `n` reads wait at the store's gate (HoldReads); false after 10 s.
 bool WaitBlocked(FakeBlobStore* store, int n) {
-  for (int i = 0; i < 1000; ++i) {
-    if (store->blocked_reads() >= n) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return false;
+  return Eventually([&] { return store->blocked_reads() >= n; });
 }
 
 TEST_F(RemoteTierTest, ReadManyIssuesTheGetsAtOnceAndKeepsTheOrder) {
@@ -572,21 +574,13 @@ TEST_F(SharedL3Test, HostBReadsEverythingFromL3) {
 
 // Polls until the host tiers hold all of `o`; false after 10 s.
 bool WaitHostHolds(TieredCache* c, const ObjectRef& o) {
-  for (int i = 0; i < 1000; ++i) {
-    if (c->HostHolds(o, 0, o.info.size)) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return false;
+  return Eventually([&] { return c->HostHolds(o, 0, o.info.size); });
 }
 
 // The host tiers can hold an object before its blocks are handed to L3's write queue, so a Drain
 // right after WaitHostHolds may see an empty queue too early: wait for `n` uploads first.
 bool WaitL3Inserts(const Tier& t, uint64_t n) {
-  for (int i = 0; i < 1000; ++i) {
-    if (t.Stats().inserts >= n) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return false;
+  return Eventually([&] { return t.Stats().inserts >= n; });
 }
 
 TEST_F(SharedL3Test, ReadaheadRunsComeFromL3AtOnceAndTheGapsFromTheOriginInOneRequest) {
