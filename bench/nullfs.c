@@ -10,6 +10,12 @@
 //          [-f] [-o max_read=1048576] [-o ...]
 //   layout entry: NAME:NDIRS:FILES_PER_DIR:SIZE_BYTES
 //
+// With --backing DIR it serves each file's bytes from DIR/<the same path> instead (a file opened
+// per FUSE open, read with pread or spliced by libfuse): the ceiling of a FUSE file system that
+// serves local files, to compare with local disk once the page cache is dropped.
+//
+//   nullfs MOUNTPOINT --layout small:10:1000:131072 --backing /data  (/data/small/d000/...)
+//
 // Low-level libfuse 3 API, multi-threaded loop, keep_cache on open, 1 hour entry/attr timeouts,
 // max_readahead as large as the kernel allows. Build:
 //   gcc -O2 -Wall -o nullfs nullfs.c $(pkg-config --cflags --libs fuse3)
@@ -17,6 +23,7 @@
 #include <fuse_lowlevel.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +46,7 @@ struct node {
 
 static struct node *nodes;
 static uint32_t nnodes;
+static const char *backing;  // --backing DIR, or NULL: serve the pattern
 static char pattern[MAX_READ + PATTERN_PERIOD];
 
 struct group {
@@ -126,6 +134,17 @@ static struct node *node_of(fuse_ino_t ino) {
   return &nodes[ino - 1];
 }
 
+// DIR/GROUP/dNNN/fNNNNN.bin for file node idx. Returns 0, or -1 if it does not fit.
+static int backing_path(uint32_t idx, char *out, size_t cap) {
+  uint32_t chain[8];
+  int depth = 0;
+  for (uint32_t i = idx; i != 0 && depth < 8; i = nodes[i].parent) chain[depth++] = i;
+  int len = snprintf(out, cap, "%s", backing);
+  for (int d = depth - 1; d >= 0 && len >= 0 && (size_t)len < cap; d--)
+    len += snprintf(out + len, cap - (size_t)len, "/%s", nodes[chain[d]].name);
+  return len >= 0 && (size_t)len < cap ? 0 : -1;
+}
+
 static void fill_attr(uint32_t idx, struct stat *st) {
   const struct node *n = &nodes[idx];
   memset(st, 0, sizeof(*st));
@@ -147,6 +166,7 @@ static void nl_init(void *userdata, struct fuse_conn_info *conn) {
   conn->max_read = MAX_READ;  // must match -o max_read, which run.sh passes
   conn->max_readahead = conn->max_readahead > MAX_READ ? MAX_READ : conn->max_readahead;
   if (conn->capable & FUSE_CAP_ASYNC_READ) conn->want |= FUSE_CAP_ASYNC_READ;
+  if (backing && (conn->capable & FUSE_CAP_SPLICE_WRITE)) conn->want |= FUSE_CAP_SPLICE_WRITE;
   conn->max_background = 64;
   conn->congestion_threshold = 48;
 }
@@ -247,12 +267,30 @@ static void nl_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
     return;
   }
   fi->keep_cache = 1;
-  fuse_reply_open(req, fi);
+  if (backing) {
+    char path[4096];
+    if (backing_path((uint32_t)(ino - 1), path, sizeof(path)) != 0) {
+      fuse_reply_err(req, ENAMETOOLONG);
+      return;
+    }
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      fuse_reply_err(req, errno);
+      return;
+    }
+    fi->fh = (uint64_t)fd;
+  }
+  if (fuse_reply_open(req, fi) != 0 && backing) close((int)fi->fh);  // interrupted: no release
+}
+
+static void nl_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+  (void)ino;
+  if (backing) close((int)fi->fh);
+  fuse_reply_err(req, 0);
 }
 
 static void nl_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi) {
-  (void)fi;
   struct node *n = node_of(ino);
   if (!n || n->is_dir) {
     fuse_reply_err(req, EISDIR);
@@ -264,6 +302,14 @@ static void nl_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
   }
   if (size > MAX_READ) size = MAX_READ;
   if ((uint64_t)off + size > n->size) size = (size_t)(n->size - (uint64_t)off);
+  if (backing) {  // libfuse splices from the file when it can, else reads it into a buffer
+    struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
+    buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+    buf.buf[0].fd = (int)fi->fh;
+    buf.buf[0].pos = off;
+    fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+    return;
+  }
   fuse_reply_buf(req, pattern + ((uint64_t)off % PATTERN_PERIOD), size);
 }
 
@@ -285,6 +331,7 @@ static const struct fuse_lowlevel_ops ops = {
     .readdir = nl_readdir,
     .open = nl_open,
     .read = nl_read,
+    .release = nl_release,
     .statfs = nl_statfs,
 };
 
@@ -295,6 +342,8 @@ int main(int argc, char *argv[]) {
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--layout") == 0 && i + 1 < argc) {
       layout = argv[++i];
+    } else if (strcmp(argv[i], "--backing") == 0 && i + 1 < argc) {
+      backing = argv[++i];
     } else {
       argv[out++] = argv[i];
     }
@@ -312,7 +361,8 @@ int main(int argc, char *argv[]) {
   struct fuse_cmdline_opts opts;
   if (fuse_parse_cmdline(&args, &opts) != 0) return 2;
   if (opts.show_help || !opts.mountpoint) {
-    printf("usage: %s MOUNTPOINT --layout NAME:NDIRS:FILES:SIZE,... [-f] [-o opt,...]\n", argv[0]);
+    printf("usage: %s MOUNTPOINT --layout NAME:NDIRS:FILES:SIZE,... [--backing DIR] [-f]\n",
+           argv[0]);
     fuse_cmdline_help();
     fuse_lowlevel_help();
     return opts.show_help ? 0 : 2;
@@ -323,7 +373,8 @@ int main(int argc, char *argv[]) {
   if (!se) goto out;
   if (fuse_set_signal_handlers(se) != 0) goto out_destroy;
   if (fuse_session_mount(se, opts.mountpoint) != 0) goto out_signals;
-  fprintf(stderr, "nullfs: %u nodes mounted on %s\n", nnodes, opts.mountpoint);
+  fprintf(stderr, "nullfs: %u nodes mounted on %s%s%s\n", nnodes, opts.mountpoint,
+          backing ? ", served from " : "", backing ? backing : "");
   fuse_daemonize(opts.foreground);
   struct fuse_loop_config *cfg = fuse_loop_cfg_create();
   fuse_loop_cfg_set_clone_fd(cfg, opts.clone_fd);

@@ -81,6 +81,18 @@ def collect(run):
         busy["cores"] = cpu.get("cores")
         put("cpu.busy", tool, busy)
 
+    def put_seq_cpu(tool, name, cpu, nbytes):
+        """CPU seconds per GiB of a cold sequential read: the origin side and the rest."""
+        if not cpu or not nbytes or cpu.get("machine_busy") is None:
+            return
+        gib = nbytes / float(1 << 30)
+        origin = cpu.get("origin_cpu_s", 0) + cpu.get("proxy_cpu_s", 0)
+        if origin > 0:
+            put("cpu.%s.origin_s" % name, tool, fig(origin / gib))
+        rest = fig(max(0.0, cpu["machine_cpu_s"] - origin) / gib)
+        rest["cores"] = cpu.get("cores")
+        put("cpu.%s.rest_s" % name, tool, rest)
+
     for t in tools:
         d = os.path.join(run, "raw", t)
         if os.path.exists(os.path.join(d, "skipped.json")):
@@ -92,6 +104,8 @@ def collect(run):
                 if j:
                     v = j["bytes"] / j["seconds"] / 1e6 if j.get("status") == "ok" else None
                     put(metric + ".mbps", t, fig(v, j.get("status", "error")))
+                    if name == "seqpar" and j.get("status") == "ok":  # the 8-way GETs' CPU
+                        put_seq_cpu(t, "seq1-cold", j.get("cpu"), j["bytes"])
             for name in ("rand4k", "rand128k"):
                 j = load(os.path.join(d, name + ".json"))
                 if j:
@@ -116,10 +130,14 @@ def collect(run):
                 put("smallpar.ops", t, fig(best[0], "ok", "%d GETs in flight" % best[1]))
                 put_cpu(t, best[2].get("cpu"), best[2].get("requests"))
             continue
-        for name, nfiles in (("seq1-cold", 1), ("seq1-warm", 1), ("seq2-cold", 2), ("seq2-warm", 2)):
+        for name, nfiles in (("seq1-cold", 1), ("seq1-next", 1), ("seq1-warm", 1), ("seq2-cold", 2),
+                             ("seq2-warm", 2)):
             j = load(os.path.join(d, name + ".json"))
             if j is not None:
-                put(name + ".mbps", t, fio_figures(j, big * nfiles if big else None)["mbps"])
+                f = fio_figures(j, big * nfiles if big else None)["mbps"]
+                put(name + ".mbps", t, f)
+                if name in ("seq1-cold", "seq1-next") and f["status"] == "ok" and "jobs" in j:
+                    put_seq_cpu(t, name, j.get("cpu"), j["jobs"][0]["read"].get("io_bytes"))
         for name in ("rand4k-cold", "rand4k-warm", "rand128k-cold", "rand128k-warm"):
             j = load(os.path.join(d, name + ".json"))
             if j is not None:
@@ -170,6 +188,13 @@ def collect(run):
 # metric key -> (label, unit, higher is better, in chart)
 METRICS = [
     ("seq1-cold.mbps", "seq read 1 MiB, 1 stream, cold", "MB/s", True, True),
+    ("cpu.seq1-cold.origin_s", "  ↳ CPU s per GiB on the origin side (s3rver + proxy); raw: the 8 ranged GETs",
+     "s", False, False),
+    ("cpu.seq1-cold.rest_s", "  ↳ CPU s per GiB on the rest of the machine (client, reader, kernel)", "s",
+     False, False),
+    ("seq1-next.mbps", "seq read 1 MiB, 1 stream, cold, the other file in the same mount", "MB/s", True,
+     False),
+    ("cpu.seq1-next.rest_s", "  ↳ CPU s per GiB on the rest of the machine", "s", False, False),
     ("seq1-warm.mbps", "seq read 1 MiB, 1 stream, warm", "MB/s", True, True),
     ("seq2-cold.mbps", "seq read 1 MiB, 2 streams, cold", "MB/s", True, True),
     ("seq2-warm.mbps", "seq read 1 MiB, 2 streams, warm", "MB/s", True, True),
@@ -334,7 +359,8 @@ def markdown(meta, tools, res, notes):
 def cpu_bound_lines(res, shown):
     """The cold small-object rate a tool's CPU cost allows on this machine: the origin and the
     client share the cores, so with every core busy a client costing `rest` ms per object next to
-    an origin costing `origin` ms per object reads at most cores * 1000 / (origin + rest) objects/s."""
+    an origin costing `origin` ms per object reads at most cores * 1000 / (origin + rest) objects/s.
+    The same bound for a cold sequential read, from the CPU seconds per GiB."""
     lines = []
     ceil = res.get("smallpar.ops", {}).get("raw")
     busy = res.get("cpu.busy", {})
@@ -350,6 +376,20 @@ def cpu_bound_lines(res, shown):
                    fmt_num(o["value"]), fmt_num(r["value"]), b["value"], b["cores"], fmt_num(bound)))
         if ok(ceil) and t != "raw":
             line += " (%s the ceiling)" % fmt_ratio(bound / ceil["value"])
+        lines.append(line)
+    # The same for a cold 1 GiB sequential read (the origin side and the rest, seconds per GiB).
+    par = res.get("seqpar.mbps", {}).get("raw")
+    for t in shown:
+        o, r = (res.get(k, {}).get(t) for k in ("cpu.seq1-cold.origin_s", "cpu.seq1-cold.rest_s"))
+        if not (ok(o) and ok(r) and r.get("cores")):
+            continue
+        bound = r["cores"] * (1 << 30) / 1e6 / (o["value"] + r["value"])
+        line = ("- **%s** cold sequential 1 GiB (%s): %s s of CPU per GiB on the origin side and %s on the "
+                "rest of the machine; with every one of its %d cores busy, that cost allows at most %s MB/s"
+                % (t, "8 ranged GETs" if t == "raw" else "one stream", fmt_num(o["value"]),
+                   fmt_num(r["value"]), r["cores"], fmt_num(bound)))
+        if ok(par) and t != "raw":
+            line += " (%s the 8 ranged GETs' rate)" % fmt_ratio(bound / par["value"])
         lines.append(line)
     # A file system that cost no CPU at all: the origin's cost per object in the ceiling run and
     # the loader's own cost (what the rest of the machine spent on the local-disk epoch).

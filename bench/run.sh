@@ -40,9 +40,10 @@
 #   --only rand  run only the cold random reads (group C: 4 fio jobs of 4 KiB on one cold 1 GiB
 #                file, then of 128 KiB on the other, empty caches) for each of --tools; a "rand:"
 #                IOPS line per tool in run.log, results in raw/<tool>/rand{4k,128k}-cold.json
-#   --only seq   run only the cold sequential reads (group A's seq1-cold and group B's seq2-cold, each
-#                on empty caches) for each of --tools (tierfs, s3fs, rclone; raw: the origin's own
-#                one-GET, two-GET and 8-way ranged throughput); a "seq:" line per tool in run.log
+#   --only seq   run only the cold sequential reads (group A's seq1-cold, then seq1-next: the other
+#                file, cold, in the same mount; group B's seq2-cold on empty caches) for each of
+#                --tools (tierfs, s3fs, rclone; raw: the origin's own one-GET, two-GET and 8-way
+#                ranged throughput), with the CPU each cost; a "seq:" line per tool in run.log
 #   --only loader  run only the cold DataLoader (group E: 2 epochs over small/ from empty caches)
 #                for each of --tools, and for raw the origin's rate for whole small objects with 4,
 #                64 and 128 GETs in flight (its small-object ceiling); a "loader:" line per tool
@@ -402,12 +403,18 @@ run_fio() { # TOOL NAME -- fio args...
   fi
 }
 
-fio_seq() { # TOOL NAME FILE... (one job per file, 1 MiB blocks)
+fio_seq() { # TOOL NAME FILE... (one job per file, 1 MiB blocks; with the CPU it cost)
   local tool="$1" name="$2"; shift 2
   local args=(--rw=read --bs=1M --runtime="$CAP" --group_reporting)
   local f
   for f in "$@"; do args+=(--name="${f##*/}" --filename="$MNT/$f"); done
+  # shellcheck disable=SC2046  # NAME=PID words
+  $PY "$BENCH/cpustat.py" snap $(cpu_pid_args) >"$WORK/cpu0.json"
   run_fio "$tool" "$name" -- "${args[@]}"
+  # shellcheck disable=SC2046
+  $PY "$BENCH/cpustat.py" snap $(cpu_pid_args) >"$WORK/cpu1.json"
+  $PY "$BENCH/cpustat.py" attach "$OUT/raw/$tool/$name.json" "$WORK/cpu0.json" "$WORK/cpu1.json" ||
+    log "$tool: no CPU figures for $name"
 }
 
 fio_rand() { # TOOL NAME BS FILE (4 jobs, time based)
@@ -589,11 +596,17 @@ run_raw() {
     printf 'url = "%s"\nrange = "%d-%d"\noutput = "/dev/null"\n' "$url0" $((i * part)) \
       $((i * part + part - 1)) >>"$cfg"
   done
+  # shellcheck disable=SC2046  # NAME=PID words
+  $PY "$BENCH/cpustat.py" snap $(cpu_pid_args) >"$WORK/cpu0.json"
   t0="$(now)"
   timeout "$CAP" curl -sSf --no-progress-meter --parallel --parallel-max 8 -K "$cfg" 2>>"$LOG"; rc=$?
   t1="$(now)"
+  # shellcheck disable=SC2046
+  $PY "$BENCH/cpustat.py" snap $(cpu_pid_args) >"$WORK/cpu1.json"
   printf '{"status": "%s", "seconds": %s, "bytes": %s, "streams": 8}\n' \
     "$([[ $rc == 0 ]] && echo ok || echo error)" "$(elapsed "$t0" "$t1")" "$BIG_SIZE" >"$d/seqpar.json"
+  $PY "$BENCH/cpustat.py" attach "$d/seqpar.json" "$WORK/cpu0.json" "$WORK/cpu1.json" ||
+    log "raw: no CPU figures for seqpar"
   # random ranged GETs, 4 in flight (like fio's 4 jobs), per-request latency from curl
   local bs name
   for bs in 4096 131072; do
@@ -675,6 +688,8 @@ run_tool() {
     drop_caches; fio_seq "$t" seq1-warm "$BIG0"
     drop_caches; fio_rand "$t" rand4k-warm 4k "$BIG0"
     drop_caches; fio_rand "$t" rand128k-warm 128k "$BIG0"
+    # the other 1 GiB file, cold, in the same mount: the daemon's memory is in use already
+    drop_caches; fio_seq "$t" seq1-next "$BIG1"
     unmount_tool "$t"
   fi
   # B: sequential 2 streams (one per 1 GiB file), cold then warm (not in --quick)
@@ -1036,10 +1051,14 @@ elif [[ $ONLY == seq ]]; then
     if [[ $t == raw ]]; then run_raw; continue; fi
     [[ $t == tierfs || $t == s3fs || $t == rclone ]] || continue
     drop_caches
-    if mount_tool "$t" seq1; then fio_seq "$t" seq1-cold "$BIG0"; unmount_tool "$t"; fi
+    if mount_tool "$t" seq1; then
+      fio_seq "$t" seq1-cold "$BIG0"
+      drop_caches; fio_seq "$t" seq1-next "$BIG1"
+      unmount_tool "$t"
+    fi
     drop_caches
     if mount_tool "$t" seq2; then fio_seq "$t" seq2-cold "$BIG0" "$BIG1"; unmount_tool "$t"; fi
-    log "seq: $t cold 1 stream / 2 streams $($PY -c 'import json,sys; print(" / ".join("%.0f MB/s" % (json.load(open(p))["jobs"][0]["read"]["bw_bytes"] / 1e6) for p in sys.argv[1:]))' "$OUT/raw/$t/seq1-cold.json" "$OUT/raw/$t/seq2-cold.json" 2>/dev/null)"
+    log "seq: $t cold 1 stream / the next file / 2 streams $($PY -c 'import json,sys; print(" / ".join("%.0f MB/s" % (json.load(open(p))["jobs"][0]["read"]["bw_bytes"] / 1e6) for p in sys.argv[1:]))' "$OUT/raw/$t/seq1-cold.json" "$OUT/raw/$t/seq1-next.json" "$OUT/raw/$t/seq2-cold.json" 2>/dev/null)"
   done
   log "seq workload done in $((SECONDS - T_START)) s"
   exit 0

@@ -2,12 +2,18 @@
 # Small files from a warm mount: FUSE operations per file and DataLoader samples/s over the
 # benchmark's 10,000 x 128 KiB files (10 dirs x 1,000; bench/seed.py's "small" group), 4 workers,
 # batch 64, shuffled. Measures tierfs (epoch 1 fills the cache, epochs 2..3 are warm), the
-# do-nothing FUSE ceiling (bench/nullfs.c) and local disk (page cache dropped before each epoch
-# set). The origin is a file:// copy of the dataset: the warm epochs never reach it (metadata TTL
-# 10 minutes), so its speed does not matter here. FUSE ops come from tierfs's /metrics
-# (tierfs_fuse_requests_total{op}) around each epoch.
+# do-nothing FUSE ceiling (bench/nullfs.c), the same serving the local files (`fuselocal`:
+# nullfs --backing, the ceiling of a FUSE file system reading local files) and local disk (page
+# cache dropped before each epoch set). The origin is a file:// copy of the dataset: the warm
+# epochs never reach it (metadata TTL 10 minutes), so its speed does not matter here. FUSE ops
+# come from tierfs's /metrics (tierfs_fuse_requests_total{op}) around each epoch.
 #
-#   bench/small_files.sh [--tools tierfs,nullfs,local] [--epochs 3] [--out DIR]
+# --drop-each drops the page cache before every epoch: tierfs's epochs after the first are then
+# served from L2 (the shape of an epoch after a prefetch into L2), local disk's and fuselocal's
+# from the disk.
+#
+#   bench/small_files.sh [--tools tierfs,nullfs,fuselocal,local] [--epochs 3] [--drop-each]
+#                        [--out DIR]
 #
 # Environment: TIERFS (default build/daemon/tierfs), TIERFS_OPTS (extra mount flags). Needs root.
 set -uo pipefail
@@ -16,13 +22,15 @@ ROOT="$(cd "$BENCH/.." && pwd)"
 PY=/usr/bin/python3
 TOOLS="tierfs,nullfs,local"
 EPOCHS=3
+DROP_EACH=""
 OUT=""
 while (($#)); do
   case "$1" in
     --tools) TOOLS="$2"; shift ;;
     --epochs) EPOCHS="$2"; shift ;;
+    --drop-each) DROP_EACH=1 ;;
     --out) OUT="$2"; shift ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "small_files.sh: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -79,16 +87,19 @@ for tool in ${TOOLS//,/ }; do
         --metadata-ttl 10m --metrics-address "127.0.0.1:$port" ${TIERFS_OPTS:-} -f >"$OUT/daemon.log" 2>&1 &
       PIDS+=($!); MOUNTED+=("$mnt")
       wait_mounted "$mnt" $! || { echo "tierfs mount failed" >&2; cat "$OUT/daemon.log"; exit 1; } ;;
-    nullfs)
+    nullfs|fuselocal)
       gcc -O2 -Wall -o "$WORK/nullfs" "$BENCH/nullfs.c" $(pkg-config --cflags --libs fuse3) || exit 1
-      "$WORK/nullfs" "$mnt" -f -o max_read=1048576 --layout small:10:1000:131072 >"$OUT/nullfs.log" 2>&1 &
+      backing=(); [[ $tool == fuselocal ]] && backing=(--backing "$SRC")
+      "$WORK/nullfs" "$mnt" -f -o max_read=1048576 --layout small:10:1000:131072 "${backing[@]}" \
+        >"$OUT/$tool.log" 2>&1 &
       PIDS+=($!); MOUNTED+=("$mnt")
-      wait_mounted "$mnt" $! || { echo "nullfs mount failed" >&2; exit 1; } ;;
+      wait_mounted "$mnt" $! || { echo "$tool mount failed" >&2; exit 1; } ;;
   esac
   drop_caches
   # One loader run per epoch, each counted for FUSE ops: epoch 1 fills the cache; the first warm
   # epoch after it still costs a getattr per file (see the README's loader notes), later ones not.
   for ((e = 1; e <= EPOCHS; e++)); do
+    [[ -n $DROP_EACH && $e -gt 1 ]] && drop_caches
     before=""; [[ -n $port ]] && before="$(fuse_ops "$port")"
     $PY "$BENCH/loader.py" "$mnt/small" --epochs 1 --workers 4 --batch 64 --cap 300 \
       --expect 10000 --out "$OUT/$tool-e$e.json" 2>&1 | grep -v Warning
