@@ -434,6 +434,7 @@ Result<OpenResult> Filesystem::Open(InodeId ino) {
     MutexLock l(&mu_);
     std::string& opened_etag = n->used_state().opened_etag;
     result.keep_cache = !opened_etag.empty() && opened_etag == e->etag;
+    result.first_open = opened_etag.empty();
     result.attr_changed = n->size != e->size || n->mtime_ns != e->mtime_ns;
     opened_etag = e->etag;
     n->size = e->size;
@@ -454,6 +455,17 @@ bool Filesystem::ReadIsLocal(uint64_t fh, uint64_t offset, uint64_t size) {
   auto h = FindFile(fh);
   if (!h) return true;  // answered at once (ESTALE)
   return cache_->HostHolds(h->obj(), offset, size);
+}
+
+Result<std::vector<BlockSlice>> Filesystem::ReadWholeIfLocal(uint64_t fh, uint64_t max_bytes) {
+  auto h = FindFile(fh);
+  if (!h) return std::vector<BlockSlice>();
+  const uint64_t size = h->obj().info.size;
+  if (size == 0 || size > max_bytes || !cache_->HostHolds(h->obj(), 0, size)) {
+    return std::vector<BlockSlice>();
+  }
+  ++counters_.open_stores;
+  return ReadFrom(*h, 0, size, nullptr);
 }
 
 Result<std::vector<BlockSlice>> Filesystem::Read(uint64_t fh, uint64_t offset, uint64_t size,
@@ -648,12 +660,13 @@ std::string Filesystem::StatsText() const {
   return fmt::format(
       "fuse.inodes={} fuse.open_files={} fuse.lookups={} fuse.negative_lookups={} fuse.opens={} "
       "fuse.reads={} fuse.read_bytes={} fuse.readahead_requests={} "
-      "fuse.next_file_prefetches={} fuse.random_hydrations={} fuse.stale_reads={}",
+      "fuse.next_file_prefetches={} fuse.random_hydrations={} fuse.stale_reads={} "
+      "fuse.open_stores={}",
       InodeCount(), open_files, counters_.lookups.load(), counters_.negative_lookups.load(),
       counters_.opens.load(), counters_.reads.load(), counters_.read_bytes.load(),
       prefetcher_.Stats().readahead_requests.load(),
       prefetcher_.Stats().next_file_prefetches.load(), prefetcher_.Stats().random_hydrations.load(),
-      counters_.stale_reads.load());
+      counters_.stale_reads.load(), counters_.open_stores.load());
 }
 
 }  // namespace tierfs

@@ -121,6 +121,9 @@ struct OpenResult {
   // The open saw another size or mtime than the inode had: the kernel's cached attributes (its
   // i_size) are stale and must be invalidated, or reads would stop at the old size.
   bool attr_changed = false;
+  // No open of this inode since the kernel looked it up: the kernel holds none of its pages, so
+  // pages stored with this open (ReadWholeIfLocal) may be kept whatever keep_cache says.
+  bool first_open = false;
 };
 
 struct FsStatsInfo {
@@ -140,6 +143,7 @@ struct FsCounters {
   std::atomic<uint64_t> reads{0};
   std::atomic<uint64_t> read_bytes{0};
   std::atomic<uint64_t> stale_reads{0};  // reads failed with ESTALE: the object changed
+  std::atomic<uint64_t> open_stores{0};  // files read whole at their open (ReadWholeIfLocal)
 };
 
 class Filesystem {
@@ -183,6 +187,11 @@ class Filesystem {
   // True when Read(fh, offset, size) will be served from the host tiers (L1/L2) without waiting
   // on the network (a hint for fuse_server's scheduling; false for an unknown handle).
   bool ReadIsLocal(uint64_t fh, uint64_t offset, uint64_t size);
+  // The whole pinned version of a file of 1..max_bytes bytes whose every byte is in the host
+  // tiers (L1/L2), read as Read(fh, 0, size) would (a read for the stats and the prefetcher);
+  // an empty result otherwise, and for an unknown handle. For handing a small file to the kernel
+  // with its open (fuse_server's store at open), so that reading it costs no further request.
+  Result<std::vector<BlockSlice>> ReadWholeIfLocal(uint64_t fh, uint64_t max_bytes);
   // Reads without an open (the kernel handles opens itself: FuseOptions::open_in_kernel). The
   // version read is pinned at the inode: the one its last lookup, readdirplus, getattr or Open saw
   // (user.tierfs.etag); the inode keeps one reader (readahead state) per version, and the first

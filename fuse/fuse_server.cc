@@ -21,6 +21,10 @@
 // with writev instead (ReplyFromFilesCopied), not through libfuse's fallback, which allocates a
 // reply-sized buffer per reply. SPLICE_MOVE/READ are not requested.
 //
+// Store at open (FuseOptions::store_on_open_max): a small file whose bytes are all in L1/L2 is
+// written into the kernel's page cache with fuse_lowlevel_notify_store before its open is
+// answered (keep_cache then keeps those pages), so the reads that follow are page-cache hits.
+//
 // Interrupts (see fuse_server.h). A request that may wait on the network is run through
 // Dispatch(): it gets a RequestToken, which registers a libfuse interrupt callback that cancels
 // the request's CancelToken (the callback only sets the token and wakes its waiters: libfuse
@@ -310,8 +314,9 @@ struct FuseServer::Context {
   double negative_timeout = 60;
   uint32_t max_read = 1U << 20;
   uint32_t max_readahead = 1U << 20;
-  unsigned max_background = 12;  // the kernel's default
-  bool open_in_kernel = false;   // FuseOptions::open_in_kernel
+  unsigned max_background = 12;    // the kernel's default
+  bool open_in_kernel = false;     // FuseOptions::open_in_kernel
+  uint64_t store_on_open_max = 0;  // FuseOptions::store_on_open_max
   // open_in_kernel and the kernel offers it: opens are answered ENOSYS. Set by Init, before any
   // open arrives.
   std::atomic<bool> no_open{false};
@@ -378,6 +383,9 @@ void CollectFuseMetrics(const Context& ctx, metrics::Exposition* e) {
   e->AddCounter("tierfs_fuse_stale_reads_total",
                 "Reads failed with ESTALE: the object changed under an open file.", {},
                 c.stale_reads);
+  e->AddCounter("tierfs_fuse_open_stores_total",
+                "Small files stored in the kernel's page cache with their open.", {},
+                c.open_stores);
   e->AddGauge("tierfs_fuse_inodes", "Inodes the kernel holds.", {},
               static_cast<double>(ctx.fs->InodeCount()));
 }
@@ -783,6 +791,8 @@ void ReleaseDir(fuse_req_t req, fuse_ino_t, struct fuse_file_info* fi) {
 
 // ---- files ----
 
+bool StoreInKernel(Context* ctx, fuse_ino_t ino, uint64_t fh);
+
 void Open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
   Context* ctx = Ctx(req);
   // Read-only: write access is refused here, before anything is fetched (the mount is not
@@ -815,7 +825,11 @@ void Open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
       return;
     }
     f.fh = r->fh;
-    f.keep_cache = r->keep_cache ? 1 : 0;
+    // A first open finds no pages of the file in the kernel, so a store now needs no keep_cache
+    // check; a changed size waits for the kernel to learn it (notify_store would extend i_size).
+    const bool stored = r->first_open && !r->attr_changed && ctx->store_on_open_max > 0 &&
+                        StoreInKernel(ctx, ino, r->fh);
+    f.keep_cache = r->keep_cache || stored ? 1 : 0;
     f.direct_io = 0;
     f.noflush = 1;  // nothing to flush on close(2) of a read-only file
     if (fuse_reply_open(q, &f) == -ENOENT) {
@@ -898,6 +912,44 @@ void ReplyFromFilesCopied(fuse_req_t req, const std::vector<BlockSlice>& v) {
     iov[i].iov_len = v[i].length;
   }
   fuse_reply_iov(req, iov.data(), static_cast<int>(iov.size()));
+}
+
+// Store at open: the whole file, if small and in L1/L2, into the kernel's page cache. One memory
+// slice goes as it is; anything else is gathered into this thread's buffer first (libfuse would
+// copy a bufvec of several buffers, or a file it cannot splice, into a fresh buffer itself).
+// False if nothing was stored (the reads then come as usual).
+bool StoreInKernel(Context* ctx, fuse_ino_t ino, uint64_t fh) {
+  if (ctx->se == nullptr) return false;
+  auto slices = ctx->fs->ReadWholeIfLocal(fh, ctx->store_on_open_max);
+  if (!slices.ok() || slices->empty()) return false;
+  const std::vector<BlockSlice>& v = *slices;
+  thread_local std::vector<std::byte> buf;
+  fuse_bufvec bv = FUSE_BUFVEC_INIT(0);
+  if (v.size() == 1 && v[0].file == nullptr) {
+    bv.buf[0].mem = const_cast<std::byte*>(v[0].block->data().data() + v[0].offset);
+    bv.buf[0].size = v[0].length;
+  } else {
+    size_t total = 0;
+    for (const BlockSlice& s : v) total += s.length;
+    if (buf.size() < total) buf.resize(total);
+    size_t at = 0;
+    for (const BlockSlice& s : v) {
+      std::span<std::byte> out(buf.data() + at, s.length);
+      if (s.file) {
+        if (!s.file->ReadAt(s.offset, out).ok()) return false;  // the read path will say why
+      } else {
+        std::memcpy(out.data(), s.block->data().data() + s.offset, s.length);
+      }
+      at += s.length;
+    }
+    bv.buf[0].mem = buf.data();
+    bv.buf[0].size = total;
+  }
+  const int rc = fuse_lowlevel_notify_store(ctx->se, ino, 0, &bv, FUSE_BUF_NO_SPLICE);
+  if (rc != 0) {
+    Logger(Module::kFuse).debug("store at open of inode {}: {}", ino, std::strerror(-rc));
+  }
+  return rc == 0;
 }
 
 // The slices (and their BlockRefs) stay alive in the caller until the reply returns.
@@ -1125,6 +1177,7 @@ Result<std::unique_ptr<FuseServer>> FuseServer::Mount(const FuseOptions& options
   ctx->max_readahead = options.max_readahead;
   ctx->max_background = kMaxBackground;
   ctx->open_in_kernel = options.open_in_kernel;
+  ctx->store_on_open_max = options.store_on_open_max;
   if (options.metrics != nullptr) {
     for (size_t i = 0; i < static_cast<size_t>(Op::kCount); ++i) {
       ctx->op_latency.push_back(std::make_unique<metrics::Histogram>());

@@ -77,6 +77,13 @@ struct FuseOptions {
   // a changed object is seen once the kernel's attributes time out (attr_timeout, i.e.
   // metadata_ttl) rather than by the next open. Ignored where the kernel lacks it.
   bool open_in_kernel = false;
+  // Small files handed to the kernel with their open: on the first open of a file (since the
+  // kernel looked it up) of at most this many bytes whose every byte is in L1/L2, the daemon
+  // stores the whole file in the kernel's page cache (FUSE notify_store) before it answers the
+  // open, so reading it costs no read request; nor, then, does the kernel mark the file's atime
+  // stale (it does after every read request on a writable mount), which would cost the next
+  // stat(2) of it a getattr. 0: off. Not with open_in_kernel (there is no open to answer).
+  uint64_t store_on_open_max = 1U << 20;
   // Largest read request and kernel readahead (the kernel may lower both).
   uint32_t max_read = 1U << 20;
   uint32_t max_readahead = 1U << 20;

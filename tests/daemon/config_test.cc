@@ -557,6 +557,20 @@ TEST(ConfigTest, WholeObjectMaxSetsTheSmallObjectSizeAndNamesTheKeyWhenTooLarge)
   EXPECT_EQ(o.cache.small_object_bytes, 0u);
 }
 
+TEST(ConfigTest, StoreOnOpenMaxIsASizeOfAtMost4MiB) {
+  DaemonOptions o = Base();
+  EXPECT_EQ(o.fuse.store_on_open_max, 1ULL << 20);
+  ASSERT_TRUE(ApplyConfigText("[fuse]\nstore_on_open_max = \"256KiB\"\n", "t.toml", &o).ok());
+  EXPECT_EQ(o.fuse.store_on_open_max, 256ULL << 10);
+  ASSERT_TRUE(ApplyConfigText("[fuse]\nstore_on_open_max = 0\n", "t.toml", &o).ok());
+  EXPECT_EQ(o.fuse.store_on_open_max, 0u);
+  const std::string m =
+      Err(ApplyConfigText("[fuse]\nstore_on_open_max = \"8MiB\"\n", "t.toml", &o));
+  EXPECT_TRUE(Contains(m, "key 'fuse.store_on_open_max'")) << m;
+  EXPECT_TRUE(Contains(m, "at most 4MiB")) << m;
+  EXPECT_EQ(o.fuse.store_on_open_max, 0u);
+}
+
 TEST(ConfigTest, ShippedDefaultConfigParses) {
   // packaging/tierfs.toml documents every key with its default: it must parse and change nothing.
   std::string here = __FILE__;  // .../tests/daemon/config_test.cc

@@ -405,6 +405,53 @@ TEST_F(FilesystemTest, OpenToCloseConsistencyAndKeepCache) {
   fs_->Release(o3->fh);
 }
 
+// Store at open (FuseOptions::store_on_open_max): the first open of an inode tells the server
+// that the kernel holds none of its pages, and ReadWholeIfLocal hands over a small file only when
+// every byte is in the host tiers, as a read of the pinned version.
+TEST_F(FilesystemTest, FirstOpenAndReadWholeIfLocal) {
+  FilesystemOptions o;
+  o.prefetch.readahead_max_bytes = 0;  // only what the test reads becomes local
+  o.prefetch.next_files = 0;
+  Open(o);
+  InodeId ino = LookupIno(kRootInode, "hello.txt");
+  auto o1 = fs_->Open(ino);
+  ASSERT_TRUE(o1.ok());
+  EXPECT_TRUE(o1->first_open);
+  auto none = fs_->ReadWholeIfLocal(o1->fh, 1 << 20);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());  // not in L1/L2 yet: nothing fetched for it
+  EXPECT_EQ(origin_.read_calls(), 0u);
+  EXPECT_EQ(ReadAll(o1->fh, 0, 100), "hello world\n");
+  auto whole = fs_->ReadWholeIfLocal(o1->fh, 1 << 20);
+  ASSERT_TRUE(whole.ok());
+  EXPECT_EQ(Concat(*whole), "hello world\n");
+  EXPECT_EQ(fs_->counters().open_stores.load(), 1u);
+  auto small_max = fs_->ReadWholeIfLocal(o1->fh, 11);  // a byte short of the file
+  ASSERT_TRUE(small_max.ok());
+  EXPECT_TRUE(small_max->empty());
+  EXPECT_TRUE(fs_->ReadWholeIfLocal(999, 1 << 20)->empty());  // unknown handle
+  auto o2 = fs_->Open(ino);
+  ASSERT_TRUE(o2.ok());
+  EXPECT_FALSE(o2->first_open);  // the kernel may hold pages from the first open
+  fs_->Release(o1->fh);
+  fs_->Release(o2->fh);
+  // Forgotten by the kernel (its inode and pages are gone): the next open is a first one again.
+  fs_->Forget(ino, 1);
+  auto o3 = fs_->Open(LookupIno(kRootInode, "hello.txt"));
+  ASSERT_TRUE(o3.ok());
+  EXPECT_TRUE(o3->first_open);
+  EXPECT_EQ(Concat(*fs_->ReadWholeIfLocal(o3->fh, 1 << 20)), "hello world\n");
+  fs_->Release(o3->fh);
+  // A file of several blocks comes whole, in order.
+  auto big = fs_->Open(Walk("data/big.bin"));
+  ASSERT_TRUE(big.ok());
+  EXPECT_TRUE(fs_->ReadWholeIfLocal(big->fh, 4 * kBlock)->empty());
+  EXPECT_EQ(ReadAll(big->fh, 0, big_.size()), big_);
+  EXPECT_EQ(Concat(*fs_->ReadWholeIfLocal(big->fh, 4 * kBlock)), big_);
+  EXPECT_TRUE(fs_->ReadWholeIfLocal(big->fh, 2 * kBlock)->empty());  // larger than the limit
+  fs_->Release(big->fh);
+}
+
 TEST_F(FilesystemTest, ChangedObjectUnderAnOpenHandleIsStale) {
   InodeId ino = Walk("data/big.bin");
   auto o = fs_->Open(ino);
