@@ -886,15 +886,22 @@ void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_fi
   });
 }
 
-// A reply with file slices that libfuse could not splice: the file bytes are read into this
-// thread's reply buffer, kept from reply to reply (libfuse's fallback would allocate, fault in
-// and free one per reply: 11% of the daemon's time in a warm L2 read), and written with the
-// memory slices in one writev. A failed read of a cache file is EIO (never a short reply).
-void ReplyFromFilesCopied(fuse_req_t req, const std::vector<BlockSlice>& v) {
+// This thread's buffer for bytes read out of cache files (ReplyFromFilesCopied, StoreInKernel):
+// kept from request to request, so at most one per thread, of the largest size it was asked for.
+std::vector<std::byte>& ThreadBuffer(size_t bytes) {
   thread_local std::vector<std::byte> buf;
+  if (buf.size() < bytes) buf.resize(bytes);
+  return buf;
+}
+
+// A reply with file slices that libfuse could not splice: the file bytes are read into this
+// thread's buffer (ThreadBuffer), kept from reply to reply (libfuse's fallback would allocate,
+// fault in and free one per reply: 11% of the daemon's time in a warm L2 read), and written with
+// the memory slices in one writev. A failed read of a cache file is EIO (never a short reply).
+void ReplyFromFilesCopied(fuse_req_t req, const std::vector<BlockSlice>& v) {
   size_t file_bytes = 0;
   for (const BlockSlice& s : v) file_bytes += s.file ? s.length : 0;
-  if (buf.size() < file_bytes) buf.resize(file_bytes);
+  std::vector<std::byte>& buf = ThreadBuffer(file_bytes);
   std::vector<struct iovec> iov(v.size());
   size_t at = 0;
   for (size_t i = 0; i < v.size(); ++i) {
@@ -915,7 +922,7 @@ void ReplyFromFilesCopied(fuse_req_t req, const std::vector<BlockSlice>& v) {
 }
 
 // Store at open: the whole file, if small and in L1/L2, into the kernel's page cache. One memory
-// slice goes as it is; anything else is gathered into this thread's buffer first (libfuse would
+// slice goes as it is; anything else is gathered into ThreadBuffer first (libfuse would
 // copy a bufvec of several buffers, or a file it cannot splice, into a fresh buffer itself).
 // False if nothing was stored (the reads then come as usual).
 bool StoreInKernel(Context* ctx, fuse_ino_t ino, uint64_t fh) {
@@ -923,7 +930,6 @@ bool StoreInKernel(Context* ctx, fuse_ino_t ino, uint64_t fh) {
   auto slices = ctx->fs->ReadWholeIfLocal(fh, ctx->store_on_open_max);
   if (!slices.ok() || slices->empty()) return false;
   const std::vector<BlockSlice>& v = *slices;
-  thread_local std::vector<std::byte> buf;
   fuse_bufvec bv = FUSE_BUFVEC_INIT(0);
   if (v.size() == 1 && v[0].file == nullptr) {
     bv.buf[0].mem = const_cast<std::byte*>(v[0].block->data().data() + v[0].offset);
@@ -931,7 +937,7 @@ bool StoreInKernel(Context* ctx, fuse_ino_t ino, uint64_t fh) {
   } else {
     size_t total = 0;
     for (const BlockSlice& s : v) total += s.length;
-    if (buf.size() < total) buf.resize(total);
+    std::vector<std::byte>& buf = ThreadBuffer(total);
     size_t at = 0;
     for (const BlockSlice& s : v) {
       std::span<std::byte> out(buf.data() + at, s.length);
