@@ -408,13 +408,10 @@ fio_seq() { # TOOL NAME FILE... (one job per file, 1 MiB blocks; with the CPU it
   local args=(--rw=read --bs=1M --runtime="$CAP" --group_reporting)
   local f
   for f in "$@"; do args+=(--name="${f##*/}" --filename="$MNT/$f"); done
-  # shellcheck disable=SC2046  # NAME=PID words
-  $PY "$BENCH/cpustat.py" snap $(cpu_pid_args) >"$WORK/cpu0.json"
+  cpu_snap 0
   run_fio "$tool" "$name" -- "${args[@]}"
-  # shellcheck disable=SC2046
-  $PY "$BENCH/cpustat.py" snap $(cpu_pid_args) >"$WORK/cpu1.json"
-  $PY "$BENCH/cpustat.py" attach "$OUT/raw/$tool/$name.json" "$WORK/cpu0.json" "$WORK/cpu1.json" ||
-    log "$tool: no CPU figures for $name"
+  cpu_snap 1
+  cpu_attach "$OUT/raw/$tool/$name.json"
 }
 
 fio_rand() { # TOOL NAME BS FILE (4 jobs, time based)
@@ -441,6 +438,17 @@ run_find() { # TOOL NAME: stat every file under tiny/
 # (a missing one is counted as 0)
 cpu_pid_args() {
   echo "origin=$(cat "$ORIGIN_DATA/s3rver.pid" 2>/dev/null) proxy=$PROXY_PID daemon=$DPID"
+}
+
+# cpu_snap 0|1: a CPU snapshot (bench/cpustat.py) of the machine and those processes, before (0)
+# and after (1) a measurement; cpu_attach FILE adds the CPU between the two to the result FILE
+# (the report's CPU rows).
+cpu_snap() {
+  # shellcheck disable=SC2046  # NAME=PID words
+  $PY "$BENCH/cpustat.py" snap $(cpu_pid_args) >"$WORK/cpu$1.json"
+}
+cpu_attach() {
+  $PY "$BENCH/cpustat.py" attach "$1" "$WORK/cpu0.json" "$WORK/cpu1.json" || log "no CPU figures for $1"
 }
 
 run_loader() { # TOOL NAME
@@ -596,17 +604,14 @@ run_raw() {
     printf 'url = "%s"\nrange = "%d-%d"\noutput = "/dev/null"\n' "$url0" $((i * part)) \
       $((i * part + part - 1)) >>"$cfg"
   done
-  # shellcheck disable=SC2046  # NAME=PID words
-  $PY "$BENCH/cpustat.py" snap $(cpu_pid_args) >"$WORK/cpu0.json"
+  cpu_snap 0
   t0="$(now)"
   timeout "$CAP" curl -sSf --no-progress-meter --parallel --parallel-max 8 -K "$cfg" 2>>"$LOG"; rc=$?
   t1="$(now)"
-  # shellcheck disable=SC2046
-  $PY "$BENCH/cpustat.py" snap $(cpu_pid_args) >"$WORK/cpu1.json"
+  cpu_snap 1
   printf '{"status": "%s", "seconds": %s, "bytes": %s, "streams": 8}\n' \
     "$([[ $rc == 0 ]] && echo ok || echo error)" "$(elapsed "$t0" "$t1")" "$BIG_SIZE" >"$d/seqpar.json"
-  $PY "$BENCH/cpustat.py" attach "$d/seqpar.json" "$WORK/cpu0.json" "$WORK/cpu1.json" ||
-    log "raw: no CPU figures for seqpar"
+  cpu_attach "$d/seqpar.json"
   # random ranged GETs, 4 in flight (like fio's 4 jobs), per-request latency from curl
   local bs name
   for bs in 4096 131072; do
@@ -651,19 +656,15 @@ for i, k in enumerate(keys[:int(sys.argv[3])]):
     print('url = "%s/%s"\noutput = "/dev/null"\nwrite-out = "%%{time_total}\\n"' % (sys.argv[1], k))
 EOF
     drop_caches
-    # shellcheck disable=SC2046  # NAME=PID words
-    $PY "$BENCH/cpustat.py" snap $(cpu_pid_args) >"$WORK/cpu0.json"
+    cpu_snap 0
     t0="$(now)"
     timeout "$CAP" curl -sSf --no-progress-meter --parallel --parallel-max "$par" -K "$cfg" \
       >"$WORK/curl-lat.txt" 2>>"$LOG"; rc=$?
     t1="$(now)"
-    # shellcheck disable=SC2046
-    $PY "$BENCH/cpustat.py" snap $(cpu_pid_args) >"$WORK/cpu1.json"
+    cpu_snap 1
     f="$d/small.json"; [[ $par != 4 ]] && f="$d/small-par$par.json"
     $PY "$BENCH/report.py" --latencies "$WORK/curl-lat.txt" "$(elapsed "$t0" "$t1")" "$rc" >"$f"
-    # where the CPU went (bench/cpustat.py): the report's CPU-per-object rows
-    $PY "$BENCH/cpustat.py" attach "$f" "$WORK/cpu0.json" "$WORK/cpu1.json" ||
-      log "raw: no CPU figures for $f"
+    cpu_attach "$f"  # where the CPU went: the report's CPU-per-object rows
     log "raw: small objects, $par GETs in flight: $($PY -c 'import json,sys; print(round(json.load(open(sys.argv[1])).get("iops") or 0))' "$f") objects/s"
   done
 }

@@ -924,7 +924,9 @@ void ReplyFromFilesCopied(fuse_req_t req, const std::vector<BlockSlice>& v) {
 // Store at open: the whole file, if small and in L1/L2, into the kernel's page cache. One memory
 // slice goes as it is; anything else is gathered into ThreadBuffer first (libfuse would
 // copy a bufvec of several buffers, or a file it cannot splice, into a fresh buffer itself).
-// False if nothing was stored (the reads then come as usual).
+// False if nothing was stored (the reads then come as usual). The kernel locks each page-cache
+// folio it fills; only a read of the same file holds one meanwhile (another process's open after
+// this one is no first open and may read at once), and another thread answers that read.
 bool StoreInKernel(Context* ctx, fuse_ino_t ino, uint64_t fh) {
   if (ctx->se == nullptr) return false;
   auto slices = ctx->fs->ReadWholeIfLocal(fh, ctx->store_on_open_max);
