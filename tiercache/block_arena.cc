@@ -12,15 +12,16 @@
 namespace tierfs::tiercache_internal {
 
 struct BlockArena::Slab {
-  static constexpr uint32_t kResident = 1u << 31;  // flag on a free-list entry
   std::byte* base = nullptr;
   size_t bytes = 0;
   size_t item_bytes = 0;
   uint32_t used = 0;
-  uint32_t resident_free = 0;
-  std::vector<uint32_t> free;    // item indexes (| kResident), the most recently freed last
+  // Free item indexes, the most recently freed last: resident ones, and untouched or given back.
+  std::vector<uint32_t> warm, cold;
   size_t partial_at = SIZE_MAX;  // position in its class's partial list
+  size_t warm_at = SIZE_MAX;     // position in its class's warm list
   Class* owner = nullptr;
+  size_t free_items() const { return warm.size() + cold.size(); }
 };
 
 namespace {
@@ -67,32 +68,35 @@ BlockArena::Class& BlockArena::ClassFor(size_t item_bytes) {
   return *c;
 }
 
-void BlockArena::AddPartial(Slab* s) {
-  s->partial_at = s->owner->partial.size();
-  s->owner->partial.push_back(s);
+void BlockArena::Link(Slab* s, SlabList list, ListPos pos) {
+  std::vector<Slab*>& v = s->owner->*list;
+  s->*pos = v.size();
+  v.push_back(s);
 }
 
-void BlockArena::RemovePartial(Slab* s) {
-  std::vector<Slab*>& v = s->owner->partial;
-  v[s->partial_at] = v.back();
-  v[s->partial_at]->partial_at = s->partial_at;
+void BlockArena::Unlink(Slab* s, SlabList list, ListPos pos) {
+  std::vector<Slab*>& v = s->owner->*list;
+  v[s->*pos] = v.back();
+  v[s->*pos]->*pos = s->*pos;
   v.pop_back();
-  s->partial_at = SIZE_MAX;
+  s->*pos = SIZE_MAX;
 }
 
 BlockArena::Piece BlockArena::Take(Slab* s) {
-  const uint32_t entry = s->free.back();
-  s->free.pop_back();
-  const uint32_t index = entry & ~Slab::kResident;
-  if (entry & Slab::kResident) {
-    --s->resident_free;
+  uint32_t index = 0;
+  if (!s->warm.empty()) {
+    index = s->warm.back();
+    s->warm.pop_back();
+    if (s->warm.empty()) Unlink(s, &Class::warm, &Slab::warm_at);
     stats_.free_resident_bytes -= s->item_bytes;
     ++stats_.reused;
   } else {
+    index = s->cold.back();
+    s->cold.pop_back();
     ++stats_.fresh;
   }
   if (s->used++ == 0) --empty_slabs_;
-  if (s->free.empty()) RemovePartial(s);
+  if (s->free_items() == 0) Unlink(s, &Class::partial, &Slab::partial_at);
   stats_.live_bytes += s->item_bytes;
   return Piece{s->base + static_cast<size_t>(index) * s->item_bytes, s->item_bytes, s};
 }
@@ -104,6 +108,7 @@ BlockArena::Piece BlockArena::Allocate(size_t capacity) {
   {
     MutexLock l(&mu_);
     Class& c = ClassFor(item);
+    if (!c.warm.empty()) return Take(c.warm.back());
     if (!c.partial.empty()) return Take(c.partial.back());
     slab_bytes = c.slab_bytes;
   }
@@ -125,8 +130,8 @@ BlockArena::Piece BlockArena::Allocate(size_t capacity) {
   slab->bytes = slab_bytes;
   slab->item_bytes = item;
   const auto items = static_cast<uint32_t>(slab_bytes / item);
-  slab->free.reserve(items);
-  for (uint32_t i = items; i-- > 0;) slab->free.push_back(i);  // item 0 is handed out first
+  slab->cold.reserve(items);
+  for (uint32_t i = items; i-- > 0;) slab->cold.push_back(i);  // item 0 is handed out first
 
   MutexLock l(&mu_);
   Slab* s = slab.get();
@@ -135,24 +140,27 @@ BlockArena::Piece BlockArena::Allocate(size_t capacity) {
   stats_.slab_bytes += slab_bytes;
   ++stats_.slabs;
   ++empty_slabs_;
-  AddPartial(s);
+  Link(s, &Class::partial, &Slab::partial_at);
   return Take(s);
 }
 
 std::unique_ptr<BlockArena::Slab> BlockArena::PutBack(Slab* s, uint32_t index, bool resident) {
   stats_.live_bytes -= s->item_bytes;
   --s->used;
-  s->free.push_back(index | (resident ? Slab::kResident : 0u));
+  if (s->free_items() == 0) Link(s, &Class::partial, &Slab::partial_at);
   if (resident) {
-    ++s->resident_free;
+    if (s->warm.empty()) Link(s, &Class::warm, &Slab::warm_at);
+    s->warm.push_back(index);
     stats_.free_resident_bytes += s->item_bytes;
+  } else {
+    s->cold.push_back(index);
   }
-  if (s->free.size() == 1) AddPartial(s);
   if (s->used != 0 || ++empty_slabs_ <= kKeepEmptySlabs) return nullptr;
   // Too many empty slabs: this one goes.
-  RemovePartial(s);
+  Unlink(s, &Class::partial, &Slab::partial_at);
+  if (!s->warm.empty()) Unlink(s, &Class::warm, &Slab::warm_at);
   --empty_slabs_;
-  stats_.free_resident_bytes -= static_cast<uint64_t>(s->resident_free) * s->item_bytes;
+  stats_.free_resident_bytes -= static_cast<uint64_t>(s->warm.size()) * s->item_bytes;
   stats_.slab_bytes -= s->bytes;
   --stats_.slabs;
   auto node = slabs_.extract(s);

@@ -96,6 +96,37 @@ TEST(BlockArenaTest, KeepsAtMostItsBudgetResidentAndGivesTheRestBack) {
   for (const auto& p : pieces) arena.Release(p);
 }
 
+// An item freed while a newer slab still has untouched items is what the next allocation takes:
+// storage freed as fast as it is taken stays resident and is reused, instead of piling up past
+// the budget while the new slab's untouched items are faulted in.
+TEST(BlockArenaTest, TakesAResidentFreeItemBeforeAnUntouchedOne) {
+  BlockArena arena(64 * kMiB);
+  const size_t per_slab = BlockArena::kUnitBytes / (128 * kKiB);
+  std::vector<BlockArena::Piece> first;
+  for (size_t i = 0; i < per_slab; ++i) first.push_back(arena.Allocate(128 * kKiB));
+  BlockArena::Piece second = arena.Allocate(128 * kKiB);  // a new slab, the rest untouched
+  EXPECT_EQ(arena.stats().slabs, 2u);
+  for (size_t i = 0; i < per_slab; i += 2) arena.Release(first[i]);
+  const std::vector<BlockArena::Piece> freed = first;
+  for (size_t i = 0; i < per_slab; i += 2) {
+    BlockArena::Piece p = arena.Allocate(128 * kKiB);
+    EXPECT_NE(std::find_if(freed.begin(), freed.end(),
+                           [&](const BlockArena::Piece& q) { return q.data == p.data; }),
+              freed.end());
+    first[i] = p;
+  }
+  BlockArena::Stats s = arena.stats();
+  EXPECT_EQ(s.reused, per_slab / 2);
+  EXPECT_EQ(s.fresh, per_slab + 1);
+  EXPECT_EQ(s.free_resident_bytes, 0u);
+  BlockArena::Piece next = arena.Allocate(128 * kKiB);  // none resident: the new slab's next
+  EXPECT_EQ(next.data, second.data + next.bytes);
+  for (const auto& p : first) arena.Release(p);
+  arena.Release(second);
+  arena.Release(next);
+  EXPECT_EQ(arena.stats().live_bytes, 0u);
+}
+
 TEST(BlockArenaTest, UnmapsEmptySlabsBeyondAFew) {
   BlockArena arena(64 * kMiB);
   const size_t per_slab = BlockArena::kUnitBytes / (128 * kKiB);

@@ -17,8 +17,13 @@
 //   - A freed item stays resident for the next allocation of its class while the arena's free
 //     resident bytes are within `retain_bytes`; beyond that its pages are given back to the
 //     kernel (MADV_DONTNEED) before it is reused, so the memory held for reuse is bounded by
-//     retain_bytes and the daemon's RSS keeps following the blocks it holds. A slab whose items
-//     are all free is unmapped once more than kKeepEmptySlabs of them are empty.
+//     retain_bytes and the daemon's RSS keeps following the blocks it holds. An allocation takes
+//     a resident free item before any other (in a slab, the most recently freed), so items freed
+//     as fast as new ones are taken are reused while still resident: taking the untouched items
+//     of a new slab first would let the freed ones pile up past retain_bytes to be given back,
+//     and reusing those faults again, 4 KiB at a time (giving back part of a huge page splits
+//     it). A slab whose items are all free is unmapped once more than kKeepEmptySlabs of them
+//     are empty.
 //
 // Thread-safe: one mutex; the system calls (mmap, madvise, munmap) run outside it.
 #pragma once
@@ -75,11 +80,15 @@ class BlockArena {
     size_t item_bytes = 0;
     size_t slab_bytes = 0;
     std::vector<Slab*> partial;  // slabs with a free item
+    std::vector<Slab*> warm;     // slabs with a resident free item: allocations take these first
   };
+  // Membership of a slab in one of its class's lists (O(1) removal: the slab knows its place).
+  using SlabList = std::vector<Slab*> Class::*;
+  using ListPos = size_t Slab::*;
 
   Class& ClassFor(size_t item_bytes) REQUIRES(mu_);
-  void AddPartial(Slab* s) REQUIRES(mu_);
-  void RemovePartial(Slab* s) REQUIRES(mu_);
+  void Link(Slab* s, SlabList list, ListPos pos) REQUIRES(mu_);
+  void Unlink(Slab* s, SlabList list, ListPos pos) REQUIRES(mu_);
   Piece Take(Slab* s) REQUIRES(mu_);
   // Puts item `index` back on its slab; returns the slab, unlinked, when it is now empty and
   // should be unmapped, else null.
