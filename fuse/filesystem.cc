@@ -468,6 +468,10 @@ Result<std::vector<BlockSlice>> Filesystem::ReadWholeIfLocal(uint64_t fh, uint64
   return ReadFrom(*h, 0, size, nullptr);
 }
 
+void Filesystem::HandedToKernel(uint64_t fh) {
+  if (auto h = FindFile(fh)) cache_->HandOff(h->obj(), 0, h->obj().info.size);
+}
+
 Result<std::vector<BlockSlice>> Filesystem::Read(uint64_t fh, uint64_t offset, uint64_t size,
                                                  const CancelToken* token) {
   auto h = FindFile(fh);

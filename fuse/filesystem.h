@@ -192,6 +192,9 @@ class Filesystem {
   // an empty result otherwise, and for an unknown handle. For handing a small file to the kernel
   // with its open (fuse_server's store at open), so that reading it costs no further request.
   Result<std::vector<BlockSlice>> ReadWholeIfLocal(uint64_t fh, uint64_t max_bytes);
+  // The kernel now holds the whole file of `fh` (its store at open succeeded): L1 gives up its
+  // copy of the blocks L2 holds (TieredCache::HandOff). No-op for an unknown handle.
+  void HandedToKernel(uint64_t fh);
   // Reads without an open (the kernel handles opens itself: FuseOptions::open_in_kernel). The
   // version read is pinned at the inode: the one its last lookup, readdirplus, getattr or Open saw
   // (user.tierfs.etag); the inode keeps one reader (readahead state) per version, and the first

@@ -956,8 +956,10 @@ bool StoreInKernel(Context* ctx, fuse_ino_t ino, uint64_t fh) {
   const int rc = fuse_lowlevel_notify_store(ctx->se, ino, 0, &bv, FUSE_BUF_NO_SPLICE);
   if (rc != 0) {
     Logger(Module::kFuse).debug("store at open of inode {}: {}", ino, std::strerror(-rc));
+    return false;
   }
-  return rc == 0;
+  ctx->fs->HandedToKernel(fh);
+  return true;
 }
 
 // The slices (and their BlockRefs) stay alive in the caller until the reply returns.

@@ -242,6 +242,34 @@ class TieredCacheImpl final : public TieredCache {
     return true;
   }
 
+  uint64_t HandOff(const ObjectRef& obj, uint64_t offset, uint64_t length) override {
+    const uint64_t size = obj.info.size;
+    if (tiers_.size() < 2 || tiers_[0]->kind() != TierKind::kHost || length == 0 ||
+        offset >= size) {
+      return 0;
+    }
+    if (options_.placement && options_.placement(obj.key).pinned) return 0;
+    const uint64_t end = offset + std::min(length, size - offset);
+    const uint64_t bs = options_.block_size;
+    uint64_t dropped = 0;
+    // Only blocks the range covers whole: the kernel holds the rest of a partly covered one
+    // only if it was stored another time.
+    for (uint64_t i = (offset + bs - 1) / bs; i * bs < end; ++i) {
+      if (i * bs + ExpectedLength(obj, i) > end) break;
+      const BlockKey key = KeyFor(obj, i);
+      if (!tiers_[0]->Contains(key)) continue;
+      bool below = false;
+      for (size_t t = 1; t < tiers_.size() && !below; ++t) {
+        below = tiers_[t]->kind() == TierKind::kHost && tiers_[t]->Contains(key);
+      }
+      if (!below) continue;
+      tiers_[0]->Erase(key);
+      ++dropped;
+    }
+    handoffs_ += dropped;
+    return dropped;
+  }
+
   Result<std::vector<BlockSlice>> Read(const ObjectRef& obj, uint64_t offset, uint64_t length,
                                        const CancelToken* token) override {
     const auto start = read_latency_.empty() ? std::chrono::steady_clock::time_point()
@@ -716,6 +744,9 @@ class TieredCacheImpl final : public TieredCache {
                   "Readahead blocks dropped: the queue was full.", {}, prefetch_dropped_);
     e->AddCounter("tierfs_readahead_runs_total", "Origin reads of several blocks at once.", {},
                   readahead_runs_);
+    e->AddCounter("tierfs_handoff_blocks_total",
+                  "L1 blocks dropped once the kernel's page cache and L2 held them.", {},
+                  handoffs_);
     e->AddCounter("tierfs_fetch_whole_objects_total",
                   "Small objects fetched whole (one request) by a demand read.", {},
                   whole_fetches_);
@@ -827,6 +858,7 @@ class TieredCacheImpl final : public TieredCache {
     add("prefetch.blocks", hydrated_blocks_);
     add("ttl.expired", ttl_expired_);
     add("promotions", promotions_);
+    add("handoffs", handoffs_);
     const AdmissionStats& as = admission_.stats();
     add("admit.admitted", as.admitted);
     add("admit.rejected", as.rejected);
@@ -1826,6 +1858,7 @@ class TieredCacheImpl final : public TieredCache {
   std::atomic<uint64_t> readahead_bytes_{0};     // bytes of the blocks in readahead_blocks
   std::atomic<uint64_t> hydrated_bytes_{0};
   std::atomic<uint64_t> promotions_{0};  // L2 blocks copied into L1 on reuse (file_slices)
+  std::atomic<uint64_t> handoffs_{0};    // L1 blocks dropped once the kernel and L2 held them
   static constexpr size_t kPromoteWindow = 65536;
   // A reuse counts towards promotion when fewer than L1's capacity / this many bytes were read
   // since the block's previous use.

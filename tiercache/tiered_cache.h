@@ -203,6 +203,14 @@ class TieredCache {
   // a read of it will not wait on the network (a hint: a block may be evicted meanwhile).
   virtual bool HostHolds(const ObjectRef& obj, uint64_t offset, uint64_t length) = 0;
 
+  // The kernel's page cache now holds bytes [offset, offset + length) of `obj` (fuse/ stored
+  // them whole at open): the first tier's (L1's) copy of every block of that range that a host
+  // tier below it (L2) also holds is dropped, unless the object is pinned, so that L1's memory
+  // goes to blocks not yet read rather than to a third copy of these. A read that later misses
+  // the page cache is served from L2, and L1 takes the block again on reuse. Returns the number
+  // of blocks dropped (`handoffs` in StatsText).
+  virtual uint64_t HandOff(const ObjectRef& obj, uint64_t offset, uint64_t length) = 0;
+
   // Copying convenience over Read(): fills `out`, returns bytes read.
   virtual Result<size_t> ReadInto(const ObjectRef& obj, uint64_t offset,
                                   std::span<std::byte> out) = 0;

@@ -441,6 +441,11 @@ TEST_F(FilesystemTest, FirstOpenAndReadWholeIfLocal) {
   ASSERT_TRUE(o3.ok());
   EXPECT_TRUE(o3->first_open);
   EXPECT_EQ(Concat(*fs_->ReadWholeIfLocal(o3->fh, 1 << 20)), "hello world\n");
+  // Handed to the kernel: with no L2 below to serve it again, L1 keeps it (TieredCache::HandOff).
+  fs_->HandedToKernel(o3->fh);
+  fs_->HandedToKernel(999);  // unknown handle: nothing
+  EXPECT_NE(cache_->StatsText().find(" handoffs=0 "), std::string::npos);
+  EXPECT_EQ(Concat(*fs_->ReadWholeIfLocal(o3->fh, 1 << 20)), "hello world\n");
   fs_->Release(o3->fh);
   // A file of several blocks comes whole, in order.
   auto big = fs_->Open(Walk("data/big.bin"));

@@ -778,6 +778,45 @@ TEST_F(TieredCacheTest, EvictDropsEveryHostTier) {
   EXPECT_EQ(origin_.read_calls(), 6u);
 }
 
+// fuse/ stored a file in the kernel's page cache: L1 gives up the blocks L2 also holds, so its
+// memory goes to blocks not yet read; reads then come from L2 with no origin request.
+TEST_F(TieredCacheTest, HandOffDropsTheL1CopiesOfWholeBlocksL2Holds) {
+  auto c = OpenCache();
+  const std::string data = Pattern(2 * kBs + 10);
+  ObjectRef o = Put("obj", data);
+  EXPECT_EQ(ReadAll(c.get(), o, 0, data.size()), data);
+  EXPECT_EQ(c->Residency(o)[0].second, 3u);
+  EXPECT_EQ(c->HandOff(o, 1, data.size()), 2u);  // block 0 is not covered whole: it stays
+  EXPECT_EQ(c->Residency(o)[0].second, 1u);
+  EXPECT_EQ(c->Residency(o)[1].second, 3u);
+  EXPECT_EQ(c->HandOff(o, 0, 1), 0u);            // nor is it now
+  EXPECT_EQ(c->HandOff(o, data.size(), 5), 0u);  // past the end
+  EXPECT_EQ(ParseStats(c->StatsText())["handoffs"], 2u);
+  const uint64_t fetched = origin_.read_calls();
+  EXPECT_EQ(ReadAll(c.get(), o, 0, data.size()), data);
+  EXPECT_EQ(origin_.read_calls(), fetched);  // from L1 and L2
+
+  // Without a host tier below L1 nothing else would serve the bytes again: L1 keeps them.
+  auto l1_only = OpenCache(/*with_l1=*/true, /*with_l2=*/false);
+  EXPECT_EQ(ReadAll(l1_only.get(), o, 0, data.size()), data);
+  EXPECT_EQ(l1_only->HandOff(o, 0, data.size()), 0u);
+  EXPECT_EQ(l1_only->Residency(o)[0].second, 3u);
+}
+
+TEST_F(TieredCacheTest, HandOffKeepsPinnedObjectsInL1) {
+  options_.placement = [](std::string_view) {
+    Placement p;
+    p.pinned = true;
+    return p;
+  };
+  auto c = OpenCache();
+  const std::string data = Pattern(kBs);
+  ObjectRef o = Put("obj", data);
+  EXPECT_EQ(ReadAll(c.get(), o, 0, data.size()), data);
+  EXPECT_EQ(c->HandOff(o, 0, data.size()), 0u);
+  EXPECT_EQ(c->Residency(o)[0].second, 1u);
+}
+
 TEST_F(TieredCacheTest, StatsTextIsMachineParseable) {
   auto c = OpenCache();
   ObjectRef o = Put("obj", Pattern(kBs));
