@@ -117,7 +117,7 @@ void AimdLimiter::OnSuccess() {
   // Grow only while the limit is the constraint (at least half of it in use, this request
   // included): a store used by one thread at a time must not inflate a limit it never tests.
   if (limit_ >= max_ || 2 * in_flight_ < limit_) return;
-  if (++successes_ >= limit_) {
+  if (slow_start_ || ++successes_ >= limit_) {
     ++limit_;
     successes_ = 0;
     cv_.SignalAll();
@@ -129,6 +129,7 @@ void AimdLimiter::OnCongestion(TimePoint now, std::chrono::nanoseconds window) {
   if (last_decrease_.has_value() && now - *last_decrease_ < window) return;
   last_decrease_ = now;
   successes_ = 0;
+  slow_start_ = false;
   if (limit_ > 1) {
     limit_ = std::max(1, limit_ / 2);
     ++decreases_;

@@ -160,6 +160,34 @@ TEST(AimdLimiterTest, HalvesOncePerWindowAndGrowsWhenUsed) {
   l.Release();
 }
 
+// Until the first congestion signal the limit grows by one per success while it is used (it
+// doubles per round trip); after it, by one per `limit` successes.
+TEST(AimdLimiterTest, SlowStartUntilTheFirstCongestionSignal) {
+  blobclient::AimdLimiter l(4, 64);
+  for (int i = 0; i < 10; ++i) l.OnSuccess();
+  EXPECT_EQ(l.limit(), 4);  // unused: no growth, in slow start too
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(l.TryAcquire());
+  for (int i = 0; i < 4; ++i) l.OnSuccess();  // 2 in flight of 4..8: half of it in use
+  EXPECT_EQ(l.limit(), 5);                    // 2 of 5 is under half: growth stops
+  int held = 2;
+  std::vector<int> limits;
+  for (int round = 0; round < 5; ++round) {  // fill the limit, then its round trip's successes
+    while (l.TryAcquire()) ++held;
+    for (int i = 0; i < 100; ++i) l.OnSuccess();
+    limits.push_back(l.limit());
+  }
+  EXPECT_EQ(limits, (std::vector<int>{11, 23, 47, 64, 64}));  // about doubles per round trip
+  EXPECT_EQ(held, 64);
+  EXPECT_EQ(l.limit(), 64);  // never past max
+  l.OnCongestion(SteadyClock::now(), milliseconds(100));
+  EXPECT_EQ(l.limit(), 32);
+  for (int i = 0; i < 31; ++i) l.OnSuccess();
+  EXPECT_EQ(l.limit(), 32);  // congestion avoidance: +1 per 32 successes
+  l.OnSuccess();
+  EXPECT_EQ(l.limit(), 33);
+  for (int i = 0; i < held; ++i) l.Release();
+}
+
 TEST(AimdLimiterTest, WaitersAreBoundedByTheirDeadlineAndWokenByRelease) {
   blobclient::AimdLimiter l(1, 4);
   ASSERT_TRUE(l.TryAcquire());
