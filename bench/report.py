@@ -129,6 +129,9 @@ def collect(run):
             if best:
                 put("smallpar.ops", t, fig(best[0], "ok", "%d GETs in flight" % best[1]))
                 put_cpu(t, best[2].get("cpu"), best[2].get("requests"))
+            j = load(os.path.join(d, "small-par128-spin.json"))
+            if j:
+                put("smallspin.ops", t, fig(j.get("iops"), j.get("status", "error")))
             continue
         for name, nfiles in (("seq1-cold", 1), ("seq1-next", 1), ("seq1-warm", 1), ("seq2-cold", 2),
                              ("seq2-warm", 2)):
@@ -226,6 +229,8 @@ for _name, _label in (("loader", "DataLoader"), ("loader-prefetched", "DataLoade
         ]
     if _name == "loader":
         METRICS.append(SMALLPAR)
+        METRICS.append(("smallspin.ops", "  ↳ the same while a process spins on one core", "objects/s",
+                        True, False))
         METRICS += [
             ("cpu.origin_ms", "cold small objects, CPU per object on the origin side (s3rver + proxy); "
              "raw: the ceiling run, others: DataLoader epoch 1", "ms", False, False),
@@ -339,6 +344,15 @@ def markdown(meta, tools, res, notes):
                 lines.append("- **%s** cold DataLoader epoch 1 / the origin's small-object ceiling (%s objects/s, "
                              "%s): %s" % (t, fmt_num(ceil["value"]), ceil.get("note", ""),
                                           fmt_ratio(e1[t]["value"] / ceil["value"])))
+    spin = res.get("smallspin.ops", {}).get("raw")
+    if ok(ceil) and ok(spin):
+        line = ("- the origin's small-object ceiling while a process spins on one core (as a loader and a "
+                "file system take CPU of their own on the machine that runs the origin): %s objects/s, %s the "
+                "ceiling" % (fmt_num(spin["value"]), fmt_ratio(spin["value"] / ceil["value"])))
+        for t in shown:
+            if t not in ("raw", "local", "nullfs") and ok(e1.get(t)):
+                line += "; **%s** epoch 1 / that: %s" % (t, fmt_ratio(e1[t]["value"] / spin["value"]))
+        lines.append(line)
     lines += cpu_bound_lines(res, shown)
     for t in tools:
         if t in notes and notes[t]:

@@ -46,7 +46,8 @@
 #                ranged throughput), with the CPU each cost; a "seq:" line per tool in run.log
 #   --only loader  run only the cold DataLoader (group E: 2 epochs over small/ from empty caches)
 #                for each of --tools, and for raw the origin's rate for whole small objects with 4,
-#                64 and 128 GETs in flight (its small-object ceiling); a "loader:" line per tool
+#                64 and 128 GETs in flight (its small-object ceiling), and with 128 while a process
+#                spins on one core; a "loader:" line per tool
 #                and "raw: small objects" lines in run.log
 #   --cap        seconds a single workload may run before it is cut short (default 120, quick 60);
 #                a cut-short result is reported as a lower bound / "timeout", never as a failure;
@@ -639,12 +640,15 @@ EOF
 # The origin's rate for whole small objects (small/, shuffled, page cache dropped): 4 GETs in
 # flight, like the DataLoader's 4 workers (small.json), and its ceiling with many in flight
 # (small-par64.json, small-par128.json: RAW_SMALL_PAR_N objects each, curl --parallel-max 64 /
-# 128; the report takes the better one as the origin's small-object ceiling).
+# 128; the report takes the better one as the origin's small-object ceiling), and that ceiling
+# again while a process spins on one core (small-par128-spin.json): what the origin gives a
+# client that shares this machine with work of its own, as a loader and a file system do.
 raw_small() {
-  local d="$OUT/raw/raw" cfg="$WORK/curl-small.cfg" t0 t1 rc par n f
+  local d="$OUT/raw/raw" cfg="$WORK/curl-small.cfg" t0 t1 rc run par n f spin
   mkdir -p "$d"
   (cd "$LOCAL_DATA" && find small -type f | sort) >"$WORK/small-keys.txt"
-  for par in 4 64 128; do
+  for run in 4 64 128 128-spin; do
+    par="${run%-spin}" spin=""
     n=2000; [[ $par != 4 ]] && n=$RAW_SMALL_PAR_N
     $PY - "$ENDPOINT/$BUCKET" "$WORK/small-keys.txt" "$n" "$par" >"$cfg" <<'EOF'
 import random, sys
@@ -656,16 +660,20 @@ for i, k in enumerate(keys[:int(sys.argv[3])]):
     print('url = "%s/%s"\noutput = "/dev/null"\nwrite-out = "%%{time_total}\\n"' % (sys.argv[1], k))
 EOF
     drop_caches
+    if [[ $run == *-spin ]]; then
+      timeout "$CAP" bash -c 'while :; do :; done' & spin=$!
+    fi
     cpu_snap 0
     t0="$(now)"
     timeout "$CAP" curl -sSf --no-progress-meter --parallel --parallel-max "$par" -K "$cfg" \
       >"$WORK/curl-lat.txt" 2>>"$LOG"; rc=$?
     t1="$(now)"
     cpu_snap 1
-    f="$d/small.json"; [[ $par != 4 ]] && f="$d/small-par$par.json"
+    if [[ -n $spin ]]; then kill "$spin" 2>/dev/null; wait "$spin" 2>/dev/null; fi
+    f="$d/small.json"; [[ $run != 4 ]] && f="$d/small-par$run.json"
     $PY "$BENCH/report.py" --latencies "$WORK/curl-lat.txt" "$(elapsed "$t0" "$t1")" "$rc" >"$f"
     cpu_attach "$f"  # where the CPU went: the report's CPU-per-object rows
-    log "raw: small objects, $par GETs in flight: $($PY -c 'import json,sys; print(round(json.load(open(sys.argv[1])).get("iops") or 0))' "$f") objects/s"
+    log "raw: small objects, $run GETs in flight: $($PY -c 'import json,sys; print(round(json.load(open(sys.argv[1])).get("iops") or 0))' "$f") objects/s"
   done
 }
 
