@@ -257,12 +257,7 @@ class TieredCacheImpl final : public TieredCache {
     for (uint64_t i = (offset + bs - 1) / bs; i * bs < end; ++i) {
       if (i * bs + ExpectedLength(obj, i) > end) break;
       const BlockKey key = KeyFor(obj, i);
-      if (!tiers_[0]->Contains(key)) continue;
-      bool below = false;
-      for (size_t t = 1; t < tiers_.size() && !below; ++t) {
-        below = tiers_[t]->kind() == TierKind::kHost && tiers_[t]->Contains(key);
-      }
-      if (!below) continue;
+      if (!tiers_[0]->Contains(key) || !HostTierBelowHolds(0, key)) continue;
       tiers_[0]->Erase(key);
       ++dropped;
     }
@@ -503,10 +498,7 @@ class TieredCacheImpl final : public TieredCache {
     std::vector<uint64_t> need;
     for (uint64_t i = first; i < first + count; ++i) {
       const BlockKey key = KeyFor(obj, i);
-      bool below = false;
-      for (size_t t = target + 1; t < tiers_.size() && !below; ++t)
-        below = tiers_[t]->kind() == TierKind::kHost && tiers_[t]->Contains(key);
-      if (below || tiers_[target]->Contains(key)) {
+      if (HostTierBelowHolds(target, key) || tiers_[target]->Contains(key)) {
         TIERFS_RETURN_IF_ERROR(Hydrate(obj, i, target, Placement{}));
         done(i);
         continue;
@@ -894,6 +886,14 @@ class TieredCacheImpl final : public TieredCache {
   bool CachedAnywhere(const BlockKey& key) {
     for (const auto& t : tiers_) {
       if (t->kind() == TierKind::kHost && t->Contains(key)) return true;
+    }
+    return false;
+  }
+
+  // A host tier below tier `t` (L2 below L1) holds the block.
+  bool HostTierBelowHolds(size_t t, const BlockKey& key) {
+    for (size_t u = t + 1; u < tiers_.size(); ++u) {
+      if (tiers_[u]->kind() == TierKind::kHost && tiers_[u]->Contains(key)) return true;
     }
     return false;
   }
