@@ -14,7 +14,15 @@
 // between). Room is made by evicting LRU unpinned blocks before writing; if even that cannot
 // make room the insert is declined with NoSpace and nothing is evicted.
 //
-// Lock order: mu_ is a leaf; it is never held across FlashStore or MetaStore calls (C6).
+// Access times are batched in memory and written to MetaStore by the tier's own thread
+// ("tierfs-l2-atime"): a read that fills a batch only wakes it, so no read waits for an index
+// write (a batch of 1,024 records over index pages the page cache no longer holds took a reader
+// tens of milliseconds). The destructor joins the thread and writes what is left.
+//
+// Lock order: mu_ and flush_mu_ are leaves, never held together; neither is held across
+// FlashStore or MetaStore calls (C6).
+#include <pthread.h>
+
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -22,6 +30,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -89,9 +98,18 @@ class FlashTier final : public Tier {
   FlashTier(const FlashTierOptions& options, FlashStore* flash, MetaStore* meta, Clock* clock)
       : options_(options), flash_(flash), meta_(meta), clock_(clock) {
     stats_.capacity = options.capacity_bytes;
+    flusher_ = std::jthread([this] { FlusherLoop(); });
   }
 
-  ~FlashTier() override { FlushAtimes(/*force=*/true); }
+  ~FlashTier() override {
+    {
+      MutexLock l(&flush_mu_);
+      flush_stop_ = true;
+      flush_cv_.SignalAll();
+    }
+    flusher_.join();
+    WriteAtimes();
+  }
 
   // Rebuilds the mirror from the index and sweeps the directory. Called once, before sharing.
   Status Load() EXCLUDES(mu_) {
@@ -457,7 +475,7 @@ class FlashTier final : public Tier {
       ++stats_.hits;
       stats_.bytes_read += length;
       ++extent_reads_;
-      FlushAtimes(/*force=*/false);
+      RequestAtimeFlushIfDue();
     }
     return FileExtentRef(std::move(extent));
   }
@@ -474,7 +492,7 @@ class FlashTier final : public Tier {
   BlockRef Served(std::shared_ptr<Block> b) EXCLUDES(mu_) {
     ++stats_.hits;
     stats_.bytes_read += b->size();
-    FlushAtimes(/*force=*/false);
+    RequestAtimeFlushIfDue();
     return BlockRef(std::move(b));
   }
 
@@ -574,18 +592,43 @@ class FlashTier final : public Tier {
     return true;
   }
 
-  // Persists access times of touched blocks: when `force`, or when a batch is full or old.
-  void FlushAtimes(bool force) EXCLUDES(mu_) {
-    std::vector<BlockRecord> records;
+  // A read's share in persisting access times: when a batch is full (atime_flush_batch touched
+  // blocks) or old (atime_flush_interval), wakes the flusher thread; never waits for the write.
+  void RequestAtimeFlushIfDue() EXCLUDES(mu_, flush_mu_) {
     {
       MutexLock l(&mu_);
       if (dirty_.empty()) return;
       const int64_t mono = clock_->MonotonicNanos();
-      if (!force && dirty_.size() < options_.atime_flush_batch &&
+      if (dirty_.size() < options_.atime_flush_batch &&
           mono - last_flush_mono_ < options_.atime_flush_interval.count()) {
         return;
       }
       last_flush_mono_ = mono;
+    }
+    MutexLock l(&flush_mu_);
+    flush_requested_ = true;
+    flush_cv_.Signal();
+  }
+
+  void FlusherLoop() EXCLUDES(flush_mu_) {
+    pthread_setname_np(pthread_self(), "tierfs-l2-atime");
+    for (;;) {
+      {
+        MutexLock l(&flush_mu_);
+        while (!flush_requested_ && !flush_stop_) flush_cv_.Wait();
+        if (flush_stop_) return;  // the destructor writes what is left
+        flush_requested_ = false;
+      }
+      WriteAtimes();
+    }
+  }
+
+  // Writes the access times of every block touched since the last write (one PutBlocks).
+  void WriteAtimes() EXCLUDES(mu_) {
+    std::vector<BlockRecord> records;
+    {
+      MutexLock l(&mu_);
+      if (dirty_.empty()) return;
       records.reserve(dirty_.size());
       for (const auto& k : dirty_) {
         const List::Node* n = list_.Find(k);
@@ -641,6 +684,12 @@ class FlashTier final : public Tier {
   std::unordered_set<BlockKey, BlockKeyHash> inserting_ GUARDED_BY(mu_);
   std::unordered_set<BlockKey, BlockKeyHash> deleting_ GUARDED_BY(mu_);
   std::unordered_set<BlockKey, BlockKeyHash> dirty_ GUARDED_BY(mu_);  // atime not persisted
+
+  Mutex flush_mu_;
+  CondVar flush_cv_{&flush_mu_};  // a batch is due, or stopping
+  bool flush_requested_ GUARDED_BY(flush_mu_) = false;
+  bool flush_stop_ GUARDED_BY(flush_mu_) = false;
+  std::jthread flusher_;  // last: started once every member above is initialised
 };
 
 }  // namespace

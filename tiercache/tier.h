@@ -289,7 +289,8 @@ struct FlashTierOptions {
   // free space from the bytes it wrote and deleted itself.
   std::chrono::nanoseconds free_check_interval = std::chrono::seconds(1);
   // Access times are persisted lazily: a batch is written when this many blocks were touched or
-  // this much time passed since the last batch (and when the tier is destroyed).
+  // this much time passed since the last batch (and when the tier is destroyed), by the tier's
+  // own thread ("tierfs-l2-atime"): the read that fills a batch does not wait for its write.
   size_t atime_flush_batch = 1024;
   std::chrono::nanoseconds atime_flush_interval = std::chrono::seconds(30);
 };

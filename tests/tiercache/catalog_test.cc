@@ -9,6 +9,7 @@
 #include "base/mutex.h"
 #include "base/units.h"
 #include "tests/fakes/fake_blob_store.h"
+#include "tests/fakes/forwarding_meta_store.h"
 #include "tests/tiercache/test_util.h"
 
 namespace tierfs {
@@ -440,51 +441,17 @@ TEST(CatalogLoopTest, CyclicContinuationTokensEndInAClearError) {
 
 // A MetaStore whose listing writes fail with NoSpace while `full` is set (LMDB's MDB_MAP_FULL),
 // forwarding everything else to an in-memory store.
-class FullMetaStore : public MetaStore {
+class FullMetaStore : public testing::ForwardingMetaStore {
  public:
   std::atomic<bool> full{true};
-  Result<std::optional<DirRecord>> GetDir(std::string_view k) override { return m_->GetDir(k); }
-  Result<std::optional<DirEntry>> GetDirEntry(std::string_view k, std::string_view n) override {
-    return m_->GetDirEntry(k, n);
-  }
-  Status ListDirEntries(std::string_view k, std::string_view after, size_t max,
-                        std::vector<DirEntry>* out) override {
-    return m_->ListDirEntries(k, after, max, out);
-  }
   Status ReplaceDir(std::string_view k, const DirRecord& r, std::span<const DirEntry> e) override {
     if (full) return Status::NoSpace("MDB_MAP_FULL (raise meta map_size)");
-    return m_->ReplaceDir(k, r, e);
+    return ForwardingMetaStore::ReplaceDir(k, r, e);
   }
   Status PutDirEntry(std::string_view k, const DirEntry& e) override {
     if (full) return Status::NoSpace("MDB_MAP_FULL");
-    return m_->PutDirEntry(k, e);
+    return ForwardingMetaStore::PutDirEntry(k, e);
   }
-  Status DeleteDirEntry(std::string_view k, std::string_view n) override {
-    return m_->DeleteDirEntry(k, n);
-  }
-  Status DropDirs(std::string_view p) override { return m_->DropDirs(p); }
-  Result<std::optional<BlockRecord>> GetBlock(const BlockKey& k) override {
-    return m_->GetBlock(k);
-  }
-  Status PutBlocks(std::span<const BlockRecord> r) override { return m_->PutBlocks(r); }
-  Status EraseBlocks(std::span<const BlockKey> k) override { return m_->EraseBlocks(k); }
-  Status ScanBlocks(const std::function<bool(const BlockRecord&)>& fn) override {
-    return m_->ScanBlocks(fn);
-  }
-  Result<std::optional<std::string>> GetValue(std::string_view n) override {
-    return m_->GetValue(n);
-  }
-  Status PutValue(std::string_view n, std::string_view v) override { return m_->PutValue(n, v); }
-  Status DeleteValue(std::string_view n) override { return m_->DeleteValue(n); }
-  Status ScanValues(std::string_view p,
-                    const std::function<bool(std::string_view, std::string_view)>& fn) override {
-    return m_->ScanValues(p, fn);
-  }
-  Status Sync() override { return m_->Sync(); }
-  MetaStoreStats Stats() const override { return m_->Stats(); }
-
- private:
-  std::unique_ptr<MetaStore> m_ = NewMemMetaStore();
 };
 
 TEST_F(CatalogTest, AFullMetaStoreServesListingsFromMemory) {
