@@ -404,6 +404,7 @@ class FlashTier final : public Tier {
     uint32_t length = 0;
     uint64_t checksum = 0;
     int64_t atime_ns = 0;
+    int64_t indexed_atime_ns = 0;  // the atime_ns the index holds (or is being written)
     int64_t stored_ns = 0;
     int64_t expires_ns = 0;  // as in BlockRecord: 0 = never
     uint32_t flags = 0;
@@ -414,13 +415,15 @@ class FlashTier final : public Tier {
   };
   using List = EvictionList<Entry>;
 
-  // A read is a use: the block moves to the recent end and its atime is batched for LMDB. A
-  // ttl-ordered block keeps its place (and atime = stored).
+  // A read is a use: the block moves to the recent end, and its atime is batched for LMDB once
+  // it is atime_granularity past the one the index holds. A ttl-ordered block keeps its place
+  // (and atime = stored).
   void MarkUsedLocked(const BlockKey& key, List::Node* n) REQUIRES(mu_) {
     if (n->meta.ttl_order) return;
-    n->payload.atime_ns = clock_->NowUnixNanos();
+    Entry& e = n->payload;
+    e.atime_ns = clock_->NowUnixNanos();
     list_.Touch(key);
-    dirty_.insert(key);
+    if (e.atime_ns - e.indexed_atime_ns >= options_.atime_granularity.count()) dirty_.insert(key);
   }
 
   // What the index holds for one block, copied out under the lock.
@@ -521,6 +524,7 @@ class FlashTier final : public Tier {
     e.length = r.length;
     e.checksum = r.checksum;
     e.atime_ns = r.atime_ns;
+    e.indexed_atime_ns = r.atime_ns;
     e.stored_ns = r.stored_ns;
     e.expires_ns = r.expires_ns;
     e.flags = r.flags;
@@ -631,11 +635,12 @@ class FlashTier final : public Tier {
       if (dirty_.empty()) return;
       records.reserve(dirty_.size());
       for (const auto& k : dirty_) {
-        const List::Node* n = list_.Find(k);
+        List::Node* n = list_.Find(k);
         if (n == nullptr) continue;
-        const Entry& e = n->payload;
+        Entry& e = n->payload;
         records.push_back(BlockRecord{k, e.length, e.checksum, e.atime_ns, e.stored_ns, e.flags,
                                       n->meta.group, e.expires_ns});
+        e.indexed_atime_ns = e.atime_ns;
       }
       dirty_.clear();
     }

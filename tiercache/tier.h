@@ -293,6 +293,12 @@ struct FlashTierOptions {
   // own thread ("tierfs-l2-atime"): the read that fills a batch does not wait for its write.
   size_t atime_flush_batch = 1024;
   std::chrono::nanoseconds atime_flush_interval = std::chrono::seconds(30);
+  // A use counts towards a batch only when it is at least this much later than the access time
+  // the index holds for the block (relatime, for the index): the LRU order a restart rebuilds is
+  // exact to within this, and reading blocks again within it writes nothing to the index (an
+  // epoch over a dataset read a minute ago writes no record). 0: every use. In memory the LRU
+  // order is always exact.
+  std::chrono::nanoseconds atime_granularity = std::chrono::minutes(10);
 };
 // L2: one file per block under the FlashStore + the block index in MetaStore; LRU by access time
 // (rebuilt from the index at start-up, so a restart keeps the cache); checksum verified on every
