@@ -16,8 +16,9 @@
 //
 // Access times are batched in memory and written to MetaStore by the tier's own thread
 // ("tierfs-l2-atime"): a read that fills a batch only wakes it, so no read waits for an index
-// write (a batch of 1,024 records over index pages the page cache no longer holds took a reader
-// tens of milliseconds). The destructor joins the thread and writes what is left.
+// write (a batch of 1,024 records over index pages the page cache no longer holds held a reader
+// up for as long as 25 ms). A use joins a batch only atime_granularity after the access time the
+// index holds. The destructor joins the thread and writes what is left.
 //
 // Lock order: mu_ and flush_mu_ are leaves, never held together; neither is held across
 // FlashStore or MetaStore calls (C6).
