@@ -47,13 +47,10 @@ std::string RelPath(const BlockKey& k) {
 
 // Waits (up to 10 s) for the tier's thread to persist an access time of `key` later than `than`.
 bool AtimePersistedAfter(MetaStore* meta, const BlockKey& key, int64_t than) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  for (;;) {
+  return testing::Eventually([&] {
     auto rec = meta->GetBlock(key);
-    if (rec.ok() && rec->has_value() && (*rec)->atime_ns > than) return true;
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+    return rec.ok() && rec->has_value() && (*rec)->atime_ns > than;
+  });
 }
 
 class FlashTierTest : public ::testing::Test {

@@ -20,6 +20,7 @@ namespace tierfs {
 namespace {
 
 using testing::AsString;
+using testing::Eventually;
 using testing::FakeBlobStore;
 using testing::ParseStats;
 using testing::Pattern;
@@ -57,16 +58,6 @@ uint64_t Extra(const Tier& t, const std::string& name) {
   }
   ADD_FAILURE() << "no extra stat " << name;
   return 0;
-}
-
-// Polls `done` every 10 ms until it holds; false if it still does not after 10 s.
-template <typename Pred>
-bool Eventually(Pred done) {
-  for (int i = 0; i < 1000; ++i) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return done();
 }
 
 // Waits until every queued upload finished (or 10 s passed).

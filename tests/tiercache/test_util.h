@@ -1,16 +1,18 @@
-// Helpers shared by the tiercache tests: status assertions, a self-removing temp directory and
-// byte-pattern helpers.
+// Helpers shared by the tiercache tests: status assertions, a self-removing temp directory,
+// byte-pattern helpers and polling for what another thread does.
 #pragma once
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <chrono>
 #include <cstddef>
 #include <filesystem>
 #include <map>
 #include <span>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "base/status.h"
 
@@ -26,6 +28,16 @@
   } while (0)
 
 namespace tierfs::testing {
+
+// Polls `done` every 10 ms until it holds; false if it still does not after 10 s.
+template <typename Pred>
+bool Eventually(Pred done) {
+  for (int i = 0; i < 1000; ++i) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return done();
+}
 
 // A directory made with mkdtemp under $TMPDIR (or /tmp), removed recursively on destruction.
 // Not thread-safe; one owner.
