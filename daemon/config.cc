@@ -414,6 +414,11 @@ const std::vector<KeySpec>& Schema() {
          o->fuse.open_in_kernel = v.b;
          return Status::OK();
        }},
+      {"fuse", "passthrough", Kind::kBool,
+       [](const Value& v, DaemonOptions* o) {
+         o->fuse.passthrough = v.b;
+         return Status::OK();
+       }},
       {"fuse", "store_on_open_max", Kind::kSize,
        [](const Value& v, DaemonOptions* o) {
          if (v.size > (4ULL << 20)) return Status::InvalidArgument("must be at most 4MiB");

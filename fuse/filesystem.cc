@@ -237,17 +237,17 @@ Result<LookupEntry> Filesystem::LookupDirItem(InodeId parent, const DirItem& ite
   return Obtain(JoinPath(p->path, item.name), e);
 }
 
-void Filesystem::Forget(InodeId ino, uint64_t nlookup) {
-  if (ino == kRootInode) return;
+bool Filesystem::Forget(InodeId ino, uint64_t nlookup) {
+  if (ino == kRootInode) return false;
   std::shared_ptr<Inode> gone;  // freed after the table lock is released
   {
     MutexLock l(&mu_);
     // Re-find by number under the table lock: the inode may already be gone.
     auto it = by_ino_.find(ino);
-    if (it == by_ino_.end()) return;
+    if (it == by_ino_.end()) return false;
     Inode& node = **it;
     node.nlookup -= std::min(node.nlookup, nlookup);
-    if (node.nlookup > 0) return;
+    if (node.nlookup > 0) return false;
     // The path may point at a newer inode by now (type change); only erase our own mapping.
     if (auto p = by_path_.find(std::string_view(node.path)); p != by_path_.end() && *p == &node) {
       by_path_.erase(p);
@@ -263,6 +263,7 @@ void Filesystem::Forget(InodeId ino, uint64_t nlookup) {
     forgotten_.store(0, std::memory_order_relaxed);
     ReleaseFreeMemory();
   }
+  return true;
 }
 
 uint64_t Filesystem::TEST_LookupCount(InodeId ino) const {
@@ -428,8 +429,9 @@ Result<OpenResult> Filesystem::Open(InodeId ino) {
   obj.info.size = e->size;
   obj.info.etag = e->etag;
   obj.info.mtime_ns = e->mtime_ns;
-  auto fh = std::make_shared<FileHandle>(std::move(obj), n);
   OpenResult result;
+  result.version = BlockVersion(obj.info);
+  auto fh = std::make_shared<FileHandle>(std::move(obj), n);
   {
     MutexLock l(&mu_);
     std::string& opened_etag = n->used_state().opened_etag;
@@ -471,6 +473,14 @@ Result<std::vector<BlockSlice>> Filesystem::ReadWholeIfLocal(uint64_t fh, uint64
 void Filesystem::HandedToKernel(uint64_t fh) {
   if (auto h = FindFile(fh)) cache_->HandOff(h->obj(), 0, h->obj().info.size);
 }
+
+Result<FileExtentRef> Filesystem::FileForKernel(uint64_t fh) {
+  auto h = FindFile(fh);
+  if (!h) return Status::NotFound(fmt::format("unknown file handle {}", fh));
+  return cache_->OpenWholeFile(h->obj());
+}
+
+void Filesystem::NotePassthroughOpen() { ++counters_.passthrough_opens; }
 
 Result<std::vector<BlockSlice>> Filesystem::Read(uint64_t fh, uint64_t offset, uint64_t size,
                                                  const CancelToken* token) {
@@ -665,12 +675,13 @@ std::string Filesystem::StatsText() const {
       "fuse.inodes={} fuse.open_files={} fuse.lookups={} fuse.negative_lookups={} fuse.opens={} "
       "fuse.reads={} fuse.read_bytes={} fuse.readahead_requests={} "
       "fuse.next_file_prefetches={} fuse.random_hydrations={} fuse.stale_reads={} "
-      "fuse.open_stores={}",
+      "fuse.open_stores={} fuse.passthrough_opens={}",
       InodeCount(), open_files, counters_.lookups.load(), counters_.negative_lookups.load(),
       counters_.opens.load(), counters_.reads.load(), counters_.read_bytes.load(),
       prefetcher_.Stats().readahead_requests.load(),
       prefetcher_.Stats().next_file_prefetches.load(), prefetcher_.Stats().random_hydrations.load(),
-      counters_.stale_reads.load(), counters_.open_stores.load());
+      counters_.stale_reads.load(), counters_.open_stores.load(),
+      counters_.passthrough_opens.load());
 }
 
 }  // namespace tierfs

@@ -124,6 +124,8 @@ struct OpenResult {
   // No open of this inode since the kernel looked it up: the kernel holds none of its pages, so
   // pages stored with this open (ReadWholeIfLocal) may be kept whatever keep_cache says.
   bool first_open = false;
+  // The version pinned, as block keys name it (BlockVersion): equal strings, the same bytes.
+  std::string version;
 };
 
 struct FsStatsInfo {
@@ -144,6 +146,9 @@ struct FsCounters {
   std::atomic<uint64_t> read_bytes{0};
   std::atomic<uint64_t> stale_reads{0};  // reads failed with ESTALE: the object changed
   std::atomic<uint64_t> open_stores{0};  // files read whole at their open (ReadWholeIfLocal)
+  // Opens answered with a backing file the kernel reads itself (FUSE passthrough: FileForKernel,
+  // NotePassthroughOpen).
+  std::atomic<uint64_t> passthrough_opens{0};
 };
 
 class Filesystem {
@@ -161,8 +166,9 @@ class Filesystem {
   // For readdirplus: makes `item` (from ReadDir of `parent`) known and adds one lookup, without
   // asking the Catalog again. REQUIRES: !item.is_dot.
   Result<LookupEntry> LookupDirItem(InodeId parent, const DirItem& item);
-  // Drops `nlookup` lookups; the inode is forgotten at zero. The root is never forgotten.
-  void Forget(InodeId ino, uint64_t nlookup);
+  // Drops `nlookup` lookups; the inode is forgotten at zero (then true). The root is never
+  // forgotten.
+  bool Forget(InodeId ino, uint64_t nlookup);
   // Attributes, refreshed from the Catalog (cached attributes if the origin is unreachable).
   Result<InodeAttr> GetAttr(InodeId ino);
   uint64_t generation() const { return kGeneration; }
@@ -195,6 +201,13 @@ class Filesystem {
   // The kernel now holds the whole file of `fh` (its store at open succeeded): L1 gives up its
   // copy of the blocks L2 holds (TieredCache::HandOff). No-op for an unknown handle.
   void HandedToKernel(uint64_t fh);
+  // The one file of the host tiers that holds exactly the pinned version of `fh` (an object of at
+  // most one block that L2 holds whole; TieredCache::OpenWholeFile), verified, for the kernel to
+  // read itself (FUSE passthrough). NotFound otherwise, and for an unknown handle.
+  Result<FileExtentRef> FileForKernel(uint64_t fh);
+  // An open was answered with a backing file the kernel reads (fuse.passthrough_opens). The
+  // reads of such a handle never reach the Filesystem.
+  void NotePassthroughOpen();
   // Reads without an open (the kernel handles opens itself: FuseOptions::open_in_kernel). The
   // version read is pinned at the inode: the one its last lookup, readdirplus, getattr or Open saw
   // (user.tierfs.etag); the inode keeps one reader (readahead state) per version, and the first

@@ -25,6 +25,19 @@
 // written into the kernel's page cache with fuse_lowlevel_notify_store before its open is
 // answered (keep_cache then keeps those pages), so the reads that follow are page-cache hits.
 //
+// Passthrough (FuseOptions::passthrough, Linux 6.9+): a file L2 holds whole in one file of exactly
+// its bytes is opened with that file as its backing file, and the kernel reads it without us.
+// libfuse 3.14 predates the protocol, so it is done by hand: a custom I/O (fuse_session_custom_io
+// on the mounted fd) notes whether the kernel's INIT offers FUSE_PASSTHROUGH and sets it, with
+// max_stack_depth 1, in our INIT reply; backing files are registered with the
+// FUSE_DEV_IOC_BACKING_OPEN ioctl and named in an open reply built with fuse_reply_buf. The
+// kernel keeps one io mode per inode: while any open of an inode is in passthrough mode every
+// other open must be too, with the same backing file, and a passthrough open is refused while a
+// cached-mode open is outstanding (either mismatch fails open(2) with EIO). So the opens and
+// releases of each inode are counted by mode (KernelIo, counted before the reply, released at
+// RELEASE, which the kernel sends after its own count dropped); a backing id lives until the
+// last passthrough release of its inode.
+//
 // Interrupts (see fuse_server.h). A request that may wait on the network is run through
 // Dispatch(): it gets a RequestToken, which registers a libfuse interrupt callback that cancels
 // the request's CancelToken (the callback only sets the token and wakes its waiters: libfuse
@@ -42,6 +55,7 @@
 #include <fuse3/fuse_lowlevel.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/uio.h>
@@ -62,6 +76,7 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -323,6 +338,30 @@ struct FuseServer::Context {
   // The largest pipe libfuse can splice a reply through (0: no splicing), probed by Init. A
   // reply from cache files that needs more is copied by ReplyFromFilesCopied instead.
   std::atomic<size_t> splice_pipe_bytes{0};
+
+  // ---- passthrough (see the file comment) ----
+  bool passthrough_wanted = false;  // FuseOptions::passthrough, without open_in_kernel
+  // Written by the custom I/O's read of INIT, read by its writev of the reply (libfuse handles
+  // INIT on one thread before any other request).
+  std::atomic<bool> init_seen{false};
+  std::atomic<bool> init_answered{false};
+  uint64_t init_unique = 0;
+  bool init_offers_passthrough = false;
+  // Our INIT reply took passthrough: opens are counted per inode from then on.
+  std::atomic<bool> passthrough_negotiated{false};
+  // Opens may use it: negotiated, and no backing-file ioctl refused yet (CAP_SYS_ADMIN, a cache
+  // directory on a stacked file system).
+  std::atomic<bool> passthrough{false};
+  // The io mode of an inode's outstanding opens, and its backing file while any is passthrough.
+  struct KernelIo {
+    uint32_t cached_opens = 0;
+    uint32_t passthrough_opens = 0;
+    int32_t backing_id = 0;           // while passthrough_opens > 0
+    std::string version;              // of the backing file's bytes (OpenResult::version)
+    bool opened_passthrough = false;  // an open was passthrough: prefer it while the inode lives
+  };
+  Mutex io_mu;
+  std::unordered_map<fuse_ino_t, KernelIo> io GUARDED_BY(io_mu);
 };
 
 namespace {
@@ -386,6 +425,9 @@ void CollectFuseMetrics(const Context& ctx, metrics::Exposition* e) {
   e->AddCounter("tierfs_fuse_open_stores_total",
                 "Small files stored in the kernel's page cache with their open.", {},
                 c.open_stores);
+  e->AddCounter("tierfs_fuse_passthrough_opens_total",
+                "Opens answered with an L2 file the kernel reads itself (FUSE passthrough).", {},
+                c.passthrough_opens);
   e->AddGauge("tierfs_fuse_inodes", "Inodes the kernel holds.", {},
               static_cast<double>(ctx.fs->InodeCount()));
 }
@@ -456,6 +498,222 @@ fuse_entry_param ToEntry(const Context& ctx, const LookupEntry& e) {
   p.attr_timeout = ctx.attr_timeout;
   p.entry_timeout = ctx.entry_timeout;
   return p;
+}
+
+// ---- passthrough: the kernel ABI libfuse 3.14 lacks (<linux/fuse.h> of Linux 6.9+) ----
+
+namespace kabi {
+constexpr uint32_t kOpInit = 26;                 // FUSE_INIT
+constexpr uint32_t kInitExt = 1U << 30;          // FUSE_INIT_EXT: flags2 is valid
+constexpr uint32_t kPassthroughFlag2 = 1U << 5;  // FUSE_PASSTHROUGH (1ULL << 37), in flags2
+constexpr uint32_t kOpenNoFlush = 1U << 5;       // FOPEN_NOFLUSH
+constexpr uint32_t kOpenPassthrough = 1U << 7;   // FOPEN_PASSTHROUGH
+struct InHeader {
+  uint32_t len, opcode;
+  uint64_t unique, nodeid;
+  uint32_t uid, gid, pid;
+  uint16_t total_extlen, padding;
+};
+struct InitIn {
+  uint32_t major, minor, max_readahead, flags, flags2;
+};
+struct OutHeader {
+  uint32_t len;
+  int32_t error;
+  uint64_t unique;
+};
+struct InitOut {
+  uint32_t major, minor, max_readahead, flags;
+  uint16_t max_background, congestion_threshold;
+  uint32_t max_write, time_gran;
+  uint16_t max_pages, map_alignment;
+  uint32_t flags2, max_stack_depth;
+  uint16_t request_timeout;
+  uint16_t unused[11];
+};
+struct OpenOut {
+  uint64_t fh;
+  uint32_t open_flags;
+  int32_t backing_id;
+};
+struct BackingMap {
+  int32_t fd;
+  uint32_t flags;
+  uint64_t padding;
+};
+static_assert(sizeof(InHeader) == 40 && sizeof(OutHeader) == 16 && sizeof(InitOut) == 64 &&
+              sizeof(OpenOut) == 16 && sizeof(BackingMap) == 16);
+constexpr unsigned long kIocBackingOpen = _IOW(229, 1, BackingMap);  // FUSE_DEV_IOC_BACKING_OPEN
+constexpr unsigned long kIocBackingClose = _IOW(229, 2, uint32_t);   // FUSE_DEV_IOC_BACKING_CLOSE
+}  // namespace kabi
+
+// The handle of a passthrough open carries this bit (the kernel passes fh back unread): its
+// release knows the mode it was counted in. Filesystem handles count up from 1 and never reach it.
+constexpr uint64_t kFhPassthrough = 1ULL << 63;
+
+// The custom I/O (fuse_session_custom_io): plain read/writev/splice on the same fd, except that
+// the INIT request is looked at and the reply to it is amended.
+ssize_t IoRead(int fd, void* buf, size_t len, void* userdata) {
+  const ssize_t n = ::read(fd, buf, len);
+  auto* ctx = static_cast<Context*>(userdata);
+  if (n >= static_cast<ssize_t>(sizeof(kabi::InHeader) + sizeof(kabi::InitIn)) &&
+      !ctx->init_seen.load(std::memory_order_relaxed)) {
+    kabi::InHeader h;
+    std::memcpy(&h, buf, sizeof(h));
+    if (h.opcode == kabi::kOpInit) {
+      kabi::InitIn in;
+      std::memcpy(&in, static_cast<const char*>(buf) + sizeof(h), sizeof(in));
+      ctx->init_unique = h.unique;
+      ctx->init_offers_passthrough =
+          (in.flags & kabi::kInitExt) != 0 && (in.flags2 & kabi::kPassthroughFlag2) != 0;
+      ctx->init_seen.store(true, std::memory_order_release);
+    }
+  }
+  return n;
+}
+
+ssize_t IoWritev(int fd, struct iovec* iov, int count, void* userdata) {
+  auto* ctx = static_cast<Context*>(userdata);
+  if (ctx->init_seen.load(std::memory_order_acquire) &&
+      !ctx->init_answered.load(std::memory_order_relaxed) && count >= 2 &&
+      iov[0].iov_len == sizeof(kabi::OutHeader) &&
+      iov[1].iov_len >= offsetof(kabi::InitOut, request_timeout)) {
+    kabi::OutHeader h;
+    std::memcpy(&h, iov[0].iov_base, sizeof(h));
+    if (h.unique == ctx->init_unique) {
+      ctx->init_answered.store(true, std::memory_order_relaxed);
+      if (h.error == 0 && ctx->init_offers_passthrough) {
+        kabi::InitOut out{};
+        const size_t n = std::min(sizeof(out), iov[1].iov_len);
+        std::memcpy(&out, iov[1].iov_base, n);
+        out.flags |= kabi::kInitExt;
+        out.flags2 |= kabi::kPassthroughFlag2;
+        // Backing files on a file system that stacks on none (ext4, xfs: L2's cache directory);
+        // a stacked one (overlayfs) makes the first backing open fail, and passthrough goes off.
+        out.max_stack_depth = 1;
+        std::memcpy(iov[1].iov_base, &out, n);
+        ctx->passthrough_negotiated.store(true);
+        ctx->passthrough.store(true);
+        Logger(Module::kFuse).info("fuse connection: passthrough on (files L2 holds whole)");
+      }
+    }
+  }
+  return ::writev(fd, iov, count);
+}
+
+ssize_t IoSpliceReceive(int fdin, off_t* offin, int fdout, off_t* offout, size_t len,
+                        unsigned int flags, void*) {
+  return ::splice(fdin, offin, fdout, offout, len, flags);
+}
+
+ssize_t IoSpliceSend(int fdin, off_t* offin, int fdout, off_t* offout, size_t len,
+                     unsigned int flags, void*) {
+  return ::splice(fdin, offin, fdout, offout, len, flags);
+}
+
+// Registers `fd` as a backing file of the connection: its id (> 0), or 0 if the kernel refused
+// (then passthrough goes off for this mount: the reason holds for every cache file).
+int32_t BackingOpen(Context* ctx, int fd) {
+  kabi::BackingMap m{};
+  m.fd = fd;
+  const int id = ::ioctl(fuse_session_fd(ctx->se), kabi::kIocBackingOpen, &m);
+  if (id > 0) return id;
+  const int err = errno;
+  if (ctx->passthrough.exchange(false)) {
+    Logger(Module::kFuse)
+        .warn("passthrough off: the kernel refused a backing file ({}){}", std::strerror(err),
+              err == EPERM ? "; it needs CAP_SYS_ADMIN"
+                           : (err == EINVAL ? "; is the cache directory on a stacked file "
+                                              "system (overlayfs)?"
+                                            : ""));
+  }
+  return 0;
+}
+
+void BackingClose(Context* ctx, int32_t id) {
+  uint32_t arg = static_cast<uint32_t>(id);
+  if (::ioctl(fuse_session_fd(ctx->se), kabi::kIocBackingClose, &arg) != 0) {
+    Logger(Module::kFuse).warn("closing backing file {}: {}", id, std::strerror(errno));
+  }
+}
+
+// How one open is answered when the connection has passthrough.
+struct OpenIo {
+  bool passthrough = false;
+  int32_t backing_id = 0;
+  // Another version than the one the inode's passthrough opens read: refused (ESTALE).
+  bool refused = false;
+};
+
+// Chooses the io mode of an open of `ino` (answered with `r.fh`) and counts it, before the
+// reply. Passthrough while the inode has passthrough opens, with their backing file (the kernel
+// allows no other mode, and one backing file per inode): an open of another version (the object
+// changed at the origin while those are open) is refused, since the kernel would serve the old
+// version's bytes to it (mmap maps the backing file even with FOPEN_DIRECT_IO). Else cached
+// while the inode has cached opens; else passthrough when the file can have a backing file and
+// either the kernel holds none of its pages (its first open since the lookup) or the inode was
+// opened so before (its pages are in the backing file's cache, not the inode's).
+OpenIo ChooseOpenIo(Context* ctx, fuse_ino_t ino, const OpenResult& r) {
+  bool preferred = r.first_open;
+  if (!preferred) {
+    MutexLock l(&ctx->io_mu);
+    auto it = ctx->io.find(ino);
+    preferred = it != ctx->io.end() && it->second.opened_passthrough;
+  }
+  FileExtentRef file;
+  if (preferred && !r.attr_changed) {
+    auto f = ctx->fs->FileForKernel(r.fh);
+    // The kernel reads the backing file to its end: it must hold exactly the file's bytes.
+    struct stat st {};
+    if (f.ok() && ::fstat((*f)->fd(), &st) == 0 &&
+        static_cast<uint64_t>(st.st_size) == (*f)->length()) {
+      file = std::move(f).value();
+    }
+  }
+  MutexLock l(&ctx->io_mu);
+  Context::KernelIo& k = ctx->io[ino];
+  if (k.passthrough_opens > 0) {
+    if (r.version != k.version) return OpenIo{false, 0, true};
+    ++k.passthrough_opens;
+    return OpenIo{true, k.backing_id, false};
+  }
+  if (k.cached_opens == 0 && file != nullptr && ctx->passthrough.load()) {
+    if (const int32_t id = BackingOpen(ctx, file->fd()); id > 0) {
+      k.passthrough_opens = 1;
+      k.backing_id = id;
+      k.version = r.version;
+      k.opened_passthrough = true;
+      return OpenIo{true, id, false};
+    }
+  }
+  ++k.cached_opens;
+  return OpenIo{};
+}
+
+// The release (or failed reply) of an open counted by ChooseOpenIo.
+void ReleaseOpenIo(Context* ctx, fuse_ino_t ino, bool passthrough) {
+  MutexLock l(&ctx->io_mu);
+  auto it = ctx->io.find(ino);
+  if (it == ctx->io.end()) return;
+  Context::KernelIo& k = it->second;
+  if (passthrough) {
+    if (k.passthrough_opens > 0 && --k.passthrough_opens == 0) {
+      BackingClose(ctx, k.backing_id);
+      k.backing_id = 0;
+    }
+  } else if (k.cached_opens > 0) {
+    --k.cached_opens;
+  }
+  if (k.passthrough_opens == 0 && k.cached_opens == 0 && !k.opened_passthrough) ctx->io.erase(it);
+}
+
+// The kernel forgot `ino`: its preference goes (the entry itself once its last open is released).
+void ForgetOpenIo(Context* ctx, fuse_ino_t ino) {
+  MutexLock l(&ctx->io_mu);
+  auto it = ctx->io.find(ino);
+  if (it == ctx->io.end()) return;
+  it->second.opened_passthrough = false;
+  if (it->second.passthrough_opens == 0 && it->second.cached_opens == 0) ctx->io.erase(it);
 }
 
 // ---- init ----
@@ -623,15 +881,21 @@ void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
 }
 
 void Forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
-  OpTimer timer(Ctx(req), Op::kForget);
-  Ctx(req)->fs->Forget(ino, nlookup);
+  Context* ctx = Ctx(req);
+  OpTimer timer(ctx, Op::kForget);
+  if (ctx->fs->Forget(ino, nlookup) && ctx->passthrough_negotiated.load()) ForgetOpenIo(ctx, ino);
   fuse_reply_none(req);
 }
 
 void ForgetMulti(fuse_req_t req, size_t count, struct fuse_forget_data* forgets) {
-  OpTimer timer(Ctx(req), Op::kForget);
-  Filesystem* fs = Ctx(req)->fs;
-  for (size_t i = 0; i < count; ++i) fs->Forget(forgets[i].ino, forgets[i].nlookup);
+  Context* ctx = Ctx(req);
+  OpTimer timer(ctx, Op::kForget);
+  const bool io = ctx->passthrough_negotiated.load();
+  for (size_t i = 0; i < count; ++i) {
+    if (ctx->fs->Forget(forgets[i].ino, forgets[i].nlookup) && io) {
+      ForgetOpenIo(ctx, forgets[i].ino);
+    }
+  }
   fuse_reply_none(req);
 }
 
@@ -824,6 +1088,36 @@ void Open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
         fuse_lowlevel_notify_inval_inode(ctx->se, ino, -1, 0);
       return;
     }
+    if (ctx->passthrough_negotiated.load()) {
+      const OpenIo io = ChooseOpenIo(ctx, ino, *r);
+      if (io.refused) {
+        Logger(Module::kFuse)
+            .warn(
+                "open of inode {}: the object changed while open files of this host read the "
+                "previous version through passthrough; ESTALE until they are closed",
+                ino);
+        ctx->fs->Release(r->fh);
+        fuse_reply_err(q, ESTALE);
+        // The inode took the new size: the kernel's attributes go, as after any open that saw it.
+        if (r->attr_changed && ctx->se != nullptr) {
+          fuse_lowlevel_notify_inval_inode(ctx->se, ino, -1, 0);
+        }
+        return;
+      }
+      if (io.passthrough) {
+        kabi::OpenOut out{};
+        out.fh = r->fh | kFhPassthrough;
+        out.open_flags = kabi::kOpenPassthrough | kabi::kOpenNoFlush;
+        out.backing_id = io.backing_id;
+        if (fuse_reply_buf(q, reinterpret_cast<const char*>(&out), sizeof(out)) == -ENOENT) {
+          ctx->fs->Release(r->fh);  // interrupted
+          ReleaseOpenIo(ctx, ino, /*passthrough=*/true);
+          return;
+        }
+        ctx->fs->NotePassthroughOpen();
+        return;
+      }
+    }
     f.fh = r->fh;
     // A first open finds no pages of the file in the kernel, so a store now needs no keep_cache
     // check; a changed size waits for the kernel to learn it (notify_store would extend i_size).
@@ -834,6 +1128,7 @@ void Open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
     f.noflush = 1;  // nothing to flush on close(2) of a read-only file
     if (fuse_reply_open(q, &f) == -ENOENT) {
       ctx->fs->Release(r->fh);  // interrupted
+      if (ctx->passthrough_negotiated.load()) ReleaseOpenIo(ctx, ino, /*passthrough=*/false);
       return;
     }
     if (r->attr_changed && ctx->se != nullptr) {
@@ -868,7 +1163,7 @@ void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_fi
     fuse_reply_err(req, EINVAL);
     return;
   }
-  const uint64_t fh = fi->fh;
+  const uint64_t fh = fi->fh & ~kFhPassthrough;  // (the kernel reads passthrough files itself)
   const auto offset = static_cast<uint64_t>(off);
   const auto start = OpTimer::Start(ctx);
   if (fh == 0 ? ctx->fs->ReadInodeIsLocal(ino, offset, size)
@@ -1012,9 +1307,13 @@ void ReplyRead(fuse_req_t req, const Result<std::vector<BlockSlice>>& slices) {
   }
 }
 
-void Release(fuse_req_t req, fuse_ino_t, struct fuse_file_info* fi) {
-  OpTimer timer(Ctx(req), Op::kRelease);
-  Ctx(req)->fs->Release(fi->fh);
+void Release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
+  Context* ctx = Ctx(req);
+  OpTimer timer(ctx, Op::kRelease);
+  ctx->fs->Release(fi->fh & ~kFhPassthrough);
+  if (ctx->passthrough_negotiated.load()) {
+    ReleaseOpenIo(ctx, ino, (fi->fh & kFhPassthrough) != 0);
+  }
   fuse_reply_err(req, 0);
 }
 
@@ -1188,6 +1487,7 @@ Result<std::unique_ptr<FuseServer>> FuseServer::Mount(const FuseOptions& options
   ctx->max_background = kMaxBackground;
   ctx->open_in_kernel = options.open_in_kernel;
   ctx->store_on_open_max = options.store_on_open_max;
+  ctx->passthrough_wanted = options.passthrough && !options.open_in_kernel;
   if (options.metrics != nullptr) {
     for (size_t i = 0; i < static_cast<size_t>(Op::kCount); ++i) {
       ctx->op_latency.push_back(std::make_unique<metrics::Histogram>());
@@ -1237,6 +1537,14 @@ Result<std::unique_ptr<FuseServer>> FuseServer::Mount(const FuseOptions& options
     fuse_remove_signal_handlers(se);
     fuse_session_destroy(se);
     return Status::IOError("cannot mount at " + mountpoint + (why.empty() ? "" : ": " + why));
+  }
+  if (ctx->passthrough_wanted) {
+    // Our own read/writev on the mounted fd, to amend INIT (see the file comment). Nothing else
+    // changes: libfuse closes the fd as before.
+    static const fuse_custom_io kIo = {IoWritev, IoRead, IoSpliceReceive, IoSpliceSend};
+    if (fuse_session_custom_io(se, &kIo, fuse_session_fd(se)) != 0) {
+      Logger(Module::kFuse).warn("passthrough off: libfuse refused the custom I/O");
+    }
   }
   Logger(Module::kFuse).info("mounted {} at {} (-o {})", options.fsname, mountpoint, o);
   return std::unique_ptr<FuseServer>(new FuseServer(options, std::move(ctx), se, mountpoint));

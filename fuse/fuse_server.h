@@ -84,6 +84,15 @@ struct FuseOptions {
   // stale (it does after every read request on a writable mount), which would cost the next
   // stat(2) of it a getattr. 0: off. Not with open_in_kernel (there is no open to answer).
   uint64_t store_on_open_max = 1U << 20;
+  // FUSE passthrough (Linux 6.9+ with CONFIG_FUSE_PASSTHROUGH; the daemon needs CAP_SYS_ADMIN):
+  // a file whose bytes L2 holds whole in one file of exactly its size (TieredCache::OpenWholeFile)
+  // is opened with that file as its backing file on its first open since the kernel looked it up
+  // (and on every later open of an inode once opened so), and the kernel then reads that file
+  // itself: no read request, no copy through the daemon, the file's own page cache. The
+  // INIT flag and the backing-file ioctls are sent by hand (libfuse 3.14 predates them). Off, or
+  // where the kernel or the daemon's privileges lack it: files are read through the daemon.
+  // Not with open_in_kernel (there is no open to answer).
+  bool passthrough = true;
   // Largest read request and kernel readahead (the kernel may lower both).
   uint32_t max_read = 1U << 20;
   uint32_t max_readahead = 1U << 20;

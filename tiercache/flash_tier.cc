@@ -56,7 +56,8 @@ constexpr uint32_t kFlagPinned = 1u << 0;
 constexpr uint32_t kFlagTtlOrder = 1u << 1;  // stored under policy=ttl
 // The file carries a trailer of per-chunk checksums (tiercache/FORMAT.md,
 // internal/chunk_trailer.h), so a part of the block can be read and verified without reading
-// all of it (ReadRange).
+// all of it (ReadRange). A whole object's block is stored without one (Placement::whole_object):
+// its file then holds exactly the object's bytes (FileExtent::exact).
 constexpr uint32_t kFlagChunked = 1u << 2;
 
 constexpr std::string_view kBlocksDir = "blocks/";
@@ -189,7 +190,8 @@ class FlashTier final : public Tier {
   Result<BlockRef> Read(const BlockKey& key) override EXCLUDES(mu_) {
     std::optional<Found> found = Lookup(key, /*use=*/true);
     if (!found) return Status::NotFound("l2 miss");
-    const auto [length, checksum, gen, verified] = *found;
+    const uint32_t length = found->length;
+    const uint64_t checksum = found->checksum, gen = found->gen;
     auto block = Block::Allocate(length);
     Result<size_t> n = flash_->ReadFile(BlockPath(key), block->mutable_data());
     const char* problem = nullptr;
@@ -334,12 +336,13 @@ class FlashTier final : public Tier {
     rec.checksum = BlockChecksum(block->data());
     rec.atime_ns = now;
     rec.stored_ns = now;
-    rec.flags =
-        (hint.pinned ? kFlagPinned : 0) | (hint.ttl_order ? kFlagTtlOrder : 0) | kFlagChunked;
+    rec.flags = (hint.pinned ? kFlagPinned : 0) | (hint.ttl_order ? kFlagTtlOrder : 0) |
+                (hint.whole_object ? 0 : kFlagChunked);
     rec.group = hint.quota_group;
     rec.expires_ns = hint.ExpiresAt(now) == INT64_MAX ? 0 : hint.ExpiresAt(now);
     const std::string path = BlockPath(key);
-    const std::vector<std::byte> trailer = ChunkTrailer(block->data());
+    const std::vector<std::byte> trailer =
+        hint.whole_object ? std::vector<std::byte>() : ChunkTrailer(block->data());
     Status st = flash_->WriteFile(path, block->data(), trailer);
     if (st.ok()) {
       st = meta_->PutBlocks(std::span<const BlockRecord>(&rec, 1));
@@ -433,6 +436,7 @@ class FlashTier final : public Tier {
     uint64_t checksum;
     uint64_t gen;
     bool verified;
+    bool exact;  // no chunk trailer: the file ends with the block
   };
 
   // The index entry of `key`, or nullopt. `use`: a reader's lookup (a miss is counted, a hit
@@ -445,7 +449,8 @@ class FlashTier final : public Tier {
       return std::nullopt;
     }
     if (use) MarkUsedLocked(key, n);
-    return Found{n->payload.length, n->payload.checksum, n->payload.gen, n->payload.verified};
+    return Found{n->payload.length, n->payload.checksum, n->payload.gen, n->payload.verified,
+                 (n->payload.flags & kFlagChunked) == 0};
   }
 
   // The open, verified file of `key` (verified first if it is not yet, see OpenExtent). `use`:
@@ -454,13 +459,13 @@ class FlashTier final : public Tier {
   Result<FileExtentRef> Extent(const BlockKey& key, bool use) EXCLUDES(mu_) {
     std::optional<Found> found = Lookup(key, use);
     if (!found) return Status::NotFound("l2 miss");
-    const auto [length, checksum, gen, verified] = *found;
+    const auto [length, checksum, gen, verified, exact] = *found;
     Result<int> fd = flash_->OpenForRead(BlockPath(key));
     if (!fd.ok()) {
       return DropDamaged(key, gen, fd.status().IsNotFound() ? "file missing" : "open failed",
                          fd.status());
     }
-    auto extent = std::make_shared<const FileExtent>(*fd, 0, length);
+    auto extent = std::make_shared<const FileExtent>(*fd, 0, length, exact);
     if (!verified) {
       // One pass through a per-thread buffer: the checksum of exactly `length` bytes.
       thread_local std::vector<std::byte> buf;

@@ -85,14 +85,18 @@ using BlockRef = std::shared_ptr<const Block>;
 // readable through it until then.
 class FileExtent {
  public:
-  FileExtent(int fd, uint64_t offset, uint64_t length)
-      : fd_(fd), offset_(offset), length_(length) {}
+  FileExtent(int fd, uint64_t offset, uint64_t length, bool exact = false)
+      : fd_(fd), offset_(offset), length_(length), exact_(exact) {}
   ~FileExtent();
   FileExtent(const FileExtent&) = delete;
   FileExtent& operator=(const FileExtent&) = delete;
   int fd() const { return fd_; }
   uint64_t offset() const { return offset_; }
   uint64_t length() const { return length_; }
+  // The file holds exactly the extent's bytes: offset 0, and nothing after them (an L2 block
+  // stored without a chunk trailer). Only such a file may be handed to the kernel to read on its
+  // own (FUSE passthrough), which reads the file up to its end.
+  bool exact() const { return exact_; }
   // Copies bytes [at, at + out.size()) of the extent into `out` (pread): for callers that need
   // the bytes in memory. Corruption if the file is shorter.
   Status ReadAt(uint64_t at, std::span<std::byte> out) const;
@@ -100,6 +104,7 @@ class FileExtent {
  private:
   const int fd_;
   const uint64_t offset_, length_;
+  const bool exact_;
 };
 using FileExtentRef = std::shared_ptr<const FileExtent>;
 
@@ -162,6 +167,10 @@ struct Placement {
   uint64_t quota_bytes = 0;
   // [[policy]] admit / user.tierfs.admit: L2 admission (TieredCache decides before the insert).
   AdmitPolicy admit = AdmitPolicy::kDefault;
+  // Set by TieredCache: the block is the whole object (block 0 of an object of at most one
+  // block). L2 then stores it without a chunk trailer, so that its file holds exactly the
+  // object's bytes and can back a file the kernel reads directly (FileExtent::exact).
+  bool whole_object = false;
 
   // stored_ns + ttl, or INT64_MAX if the block never expires (or stored_ns is unknown).
   int64_t ExpiresAt(int64_t stored) const {

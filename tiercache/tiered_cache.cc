@@ -242,6 +242,18 @@ class TieredCacheImpl final : public TieredCache {
     return true;
   }
 
+  Result<FileExtentRef> OpenWholeFile(const ObjectRef& obj) override {
+    const uint64_t size = obj.info.size;
+    if (!options_.file_slices || size == 0 || size > options_.block_size) {
+      return Status::NotFound("not a one-block object served from files");
+    }
+    int tier = kOriginTier;
+    FileExtentRef ext = TryExtent(obj, 0, 0, size, &tier, /*promote=*/nullptr);
+    if (ext == nullptr || !ext->exact())
+      return Status::NotFound("no file holds exactly the object");
+    return ext;
+  }
+
   uint64_t HandOff(const ObjectRef& obj, uint64_t offset, uint64_t length) override {
     const uint64_t size = obj.info.size;
     if (tiers_.size() < 2 || tiers_[0]->kind() != TierKind::kHost || length == 0 ||
@@ -426,9 +438,8 @@ class TieredCacheImpl final : public TieredCache {
     const BlockKey key = KeyFor(obj, index);
     const uint64_t expected = ExpectedLength(obj, index);
     Tier* dst = tiers_[target].get();
-    Placement h = options_.placement ? options_.placement(obj.key) : Placement{};
+    Placement h = InsertPlacement(obj);
     h.pinned = h.pinned || hint.pinned;
-    h.stored_ns = clock_->NowUnixNanos();
     if (h.ttl != std::chrono::nanoseconds::max()) ExpireIfOlder(key, h.ttl);
     if (dst->Contains(key)) {
       if (h.pinned) dst->SetPinned(key, true);
@@ -505,8 +516,7 @@ class TieredCacheImpl final : public TieredCache {
       }
       need.push_back(i);
     }
-    Placement h = options_.placement ? options_.placement(obj.key) : Placement{};
-    h.stored_ns = clock_->NowUnixNanos();
+    const Placement h = InsertPlacement(obj);
     // A remote tier below the target (L3 under L2) may hold them: one ReadMany (its GETs at once)
     // per tier, then the rest from the origin.
     for (size_t t = target + 1; t < tiers_.size() && !need.empty(); ++t) {
@@ -1339,7 +1349,7 @@ class TieredCacheImpl final : public TieredCache {
   // Block `index` as a verified file extent of the fastest host tier that holds it, when that
   // tier keeps files (L2) and no faster tier holds the block; null otherwise (a miss, L1 holds
   // it, a damaged block (dropped by the tier), or the block is due for promotion into L1: the
-  // caller then reads it the usual way, which copies it up).
+  // caller then reads it the usual way, which copies it up; `promote` null: never promoted).
   FileExtentRef TryExtent(const ObjectRef& obj, uint64_t index, uint64_t in_block,
                           uint64_t expected, int* tier_out, bool* promote) {
     const BlockKey key = KeyFor(obj, index);
@@ -1353,7 +1363,7 @@ class TieredCacheImpl final : public TieredCache {
           return nullptr;
         }
       }
-      if (t > 0 && PromoteNow(key, in_block)) {
+      if (t > 0 && promote != nullptr && PromoteNow(key, in_block)) {
         *promote = true;
         return nullptr;
       }
@@ -1553,12 +1563,21 @@ class TieredCacheImpl final : public TieredCache {
 
   bool Admitted(size_t t) const { return IsAdmittedTier(tiers_, t); }
 
+  // The placement of a block of `obj` inserted now: the object's policy (pin, TTL, quota), the
+  // time, and whether the block is the whole object (L2 then stores it without a chunk trailer,
+  // so that OpenWholeFile can hand its file to the kernel).
+  Placement InsertPlacement(const ObjectRef& obj) const {
+    Placement h = options_.placement ? options_.placement(obj.key) : Placement{};
+    h.stored_ns = clock_->NowUnixNanos();
+    h.whole_object = obj.info.size > 0 && obj.info.size <= options_.block_size;
+    return h;
+  }
+
   // Offers `block` to tiers [from, upto), with the object's placement (pin) policy; the flash tier
   // only when admission lets it in.
   void CopyUp(const ObjectRef& obj, const BlockKey& key, const BlockRef& block, size_t upto,
               size_t from = 0) {
-    Placement hint = options_.placement ? options_.placement(obj.key) : Placement{};
-    hint.stored_ns = clock_->NowUnixNanos();
+    const Placement hint = InsertPlacement(obj);
     for (size_t t = from; t < upto; ++t) {
       // Admission guards the host's flash tier (tiercache/admission.h).
       if (Admitted(t) && !admission_.Admit(key, obj.key, obj.info.size, hint)) {

@@ -211,6 +211,15 @@ class TieredCache {
   // of blocks dropped (`handoffs` in StatsText).
   virtual uint64_t HandOff(const ObjectRef& obj, uint64_t offset, uint64_t length) = 0;
 
+  // The open file of a host tier that holds exactly the bytes of `obj` (FileExtent::exact: an
+  // object of 1..block_size bytes whose block L2 holds, stored without a chunk trailer), for a
+  // kernel that reads the file itself (FUSE passthrough, fuse/). Only verified bytes: a block
+  // not yet verified in this run is read whole and checked first (a failure drops it). Counts as
+  // a hit of the tier, never promotes the block into L1. NotFound when no such file is there: a
+  // larger object, a faster tier (L1) holds the block (memory is the faster source), a miss, a
+  // block stored with a trailer (before this existed), or file_slices off.
+  virtual Result<FileExtentRef> OpenWholeFile(const ObjectRef& obj) = 0;
+
   // Copying convenience over Read(): fills `out`, returns bytes read.
   virtual Result<size_t> ReadInto(const ObjectRef& obj, uint64_t offset,
                                   std::span<std::byte> out) = 0;

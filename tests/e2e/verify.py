@@ -314,6 +314,11 @@ def cmd_stats(args):
         n = num(k)
         if n is not None and not n > int(v):
             errors.append("stats: %s = %d, want > %s" % (k, n, v))
+    for spec in args.lt:
+        k, v = spec.split("=")
+        n = num(k)
+        if n is not None and not n < int(v):
+            errors.append("stats: %s = %d, want < %s" % (k, n, v))
     return report(errors, "stats")
 
 
@@ -331,6 +336,7 @@ def main():
     p.add_argument("--has", action="append", default=[])
     p.add_argument("--eq", action="append", default=[])
     p.add_argument("--gt", action="append", default=[])
+    p.add_argument("--lt", action="append", default=[])
     args = ap.parse_args()
     if args.cmd == "stats":
         return cmd_stats(args)

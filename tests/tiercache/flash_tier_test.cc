@@ -230,6 +230,42 @@ TEST_F(FlashTierTest, OpenExtentHandsOutTheVerifiedFileWithoutReadingIt) {
   EXPECT_FALSE(t->Contains(Key(2)));
 }
 
+// A block that is a whole object (Placement::whole_object) is stored without the chunk trailer:
+// its file holds exactly its bytes, and its extent says so (FileExtent::exact), so that the
+// kernel may read the file on its own (FUSE passthrough). Other blocks keep their trailer. A
+// part of such a block is read and checked whole (ReadRange: NotSupported), and its checksum is
+// still verified once per run before the file is handed out.
+TEST_F(FlashTierTest, AWholeObjectIsStoredAsExactlyItsBytes) {
+  const std::string data = Pattern(1000, 4);
+  {
+    auto t = Open();
+    TC_ASSERT_OK(t->Insert(Key(1), MakeBlock(data), Placement{.whole_object = true}));
+    TC_ASSERT_OK(t->Insert(Key(2), MakeBlock(data), {}));
+    EXPECT_EQ(std::filesystem::file_size(Abs(Key(1))), 1000u);
+    EXPECT_EQ(std::filesystem::file_size(Abs(Key(2))), 1000u + 8u);  // one chunk's checksum
+    auto rec = meta_->GetBlock(Key(1));
+    ASSERT_TRUE(rec.ok() && rec->has_value());
+    EXPECT_EQ((*rec)->flags & 4u, 0u);  // no chunk trailer
+    auto e = t->OpenExtent(Key(1));
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    EXPECT_TRUE((*e)->exact());
+    EXPECT_EQ(ExtentBytes(*e), data);
+    auto e2 = t->OpenExtent(Key(2));
+    ASSERT_TRUE(e2.ok()) << e2.status().ToString();
+    EXPECT_FALSE((*e2)->exact());
+    EXPECT_EQ(t->ReadRange(Key(1), 10, 20).status().code(), Status::Code::kNotSupported);
+    auto r = t->Read(Key(1));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(testing::AsString((*r)->data()), data);
+  }
+  // The next run checks it before handing it out: a flipped byte drops it.
+  FlipByte(Abs(Key(1)), 999);
+  auto t = Open();
+  EXPECT_TRUE(t->OpenExtent(Key(1)).status().IsNotFound());
+  EXPECT_EQ(t->Stats().corruptions, 1u);
+  EXPECT_FALSE(std::filesystem::exists(Abs(Key(1))));
+}
+
 TEST_F(FlashTierTest, EachRunVerifiesABlockOnceBeforeHandingOutItsFile) {
   const std::string data = Pattern(1000, 5);
   {

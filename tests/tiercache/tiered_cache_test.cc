@@ -3,6 +3,8 @@
 #include "tiercache/tiered_cache.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -801,6 +803,49 @@ TEST_F(TieredCacheTest, HandOffDropsTheL1CopiesOfWholeBlocksL2Holds) {
   EXPECT_EQ(ReadAll(l1_only.get(), o, 0, data.size()), data);
   EXPECT_EQ(l1_only->HandOff(o, 0, data.size()), 0u);
   EXPECT_EQ(l1_only->Residency(o)[0].second, 3u);
+}
+
+// OpenWholeFile: the L2 file of a one-block object, which L2 stored as exactly the object's bytes
+// (no chunk trailer), for the kernel to read itself. Not while L1 holds the block (memory is the
+// faster source), not for larger objects, not without file slices; never promoted into L1.
+TEST_F(TieredCacheTest, OpenWholeFileHandsOutTheL2FileOfAOneBlockObject) {
+  options_.file_slices = true;
+  options_.promote_hits = 1;  // every other L2 hit is promoted: OpenWholeFile's must not be
+  const std::string small = Pattern(kBs - 100, 6);
+  const std::string whole = Pattern(kBs, 7);
+  const std::string large = Pattern(kBs + 100, 8);
+  const ObjectRef s = Put("small", small);
+  const ObjectRef w = Put("whole", whole);
+  const ObjectRef l = Put("large", large);
+  auto c = OpenCache();
+  for (const ObjectRef* o : {&s, &w, &l})
+    ASSERT_EQ(ReadAll(c.get(), *o, 0, kBs + 100).size(), o->info.size);
+  EXPECT_TRUE(c->OpenWholeFile(s).status().IsNotFound());  // L1 holds it
+  EXPECT_EQ(c->HandOff(s, 0, small.size()), 1u);
+  EXPECT_EQ(c->HandOff(w, 0, whole.size()), 1u);
+  for (int i = 0; i < 2; ++i) {
+    auto f = c->OpenWholeFile(s);
+    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    EXPECT_TRUE((*f)->exact());
+    EXPECT_EQ((*f)->length(), small.size());
+    struct stat st {};
+    ASSERT_EQ(::fstat((*f)->fd(), &st), 0);
+    EXPECT_EQ(static_cast<uint64_t>(st.st_size), small.size());  // exactly the object's bytes
+    std::string got(small.size(), '\0');
+    ASSERT_EQ(::pread((*f)->fd(), got.data(), got.size(), 0), static_cast<ssize_t>(got.size()));
+    EXPECT_EQ(got, small);
+  }
+  EXPECT_EQ(c->Residency(s)[0].second, 0u);  // not promoted
+  auto f = c->OpenWholeFile(w);              // exactly one block is still one block
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ((*f)->length(), kBs);
+  EXPECT_TRUE(c->OpenWholeFile(l).status().IsNotFound());        // two blocks
+  EXPECT_EQ(ParseStats(c->StatsText())["origin.requests"], 4u);  // a block each, none again
+  // Without file slices the host tiers hand out no files.
+  c.reset();
+  options_.file_slices = false;
+  auto plain = OpenCache();
+  EXPECT_TRUE(plain->OpenWholeFile(s).status().IsNotFound());
 }
 
 TEST_F(TieredCacheTest, HandOffKeepsPinnedObjectsInL1) {

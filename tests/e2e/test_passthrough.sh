@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# End-to-end FUSE passthrough (fuse.passthrough, README "Semantics"): files L2 holds whole are
+# opened with their L2 file as the backing file, and the kernel reads them without the daemon.
+#   * prefetch a directory of small files into L2, drop the page cache: every file reads
+#     byte-exact (whole, past EOF, pread, mmap, two opens at once), as root and as nobody
+#     (allow_other), with passthrough opens counted and no read request for them;
+#   * an object that changes at the origin while an open of it reads the old version: ESTALE for
+#     a new open until that one closes, then the new version;
+#   * fuse.passthrough = false: the same bytes, no passthrough open.
+# Where the kernel lacks passthrough (before Linux 6.9) the bytes are checked, the counts are not.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/lib_pf.sh"
+e2e_init
+chmod 755 "$E2E_WORK"
+
+src="$E2E_WORK/src"
+mkdir -p "$src/d"
+"$PY" - "$src/d" <<'PY'
+import os, random, sys
+r = random.Random(9)
+for i in range(120):  # 1 B .. 1 MiB: every size passthrough takes, and the one-block edge
+    n = [1, 4096, 1 << 20][i] if i < 3 else r.randrange(1, 300_000)
+    open(os.path.join(sys.argv[1], f"f{i:03d}.bin"), "wb").write(r.randbytes(n))
+open(os.path.join(sys.argv[1], "big.bin"), "wb").write(r.randbytes(3_000_000))  # two blocks+
+PY
+chmod -R a+rX "$src"
+
+mnt="$E2E_WORK/mnt" cache="$E2E_WORK/cache" logf="$E2E_WORK/daemon.log"
+tierfs_mount "file://$src" "$mnt" "$cache" "$logf" --metadata-ttl 1s --allow-other
+on=0
+grep -q "passthrough on" "$logf" && on=1
+kernel=0  # the kernel has FUSE passthrough (Linux 6.9+, CONFIG_FUSE_PASSTHROUGH)
+grep -qw fuse_passthrough_read_iter /proc/kallsyms && kernel=1
+log "passthrough: in the kernel $kernel, on this mount $on"
+(( on == kernel )) || { print_log_tail "$logf"; fail "passthrough on this mount: $on, in the kernel: $kernel"; }
+timeout -k 2 20 setfattr -n user.tierfs.prefetch -v l2 "$mnt/d"
+wait_prefetch "$mnt/d" done 60
+fetched="$(stat_of "$mnt" origin.bytes)"  # the prefetch's; the reads below fetch nothing
+sync
+echo 3 >/proc/sys/vm/drop_caches
+step "every file byte-exact from L2" 120 "$PY" "$E2E_DIR/passthrough_check.py" files "$mnt/d" "$src/d"
+if (( on )); then
+  # 120 small files passthrough (each opened twice by the check: the second open finds the
+  # inode in passthrough mode), big.bin is read through the daemon.
+  check_stats "$mnt" --gt fuse.passthrough_opens=239 --eq "origin.bytes=$fetched" --lt fuse.reads=40
+fi
+echo 3 >/proc/sys/vm/drop_caches
+step "every file byte-exact as nobody" 120 runuser -u nobody -- \
+  "$PY" "$E2E_DIR/passthrough_check.py" files "$mnt/d" "$src/d"
+(( on )) && check_stats "$mnt" --gt fuse.passthrough_opens=479 --eq "origin.bytes=$fetched"
+if (( on )); then
+  step "a changed object beside an open of the old version" 60 \
+    "$PY" "$E2E_DIR/passthrough_check.py" change "$mnt/d/f010.bin" "$src/d/f010.bin" 1
+  grep -q "ESTALE until they are closed" "$logf" || fail "no log line about the refused open"
+fi
+tierfs_umount "$mnt" "$TIERFS_PID" || fail "unclean unmount"
+[[ "$(daemon_exit_code "$TIERFS_PID")" == 0 ]] || { print_log_tail "$logf"; fail "daemon exit"; }
+
+# Off: the same cache (now verified once more on first use), every byte through the daemon.
+printf '[fuse]\npassthrough = false\n' >"$E2E_WORK/off.toml"
+rm -f "$src/d/f010.bin"  # changed above (when passthrough ran); the listing drops it
+mnt2="$E2E_WORK/mnt2" logf2="$E2E_WORK/daemon2.log"
+tierfs_mount "file://$src" "$mnt2" "$cache" "$logf2" --config "$E2E_WORK/off.toml"
+grep -q "passthrough on" "$logf2" && fail "passthrough on with fuse.passthrough = false"
+echo 3 >/proc/sys/vm/drop_caches
+step "every file byte-exact, passthrough off" 120 "$PY" "$E2E_DIR/passthrough_check.py" files "$mnt2/d" "$src/d"
+check_stats "$mnt2" --eq fuse.passthrough_opens=0 --eq origin.bytes=0
+tierfs_umount "$mnt2" "$TIERFS_PID" || fail "unclean unmount"
+log "ok"
