@@ -643,6 +643,9 @@ struct OpenIo {
   int32_t backing_id = 0;
   // Another version than the one the inode's passthrough opens read: refused (ESTALE).
   bool refused = false;
+  // Cached mode for an inode whose opens since the lookup were all passthrough: the kernel holds
+  // none of its pages, so they may be stored with this open (as with a first open).
+  bool may_store = false;
 };
 
 // Chooses the io mode of an open of `ino` (answered with `r.fh`) and counts it, before the
@@ -650,9 +653,14 @@ struct OpenIo {
 // allows no other mode, and one backing file per inode): an open of another version (the object
 // changed at the origin while those are open) is refused, since the kernel would serve the old
 // version's bytes to it (mmap maps the backing file even with FOPEN_DIRECT_IO). Else cached
-// while the inode has cached opens; else passthrough when the file can have a backing file and
-// either the kernel holds none of its pages (its first open since the lookup) or the inode was
-// opened so before (its pages are in the backing file's cache, not the inode's).
+// while the inode has cached opens. Else passthrough when the file can have a backing file
+// whose pages are not all in the page cache (a read from flash: the kernel does it without us),
+// and either the kernel holds none of the file's pages (its first open since the lookup) or the
+// inode's opens since then were passthrough. A file read lately (its backing file's pages all
+// cached) is opened cached instead and, if the kernel holds none of its pages, stored with its
+// open: a passthrough read marks the inode's atime stale on this writable mount, so every later
+// stat(2) of it asks us, where a file in the inode's own page cache costs no request at all
+// when it is read again.
 OpenIo ChooseOpenIo(Context* ctx, fuse_ino_t ino, const OpenResult& r) {
   bool preferred = r.first_open;
   if (!preferred) {
@@ -661,6 +669,7 @@ OpenIo ChooseOpenIo(Context* ctx, fuse_ino_t ino, const OpenResult& r) {
     preferred = it != ctx->io.end() && it->second.opened_passthrough;
   }
   FileExtentRef file;
+  bool warm = false;
   if (preferred && !r.attr_changed) {
     auto f = ctx->fs->FileForKernel(r.fh);
     // The kernel reads the backing file to its end: it must hold exactly the file's bytes.
@@ -668,26 +677,39 @@ OpenIo ChooseOpenIo(Context* ctx, fuse_ino_t ino, const OpenResult& r) {
     if (f.ok() && ::fstat((*f)->fd(), &st) == 0 &&
         static_cast<uint64_t>(st.st_size) == (*f)->length()) {
       file = std::move(f).value();
+      warm = file->AllCached();
     }
   }
   MutexLock l(&ctx->io_mu);
   Context::KernelIo& k = ctx->io[ino];
+  OpenIo io;
   if (k.passthrough_opens > 0) {
-    if (r.version != k.version) return OpenIo{false, 0, true};
+    if (r.version != k.version) {
+      io.refused = true;
+      return io;
+    }
     ++k.passthrough_opens;
-    return OpenIo{true, k.backing_id, false};
+    io.passthrough = true;
+    io.backing_id = k.backing_id;
+    return io;
   }
-  if (k.cached_opens == 0 && file != nullptr && ctx->passthrough.load()) {
+  if (k.cached_opens == 0 && file != nullptr && !warm && ctx->passthrough.load()) {
     if (const int32_t id = BackingOpen(ctx, file->fd()); id > 0) {
       k.passthrough_opens = 1;
       k.backing_id = id;
       k.version = r.version;
       k.opened_passthrough = true;
-      return OpenIo{true, id, false};
+      io.passthrough = true;
+      io.backing_id = id;
+      return io;
     }
   }
+  // No open outstanding, and every open since the lookup was passthrough: the inode's page
+  // cache is empty, and no reader of another version can see a store.
+  io.may_store = k.opened_passthrough && k.cached_opens == 0;
+  k.opened_passthrough = false;  // from now on its pages are the inode's
   ++k.cached_opens;
-  return OpenIo{};
+  return io;
 }
 
 // The release (or failed reply) of an open counted by ChooseOpenIo.
@@ -1088,8 +1110,10 @@ void Open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
         fuse_lowlevel_notify_inval_inode(ctx->se, ino, -1, 0);
       return;
     }
+    bool may_store = false;
     if (ctx->passthrough_negotiated.load()) {
       const OpenIo io = ChooseOpenIo(ctx, ino, *r);
+      may_store = io.may_store;
       if (io.refused) {
         Logger(Module::kFuse)
             .warn(
@@ -1121,8 +1145,8 @@ void Open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
     f.fh = r->fh;
     // A first open finds no pages of the file in the kernel, so a store now needs no keep_cache
     // check; a changed size waits for the kernel to learn it (notify_store would extend i_size).
-    const bool stored = r->first_open && !r->attr_changed && ctx->store_on_open_max > 0 &&
-                        StoreInKernel(ctx, ino, r->fh);
+    const bool stored = (r->first_open || may_store) && !r->attr_changed &&
+                        ctx->store_on_open_max > 0 && StoreInKernel(ctx, ino, r->fh);
     f.keep_cache = r->keep_cache || stored ? 1 : 0;
     f.direct_io = 0;
     f.noflush = 1;  // nothing to flush on close(2) of a read-only file

@@ -86,13 +86,15 @@ struct FuseOptions {
   uint64_t store_on_open_max = 1U << 20;
   // FUSE passthrough (Linux 6.9+ with CONFIG_FUSE_PASSTHROUGH; the daemon needs CAP_SYS_ADMIN):
   // a file whose bytes L2 holds whole in one file of exactly its size (TieredCache::OpenWholeFile)
-  // is opened with that file as its backing file on its first open since the kernel looked it up
-  // (and on every later open of an inode once opened so), and the kernel then reads that file
-  // itself: no read request, no copy through the daemon, the file's own page cache. The
-  // INIT flag and the backing-file ioctls are sent by hand (libfuse 3.14 predates them). Off, or
-  // where the kernel or the daemon's privileges lack it: files are read through the daemon.
+  // and whose pages are not in the page cache is opened with that file as its backing file, on
+  // its first open since the kernel looked it up and on later ones while every open of it was so;
+  // the kernel then reads that file itself: no read request, no copy through the daemon. The
+  // INIT flag and the backing-file ioctls are sent by hand (libfuse 3.14 predates them). Off by
+  // default: it pays where a dataset is read from L2 again and again because the page cache
+  // cannot hold it, and costs where it can (a passthrough read marks the inode's atime stale on
+  // this writable mount, so each later stat(2) of the file is a getattr; README "Semantics").
   // Not with open_in_kernel (there is no open to answer).
-  bool passthrough = true;
+  bool passthrough = false;
   // Largest read request and kernel readahead (the kernel may lower both).
   uint32_t max_read = 1U << 20;
   uint32_t max_readahead = 1U << 20;

@@ -2,6 +2,7 @@
 // on-flash and L3 format: see tiercache/FORMAT.md before changing anything here.
 #include <errno.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -118,6 +119,22 @@ Status FileExtent::ReadAt(uint64_t at, std::span<std::byte> out) const {
     got += static_cast<size_t>(n);
   }
   return Status::OK();
+}
+
+bool FileExtent::AllCached() const {
+#ifndef __NR_cachestat
+#define __NR_cachestat 451  // the same number on every architecture (Linux 6.5+)
+#endif
+  struct {
+    uint64_t off, len;
+  } range{offset_, length_};
+  struct {
+    uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
+  } cs{};
+  if (length_ == 0 || ::syscall(__NR_cachestat, fd_, &range, &cs, 0) != 0) return false;
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t first = offset_ / page, last = (offset_ + length_ - 1) / page;
+  return cs.nr_cache >= last - first + 1;
 }
 
 uint64_t Block::MappedBytes() { return g_live_bytes.load(std::memory_order_relaxed); }

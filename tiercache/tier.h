@@ -97,6 +97,9 @@ class FileExtent {
   // stored without a chunk trailer). Only such a file may be handed to the kernel to read on its
   // own (FUSE passthrough), which reads the file up to its end.
   bool exact() const { return exact_; }
+  // Every page of the extent is in the page cache now (cachestat(2), Linux 6.5+; false where the
+  // kernel cannot tell): a hint that the file was read lately.
+  bool AllCached() const;
   // Copies bytes [at, at + out.size()) of the extent into `out` (pread): for callers that need
   // the bytes in memory. Corruption if the file is shorter.
   Status ReadAt(uint64_t at, std::span<std::byte> out) const;

@@ -571,6 +571,15 @@ TEST(ConfigTest, StoreOnOpenMaxIsASizeOfAtMost4MiB) {
   EXPECT_EQ(o.fuse.store_on_open_max, 0u);
 }
 
+TEST(ConfigTest, PassthroughIsOffUnlessAsked) {
+  DaemonOptions o = Base();
+  EXPECT_FALSE(o.fuse.passthrough);
+  ASSERT_TRUE(ApplyConfigText("[fuse]\npassthrough = true\n", "t.toml", &o).ok());
+  EXPECT_TRUE(o.fuse.passthrough);
+  const std::string m = Err(ApplyConfigText("[fuse]\npassthrough = \"yes\"\n", "t.toml", &o));
+  EXPECT_TRUE(Contains(m, "key 'fuse.passthrough'")) << m;
+}
+
 TEST(ConfigTest, ShippedDefaultConfigParses) {
   // packaging/tierfs.toml documents every key with its default: it must parse and change nothing.
   std::string here = __FILE__;  // .../tests/daemon/config_test.cc

@@ -4,9 +4,10 @@
 #   * prefetch a directory of small files into L2, drop the page cache: every file reads
 #     byte-exact (whole, past EOF, pread, mmap, two opens at once), as root and as nobody
 #     (allow_other), with passthrough opens counted and no read request for them;
+#   * a file read lately is opened cached and stored with its open instead;
 #   * an object that changes at the origin while an open of it reads the old version: ESTALE for
 #     a new open until that one closes, then the new version;
-#   * fuse.passthrough = false: the same bytes, no passthrough open.
+#   * fuse.passthrough = false (the default): the same bytes, no passthrough open.
 # Where the kernel lacks passthrough (before Linux 6.9) the bytes are checked, the counts are not.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -27,7 +28,9 @@ PY
 chmod -R a+rX "$src"
 
 mnt="$E2E_WORK/mnt" cache="$E2E_WORK/cache" logf="$E2E_WORK/daemon.log"
-tierfs_mount "file://$src" "$mnt" "$cache" "$logf" --metadata-ttl 1s --allow-other
+printf '[fuse]\npassthrough = true\n' >"$E2E_WORK/on.toml"
+tierfs_mount "file://$src" "$mnt" "$cache" "$logf" --metadata-ttl 1s --allow-other \
+  --config "$E2E_WORK/on.toml"
 on=0
 grep -q "passthrough on" "$logf" && on=1
 kernel=0  # the kernel has FUSE passthrough (Linux 6.9+, CONFIG_FUSE_PASSTHROUGH)
@@ -50,18 +53,29 @@ step "every file byte-exact as nobody" 120 runuser -u nobody -- \
   "$PY" "$E2E_DIR/passthrough_check.py" files "$mnt/d" "$src/d"
 (( on )) && check_stats "$mnt" --gt fuse.passthrough_opens=479 --eq "origin.bytes=$fetched"
 if (( on )); then
+  # A file read lately (its L2 file's pages cached) is opened cached and handed over whole with
+  # its open, so that reading it again costs no request.
+  stores="$(stat_of "$mnt" fuse.open_stores)" pts="$(stat_of "$mnt" fuse.passthrough_opens)"
+  cmp "$mnt/d/f005.bin" "$src/d/f005.bin" || fail "f005.bin differs when read again"
+  cmp "$mnt/d/f005.bin" "$src/d/f005.bin" || fail "f005.bin differs when read a third time"
+  check_stats "$mnt" --eq "fuse.open_stores=$((stores + 1))" --eq "fuse.passthrough_opens=$pts"
+  # Its pages out of the page cache, so that its next open is passthrough (a file read lately
+  # is opened cached: README "Semantics").
+  echo 3 >/proc/sys/vm/drop_caches
+  before="$(stat_of "$mnt" fuse.passthrough_opens)"
   step "a changed object beside an open of the old version" 60 \
     "$PY" "$E2E_DIR/passthrough_check.py" change "$mnt/d/f010.bin" "$src/d/f010.bin" 1
+  (( $(stat_of "$mnt" fuse.passthrough_opens) > before )) || fail "the old version's open was not passthrough"
   grep -q "ESTALE until they are closed" "$logf" || fail "no log line about the refused open"
 fi
 tierfs_umount "$mnt" "$TIERFS_PID" || fail "unclean unmount"
 [[ "$(daemon_exit_code "$TIERFS_PID")" == 0 ]] || { print_log_tail "$logf"; fail "daemon exit"; }
 
-# Off: the same cache (now verified once more on first use), every byte through the daemon.
-printf '[fuse]\npassthrough = false\n' >"$E2E_WORK/off.toml"
+# Off (the default): the same cache (verified once more on first use), every byte through the
+# daemon.
 rm -f "$src/d/f010.bin"  # changed above (when passthrough ran); the listing drops it
 mnt2="$E2E_WORK/mnt2" logf2="$E2E_WORK/daemon2.log"
-tierfs_mount "file://$src" "$mnt2" "$cache" "$logf2" --config "$E2E_WORK/off.toml"
+tierfs_mount "file://$src" "$mnt2" "$cache" "$logf2"
 grep -q "passthrough on" "$logf2" && fail "passthrough on with fuse.passthrough = false"
 echo 3 >/proc/sys/vm/drop_caches
 step "every file byte-exact, passthrough off" 120 "$PY" "$E2E_DIR/passthrough_check.py" files "$mnt2/d" "$src/d"
