@@ -653,14 +653,13 @@ struct OpenIo {
 // allows no other mode, and one backing file per inode): an open of another version (the object
 // changed at the origin while those are open) is refused, since the kernel would serve the old
 // version's bytes to it (mmap maps the backing file even with FOPEN_DIRECT_IO). Else cached
-// while the inode has cached opens. Else passthrough when the file can have a backing file
-// whose pages are not all in the page cache (a read from flash: the kernel does it without us),
-// and either the kernel holds none of the file's pages (its first open since the lookup) or the
-// inode's opens since then were passthrough. A file read lately (its backing file's pages all
-// cached) is opened cached instead and, if the kernel holds none of its pages, stored with its
-// open: a passthrough read marks the inode's atime stale on this writable mount, so every later
-// stat(2) of it asks us, where a file in the inode's own page cache costs no request at all
-// when it is read again.
+// while the inode has cached opens. Else passthrough when the file can have a backing file and
+// either the kernel holds none of the file's pages (its first open since the lookup) or the
+// inode's opens since then were passthrough, unless such a reopened file's backing pages are all
+// in the page cache (read lately): then it is opened cached and stored with its open (the kernel
+// holds none of its pages), because a passthrough read marks the inode's atime stale on this
+// writable mount, so every later stat(2) of it asks us, where a file in the inode's own page
+// cache costs no request at all when it is read again.
 OpenIo ChooseOpenIo(Context* ctx, fuse_ino_t ino, const OpenResult& r) {
   bool preferred = r.first_open;
   if (!preferred) {
@@ -670,14 +669,16 @@ OpenIo ChooseOpenIo(Context* ctx, fuse_ino_t ino, const OpenResult& r) {
   }
   FileExtentRef file;
   bool warm = false;
-  if (preferred && !r.attr_changed) {
+  if (preferred && !r.attr_changed && ctx->passthrough.load()) {
     auto f = ctx->fs->FileForKernel(r.fh);
     // The kernel reads the backing file to its end: it must hold exactly the file's bytes.
     struct stat st {};
     if (f.ok() && ::fstat((*f)->fd(), &st) == 0 &&
         static_cast<uint64_t>(st.st_size) == (*f)->length()) {
       file = std::move(f).value();
-      warm = file->AllCached();
+      // Not on a first open: verifying a block after a restart reads its file, which would
+      // make every first use look like a file read lately.
+      warm = !r.first_open && file->AllCached();
     }
   }
   MutexLock l(&ctx->io_mu);

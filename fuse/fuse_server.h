@@ -86,8 +86,8 @@ struct FuseOptions {
   uint64_t store_on_open_max = 1U << 20;
   // FUSE passthrough (Linux 6.9+ with CONFIG_FUSE_PASSTHROUGH; the daemon needs CAP_SYS_ADMIN):
   // a file whose bytes L2 holds whole in one file of exactly its size (TieredCache::OpenWholeFile)
-  // and whose pages are not in the page cache is opened with that file as its backing file, on
-  // its first open since the kernel looked it up and on later ones while every open of it was so;
+  // is opened with that file as its backing file, on its first open since the kernel looked it up
+  // and on later ones while every open of it was so and its pages are not all in the page cache;
   // the kernel then reads that file itself: no read request, no copy through the daemon. The
   // INIT flag and the backing-file ioctls are sent by hand (libfuse 3.14 predates them). Off by
   // default: it pays where a dataset is read from L2 again and again because the page cache

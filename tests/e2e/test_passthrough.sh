@@ -4,7 +4,8 @@
 #   * prefetch a directory of small files into L2, drop the page cache: every file reads
 #     byte-exact (whole, past EOF, pread, mmap, two opens at once), as root and as nobody
 #     (allow_other), with passthrough opens counted and no read request for them;
-#   * a file read lately is opened cached and stored with its open instead;
+#   * a file read lately is opened cached and stored with its open instead; after a restart
+#     (blocks verified again at their first use) files are handed to the kernel again;
 #   * an object that changes at the origin while an open of it reads the old version: ESTALE for
 #     a new open until that one closes, then the new version;
 #   * fuse.passthrough = false (the default): the same bytes, no passthrough open.
@@ -70,6 +71,16 @@ if (( on )); then
 fi
 tierfs_umount "$mnt" "$TIERFS_PID" || fail "unclean unmount"
 [[ "$(daemon_exit_code "$TIERFS_PID")" == 0 ]] || { print_log_tail "$logf"; fail "daemon exit"; }
+
+# A restart: every block is verified again at its first use (which reads its file), and is still
+# handed to the kernel.
+if (( on )); then
+  tierfs_mount "file://$src" "$mnt" "$cache" "$logf.2" --config "$E2E_WORK/on.toml"
+  echo 3 >/proc/sys/vm/drop_caches
+  step "every file byte-exact after a restart" 120 "$PY" "$E2E_DIR/passthrough_check.py" files "$mnt/d" "$src/d"
+  check_stats "$mnt" --gt fuse.passthrough_opens=237 --eq origin.bytes=0 --eq fuse.open_stores=0
+  tierfs_umount "$mnt" "$TIERFS_PID" || fail "unclean unmount"
+fi
 
 # Off (the default): the same cache (verified once more on first use), every byte through the
 # daemon.
