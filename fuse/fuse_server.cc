@@ -1140,6 +1140,9 @@ void Open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
           return;
         }
         ctx->fs->NotePassthroughOpen();
+        if (r->attr_changed && ctx->se != nullptr) {
+          fuse_lowlevel_notify_inval_inode(ctx->se, ino, -1, 0);  // as below
+        }
         return;
       }
     }
