@@ -670,11 +670,7 @@ OpenIo ChooseOpenIo(Context* ctx, fuse_ino_t ino, const OpenResult& r) {
   FileExtentRef file;
   bool warm = false;
   if (preferred && !r.attr_changed && ctx->passthrough.load()) {
-    auto f = ctx->fs->FileForKernel(r.fh);
-    // The kernel reads the backing file to its end: it must hold exactly the file's bytes.
-    struct stat st {};
-    if (f.ok() && ::fstat((*f)->fd(), &st) == 0 &&
-        static_cast<uint64_t>(st.st_size) == (*f)->length()) {
+    if (auto f = ctx->fs->FileForKernel(r.fh); f.ok()) {
       file = std::move(f).value();
       // Not on a first open: verifying a block after a restart reads its file, which would
       // make every first use look like a file read lately.

@@ -52,6 +52,7 @@
 #include "tiercache/tiered_cache.h"
 
 #include <pthread.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstring>
@@ -249,8 +250,13 @@ class TieredCacheImpl final : public TieredCache {
     }
     int tier = kOriginTier;
     FileExtentRef ext = TryExtent(obj, 0, 0, size, &tier, /*promote=*/nullptr);
-    if (ext == nullptr || !ext->exact())
+    // The kernel reads the file to its end: exact (no trailer), and no longer than the block on
+    // disk either.
+    struct stat st {};
+    if (ext == nullptr || !ext->exact() || ::fstat(ext->fd(), &st) != 0 ||
+        static_cast<uint64_t>(st.st_size) != size) {
       return Status::NotFound("no file holds exactly the object");
+    }
     return ext;
   }
 

@@ -213,7 +213,8 @@ class TieredCache {
 
   // The open file of a host tier that holds exactly the bytes of `obj` (FileExtent::exact: an
   // object of 1..block_size bytes whose block L2 holds, stored without a chunk trailer), for a
-  // kernel that reads the file itself (FUSE passthrough, fuse/). Only verified bytes: a block
+  // kernel that reads the file itself (FUSE passthrough, fuse/): its size on disk is checked
+  // too, since the kernel reads to the end of the file. Only verified bytes: a block
   // not yet verified in this run is read whole and checked first (a failure drops it). Counts as
   // a hit of the tier, never promotes the block into L1. NotFound when no such file is there: a
   // larger object, a faster tier (L1) holds the block (memory is the faster source), a miss, a
