@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
+#include <cerrno>
 #include <cstdint>
 #include <utility>
 
@@ -41,6 +43,23 @@ size_t SlabBytes(size_t item) {
     if (s >= item && s % item <= s / 8) return s;
   }
   return (item + BlockArena::kUnitBytes - 1) / BlockArena::kUnitBytes * BlockArena::kUnitBytes;
+}
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14
+#endif
+
+// Faults in the first `bytes` of untouched storage with one system call instead of a fault per
+// page on the first write (MADV_POPULATE_WRITE). Best effort: a kernel without it (EINVAL) is
+// not asked again, and a failure leaves the pages to fault in on first write as before.
+void Populate(std::byte* data, size_t bytes) {
+  static std::atomic<bool> unsupported{false};
+  if (bytes == 0 || unsupported.load(std::memory_order_relaxed)) return;
+  const size_t page = PageBytes();
+  if (::madvise(data, (bytes + page - 1) / page * page, MADV_POPULATE_WRITE) != 0 &&
+      errno == EINVAL) {
+    unsupported.store(true, std::memory_order_relaxed);
+  }
 }
 
 }  // namespace
@@ -84,6 +103,7 @@ void BlockArena::Unlink(Slab* s, SlabList list, ListPos pos) {
 
 BlockArena::Piece BlockArena::Take(Slab* s) {
   uint32_t index = 0;
+  bool fresh = false;
   if (!s->warm.empty()) {
     index = s->warm.back();
     s->warm.pop_back();
@@ -94,23 +114,29 @@ BlockArena::Piece BlockArena::Take(Slab* s) {
     index = s->cold.back();
     s->cold.pop_back();
     ++stats_.fresh;
+    fresh = true;
   }
   if (s->used++ == 0) --empty_slabs_;
   if (s->free_items() == 0) Unlink(s, &Class::partial, &Slab::partial_at);
   stats_.live_bytes += s->item_bytes;
-  return Piece{s->base + static_cast<size_t>(index) * s->item_bytes, s->item_bytes, s};
+  return Piece{s->base + static_cast<size_t>(index) * s->item_bytes, s->item_bytes, s, fresh};
 }
 
 BlockArena::Piece BlockArena::Allocate(size_t capacity) {
   const size_t item = ClassBytes(capacity);
   if (item == 0) return {};
   size_t slab_bytes = 0;
+  Piece piece;
   {
     MutexLock l(&mu_);
     Class& c = ClassFor(item);
     if (!c.warm.empty()) return Take(c.warm.back());
-    if (!c.partial.empty()) return Take(c.partial.back());
+    if (!c.partial.empty()) piece = Take(c.partial.back());
     slab_bytes = c.slab_bytes;
+  }
+  if (piece.data != nullptr) {
+    if (piece.fresh) Populate(piece.data, capacity);
+    return piece;
   }
   // A new slab, aligned to a unit: map one unit more and trim both ends.
   void* raw = ::mmap(nullptr, slab_bytes + kUnitBytes, PROT_READ | PROT_WRITE,
@@ -123,7 +149,6 @@ BlockArena::Piece BlockArena::Allocate(size_t capacity) {
   auto* const end = start + slab_bytes + kUnitBytes;
   if (base + slab_bytes < end)
     ::munmap(base + slab_bytes, static_cast<size_t>(end - (base + slab_bytes)));
-  (void)::madvise(base, slab_bytes, MADV_HUGEPAGE);  // EINVAL without THP support: 4 KiB pages
 
   auto slab = std::make_unique<Slab>();
   slab->base = base;
@@ -133,15 +158,19 @@ BlockArena::Piece BlockArena::Allocate(size_t capacity) {
   slab->cold.reserve(items);
   for (uint32_t i = items; i-- > 0;) slab->cold.push_back(i);  // item 0 is handed out first
 
-  MutexLock l(&mu_);
-  Slab* s = slab.get();
-  s->owner = &ClassFor(item);
-  slabs_.emplace(s, std::move(slab));
-  stats_.slab_bytes += slab_bytes;
-  ++stats_.slabs;
-  ++empty_slabs_;
-  Link(s, &Class::partial, &Slab::partial_at);
-  return Take(s);
+  {
+    MutexLock l(&mu_);
+    Slab* s = slab.get();
+    s->owner = &ClassFor(item);
+    slabs_.emplace(s, std::move(slab));
+    stats_.slab_bytes += slab_bytes;
+    ++stats_.slabs;
+    ++empty_slabs_;
+    Link(s, &Class::partial, &Slab::partial_at);
+    piece = Take(s);
+  }
+  Populate(piece.data, capacity);
+  return piece;
 }
 
 std::unique_ptr<BlockArena::Slab> BlockArena::PutBack(Slab* s, uint32_t index, bool resident) {

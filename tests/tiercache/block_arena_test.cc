@@ -3,12 +3,16 @@
 #include "tiercache/internal/block_arena.h"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -34,6 +38,55 @@ TEST(BlockArenaTest, SizeClassesAreWholePagesWithinAnEighthOfTheRequest) {
     ASSERT_EQ(k % page, 0u) << c;
     ASSERT_LE(k - c, std::max(page, c / 8)) << c;
   }
+}
+
+// Pages of [data, data + bytes) that are resident (mincore).
+size_t ResidentPages(const std::byte* data, size_t bytes) {
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> v((bytes + page - 1) / page);
+  if (::mincore(const_cast<std::byte*>(data), bytes, v.data()) != 0) return SIZE_MAX;
+  return static_cast<size_t>(
+      std::count_if(v.begin(), v.end(), [](unsigned char c) { return (c & 1) != 0; }));
+}
+
+// Storage handed out for the first time is faulted in by the arena (one MADV_POPULATE_WRITE),
+// the requested bytes only, not the rest of its class or slab; a reused piece says it is not
+// fresh, and one given back past the retained budget is fresh (and populated) again.
+TEST(BlockArenaTest, FreshStorageIsPopulatedUpToTheRequestedSize) {
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  BlockArena arena(0);  // keeps nothing resident: every release gives the pages back
+  BlockArena::Piece a = arena.Allocate(100 * kKiB + 1);  // class 104 KiB
+  ASSERT_NE(a.data, nullptr);
+  EXPECT_TRUE(a.fresh);
+  if (::madvise(a.data, page, 23 /* MADV_POPULATE_WRITE */) != 0 && errno == EINVAL) {
+    arena.Release(a);
+    GTEST_SKIP() << "kernel without MADV_POPULATE_WRITE (Linux 5.14)";
+  }
+  const size_t want = (100 * kKiB + 1 + page - 1) / page;
+  EXPECT_EQ(ResidentPages(a.data, a.bytes), want);
+  // The next item of the slab is untouched until it is handed out (unless the system gives every
+  // anonymous mapping huge pages: transparent_hugepage/enabled = always).
+  std::string thp;
+  std::getline(std::ifstream("/sys/kernel/mm/transparent_hugepage/enabled"), thp);
+  if (thp.find("[always]") == std::string::npos) {
+    EXPECT_EQ(ResidentPages(a.data + a.bytes, a.bytes), 0u);
+  }
+  arena.Release(a);
+  EXPECT_EQ(ResidentPages(a.data, a.bytes), 0u);  // given back (retain 0)
+  BlockArena::Piece b = arena.Allocate(a.bytes);
+  EXPECT_EQ(b.data, a.data);
+  EXPECT_TRUE(b.fresh);
+  EXPECT_EQ(ResidentPages(b.data, b.bytes), b.bytes / page);
+  arena.Release(b);
+
+  BlockArena keep(64 * kMiB);
+  BlockArena::Piece c = keep.Allocate(128 * kKiB);
+  std::memset(c.data, 1, c.bytes);
+  keep.Release(c);
+  BlockArena::Piece d = keep.Allocate(128 * kKiB);
+  EXPECT_EQ(d.data, c.data);
+  EXPECT_FALSE(d.fresh);
+  keep.Release(d);
 }
 
 TEST(BlockArenaTest, FreedStorageIsReusedAndPageAligned) {
