@@ -90,6 +90,7 @@ class FakeDaemon:
         self.list_step = 2           # files completed per status read
         self.list_fail = None        # error text: the job fails when it gets there
         self.refuse_list = None      # errno for every set of prefetch_list
+        self.before_list_set = None  # called at the start of every set of prefetch_list
         self.dir_jobs = {}           # path -> [tier, reads left until done]
         self.errno_get = {}          # xattr name -> errno
 
@@ -130,6 +131,8 @@ class FakeDaemon:
 
     def set(self, path, root, name, value):
         if name == "user.tierfs.prefetch_list":
+            if self.before_list_set is not None:
+                self.before_list_set()
             if self.refuse_list is not None:
                 raise OSError(self.refuse_list, os.strerror(self.refuse_list))
             if path != root:

@@ -12,11 +12,17 @@ exactly the one the wrapped sampler would have produced), hands the daemon the p
 yields the indices one by one, topping the list up as the loader advances so the daemon always
 knows the next `ahead` samples, in the order they will be read. The DataLoader draws indices
 from its sampler in the main process, also with num_workers > 0, so the workers need nothing.
+The top-ups (ahead/2 samples each) are resolved and handed over by a helper thread, so the
+training loop does not wait for them (each costs a few milliseconds: a path lookup per sample
+and a setxattr per 64 KiB of paths); the sampler waits for that thread only in the rare case
+that the loader would otherwise reach a sample the daemon has not been told yet. The thread
+lives for one epoch.
 
 When the paths are on no tierfs mount, or the daemon refuses the list (no prefetch_list support,
 EPERM for a user that is neither root nor the mounting user), the wrapper warns once and passes
 the order through unchanged: it never stops an epoch.
 """
+import threading
 import warnings
 
 from torch.utils.data import Sampler
@@ -79,6 +85,8 @@ class PrefetchSampler(Sampler):
 
     def _send(self, items):
         """Hands the daemon the paths of items (indices, or lists of them from a batch sampler)."""
+        if self._disabled is not None:
+            return
         per_root = {}
         n = 0
         for item in items:
@@ -114,14 +122,26 @@ class PrefetchSampler(Sampler):
             yield from order
             return
         n = len(order)
-        told = 0  # order[:told] has been handed to the daemon
+        told = 0  # order[:told] has been handed to the daemon, or queued for the helper
         low = max(1, self.ahead // 2)
-        for i, item in enumerate(order):
-            if told < n and told - i < low and self._disabled is None:
-                end = min(n, i + self.ahead)
-                self._send(order[told:end])
-                told = end
-            yield item
+        helper = None
+        try:
+            for i, item in enumerate(order):
+                if told < n and told - i < low and self._disabled is None:
+                    end = min(n, i + self.ahead)
+                    if told == 0:
+                        self._send(order[:end])  # the first `ahead`, before the first sample
+                    else:
+                        if helper is None:
+                            helper = _Helper(self._send, told)
+                        helper.put(told, order[told:end])
+                    told = end
+                if helper is not None:
+                    helper.wait_past(i)
+                yield item
+        finally:
+            if helper is not None:
+                helper.close()
 
     def __repr__(self):
         return "PrefetchSampler(%r, ahead=%d, tier=%r%s)" % (
@@ -129,3 +149,58 @@ class PrefetchSampler(Sampler):
 
 
 __all__ = ["PrefetchSampler"]
+
+
+class _Helper:
+    """The thread that hands a PrefetchSampler's top-ups to the daemon in order, off the training
+    loop. put(first, items) queues items order[first:first + len(items)]; wait_past(i) returns
+    once the daemon was told order[i] (or nothing more will be told: the sampler passes through,
+    or the helper stopped); close() waits for what is queued and ends the thread."""
+
+    def __init__(self, send, told):
+        self._send = send
+        self._cv = threading.Condition()
+        self._queue = []  # (first, items), in order
+        self._told = told  # order[:_told] has been handed over (or given up on)
+        self._closing = False
+        self._thread = threading.Thread(target=self._run, name="tierfs-sampler", daemon=True)
+        self._thread.start()
+
+    def put(self, first, items):
+        with self._cv:
+            self._queue.append((first, items))
+            self._cv.notify_all()
+
+    def wait_past(self, i):
+        with self._cv:
+            while self._queue and self._told <= i and self._thread.is_alive():
+                self._cv.wait(0.1)
+
+    def close(self):
+        with self._cv:
+            self._closing = True
+            self._cv.notify_all()
+        self._thread.join()
+
+    def _run(self):
+        while True:
+            with self._cv:
+                while not self._queue and not self._closing:
+                    self._cv.wait()
+                if not self._queue:
+                    return
+                first, items = self._queue[0]
+            try:
+                self._send(items)
+            except Exception as e:  # a bug must not hang the loader: stop telling, say why
+                warnings.warn("tierfs.torch.PrefetchSampler: handing over the order failed: %r"
+                              % (e,), RuntimeWarning)
+                with self._cv:
+                    self._queue.clear()
+                    self._told = float("inf")
+                    self._cv.notify_all()
+                return
+            with self._cv:
+                self._queue.pop(0)
+                self._told = first + len(items)
+                self._cv.notify_all()
