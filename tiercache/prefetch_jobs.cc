@@ -210,7 +210,13 @@ class PrefetchJobsImpl final : public PrefetchJobs {
  public:
   PrefetchJobsImpl(const PrefetchJobsOptions& o, Catalog* catalog, TieredCache* cache,
                    MetaStore* meta, Clock* clock)
-      : options_(o), catalog_(catalog), cache_(cache), meta_(meta), clock_(clock), cv_(&mu_) {}
+      : options_(o),
+        catalog_(catalog),
+        cache_(cache),
+        meta_(meta),
+        clock_(clock),
+        cv_(&mu_),
+        slot_cv_(&mu_) {}
 
   ~PrefetchJobsImpl() override {
     metrics_reg_.Reset();  // no scrape reads the jobs any more
@@ -219,6 +225,7 @@ class PrefetchJobsImpl final : public PrefetchJobs {
       stop_ = true;
     }
     cv_.SignalAll();
+    slot_cv_.SignalAll();
     runners_.clear();  // joins: a runner waits for the workers' tasks to end
     workers_.clear();
   }
@@ -523,6 +530,7 @@ class PrefetchJobsImpl final : public PrefetchJobs {
       job.cancel = true;
       if (job.st.state != PrefetchState::kQueued) {
         cv_.SignalAll();
+        slot_cv_.SignalAll();
         return Status::OK();  // running: the runner records the cancellation
       }
       job.st.state = PrefetchState::kCancelled;
@@ -908,7 +916,7 @@ class PrefetchJobsImpl final : public PrefetchJobs {
     while (!stop_ && !w.job->cancel && !w.failed &&
            (fetching_ >= AllowedLocked(w.list) ||
             (fetching_ > 0 && fetching_bytes_ + bytes > options_.memory_budget))) {
-      WaitHeldFor(&cv_, std::chrono::milliseconds(5));
+      WaitHeldFor(&slot_cv_, std::chrono::milliseconds(5));  // the cap moves with demand reads
     }
     if (stop_ || w.job->cancel || w.failed) return false;
     ++fetching_;
@@ -922,7 +930,7 @@ class PrefetchJobsImpl final : public PrefetchJobs {
       --fetching_;
       fetching_bytes_ -= bytes;
     }
-    cv_.Signal();
+    slot_cv_.Signal();
   }
 
   void WorkerLoop(int n) {
@@ -1000,7 +1008,11 @@ class PrefetchJobsImpl final : public PrefetchJobs {
   Mutex append_mu_;   // serializes AppendList (chunks are written in position order)
   Mutex persist_mu_;  // a job's snapshot and its write are one step (no stale overwrite)
   Mutex mu_;
+  // cv_: work to hand out, a batch drained, a job queued or ended, stop. slot_cv_: a fetch slot
+  // freed (AcquireSlot's waiters, one per freed slot; on cv_ the signal could wake an idle worker
+  // instead and leave the slot unused until the waiter's next poll).
   CondVar cv_;
+  CondVar slot_cv_;
   bool stop_ GUARDED_BY(mu_) = false;
   int running_ GUARDED_BY(mu_) = 0;              // runners executing a job
   size_t fetching_ GUARDED_BY(mu_) = 0;          // workers inside HydrateRun
