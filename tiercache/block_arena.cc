@@ -45,10 +45,6 @@ size_t SlabBytes(size_t item) {
   return (item + BlockArena::kUnitBytes - 1) / BlockArena::kUnitBytes * BlockArena::kUnitBytes;
 }
 
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23  // Linux 5.14
-#endif
-
 // Faults in the first `bytes` of untouched storage with one system call instead of a fault per
 // page on the first write (MADV_POPULATE_WRITE). Best effort: a kernel without it (EINVAL) is
 // not asked again, and a failure leaves the pages to fault in on first write as before.
@@ -130,15 +126,17 @@ BlockArena::Piece BlockArena::Allocate(size_t capacity) {
   {
     MutexLock l(&mu_);
     Class& c = ClassFor(item);
-    if (!c.warm.empty()) return Take(c.warm.back());
+    if (!c.warm.empty()) return Take(c.warm.back());  // resident already
     if (!c.partial.empty()) piece = Take(c.partial.back());
     slab_bytes = c.slab_bytes;
   }
-  if (piece.data != nullptr) {
-    if (piece.fresh) Populate(piece.data, capacity);
-    return piece;
-  }
-  // A new slab, aligned to a unit: map one unit more and trim both ends.
+  if (piece.data == nullptr) piece = AddSlab(item, slab_bytes);
+  if (piece.fresh) Populate(piece.data, capacity);
+  return piece;
+}
+
+BlockArena::Piece BlockArena::AddSlab(size_t item, size_t slab_bytes) {
+  // Aligned to a unit: map one unit more and trim both ends.
   void* raw = ::mmap(nullptr, slab_bytes + kUnitBytes, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (raw == MAP_FAILED) return {};
@@ -158,19 +156,15 @@ BlockArena::Piece BlockArena::Allocate(size_t capacity) {
   slab->cold.reserve(items);
   for (uint32_t i = items; i-- > 0;) slab->cold.push_back(i);  // item 0 is handed out first
 
-  {
-    MutexLock l(&mu_);
-    Slab* s = slab.get();
-    s->owner = &ClassFor(item);
-    slabs_.emplace(s, std::move(slab));
-    stats_.slab_bytes += slab_bytes;
-    ++stats_.slabs;
-    ++empty_slabs_;
-    Link(s, &Class::partial, &Slab::partial_at);
-    piece = Take(s);
-  }
-  Populate(piece.data, capacity);
-  return piece;
+  MutexLock l(&mu_);
+  Slab* s = slab.get();
+  s->owner = &ClassFor(item);
+  slabs_.emplace(s, std::move(slab));
+  stats_.slab_bytes += slab_bytes;
+  ++stats_.slabs;
+  ++empty_slabs_;
+  Link(s, &Class::partial, &Slab::partial_at);
+  return Take(s);
 }
 
 std::unique_ptr<BlockArena::Slab> BlockArena::PutBack(Slab* s, uint32_t index, bool resident) {

@@ -827,12 +827,8 @@ class PrefetchJobsImpl final : public PrefetchJobs {
         bool drained;
         {
           MutexLock l(&mu_);
-          const auto is_drained = [&]() REQUIRES(mu_) {
-            return w->in_flight == 0 &&
-                   (stop_ || job->cancel || w->failed || w->next == w->tasks.size());
-          };
-          if (!is_drained()) WaitHeldFor(&cv_, options_.persist_interval);
-          drained = is_drained();
+          if (!DrainedLocked(*w)) WaitHeldFor(&cv_, options_.persist_interval);
+          drained = DrainedLocked(*w);
           snapshot = job->st;
           if (drained) works_.erase(std::find(works_.begin(), works_.end(), w));
         }
@@ -852,6 +848,12 @@ class PrefetchJobsImpl final : public PrefetchJobs {
         return;
       }
     }
+  }
+
+  // A batch is drained when no task of it is in flight and none will be handed out: all were,
+  // or the job stops (failed, cancelled, the daemon stopping).
+  bool DrainedLocked(const Work& w) REQUIRES(mu_) {
+    return w.in_flight == 0 && (w.next == w.tasks.size() || w.failed || w.job->cancel || stop_);
   }
 
   // Counts files whose tasks all finished; moves the cursor over the completed prefix.
@@ -991,8 +993,7 @@ class PrefetchJobsImpl final : public PrefetchJobs {
         // persists progress on its own timer): waking every waiter after every task woke all
         // the idle workers once per file, which in a loader's warm epoch (PrefetchSampler's
         // files all held already, each task a few microseconds) cost more CPU than the tasks.
-        wake = w->in_flight == 0 &&
-               (w->next >= w->tasks.size() || w->failed || w->job->cancel || stop_);
+        wake = DrainedLocked(*w);
       }
       if (wake) cv_.SignalAll();
     }

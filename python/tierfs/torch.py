@@ -148,9 +148,6 @@ class PrefetchSampler(Sampler):
             self.sampler, self.ahead, self.tier, "" if self.active else ", passing through")
 
 
-__all__ = ["PrefetchSampler"]
-
-
 class _Helper:
     """The thread that hands a PrefetchSampler's top-ups to the daemon in order, off the training
     loop. put(first, items) queues items order[first:first + len(items)]; wait_past(i) returns
@@ -204,3 +201,6 @@ class _Helper:
                 self._queue.pop(0)
                 self._told = first + len(items)
                 self._cv.notify_all()
+
+
+__all__ = ["PrefetchSampler"]

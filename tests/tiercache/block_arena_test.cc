@@ -58,7 +58,7 @@ TEST(BlockArenaTest, FreshStorageIsPopulatedUpToTheRequestedSize) {
   BlockArena::Piece a = arena.Allocate(100 * kKiB + 1);  // class 104 KiB
   ASSERT_NE(a.data, nullptr);
   EXPECT_TRUE(a.fresh);
-  if (::madvise(a.data, page, 23 /* MADV_POPULATE_WRITE */) != 0 && errno == EINVAL) {
+  if (::madvise(a.data, page, MADV_POPULATE_WRITE) != 0 && errno == EINVAL) {
     arena.Release(a);
     GTEST_SKIP() << "kernel without MADV_POPULATE_WRITE (Linux 5.14)";
   }

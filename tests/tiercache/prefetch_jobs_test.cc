@@ -318,6 +318,24 @@ TEST_F(PrefetchJobsTest, SmallBatchesWalkTheWholeTree) {
   EXPECT_EQ(st.cursor, "big/sub/deep");
 }
 
+// A batch ends when its last task does, not on the progress timer: with an hour between
+// progress writes, a job of many small batches (run twice: the second finds every file held, so
+// its batches drain while the runner is still writing its progress) ends at once.
+TEST_F(PrefetchJobsTest, BatchesEndWhenTheyDrainNotOnTheProgressTimer) {
+  for (int i = 0; i < 100; ++i) origin_.PutObject("many/f" + std::to_string(1000 + i), "xy");
+  PrefetchJobsOptions o;
+  o.threads = 3;
+  o.batch_files = 4;  // 25 batches
+  o.persist_interval = 1h;
+  OpenJobsWith(o);
+  for (int run = 0; run < 2; ++run) {
+    TC_ASSERT_OK(jobs_->Start("many", "l2"));
+    PrefetchJobStatus st = WaitDone("many");  // within 20 s
+    EXPECT_EQ(st.state, PrefetchState::kDone) << "run " << run << ": " << st.error;
+    EXPECT_EQ(st.files_done, 100u) << "run " << run;
+  }
+}
+
 TEST_F(PrefetchJobsTest, FinishedJobsExpire) {
   TC_ASSERT_OK(jobs_->Start("other.bin", "l2"));
   EXPECT_EQ(WaitDone("other.bin").state, PrefetchState::kDone);

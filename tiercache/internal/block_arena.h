@@ -99,6 +99,9 @@ class BlockArena {
   void Link(Slab* s, SlabList list, ListPos pos) REQUIRES(mu_);
   void Unlink(Slab* s, SlabList list, ListPos pos) REQUIRES(mu_);
   Piece Take(Slab* s) REQUIRES(mu_);
+  // Maps a new slab of `slab_bytes` for items of `item` bytes and takes its first item (data
+  // null when mmap failed).
+  Piece AddSlab(size_t item, size_t slab_bytes) EXCLUDES(mu_);
   // Puts item `index` back on its slab; returns the slab, unlinked, when it is now empty and
   // should be unmapped, else null.
   std::unique_ptr<Slab> PutBack(Slab* s, uint32_t index, bool resident) REQUIRES(mu_);
