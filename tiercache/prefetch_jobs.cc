@@ -4,7 +4,9 @@
 // its tree with a Walker (or take the list job's queued files; no lock held across Catalog
 // calls), a batch of files at a time: a runner splits the batch into tasks of up to
 // blocks_per_task consecutive blocks (a shorter tail than half that joins the task before it)
-// and publishes them as a Work of its job; `threads` workers
+// and publishes them as a Work of its job (a run the target holds already is finished on the
+// runner: TieredCache::TierHolds, then HydrateRun for its pin; no worker is woken for it);
+// `threads` workers
 // ("tierfs-pfjob-N") take tasks from the running jobs' Works round-robin (one task from each in
 // turn: jobs share the workers fairly) and call TieredCache::HydrateRun per task (one ranged GET
 // for the blocks the target lacks), each under one fetch slot: the slots allowed now are
@@ -793,16 +795,27 @@ class PrefetchJobsImpl final : public PrefetchJobs {
       }
 
       w->remaining.assign(w->files.size(), 0);
+      uint64_t held_bytes = 0;
       for (size_t f = 0; f < w->files.size(); ++f) {
         const uint64_t nblocks = (w->files[f].entry.size + bs - 1) / bs;
         const uint64_t per = options_.blocks_per_task;
+        const ObjectRef obj = ObjectOf(w->files[f]);
         for (uint64_t b = 0; b < nblocks;) {
           // A tail shorter than half a task goes with the task before it: a file of 5 blocks
           // is one GET, not a GET of 4 blocks and another round trip for the last one.
           uint64_t n = std::min(per, nblocks - b);
           if (nblocks - b - n < (per + 1) / 2) n = nblocks - b;
-          w->tasks.push_back(Task{f, b, n});
-          ++w->remaining[f];
+          // A run the target holds already is finished here: handed to a worker, it cost a
+          // wake-up and a fetch slot for a check of a few microseconds (a loader's warm epoch
+          // under PrefetchSampler sends only such files).
+          uint64_t done = 0;
+          if (cache_->TierHolds(obj, b, n, *target) &&
+              cache_->HydrateRun(obj, b, n, *target, &done).ok()) {
+            held_bytes += done;
+          } else {
+            w->tasks.push_back(Task{f, b, n});
+            ++w->remaining[f];
+          }
           b += n;
         }
       }
@@ -813,11 +826,13 @@ class PrefetchJobsImpl final : public PrefetchJobs {
           job->st.files_total += w->files.size();
           job->st.bytes_total += batch_bytes;
         }
+        job->st.bytes_done += held_bytes;
         AdvanceLocked(*w);
         snapshot = job->st;
-        works_.push_back(w);
+        if (!w->tasks.empty()) works_.push_back(w);
       }
       PersistJob(job);
+      if (w->tasks.empty()) continue;  // all held: nothing for the workers, on to the next batch
       cv_.SignalAll();
 
       // Wait for the batch to drain, persisting progress on the way. Checked before waiting: a
@@ -848,6 +863,15 @@ class PrefetchJobsImpl final : public PrefetchJobs {
         return;
       }
     }
+  }
+
+  static ObjectRef ObjectOf(const FileItem& file) {
+    ObjectRef obj;
+    obj.key = file.path;
+    obj.info.size = file.entry.size;
+    obj.info.etag = file.entry.etag;
+    obj.info.mtime_ns = file.entry.mtime_ns;
+    return obj;
   }
 
   // A batch is drained when no task of it is in flight and none will be handed out: all were,
@@ -949,11 +973,7 @@ class PrefetchJobsImpl final : public PrefetchJobs {
         ++w->in_flight;
       }
       const FileItem& file = w->files[task.file];
-      ObjectRef obj;
-      obj.key = file.path;
-      obj.info.size = file.entry.size;
-      obj.info.etag = file.entry.etag;
-      obj.info.mtime_ns = file.entry.mtime_ns;
+      const ObjectRef obj = ObjectOf(file);
       const uint64_t bs = cache_->block_size();
       Status err = Status::OK();
       bool complete = true;

@@ -501,6 +501,15 @@ class TieredCacheImpl final : public TieredCache {
     return last;
   }
 
+  bool TierHolds(const ObjectRef& obj, uint64_t first, uint64_t count, size_t target) override {
+    if (target >= tiers_.size() || count == 0 || first + count > NumBlocks(obj)) return false;
+    if (InsertPlacement(obj).ttl != std::chrono::nanoseconds::max()) return false;
+    for (uint64_t i = first; i < first + count; ++i) {
+      if (!tiers_[target]->Contains(KeyFor(obj, i))) return false;
+    }
+    return true;
+  }
+
   Status HydrateRun(const ObjectRef& obj, uint64_t first, uint64_t count, size_t target,
                     uint64_t* bytes_done) override {
     if (target >= tiers_.size()) return Status::InvalidArgument("hydrate: no such tier");

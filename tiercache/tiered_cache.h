@@ -248,6 +248,12 @@ class TieredCache {
   // target declined the block.
   virtual Status Hydrate(const ObjectRef& obj, uint64_t index, size_t target,
                          const Placement& hint) = 0;
+  // True when tier `target` holds every block of [first, first + count) of `obj` now, so a
+  // HydrateRun of them fetches and copies nothing (a hint: a block may be evicted meanwhile).
+  // False for an object with a TTL placement (whether a block expired is HydrateRun's to find)
+  // and for a bad range or tier. Deep prefetch finishes such runs on its runner thread instead
+  // of handing each to a worker.
+  virtual bool TierHolds(const ObjectRef& obj, uint64_t first, uint64_t count, size_t target) = 0;
   // Hydrate of blocks [first, first + count): the blocks the target and the tiers below it lack
   // are fetched from the origin as runs of adjacent blocks, one ranged GET per run (a large file
   // at the origin's ranged-GET speed); with a remote tier below the target (L3 under L2) they are

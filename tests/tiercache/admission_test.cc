@@ -274,6 +274,35 @@ TEST_F(AdmissionCacheTest, HydrationCopiesWhatL1HoldsIntoL2WithoutTheOrigin) {
   for (uint64_t i = 0; i < 2; ++i) ReadBlock(c.get(), p, i);  // right bytes from every tier
 }
 
+// TierHolds (deep prefetch finishes such runs on its runner): every block in the target tier
+// itself, and never for an object under a TTL (expiry is HydrateRun's to find).
+TEST_F(AdmissionCacheTest, TierHoldsOnlyWhatTheTargetHoldsWhole) {
+  std::chrono::nanoseconds ttl = std::chrono::nanoseconds::max();
+  options_.placement = [&ttl](std::string_view) {
+    Placement pl;
+    pl.admit = AdmitPolicy::kNever;  // reads fill L1 only
+    pl.ttl = ttl;
+    return pl;
+  };
+  auto c = OpenCache();
+  ObjectRef o = Put("f", 4 * kBs);
+  ReadBlock(c.get(), o, 3);
+  EXPECT_TRUE(c->TierHolds(o, 3, 1, 0));
+  EXPECT_FALSE(c->TierHolds(o, 3, 1, 1));  // L1 holds it, L2 does not
+  EXPECT_FALSE(c->TierHolds(o, 2, 2, 0));  // block 2 nowhere
+  uint64_t done = 0;
+  ASSERT_TRUE(c->HydrateRun(o, 1, 2, 1, &done).ok());
+  EXPECT_TRUE(c->TierHolds(o, 1, 2, 1));
+  EXPECT_FALSE(c->TierHolds(o, 0, 3, 1));
+  ASSERT_TRUE(c->HydrateRun(o, 0, 4, 1, &done).ok());
+  EXPECT_TRUE(c->TierHolds(o, 0, 4, 1));
+  EXPECT_FALSE(c->TierHolds(o, 0, 5, 1));  // past the end
+  EXPECT_FALSE(c->TierHolds(o, 0, 0, 1));
+  EXPECT_FALSE(c->TierHolds(o, 0, 4, 2));  // no such tier
+  ttl = std::chrono::hours(1);
+  EXPECT_FALSE(c->TierHolds(o, 0, 4, 1));
+}
+
 // A reader of a block that a deep prefetch is fetching waits for that fetch: the origin serves
 // the block once (a loader reading what its PrefetchSampler hydrates a moment earlier).
 TEST_F(AdmissionCacheTest, AReaderJoinsTheHydrationsFetchInsteadOfSendingItsOwn) {

@@ -618,6 +618,36 @@ TEST_F(PrefetchEngineTest, RunningJobsShareTheWorkers) {
   }
 }
 
+// Files the target holds already finish on the job's runner, not through a worker: a loader's
+// warm epoch under PrefetchSampler sends only such files, and a wake-up per file cost more than
+// the check. Here they finish while every worker is stuck in another job's GET.
+TEST_F(PrefetchEngineTest, HeldFilesFinishWithoutAWorker) {
+  PrefetchJobsOptions o = Options();
+  o.threads = 2;
+  o.max_running_jobs = 2;
+  OpenJobsWith(o);
+  TC_ASSERT_OK(jobs_->Start("more", "l2"));
+  ASSERT_EQ(WaitDone("more").state, PrefetchState::kDone);
+  origin_.HoldReads();
+  TC_ASSERT_OK(jobs_->Start("many", "l2"));
+  EXPECT_EQ(SettledBlocked(2), 2);  // both workers wait at the origin
+  std::vector<std::string> files;
+  for (int i = 39; i >= 0; --i) files.push_back(fmt::format("more/g{:02}", i));
+  TC_ASSERT_OK(jobs_->AppendList("l2", files));
+  PrefetchJobStatus st;
+  for (int i = 0; i < 1000; ++i) {
+    st = *jobs_->Get(kPrefetchListJob);
+    if (st.state == PrefetchState::kDone) break;
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(st.state, PrefetchState::kDone);
+  EXPECT_EQ(st.files_done, 40u);
+  EXPECT_EQ(st.bytes_done, 4000u);
+  EXPECT_EQ(jobs_->Get("many")->state, PrefetchState::kRunning);
+  origin_.ReleaseReads();
+  EXPECT_EQ(WaitDone("many").state, PrefetchState::kDone);
+}
+
 TEST(PrefetchListValue, Parse) {
   auto r = ParsePrefetchList("tier=l3\n/a/b.bin\r\n\nc d.bin\n");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
