@@ -288,6 +288,18 @@ class PrefetchSamplerTest(FakeFSTest):
         probes = [c for c in self.fs.calls if c[0] == "ismount"]
         self.assertLess(len(probes), 40)
 
+    def test_paths_relative_to_the_root_through_symlinks_and_at_the_root(self):
+        # the per-directory memo (one relpath per directory) gives what relpath gave per path
+        self.fs.add_file("/mnt/data/top.bin")
+        self.fs.symlinks["/home/u/ds"] = "/mnt/data/ds/3"
+        self.fs.mkdir("/home/u/ds")
+        paths = ["/mnt/data/top.bin", "/home/u/ds/00003.bin", "/mnt/data/ds/3/../4/00004.bin",
+                 "/mnt/data/top.bin", "/home/u/ds/00010.bin"]
+        list(tt.PrefetchSampler(SequentialSampler(range(len(paths))), paths, ahead=10))
+        self.assertEqual([r for _, r in self.d.list],
+                         ["top.bin", "ds/3/00003.bin", "ds/4/00004.bin", "top.bin",
+                          "ds/3/00010.bin"])
+
     def test_dataloader_with_workers_reads_in_the_told_order(self):
         class Idx(Dataset):
             def __len__(self):

@@ -110,19 +110,29 @@ class _Resolver:
             root = self.root_of_dir(real)
             return (root, ".") if root is not None else None
         head, name = os.path.split(p)
-        real_head = self._real_dir(head)
-        root = self.root_of_dir(real_head)
-        if root is None:
+        d = self._dir(head)
+        if d is None:
             return None
-        return root, os.path.relpath(os.path.join(real_head, name), root)
+        root, rel = d
+        if not name:  # p is "/"
+            return root, os.path.relpath(head, root)
+        return root, name if rel == "." else rel + os.sep + name
 
-    def _real_dir(self, head):
-        key = ("real", head)
-        r = self._dirs.get(key)
-        if r is None:
-            r = _os.SYS.realpath(head)
-            self._dirs[key] = r
-        return r
+    def _dir(self, head):
+        """(root, directory relative to it) of the directory head (as named: symlinks followed),
+        or None when it is on no tierfs mount; remembered, so that a sampler's path costs two
+        string operations, not a relpath (which took about 9 us a path, a tenth of a second of
+        the training loop's time per 10,000 samples)."""
+        key = ("dir", head)
+        try:
+            return self._dirs[key]
+        except KeyError:
+            pass
+        real_head = _os.SYS.realpath(head)
+        root = self.root_of_dir(real_head)
+        d = None if root is None else (root, os.path.relpath(real_head, root))
+        self._dirs[key] = d
+        return d
 
 
 def mount_root(path):
