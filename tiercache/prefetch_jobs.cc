@@ -865,6 +865,7 @@ class PrefetchJobsImpl final : public PrefetchJobs {
     }
   }
 
+  // The object version a walked or listed file names (its catalog entry's size, ETag, mtime).
   static ObjectRef ObjectOf(const FileItem& file) {
     ObjectRef obj;
     obj.key = file.path;
