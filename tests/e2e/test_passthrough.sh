@@ -55,11 +55,19 @@ step "every file byte-exact as nobody" 120 runuser -u nobody -- \
 (( on )) && check_stats "$mnt" --gt fuse.passthrough_opens=479 --eq "origin.bytes=$fetched"
 if (( on )); then
   # A file read lately (its L2 file's pages cached) is opened cached and handed over whole with
-  # its open, so that reading it again costs no request.
+  # its open, so that reading it again costs no request. Its next open may still go passthrough
+  # once and hand it over at the one after (seen once in CI: an open the daemon counts as the
+  # first since a lookup, or one after the kernel dropped some of the L2 file's pages, is not
+  # taken for "read lately").
   stores="$(stat_of "$mnt" fuse.open_stores)" pts="$(stat_of "$mnt" fuse.passthrough_opens)"
-  cmp "$mnt/d/f005.bin" "$src/d/f005.bin" || fail "f005.bin differs when read again"
-  cmp "$mnt/d/f005.bin" "$src/d/f005.bin" || fail "f005.bin differs when read a third time"
-  check_stats "$mnt" --eq "fuse.open_stores=$((stores + 1))" --eq "fuse.passthrough_opens=$pts"
+  for n in 2 3 4; do
+    cmp "$mnt/d/f005.bin" "$src/d/f005.bin" || fail "f005.bin differs when read again ($n)"
+  done
+  check_stats "$mnt" --eq "fuse.open_stores=$((stores + 1))" \
+    --lt "fuse.passthrough_opens=$((pts + 2))"
+  stores="$(stat_of "$mnt" fuse.open_stores)" pts="$(stat_of "$mnt" fuse.passthrough_opens)"
+  cmp "$mnt/d/f005.bin" "$src/d/f005.bin" || fail "f005.bin differs when read a fifth time"
+  check_stats "$mnt" --eq "fuse.open_stores=$stores" --eq "fuse.passthrough_opens=$pts"
   # Its pages out of the page cache, so that its next open is passthrough (a file read lately
   # is opened cached: README "Semantics").
   echo 3 >/proc/sys/vm/drop_caches
