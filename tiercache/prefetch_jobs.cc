@@ -807,7 +807,8 @@ class PrefetchJobsImpl final : public PrefetchJobs {
           if (nblocks - b - n < (per + 1) / 2) n = nblocks - b;
           // A run the target holds already is finished here: handed to a worker, it cost a
           // wake-up and a fetch slot for a check of a few microseconds (a loader's warm epoch
-          // under PrefetchSampler sends only such files).
+          // under PrefetchSampler sends only such files). Should a block go in between, this
+          // HydrateRun fetches it, on the runner: rare, and still right.
           uint64_t done = 0;
           if (cache_->TierHolds(obj, b, n, *target) &&
               cache_->HydrateRun(obj, b, n, *target, &done).ok()) {
