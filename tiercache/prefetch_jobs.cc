@@ -837,8 +837,8 @@ class PrefetchJobsImpl final : public PrefetchJobs {
       cv_.SignalAll();
 
       // Wait for the batch to drain, persisting progress on the way. Checked before waiting: a
-      // batch of files the target holds already can drain while the runner persists, and the
-      // wake-up that said so came before the wait (it slept a whole persist_interval per batch).
+      // batch of small tasks can drain while the runner persists, and the wake-up that said so
+      // came before the wait (it slept a whole persist_interval per batch).
       while (true) {
         bool drained;
         {
