@@ -178,12 +178,15 @@ std::unique_ptr<BlockArena::Slab> BlockArena::PutBack(Slab* s, uint32_t index, b
   } else {
     s->cold.push_back(index);
   }
-  if (s->used != 0 || ++empty_slabs_ <= kKeepEmptySlabs) return nullptr;
-  // Too many empty slabs: this one goes.
+  if (s->used != 0) return nullptr;
+  // An empty slab with resident items stays: they are counted in free_resident_bytes, within
+  // retain_bytes, and are what the next allocations of the class take. (With a few items per
+  // slab, as 1 MiB blocks have, slabs go empty all the time; unmapping those threw away the very
+  // memory the budget keeps for reuse, and the next allocations faulted it in again.)
+  if (++empty_slabs_ <= kKeepEmptySlabs || !s->warm.empty()) return nullptr;
+  // Too many empty slabs, and this one's pages are given back already: it goes.
   Unlink(s, &Class::partial, &Slab::partial_at);
-  if (!s->warm.empty()) Unlink(s, &Class::warm, &Slab::warm_at);
   --empty_slabs_;
-  stats_.free_resident_bytes -= static_cast<uint64_t>(s->warm.size()) * s->item_bytes;
   stats_.slab_bytes -= s->bytes;
   --stats_.slabs;
   auto node = slabs_.extract(s);

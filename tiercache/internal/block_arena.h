@@ -30,8 +30,9 @@
 //     a resident free item before any other (in a slab, the most recently freed), so items freed
 //     as fast as new ones are taken are reused while still resident: taking the untouched items
 //     of a new slab first would let the freed ones pile up past retain_bytes to be given back,
-//     and reusing those faults them in again. A slab whose items are all free is unmapped once
-//     more than kKeepEmptySlabs of them are empty.
+//     and reusing those faults them in again. A slab whose items are all free and given back
+//     is unmapped once more than kKeepEmptySlabs slabs are empty; an empty slab with resident
+//     free items stays mapped (its resident items are within retain_bytes).
 //
 // Thread-safe: one mutex; the system calls (mmap, madvise, munmap) run outside it.
 #pragma once
