@@ -2,6 +2,7 @@
 """Turns one benchmark run directory (bench/out/<stamp>/) into results.json, results.md, results.png.
 
   report.py RUN_DIR
+  report.py --rounds RUN_DIR   only the interleaved cold sequential rounds, as markdown on stdout
 
 Reads RUN_DIR/meta.json and RUN_DIR/raw/<tool>/*.json (fio JSON output, or the small status/result
 records run.sh and loader.py write). Every figure in the table comes with its ratio to the best
@@ -574,6 +575,83 @@ def stall_markdown(meta, run):
     return "\n".join(lines)
 
 
+ROUND_TOOLS = ["raw", "tierfs", "s3fs", "rclone"]
+
+
+def round_rows(run):
+    """{tool: [MB/s or None per round]} of the interleaved cold sequential rounds (run.sh
+    run_seq_rounds: raw/<tool>/seq1-round-N.json, raw/raw/seqpar-round-N.json), and their CPU
+    seconds per GiB ({tool: [(origin, rest) or None per round]})."""
+    rates, cpu = {}, {}
+    n = 0
+    while any(os.path.exists(os.path.join(run, "raw", t, "%s-round-%d.json" % (
+            "seqpar" if t == "raw" else "seq1", n + 1))) for t in ROUND_TOOLS):
+        n += 1
+    for t in ROUND_TOOLS:
+        rs, cs = [], []
+        for i in range(1, n + 1):
+            j = load(os.path.join(run, "raw", t, "%s-round-%d.json" % ("seqpar" if t == "raw" else "seq1", i)))
+            v, c = None, None
+            if j and t == "raw" and j.get("status") == "ok":
+                v = j["bytes"] / j["seconds"] / 1e6
+            elif j and "jobs" in j:
+                r = j["jobs"][0]["read"]
+                v = r["bw_bytes"] / 1e6 if r.get("io_bytes") else None
+            cj = (j or {}).get("cpu")
+            nbytes = (j or {}).get("bytes") or ((j or {}).get("jobs") or [{}])[0].get("read", {}).get("io_bytes")
+            if v and cj and nbytes and cj.get("machine_cpu_s") is not None:
+                origin = cj.get("origin_cpu_s", 0) + cj.get("proxy_cpu_s", 0)
+                gib = nbytes / float(1 << 30)
+                c = (origin / gib, max(0.0, cj["machine_cpu_s"] - origin) / gib)
+            rs.append(v)
+            cs.append(c)
+        if any(rs):
+            rates[t], cpu[t] = rs, cs
+    return n, rates, cpu
+
+
+def rounds_markdown(run):
+    n, rates, cpu = round_rows(run)
+    if not n or "tierfs" not in rates:
+        return ""
+
+    def med(xs):
+        xs = sorted(x for x in xs if x)
+        if not xs:
+            return None
+        m = len(xs) // 2
+        return xs[m] if len(xs) % 2 else (xs[m - 1] + xs[m]) / 2
+    tools = [t for t in ROUND_TOOLS if t in rates]
+    label = {"raw": "origin: 8 ranged GETs"}
+    lines = [
+        "## Cold sequential, interleaved rounds",
+        "",
+        "Cold 1 GiB sequential reads (fio, 1 MiB), each on a fresh mount with empty caches, and the "
+        "origin's 8 parallel ranged GETs of the same object, back to back in %d rounds whose order "
+        "rotates: the tools are compared within a round, where they see the same origin (its rate "
+        "drifts by a quarter from minute to minute here). MB/s; CPU s per GiB, origin side / rest "
+        "of the machine, in brackets." % n,
+        "",
+        "| round | " + " | ".join(label.get(t, t) for t in tools) + " |",
+        "|---|" + "---|" * len(tools),
+    ]
+    for i in range(n):
+        cells = []
+        for t in tools:
+            v, c = rates[t][i], cpu[t][i]
+            cells.append("–" if not v else fmt_num(v) + (" <sub>(%s / %s)</sub>" % (fmt_num(c[0]), fmt_num(c[1])) if c else ""))
+        lines.append("| %d | %s |" % (i + 1, " | ".join(cells)))
+    lines.append("| median | %s |" % " | ".join(fmt_num(med(rates[t])) for t in tools))
+    lines.append("")
+    for ref in [t for t in tools if t != "tierfs"]:
+        rs = [a / b for a, b in zip(rates["tierfs"], rates[ref]) if a and b]
+        if rs:
+            lines.append("- **tierfs** / %s, per round: %s; median %s" % (
+                label.get(ref, ref), ", ".join(fmt_ratio(x) for x in rs), fmt_ratio(med(rs))))
+    lines.append("")
+    return "\n".join(lines)
+
+
 def latencies(path, secs, rc):
     """run.sh helper: curl's per-request times (one per line) -> JSON summary on stdout."""
     lat = sorted(float(x) for x in open(path) if x.strip())
@@ -591,6 +669,9 @@ def main():
     if len(sys.argv) == 5 and sys.argv[1] == "--latencies":
         latencies(*sys.argv[2:])
         return
+    if len(sys.argv) == 3 and sys.argv[1] == "--rounds":
+        print(rounds_markdown(sys.argv[2]))
+        return
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     run = sys.argv[1]
@@ -599,13 +680,18 @@ def main():
            "metrics": [{"key": k, "label": l.replace("↳ ", "").strip(), "unit": u, "higher_is_better": h,
                         "results": res.get(k, {})} for k, l, u, h, _ in METRICS if k in res]}
     out["stall"] = [{"row": label, "loader": j, "before": b} for label, j, b in stall_rows(run)]
+    n, rates, cpu = round_rows(run)
+    if n:
+        out["seq_rounds"] = {"rounds": n, "mb_s": rates, "cpu_s_per_gib_origin_rest": cpu}
     with open(os.path.join(run, "results.json"), "w") as f:
         json.dump(out, f, indent=1)
     stall = stall_markdown(meta, run)
     if meta.get("stall_only"):
         md = "# tierfs benchmark, GPU-stall view — %s\n\n%s" % (meta.get("date", "?"), stall)
     else:
-        md = markdown(meta, tools, res, notes) + ("\n" + stall if stall else "")
+        rounds = rounds_markdown(run)
+        md = (markdown(meta, tools, res, notes) + ("\n" + stall if stall else "") +
+              ("\n" + rounds if rounds else ""))
         chart(meta, tools, res, os.path.join(run, "results.png"))
     with open(os.path.join(run, "results.md"), "w") as f:
         f.write(md)

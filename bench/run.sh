@@ -44,6 +44,11 @@
 #                file, cold, in the same mount; group B's seq2-cold on empty caches) for each of
 #                --tools (tierfs, s3fs, rclone; raw: the origin's own one-GET, two-GET and 8-way
 #                ranged throughput), with the CPU each cost; a "seq:" line per tool in run.log
+#   --only seqrounds  only the interleaved cold sequential rounds (SEQ_ROUNDS, default 3; also at
+#                the end of a full run): per round, back to back in a rotating order, the 8 ranged
+#                GETs and a cold 1 GiB read on a fresh mount for tierfs, s3fs and rclone; the
+#                report compares the tools within each round (results.md "Cold sequential,
+#                interleaved rounds"; --only prints it to run.log), ~2 min
 #   --only loader  run only the cold DataLoader (group E: 2 epochs over small/ from empty caches)
 #                for each of --tools, and for raw the origin's rate for whole small objects with 4,
 #                64 and 128 GETs in flight (its small-object ceiling), and with 128 while a process
@@ -576,6 +581,56 @@ prefetch() { # TOOL -> writes prefetch.json
 
 # ---------------------------------------------------------------------------------------------
 # the raw origin: curl straight at the (delayed) endpoint, no file system
+# The origin's parallel ranged throughput: BIG0 in 16 ranges, 8 GETs at a time, page cache dropped
+# (raw/raw/NAME.json, with the CPU it cost).
+raw_seqpar() { # NAME
+  local d="$OUT/raw/raw" cfg="$WORK/curl-ranges.cfg" part=$((BIG_SIZE / 16)) i t0 t1 rc
+  mkdir -p "$d"
+  : >"$cfg"
+  for i in $(seq 0 15); do
+    ((i)) && echo next >>"$cfg"
+    printf 'url = "%s"\nrange = "%d-%d"\noutput = "/dev/null"\n' "$ENDPOINT/$BUCKET/$BIG0" \
+      $((i * part)) $((i * part + part - 1)) >>"$cfg"
+  done
+  drop_caches
+  cpu_snap 0
+  t0="$(now)"
+  timeout "$CAP" curl -sSf --no-progress-meter --parallel --parallel-max 8 -K "$cfg" 2>>"$LOG"; rc=$?
+  t1="$(now)"
+  cpu_snap 1
+  printf '{"status": "%s", "seconds": %s, "bytes": %s, "streams": 8}\n' \
+    "$([[ $rc == 0 ]] && echo ok || echo error)" "$(elapsed "$t0" "$t1")" "$BIG_SIZE" >"$d/$1.json"
+  cpu_attach "$d/$1.json"
+}
+
+# Cold sequential reads in interleaved rounds (SEQ_ROUNDS, default 3; --only seqrounds, and at the
+# end of a full run): the origin's rate drifts by a quarter from minute to minute here, so one cold
+# read per tool minutes apart compares the minutes as much as the tools. Each round runs, back to
+# back and in an order that rotates from round to round, the 8 ranged GETs (raw) and a cold 1 GiB
+# read of BIG0 on a fresh mount with empty caches for each of tierfs, s3fs and rclone
+# (raw/<tool>/seq1-round-N.json, raw/raw/seqpar-round-N.json); the report gives every round and
+# the medians of the per-round ratios.
+run_seq_rounds() {
+  local rounds="${SEQ_ROUNDS:-3}" i k t order=()
+  for t in raw tierfs s3fs rclone; do
+    has_tool "$t" && { [[ $t == raw ]] || tool_available "$t"; } && order+=("$t")
+  done
+  ((${#order[@]})) || return 0
+  for i in $(seq "$rounds"); do
+    for k in $(seq 0 $((${#order[@]} - 1))); do
+      t="${order[$(((k + i - 1) % ${#order[@]}))]}"
+      mkdir -p "$OUT/raw/$t"
+      if [[ $t == raw ]]; then raw_seqpar "seqpar-round-$i"; continue; fi
+      drop_caches
+      if mount_tool "$t" "seq-round-$i"; then
+        fio_seq "$t" "seq1-round-$i" "$BIG0"
+        unmount_tool "$t"
+      fi
+    done
+    log "seq rounds: round $i of $rounds done"
+  done
+}
+
 run_raw() {
   local d="$OUT/raw/raw" t0 t1
   mkdir -p "$d"
@@ -596,25 +651,9 @@ run_raw() {
   t1="$(now)"
   printf '{"status": "%s", "seconds": %s, "bytes": %s}\n' "$([[ $rc == 0 ]] && echo ok || echo error)" \
     "$(elapsed "$t0" "$t1")" $((2 * BIG_SIZE)) >"$d/seq2.json"
-  # parallel ranged GETs: the object in 16 ranges, 8 at a time
-  drop_caches
-  local cfg="$WORK/curl-ranges.cfg" part=$((BIG_SIZE / 16)) i
-  : >"$cfg"
-  for i in $(seq 0 15); do
-    ((i)) && echo next >>"$cfg"
-    printf 'url = "%s"\nrange = "%d-%d"\noutput = "/dev/null"\n' "$url0" $((i * part)) \
-      $((i * part + part - 1)) >>"$cfg"
-  done
-  cpu_snap 0
-  t0="$(now)"
-  timeout "$CAP" curl -sSf --no-progress-meter --parallel --parallel-max 8 -K "$cfg" 2>>"$LOG"; rc=$?
-  t1="$(now)"
-  cpu_snap 1
-  printf '{"status": "%s", "seconds": %s, "bytes": %s, "streams": 8}\n' \
-    "$([[ $rc == 0 ]] && echo ok || echo error)" "$(elapsed "$t0" "$t1")" "$BIG_SIZE" >"$d/seqpar.json"
-  cpu_attach "$d/seqpar.json"
+  raw_seqpar seqpar
   # random ranged GETs, 4 in flight (like fio's 4 jobs), per-request latency from curl
-  local bs name
+  local bs name cfg="$WORK/curl-ranges.cfg"
   for bs in 4096 131072; do
     name=rand4k; [[ $bs == 131072 ]] && name=rand128k
     $PY - "$url0" "$BIG_SIZE" "$bs" "$RAW_RAND_N" >"$cfg" <<'EOF'
@@ -766,19 +805,12 @@ run_prefetch_workload() {
   big_bytes=$((2 * BIG_SIZE))
   mkdir -p "$OUT/raw/tierfs" "$OUT/raw/rclone" "$OUT/raw/raw"
   # the origin's 8-way ranged GET throughput
-  drop_caches
-  local url0="$ENDPOINT/$BUCKET/$BIG0" cfg="$WORK/curl-ranges.cfg" part=$((BIG_SIZE / 16)) i
-  : >"$cfg"
-  for i in $(seq 0 15); do
-    ((i)) && echo next >>"$cfg"
-    printf 'url = "%s"\nrange = "%d-%d"\noutput = "/dev/null"\n' "$url0" $((i * part)) \
-      $((i * part + part - 1)) >>"$cfg"
-  done
-  t0="$(now)"
-  timeout "$CAP" curl -sSf --no-progress-meter --parallel --parallel-max 8 -K "$cfg" 2>>"$LOG"; rc=$?
-  t1="$(now)"
-  pf_json raw-ranged8 rc=$rc seconds="$(elapsed "$t0" "$t1")" bytes="$BIG_SIZE" \
-    mbps="$(awk -v b="$BIG_SIZE" -v s="$(elapsed "$t0" "$t1")" 'BEGIN{printf "%.1f", b/s/1e6}')"
+  raw_seqpar seqpar-prefetch
+  local secs
+  secs="$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["seconds"])' "$OUT/raw/raw/seqpar-prefetch.json")"
+  rc="$($PY -c 'import json,sys; print(0 if json.load(open(sys.argv[1]))["status"] == "ok" else 1)' "$OUT/raw/raw/seqpar-prefetch.json")"
+  pf_json raw-ranged8 rc="$rc" seconds="$secs" bytes="$BIG_SIZE" \
+    mbps="$(awk -v b="$BIG_SIZE" -v s="$secs" 'BEGIN{printf "%.1f", b/s/1e6}')"
   # rclone copy --transfers 32 of small/ to local disk
   printf '[origin]\ntype = s3\nprovider = Other\nenv_auth = false\naccess_key_id = S3RVER\nsecret_access_key = S3RVER\nendpoint = %s\nregion = us-east-1\nforce_path_style = true\n' \
     "$ENDPOINT" >"$WORK/rclone.conf"
@@ -1087,14 +1119,20 @@ elif [[ $ONLY == loader ]]; then
   done
   log "loader workload done in $((SECONDS - T_START)) s"
   exit 0
+elif [[ $ONLY == seqrounds ]]; then
+  run_seq_rounds
+  $PY "$BENCH/report.py" --rounds "$OUT" 2>&1 | tee -a "$LOG" >&2
+  log "seqrounds workload done in $((SECONDS - T_START)) s"
+  exit 0
 elif [[ -n $ONLY ]]; then
-  die "--only: unknown workload $ONLY (known: l2, loader, rand, seq)"
+  die "--only: unknown workload $ONLY (known: l2, loader, rand, seq, seqrounds)"
 fi
 IFS=, read -r -a TOOL_LIST <<<"$TOOLS"
 for t in "${TOOL_LIST[@]}"; do
   case "$t" in tierfs|s3fs|rclone|local|nullfs|raw) run_tool "$t" ;; *) log "unknown tool $t, skipped" ;; esac
 done
 log "all tools done in $((SECONDS - T_START)) s"
+[[ $LAYOUT == full && -z $STALL_ONLY ]] && run_seq_rounds
 
 $PY "$BENCH/report.py" "$OUT" 2>&1 | tee -a "$LOG" >&2
 if [[ $OUT == "$BENCH/out/"* ]]; then
