@@ -101,6 +101,26 @@ std::shared_ptr<Block> Block::Allocate(size_t capacity) {
   return b;
 }
 
+std::vector<std::shared_ptr<Block>> Block::AllocateAdjacent(size_t capacity, size_t n) {
+  std::vector<std::shared_ptr<Block>> out;
+  // Items of a larger class would leave gaps between the blocks.
+  if (capacity < kMapThreshold ||
+      tiercache_internal::BlockArena::ClassBytes(capacity) != capacity) {
+    return out;
+  }
+  const std::vector<tiercache_internal::BlockArena::Piece> pieces =
+      Arena().AllocateAdjacent(capacity, n);
+  out.reserve(pieces.size());
+  for (const auto& piece : pieces) {
+    auto b = std::make_shared<Block>();
+    b->data_ = std::unique_ptr<std::byte[], Free>(piece.data, Free(piece.bytes, piece.slab));
+    g_live_bytes.fetch_add(piece.bytes, std::memory_order_relaxed);
+    b->capacity_ = capacity;
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
 FileExtent::~FileExtent() { ::close(fd_); }
 
 Status FileExtent::ReadAt(uint64_t at, std::span<std::byte> out) const {

@@ -9,6 +9,7 @@
 #include <bit>
 #include <cerrno>
 #include <cstdint>
+#include <deque>
 #include <utility>
 
 namespace tierfs::tiercache_internal {
@@ -20,6 +21,8 @@ struct BlockArena::Slab {
   uint32_t used = 0;
   // Free item indexes, the most recently freed last: resident ones, and untouched or given back.
   std::vector<uint32_t> warm, cold;
+  // Per item: when it was last freed resident (BlockArena::freed_seq_), 0 while not resident free.
+  std::vector<uint64_t> freed_at;
   size_t partial_at = SIZE_MAX;  // position in its class's partial list
   size_t warm_at = SIZE_MAX;     // position in its class's warm list
   Class* owner = nullptr;
@@ -98,24 +101,111 @@ void BlockArena::Unlink(Slab* s, SlabList list, ListPos pos) {
 }
 
 BlockArena::Piece BlockArena::Take(Slab* s) {
-  uint32_t index = 0;
+  return TakeIndex(s, !s->warm.empty() ? s->warm.back() : s->cold.back());
+}
+
+BlockArena::Piece BlockArena::TakeIndex(Slab* s, uint32_t index, bool count) {
+  // Free lists are short (at most a slab's items), and the last entry is the usual one.
+  auto drop = [index](std::vector<uint32_t>& v) {
+    for (size_t i = v.size(); i-- > 0;) {
+      if (v[i] == index) {
+        v.erase(v.begin() + static_cast<std::ptrdiff_t>(i));
+        return true;
+      }
+    }
+    return false;
+  };
   bool fresh = false;
-  if (!s->warm.empty()) {
-    index = s->warm.back();
-    s->warm.pop_back();
+  if (drop(s->warm)) {
     if (s->warm.empty()) Unlink(s, &Class::warm, &Slab::warm_at);
+    --s->owner->warm_items;
+    --resident_items_;
+    s->freed_at[index] = 0;
     stats_.free_resident_bytes -= s->item_bytes;
-    ++stats_.reused;
+    if (count) ++stats_.reused;
   } else {
-    index = s->cold.back();
-    s->cold.pop_back();
-    ++stats_.fresh;
+    (void)drop(s->cold);
+    if (count) ++stats_.fresh;
     fresh = true;
   }
   if (s->used++ == 0) --empty_slabs_;
   if (s->free_items() == 0) Unlink(s, &Class::partial, &Slab::partial_at);
   stats_.live_bytes += s->item_bytes;
   return Piece{s->base + static_cast<size_t>(index) * s->item_bytes, s->item_bytes, s, fresh};
+}
+
+void BlockArena::TakeAdjacent(Slab* s, uint32_t first, size_t n, std::vector<Piece>* out) {
+  for (size_t k = 0; k < n; ++k) out->push_back(TakeIndex(s, first + static_cast<uint32_t>(k)));
+}
+
+int64_t BlockArena::FindAdjacentFree(const Slab& s, size_t n, size_t* cold_in_range) {
+  const size_t items = s.bytes / s.item_bytes;
+  if (n == 0 || s.free_items() < n || items < n) return -1;
+  // 0: in use, 1: free and resident, 2: free and given back.
+  std::vector<uint8_t> state(items, 0);
+  for (uint32_t i : s.warm) state[i] = 1;
+  for (uint32_t i : s.cold) state[i] = 2;
+  int64_t best = -1;
+  size_t free_run = 0, cold = 0;
+  for (size_t i = 0; i < items; ++i) {
+    if (state[i] == 0) {
+      free_run = cold = 0;
+      continue;
+    }
+    ++free_run;
+    cold += state[i] == 2;
+    if (free_run > n) cold -= state[i - n] == 2;
+    if (free_run >= n && (best < 0 || cold < *cold_in_range)) {
+      best = static_cast<int64_t>(i + 1 - n);
+      *cold_in_range = cold;
+      if (cold == 0) break;
+    }
+  }
+  return best;
+}
+
+std::vector<BlockArena::Piece> BlockArena::AllocateAdjacent(size_t capacity, size_t n) {
+  const size_t item = ClassBytes(capacity);
+  if (item == 0 || n == 0) return {};
+  std::vector<Piece> pieces;
+  pieces.reserve(n);
+  size_t slab_bytes = 0;
+  {
+    MutexLock l(&mu_);
+    Class& c = ClassFor(item);
+    // What n single allocations would fault in: the items beyond the resident free ones. A run
+    // may cost no more (a copy costs far less than a fault); the one with the fewest given-back
+    // items wins.
+    const size_t allowed = c.warm_items >= n ? 0 : n - static_cast<size_t>(c.warm_items);
+    Slab* best = nullptr;
+    int64_t best_first = -1;
+    size_t best_cold = SIZE_MAX;
+    for (Slab* s : c.partial) {
+      size_t cold = 0;
+      const int64_t first = FindAdjacentFree(*s, n, &cold);
+      if (first < 0 || cold >= best_cold) continue;
+      best = s;
+      best_first = first;
+      best_cold = cold;
+      if (cold == 0) break;
+    }
+    if (best != nullptr && best_cold <= allowed) {
+      TakeAdjacent(best, static_cast<uint32_t>(best_first), n, &pieces);
+    } else if (c.warm_items > 0) {
+      return {};  // singles reuse resident items: fewer faults
+    }
+    slab_bytes = std::max(c.slab_bytes, (n * item + kUnitBytes - 1) / kUnitBytes * kUnitBytes);
+  }
+  if (pieces.empty()) {
+    std::unique_ptr<Slab> slab = MapSlab(item, slab_bytes);
+    if (!slab) return {};
+    MutexLock l(&mu_);
+    TakeAdjacent(Adopt(std::move(slab)), 0, n, &pieces);
+  }
+  for (const Piece& p : pieces) {
+    if (p.fresh) Populate(p.data, p.bytes);
+  }
+  return pieces;
 }
 
 BlockArena::Piece BlockArena::Allocate(size_t capacity) {
@@ -136,10 +226,17 @@ BlockArena::Piece BlockArena::Allocate(size_t capacity) {
 }
 
 BlockArena::Piece BlockArena::AddSlab(size_t item, size_t slab_bytes) {
+  std::unique_ptr<Slab> slab = MapSlab(item, slab_bytes);
+  if (!slab) return {};
+  MutexLock l(&mu_);
+  return Take(Adopt(std::move(slab)));
+}
+
+std::unique_ptr<BlockArena::Slab> BlockArena::MapSlab(size_t item, size_t slab_bytes) {
   // Aligned to a unit: map one unit more and trim both ends.
   void* raw = ::mmap(nullptr, slab_bytes + kUnitBytes, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (raw == MAP_FAILED) return {};
+  if (raw == MAP_FAILED) return nullptr;
   auto* const start = static_cast<std::byte*>(raw);
   const uintptr_t at = reinterpret_cast<uintptr_t>(raw);
   auto* const base = start + ((kUnitBytes - at % kUnitBytes) % kUnitBytes);
@@ -155,16 +252,19 @@ BlockArena::Piece BlockArena::AddSlab(size_t item, size_t slab_bytes) {
   const auto items = static_cast<uint32_t>(slab_bytes / item);
   slab->cold.reserve(items);
   for (uint32_t i = items; i-- > 0;) slab->cold.push_back(i);  // item 0 is handed out first
+  slab->freed_at.assign(items, 0);
+  return slab;
+}
 
-  MutexLock l(&mu_);
+BlockArena::Slab* BlockArena::Adopt(std::unique_ptr<Slab> slab) {
   Slab* s = slab.get();
-  s->owner = &ClassFor(item);
+  s->owner = &ClassFor(s->item_bytes);
   slabs_.emplace(s, std::move(slab));
-  stats_.slab_bytes += slab_bytes;
+  stats_.slab_bytes += s->bytes;
   ++stats_.slabs;
   ++empty_slabs_;
   Link(s, &Class::partial, &Slab::partial_at);
-  return Take(s);
+  return s;
 }
 
 std::unique_ptr<BlockArena::Slab> BlockArena::PutBack(Slab* s, uint32_t index, bool resident) {
@@ -174,6 +274,17 @@ std::unique_ptr<BlockArena::Slab> BlockArena::PutBack(Slab* s, uint32_t index, b
   if (resident) {
     if (s->warm.empty()) Link(s, &Class::warm, &Slab::warm_at);
     s->warm.push_back(index);
+    ++s->owner->warm_items;
+    ++resident_items_;
+    s->freed_at[index] = ++freed_seq_;
+    resident_.push_back(Resident{s, index, freed_seq_});
+    if (resident_.size() > 2 * resident_items_ + 64) {  // drop the stale entries
+      std::deque<Resident> live;
+      for (const Resident& r : resident_) {
+        if (StillResident(r)) live.push_back(r);
+      }
+      resident_.swap(live);
+    }
     stats_.free_resident_bytes += s->item_bytes;
   } else {
     s->cold.push_back(index);
@@ -193,26 +304,56 @@ std::unique_ptr<BlockArena::Slab> BlockArena::PutBack(Slab* s, uint32_t index, b
   return std::move(node.mapped());
 }
 
+bool BlockArena::StillResident(const Resident& r) const {
+  const auto it = slabs_.find(r.slab);
+  // (A slab unmapped since, even one mapped again at the same address, never matches: release
+  // sequence numbers are never reused.)
+  return it != slabs_.end() && r.index < r.slab->freed_at.size() &&
+         r.slab->freed_at[r.index] == r.seq;
+}
+
 void BlockArena::Release(const Piece& piece) {
   Slab* s = piece.slab;
   const auto index =
       static_cast<uint32_t>(static_cast<size_t>(piece.data - s->base) / s->item_bytes);
-  std::unique_ptr<Slab> drop;
+  // Over the budget, the least recently freed resident items are given back to make room for
+  // this one (whatever their class: a class no longer asked for must not keep the budget from
+  // the one in use); only if that is not enough does this one go back instead.
+  std::vector<Piece> older;
+  bool resident = false;
   {
     MutexLock l(&mu_);
+    while (stats_.free_resident_bytes + s->item_bytes > retain_bytes_ &&
+           s->item_bytes <= retain_bytes_ && !resident_.empty()) {
+      const Resident r = resident_.front();
+      resident_.pop_front();
+      // Taken out of the free lists (counted as in use) while its pages go back, outside the
+      // lock: nobody can take it, and its slab cannot be unmapped meanwhile.
+      if (StillResident(r)) older.push_back(TakeIndex(r.slab, r.index, /*count=*/false));
+    }
     if (stats_.free_resident_bytes + s->item_bytes <= retain_bytes_) {
-      drop = PutBack(s, index, true);
-      if (!drop) return;
+      resident = true;
+      // (PutBack never unmaps a slab it just put a resident item in.)
+      (void)PutBack(s, index, true);
     }
   }
-  if (!drop) {
-    // Over the retained budget: the pages go back to the kernel before anyone can reuse the
-    // item (the next owner's first write faults in zeroed pages).
-    (void)::madvise(piece.data, piece.bytes, MADV_DONTNEED);
-    MutexLock l(&mu_);
-    drop = PutBack(s, index, false);
+  if (!resident) older.push_back(piece);
+  for (const Piece& p : older) {
+    // The pages go back to the kernel before anyone can reuse the item (the next owner's first
+    // write faults in zeroed pages).
+    (void)::madvise(p.data, p.bytes, MADV_DONTNEED);
   }
-  if (drop) ::munmap(drop->base, drop->bytes);
+  if (older.empty()) return;
+  std::vector<std::unique_ptr<Slab>> drop;
+  {
+    MutexLock l(&mu_);
+    for (const Piece& p : older) {
+      const auto i =
+          static_cast<uint32_t>(static_cast<size_t>(p.data - p.slab->base) / p.slab->item_bytes);
+      if (auto d = PutBack(p.slab, i, false)) drop.push_back(std::move(d));
+    }
+  }
+  for (const auto& d : drop) ::munmap(d->base, d->bytes);
 }
 
 BlockArena::Stats BlockArena::stats() const {

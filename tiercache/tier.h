@@ -44,6 +44,11 @@ class Block {
   static constexpr size_t kMapThreshold = 64 * 1024;
   // Uninitialised storage of `capacity` bytes; size() is 0 until set_size().
   static std::shared_ptr<Block> Allocate(size_t capacity);
+  // `n` blocks of `capacity` bytes whose storage is adjacent (block k's mutable_data() starts
+  // where block k - 1's ends), so that one read can fill them all, each freed on its own. Empty
+  // when the block arena has no adjacent storage of that size to give without faulting in more
+  // than n separate allocations would (BlockArena::AllocateAdjacent), or serves no such size.
+  static std::vector<std::shared_ptr<Block>> AllocateAdjacent(size_t capacity, size_t n);
   // Bytes of block storage held by live blocks of kMapThreshold bytes or more in the whole
   // process (the storage they were given, not their sizes).
   static uint64_t MappedBytes();

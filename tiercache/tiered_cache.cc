@@ -1827,16 +1827,35 @@ class TieredCacheImpl final : public TieredCache {
     const uint64_t bs = options_.block_size;
     const uint64_t last = ExpectedLength(obj, first + n - 1);
     const uint64_t total = (n - 1) * bs + last;
-    // The run lands in one buffer, then each block is copied out of it into storage of its own:
-    // both come from the block arena, so in a steady state neither faults in a fresh page (a
-    // copy costs far less than first-touch faults, and the blocks stay independent of each other
-    // in L1: one kept block never holds its whole run's memory).
-    auto run = Block::Allocate(total);
-    TIERFS_RETURN_IF_ERROR(
-        ReadOriginExact(obj, first * bs, run->mutable_data().first(total),
-                        "blocks " + std::to_string(first) + "+" + std::to_string(n)));
+    const std::string what = "blocks " + std::to_string(first) + "+" + std::to_string(n);
     std::vector<BlockRef> out;
     out.reserve(n);
+    // The run straight into the blocks' own storage when the arena has it adjacent: no copy, and
+    // each block still independent of the others in L1 (one kept block never holds its whole
+    // run's memory). A run at the end of the object gives its short last block storage of its
+    // own size (L1 charges a block's size), a copy of at most one block.
+    if (std::vector<std::shared_ptr<Block>> blocks = Block::AllocateAdjacent(bs, n);
+        !blocks.empty()) {
+      TIERFS_RETURN_IF_ERROR(ReadOriginExact(
+          obj, first * bs, std::span<std::byte>(blocks[0]->mutable_data().data(), total), what));
+      for (uint64_t k = 0; k < n; ++k) {
+        std::shared_ptr<Block>& b = blocks[k];
+        if (k + 1 == n && last < bs) {
+          auto tail = Block::Allocate(last);
+          std::memcpy(tail->mutable_data().data(), b->mutable_data().data(), last);
+          b = std::move(tail);
+        }
+        b->set_size(k + 1 == n ? last : bs);
+        out.push_back(std::move(b));
+      }
+      return out;
+    }
+    // Otherwise the run lands in one buffer, then each block is copied out of it into storage of
+    // its own: both come from the block arena, so in a steady state neither faults in a fresh
+    // page (a copy costs far less than first-touch faults).
+    auto run = Block::Allocate(total);
+    TIERFS_RETURN_IF_ERROR(
+        ReadOriginExact(obj, first * bs, run->mutable_data().first(total), what));
     for (uint64_t k = 0; k < n; ++k) {
       const uint64_t len = k + 1 == n ? last : bs;
       std::shared_ptr<Block> b = Block::Allocate(len);

@@ -214,6 +214,128 @@ TEST(BlockArenaTest, KeepsEmptySlabsWhoseItemsAreResident) {
   for (const auto& p : pieces) arena.Release(p);
 }
 
+// Over the budget the least recently freed resident items go back, whatever their class: idle
+// buffers of one size never keep the budget from the size in use.
+TEST(BlockArenaTest, GivesBackTheLeastRecentlyFreedToKeepTheNewestResident) {
+  BlockArena arena(16 * kMiB);
+  BlockArena::Piece big1 = arena.Allocate(8 * kMiB), big2 = arena.Allocate(8 * kMiB);
+  arena.Release(big1);
+  arena.Release(big2);
+  EXPECT_EQ(arena.stats().free_resident_bytes, 16 * kMiB);
+  std::vector<BlockArena::Piece> small;
+  for (int i = 0; i < 4; ++i) {
+    small.push_back(arena.Allocate(kMiB));
+    std::memset(small.back().data, 0x77, kMiB);
+  }
+  for (const auto& p : small) arena.Release(p);
+  BlockArena::Stats s = arena.stats();
+  EXPECT_EQ(s.free_resident_bytes, 12 * kMiB);  // big2 and the four small ones
+  const uint64_t fresh = s.fresh;
+  for (auto& p : small) {
+    p = arena.Allocate(kMiB);
+    EXPECT_EQ(p.data[kMiB - 1], std::byte{0x77});  // still resident, as left
+  }
+  EXPECT_EQ(arena.stats().fresh, fresh);
+  BlockArena::Piece again = arena.Allocate(8 * kMiB);
+  EXPECT_EQ(again.data, big2.data);  // the one not given back
+  EXPECT_FALSE(again.fresh);
+  BlockArena::Piece other = arena.Allocate(8 * kMiB);
+  EXPECT_TRUE(other.fresh);  // big1's, given back
+  for (const auto& p : small) arena.Release(p);
+  arena.Release(again);
+  arena.Release(other);
+  EXPECT_LE(arena.stats().free_resident_bytes, 16 * kMiB);
+  EXPECT_EQ(arena.stats().live_bytes, 0u);
+}
+
+// A readahead run: n adjacent items that one read fills, each released on its own; once freed
+// (resident) the same storage serves the next run without a fault.
+TEST(BlockArenaTest, AdjacentPiecesAreOneSpanAndAreReusedAsOne) {
+  BlockArena arena(64 * kMiB);
+  std::vector<BlockArena::Piece> run = arena.AllocateAdjacent(kMiB, 8);
+  ASSERT_EQ(run.size(), 8u);
+  for (size_t k = 0; k < run.size(); ++k) {
+    EXPECT_EQ(run[k].bytes, kMiB);
+    EXPECT_EQ(run[k].data, run[0].data + k * kMiB);
+    EXPECT_TRUE(run[k].fresh);
+  }
+  std::memset(run[0].data, 0x11, 8 * kMiB);  // one write across all of them
+  BlockArena::Stats s = arena.stats();
+  EXPECT_EQ(s.fresh, 8u);
+  EXPECT_EQ(s.live_bytes, 8 * kMiB);
+  EXPECT_EQ(s.slabs, 1u);
+  EXPECT_GE(s.slab_bytes, 8 * kMiB);
+  for (const auto& p : run) arena.Release(p);
+  std::vector<BlockArena::Piece> again = arena.AllocateAdjacent(kMiB, 8);
+  ASSERT_EQ(again.size(), 8u);
+  s = arena.stats();
+  EXPECT_EQ(s.reused, 8u);
+  EXPECT_EQ(s.fresh, 8u);
+  EXPECT_EQ(s.slabs, 1u);
+  for (size_t k = 0; k < again.size(); ++k) EXPECT_EQ(again[k].data, again[0].data + k * kMiB);
+  // Freed one at a time, in any order, and reused singly.
+  arena.Release(again[3]);
+  BlockArena::Piece one = arena.Allocate(kMiB);
+  EXPECT_EQ(one.data, again[3].data);
+  again[3] = one;
+  for (const auto& p : again) arena.Release(p);
+  EXPECT_EQ(arena.stats().live_bytes, 0u);
+}
+
+// A run never faults in more than single allocations would: resident free items that are not
+// adjacent give no run (the caller allocates singly and copies); adjacent ones do; a new slab is
+// mapped only when the class has no resident free item at all.
+TEST(BlockArenaTest, AdjacentPiecesNeverCostFaultsThatSinglesWouldNot) {
+  BlockArena arena(64 * kMiB);
+  std::vector<BlockArena::Piece> singles;
+  for (int i = 0; i < 8; ++i) singles.push_back(arena.Allocate(kMiB));  // 4 slabs of 2 items
+  ASSERT_EQ(arena.stats().slabs, 4u);
+  for (size_t i = 0; i < singles.size(); i += 2) arena.Release(singles[i]);  // one per slab
+  EXPECT_TRUE(arena.AllocateAdjacent(kMiB, 2).empty());
+  EXPECT_TRUE(arena.AllocateAdjacent(kMiB, 5).empty());  // 4 resident: singles fault in 1
+  EXPECT_EQ(arena.stats().slabs, 4u);
+  // Two adjacent resident items of one slab are a run of 2.
+  arena.Release(singles[1]);
+  std::vector<BlockArena::Piece> two = arena.AllocateAdjacent(kMiB, 2);
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(two[0].data, singles[0].data);
+  EXPECT_EQ(two[1].data, singles[1].data);
+  EXPECT_FALSE(two[0].fresh);
+  EXPECT_FALSE(two[1].fresh);
+  // No resident item left once the other three are taken: a run gets a slab of its own.
+  std::vector<BlockArena::Piece> more;
+  for (int i = 0; i < 3; ++i) more.push_back(arena.Allocate(kMiB));
+  EXPECT_EQ(arena.stats().free_resident_bytes, 0u);
+  std::vector<BlockArena::Piece> run = arena.AllocateAdjacent(kMiB, 5);
+  ASSERT_EQ(run.size(), 5u);
+  EXPECT_EQ(arena.stats().slabs, 5u);
+  for (size_t k = 0; k < run.size(); ++k) EXPECT_EQ(run[k].data, run[0].data + k * kMiB);
+  for (const auto& v : {run, two, more}) {
+    for (const auto& p : v) arena.Release(p);
+  }
+  for (size_t i = 3; i < singles.size(); i += 2) arena.Release(singles[i]);
+  EXPECT_EQ(arena.stats().live_bytes, 0u);
+  EXPECT_TRUE(arena.AllocateAdjacent(3 * kMiB, 0).empty());
+  EXPECT_TRUE(arena.AllocateAdjacent(BlockArena::kMaxBytes + 1, 2).empty());
+}
+
+// Given-back items are taken for a run when single allocations would fault in as many: with
+// nothing kept resident, a run reuses the adjacent items of an empty slab instead of a new one.
+TEST(BlockArenaTest, AdjacentGivenBackItemsAreTakenWhenNothingIsResident) {
+  BlockArena arena(0);
+  std::vector<BlockArena::Piece> run = arena.AllocateAdjacent(kMiB, 4);
+  ASSERT_EQ(run.size(), 4u);
+  const std::byte* at = run[0].data;
+  for (const auto& p : run) arena.Release(p);
+  EXPECT_EQ(arena.stats().free_resident_bytes, 0u);
+  run = arena.AllocateAdjacent(kMiB, 4);
+  ASSERT_EQ(run.size(), 4u);
+  EXPECT_EQ(run[0].data, at);
+  EXPECT_TRUE(run[0].fresh);
+  EXPECT_EQ(arena.stats().slabs, 1u);
+  for (const auto& p : run) arena.Release(p);
+}
+
 TEST(BlockArenaTest, LargeClassesUseSlabsOfSeveralUnits) {
   BlockArena arena(0);                               // keeps nothing resident
   BlockArena::Piece p = arena.Allocate(700 * kKiB);  // class 704 KiB: 2 per 2 MiB would waste 31%

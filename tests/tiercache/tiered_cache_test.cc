@@ -577,17 +577,26 @@ TEST_F(TieredCacheTest, ReadaheadRunsAreBoundedByRunSizeAndBudget) {
 }
 
 TEST_F(TieredCacheTest, ReadaheadRunsInBlocksOfArenaSize) {
-  // Blocks from the block arena (one run read into one buffer, copied out), the last one short.
-  options_.block_size = 64 * 1024;
-  options_.prefetch_threads = 1;
-  auto c = OpenCache(/*with_l1=*/true, /*with_l2=*/false);
-  const std::string data = Pattern(5 * 64 * 1024 + 123);
-  ObjectRef o = Put("obj", data);
-  c->Prefetch(o, 1, 5);
-  WaitForL1(c.get(), o, 5);
-  EXPECT_EQ(origin_.read_calls(), 1u);
-  EXPECT_EQ(ReadAll(c.get(), o, 0, data.size()), data);
-  EXPECT_EQ(origin_.read_calls(), 2u);  // block 0 on demand
+  // Blocks from the block arena, the last one short: 64 KiB, a size class of its own (the run
+  // read straight into adjacent blocks), and 68 KiB, inside the 72 KiB class (read into one
+  // buffer and copied out).
+  for (const uint64_t bs : {uint64_t{64} << 10, uint64_t{68} << 10}) {
+    SCOPED_TRACE(bs);
+    options_.block_size = bs;
+    options_.prefetch_threads = 1;
+    auto c = OpenCache(/*with_l1=*/true, /*with_l2=*/false);
+    const std::string data = Pattern(5 * bs + 123);
+    ObjectRef o = Put("obj-" + std::to_string(bs), data);
+    c->Prefetch(o, 1, 5);
+    WaitForL1(c.get(), o, 5);
+    EXPECT_EQ(origin_.read_calls(), 1u);
+    // L1 charges what the blocks hold: the short last block has storage of its own size.
+    auto stats = ParseStats(c->StatsText());
+    EXPECT_EQ(stats["l1.used"], 4 * bs + 123);
+    if (bs == (uint64_t{64} << 10)) EXPECT_EQ(stats["blocks.mapped_bytes"], 4 * bs);
+    EXPECT_EQ(ReadAll(c.get(), o, 0, data.size()), data);
+    EXPECT_EQ(origin_.read_calls(), 2u);  // block 0 on demand
+  }
 }
 
 TEST_F(TieredCacheTest, ReadaheadSkipsWhatL1HoldsAndCopiesL2BlocksUp) {

@@ -23,10 +23,13 @@
 //     aligned to 2 MiB. A slab holds as many items as fit; the slab size is the smallest number
 //     of units that wastes at most 1/8 of it. An item handed out untouched (or given back) has
 //     the pages of the requested size populated before it is returned.
-//   - A freed item stays resident for the next allocation of its class while the arena's free
-//     resident bytes are within `retain_bytes`; beyond that its pages are given back to the
-//     kernel (MADV_DONTNEED) before it is reused, so the memory held for reuse is bounded by
-//     retain_bytes and the daemon's RSS keeps following the blocks it holds. An allocation takes
+//   - A freed item stays resident for the next allocation of its class; the arena's free
+//     resident bytes stay within `retain_bytes` by giving back the pages (MADV_DONTNEED) of the
+//     least recently freed resident items, of any class, to make room for it. So the memory held
+//     for reuse is bounded by retain_bytes, the daemon's RSS keeps following the blocks it
+//     holds, and a class no longer in use (a burst of another size) cannot keep the budget from
+//     the one in use: before, a freed item beyond the budget was itself given back, and a few
+//     idle 8 MiB buffers kept every freed 1 MiB block from staying resident. An allocation takes
 //     a resident free item before any other (in a slab, the most recently freed), so items freed
 //     as fast as new ones are taken are reused while still resident: taking the untouched items
 //     of a new slab first would let the freed ones pile up past retain_bytes to be given back,
@@ -39,6 +42,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -82,6 +86,14 @@ class BlockArena {
   // Storage of at least `capacity` bytes (ClassBytes(capacity) of them, page-aligned), contents
   // undefined; data is null when the arena does not serve the size or mmap failed.
   Piece Allocate(size_t capacity) EXCLUDES(mu_);
+  // `n` pieces of ClassBytes(capacity) bytes each, adjacent in memory (piece k starts where
+  // piece k - 1 ends), so that one read can fill them all and each is released on its own; or
+  // none (empty) when that would fault in more pages than n separate allocations (Allocate)
+  // would: adjacent free items are taken when no more of them are given back (not resident)
+  // than the n allocations would take beyond the class's resident free items; without a
+  // resident free item in the class, a new slab of at least n items is mapped for them; else
+  // none (n allocations, and a copy, cost less than faults). Also none when mmap failed.
+  std::vector<Piece> AllocateAdjacent(size_t capacity, size_t n) EXCLUDES(mu_);
   void Release(const Piece& piece) EXCLUDES(mu_);
   Stats stats() const EXCLUDES(mu_);
 
@@ -91,6 +103,7 @@ class BlockArena {
     size_t slab_bytes = 0;
     std::vector<Slab*> partial;  // slabs with a free item
     std::vector<Slab*> warm;     // slabs with a resident free item: allocations take these first
+    uint64_t warm_items = 0;     // resident free items in all its slabs
   };
   // Membership of a slab in one of its class's lists (O(1) removal: the slab knows its place).
   using SlabList = std::vector<Slab*> Class::*;
@@ -100,6 +113,17 @@ class BlockArena {
   void Link(Slab* s, SlabList list, ListPos pos) REQUIRES(mu_);
   void Unlink(Slab* s, SlabList list, ListPos pos) REQUIRES(mu_);
   Piece Take(Slab* s) REQUIRES(mu_);
+  // Takes item `index` of `s`, which must be free (`count`: in the reused/fresh figures).
+  Piece TakeIndex(Slab* s, uint32_t index, bool count = true) REQUIRES(mu_);
+  // Takes the n free items of `s` from `first` on, into `out`.
+  void TakeAdjacent(Slab* s, uint32_t first, size_t n, std::vector<Piece>* out) REQUIRES(mu_);
+  // The first of the `n` adjacent free items of `s` with the fewest given back (their number in
+  // *cold_in_range), or -1.
+  static int64_t FindAdjacentFree(const Slab& s, size_t n, size_t* cold_in_range);
+  // Maps a new slab of `slab_bytes` for items of `item` bytes (null when mmap failed).
+  std::unique_ptr<Slab> MapSlab(size_t item, size_t slab_bytes);
+  // Adds a slab MapSlab made to its class; returns it.
+  Slab* Adopt(std::unique_ptr<Slab> slab) REQUIRES(mu_);
   // Maps a new slab of `slab_bytes` for items of `item` bytes and takes its first item (data
   // null when mmap failed).
   Piece AddSlab(size_t item, size_t slab_bytes) EXCLUDES(mu_);
@@ -107,11 +131,23 @@ class BlockArena {
   // should be unmapped, else null.
   std::unique_ptr<Slab> PutBack(Slab* s, uint32_t index, bool resident) REQUIRES(mu_);
 
+  // A resident free item, in the order they were freed (resident_); stale once the item is
+  // taken or its slab unmapped (freed_at no longer matches `seq`).
+  struct Resident {
+    Slab* slab;
+    uint32_t index;
+    uint64_t seq;
+  };
+  bool StillResident(const Resident& r) const REQUIRES(mu_);
+
   const uint64_t retain_bytes_;
   mutable Mutex mu_;
   std::unordered_map<size_t, std::unique_ptr<Class>> classes_ GUARDED_BY(mu_);
   std::unordered_map<Slab*, std::unique_ptr<Slab>> slabs_ GUARDED_BY(mu_);
   size_t empty_slabs_ GUARDED_BY(mu_) = 0;
+  std::deque<Resident> resident_ GUARDED_BY(mu_);  // oldest first, with stale entries
+  uint64_t resident_items_ GUARDED_BY(mu_) = 0;
+  uint64_t freed_seq_ GUARDED_BY(mu_) = 0;
   Stats stats_ GUARDED_BY(mu_);
 };
 
