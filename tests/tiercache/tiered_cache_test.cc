@@ -593,7 +593,9 @@ TEST_F(TieredCacheTest, ReadaheadRunsInBlocksOfArenaSize) {
     // L1 charges what the blocks hold: the short last block has storage of its own size.
     auto stats = ParseStats(c->StatsText());
     EXPECT_EQ(stats["l1.used"], 4 * bs + 123);
-    if (bs == (uint64_t{64} << 10)) EXPECT_EQ(stats["blocks.mapped_bytes"], 4 * bs);
+    if (bs == (uint64_t{64} << 10)) {
+      EXPECT_EQ(stats["blocks.mapped_bytes"], 4 * bs);
+    }
     EXPECT_EQ(ReadAll(c.get(), o, 0, data.size()), data);
     EXPECT_EQ(origin_.read_calls(), 2u);  // block 0 on demand
   }
