@@ -11,6 +11,7 @@ records run.sh and loader.py write). Every figure in the table comes with its ra
 import json
 import math
 import os
+import statistics
 import sys
 
 TOOLS = ["tierfs", "s3fs", "rclone", "local", "nullfs", "raw"]
@@ -59,6 +60,16 @@ def fio_figures(j, expected_bytes=None):
     }
 
 
+def seq_cpu_per_gib(cpu, nbytes):
+    """(origin side, rest of the machine) CPU seconds per GiB read, from a bench/cpustat.py
+    figure attached to a result of `nbytes` bytes; None without one."""
+    if not cpu or not nbytes or cpu.get("machine_busy") is None:
+        return None
+    gib = nbytes / float(1 << 30)
+    origin = cpu.get("origin_cpu_s", 0) + cpu.get("proxy_cpu_s", 0)
+    return origin / gib, max(0.0, cpu["machine_cpu_s"] - origin) / gib
+
+
 def collect(run):
     meta = load(os.path.join(run, "meta.json")) or {}
     ds = meta.get("dataset", {})
@@ -84,13 +95,13 @@ def collect(run):
 
     def put_seq_cpu(tool, name, cpu, nbytes):
         """CPU seconds per GiB of a cold sequential read: the origin side and the rest."""
-        if not cpu or not nbytes or cpu.get("machine_busy") is None:
+        per_gib = seq_cpu_per_gib(cpu, nbytes)
+        if per_gib is None:
             return
-        gib = nbytes / float(1 << 30)
-        origin = cpu.get("origin_cpu_s", 0) + cpu.get("proxy_cpu_s", 0)
+        origin, rest_s = per_gib
         if origin > 0:
-            put("cpu.%s.origin_s" % name, tool, fig(origin / gib))
-        rest = fig(max(0.0, cpu["machine_cpu_s"] - origin) / gib)
+            put("cpu.%s.origin_s" % name, tool, fig(origin))
+        rest = fig(rest_s)
         rest["cores"] = cpu.get("cores")
         put("cpu.%s.rest_s" % name, tool, rest)
 
@@ -582,29 +593,25 @@ def round_rows(run):
     """{tool: [MB/s or None per round]} of the interleaved cold sequential rounds (run.sh
     run_seq_rounds: raw/<tool>/seq1-round-N.json, raw/raw/seqpar-round-N.json), and their CPU
     seconds per GiB ({tool: [(origin, rest) or None per round]})."""
-    rates, cpu = {}, {}
+    def path(t, i):
+        return os.path.join(run, "raw", t, "%s-round-%d.json" % ("seqpar" if t == "raw" else "seq1", i))
     n = 0
-    while any(os.path.exists(os.path.join(run, "raw", t, "%s-round-%d.json" % (
-            "seqpar" if t == "raw" else "seq1", n + 1))) for t in ROUND_TOOLS):
+    while any(os.path.exists(path(t, n + 1)) for t in ROUND_TOOLS):
         n += 1
+    rates, cpu = {}, {}
     for t in ROUND_TOOLS:
         rs, cs = [], []
         for i in range(1, n + 1):
-            j = load(os.path.join(run, "raw", t, "%s-round-%d.json" % ("seqpar" if t == "raw" else "seq1", i)))
-            v, c = None, None
-            if j and t == "raw" and j.get("status") == "ok":
-                v = j["bytes"] / j["seconds"] / 1e6
-            elif j and "jobs" in j:
+            j = load(path(t, i)) or {}
+            v, nbytes = None, None
+            if t == "raw" and j.get("status") == "ok":
+                v, nbytes = j["bytes"] / j["seconds"] / 1e6, j["bytes"]
+            elif "jobs" in j:
                 r = j["jobs"][0]["read"]
-                v = r["bw_bytes"] / 1e6 if r.get("io_bytes") else None
-            cj = (j or {}).get("cpu")
-            nbytes = (j or {}).get("bytes") or ((j or {}).get("jobs") or [{}])[0].get("read", {}).get("io_bytes")
-            if v and cj and nbytes and cj.get("machine_cpu_s") is not None:
-                origin = cj.get("origin_cpu_s", 0) + cj.get("proxy_cpu_s", 0)
-                gib = nbytes / float(1 << 30)
-                c = (origin / gib, max(0.0, cj["machine_cpu_s"] - origin) / gib)
+                nbytes = r.get("io_bytes")
+                v = r["bw_bytes"] / 1e6 if nbytes else None
             rs.append(v)
-            cs.append(c)
+            cs.append(seq_cpu_per_gib(j.get("cpu"), nbytes) if v else None)
         if any(rs):
             rates[t], cpu[t] = rs, cs
     return n, rates, cpu
@@ -616,11 +623,8 @@ def rounds_markdown(run):
         return ""
 
     def med(xs):
-        xs = sorted(x for x in xs if x)
-        if not xs:
-            return None
-        m = len(xs) // 2
-        return xs[m] if len(xs) % 2 else (xs[m - 1] + xs[m]) / 2
+        xs = [x for x in xs if x]
+        return statistics.median(xs) if xs else None
     tools = [t for t in ROUND_TOOLS if t in rates]
     label = {"raw": "origin: 8 ranged GETs"}
     lines = [

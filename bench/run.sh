@@ -807,8 +807,7 @@ run_prefetch_workload() {
   # the origin's 8-way ranged GET throughput
   raw_seqpar seqpar-prefetch
   local secs
-  secs="$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["seconds"])' "$OUT/raw/raw/seqpar-prefetch.json")"
-  rc="$($PY -c 'import json,sys; print(0 if json.load(open(sys.argv[1]))["status"] == "ok" else 1)' "$OUT/raw/raw/seqpar-prefetch.json")"
+  read -r secs rc < <($PY -c 'import json,sys; j = json.load(open(sys.argv[1])); print(j["seconds"], 0 if j["status"] == "ok" else 1)' "$OUT/raw/raw/seqpar-prefetch.json")
   pf_json raw-ranged8 rc="$rc" seconds="$secs" bytes="$BIG_SIZE" \
     mbps="$(awk -v b="$BIG_SIZE" -v s="$secs" 'BEGIN{printf "%.1f", b/s/1e6}')"
   # rclone copy --transfers 32 of small/ to local disk

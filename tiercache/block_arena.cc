@@ -304,6 +304,11 @@ std::unique_ptr<BlockArena::Slab> BlockArena::PutBack(Slab* s, uint32_t index, b
   return std::move(node.mapped());
 }
 
+uint32_t BlockArena::IndexOf(const Piece& piece) {
+  return static_cast<uint32_t>(static_cast<size_t>(piece.data - piece.slab->base) /
+                               piece.slab->item_bytes);
+}
+
 bool BlockArena::StillResident(const Resident& r) const {
   const auto it = slabs_.find(r.slab);
   // (A slab unmapped since, even one mapped again at the same address, never matches: release
@@ -314,8 +319,7 @@ bool BlockArena::StillResident(const Resident& r) const {
 
 void BlockArena::Release(const Piece& piece) {
   Slab* s = piece.slab;
-  const auto index =
-      static_cast<uint32_t>(static_cast<size_t>(piece.data - s->base) / s->item_bytes);
+  const uint32_t index = IndexOf(piece);
   // Over the budget, the least recently freed resident items are given back to make room for
   // this one (whatever their class: a class no longer asked for must not keep the budget from
   // the one in use); only if that is not enough does this one go back instead.
@@ -348,9 +352,7 @@ void BlockArena::Release(const Piece& piece) {
   {
     MutexLock l(&mu_);
     for (const Piece& p : older) {
-      const auto i =
-          static_cast<uint32_t>(static_cast<size_t>(p.data - p.slab->base) / p.slab->item_bytes);
-      if (auto d = PutBack(p.slab, i, false)) drop.push_back(std::move(d));
+      if (auto d = PutBack(p.slab, IndexOf(p), false)) drop.push_back(std::move(d));
     }
   }
   for (const auto& d : drop) ::munmap(d->base, d->bytes);

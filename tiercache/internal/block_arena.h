@@ -113,6 +113,8 @@ class BlockArena {
   void Link(Slab* s, SlabList list, ListPos pos) REQUIRES(mu_);
   void Unlink(Slab* s, SlabList list, ListPos pos) REQUIRES(mu_);
   Piece Take(Slab* s) REQUIRES(mu_);
+  // The index of a piece's item in its slab.
+  static uint32_t IndexOf(const Piece& piece);
   // Takes item `index` of `s`, which must be free (`count`: in the reused/fresh figures).
   Piece TakeIndex(Slab* s, uint32_t index, bool count = true) REQUIRES(mu_);
   // Takes the n free items of `s` from `first` on, into `out`.
