@@ -7,6 +7,7 @@
 #include <xxhash.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -45,12 +46,15 @@ void AppendField(std::string* out, std::string_view field) {
 
 std::atomic<uint64_t> g_live_bytes{0};
 
-// The process's block arena. Freed storage kept for reuse: at most 64 MiB (a few dozen 1 MiB
-// blocks in flight through the fetchers; an L1 at its budget frees one block for each it takes).
+// The process's block arena. Freed storage kept for reuse: 64 MiB for good (a few dozen 1 MiB
+// blocks in flight through the fetchers; an L1 at its budget frees one block for each it takes),
+// and what was freed in the last 5 s (a burst of frees, such as small files handed to the
+// kernel at open while prefetch keeps fetching, is reused by the allocations that follow it).
 // Never destroyed: blocks may be freed by other static objects' destructors at exit.
 constexpr uint64_t kArenaRetainBytes = 64ULL << 20;
+constexpr std::chrono::seconds kArenaDecay{5};
 tiercache_internal::BlockArena& Arena() {
-  static auto* arena = new tiercache_internal::BlockArena(kArenaRetainBytes);
+  static auto* arena = new tiercache_internal::BlockArena(kArenaRetainBytes, kArenaDecay);
   return *arena;
 }
 

@@ -1,6 +1,7 @@
 // The block arena (tiercache/internal/block_arena.h).
 #include "tiercache/internal/block_arena.h"
 
+#include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -63,9 +64,23 @@ void Populate(std::byte* data, size_t bytes) {
 
 }  // namespace
 
-BlockArena::BlockArena(uint64_t retain_bytes) : retain_bytes_(retain_bytes) {}
+BlockArena::BlockArena(uint64_t retain_bytes, std::chrono::nanoseconds decay)
+    : retain_bytes_(retain_bytes), decay_(decay) {}
 
 BlockArena::~BlockArena() {
+  std::jthread decay;
+  {
+    MutexLock l(&mu_);
+    decay.swap(decay_thread_);
+  }
+  if (decay.joinable()) {
+    decay.request_stop();
+    {
+      MutexLock l(&mu_);
+      decay_cv_.SignalAll();
+    }
+    decay.join();
+  }
   MutexLock l(&mu_);
   for (auto& [p, s] : slabs_) ::munmap(s->base, s->bytes);
 }
@@ -277,7 +292,7 @@ std::unique_ptr<BlockArena::Slab> BlockArena::PutBack(Slab* s, uint32_t index, b
     ++s->owner->warm_items;
     ++resident_items_;
     s->freed_at[index] = ++freed_seq_;
-    resident_.push_back(Resident{s, index, freed_seq_});
+    resident_.push_back(Resident{s, index, freed_seq_, std::chrono::steady_clock::now()});
     if (resident_.size() > 2 * resident_items_ + 64) {  // drop the stale entries
       std::deque<Resident> live;
       for (const Resident& r : resident_) {
@@ -320,6 +335,19 @@ bool BlockArena::StillResident(const Resident& r) const {
 void BlockArena::Release(const Piece& piece) {
   Slab* s = piece.slab;
   const uint32_t index = IndexOf(piece);
+  if (decay_ > std::chrono::nanoseconds::zero()) {
+    // Resident whatever the budget: the decay thread gives back what stays free too long.
+    MutexLock l(&mu_);
+    (void)PutBack(s, index, true);  // (never unmaps a slab it just put a resident item in)
+    if (stats_.free_resident_bytes <= retain_bytes_) return;
+    if (!decay_started_) {
+      decay_started_ = true;
+      decay_thread_ = std::jthread([this](std::stop_token stop) { DecayLoop(std::move(stop)); });
+    } else if (decay_idle_) {
+      decay_cv_.Signal();
+    }
+    return;
+  }
   // Over the budget, the least recently freed resident items are given back to make room for
   // this one (whatever their class: a class no longer asked for must not keep the budget from
   // the one in use); only if that is not enough does this one go back instead.
@@ -342,20 +370,73 @@ void BlockArena::Release(const Piece& piece) {
     }
   }
   if (!resident) older.push_back(piece);
-  for (const Piece& p : older) {
-    // The pages go back to the kernel before anyone can reuse the item (the next owner's first
-    // write faults in zeroed pages).
-    (void)::madvise(p.data, p.bytes, MADV_DONTNEED);
+  GiveBack(older);
+}
+
+void BlockArena::GiveBack(const std::vector<Piece>& pieces) {
+  if (pieces.empty()) return;
+  // The pages go back to the kernel before anyone can reuse the item (the next owner's first
+  // write faults in zeroed pages); adjacent items in one call, as each call costs a TLB
+  // shootdown on every core the process ran on.
+  std::vector<std::pair<std::byte*, size_t>> spans;
+  spans.reserve(pieces.size());
+  for (const Piece& p : pieces) spans.emplace_back(p.data, p.bytes);
+  std::sort(spans.begin(), spans.end());
+  for (size_t i = 0; i < spans.size();) {
+    std::byte* const start = spans[i].first;
+    std::byte* end = start + spans[i].second;
+    for (++i; i < spans.size() && spans[i].first == end; ++i) end += spans[i].second;
+    (void)::madvise(start, static_cast<size_t>(end - start), MADV_DONTNEED);
   }
-  if (older.empty()) return;
   std::vector<std::unique_ptr<Slab>> drop;
   {
     MutexLock l(&mu_);
-    for (const Piece& p : older) {
+    for (const Piece& p : pieces) {
       if (auto d = PutBack(p.slab, IndexOf(p), false)) drop.push_back(std::move(d));
     }
   }
   for (const auto& d : drop) ::munmap(d->base, d->bytes);
+}
+
+std::optional<std::chrono::steady_clock::time_point> BlockArena::Trim(
+    std::chrono::steady_clock::time_point now) {
+  std::vector<Piece> due;
+  std::optional<std::chrono::steady_clock::time_point> next;
+  {
+    MutexLock l(&mu_);
+    while (stats_.free_resident_bytes > retain_bytes_ && !resident_.empty()) {
+      const Resident r = resident_.front();
+      if (StillResident(r) && r.freed + decay_ > now) {
+        next = r.freed + decay_;
+        break;
+      }
+      resident_.pop_front();
+      // As in Release: out of the free lists while its pages go back.
+      if (StillResident(r)) due.push_back(TakeIndex(r.slab, r.index, /*count=*/false));
+    }
+  }
+  GiveBack(due);
+  return next;
+}
+
+void BlockArena::DecayLoop(std::stop_token stop) {
+  (void)::pthread_setname_np(::pthread_self(), "tierfs-arena");
+  while (!stop.stop_requested()) {
+    const auto next = Trim(std::chrono::steady_clock::now());
+    MutexLock l(&mu_);
+    if (stop.stop_requested()) return;
+    if (next) {
+      // At most one pass per fifth of the decay time: the items freed in that time go back
+      // together (adjacent ones in one call).
+      const auto now = std::chrono::steady_clock::now();
+      const auto at = std::max(*next, now + decay_ / 5);
+      (void)decay_cv_.WaitFor(at - now);
+    } else if (stats_.free_resident_bytes <= retain_bytes_) {
+      decay_idle_ = true;
+      decay_cv_.Wait();
+      decay_idle_ = false;
+    }
+  }
 }
 
 BlockArena::Stats BlockArena::stats() const {

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -147,6 +148,85 @@ TEST(BlockArenaTest, KeepsAtMostItsBudgetResidentAndGivesTheRestBack) {
   EXPECT_EQ(arena.stats().reused, 2u);
   EXPECT_EQ(arena.stats().free_resident_bytes, 0u);
   for (const auto& p : pieces) arena.Release(p);
+}
+
+// With a decay time, what is freed beyond the budget stays resident for the allocations that
+// follow (a burst of frees is reused, not given back and faulted in again) until it has been
+// free that long; then it goes back, least recently freed first, down to the budget.
+TEST(BlockArenaTest, WithADecayTimeFreedItemsBeyondTheBudgetStayUntilTheyAreDue) {
+  BlockArena arena(256 * kKiB, std::chrono::hours(1));  // the thread never gets to it here
+  std::vector<BlockArena::Piece> pieces;
+  for (int i = 0; i < 8; ++i) {
+    pieces.push_back(arena.Allocate(128 * kKiB));
+    ASSERT_NE(pieces.back().data, nullptr);
+    std::memset(pieces.back().data, 0xab, pieces.back().bytes);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  for (const auto& p : pieces) arena.Release(p);
+  EXPECT_EQ(arena.stats().free_resident_bytes, 8 * 128 * kKiB);
+  // Not due yet: nothing goes back, and the next pass is due an hour after the first release.
+  const auto next = arena.Trim(t0 + std::chrono::minutes(59));
+  ASSERT_TRUE(next.has_value());
+  EXPECT_GE(*next, t0 + std::chrono::hours(1));
+  EXPECT_EQ(arena.stats().free_resident_bytes, 8 * 128 * kKiB);
+  // All eight are reused as they were left (no fault, no zero page).
+  const uint64_t fresh = arena.stats().fresh;
+  for (int i = 0; i < 8; ++i) {
+    pieces[static_cast<size_t>(i)] = arena.Allocate(128 * kKiB);
+    const BlockArena::Piece& p = pieces[static_cast<size_t>(i)];
+    EXPECT_TRUE(
+        std::all_of(p.data, p.data + p.bytes, [](std::byte b) { return b == std::byte{0xab}; }));
+  }
+  EXPECT_EQ(arena.stats().fresh, fresh);
+  EXPECT_EQ(arena.stats().free_resident_bytes, 0u);
+  // Freed again, then due: the six freed first go back (their pages with them), the budget's
+  // worth of the newest stays.
+  for (const auto& p : pieces) arena.Release(p);
+  EXPECT_FALSE(arena.Trim(std::chrono::steady_clock::now() + std::chrono::hours(2)).has_value());
+  EXPECT_EQ(arena.stats().free_resident_bytes, 256 * kKiB);
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    EXPECT_EQ(ResidentPages(pieces[i].data, pieces[i].bytes) == 0, i < 6) << i;
+  }
+}
+
+// The decay thread gives back what is due without anyone calling the arena, and stops with it.
+TEST(BlockArenaTest, TheDecayThreadGivesBackWhatIsDueOnItsOwn) {
+  BlockArena arena(128 * kKiB, std::chrono::milliseconds(20));
+  std::vector<BlockArena::Piece> pieces;
+  for (int i = 0; i < 6; ++i) {
+    pieces.push_back(arena.Allocate(128 * kKiB));
+    ASSERT_NE(pieces.back().data, nullptr);
+    std::memset(pieces.back().data, 0xcd, pieces.back().bytes);
+  }
+  for (const auto& p : pieces) arena.Release(p);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (arena.stats().free_resident_bytes > 128 * kKiB &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(arena.stats().free_resident_bytes, 128 * kKiB);
+  size_t given_back = 0;
+  for (const auto& p : pieces) given_back += ResidentPages(p.data, p.bytes) == 0;
+  EXPECT_EQ(given_back, 5u);
+}
+
+// Adjacent items given back together go back in one call and all of their pages with them.
+TEST(BlockArenaTest, DueItemsOfASlabGoBackWholeAndAreZeroWhenTakenAgain) {
+  BlockArena arena(0, std::chrono::hours(1));
+  std::vector<BlockArena::Piece> pieces;
+  for (int i = 0; i < 16; ++i) {  // one 2 MiB slab
+    pieces.push_back(arena.Allocate(128 * kKiB));
+    ASSERT_NE(pieces.back().data, nullptr);
+    std::memset(pieces.back().data, 0xef, pieces.back().bytes);
+  }
+  // Freed out of address order.
+  for (size_t i : {3, 0, 15, 7, 1, 2, 14, 4, 5, 6, 8, 13, 9, 12, 10, 11}) arena.Release(pieces[i]);
+  EXPECT_FALSE(arena.Trim(std::chrono::steady_clock::now() + std::chrono::hours(2)).has_value());
+  EXPECT_EQ(arena.stats().free_resident_bytes, 0u);
+  for (const auto& p : pieces) EXPECT_EQ(ResidentPages(p.data, p.bytes), 0u);
+  const BlockArena::Piece p = arena.Allocate(128 * kKiB);
+  EXPECT_TRUE(std::all_of(p.data, p.data + p.bytes, [](std::byte b) { return b == std::byte{0}; }));
+  arena.Release(p);
 }
 
 // An item freed while a newer slab still has untouched items is what the next allocation takes:

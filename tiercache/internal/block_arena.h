@@ -23,27 +23,40 @@
 //     aligned to 2 MiB. A slab holds as many items as fit; the slab size is the smallest number
 //     of units that wastes at most 1/8 of it. An item handed out untouched (or given back) has
 //     the pages of the requested size populated before it is returned.
-//   - A freed item stays resident for the next allocation of its class; the arena's free
-//     resident bytes stay within `retain_bytes` by giving back the pages (MADV_DONTNEED) of the
-//     least recently freed resident items, of any class, to make room for it. So the memory held
-//     for reuse is bounded by retain_bytes, the daemon's RSS keeps following the blocks it
-//     holds, and a class no longer in use (a burst of another size) cannot keep the budget from
-//     the one in use: before, a freed item beyond the budget was itself given back, and a few
-//     idle 8 MiB buffers kept every freed 1 MiB block from staying resident. An allocation takes
-//     a resident free item before any other (in a slab, the most recently freed), so items freed
-//     as fast as new ones are taken are reused while still resident: taking the untouched items
-//     of a new slab first would let the freed ones pile up past retain_bytes to be given back,
-//     and reusing those faults them in again. A slab whose items are all free and given back
-//     is unmapped once more than kKeepEmptySlabs slabs are empty; an empty slab with resident
-//     free items stays mapped (its resident items are within retain_bytes).
+//   - A freed item stays resident for the next allocation of its class. Without a decay time, the
+//     arena's free resident bytes stay within `retain_bytes` by giving back the pages
+//     (MADV_DONTNEED) of the least recently freed resident items, of any class, to make room for
+//     it: a class no longer in use (a burst of another size) cannot keep the budget from the one in
+//     use (before, a freed item beyond the budget was itself given back, and a few idle 8 MiB
+//     buffers kept every freed 1 MiB block from staying resident). With a decay time (the daemon's
+//     arena: 5 s), the free resident bytes beyond retain_bytes are given back, least recently freed
+//     first, once they have been free that long, by a thread of the arena's own (started at the
+//     first item beyond the budget; at most one pass per fifth of the decay time, adjacent items in
+//     one call), never by the thread that frees: no request waits on a give-back (each is a TLB
+//     shootdown that interrupts the other cores: in a cold shuffled loader epoch over 128 KiB
+//     files, where L1 hands each file to the kernel's page cache at open, give-backs in `open` were
+//     9% of the daemon's samples), they are batched, and a burst of frees is there for the
+//     allocations that follow it instead of being given back and faulted in again. The free
+//     resident bytes beyond retain_bytes are items freed within the last decay time (plus a pass),
+//     so never more than the blocks freed in that time, and the daemon's RSS follows the blocks it
+//     holds with that lag. An allocation takes a resident free item before any other (in a slab,
+//     the most recently freed), so items freed as fast as new ones are taken are reused while still
+//     resident: taking the untouched items of a new slab first would let the freed ones pile up
+//     past retain_bytes to be given back, and reusing those faults them in again. A slab whose
+//     items are all free and given back is unmapped once more than kKeepEmptySlabs slabs are empty;
+//     an empty slab with resident free items stays mapped (its resident items are within
+//     retain_bytes).
 //
 // Thread-safe: one mutex; the system calls (mmap, madvise, munmap) run outside it.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -75,8 +88,11 @@ class BlockArena {
     uint64_t fresh = 0;   // allocations of never-touched or given-back storage
   };
 
-  explicit BlockArena(uint64_t retain_bytes);
-  // Unmaps every slab; every piece must have been released.
+  // decay 0: free resident bytes never above retain_bytes (the least recently freed go back to
+  // make room); else beyond retain_bytes for at most `decay` (see above).
+  explicit BlockArena(uint64_t retain_bytes,
+                      std::chrono::nanoseconds decay = std::chrono::nanoseconds::zero());
+  // Stops the decay thread and unmaps every slab; every piece must have been released.
   ~BlockArena();
   BlockArena(const BlockArena&) = delete;
   BlockArena& operator=(const BlockArena&) = delete;
@@ -96,6 +112,11 @@ class BlockArena {
   std::vector<Piece> AllocateAdjacent(size_t capacity, size_t n) EXCLUDES(mu_);
   void Release(const Piece& piece) EXCLUDES(mu_);
   Stats stats() const EXCLUDES(mu_);
+  // With a decay time: gives back the free resident items beyond retain_bytes that were freed
+  // at least `decay` before `now` (least recently freed first); returns when the next one is
+  // due, or nullopt when nothing is beyond retain_bytes. The decay thread calls it; tests may.
+  std::optional<std::chrono::steady_clock::time_point> Trim(
+      std::chrono::steady_clock::time_point now) EXCLUDES(mu_);
 
  private:
   struct Class {
@@ -139,10 +160,17 @@ class BlockArena {
     Slab* slab;
     uint32_t index;
     uint64_t seq;
+    std::chrono::steady_clock::time_point freed;
   };
   bool StillResident(const Resident& r) const REQUIRES(mu_);
+  // Gives back the pages of `pieces` (taken out of the free lists, counted as in use) and puts
+  // them back as given back, unmapping slabs that are then to go.
+  void GiveBack(const std::vector<Piece>& pieces) EXCLUDES(mu_);
+  // The decay thread: Trim whenever an item is due, until stopped.
+  void DecayLoop(std::stop_token stop) EXCLUDES(mu_);
 
   const uint64_t retain_bytes_;
+  const std::chrono::nanoseconds decay_;
   mutable Mutex mu_;
   std::unordered_map<size_t, std::unique_ptr<Class>> classes_ GUARDED_BY(mu_);
   std::unordered_map<Slab*, std::unique_ptr<Slab>> slabs_ GUARDED_BY(mu_);
@@ -151,6 +179,11 @@ class BlockArena {
   uint64_t resident_items_ GUARDED_BY(mu_) = 0;
   uint64_t freed_seq_ GUARDED_BY(mu_) = 0;
   Stats stats_ GUARDED_BY(mu_);
+  CondVar decay_cv_{&mu_};  // an item beyond retain_bytes, or stop
+  bool decay_started_ GUARDED_BY(mu_) = false;
+  bool decay_idle_ GUARDED_BY(mu_) = false;  // waiting for an item beyond retain_bytes
+  // Declared last: stopped and joined first, while everything it uses is alive.
+  std::jthread decay_thread_ GUARDED_BY(mu_);
 };
 
 }  // namespace tierfs::tiercache_internal
