@@ -53,6 +53,18 @@ size_t ResidentPages(const std::byte* data, size_t bytes) {
 // Storage handed out for the first time is faulted in by the arena (one MADV_POPULATE_WRITE),
 // the requested bytes only, not the rest of its class or slab; a reused piece says it is not
 // fresh, and one given back past the retained budget is fresh (and populated) again.
+// `n` pieces of `bytes` from `arena`, each filled with `fill` (fewer when one failed).
+std::vector<BlockArena::Piece> AllocateFilled(BlockArena* arena, size_t n, size_t bytes, int fill) {
+  std::vector<BlockArena::Piece> pieces;
+  for (size_t i = 0; i < n; ++i) {
+    BlockArena::Piece p = arena->Allocate(bytes);
+    if (p.data == nullptr) break;
+    std::memset(p.data, fill, p.bytes);
+    pieces.push_back(p);
+  }
+  return pieces;
+}
+
 TEST(BlockArenaTest, FreshStorageIsPopulatedUpToTheRequestedSize) {
   const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
   BlockArena arena(0);  // keeps nothing resident: every release gives the pages back
@@ -118,12 +130,8 @@ TEST(BlockArenaTest, FreedStorageIsReusedAndPageAligned) {
 
 TEST(BlockArenaTest, KeepsAtMostItsBudgetResidentAndGivesTheRestBack) {
   BlockArena arena(256 * kKiB);  // room for two freed 128 KiB items
-  std::vector<BlockArena::Piece> pieces;
-  for (int i = 0; i < 8; ++i) {
-    pieces.push_back(arena.Allocate(128 * kKiB));
-    ASSERT_NE(pieces.back().data, nullptr);
-    std::memset(pieces.back().data, 0xab, pieces.back().bytes);
-  }
+  std::vector<BlockArena::Piece> pieces = AllocateFilled(&arena, 8, 128 * kKiB, 0xab);
+  ASSERT_EQ(pieces.size(), 8u);
   for (const auto& p : pieces) arena.Release(p);
   EXPECT_EQ(arena.stats().free_resident_bytes, 256 * kKiB);
   const std::vector<BlockArena::Piece> released = pieces;
@@ -155,12 +163,8 @@ TEST(BlockArenaTest, KeepsAtMostItsBudgetResidentAndGivesTheRestBack) {
 // free that long; then it goes back, least recently freed first, down to the budget.
 TEST(BlockArenaTest, WithADecayTimeFreedItemsBeyondTheBudgetStayUntilTheyAreDue) {
   BlockArena arena(256 * kKiB, std::chrono::hours(1));  // the thread never gets to it here
-  std::vector<BlockArena::Piece> pieces;
-  for (int i = 0; i < 8; ++i) {
-    pieces.push_back(arena.Allocate(128 * kKiB));
-    ASSERT_NE(pieces.back().data, nullptr);
-    std::memset(pieces.back().data, 0xab, pieces.back().bytes);
-  }
+  std::vector<BlockArena::Piece> pieces = AllocateFilled(&arena, 8, 128 * kKiB, 0xab);
+  ASSERT_EQ(pieces.size(), 8u);
   const auto t0 = std::chrono::steady_clock::now();
   for (const auto& p : pieces) arena.Release(p);
   EXPECT_EQ(arena.stats().free_resident_bytes, 8 * 128 * kKiB);
@@ -192,12 +196,8 @@ TEST(BlockArenaTest, WithADecayTimeFreedItemsBeyondTheBudgetStayUntilTheyAreDue)
 // The decay thread gives back what is due without anyone calling the arena, and stops with it.
 TEST(BlockArenaTest, TheDecayThreadGivesBackWhatIsDueOnItsOwn) {
   BlockArena arena(128 * kKiB, std::chrono::milliseconds(20));
-  std::vector<BlockArena::Piece> pieces;
-  for (int i = 0; i < 6; ++i) {
-    pieces.push_back(arena.Allocate(128 * kKiB));
-    ASSERT_NE(pieces.back().data, nullptr);
-    std::memset(pieces.back().data, 0xcd, pieces.back().bytes);
-  }
+  std::vector<BlockArena::Piece> pieces = AllocateFilled(&arena, 6, 128 * kKiB, 0xcd);
+  ASSERT_EQ(pieces.size(), 6u);
   for (const auto& p : pieces) arena.Release(p);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (arena.stats().free_resident_bytes > 128 * kKiB &&
@@ -213,12 +213,9 @@ TEST(BlockArenaTest, TheDecayThreadGivesBackWhatIsDueOnItsOwn) {
 // Adjacent items given back together go back in one call and all of their pages with them.
 TEST(BlockArenaTest, DueItemsOfASlabGoBackWholeAndAreZeroWhenTakenAgain) {
   BlockArena arena(0, std::chrono::hours(1));
-  std::vector<BlockArena::Piece> pieces;
-  for (int i = 0; i < 16; ++i) {  // one 2 MiB slab
-    pieces.push_back(arena.Allocate(128 * kKiB));
-    ASSERT_NE(pieces.back().data, nullptr);
-    std::memset(pieces.back().data, 0xef, pieces.back().bytes);
-  }
+  std::vector<BlockArena::Piece> pieces =
+      AllocateFilled(&arena, 16, 128 * kKiB, 0xef);  // one 2 MiB slab
+  ASSERT_EQ(pieces.size(), 16u);
   // Freed out of address order.
   for (size_t i : {3, 0, 15, 7, 1, 2, 14, 4, 5, 6, 8, 13, 9, 12, 10, 11}) arena.Release(pieces[i]);
   EXPECT_FALSE(arena.Trim(std::chrono::steady_clock::now() + std::chrono::hours(2)).has_value());
