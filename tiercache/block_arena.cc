@@ -340,8 +340,7 @@ void BlockArena::Release(const Piece& piece) {
     MutexLock l(&mu_);
     (void)PutBack(s, index, true);  // (never unmaps a slab it just put a resident item in)
     if (stats_.free_resident_bytes <= retain_bytes_) return;
-    if (!decay_started_) {
-      decay_started_ = true;
+    if (!decay_thread_.joinable()) {
       decay_thread_ = std::jthread([this](std::stop_token stop) { DecayLoop(std::move(stop)); });
     } else if (decay_idle_) {
       decay_cv_.Signal();
@@ -357,11 +356,7 @@ void BlockArena::Release(const Piece& piece) {
     MutexLock l(&mu_);
     while (stats_.free_resident_bytes + s->item_bytes > retain_bytes_ &&
            s->item_bytes <= retain_bytes_ && !resident_.empty()) {
-      const Resident r = resident_.front();
-      resident_.pop_front();
-      // Taken out of the free lists (counted as in use) while its pages go back, outside the
-      // lock: nobody can take it, and its slab cannot be unmapped meanwhile.
-      if (StillResident(r)) older.push_back(TakeIndex(r.slab, r.index, /*count=*/false));
+      TakeOldestResident(&older);
     }
     if (stats_.free_resident_bytes + s->item_bytes <= retain_bytes_) {
       resident = true;
@@ -371,6 +366,14 @@ void BlockArena::Release(const Piece& piece) {
   }
   if (!resident) older.push_back(piece);
   GiveBack(older);
+}
+
+void BlockArena::TakeOldestResident(std::vector<Piece>* out) {
+  const Resident r = resident_.front();
+  resident_.pop_front();
+  // Taken out of the free lists (counted as in use) while its pages go back, outside the lock:
+  // nobody can take it, and its slab cannot be unmapped meanwhile.
+  if (StillResident(r)) out->push_back(TakeIndex(r.slab, r.index, /*count=*/false));
 }
 
 void BlockArena::GiveBack(const std::vector<Piece>& pieces) {
@@ -405,14 +408,12 @@ std::optional<std::chrono::steady_clock::time_point> BlockArena::Trim(
   {
     MutexLock l(&mu_);
     while (stats_.free_resident_bytes > retain_bytes_ && !resident_.empty()) {
-      const Resident r = resident_.front();
+      const Resident& r = resident_.front();
       if (StillResident(r) && r.freed + decay_ > now) {
         next = r.freed + decay_;
         break;
       }
-      resident_.pop_front();
-      // As in Release: out of the free lists while its pages go back.
-      if (StillResident(r)) due.push_back(TakeIndex(r.slab, r.index, /*count=*/false));
+      TakeOldestResident(&due);
     }
   }
   GiveBack(due);

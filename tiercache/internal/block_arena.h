@@ -163,6 +163,9 @@ class BlockArena {
     std::chrono::steady_clock::time_point freed;
   };
   bool StillResident(const Resident& r) const REQUIRES(mu_);
+  // Pops the least recently freed entry of resident_ (not empty) and, unless stale, takes its
+  // item into *out for GiveBack.
+  void TakeOldestResident(std::vector<Piece>* out) REQUIRES(mu_);
   // Gives back the pages of `pieces` (taken out of the free lists, counted as in use) and puts
   // them back as given back, unmapping slabs that are then to go.
   void GiveBack(const std::vector<Piece>& pieces) EXCLUDES(mu_);
@@ -179,10 +182,10 @@ class BlockArena {
   uint64_t resident_items_ GUARDED_BY(mu_) = 0;
   uint64_t freed_seq_ GUARDED_BY(mu_) = 0;
   Stats stats_ GUARDED_BY(mu_);
-  CondVar decay_cv_{&mu_};  // an item beyond retain_bytes, or stop
-  bool decay_started_ GUARDED_BY(mu_) = false;
+  CondVar decay_cv_{&mu_};                   // an item beyond retain_bytes, or stop
   bool decay_idle_ GUARDED_BY(mu_) = false;  // waiting for an item beyond retain_bytes
-  // Declared last: stopped and joined first, while everything it uses is alive.
+  // Started by the first Release beyond retain_bytes; the destructor stops and joins it before
+  // the slabs go.
   std::jthread decay_thread_ GUARDED_BY(mu_);
 };
 
