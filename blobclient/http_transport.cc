@@ -552,10 +552,6 @@ class CurlEngine final : public HttpEngine {
   std::jthread thread_;  // last: started after every member above is initialised
 };
 
-// CondVar::Wait is annotated REQUIRES(<its own private mutex pointer>), which clang cannot
-// relate to the Mutex the caller holds. REQUIRES: the caller holds the CondVar's Mutex.
-void WaitWhileHeld(CondVar* cv) NO_THREAD_SAFETY_ANALYSIS { cv->Wait(); }
-
 }  // namespace
 
 const std::string* HttpResponse::Header(std::string_view lower_name) const {
@@ -582,7 +578,7 @@ Result<HttpResponse> HttpEngine::Execute(HttpRequest request) {
     w->cv.Signal();
   });
   MutexLock l(&w->mu);
-  while (!w->done) WaitWhileHeld(&w->cv);
+  while (!w->done) w->cv.Wait();
   if (!w->status.ok()) return w->status;
   return std::move(w->response);
 }

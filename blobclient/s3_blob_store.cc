@@ -69,12 +69,6 @@ constexpr std::chrono::milliseconds kSpikeFloor{50};
 // throttled answers is one signal.
 constexpr std::chrono::milliseconds kMinCutWindow{50};
 
-// CondVar waits carry no capability annotation (base/mutex.h). REQUIRES: cv's Mutex is held.
-void WaitWhileHeld(CondVar* cv) NO_THREAD_SAFETY_ANALYSIS { cv->Wait(); }
-void WaitForWhileHeld(CondVar* cv, std::chrono::nanoseconds d) NO_THREAD_SAFETY_ANALYSIS {
-  cv->WaitFor(d);
-}
-
 struct Endpoint {
   std::string scheme;  // "http" or "https"
   std::string host;    // without port
@@ -747,12 +741,12 @@ class S3BlobStore final : public BlobStore {
         MutexLock l(&inbox->mu);
         while (inbox->q.empty()) {
           if (wake == SteadyClock::time_point::max()) {
-            WaitWhileHeld(&inbox->cv);
+            inbox->cv.Wait();
             continue;
           }
           auto left = wake - SteadyClock::now();
           if (left <= std::chrono::nanoseconds::zero()) break;
-          WaitForWhileHeld(&inbox->cv, left);
+          inbox->cv.WaitFor(left);
         }
         done.swap(inbox->q);
       }

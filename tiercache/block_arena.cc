@@ -431,7 +431,7 @@ void BlockArena::DecayLoop(std::stop_token stop) {
       // together (adjacent ones in one call).
       const auto now = std::chrono::steady_clock::now();
       const auto at = std::max(*next, now + decay_ / 5);
-      (void)decay_cv_.WaitFor(at - now);
+      decay_cv_.WaitFor(at - now);
     } else if (stats_.free_resident_bytes <= retain_bytes_) {
       decay_idle_ = true;
       decay_cv_.Wait();

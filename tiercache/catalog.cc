@@ -80,9 +80,6 @@ bool ValidPath(std::string_view path) {
   }
 }
 
-// CondVar waits carry no capability annotation (base/mutex.h). REQUIRES: cv's Mutex is held.
-void WaitWhileHeld(CondVar* cv) NO_THREAD_SAFETY_ANALYSIS { cv->Wait(); }
-
 // Thread-safe; no external synchronization needed.
 class CatalogImpl final : public Catalog {
  public:
@@ -253,7 +250,7 @@ class CatalogImpl final : public Catalog {
 
   void TEST_WaitForRefreshes() override EXCLUDES(queue_mu_) {
     MutexLock l(&queue_mu_);
-    while (!queued_.empty()) WaitWhileHeld(&idle_cv_);
+    while (!queued_.empty()) idle_cv_.Wait();
   }
 
  private:
@@ -434,7 +431,7 @@ class CatalogImpl final : public Catalog {
       std::string dir;
       {
         MutexLock l(&queue_mu_);
-        while (queue_.empty() && !stopping_) WaitWhileHeld(&queue_cv_);
+        while (queue_.empty() && !stopping_) queue_cv_.Wait();
         if (stopping_) {
           queue_.clear();
           queued_.clear();

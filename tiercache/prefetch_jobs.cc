@@ -54,12 +54,6 @@ constexpr std::string_view kListPrefix = "prefetch/list/";
 
 std::string ListChunkKey(uint64_t first) { return fmt::format("{}{:020}", kListPrefix, first); }
 
-// CondVar waits carry no capability annotation (base/mutex.h). REQUIRES: cv's mutex held.
-void WaitHeld(CondVar* cv) NO_THREAD_SAFETY_ANALYSIS { cv->Wait(); }
-void WaitHeldFor(CondVar* cv, std::chrono::nanoseconds d) NO_THREAD_SAFETY_ANALYSIS {
-  (void)cv->WaitFor(d);
-}
-
 bool ParseU64(std::string_view s, uint64_t* out) {
   auto r = std::from_chars(s.data(), s.data() + s.size(), *out);
   return r.ec == std::errc() && r.ptr == s.data() + s.size();
@@ -559,7 +553,7 @@ class PrefetchJobsImpl final : public PrefetchJobs {
     MutexLock l(&mu_);
     while (!queue_.empty() || running_ > 0) {
       if (std::chrono::steady_clock::now() >= deadline) return false;
-      WaitHeldFor(&cv_, std::chrono::milliseconds(10));
+      cv_.WaitFor(std::chrono::milliseconds(10));
     }
     return true;
   }
@@ -659,7 +653,7 @@ class PrefetchJobsImpl final : public PrefetchJobs {
       std::shared_ptr<Job> job;
       {
         MutexLock l(&mu_);
-        while (!stop_ && queue_.empty()) WaitHeld(&cv_);
+        while (!stop_ && queue_.empty()) cv_.Wait();
         if (stop_) return;
         std::string path = std::move(queue_.front());
         queue_.pop_front();
@@ -843,7 +837,7 @@ class PrefetchJobsImpl final : public PrefetchJobs {
         bool drained;
         {
           MutexLock l(&mu_);
-          if (!DrainedLocked(*w)) WaitHeldFor(&cv_, options_.persist_interval);
+          if (!DrainedLocked(*w)) cv_.WaitFor(options_.persist_interval);
           drained = DrainedLocked(*w);
           snapshot = job->st;
           if (drained) works_.erase(std::find(works_.begin(), works_.end(), w));
@@ -944,7 +938,7 @@ class PrefetchJobsImpl final : public PrefetchJobs {
     while (!stop_ && !w.job->cancel && !w.failed &&
            (fetching_ >= AllowedLocked(w.list) ||
             (fetching_ > 0 && fetching_bytes_ + bytes > options_.memory_budget))) {
-      WaitHeldFor(&slot_cv_, std::chrono::milliseconds(5));  // the cap moves with demand reads
+      slot_cv_.WaitFor(std::chrono::milliseconds(5));  // the cap moves with demand reads
     }
     if (stop_ || w.job->cancel || w.failed) return false;
     ++fetching_;
@@ -969,7 +963,7 @@ class PrefetchJobsImpl final : public PrefetchJobs {
       Task task;
       {
         MutexLock l(&mu_);
-        while (!stop_ && !(w = PickLocked())) WaitHeld(&cv_);
+        while (!stop_ && !(w = PickLocked())) cv_.Wait();
         if (stop_) return;
         task = w->tasks[w->next++];
         ++w->in_flight;

@@ -50,8 +50,6 @@ using tiercache_internal::ListingObjectName;
 using tiercache_internal::ParseL3Header;
 using tiercache_internal::ParseL3Object;
 
-void WaitWhileHeld(CondVar* cv) NO_THREAD_SAFETY_ANALYSIS { cv->Wait(); }
-
 constexpr std::string_view kBlocksDir = "blocks/";
 
 std::string ObjectName(const BlockKey& key) { return std::string(kBlocksDir) + BlockKeyHex(key); }
@@ -401,7 +399,7 @@ class RemoteTier final : public Tier, public ListingShare {
       WriteJob job;
       {
         MutexLock l(&queue_mu_);
-        while (queue_.empty() && !st.stop_requested()) WaitWhileHeld(&queue_cv_);
+        while (queue_.empty() && !st.stop_requested()) queue_cv_.Wait();
         if (st.stop_requested()) return;
         job = std::move(queue_.front());
         queue_.pop_front();

@@ -72,13 +72,6 @@ namespace {
 
 using tiercache_internal::BlockKeyHash;
 
-// CondVar::Wait is annotated REQUIRES(<the CondVar's own Mutex pointer>), which clang cannot
-// relate to the Mutex the caller holds. REQUIRES: the caller holds the CondVar's Mutex.
-void WaitWhileHeld(CondVar* cv) NO_THREAD_SAFETY_ANALYSIS { cv->Wait(); }
-void WaitHeldFor(CondVar* cv, std::chrono::nanoseconds d) NO_THREAD_SAFETY_ANALYSIS {
-  cv->WaitFor(d);
-}
-
 struct PrefetchTask {
   std::shared_ptr<const ObjectRef> obj;
   uint64_t first = 0;
@@ -1121,7 +1114,7 @@ class TieredCacheImpl final : public TieredCache {
       std::optional<FetchJob> job;
       {
         MutexLock l(&fetch_mu_);
-        while (fetch_queue_.empty() && !st.stop_requested()) WaitWhileHeld(&fetch_cv_);
+        while (fetch_queue_.empty() && !st.stop_requested()) fetch_cv_.Wait();
         if (st.stop_requested()) return;
         job.emplace(std::move(fetch_queue_.front()));
         fetch_queue_.pop_front();
@@ -1614,7 +1607,7 @@ class TieredCacheImpl final : public TieredCache {
       PrefetchTask task;
       {
         MutexLock l(&queue_mu_);
-        while (queue_.empty() && !st.stop_requested()) WaitWhileHeld(&queue_cv_);
+        while (queue_.empty() && !st.stop_requested()) queue_cv_.Wait();
         if (st.stop_requested()) return;
         task = std::move(queue_.front());
         queue_.pop_front();
@@ -1698,7 +1691,7 @@ class TieredCacheImpl final : public TieredCache {
     while (InflightBlocked(bytes)) {
       if (st.stop_requested()) return false;
       ++inflight_waiters_;
-      WaitHeldFor(&inflight_cv_, kInflightRecheck);
+      inflight_cv_.WaitFor(kInflightRecheck);
       --inflight_waiters_;
     }
     inflight_bytes_ += bytes;
