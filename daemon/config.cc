@@ -1019,8 +1019,9 @@ Status FinishOptions(DaemonOptions* o, const GetEnvFn& getenv) {
     o->fuse.entry_timeout = o->fuse.attr_timeout = o->fuse.negative_timeout = kForever;
   }
   o->fs.prefetch.readahead_max_bytes = o->cache.readahead_max_bytes;
-  // Runs outstanding for a random-read hydration: what the pool fetches at once (8 runs' bytes,
-  // TieredCacheOptions::prefetch_threads), so the readahead queue never overflows.
+  // Runs outstanding for a random-read hydration: at most 8 (half of the 16 runs' bytes the pool
+  // fetches at once, TieredCacheOptions::prefetch_threads), so the readahead queue never
+  // overflows and a sequential reader of another file keeps room beside it.
   o->fs.prefetch.hydrate_runs = std::min(o->cache.prefetch_threads, 8);
   o->fs.uid = o->uid.value_or(static_cast<uint32_t>(getuid()));
   o->fs.gid = o->gid.value_or(static_cast<uint32_t>(getgid()));

@@ -57,6 +57,7 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <optional>
 #include <stop_token>
 #include <thread>
@@ -76,6 +77,7 @@ struct PrefetchTask {
   std::shared_ptr<const ObjectRef> obj;
   uint64_t first = 0;
   uint64_t count = 0;
+  uint64_t seq = 0;  // queue order: runs waiting for room in flight go in this order
 };
 
 // A block and the tier it was read from (kOriginTier: fetched from the origin).
@@ -405,6 +407,7 @@ class TieredCacheImpl final : public TieredCache {
           continue;
         }
         queued_blocks_ += t.count;
+        t.seq = next_task_seq_++;
         queue_.push_back(std::move(t));
         ++queued;
       }
@@ -1630,7 +1633,7 @@ class TieredCacheImpl final : public TieredCache {
         continue;
       }
       if (!CachedAnywhere(key)) {
-        const uint64_t n = FetchRun(obj, i, end, st);
+        const uint64_t n = FetchRun(obj, i, end, task.seq, st);
         if (n > 0) {
           i += n;
           continue;
@@ -1653,12 +1656,13 @@ class TieredCacheImpl final : public TieredCache {
   // them and no one else fetches them, and reads them as one run (FetchClaimedRun). Returns how
   // many blocks it handled (0: none could be claimed; the caller takes the one-block path).
   // The run's bytes are taken from the in-flight budget first (before claiming, so no reader
-  // joins a fetch that waits for it).
-  uint64_t FetchRun(const ObjectRef& obj, uint64_t first, uint64_t end, const std::stop_token& st) {
+  // joins a fetch that waits for it), in the order of the task's `seq` among the runs waiting.
+  uint64_t FetchRun(const ObjectRef& obj, uint64_t first, uint64_t end, uint64_t seq,
+                    const std::stop_token& st) {
     const uint64_t bs = options_.block_size;
     const uint64_t most = std::min(end - first, run_blocks_);
     const uint64_t bytes = std::min(most * bs, obj.info.size - std::min(obj.info.size, first * bs));
-    if (!AcquireInflight(bytes, st)) return 0;
+    if (!AcquireInflight(bytes, seq, st)) return 0;
     std::vector<Flights::Lease> leases;
     for (uint64_t j = first; j < end && leases.size() < run_blocks_; ++j) {
       std::optional<Flights::Lease> lease =
@@ -1677,43 +1681,59 @@ class TieredCacheImpl final : public TieredCache {
   // shuts down first.
   //
   // Up to prefetch_threads workers wait here at once (a loader's next files queue many small
-  // fetches). A freed slot wakes one of them, and each that gets in wakes the next while room is
-  // left (a baton), instead of waking them all on every release (with 16 waiting, a thundering
-  // herd of 16 wakeups per fetch: 8% of the daemon's CPU in a cold small-file epoch went to
-  // switching them in). A woken worker whose run does not fit yet waits for the next release;
-  // once nothing is in flight any request fits, so none waits for ever.
+  // fetches; several sequential readers each queue their window's runs). They get in in queue
+  // order (the task's `seq`), not in the order the scheduler happens to wake them: with two
+  // streams the runs just ahead of one reader waited behind runs far ahead of both, the reader
+  // caught up with its readahead and fetched block after block on demand, a round trip each.
+  // Only the first waiter in that order is woken (a freed slot wakes it, and each that gets in
+  // wakes the next while room is left: a baton), instead of waking them all on every release
+  // (with 16 waiting, a thundering herd of 16 wakeups per fetch: 8% of the daemon's CPU in a cold
+  // small-file epoch went to switching them in). A woken worker whose run does not fit yet waits
+  // for the next release; once nothing is in flight any request fits, so none waits for ever.
   bool InflightBlocked(uint64_t bytes) const REQUIRES(inflight_mu_) {
     return (inflight_bytes_ > 0 && inflight_bytes_ + bytes > inflight_cap_) ||
            (inflight_fetches_ >= kFetchesWhileDemand && demand_jobs_.load() > 0);
   }
-  bool AcquireInflight(uint64_t bytes, const std::stop_token& st) {
+  bool AcquireInflight(uint64_t bytes, uint64_t seq, const std::stop_token& st) {
     MutexLock l(&inflight_mu_);
-    while (InflightBlocked(bytes)) {
-      if (st.stop_requested()) return false;
-      ++inflight_waiters_;
-      inflight_cv_.WaitFor(kInflightRecheck);
-      --inflight_waiters_;
+    CondVar mine(&inflight_mu_);
+    bool waiting = false;
+    while (InflightBlocked(bytes) ||
+           (!inflight_waiting_.empty() && inflight_waiting_.begin()->first < seq)) {
+      if (st.stop_requested()) {
+        if (waiting) inflight_waiting_.erase(seq);
+        return false;
+      }
+      if (!waiting) {
+        inflight_waiting_.emplace(seq, &mine);  // seq is unique: one worker runs a task
+        waiting = true;
+      }
+      mine.WaitFor(kInflightRecheck);
     }
+    if (waiting) inflight_waiting_.erase(seq);
     inflight_bytes_ += bytes;
     ++inflight_fetches_;
-    // Pass the baton: room for another fetch of the same size, and someone waits for it.
-    if (inflight_waiters_ > 0 && !InflightBlocked(bytes)) inflight_cv_.Signal();
+    // Pass the baton: the next waiter in order looks whether its run fits too.
+    WakeFirstInflightWaiter();
     return true;
   }
   void ReleaseInflight(uint64_t bytes) {
     MutexLock l(&inflight_mu_);
     inflight_bytes_ -= bytes;
     --inflight_fetches_;
-    if (inflight_waiters_ > 0) inflight_cv_.Signal();
+    WakeFirstInflightWaiter();
   }
-  // Wakes one worker waiting for room (the demand fetches drained, or the cache shuts down).
+  void WakeFirstInflightWaiter() REQUIRES(inflight_mu_) {
+    if (!inflight_waiting_.empty()) inflight_waiting_.begin()->second->Signal();
+  }
+  // Wakes the first worker waiting for room (the demand fetches drained), or all of them (the
+  // cache shuts down).
   void WakeInflightWaiter(bool all) {
     MutexLock l(&inflight_mu_);  // not between a waiter's check and its wait
-    if (inflight_waiters_ == 0) return;
     if (all) {
-      inflight_cv_.SignalAll();
+      for (auto& [seq, cv] : inflight_waiting_) cv->Signal();
     } else {
-      inflight_cv_.Signal();
+      WakeFirstInflightWaiter();
     }
   }
 
@@ -1868,22 +1888,26 @@ class TieredCacheImpl final : public TieredCache {
   const size_t queue_limit_;  // in blocks
   const uint64_t run_blocks_;
   // Readahead bytes being fetched (FetchRun) stay within kRunsInFlight runs (and the readahead
-  // budget), however many prefetch threads there are: the pool's memory is that of 8 runs of
-  // 8 MiB, while small objects (a loader's next files, one GET each) keep up to prefetch_threads
+  // budget), however many prefetch threads there are: the pool's memory is that of 16 runs of
+  // 8 MiB, two sequential readers' whole windows (cache.readahead_max, 64 MiB each; with 8 runs
+  // two cold streams shared one window's worth, their runs waited for room until the readers
+  // caught up and fetched block by block on demand: 427-440 GETs for 2 GiB, a third of them of
+  // one block, against 285-298 with 16), while small objects (a loader's next files, one GET each) keep up to prefetch_threads
   // requests in flight, but only kFetchesWhileDemand while readers wait for fetches of their own
   // (demand_jobs_), so that a reader's GET does not queue at the origin behind 32 guesses (a
   // plain shuffled loader's cold epoch: 8 of them gave 388-402 samples/s and a first batch after
   // 2.0 s, 32 always 499-533 and 4.3-6.9 s, 16 while readers wait 465-483 and 3.0 s).
-  static constexpr uint64_t kRunsInFlight = 8;
+  static constexpr uint64_t kRunsInFlight = 16;
   static constexpr uint64_t kFetchesWhileDemand = 16;
   const uint64_t inflight_cap_;
   // A waiting worker looks again after this long even unwoken (a safety net, not the signal).
   static constexpr std::chrono::milliseconds kInflightRecheck{100};
   Mutex inflight_mu_;  // leaf
-  CondVar inflight_cv_{&inflight_mu_};
   uint64_t inflight_bytes_ GUARDED_BY(inflight_mu_) = 0;
   uint64_t inflight_fetches_ GUARDED_BY(inflight_mu_) = 0;
-  uint64_t inflight_waiters_ GUARDED_BY(inflight_mu_) = 0;
+  // The workers waiting for room, by their task's seq: each waits on a CondVar of its own, so
+  // that the first in queue order is the one woken.
+  std::map<uint64_t, CondVar*> inflight_waiting_ GUARDED_BY(inflight_mu_);
   // Demand fetches queued for or running on the fetch pool (SubmitFetch .. FetchLoop).
   std::atomic<int64_t> demand_jobs_{0};
   const uint64_t small_object_bytes_;
@@ -1937,6 +1961,7 @@ class TieredCacheImpl final : public TieredCache {
   CondVar queue_cv_;
   std::deque<PrefetchTask> queue_ GUARDED_BY(queue_mu_);
   uint64_t queued_blocks_ GUARDED_BY(queue_mu_) = 0;
+  uint64_t next_task_seq_ GUARDED_BY(queue_mu_) = 0;
 
   mutable Mutex fetch_mu_;
   CondVar fetch_cv_;

@@ -95,13 +95,14 @@ struct TieredCacheOptions {
   // Block size. 1 MiB: matches the kernel's largest FUSE read, so one read touches at most two
   // blocks, and is large enough that per-request latency amortises (see README, "Block size").
   uint64_t block_size = 1ULL << 20;
-  // The readahead/prefetch pool: up to this many origin requests in flight, but at most 8 runs'
-  // bytes (8 x the run size, within the readahead budget) whatever the threads: many small files
-  // (a loader's next files, one GET each) go at once, large runs no more than before.
+  // The readahead/prefetch pool: up to this many origin requests in flight, but at most 16 runs'
+  // bytes (16 x the run size, within the readahead budget: two sequential readers' windows)
+  // whatever the threads: many small files (a loader's next files, one GET each) go at once,
+  // large runs no more than that; runs waiting for room start in the order they were asked for.
   int prefetch_threads = 32;
   uint64_t readahead_max_bytes = 64ULL << 20;  // per open file, adaptive window upper bound
   // Readahead memory of the whole process: the queue holds at most this many bytes' worth of
-  // blocks, and the blocks being fetched (at most 8 runs' bytes, runs of at most
+  // blocks, and the blocks being fetched (at most 16 runs' bytes, runs of at most
   // readahead_run_bytes) never exceed it (the run is shrunk to budget / prefetch_threads).
   // Fetched blocks go to L1 and count against its budget from then on.
   uint64_t readahead_budget_bytes = 256ULL << 20;

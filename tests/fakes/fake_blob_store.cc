@@ -57,12 +57,24 @@ Result<ObjectInfo> FakeBlobStore::Head(std::string_view key) {
 void FakeBlobStore::HoldReads() {
   MutexLock l(&gate_mu_);
   gate_held_ = true;
+  gate_passed_ = gate_next_ticket_;  // the reads from now on wait, in the order they arrive
 }
 
 void FakeBlobStore::ReleaseReads() {
   MutexLock l(&gate_mu_);
   gate_held_ = false;
   gate_cv_.SignalAll();
+}
+
+void FakeBlobStore::ReleaseOneRead() {
+  MutexLock l(&gate_mu_);
+  ++gate_passed_;
+  gate_cv_.SignalAll();
+}
+
+std::vector<std::string> FakeBlobStore::gate_arrivals() const {
+  MutexLock l(&gate_mu_);
+  return gate_arrivals_;
 }
 
 void FakeBlobStore::WaitForBlockedReads(int n) {
@@ -80,11 +92,14 @@ Result<size_t> FakeBlobStore::Read(std::string_view key, uint64_t offset, std::s
   ++read_calls_;
   {
     MutexLock l(&gate_mu_);
+    gate_arrivals_.emplace_back(key);
+    const uint64_t ticket = gate_next_ticket_++;
     if (gate_held_) {
       ++gate_blocked_;
       gate_cv_.SignalAll();  // WaitForBlockedReads
-      while (gate_held_) gate_cv_.Wait();
+      while (gate_held_ && ticket >= gate_passed_) gate_cv_.Wait();
       --gate_blocked_;
+      gate_cv_.SignalAll();  // WaitForBlockedReads after a ReleaseOneRead
     }
   }
   TIERFS_RETURN_IF_ERROR(Enter());

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "base/mutex.h"
 #include "blobclient/blob_store.h"
@@ -29,10 +30,14 @@ class FakeBlobStore : public BlobStore {
 
   // A gate for Read (a stalled origin): while held, every Read blocks (after counting) until
   // ReleaseReads(). WaitForBlockedReads(n) returns once n reads wait at the gate.
+  // ReleaseOneRead() lets the read that has waited longest through and keeps the gate held.
   void HoldReads() EXCLUDES(gate_mu_);
   void ReleaseReads() EXCLUDES(gate_mu_);
+  void ReleaseOneRead() EXCLUDES(gate_mu_);
   void WaitForBlockedReads(int n) EXCLUDES(gate_mu_);
   int blocked_reads() const EXCLUDES(gate_mu_);
+  // The keys of the reads that reached the gate, in that order (held or not).
+  std::vector<std::string> gate_arrivals() const EXCLUDES(gate_mu_);
 
   uint64_t read_calls() const { return read_calls_; }
   uint64_t head_calls() const { return head_calls_; }
@@ -68,6 +73,9 @@ class FakeBlobStore : public BlobStore {
   CondVar gate_cv_{&gate_mu_};
   bool gate_held_ GUARDED_BY(gate_mu_) = false;
   int gate_blocked_ GUARDED_BY(gate_mu_) = 0;
+  uint64_t gate_next_ticket_ GUARDED_BY(gate_mu_) = 0;  // of the next read to arrive
+  uint64_t gate_passed_ GUARDED_BY(gate_mu_) = 0;  // held reads with a lower ticket may go
+  std::vector<std::string> gate_arrivals_ GUARDED_BY(gate_mu_);
   std::atomic<uint64_t> read_calls_{0}, head_calls_{0}, list_calls_{0}, bytes_read_{0};
   std::atomic<uint64_t> requests_{0}, errors_{0};
 };

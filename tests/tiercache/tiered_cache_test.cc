@@ -1005,36 +1005,88 @@ TEST_F(TieredCacheTest, MetricsAgreeWithStatsTextAndTimeReadsByServingTier) {
 }
 
 // The prefetch pool keeps up to prefetch_threads small objects in flight (one request each: a
-// loader's next files), but its bytes in flight stay within 8 runs however many threads it has.
-TEST_F(TieredCacheTest, ReadaheadKeepsManySmallFetchesButAtMostEightRunsInFlight) {
-  options_.prefetch_threads = 16;
+// loader's next files), but its bytes in flight stay within 16 runs however many threads it has.
+TEST_F(TieredCacheTest, ReadaheadKeepsManySmallFetchesButAtMostSixteenRunsInFlight) {
+  options_.prefetch_threads = 24;
   options_.readahead_run_bytes = 4 * kBs;
   options_.readahead_budget_bytes = 256 * kBs;  // room for every task below in the queue
   auto c = OpenCache(/*with_l1=*/true, /*with_l2=*/false);
   ASSERT_NE(c, nullptr);
   std::vector<ObjectRef> small, large;
-  for (int i = 0; i < 16; ++i) {
+  for (int i = 0; i < 24; ++i) {
     small.push_back(Put("small/" + std::to_string(i), Pattern(kBs, i)));
     large.push_back(Put("large/" + std::to_string(i), Pattern(4 * kBs, 100 + i)));
   }
   origin_.HoldReads();
   for (const ObjectRef& o : small) c->Prefetch(o, 0, 1);
-  origin_.WaitForBlockedReads(16);  // all 16 at once: 16 blocks are 2 runs' worth of bytes
+  origin_.WaitForBlockedReads(24);  // all 24 at once: 24 blocks are 6 runs' worth of bytes
   origin_.ReleaseReads();
   for (const ObjectRef& o : small) WaitForL1(c.get(), o, 1);
 
   origin_.HoldReads();
   for (const ObjectRef& o : large) c->Prefetch(o, 0, 4);
-  origin_.WaitForBlockedReads(8);
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // no ninth run starts
-  EXPECT_EQ(origin_.blocked_reads(), 8);
+  origin_.WaitForBlockedReads(16);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // no 17th run starts
+  EXPECT_EQ(origin_.blocked_reads(), 16);
   origin_.ReleaseReads();
   for (const ObjectRef& o : large) WaitForL1(c.get(), o, 4);
-  for (int i = 0; i < 16; ++i) {
+  for (int i = 0; i < 24; ++i) {
     EXPECT_EQ(ReadAll(c.get(), large[i], 0, 4 * kBs), Pattern(4 * kBs, 100 + i));
     EXPECT_EQ(ReadAll(c.get(), small[i], 0, kBs), Pattern(kBs, i));
   }
-  EXPECT_EQ(origin_.read_calls(), 32u);  // every object once: all from L1 above
+  EXPECT_EQ(origin_.read_calls(), 48u);  // every object once: all from L1 above
+}
+
+// Runs that wait for room in flight start in the order they were asked for, a large one before
+// small ones asked for after it even when only they would fit: two sequential readers' runs just
+// ahead of each reader must not wait behind runs asked for later.
+TEST_F(TieredCacheTest, RunsWaitingForRoomStartInTheOrderTheyWereAskedFor) {
+  options_.prefetch_threads = 24;
+  options_.readahead_run_bytes = 4 * kBs;
+  options_.readahead_budget_bytes = 256 * kBs;  // in flight: 16 runs of 4 blocks
+  auto c = OpenCache(/*with_l1=*/true, /*with_l2=*/false);
+  ASSERT_NE(c, nullptr);
+  std::vector<ObjectRef> first, waiting;
+  for (int i = 0; i < 16; ++i) first.push_back(Put("first/" + std::to_string(i), Pattern(4 * kBs, i)));
+  for (int i = 0; i < 6; ++i) {  // 4 blocks, 1 block, 4, 1, 4, 1
+    const uint64_t n = i % 2 == 0 ? 4 : 1;
+    waiting.push_back(Put("waiting/" + std::to_string(i), Pattern(n * kBs, 50 + i)));
+  }
+  origin_.HoldReads();
+  for (const ObjectRef& o : first) c->Prefetch(o, 0, 4);
+  origin_.WaitForBlockedReads(16);  // 64 blocks in flight: full
+  for (const ObjectRef& o : waiting) c->Prefetch(o, 0, 4);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // all six wait for room
+  ASSERT_EQ(origin_.gate_arrivals().size(), 16u);
+  // The reads that arrive at the origin once `n` have (and no more within 50 ms after), sorted:
+  // two runs let in by one release reach the origin in either order.
+  size_t seen = 16;
+  auto next_arrivals = [&](size_t n) {
+    for (int i = 0; i < 1000 && origin_.gate_arrivals().size() < n; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const std::vector<std::string> all = origin_.gate_arrivals();
+    std::vector<std::string> fresh(all.begin() + static_cast<ptrdiff_t>(seen), all.end());
+    seen = all.size();
+    std::sort(fresh.begin(), fresh.end());
+    return fresh;
+  };
+  using Keys = std::vector<std::string>;
+  origin_.ReleaseOneRead();  // 4 blocks free: waiting/0 (4 blocks) goes
+  EXPECT_EQ(next_arrivals(17), Keys{"waiting/0"});
+  origin_.ReleaseOneRead();  // 4 free: waiting/1 (1) goes; waiting/2 (4) does not fit, and
+  EXPECT_EQ(next_arrivals(18), Keys{"waiting/1"});  // waiting/3 (1), which would, waits behind it
+  origin_.ReleaseOneRead();  // 3 + 4 free: waiting/2 and waiting/3
+  EXPECT_EQ(next_arrivals(20), (Keys{"waiting/2", "waiting/3"}));
+  origin_.ReleaseOneRead();  // waiting/4 and waiting/5
+  EXPECT_EQ(next_arrivals(22), (Keys{"waiting/4", "waiting/5"}));
+  origin_.ReleaseReads();
+  for (int i = 0; i < 6; ++i) {
+    const uint64_t n = i % 2 == 0 ? 4 : 1;
+    WaitForL1(c.get(), waiting[i], n);
+    EXPECT_EQ(ReadAll(c.get(), waiting[i], 0, n * kBs), Pattern(n * kBs, 50 + i));
+  }
 }
 
 // While a reader waits for a fetch of its own, readahead keeps only 16 fetches in flight (of 32
