@@ -1891,12 +1891,12 @@ class TieredCacheImpl final : public TieredCache {
   // budget), however many prefetch threads there are: the pool's memory is that of 16 runs of
   // 8 MiB, two sequential readers' whole windows (cache.readahead_max, 64 MiB each; with 8 runs
   // two cold streams shared one window's worth, their runs waited for room until the readers
-  // caught up and fetched block by block on demand: 427-440 GETs for 2 GiB, a third of them of
-  // one block, against 285-298 with 16), while small objects (a loader's next files, one GET each) keep up to prefetch_threads
-  // requests in flight, but only kFetchesWhileDemand while readers wait for fetches of their own
-  // (demand_jobs_), so that a reader's GET does not queue at the origin behind 32 guesses (a
-  // plain shuffled loader's cold epoch: 8 of them gave 388-402 samples/s and a first batch after
-  // 2.0 s, 32 always 499-533 and 4.3-6.9 s, 16 while readers wait 465-483 and 3.0 s).
+  // caught up and fetched block by block on demand), while small objects (a loader's next
+  // files, one GET each) keep up to prefetch_threads requests in flight, but only
+  // kFetchesWhileDemand while readers wait for fetches of their own (demand_jobs_), so that a
+  // reader's GET does not queue at the origin behind 32 guesses (a plain shuffled loader's cold
+  // epoch: 8 of them gave 388-402 samples/s and a first batch after 2.0 s, 32 always 499-533
+  // and 4.3-6.9 s, 16 while readers wait 465-483 and 3.0 s).
   static constexpr uint64_t kRunsInFlight = 16;
   static constexpr uint64_t kFetchesWhileDemand = 16;
   const uint64_t inflight_cap_;

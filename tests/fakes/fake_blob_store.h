@@ -74,7 +74,7 @@ class FakeBlobStore : public BlobStore {
   bool gate_held_ GUARDED_BY(gate_mu_) = false;
   int gate_blocked_ GUARDED_BY(gate_mu_) = 0;
   uint64_t gate_next_ticket_ GUARDED_BY(gate_mu_) = 0;  // of the next read to arrive
-  uint64_t gate_passed_ GUARDED_BY(gate_mu_) = 0;  // held reads with a lower ticket may go
+  uint64_t gate_passed_ GUARDED_BY(gate_mu_) = 0;       // held reads with a lower ticket may go
   std::vector<std::string> gate_arrivals_ GUARDED_BY(gate_mu_);
   std::atomic<uint64_t> read_calls_{0}, head_calls_{0}, list_calls_{0}, bytes_read_{0};
   std::atomic<uint64_t> requests_{0}, errors_{0};

@@ -1047,7 +1047,9 @@ TEST_F(TieredCacheTest, RunsWaitingForRoomStartInTheOrderTheyWereAskedFor) {
   auto c = OpenCache(/*with_l1=*/true, /*with_l2=*/false);
   ASSERT_NE(c, nullptr);
   std::vector<ObjectRef> first, waiting;
-  for (int i = 0; i < 16; ++i) first.push_back(Put("first/" + std::to_string(i), Pattern(4 * kBs, i)));
+  for (int i = 0; i < 16; ++i) {
+    first.push_back(Put("first/" + std::to_string(i), Pattern(4 * kBs, i)));
+  }
   for (int i = 0; i < 6; ++i) {  // 4 blocks, 1 block, 4, 1, 4, 1
     const uint64_t n = i % 2 == 0 ? 4 : 1;
     waiting.push_back(Put("waiting/" + std::to_string(i), Pattern(n * kBs, 50 + i)));
@@ -1077,7 +1079,7 @@ TEST_F(TieredCacheTest, RunsWaitingForRoomStartInTheOrderTheyWereAskedFor) {
   EXPECT_EQ(next_arrivals(17), Keys{"waiting/0"});
   origin_.ReleaseOneRead();  // 4 free: waiting/1 (1) goes; waiting/2 (4) does not fit, and
   EXPECT_EQ(next_arrivals(18), Keys{"waiting/1"});  // waiting/3 (1), which would, waits behind it
-  origin_.ReleaseOneRead();  // 3 + 4 free: waiting/2 and waiting/3
+  origin_.ReleaseOneRead();                         // 3 + 4 free: waiting/2 and waiting/3
   EXPECT_EQ(next_arrivals(20), (Keys{"waiting/2", "waiting/3"}));
   origin_.ReleaseOneRead();  // waiting/4 and waiting/5
   EXPECT_EQ(next_arrivals(22), (Keys{"waiting/4", "waiting/5"}));
