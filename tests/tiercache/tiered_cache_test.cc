@@ -1058,7 +1058,7 @@ TEST_F(TieredCacheTest, RunsWaitingForRoomStartInTheOrderTheyWereAskedFor) {
   for (const ObjectRef& o : first) c->Prefetch(o, 0, 4);
   origin_.WaitForBlockedReads(16);  // 64 blocks in flight: full
   for (const ObjectRef& o : waiting) c->Prefetch(o, 0, 4);
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // all six wait for room
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // all six wait for room
   ASSERT_EQ(origin_.gate_arrivals().size(), 16u);
   // The reads that arrive at the origin once `n` have (and no more within 50 ms after), sorted:
   // two runs let in by one release reach the origin in either order.
