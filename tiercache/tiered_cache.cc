@@ -1697,20 +1697,16 @@ class TieredCacheImpl final : public TieredCache {
   bool AcquireInflight(uint64_t bytes, uint64_t seq, const std::stop_token& st) {
     MutexLock l(&inflight_mu_);
     CondVar mine(&inflight_mu_);
-    bool waiting = false;
+    bool waiting = false, stopped = false;
     while (InflightBlocked(bytes) ||
            (!inflight_waiting_.empty() && inflight_waiting_.begin()->first < seq)) {
-      if (st.stop_requested()) {
-        if (waiting) inflight_waiting_.erase(seq);
-        return false;
-      }
-      if (!waiting) {
-        inflight_waiting_.emplace(seq, &mine);  // seq is unique: one worker runs a task
-        waiting = true;
-      }
+      if ((stopped = st.stop_requested())) break;
+      // seq is unique (one worker runs a task): registered once, erased below.
+      if (!waiting) waiting = inflight_waiting_.emplace(seq, &mine).second;
       mine.WaitFor(kInflightRecheck);
     }
     if (waiting) inflight_waiting_.erase(seq);
+    if (stopped) return false;
     inflight_bytes_ += bytes;
     ++inflight_fetches_;
     // Pass the baton: the next waiter in order looks whether its run fits too.

@@ -99,7 +99,6 @@ Result<size_t> FakeBlobStore::Read(std::string_view key, uint64_t offset, std::s
       gate_cv_.SignalAll();  // WaitForBlockedReads
       while (gate_held_ && ticket >= gate_passed_) gate_cv_.Wait();
       --gate_blocked_;
-      gate_cv_.SignalAll();  // WaitForBlockedReads after a ReleaseOneRead
     }
   }
   TIERFS_RETURN_IF_ERROR(Enter());
