@@ -127,6 +127,11 @@ const std::vector<KeySpec>& Schema() {
          o->l2.min_free_bytes = v.size;
          return Status::OK();
        }},
+      {"cache", "l1_prefault", Kind::kBool,
+       [](const Value& v, DaemonOptions* o) {
+         o->l1_prefault = v.b;
+         return Status::OK();
+       }},
       {"cache", "l2_fsync", Kind::kBool,
        [](const Value& v, DaemonOptions* o) {
          o->l2_fsync = v.b;

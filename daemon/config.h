@@ -4,7 +4,7 @@
 //
 // The config file (packaging/tierfs.toml documents every key and its default):
 //
-//   [cache]     dir, block_size, l1_size, l2_size, l2_min_free, prefetch_threads,
+//   [cache]     dir, block_size, l1_size, l1_prefault, l2_size, l2_min_free, prefetch_threads,
 //               pin_quota, prefetch_job_threads, prefetch_job_memory,
 //               readahead_max, readahead_budget, prefetch_next_files, random_hydrate_misses,
 //               l3, l3_endpoint, l3_region, l3_profile, l3_access_key_id_env,
@@ -81,6 +81,9 @@ struct DaemonOptions {
   std::string cache_dir = kDefaultCacheDir;  // L2 block files + CACHE_DIR/meta (LMDB)
   bool foreground = false;
   bool l2_fsync = false;  // fsync every L2 block file (a lost block is only a cache miss)
+  // cache.l1_prefault: fault L1's memory in at start, on a thread of idle priority, and keep it
+  // (Block::Prefault), so that no read pays for the first touch of the memory L1 fills.
+  bool l1_prefault = false;
 
   // S3 origin: how to find credentials. The credential chain (blob_store.h NewCredentialChain:
   // environment, web identity, the shared files' `profile`, container, IMDS) is built at mount

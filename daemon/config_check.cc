@@ -46,6 +46,7 @@ const std::map<std::string, Getter, std::less<>>& Getters() {
       {"cache.l1_shards", [](const DaemonOptions& o) { return fmt::to_string(o.l1.shards); }},
       {"cache.l2_size", [](const DaemonOptions& o) { return Size(o.l2.capacity_bytes); }},
       {"cache.l2_min_free", [](const DaemonOptions& o) { return Size(o.l2.min_free_bytes); }},
+      {"cache.l1_prefault", [](const DaemonOptions& o) { return Bool(o.l1_prefault); }},
       {"cache.l2_fsync", [](const DaemonOptions& o) { return Bool(o.l2_fsync); }},
       {"cache.l2_splice", [](const DaemonOptions& o) { return Bool(o.cache.file_slices); }},
       {"cache.l2_promote_hits",

@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -36,6 +37,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/clock.h"
@@ -116,12 +118,15 @@ struct Components {
   std::unique_ptr<Filesystem> fs;
   std::unique_ptr<FuseServer> server;
   std::unique_ptr<CacheDirLock> cache_lock;  // held while anything uses the cache directory
+  // Faults L1's memory in ahead of use (cache.l1_prefault); stopped and joined first.
+  std::jthread prefault;
 
   ~Components() { Shutdown(); }
 
   // Orderly teardown: unmount, stop serving, join the cache's threads, sync LMDB. Idempotent.
   void Shutdown() {
-    metrics_server.reset();  // joins its thread: no scrape from here on
+    prefault = std::jthread();  // requests stop and joins
+    metrics_server.reset();     // joins its thread: no scrape from here on
     process_metrics.Reset();
     origin_metrics.Reset();
     l3_metrics.Reset();
@@ -363,6 +368,25 @@ Status Build(const DaemonOptions& o, Components* c) {
   auto cache = TieredCache::Open(cache_options, std::move(tiers), c->origin.get(), clock);
   if (!cache.ok()) return cache.status().WithContext("opening the tiered cache");
   c->cache = std::move(*cache);
+  if (o.l1_prefault && o.l1.capacity_bytes > 0) {
+    const uint64_t bytes = o.l1.capacity_bytes;
+    const size_t block = o.cache.block_size;
+    const size_t run = static_cast<size_t>(c->cache->readahead_run_blocks() * block);
+    c->prefault = std::jthread([bytes, block, run](std::stop_token stop) {
+      (void)::pthread_setname_np(::pthread_self(), "tierfs-prefault");
+      // Idle priority: it runs on CPU time nothing else wants, and a read never waits for it
+      // (one that comes first takes fresh memory as without it).
+      sched_param param{};
+      (void)::pthread_setschedparam(::pthread_self(), SCHED_IDLE, &param);
+      const auto start = std::chrono::steady_clock::now();
+      const uint64_t done = Block::Prefault(bytes, block, run, stop);
+      Logger(Module::kDaemon)
+          .info("L1 memory faulted in: {} in {} ms", FormatSize(done),
+                std::chrono::duration_cast<std::chrono::milliseconds>(
+                    std::chrono::steady_clock::now() - start)
+                    .count());
+    });
+  }
   if (registry != nullptr) {  // after the cache's metrics, which come first in a scrape
     BlobStore* origin = c->origin.get();
     c->origin_metrics = registry->Add(

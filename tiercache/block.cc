@@ -168,6 +168,12 @@ Block::PoolStats Block::Pool() {
   return PoolStats{s.slab_bytes, s.free_resident_bytes, s.reused, s.fresh};
 }
 
+uint64_t Block::Prefault(uint64_t bytes, size_t block_size, size_t run_bytes,
+                         std::stop_token stop) {
+  Arena().SetReserve(bytes);
+  return Arena().Prefill(block_size, run_bytes, std::move(stop));
+}
+
 BlockKey MakeBlockKey(std::string_view source, std::string_view key, std::string_view etag,
                       uint64_t block_size, uint64_t block_index) {
   // Every variable-length field is prefixed with its length (u64 LE), so no two distinct

@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <stop_token>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -61,6 +62,13 @@ class Block {
     uint64_t fresh = 0;
   };
   static PoolStats Pool();
+  // Keeps up to `bytes` of block storage resident in all, live blocks and freed storage
+  // (BlockArena::SetReserve; the daemon passes L1's capacity), and faults storage for blocks of
+  // `block_size` in ahead of use on the calling thread, in pieces of `run_bytes` adjacent
+  // storage, until that much is resident or `stop` is requested (BlockArena::Prefill). Returns
+  // the bytes faulted in.
+  static uint64_t Prefault(uint64_t bytes, size_t block_size, size_t run_bytes,
+                           std::stop_token stop);
   std::span<std::byte> mutable_data() { return {data_.get(), capacity_}; }
   std::span<const std::byte> data() const { return {data_.get(), size_}; }
   size_t size() const { return size_; }

@@ -580,6 +580,15 @@ TEST(ConfigTest, PassthroughIsOffUnlessAsked) {
   EXPECT_TRUE(Contains(m, "key 'fuse.passthrough'")) << m;
 }
 
+TEST(ConfigTest, L1PrefaultIsOffUnlessAsked) {
+  DaemonOptions o = Base();
+  EXPECT_FALSE(o.l1_prefault);
+  ASSERT_TRUE(ApplyConfigText("[cache]\nl1_prefault = true\n", "t.toml", &o).ok());
+  EXPECT_TRUE(o.l1_prefault);
+  const std::string m = Err(ApplyConfigText("[cache]\nl1_prefault = 1\n", "t.toml", &o));
+  EXPECT_TRUE(Contains(m, "key 'cache.l1_prefault'")) << m;
+}
+
 TEST(ConfigTest, ShippedDefaultConfigParses) {
   // packaging/tierfs.toml documents every key with its default: it must parse and change nothing.
   std::string here = __FILE__;  // .../tests/daemon/config_test.cc

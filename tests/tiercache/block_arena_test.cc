@@ -13,6 +13,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <vector>
@@ -191,6 +192,68 @@ TEST(BlockArenaTest, WithADecayTimeFreedItemsBeyondTheBudgetStayUntilTheyAreDue)
   for (size_t i = 0; i < pieces.size(); ++i) {
     EXPECT_EQ(ResidentPages(pieces[i].data, pieces[i].bytes) == 0, i < 6) << i;
   }
+}
+
+// A reserve (the daemon's L1 capacity with cache.l1_prefault) keeps the storage it covers
+// resident whatever retain_bytes says, and Prefill faults that much in ahead of use, in slabs
+// that hold whole readahead runs: allocations up to the reserve, adjacent runs included, take
+// resident storage, and Prefill faults in nothing beyond it.
+TEST(BlockArenaTest, PrefillFaultsInStorageUpToTheReserveAndAllocationsTakeIt) {
+  BlockArena arena(0, std::chrono::hours(1));  // retains nothing of its own once due
+  std::stop_source never;
+  EXPECT_EQ(arena.Prefill(1 * kMiB, 8 * kMiB, never.get_token()), 0u);  // no reserve yet
+  arena.SetReserve(16 * kMiB);
+  EXPECT_EQ(arena.Prefill(1 * kMiB, 8 * kMiB, never.get_token()), 16 * kMiB);
+  BlockArena::Stats s = arena.stats();
+  EXPECT_EQ(s.free_resident_bytes, 16 * kMiB);
+  EXPECT_EQ(s.slab_bytes, 16 * kMiB);
+  EXPECT_EQ(s.fresh, 0u);
+  EXPECT_EQ(arena.Prefill(1 * kMiB, 8 * kMiB, never.get_token()), 0u);  // the reserve is full
+
+  std::vector<BlockArena::Piece> run = arena.AllocateAdjacent(1 * kMiB, 8);
+  ASSERT_EQ(run.size(), 8u);
+  std::vector<BlockArena::Piece> pieces = run;
+  for (size_t k = 0; k < run.size(); ++k) {
+    EXPECT_EQ(run[k].data, run[0].data + k * kMiB);
+    EXPECT_FALSE(run[k].fresh) << k;
+    EXPECT_EQ(ResidentPages(run[k].data, run[k].bytes), kMiB / ::sysconf(_SC_PAGESIZE)) << k;
+  }
+  for (int i = 0; i < 8; ++i) {
+    pieces.push_back(arena.Allocate(1 * kMiB));
+    EXPECT_FALSE(pieces.back().fresh) << i;
+  }
+  EXPECT_EQ(arena.stats().fresh, 0u);
+  EXPECT_EQ(arena.stats().reused, 16u);
+  pieces.push_back(arena.Allocate(1 * kMiB));  // beyond the reserve: fresh storage
+  EXPECT_TRUE(pieces.back().fresh);
+
+  // Freed, and long due: the reserve's worth stays resident (retain_bytes alone would keep
+  // nothing), the rest goes back.
+  for (const auto& p : pieces) arena.Release(p);
+  EXPECT_FALSE(arena.Trim(std::chrono::steady_clock::now() + std::chrono::hours(2)).has_value());
+  EXPECT_EQ(arena.stats().free_resident_bytes, 16 * kMiB);
+  // A reserve taken back lets the rest go too.
+  arena.SetReserve(0);
+  EXPECT_FALSE(arena.Trim(std::chrono::steady_clock::now() + std::chrono::hours(2)).has_value());
+  EXPECT_EQ(arena.stats().free_resident_bytes, 0u);
+}
+
+// Without a decay time the reserve bounds what a release keeps the same way, and a stop request
+// ends a prefill before it maps anything more.
+TEST(BlockArenaTest, TheReserveHoldsWithoutADecayTimeAndPrefillStopsWhenAsked) {
+  BlockArena arena(128 * kKiB);
+  arena.SetReserve(4 * kMiB);
+  std::stop_source stop;
+  stop.request_stop();
+  EXPECT_EQ(arena.Prefill(1 * kMiB, 8 * kMiB, stop.get_token()), 0u);
+  EXPECT_EQ(arena.stats().slab_bytes, 0u);
+  std::vector<BlockArena::Piece> pieces = AllocateFilled(&arena, 6, 1 * kMiB, 0x3c);
+  ASSERT_EQ(pieces.size(), 6u);
+  for (const auto& p : pieces) arena.Release(p);
+  EXPECT_EQ(arena.stats().free_resident_bytes, 4 * kMiB);
+  size_t resident = 0;
+  for (const auto& p : pieces) resident += ResidentPages(p.data, p.bytes) != 0;
+  EXPECT_EQ(resident, 4u);
 }
 
 // The decay thread gives back what is due without anyone calling the arena, and stops with it.

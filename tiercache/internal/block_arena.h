@@ -23,6 +23,13 @@
 //     aligned to 2 MiB. A slab holds as many items as fit; the slab size is the smallest number
 //     of units that wastes at most 1/8 of it. An item handed out untouched (or given back) has
 //     the pages of the requested size populated before it is returned.
+//   - A reserve (SetReserve; the daemon's L1 budget with cache.l1_prefault, else 0) raises what
+//     stays resident: free items are kept while live and free resident bytes together are within
+//     it, whatever retain_bytes and the decay time say. Prefill maps and faults in that much
+//     ahead of use (one write per page from user space after the populate: on a guest with
+//     shadow page tables the first user access to a page exits to the hypervisor even when the
+//     kernel populated it), as resident free items of one class in slabs that hold a readahead
+//     run; allocations take them like any resident free item.
 //   - A freed item stays resident for the next allocation of its class. Without a decay time, the
 //     arena's free resident bytes stay within `retain_bytes` by giving back the pages
 //     (MADV_DONTNEED) of the least recently freed resident items, of any class, to make room for
@@ -56,6 +63,7 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <stop_token>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -117,6 +125,15 @@ class BlockArena {
   // due, or nullopt when nothing is beyond retain_bytes. The decay thread calls it; tests may.
   std::optional<std::chrono::steady_clock::time_point> Trim(
       std::chrono::steady_clock::time_point now) EXCLUDES(mu_);
+  // Keeps up to `bytes` of storage resident in all (live items and free ones): free items stay
+  // resident while live and free bytes together are within it, whatever retain_bytes and the
+  // decay time say (0, the default: retain_bytes alone applies).
+  void SetReserve(uint64_t bytes) EXCLUDES(mu_);
+  // Maps and faults in storage for items of ClassBytes(capacity) bytes, in slabs of at least
+  // `slab_bytes`, writing each page once from this thread, and keeps it as resident free items,
+  // until live and free resident bytes together reach the reserve or `stop` is requested.
+  // Returns the bytes it added. Allocations take these items as they take any resident free item.
+  uint64_t Prefill(size_t capacity, size_t slab_bytes, std::stop_token stop) EXCLUDES(mu_);
 
  private:
   struct Class {
@@ -153,6 +170,11 @@ class BlockArena {
   // Puts item `index` back on its slab; returns the slab, unlinked, when it is now empty and
   // should be unmapped, else null.
   std::unique_ptr<Slab> PutBack(Slab* s, uint32_t index, bool resident) REQUIRES(mu_);
+  // Records free item `index` of `s` as resident (freed now), on its class's warm list.
+  void AddResident(Slab* s, uint32_t index) REQUIRES(mu_);
+  // The free resident bytes the arena may keep: retain_bytes, or what the reserve leaves beyond
+  // the live bytes (less `releasing`, an item on its way back) if that is more.
+  uint64_t FreeBudget(uint64_t releasing = 0) const REQUIRES(mu_);
 
   // A resident free item, in the order they were freed (resident_); stale once the item is
   // taken or its slab unmapped (freed_at no longer matches `seq`).
@@ -175,6 +197,7 @@ class BlockArena {
   const uint64_t retain_bytes_;
   const std::chrono::nanoseconds decay_;
   mutable Mutex mu_;
+  uint64_t reserve_bytes_ GUARDED_BY(mu_) = 0;
   std::unordered_map<size_t, std::unique_ptr<Class>> classes_ GUARDED_BY(mu_);
   std::unordered_map<Slab*, std::unique_ptr<Slab>> slabs_ GUARDED_BY(mu_);
   size_t empty_slabs_ GUARDED_BY(mu_) = 0;
