@@ -26,6 +26,7 @@ struct BlockArena::Slab {
   std::vector<uint64_t> freed_at;
   size_t partial_at = SIZE_MAX;  // position in its class's partial list
   size_t warm_at = SIZE_MAX;     // position in its class's warm list
+  size_t spare_at = SIZE_MAX;    // position in BlockArena::spare_ (no item in use, all resident)
   Class* owner = nullptr;
   size_t free_items() const { return warm.size() + cold.size(); }
 };
@@ -115,6 +116,48 @@ void BlockArena::Unlink(Slab* s, SlabList list, ListPos pos) {
   s->*pos = SIZE_MAX;
 }
 
+void BlockArena::LinkSpare(Slab* s) {
+  s->spare_at = spare_.size();
+  spare_.push_back(s);
+}
+
+void BlockArena::UnlinkSpare(Slab* s) {
+  spare_[s->spare_at] = spare_.back();
+  spare_[s->spare_at]->spare_at = s->spare_at;
+  spare_.pop_back();
+  s->spare_at = SIZE_MAX;
+}
+
+BlockArena::Slab* BlockArena::SpareFor(size_t item, size_t bytes) {
+  // The most recently spared first; a few looked at (they are all alike but for their size).
+  for (size_t i = spare_.size(), looked = 0; i-- > 0 && looked < kSpareLookups; ++looked) {
+    Slab* s = spare_[i];
+    if (s->bytes < bytes) continue;
+    if (s->item_bytes != item) {
+      // Carved again for `item`: out of its class's lists, its items no longer resident there
+      // (their resident_ entries go stale: freed_at starts over), then every item of the new
+      // size resident and free.
+      Class* old = s->owner;
+      const auto was = static_cast<uint64_t>(s->warm.size());
+      Unlink(s, &Class::partial, &Slab::partial_at);
+      Unlink(s, &Class::warm, &Slab::warm_at);
+      old->warm_items -= was;
+      resident_items_ -= was;
+      stats_.free_resident_bytes -= was * s->item_bytes;
+      s->warm.clear();
+      s->item_bytes = item;
+      s->owner = &ClassFor(item);
+      const auto items = static_cast<uint32_t>(s->bytes / item);
+      s->freed_at.assign(items, 0);
+      Link(s, &Class::partial, &Slab::partial_at);
+      for (uint32_t k = items; k-- > 0;) AddResident(s, k);  // item 0 is taken first
+      ++stats_.recarved;
+    }
+    return s;
+  }
+  return nullptr;
+}
+
 BlockArena::Piece BlockArena::Take(Slab* s) {
   return TakeIndex(s, !s->warm.empty() ? s->warm.back() : s->cold.back());
 }
@@ -130,6 +173,7 @@ BlockArena::Piece BlockArena::TakeIndex(Slab* s, uint32_t index, bool count) {
     }
     return false;
   };
+  if (s->spare_at != SIZE_MAX) UnlinkSpare(s);
   bool fresh = false;
   if (drop(s->warm)) {
     if (s->warm.empty()) Unlink(s, &Class::warm, &Slab::warm_at);
@@ -204,7 +248,12 @@ std::vector<BlockArena::Piece> BlockArena::AllocateAdjacent(size_t capacity, siz
       best_cold = cold;
       if (cold == 0) break;
     }
-    if (best != nullptr && best_cold <= allowed) {
+    Slab* spare = nullptr;
+    if (best != nullptr && best_cold == 0) {
+      TakeAdjacent(best, static_cast<uint32_t>(best_first), n, &pieces);
+    } else if (spare = SpareFor(item, n * item); spare != nullptr) {
+      TakeAdjacent(spare, 0, n, &pieces);  // resident, of another class until now
+    } else if (best != nullptr && best_cold <= allowed) {
       TakeAdjacent(best, static_cast<uint32_t>(best_first), n, &pieces);
     } else if (c.warm_items > 0) {
       return {};  // singles reuse resident items: fewer faults
@@ -232,6 +281,8 @@ BlockArena::Piece BlockArena::Allocate(size_t capacity) {
     MutexLock l(&mu_);
     Class& c = ClassFor(item);
     if (!c.warm.empty()) return Take(c.warm.back());  // resident already
+    // A slab of another class whose items are all free and resident, before untouched storage.
+    if (Slab* spare = SpareFor(item, item); spare != nullptr) return Take(spare);
     if (!c.partial.empty()) piece = Take(c.partial.back());
     slab_bytes = c.slab_bytes;
   }
@@ -292,6 +343,7 @@ std::unique_ptr<BlockArena::Slab> BlockArena::PutBack(Slab* s, uint32_t index, b
     s->cold.push_back(index);
   }
   if (s->used != 0) return nullptr;
+  if (s->cold.empty()) LinkSpare(s);  // every item free and resident: any class may take it
   // An empty slab with resident items stays: they are counted in free_resident_bytes, within
   // retain_bytes, and are what the next allocations of the class take. (With a few items per
   // slab, as 1 MiB blocks have, slabs go empty all the time; unmapping those threw away the very
@@ -486,6 +538,7 @@ uint64_t BlockArena::Prefill(size_t capacity, size_t slab_bytes, std::stop_token
     const auto items = static_cast<uint32_t>(s->bytes / s->item_bytes);
     s->cold.clear();
     for (uint32_t i = items; i-- > 0;) AddResident(s, i);  // item 0 is taken first
+    LinkSpare(s);
     added += static_cast<uint64_t>(items) * s->item_bytes;
   }
   return added;

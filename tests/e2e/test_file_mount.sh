@@ -68,16 +68,17 @@ log "ok a damaged metadata store was moved aside and the mount served every byte
 # unmount in the middle of a larger prefault stops it (the daemon exits in time).
 printf '[cache]\nl1_prefault = true\n' >"$E2E_WORK/prefault.toml"
 mnt="$E2E_WORK/mnt-prefault" logf="$E2E_WORK/daemon-prefault.log"
-tierfs_mount "file://$DATASET" "$mnt" "$E2E_WORK/cache-prefault" "$logf" --l1-size 64MiB \
+tierfs_mount "file://$DATASET" "$mnt" "$E2E_WORK/cache-prefault" "$logf" --l1-size 32MiB \
   --config "$E2E_WORK/prefault.toml"
-deadline=$((SECONDS + 60))
-until grep -q "L1 memory faulted in: 64MiB" "$logf"; do
-  (( SECONDS < deadline )) || { print_log_tail "$logf"; fail "L1's 64 MiB not faulted in within 60s"; }
+# (Idle priority: on a machine kept busy by the other tests this takes longer than its 0.1 s.)
+deadline=$((SECONDS + 120))
+until grep -q "L1 memory faulted in: 32MiB" "$logf"; do
+  (( SECONDS < deadline )) || { print_log_tail "$logf"; fail "L1's 32 MiB not faulted in within 120s"; }
   sleep 0.2
 done
 rss_kib="$(awk '/^VmRSS:/ {print $2}' "/proc/$TIERFS_PID/status")"
-(( rss_kib >= 64 * 1024 )) || fail "daemon RSS ${rss_kib} KiB after faulting in a 64 MiB L1"
-check_stats "$mnt" --gt blocks.pool_free_bytes=67108863
+(( rss_kib >= 32 * 1024 )) || fail "daemon RSS ${rss_kib} KiB after faulting in a 32 MiB L1"
+check_stats "$mnt" --gt blocks.pool_free_bytes=33554431
 step "sha256 of every file (L1 prefaulted)" 300 "$PY" "$E2E_DIR/verify.py" hashes "$mnt" "$MANIFEST"
 tierfs_umount "$mnt" "$TIERFS_PID" || { print_log_tail "$logf"; fail "unclean unmount"; }
 mnt="$E2E_WORK/mnt-prefault-stop" logf="$E2E_WORK/daemon-prefault-stop.log"

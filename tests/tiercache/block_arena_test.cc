@@ -355,37 +355,93 @@ TEST(BlockArenaTest, KeepsEmptySlabsWhoseItemsAreResident) {
 }
 
 // Over the budget the least recently freed resident items go back, whatever their class: idle
-// buffers of one size never keep the budget from the size in use.
+// buffers of one size never keep the budget from the size in use. (Each 3 MiB slab keeps one
+// item in use, so that no slab is wholly free for the 1 MiB class to take over.)
 TEST(BlockArenaTest, GivesBackTheLeastRecentlyFreedToKeepTheNewestResident) {
-  BlockArena arena(16 * kMiB);
-  BlockArena::Piece big1 = arena.Allocate(8 * kMiB), big2 = arena.Allocate(8 * kMiB);
-  arena.Release(big1);
-  arena.Release(big2);
-  EXPECT_EQ(arena.stats().free_resident_bytes, 16 * kMiB);
+  BlockArena arena(8 * kMiB);
+  BlockArena::Piece a1 = arena.Allocate(3 * kMiB), a2 = arena.Allocate(3 * kMiB);  // one slab
+  BlockArena::Piece b1 = arena.Allocate(3 * kMiB), b2 = arena.Allocate(3 * kMiB);  // another
+  ASSERT_EQ(arena.stats().slabs, 2u);
+  arena.Release(a1);
+  arena.Release(b1);
+  EXPECT_EQ(arena.stats().free_resident_bytes, 6 * kMiB);
   std::vector<BlockArena::Piece> small;
   for (int i = 0; i < 4; ++i) {
     small.push_back(arena.Allocate(kMiB));
+    EXPECT_TRUE(small.back().fresh);
     std::memset(small.back().data, 0x77, kMiB);
   }
   for (const auto& p : small) arena.Release(p);
   BlockArena::Stats s = arena.stats();
-  EXPECT_EQ(s.free_resident_bytes, 12 * kMiB);  // big2 and the four small ones
+  EXPECT_EQ(s.free_resident_bytes, 7 * kMiB);  // b1 and the four small ones
   const uint64_t fresh = s.fresh;
   for (auto& p : small) {
     p = arena.Allocate(kMiB);
     EXPECT_EQ(p.data[kMiB - 1], std::byte{0x77});  // still resident, as left
   }
   EXPECT_EQ(arena.stats().fresh, fresh);
-  BlockArena::Piece again = arena.Allocate(8 * kMiB);
-  EXPECT_EQ(again.data, big2.data);  // the one not given back
+  BlockArena::Piece again = arena.Allocate(3 * kMiB);
+  EXPECT_EQ(again.data, b1.data);  // the one not given back
   EXPECT_FALSE(again.fresh);
-  BlockArena::Piece other = arena.Allocate(8 * kMiB);
-  EXPECT_TRUE(other.fresh);  // big1's, given back
+  BlockArena::Piece other = arena.Allocate(3 * kMiB);
+  EXPECT_EQ(other.data, a1.data);
+  EXPECT_TRUE(other.fresh);  // given back
   for (const auto& p : small) arena.Release(p);
-  arena.Release(again);
-  arena.Release(other);
-  EXPECT_LE(arena.stats().free_resident_bytes, 16 * kMiB);
+  for (const auto& p : {again, other, a2, b2}) arena.Release(p);
+  EXPECT_LE(arena.stats().free_resident_bytes, 8 * kMiB);
   EXPECT_EQ(arena.stats().live_bytes, 0u);
+  EXPECT_EQ(arena.stats().recarved, 0u);
+}
+
+// A slab whose items are all free and resident serves any class before storage is faulted in
+// (re-carved for the size asked for: freed 8 MiB buffers serve 1 MiB blocks, and a run of
+// them), and a slab with an item in use, or one given back, is never taken over.
+TEST(BlockArenaTest, AWhollyFreeResidentSlabServesAnotherClass) {
+  BlockArena arena(64 * kMiB);
+  BlockArena::Piece big1 = arena.Allocate(8 * kMiB), big2 = arena.Allocate(8 * kMiB);
+  std::memset(big1.data, 0x11, big1.bytes);
+  std::memset(big2.data, 0x22, big2.bytes);
+  arena.Release(big1);
+  arena.Release(big2);
+  const uint64_t fresh = arena.stats().fresh;
+  std::vector<BlockArena::Piece> small;
+  for (int i = 0; i < 8; ++i) small.push_back(arena.Allocate(kMiB));
+  for (size_t i = 0; i < small.size(); ++i) {
+    EXPECT_FALSE(small[i].fresh) << i;
+    EXPECT_EQ(small[i].data, big2.data + i * kMiB) << i;  // the most recently freed slab
+    EXPECT_EQ(small[i].data[0], std::byte{0x22}) << i;
+  }
+  std::vector<BlockArena::Piece> run = arena.AllocateAdjacent(kMiB, 8);  // big1's slab, as one
+  ASSERT_EQ(run.size(), 8u);
+  for (size_t i = 0; i < run.size(); ++i) {
+    EXPECT_FALSE(run[i].fresh) << i;
+    EXPECT_EQ(run[i].data, big1.data + i * kMiB) << i;
+  }
+  BlockArena::Stats s = arena.stats();
+  EXPECT_EQ(s.fresh, fresh);
+  EXPECT_EQ(s.recarved, 2u);
+  EXPECT_EQ(s.free_resident_bytes, 0u);
+  EXPECT_EQ(s.live_bytes, 16 * kMiB);
+  // Freed again, one 1 MiB block kept: that slab is not wholly free, the other is.
+  for (size_t i = 1; i < small.size(); ++i) arena.Release(small[i]);
+  for (const auto& p : run) arena.Release(p);
+  BlockArena::Piece b = arena.Allocate(2 * kMiB);  // big1's slab again
+  EXPECT_FALSE(b.fresh);
+  EXPECT_EQ(b.data, big1.data);
+  BlockArena::Piece c = arena.Allocate(4 * kMiB);  // only the slab with small[0] is left
+  EXPECT_TRUE(c.fresh);
+  EXPECT_EQ(arena.stats().recarved, 3u);
+  for (const auto& p : {small[0], b, c}) arena.Release(p);
+  EXPECT_EQ(arena.stats().live_bytes, 0u);
+
+  // Given back (retain 0): nothing stays resident, so nothing is taken over.
+  BlockArena none(0);
+  BlockArena::Piece x = none.Allocate(8 * kMiB);
+  none.Release(x);
+  BlockArena::Piece y = none.Allocate(kMiB);
+  EXPECT_TRUE(y.fresh);
+  EXPECT_EQ(none.stats().recarved, 0u);
+  none.Release(y);
 }
 
 // A readahead run: n adjacent items that one read fills, each released on its own; once freed
