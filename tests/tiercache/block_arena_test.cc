@@ -587,5 +587,54 @@ TEST(BlockArenaTest, ConcurrentPiecesNeverShareAByte) {
   EXPECT_LE(arena.stats().free_resident_bytes, 4 * kMiB);
 }
 
+// The same with a prefilled reserve, runs of adjacent pieces and sizes that leave whole slabs
+// free: slabs carved again for another class under concurrent use never hand out a byte twice.
+TEST(BlockArenaTest, ConcurrentPiecesOfRecarvedSlabsNeverShareAByte) {
+  BlockArena arena(2 * kMiB, std::chrono::milliseconds(50));
+  arena.SetReserve(32 * kMiB);
+  std::stop_source never;
+  ASSERT_EQ(arena.Prefill(1 * kMiB, 4 * kMiB, never.get_token()), 32 * kMiB);
+  constexpr int kThreads = 4;
+  std::vector<std::thread> threads;
+  std::vector<int> failures(kThreads, 0);
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(static_cast<unsigned>(t) + 11);
+      const size_t sizes[] = {64 * kKiB, 200 * kKiB, 1 * kMiB, 3 * kMiB};
+      std::vector<BlockArena::Piece> held;
+      const auto fill = static_cast<std::byte>(t + 1);
+      for (int i = 0; i < 600; ++i) {
+        if (held.size() < 12 && rng() % 3 != 0) {
+          std::vector<BlockArena::Piece> got;
+          if (rng() % 4 == 0) {
+            got = arena.AllocateAdjacent(sizes[rng() % 3], 2 + rng() % 3);
+          } else if (BlockArena::Piece p = arena.Allocate(sizes[rng() % 4]); p.data != nullptr) {
+            got.push_back(p);
+          }
+          for (const auto& p : got) {
+            std::memset(p.data, static_cast<int>(fill), p.bytes);
+            held.push_back(p);
+          }
+        } else if (!held.empty()) {
+          const size_t k = rng() % held.size();
+          const BlockArena::Piece p = held[k];
+          if (!std::all_of(p.data, p.data + p.bytes, [&](std::byte b) { return b == fill; })) {
+            ++failures[static_cast<size_t>(t)];
+          }
+          arena.Release(p);
+          held.erase(held.begin() + static_cast<std::ptrdiff_t>(k));
+        }
+      }
+      for (const auto& p : held) arena.Release(p);
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(failures[static_cast<size_t>(t)], 0) << t;
+  const BlockArena::Stats s = arena.stats();
+  EXPECT_EQ(s.live_bytes, 0u);
+  EXPECT_GT(s.recarved, 0u);
+  EXPECT_LE(s.free_resident_bytes, s.slab_bytes);
+}
+
 }  // namespace
 }  // namespace tierfs::tiercache_internal
