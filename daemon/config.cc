@@ -117,6 +117,11 @@ const std::vector<KeySpec>& Schema() {
        [](const Value& v, DaemonOptions* o) {
          return NarrowInt(v.i, 1, 1024, &o->l1.shards);
        }},
+      {"cache", "l1_prefault", Kind::kBool,
+       [](const Value& v, DaemonOptions* o) {
+         o->l1_prefault = v.b;
+         return Status::OK();
+       }},
       {"cache", "l2_size", Kind::kSize,
        [](const Value& v, DaemonOptions* o) {
          o->l2.capacity_bytes = v.size;
@@ -125,11 +130,6 @@ const std::vector<KeySpec>& Schema() {
       {"cache", "l2_min_free", Kind::kSize,
        [](const Value& v, DaemonOptions* o) {
          o->l2.min_free_bytes = v.size;
-         return Status::OK();
-       }},
-      {"cache", "l1_prefault", Kind::kBool,
-       [](const Value& v, DaemonOptions* o) {
-         o->l1_prefault = v.b;
          return Status::OK();
        }},
       {"cache", "l2_fsync", Kind::kBool,

@@ -134,7 +134,7 @@ done
 log "ok man page: every long flag of tierfs mount --help ($(wc -l <<<"$flags")) and every subcommand"
 
 # ---- Kubernetes YAML and the Dockerfile (not run here: no docker or cluster) ----
-"$PY" - "$E2E_ROOT/packaging" <<'PYEOF' || fail "packaging/k8s YAML check failed"
+"$PY" - "$E2E_ROOT/packaging" "$E2E_WORK/k8s-tierfs.toml" <<'PYEOF' || fail "packaging/k8s YAML check failed"
 import sys, tomllib, yaml
 root = sys.argv[1]
 docs = {}
@@ -146,6 +146,8 @@ sa = docs[("ServiceAccount", "tierfs")]
 assert sa["metadata"]["annotations"]["eks.amazonaws.com/role-arn"].startswith("arn:aws:iam::")
 cm = docs[("ConfigMap", "tierfs-config")]
 tomllib.loads(cm["data"]["tierfs.toml"])
+with open(sys.argv[2], "w") as f:  # for `tierfs config check` below
+    f.write(cm["data"]["tierfs.toml"])
 ds = docs[("DaemonSet", "tierfs")]["spec"]["template"]["spec"]
 assert ds["serviceAccountName"] == "tierfs"
 c = ds["containers"][0]
@@ -171,6 +173,9 @@ assert pv["hostPath"]["path"] == vols["mnt"]["hostPath"]["path"]
 print("k8s: %d documents parse; DaemonSet privileged, /dev/fuse, hostPath cache, Bidirectional, "
       "readiness tierfs status, preStop unmount; pod HostToContainer" % len(docs))
 PYEOF
+"$TIERFS" config check "$E2E_WORK/k8s-tierfs.toml" >"$E2E_WORK/k8s-config-check.out" 2>&1 ||
+  { cat "$E2E_WORK/k8s-config-check.out"; fail "tierfs config check rejects the DaemonSet's ConfigMap"; }
+log "ok the DaemonSet's ConfigMap passes tierfs config check"
 grep -q '^FROM debian:12-slim' "$E2E_ROOT/packaging/docker/Dockerfile" &&
   grep -q 'apt-get install .*tierfs_\*_amd64.deb' <(tr -d '\\\n' <"$E2E_ROOT/packaging/docker/Dockerfile") ||
   fail "packaging/docker/Dockerfile does not install the .deb on debian:12-slim with apt"
