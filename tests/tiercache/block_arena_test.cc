@@ -578,6 +578,18 @@ TEST(BlockArenaTest, LargeClassesUseSlabsOfSeveralUnits) {
   EXPECT_EQ(arena.stats().free_resident_bytes, 0u);
 }
 
+// Releases one of `held`, chosen by `rng`; false if any of its bytes is not `fill` (another
+// owner wrote into it while this one held it).
+bool ReleaseOneIntact(BlockArena& arena, std::mt19937& rng, std::byte fill,
+                      std::vector<BlockArena::Piece>* held) {
+  const size_t k = rng() % held->size();
+  const BlockArena::Piece p = (*held)[k];
+  const bool intact = std::all_of(p.data, p.data + p.bytes, [&](std::byte b) { return b == fill; });
+  arena.Release(p);
+  held->erase(held->begin() + static_cast<std::ptrdiff_t>(k));
+  return intact;
+}
+
 TEST(BlockArenaTest, ConcurrentPiecesNeverShareAByte) {
   BlockArena arena(4 * kMiB);
   constexpr int kThreads = 4;
@@ -598,14 +610,9 @@ TEST(BlockArenaTest, ConcurrentPiecesNeverShareAByte) {
           std::memset(p.data, t + 1, p.bytes);
           held.push_back(p);
         } else if (!held.empty()) {
-          const size_t k = rng() % held.size();
-          const BlockArena::Piece p = held[k];
-          if (!std::all_of(p.data, p.data + p.bytes,
-                           [&](std::byte b) { return b == static_cast<std::byte>(t + 1); })) {
+          if (!ReleaseOneIntact(arena, rng, static_cast<std::byte>(t + 1), &held)) {
             ++failures[static_cast<size_t>(t)];
           }
-          arena.Release(p);
-          held.erase(held.begin() + static_cast<std::ptrdiff_t>(k));
         }
       }
       for (const auto& p : held) arena.Release(p);
@@ -646,13 +653,7 @@ TEST(BlockArenaTest, ConcurrentPiecesOfRecarvedSlabsNeverShareAByte) {
             held.push_back(p);
           }
         } else if (!held.empty()) {
-          const size_t k = rng() % held.size();
-          const BlockArena::Piece p = held[k];
-          if (!std::all_of(p.data, p.data + p.bytes, [&](std::byte b) { return b == fill; })) {
-            ++failures[static_cast<size_t>(t)];
-          }
-          arena.Release(p);
-          held.erase(held.begin() + static_cast<std::ptrdiff_t>(k));
+          if (!ReleaseOneIntact(arena, rng, fill, &held)) ++failures[static_cast<size_t>(t)];
         }
       }
       for (const auto& p : held) arena.Release(p);
