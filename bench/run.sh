@@ -49,6 +49,9 @@
 #                GETs and a cold 1 GiB read on a fresh mount for tierfs, s3fs and rclone; the
 #                report compares the tools within each round (results.md "Cold sequential,
 #                interleaved rounds"; --only prints it to run.log), ~2 min
+#   --only warm  run only group A's warm reads (a cold read of one 1 GiB file, then after
+#                drop_caches: sequential 1 MiB, random 4 KiB and random 128 KiB over it) for each of
+#                --tools (tierfs, s3fs, rclone, local, nullfs); a "warm:" line per tool in run.log
 #   --only loader  run only the cold DataLoader (group E: 2 epochs over small/ from empty caches)
 #                for each of --tools, and for raw the origin's rate for whole small objects with 4,
 #                64 and 128 GETs in flight (its small-object ceiling), and with 128 while a process
@@ -1102,6 +1105,24 @@ elif [[ $ONLY == seq ]]; then
   done
   log "seq workload done in $((SECONDS - T_START)) s"
   exit 0
+elif [[ $ONLY == warm ]]; then
+  IFS=, read -r -a TOOL_LIST <<<"$TOOLS"
+  for t in "${TOOL_LIST[@]}"; do
+    mkdir -p "$OUT/raw/$t"
+    [[ $t == tierfs || $t == s3fs || $t == rclone || $t == local || $t == nullfs ]] || continue
+    tool_available "$t" || { log "$t: not available, skipped"; continue; }
+    drop_caches
+    if mount_tool "$t" seq1; then
+      fio_seq "$t" seq1-cold "$BIG0"
+      drop_caches; fio_seq "$t" seq1-warm "$BIG0"
+      drop_caches; fio_rand "$t" rand4k-warm 4k "$BIG0"
+      drop_caches; fio_rand "$t" rand128k-warm 128k "$BIG0"
+      unmount_tool "$t"
+      log "warm: $t seq MB/s / rand 4k / rand 128k IOPS $($PY -c 'import json,sys; j=[json.load(open(p))["jobs"][0]["read"] for p in sys.argv[1:]]; print("%.0f / %.0f / %.0f" % (j[0]["bw_bytes"] / 1e6, j[1]["iops"], j[2]["iops"]))' "$OUT/raw/$t/seq1-warm.json" "$OUT/raw/$t/rand4k-warm.json" "$OUT/raw/$t/rand128k-warm.json" 2>/dev/null)"
+    fi
+  done
+  log "warm workload done in $((SECONDS - T_START)) s"
+  exit 0
 elif [[ $ONLY == loader ]]; then
   IFS=, read -r -a TOOL_LIST <<<"$TOOLS"
   for t in "${TOOL_LIST[@]}"; do
@@ -1124,7 +1145,7 @@ elif [[ $ONLY == seqrounds ]]; then
   log "seqrounds workload done in $((SECONDS - T_START)) s"
   exit 0
 elif [[ -n $ONLY ]]; then
-  die "--only: unknown workload $ONLY (known: l2, loader, rand, seq, seqrounds)"
+  die "--only: unknown workload $ONLY (known: l2, loader, rand, seq, seqrounds, warm)"
 fi
 IFS=, read -r -a TOOL_LIST <<<"$TOOLS"
 for t in "${TOOL_LIST[@]}"; do
