@@ -719,6 +719,25 @@ EOF
   done
 }
 
+# Group A on one mount: a cold read of the first big file, then after drop_caches the warm reads
+# of it (sequential, random 4 KiB, random 128 KiB); with "next", the other big file cold in the
+# same mount. Returns non-zero when the tool did not mount.
+run_group_a() { # TOOL [next]
+  local t="$1"
+  drop_caches
+  mount_tool "$t" seq1 || return 1
+  fio_seq "$t" seq1-cold "$BIG0"
+  drop_caches; fio_seq "$t" seq1-warm "$BIG0"
+  drop_caches; fio_rand "$t" rand4k-warm 4k "$BIG0"
+  drop_caches; fio_rand "$t" rand128k-warm 128k "$BIG0"
+  if [[ ${2:-} == next ]]; then
+    # the other 1 GiB file, cold, in the same mount: the daemon's memory is in use already
+    drop_caches; fio_seq "$t" seq1-next "$BIG1"
+  fi
+  unmount_tool "$t"
+  return 0
+}
+
 # ---------------------------------------------------------------------------------------------
 run_tool() {
   local t="$1"
@@ -733,16 +752,7 @@ run_tool() {
   if [[ $t == raw ]]; then run_raw; return; fi
 
   # A: sequential 1 stream cold, then warm; warm random reads on the file it has now cached
-  drop_caches
-  if mount_tool "$t" seq1; then
-    fio_seq "$t" seq1-cold "$BIG0"
-    drop_caches; fio_seq "$t" seq1-warm "$BIG0"
-    drop_caches; fio_rand "$t" rand4k-warm 4k "$BIG0"
-    drop_caches; fio_rand "$t" rand128k-warm 128k "$BIG0"
-    # the other 1 GiB file, cold, in the same mount: the daemon's memory is in use already
-    drop_caches; fio_seq "$t" seq1-next "$BIG1"
-    unmount_tool "$t"
-  fi
+  run_group_a "$t" next
   # B: sequential 2 streams (one per 1 GiB file), cold then warm (not in --quick)
   [[ $LAYOUT == quick ]] || drop_caches
   if [[ $LAYOUT != quick ]] && mount_tool "$t" seq2; then
@@ -1111,13 +1121,7 @@ elif [[ $ONLY == warm ]]; then
     mkdir -p "$OUT/raw/$t"
     [[ $t == tierfs || $t == s3fs || $t == rclone || $t == local || $t == nullfs ]] || continue
     tool_available "$t" || { log "$t: not available, skipped"; continue; }
-    drop_caches
-    if mount_tool "$t" seq1; then
-      fio_seq "$t" seq1-cold "$BIG0"
-      drop_caches; fio_seq "$t" seq1-warm "$BIG0"
-      drop_caches; fio_rand "$t" rand4k-warm 4k "$BIG0"
-      drop_caches; fio_rand "$t" rand128k-warm 128k "$BIG0"
-      unmount_tool "$t"
+    if run_group_a "$t"; then
       log "warm: $t seq MB/s / rand 4k / rand 128k IOPS $($PY -c 'import json,sys; j=[json.load(open(p))["jobs"][0]["read"] for p in sys.argv[1:]]; print("%.0f / %.0f / %.0f" % (j[0]["bw_bytes"] / 1e6, j[1]["iops"], j[2]["iops"]))' "$OUT/raw/$t/seq1-warm.json" "$OUT/raw/$t/rand4k-warm.json" "$OUT/raw/$t/rand128k-warm.json" 2>/dev/null)"
     fi
   done
