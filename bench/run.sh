@@ -72,6 +72,7 @@ set -uo pipefail
 
 BENCH="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$BENCH/.." && pwd)"
+source "$ROOT/scripts/lib.sh"  # is_mounted DIR, pid_alive PID, free_port
 PY=/usr/bin/python3
 
 LAYOUT=full
@@ -161,7 +162,7 @@ S3RVER_STARTED=""
 cleanup() {
   local m p
   for m in "${MOUNTED[@]}"; do
-    if grep -qs " $m " /proc/self/mounts; then
+    if is_mounted "$m"; then
       fusermount3 -u "$m" 2>/dev/null || fusermount3 -u -z "$m" 2>/dev/null || umount -l "$m" 2>/dev/null
     fi
   done
@@ -183,7 +184,6 @@ drop_caches() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 now() { echo "$EPOCHREALTIME"; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.4f", b-a}'; }
 has_tool() { [[ ",$TOOLS," == *",$1,"* ]]; }
-free_port() { "$ROOT/scripts/s3rver.sh" free-port; }
 
 # A status record for a workload that produced no tool output (timeout, error, skipped).
 status_json() { # FILE STATUS MESSAGE [SECONDS]
@@ -285,8 +285,8 @@ tool_available() {
 wait_mounted() { # MNT PID -> 0 when mounted
   local i
   for i in $(seq 300); do
-    if grep -qs " $1 " /proc/self/mounts; then return 0; fi
-    kill -0 "$2" 2>/dev/null || return 1
+    if is_mounted "$1"; then return 0; fi
+    pid_alive "$2" || return 1
     sleep 0.1
   done
   return 1
@@ -313,7 +313,7 @@ mount_tool() { # TOOL SESSION -> sets MNT DPID
   MNT="$WORK/mnt-$tool"
   CACHE="$WORK/cache-$tool"
   mkdir -p "$MNT"
-  if grep -qs " $MNT " /proc/self/mounts; then fusermount3 -u -z "$MNT"; fi
+  if is_mounted "$MNT"; then fusermount3 -u -z "$MNT"; fi
   # fresh, empty caches for every session (KEEP_CACHE=1: remount on the cache left before)
   [[ ${KEEP_CACHE:-} == 1 ]] || rm -rf "$CACHE"
   mkdir -p "$CACHE"
@@ -372,7 +372,7 @@ unmount_tool() { # TOOL
   if [[ $tool == tierfs ]]; then
     timeout 10 getfattr --only-values -n user.tierfs.stats "$MNT" >"$OUT/raw/tierfs/stats-$SESSION.txt" 2>/dev/null
   fi
-  if grep -qs " $MNT " /proc/self/mounts; then
+  if is_mounted "$MNT"; then
     timeout 30 fusermount3 -u "$MNT" 2>>"$LOG" || timeout 10 fusermount3 -u -z "$MNT" 2>>"$LOG"
   fi
   if [[ -n $DPID ]]; then

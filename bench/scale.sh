@@ -21,6 +21,7 @@
 set -uo pipefail
 BENCH="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$BENCH/.." && pwd)"
+source "$ROOT/scripts/lib.sh"  # is_mounted DIR, pid_alive PID
 PY=/usr/bin/python3
 CASES="flat,tree"
 OUT=""
@@ -44,8 +45,8 @@ mkdir -p "$OUT" "$WORK"
 MNT="$WORK/mnt"
 DPID=""
 cleanup() {
-  grep -qs " $MNT " /proc/self/mounts && { fusermount3 -u "$MNT" 2>/dev/null || fusermount3 -u -z "$MNT"; }
-  [[ -n $DPID ]] && kill -0 "$DPID" 2>/dev/null && kill "$DPID"
+  is_mounted "$MNT" && { fusermount3 -u "$MNT" 2>/dev/null || fusermount3 -u -z "$MNT"; }
+  pid_alive "$DPID" && kill "$DPID"
   if ((!KEEP)); then rm -rf "$WORK/src-flat" "$WORK/src-tree"; fi
   rm -rf "$WORK/cache"
 }
@@ -108,8 +109,8 @@ for c in ${CASES//,/ }; do
   "$TIERFS" mount "file://$src" "$MNT" --cache-dir "$WORK/cache" --l1-size 256MiB \
     --l2-size 4GiB --metadata-ttl 10m ${TIERFS_OPTS:-} -f >"$OUT/daemon-$c.log" 2>&1 &
   DPID=$!
-  for _ in $(seq 300); do grep -qs " $MNT " /proc/self/mounts && break; sleep 0.1; done
-  grep -qs " $MNT " /proc/self/mounts || { echo "mount failed" >&2; cat "$OUT/daemon-$c.log"; exit 1; }
+  for _ in $(seq 300); do is_mounted "$MNT" && break; sleep 0.1; done
+  is_mounted "$MNT" || { echo "mount failed" >&2; cat "$OUT/daemon-$c.log"; exit 1; }
   stat "$MNT" >/dev/null
   m0=$(mem "$DPID")
   t_cold=$(timeit list_all "$MNT/$sub")

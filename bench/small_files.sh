@@ -19,6 +19,7 @@
 set -uo pipefail
 BENCH="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$BENCH/.." && pwd)"
+source "$ROOT/scripts/lib.sh"  # is_mounted DIR, pid_alive PID
 PY=/usr/bin/python3
 TOOLS="tierfs,nullfs,local"
 EPOCHS=3
@@ -46,9 +47,9 @@ MOUNTED=(); PIDS=()
 cleanup() {
   local m p
   for m in "${MOUNTED[@]}"; do
-    grep -qs " $m " /proc/self/mounts && { fusermount3 -u "$m" 2>/dev/null || fusermount3 -u -z "$m"; }
+    is_mounted "$m" && { fusermount3 -u "$m" 2>/dev/null || fusermount3 -u -z "$m"; }
   done
-  for p in "${PIDS[@]}"; do kill -0 "$p" 2>/dev/null && kill "$p"; done
+  for p in "${PIDS[@]}"; do pid_alive "$p" && kill "$p"; done
 }
 trap cleanup EXIT
 
@@ -68,7 +69,7 @@ fi
 
 drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
 wait_mounted() {
-  for _ in $(seq 300); do grep -qs " $1 " /proc/self/mounts && return 0; kill -0 "$2" 2>/dev/null || return 1; sleep 0.1; done
+  for _ in $(seq 300); do is_mounted "$1" && return 0; pid_alive "$2" || return 1; sleep 0.1; done
   return 1
 }
 fuse_ops() { # PORT -> "op=count ..." of tierfs_fuse_requests_total

@@ -45,8 +45,7 @@ mnt="$work/mnt" cache="$work/cache" s3dir="$work/s3rver"
 daemon_pid=""
 mkdir -p "$mnt" "$cache"
 
-is_mounted() { awk -v d="$1" '$5 == d { f = 1 } END { exit !f }' /proc/self/mountinfo; }
-pid_alive() { [[ -n "$1" ]] && kill -0 "$1" 2>/dev/null && [[ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]]; }
+source "$root/scripts/lib.sh"  # is_mounted DIR, pid_alive PID
 
 unmount() {  # unmount: fusermount3 -u, then wait (bounded) for the daemon to exit
   if is_mounted "$mnt"; then

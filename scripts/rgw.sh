@@ -43,16 +43,7 @@ cmd_install() {
   "$here/scripts/install-deps.sh" --rgw
 }
 
-free_port() {
-  /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
-
-pid_alive() {  # running (a zombie counts as exited)
-  [[ -n "${1:-}" ]] && kill -0 "$1" 2>/dev/null || return 1
-  local state
-  state="$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" || return 1
-  [[ "$state" != Z ]]
-}
+source "$here/scripts/lib.sh"  # pid_alive PID, free_port
 
 show_logs() {  # the daemon logs of DIR, last lines of each, on stderr
   local f

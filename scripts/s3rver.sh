@@ -141,7 +141,7 @@ port_answers() {
   curl -s -o /dev/null --max-time 2 "http://127.0.0.1:$1/" 2>/dev/null
 }
 
-pid_alive() { [[ -n "$1" ]] && kill -0 "$1" 2>/dev/null; }
+source "$here/scripts/lib.sh"  # pid_alive PID, free_port
 
 cmd_start() {
   (( $# >= 3 )) || die "usage: start DATADIR PORT BUCKET..."
@@ -202,10 +202,6 @@ cmd_stop() {
   fi
   rm -f "$pidfile"
   echo "s3rver.sh: stopped pid $pid"
-}
-
-free_port() {
-  /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }
 
 # Self-test: the patched listing returns "small/" for keys small/cls0/x and small/cls1/y, and a

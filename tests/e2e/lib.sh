@@ -11,6 +11,8 @@ PY=/usr/bin/python3
 TIERFS="${TIERFS:-$E2E_ROOT/build/daemon/tierfs}"
 MOUNT_TIMEOUT="${E2E_MOUNT_TIMEOUT:-30}"
 UMOUNT_TIMEOUT="${E2E_UMOUNT_TIMEOUT:-20}"
+# is_mounted DIR, pid_alive PID, free_port
+source "$E2E_ROOT/scripts/lib.sh"
 
 E2E_MOUNTS=()        # mountpoints made by tierfs_mount
 E2E_PIDS=()          # daemon PIDs started by tierfs_mount (foreground mode)
@@ -49,19 +51,6 @@ e2e_init() {
   log "work dir $E2E_WORK, binary $TIERFS"
 }
 
-is_mounted() {  # is_mounted DIR: non-blocking (reads mountinfo; never stats the mount)
-  local dir
-  dir="$(realpath -s "$1")"
-  dir="${dir// /\\\\040}"  # mountinfo has "\040" for a space (and awk -v halves backslashes)
-  awk -v d="$dir" '$5 == d { found = 1 } END { exit !found }' /proc/self/mountinfo
-}
-
-pid_alive() {  # running (a zombie counts as exited)
-  [[ -n "${1:-}" ]] && kill -0 "$1" 2>/dev/null || return 1
-  local state
-  state="$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" || return 1
-  [[ "$state" != Z ]]
-}
 
 wait_pid_exit() {  # wait_pid_exit PID SECONDS -> 0 when it exited in time
   local pid="$1" deadline=$((SECONDS + $2))
@@ -98,10 +87,6 @@ e2e_dataset() {
     MANIFEST="$E2E_WORK/manifest.json"
     step "generate dataset" 120 "$PY" "$E2E_DIR/gen_dataset.py" "$DATASET" "$MANIFEST"
   fi
-}
-
-free_port() {
-  "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }
 
 # s3rver_start BUCKET [NAME]: starts s3rver on a free port with one bucket, data in
