@@ -117,6 +117,11 @@ case "$WORKLOAD" in
   multijob) LAYOUT=multijob; TOOLS="tierfs" ;;
   *) echo "run.sh: unknown workload $WORKLOAD (all, prefetch, multijob)" >&2; exit 2 ;;
 esac
+case "$ONLY" in  # checked before anything starts (with --au, --only named shapes, above)
+  ""|l2|loader|rand|seq|seqrounds|warm) ;;
+  *) echo "run.sh: --only: unknown workload $ONLY (known: l2, loader, rand, seq, seqrounds, warm)" >&2
+     exit 2 ;;
+esac
 if [[ $LAYOUT == quick ]]; then
   CAP="${CAP:-60}"; RAND_RT=3; RAW_RAND_N=300; RAW_SMALL_PAR_N=2000
 else
@@ -1148,8 +1153,6 @@ elif [[ $ONLY == seqrounds ]]; then
   $PY "$BENCH/report.py" --rounds "$OUT" 2>&1 | tee -a "$LOG" >&2
   log "seqrounds workload done in $((SECONDS - T_START)) s"
   exit 0
-elif [[ -n $ONLY ]]; then
-  die "--only: unknown workload $ONLY (known: l2, loader, rand, seq, seqrounds, warm)"
 fi
 IFS=, read -r -a TOOL_LIST <<<"$TOOLS"
 for t in "${TOOL_LIST[@]}"; do
