@@ -72,7 +72,7 @@ set -uo pipefail
 
 BENCH="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$BENCH/.." && pwd)"
-source "$ROOT/scripts/lib.sh"  # is_mounted DIR, pid_alive PID, free_port
+source "$ROOT/scripts/lib.sh"  # is_mounted, pid_alive, wait_pid_exit, free_port
 PY=/usr/bin/python3
 
 LAYOUT=full
@@ -172,11 +172,11 @@ cleanup() {
     fi
   done
   for p in "${PIDS[@]}"; do
-    kill -0 "$p" 2>/dev/null && kill "$p" 2>/dev/null
+    pid_alive "$p" && kill "$p" 2>/dev/null
   done
   sleep 0.5
   for p in "${PIDS[@]}"; do
-    kill -0 "$p" 2>/dev/null && kill -KILL "$p" 2>/dev/null
+    pid_alive "$p" && kill -KILL "$p" 2>/dev/null
   done
   if [[ -n $S3RVER_STARTED ]]; then
     "$ROOT/scripts/s3rver.sh" stop "$ORIGIN_DATA" >/dev/null 2>&1
@@ -371,7 +371,7 @@ record_rss() { # TOOL
 }
 
 unmount_tool() { # TOOL
-  local tool="$1" i
+  local tool="$1"
   [[ $tool == local ]] && return 0
   record_rss "$tool"
   if [[ $tool == tierfs ]]; then
@@ -381,8 +381,7 @@ unmount_tool() { # TOOL
     timeout 30 fusermount3 -u "$MNT" 2>>"$LOG" || timeout 10 fusermount3 -u -z "$MNT" 2>>"$LOG"
   fi
   if [[ -n $DPID ]]; then
-    for i in $(seq 100); do kill -0 "$DPID" 2>/dev/null || break; sleep 0.1; done
-    if kill -0 "$DPID" 2>/dev/null; then
+    if ! wait_pid_exit "$DPID" 10; then
       log "$tool: daemon $DPID still running 10 s after unmount, SIGTERM"
       kill "$DPID" 2>/dev/null; sleep 2; kill -KILL "$DPID" 2>/dev/null
     fi

@@ -45,16 +45,14 @@ mnt="$work/mnt" cache="$work/cache" s3dir="$work/s3rver"
 daemon_pid=""
 mkdir -p "$mnt" "$cache"
 
-source "$root/scripts/lib.sh"  # is_mounted DIR, pid_alive PID
+source "$root/scripts/lib.sh"  # is_mounted DIR, pid_alive PID, wait_pid_exit PID SECONDS
 
 unmount() {  # unmount: fusermount3 -u, then wait (bounded) for the daemon to exit
   if is_mounted "$mnt"; then
     timeout -k 2 20 fusermount3 -u "$mnt" || timeout -k 2 10 fusermount3 -u -z "$mnt" || true
   fi
   if [[ -n "$daemon_pid" ]]; then
-    local deadline=$((SECONDS + 20))
-    while pid_alive "$daemon_pid" && (( SECONDS < deadline )); do sleep 0.1; done
-    if pid_alive "$daemon_pid"; then
+    if ! wait_pid_exit "$daemon_pid" 20; then
       echo "  daemon pid $daemon_pid did not exit after unmount; stopping it" >&2
       kill -TERM "$daemon_pid" 2>/dev/null || true
       sleep 2

@@ -11,7 +11,7 @@ PY=/usr/bin/python3
 TIERFS="${TIERFS:-$E2E_ROOT/build/daemon/tierfs}"
 MOUNT_TIMEOUT="${E2E_MOUNT_TIMEOUT:-30}"
 UMOUNT_TIMEOUT="${E2E_UMOUNT_TIMEOUT:-20}"
-# is_mounted DIR, pid_alive PID, free_port
+# is_mounted DIR, pid_alive PID, wait_pid_exit PID SECONDS, free_port
 source "$E2E_ROOT/scripts/lib.sh"
 
 E2E_MOUNTS=()        # mountpoints made by tierfs_mount
@@ -49,16 +49,6 @@ e2e_init() {
   trap 'exit 130' INT
   trap 'exit 143' TERM
   log "work dir $E2E_WORK, binary $TIERFS"
-}
-
-
-wait_pid_exit() {  # wait_pid_exit PID SECONDS -> 0 when it exited in time
-  local pid="$1" deadline=$((SECONDS + $2))
-  while pid_alive "$pid"; do
-    (( SECONDS >= deadline )) && return 1
-    sleep 0.1
-  done
-  return 0
 }
 
 # step NAME TIMEOUT CMD...: runs CMD under a hard timeout, logs the outcome and its duration,
