@@ -587,22 +587,27 @@ def stall_markdown(meta, run):
 
 
 ROUND_TOOLS = ["raw", "tierfs", "s3fs", "rclone"]
+# The series of a round (run.sh run_seq_rounds): key, tool, file name before "-round-N.json".
+ROUND_SERIES = [("raw", "raw", "seqpar"), ("raw-spin", "raw", "seqpar-spin")] + [
+    (k, t, f) for t in ROUND_TOOLS[1:] for k, f in ((t, "seq1"), (t + "-2", "seq2"))]
+ROUND_LABELS = {"raw": "origin: 8 ranged GETs", "raw-spin": "8 ranged GETs, one core busy"}
 
 
 def round_rows(run):
-    """{tool: [MB/s or None per round]} of the interleaved cold sequential rounds (run.sh
-    run_seq_rounds: raw/<tool>/seq1-round-N.json, raw/raw/seqpar-round-N.json), and their CPU
-    seconds per GiB ({tool: [(origin, rest) or None per round]})."""
-    def path(t, i):
-        return os.path.join(run, "raw", t, "%s-round-%d.json" % ("seqpar" if t == "raw" else "seq1", i))
+    """{series: [MB/s or None per round]} of the interleaved cold sequential rounds (run.sh
+    run_seq_rounds: raw/<tool>/seq{1,2}-round-N.json, raw/raw/seqpar{,-spin}-round-N.json; the
+    series of ROUND_SERIES, "TOOL-2" for two streams), and their CPU seconds per GiB ({series:
+    [(origin, rest) or None per round]})."""
+    def path(t, f, i):
+        return os.path.join(run, "raw", t, "%s-round-%d.json" % (f, i))
     n = 0
-    while any(os.path.exists(path(t, n + 1)) for t in ROUND_TOOLS):
+    while any(os.path.exists(path(t, f, n + 1)) for _, t, f in ROUND_SERIES):
         n += 1
     rates, cpu = {}, {}
-    for t in ROUND_TOOLS:
+    for key, t, f in ROUND_SERIES:
         rs, cs = [], []
         for i in range(1, n + 1):
-            j = load(path(t, i)) or {}
+            j = load(path(t, f, i)) or {}
             v, nbytes = None, None
             if t == "raw" and j.get("status") == "ok":
                 v, nbytes = j["bytes"] / j["seconds"] / 1e6, j["bytes"]
@@ -613,7 +618,7 @@ def round_rows(run):
             rs.append(v)
             cs.append(seq_cpu_per_gib(j.get("cpu"), nbytes) if v else None)
         if any(rs):
-            rates[t], cpu[t] = rs, cs
+            rates[key], cpu[key] = rs, cs
     return n, rates, cpu
 
 
@@ -625,33 +630,47 @@ def rounds_markdown(run):
     def med(xs):
         xs = [x for x in xs if x]
         return statistics.median(xs) if xs else None
-    tools = [t for t in ROUND_TOOLS if t in rates]
-    label = {"raw": "origin: 8 ranged GETs"}
+
+    def per_round(a, b):
+        return [x / y for x, y in zip(rates[a], rates[b]) if x and y]
+    keys = [k for k, _, _ in ROUND_SERIES if k in rates]
+    label = dict(ROUND_LABELS, **{t + "-2": t + ", 2 streams" for t in ROUND_TOOLS[1:]})
     lines = [
         "## Cold sequential, interleaved rounds",
         "",
-        "Cold 1 GiB sequential reads (fio, 1 MiB), each on a fresh mount with empty caches, and the "
-        "origin's 8 parallel ranged GETs of the same object, back to back in %d rounds whose order "
-        "rotates: the tools are compared within a round, where they see the same origin (its rate "
-        "drifts by a quarter from minute to minute here). MB/s; CPU s per GiB, origin side / rest "
-        "of the machine, in brackets." % n,
+        "Cold 1 GiB sequential reads (fio, 1 MiB), each on a fresh mount with empty caches, %sand "
+        "the origin's 8 parallel ranged GETs of the same object%s, back to back in %d rounds whose "
+        "order rotates: the tools are compared within a round, where they see the same origin (its "
+        "rate drifts by a quarter from minute to minute here). MB/s; CPU s per GiB, origin side / "
+        "rest of the machine, in brackets." % (
+            "then both 1 GiB files at once (2 streams, total MB/s) on another fresh mount, "
+            if any(k.endswith("-2") for k in keys) else "",
+            ", alone and while a process spins on one core (what the origin gives a client that "
+            "takes CPU of its own on this machine, as a file system does)" if "raw-spin" in keys else "",
+            n),
         "",
-        "| round | " + " | ".join(label.get(t, t) for t in tools) + " |",
-        "|---|" + "---|" * len(tools),
+        "| round | " + " | ".join(label.get(k, k) for k in keys) + " |",
+        "|---|" + "---|" * len(keys),
     ]
     for i in range(n):
         cells = []
-        for t in tools:
-            v, c = rates[t][i], cpu[t][i]
+        for k in keys:
+            v, c = rates[k][i], cpu[k][i]
             cells.append("–" if not v else fmt_num(v) + (" <sub>(%s / %s)</sub>" % (fmt_num(c[0]), fmt_num(c[1])) if c else ""))
         lines.append("| %d | %s |" % (i + 1, " | ".join(cells)))
-    lines.append("| median | %s |" % " | ".join(fmt_num(med(rates[t])) for t in tools))
+    lines.append("| median | %s |" % " | ".join(fmt_num(med(rates[k])) for k in keys))
     lines.append("")
-    for ref in [t for t in tools if t != "tierfs"]:
-        rs = [a / b for a, b in zip(rates["tierfs"], rates[ref]) if a and b]
+    for ref in [k for k in ("raw", "raw-spin") + tuple(ROUND_TOOLS[2:]) if k in rates]:
+        rs = per_round("tierfs", ref)
         if rs:
             lines.append("- **tierfs** / %s, per round: %s; median %s" % (
                 label.get(ref, ref), ", ".join(fmt_ratio(x) for x in rs), fmt_ratio(med(rs))))
+    for t in ROUND_TOOLS[1:]:
+        rs = per_round(t + "-2", t) if t + "-2" in rates and t in rates else []
+        if rs:
+            lines.append("- %s, 2 streams / 1 stream, per round: %s; median %s" % (
+                "**tierfs**" if t == "tierfs" else t, ", ".join(fmt_ratio(x) for x in rs),
+                fmt_ratio(med(rs))))
     lines.append("")
     return "\n".join(lines)
 

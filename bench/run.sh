@@ -46,9 +46,11 @@
 #                ranged throughput), with the CPU each cost; a "seq:" line per tool in run.log
 #   --only seqrounds  only the interleaved cold sequential rounds (SEQ_ROUNDS, default 3; also at
 #                the end of a full run): per round, back to back in a rotating order, the 8 ranged
-#                GETs and a cold 1 GiB read on a fresh mount for tierfs, s3fs and rclone; the
+#                GETs (alone, then next to a process spinning on one core) and for tierfs, s3fs and
+#                rclone a cold 1 GiB read, then two cold streams (both big files), each on a fresh
+#                mount; the
 #                report compares the tools within each round (results.md "Cold sequential,
-#                interleaved rounds"; --only prints it to run.log), ~2 min
+#                interleaved rounds"; --only prints it to run.log), ~3 min
 #   --only warm  run only group A's warm reads (a cold read of one 1 GiB file, then after
 #                drop_caches: sequential 1 MiB, random 4 KiB and random 128 KiB over it) for each of
 #                --tools (tierfs, s3fs, rclone, local, nullfs); a "warm:" line per tool in run.log
@@ -589,9 +591,11 @@ prefetch() { # TOOL -> writes prefetch.json
 # ---------------------------------------------------------------------------------------------
 # the raw origin: curl straight at the (delayed) endpoint, no file system
 # The origin's parallel ranged throughput: BIG0 in 16 ranges, 8 GETs at a time, page cache dropped
-# (raw/raw/NAME.json, with the CPU it cost).
-raw_seqpar() { # NAME
-  local d="$OUT/raw/raw" cfg="$WORK/curl-ranges.cfg" part=$((BIG_SIZE / 16)) i t0 t1 rc
+# (raw/raw/NAME.json, with the CPU it cost). With "spin", while a process spins on one core: what
+# the origin gives a client that takes CPU of its own on this machine, as a file system does
+# (the sequential counterpart of raw_small's small-par128-spin).
+raw_seqpar() { # NAME [spin]
+  local d="$OUT/raw/raw" cfg="$WORK/curl-ranges.cfg" part=$((BIG_SIZE / 16)) i t0 t1 rc spin=""
   mkdir -p "$d"
   : >"$cfg"
   for i in $(seq 0 15); do
@@ -600,23 +604,29 @@ raw_seqpar() { # NAME
       $((i * part)) $((i * part + part - 1)) >>"$cfg"
   done
   drop_caches
+  if [[ ${2:-} == spin ]]; then
+    timeout "$CAP" bash -c 'while :; do :; done' & spin=$!
+  fi
   cpu_snap 0
   t0="$(now)"
   timeout "$CAP" curl -sSf --no-progress-meter --parallel --parallel-max 8 -K "$cfg" 2>>"$LOG"; rc=$?
   t1="$(now)"
   cpu_snap 1
-  printf '{"status": "%s", "seconds": %s, "bytes": %s, "streams": 8}\n' \
-    "$([[ $rc == 0 ]] && echo ok || echo error)" "$(elapsed "$t0" "$t1")" "$BIG_SIZE" >"$d/$1.json"
+  if [[ -n $spin ]]; then kill "$spin" 2>/dev/null; wait "$spin" 2>/dev/null; fi
+  printf '{"status": "%s", "seconds": %s, "bytes": %s, "streams": 8, "spin": %s}\n' \
+    "$([[ $rc == 0 ]] && echo ok || echo error)" "$(elapsed "$t0" "$t1")" "$BIG_SIZE" \
+    "$([[ -n $spin ]] && echo true || echo false)" >"$d/$1.json"
   cpu_attach "$d/$1.json"
 }
 
 # Cold sequential reads in interleaved rounds (SEQ_ROUNDS, default 3; --only seqrounds, and at the
 # end of a full run): the origin's rate drifts by a quarter from minute to minute here, so one cold
 # read per tool minutes apart compares the minutes as much as the tools. Each round runs, back to
-# back and in an order that rotates from round to round, the 8 ranged GETs (raw) and a cold 1 GiB
-# read of BIG0 on a fresh mount with empty caches for each of tierfs, s3fs and rclone
-# (raw/<tool>/seq1-round-N.json, raw/raw/seqpar-round-N.json); the report gives every round and
-# the medians of the per-round ratios.
+# back and in an order that rotates from round to round, the 8 ranged GETs (raw), alone and next
+# to a process spinning on one core, and for each of tierfs, s3fs and rclone a cold 1 GiB read of
+# BIG0, then both big files at once (two streams), each on a fresh mount with empty caches
+# (raw/<tool>/seq{1,2}-round-N.json, raw/raw/seqpar{,-spin}-round-N.json); the report gives
+# every round and the medians of the per-round ratios.
 run_seq_rounds() {
   local rounds="${SEQ_ROUNDS:-3}" i k t order=()
   for t in raw tierfs s3fs rclone; do
@@ -627,10 +637,19 @@ run_seq_rounds() {
     for k in $(seq 0 $((${#order[@]} - 1))); do
       t="${order[$(((k + i - 1) % ${#order[@]}))]}"
       mkdir -p "$OUT/raw/$t"
-      if [[ $t == raw ]]; then raw_seqpar "seqpar-round-$i"; continue; fi
+      if [[ $t == raw ]]; then
+        raw_seqpar "seqpar-round-$i"
+        raw_seqpar "seqpar-spin-round-$i" spin
+        continue
+      fi
       drop_caches
       if mount_tool "$t" "seq-round-$i"; then
         fio_seq "$t" "seq1-round-$i" "$BIG0"
+        unmount_tool "$t"
+      fi
+      drop_caches
+      if mount_tool "$t" "seq2-round-$i"; then
+        fio_seq "$t" "seq2-round-$i" "$BIG0" "$BIG1"
         unmount_tool "$t"
       fi
     done
