@@ -9,6 +9,10 @@
 //   populate  madvise(MADV_POPULATE_WRITE), then the first fill by 128 KiB memcpy, then a second
 //   touch     one byte written per page, then a fill by 128 KiB memcpy
 //   pread     with FILE: the first pread of FILE into fresh memory (a kernel copy), then a second
+//   memfd     the same bytes written with pwrite into a memfd (kernel-owned shmem pages, never
+//             mapped in this process) twice, then spliced out of it through a pipe to /dev/null:
+//             what memory the kernel alone touches costs, the way s3fs's cache file and a
+//             splice-served L1 would use it
 //
 //   gcc -O2 -Wall -o first_touch bench/first_touch.c
 //   ./first_touch [SIZE_MIB] [FILE]       e.g. ./first_touch 1024 /var/cache/big.bin
@@ -108,6 +112,47 @@ static void Pread(size_t size, const char* path) {
   close(fd);
 }
 
+static double WriteFd(int fd, size_t size, const char* src) {
+  double t0 = Now();
+  for (size_t off = 0; off + kChunk <= size; off += kChunk) {
+    if (pwrite(fd, src, kChunk, (off_t)off) != kChunk) {
+      fprintf(stderr, "first_touch: pwrite: %s\n", strerror(errno));
+      exit(1);
+    }
+  }
+  return Now() - t0;
+}
+
+static void Memfd(size_t size, const char* src) {
+  int fd = memfd_create("first_touch", MFD_CLOEXEC);
+  int p[2];
+  if (fd < 0 || ftruncate(fd, (off_t)size) != 0 || pipe(p) != 0) {
+    fprintf(stderr, "first_touch: memfd: %s\n", strerror(errno));
+    exit(1);
+  }
+  printf("memfd_first_write %.3f\n", WriteFd(fd, size, src));
+  printf("memfd_second_write %.3f\n", WriteFd(fd, size, src));
+  int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+  double t0 = Now();
+  for (size_t off = 0; off + kChunk <= size && null >= 0; off += kChunk) {
+    loff_t in = (loff_t)off;
+    size_t left = kChunk;
+    while (left > 0) {  // a pipe holds 64 KiB unless enlarged: move the chunk in pieces
+      ssize_t n = splice(fd, &in, p[1], NULL, left, 0);
+      if (n <= 0 || splice(p[0], NULL, null, NULL, (size_t)n, 0) != n) {
+        fprintf(stderr, "first_touch: splice: %s\n", strerror(errno));
+        exit(1);
+      }
+      left -= (size_t)n;
+    }
+  }
+  printf("memfd_splice_out %.3f\n", Now() - t0);
+  close(null);
+  close(p[0]);
+  close(p[1]);
+  close(fd);
+}
+
 int main(int argc, char** argv) {
   size_t mib = argc > 1 ? strtoul(argv[1], NULL, 10) : 1024;
   if (mib == 0) {
@@ -121,5 +166,6 @@ int main(int argc, char** argv) {
   Populate(size, src);
   Touch(size, src);
   if (argc > 2) Pread(size, argv[2]);
+  Memfd(size, src);
   return 0;
 }
