@@ -133,8 +133,12 @@ static void Memfd(size_t size, const char* src) {
   printf("memfd_first_write %.3f\n", WriteFd(fd, size, src));
   printf("memfd_second_write %.3f\n", WriteFd(fd, size, src));
   int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+  if (null < 0) {
+    fprintf(stderr, "first_touch: open /dev/null: %s\n", strerror(errno));
+    exit(1);
+  }
   double t0 = Now();
-  for (size_t off = 0; off + kChunk <= size && null >= 0; off += kChunk) {
+  for (size_t off = 0; off + kChunk <= size; off += kChunk) {
     loff_t in = (loff_t)off;
     size_t left = kChunk;
     while (left > 0) {  // a pipe holds 64 KiB unless enlarged: move the chunk in pieces

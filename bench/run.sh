@@ -166,8 +166,24 @@ $PY -c 'import torch, boto3, matplotlib' 2>/dev/null || die "$PY lacks torch/bot
 MOUNTED=()        # mountpoints
 PIDS=()           # daemons + proxy
 S3RVER_STARTED=""
+# A process spinning on one core while the origin is measured (raw_seqpar spin, raw_small's
+# 128-spin): what the origin gives a client that takes CPU of its own on this machine. At most
+# CAP seconds; spin_stop (also run by cleanup) ends it.
+SPIN_PID=""
+spin_start() {
+  timeout "$CAP" bash -c 'while :; do :; done' &
+  SPIN_PID=$!
+}
+spin_stop() {
+  [[ -n $SPIN_PID ]] || return 0
+  kill "$SPIN_PID" 2>/dev/null
+  wait "$SPIN_PID" 2>/dev/null
+  SPIN_PID=""
+}
+
 cleanup() {
   local m p
+  spin_stop
   for m in "${MOUNTED[@]}"; do
     if is_mounted "$m"; then
       fusermount3 -u "$m" 2>/dev/null || fusermount3 -u -z "$m" 2>/dev/null || umount -l "$m" 2>/dev/null
@@ -595,7 +611,7 @@ prefetch() { # TOOL -> writes prefetch.json
 # the origin gives a client that takes CPU of its own on this machine, as a file system does
 # (the sequential counterpart of raw_small's small-par128-spin).
 raw_seqpar() { # NAME [spin]
-  local d="$OUT/raw/raw" cfg="$WORK/curl-ranges.cfg" part=$((BIG_SIZE / 16)) i t0 t1 rc spin=""
+  local d="$OUT/raw/raw" cfg="$WORK/curl-ranges.cfg" part=$((BIG_SIZE / 16)) i t0 t1 rc
   mkdir -p "$d"
   : >"$cfg"
   for i in $(seq 0 15); do
@@ -604,18 +620,16 @@ raw_seqpar() { # NAME [spin]
       $((i * part)) $((i * part + part - 1)) >>"$cfg"
   done
   drop_caches
-  if [[ ${2:-} == spin ]]; then
-    timeout "$CAP" bash -c 'while :; do :; done' & spin=$!
-  fi
+  [[ ${2:-} == spin ]] && spin_start
   cpu_snap 0
   t0="$(now)"
   timeout "$CAP" curl -sSf --no-progress-meter --parallel --parallel-max 8 -K "$cfg" 2>>"$LOG"; rc=$?
   t1="$(now)"
   cpu_snap 1
-  if [[ -n $spin ]]; then kill "$spin" 2>/dev/null; wait "$spin" 2>/dev/null; fi
+  spin_stop
   printf '{"status": "%s", "seconds": %s, "bytes": %s, "streams": 8, "spin": %s}\n' \
     "$([[ $rc == 0 ]] && echo ok || echo error)" "$(elapsed "$t0" "$t1")" "$BIG_SIZE" \
-    "$([[ -n $spin ]] && echo true || echo false)" >"$d/$1.json"
+    "$([[ ${2:-} == spin ]] && echo true || echo false)" >"$d/$1.json"
   cpu_attach "$d/$1.json"
 }
 
@@ -709,11 +723,11 @@ EOF
 # again while a process spins on one core (small-par128-spin.json): what the origin gives a
 # client that shares this machine with work of its own, as a loader and a file system do.
 raw_small() {
-  local d="$OUT/raw/raw" cfg="$WORK/curl-small.cfg" t0 t1 rc run par n f spin
+  local d="$OUT/raw/raw" cfg="$WORK/curl-small.cfg" t0 t1 rc run par n f
   mkdir -p "$d"
   (cd "$LOCAL_DATA" && find small -type f | sort) >"$WORK/small-keys.txt"
   for run in 4 64 128 128-spin; do
-    par="${run%-spin}" spin=""
+    par="${run%-spin}"
     n=2000; [[ $par != 4 ]] && n=$RAW_SMALL_PAR_N
     $PY - "$ENDPOINT/$BUCKET" "$WORK/small-keys.txt" "$n" "$par" >"$cfg" <<'EOF'
 import random, sys
@@ -725,16 +739,14 @@ for i, k in enumerate(keys[:int(sys.argv[3])]):
     print('url = "%s/%s"\noutput = "/dev/null"\nwrite-out = "%%{time_total}\\n"' % (sys.argv[1], k))
 EOF
     drop_caches
-    if [[ $run == *-spin ]]; then
-      timeout "$CAP" bash -c 'while :; do :; done' & spin=$!
-    fi
+    [[ $run == *-spin ]] && spin_start
     cpu_snap 0
     t0="$(now)"
     timeout "$CAP" curl -sSf --no-progress-meter --parallel --parallel-max "$par" -K "$cfg" \
       >"$WORK/curl-lat.txt" 2>>"$LOG"; rc=$?
     t1="$(now)"
     cpu_snap 1
-    if [[ -n $spin ]]; then kill "$spin" 2>/dev/null; wait "$spin" 2>/dev/null; fi
+    spin_stop
     f="$d/small.json"; [[ $run != 4 ]] && f="$d/small-par$run.json"
     $PY "$BENCH/report.py" --latencies "$WORK/curl-lat.txt" "$(elapsed "$t0" "$t1")" "$rc" >"$f"
     cpu_attach "$f"  # where the CPU went: the report's CPU-per-object rows
