@@ -587,10 +587,12 @@ def stall_markdown(meta, run):
 
 
 ROUND_TOOLS = ["raw", "tierfs", "s3fs", "rclone"]
-# The series of a round (run.sh run_seq_rounds): key, tool, file name before "-round-N.json".
-ROUND_SERIES = [("raw", "raw", "seqpar"), ("raw-spin", "raw", "seqpar-spin")] + [
-    (k, t, f) for t in ROUND_TOOLS[1:] for k, f in ((t, "seq1"), (t + "-2", "seq2"))]
-ROUND_LABELS = {"raw": "origin: 8 ranged GETs", "raw-spin": "8 ranged GETs, one core busy"}
+# The series of a round (run.sh run_seq_rounds): key, tool, file name before "-round-N.json",
+# column label.
+ROUND_SERIES = [("raw", "raw", "seqpar", "origin: 8 ranged GETs"),
+                ("raw-spin", "raw", "seqpar-spin", "8 ranged GETs, one core busy")] + [
+    (k, t, f, l) for t in ROUND_TOOLS[1:]
+    for k, f, l in ((t, "seq1", t), (t + "-2", "seq2", t + ", 2 streams"))]
 
 
 def round_rows(run):
@@ -601,10 +603,10 @@ def round_rows(run):
     def path(t, f, i):
         return os.path.join(run, "raw", t, "%s-round-%d.json" % (f, i))
     n = 0
-    while any(os.path.exists(path(t, f, n + 1)) for _, t, f in ROUND_SERIES):
+    while any(os.path.exists(path(t, f, n + 1)) for _, t, f, _ in ROUND_SERIES):
         n += 1
     rates, cpu = {}, {}
-    for key, t, f in ROUND_SERIES:
+    for key, t, f, _ in ROUND_SERIES:
         rs, cs = [], []
         for i in range(1, n + 1):
             j = load(path(t, f, i)) or {}
@@ -633,8 +635,8 @@ def rounds_markdown(run):
 
     def per_round(a, b):
         return [x / y for x, y in zip(rates[a], rates[b]) if x and y]
-    keys = [k for k, _, _ in ROUND_SERIES if k in rates]
-    label = dict(ROUND_LABELS, **{t + "-2": t + ", 2 streams" for t in ROUND_TOOLS[1:]})
+    keys = [k for k, _, _, _ in ROUND_SERIES if k in rates]
+    label = {k: lab for k, _, _, lab in ROUND_SERIES}
     lines = [
         "## Cold sequential, interleaved rounds",
         "",
