@@ -165,7 +165,7 @@ def collect(run):
                 st = j.get("status", "error")
                 put(name + ".s", t, fig(j.get("seconds"), st,
                                         "%s/%s files" % (j.get("files"), j.get("expected"))))
-        for name in ("loader", "loader-prefetched"):
+        for name in ("loader", "loader-sampler", "loader-prefetched"):
             j = load(os.path.join(d, name + ".json"))
             if j is None:
                 continue
@@ -243,6 +243,10 @@ for _name, _label in (("loader", "DataLoader"), ("loader-prefetched", "DataLoade
         METRICS.append(SMALLPAR)
         METRICS.append(("smallspin.ops", "  ↳ the same while a process spins on one core", "objects/s",
                         True, False))
+        METRICS += [
+            ("loader-sampler.e%d.sps" % _e, "DataLoader epoch %d with tierfs.torch.PrefetchSampler" % _e,
+             "samples/s", True, False) for _e in (1, 2)
+        ]
         METRICS += [
             ("cpu.origin_ms", "cold small objects, CPU per object on the origin side (s3rver + proxy); "
              "raw: the ceiling run, others: DataLoader epoch 1", "ms", False, False),

@@ -57,7 +57,8 @@
 #   --only loader  run only the cold DataLoader (group E: 2 epochs over small/ from empty caches)
 #                for each of --tools, and for raw the origin's rate for whole small objects with 4,
 #                64 and 128 GETs in flight (its small-object ceiling), and with 128 while a process
-#                spins on one core; a "loader:" line per tool
+#                spins on one core; a "loader:" line per tool (tierfs: also with PrefetchSampler,
+#                group E')
 #                and "raw: small objects" lines in run.log
 #   --cap        seconds a single workload may run before it is cut short (default 120, quick 60);
 #                a cut-short result is reported as a lower bound / "timeout", never as a failure;
@@ -482,12 +483,13 @@ cpu_attach() {
   $PY "$BENCH/cpustat.py" attach "$1" "$WORK/cpu0.json" "$WORK/cpu1.json" || log "no CPU figures for $1"
 }
 
-run_loader() { # TOOL NAME
+run_loader() { # TOOL NAME [loader.py args...]
   local tool="$1" name="$2" out="$OUT/raw/$1/$2.json" rc t0 t1 c cpu=()
+  shift 2
   for c in $(cpu_pid_args); do cpu+=(--cpu "$c"); done
   t0="$(now)"
   timeout -k 10 $((2 * LOADER_CAP + 180)) $PY "$BENCH/loader.py" "$MNT/small" --epochs 2 --workers 4 \
-    --batch 64 --cap "$LOADER_CAP" --expect "$N_SMALL" --out "$out" "${cpu[@]}" 2>&1 | grep -v Warning | tee -a "$LOG" >&2
+    --batch 64 --cap "$LOADER_CAP" --expect "$N_SMALL" --out "$out" "${cpu[@]}" "$@" 2>&1 | grep -v Warning | tee -a "$LOG" >&2
   rc=${PIPESTATUS[0]}
   t1="$(now)"
   if [[ ! -s $out ]]; then
@@ -495,6 +497,11 @@ run_loader() { # TOOL NAME
     status_json "$out" "$st" "loader exit $rc" "$(elapsed "$t0" "$t1")"
   fi
   log "$tool: $name finished (exit $rc) in $(elapsed "$t0" "$t1") s"
+}
+
+# "E1 / E2" samples/s of a loader.py result
+loader_rates() { # FILE
+  $PY -c 'import json,sys; print(" / ".join("%.0f" % e["samples_per_s"] for e in json.load(open(sys.argv[1]))["epochs"]))' "$1" 2>/dev/null
 }
 
 # The GPU-stall view of the loader: 20 ms of "compute" per batch, 2 epochs (loader.py --compute-ms)
@@ -814,6 +821,14 @@ run_tool() {
   if mount_tool "$t" loader; then
     run_loader "$t" loader
     unmount_tool "$t"
+  fi
+  # E': the same with tierfs.torch.PrefetchSampler, which tells tierfs the epoch's order
+  if [[ $t == tierfs ]]; then
+    drop_caches
+    if mount_tool "$t" loader-sampler; then
+      run_loader "$t" loader-sampler --sampler prefetch --ahead "$STALL_AHEAD"
+      unmount_tool "$t"
+    fi
   fi
   # F: DataLoader after prefetching the directory into the tool's own cache
   drop_caches
@@ -1173,7 +1188,14 @@ elif [[ $ONLY == loader ]]; then
     if mount_tool "$t" loader; then
       run_loader "$t" loader
       unmount_tool "$t"
-      log "loader: $t epoch 1 / 2 $($PY -c 'import json,sys; print(" / ".join("%.0f" % e["samples_per_s"] for e in json.load(open(sys.argv[1]))["epochs"]))' "$OUT/raw/$t/loader.json" 2>/dev/null) samples/s"
+      log "loader: $t epoch 1 / 2 $(loader_rates "$OUT/raw/$t/loader.json") samples/s"
+    fi
+    [[ $t == tierfs ]] || continue
+    drop_caches
+    if mount_tool "$t" loader-sampler; then
+      run_loader "$t" loader-sampler --sampler prefetch --ahead "$STALL_AHEAD"
+      unmount_tool "$t"
+      log "loader: $t with PrefetchSampler epoch 1 / 2 $(loader_rates "$OUT/raw/$t/loader-sampler.json") samples/s"
     fi
   done
   log "loader workload done in $((SECONDS - T_START)) s"
