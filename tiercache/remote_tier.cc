@@ -430,13 +430,23 @@ class RemoteTier final : public Tier, public ListingShare {
   }
 
   // One upload of an encoded L3 object: true when stored. A refusal as too large (memcached:
-  // larger than its item size) is a drop, and no sign that the store is down; any other failure
-  // counts towards the breaker.
+  // larger than its item size) is a drop, and no sign that the store is down. NotFound is the
+  // store saying the object's server is lost while the others answer (memcached: one server of
+  // the pool down, blob_store.h "Failures"): a write error, but no breaker failure, as a read of
+  // it is a miss. Its writes come in runs (each block that missed there is fetched from the origin
+  // and written back to the same lost server), and counted, five in a row opened the breaker and
+  // took the live servers' hits away too. Any other failure counts towards the breaker.
   bool PutObject(const std::string& name, std::span<const std::byte> body, std::string_view what) {
     Status s = store_->Put(name, body);
     if (s.code() == Status::Code::kNoSpace) {
       RecordSuccess();
       ++write_dropped_;
+      return false;
+    }
+    if (s.IsNotFound()) {
+      ++write_errors_;
+      SPDLOG_LOGGER_DEBUG(&Logger(Module::kTierCache), "l3 write of the {} lost: {}", what,
+                          s.ToString());
       return false;
     }
     if (!s.ok()) {

@@ -425,6 +425,32 @@ TEST_F(RemoteTierTest, CircuitBreakerSkipsAFailingStore) {
   EXPECT_EQ(Extra(*t, "breaker.open"), 0u);
 }
 
+// memcached with one server of three down answers NotFound for that server's keys, writes too
+// (blob_store.h "Failures"): the write-backs of the blocks that missed there all go to it, and
+// must not open the breaker, which would take the live servers' hits away as well.
+TEST_F(RemoteTierTest, WritesToALostServerDoNotOpenTheBreaker) {
+  options_.breaker_failures = 3;
+  options_.write_threads = 1;
+  auto t = Open();
+  store_.FailNext(10, Status::NotFound("memcached set: one server failed: a miss"));
+  for (int i = 0; i < 10; ++i) TC_ASSERT_OK(t->Insert(Key(i), MakeBlock(Pattern(64, i)), {}));
+  ASSERT_TRUE(Drain(*t));
+  EXPECT_EQ(Extra(*t, "write.errors"), 10u);
+  EXPECT_EQ(Extra(*t, "breaker.trips"), 0u);
+  EXPECT_EQ(Extra(*t, "breaker.open"), 0u);
+  // The store answers again: writes and reads go through.
+  TC_ASSERT_OK(t->Insert(Key(20), MakeBlock(Pattern(64, 20)), {}));
+  ASSERT_TRUE(Drain(*t));
+  EXPECT_EQ(t->Stats().inserts, 1u);
+  auto r = t->Read(Key(20));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  // Any other write failure still counts towards it.
+  store_.FailNext(3, Status::Unavailable("l3 down"));
+  for (int i = 30; i < 33; ++i) TC_ASSERT_OK(t->Insert(Key(i), MakeBlock(Pattern(64, i)), {}));
+  ASSERT_TRUE(Drain(*t));
+  EXPECT_EQ(Extra(*t, "breaker.trips"), 1u);
+}
+
 TEST_F(RemoteTierTest, WriteErrorsAreCounted) {
   options_.breaker_failures = 100;
   options_.write_threads = 1;
