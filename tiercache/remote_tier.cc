@@ -443,14 +443,8 @@ class RemoteTier final : public Tier, public ListingShare {
       ++write_dropped_;
       return false;
     }
-    if (s.IsNotFound()) {
-      ++write_errors_;
-      SPDLOG_LOGGER_DEBUG(&Logger(Module::kTierCache), "l3 write of the {} lost: {}", what,
-                          s.ToString());
-      return false;
-    }
     if (!s.ok()) {
-      RecordFailure(s);
+      if (!s.IsNotFound()) RecordFailure(s);
       ++write_errors_;
       SPDLOG_LOGGER_DEBUG(&Logger(Module::kTierCache), "l3 write of the {} failed: {}", what,
                           s.ToString());
