@@ -383,10 +383,12 @@ mount_tool() { # TOOL SESSION -> sets MNT DPID
 
 record_rss() { # TOOL
   [[ -n $DPID ]] || return 0
-  local kb
+  local kb cpu
   kb="$(awk '/VmHWM/{print $2}' "/proc/$DPID/status" 2>/dev/null)"
   [[ -n $kb ]] || return 0
-  echo "{\"session\": \"$SESSION\", \"vmhwm_kb\": $kb}" >>"$OUT/raw/$1/rss.jsonl"
+  # The daemon's CPU time so far (user + system, fields 14 and 15 of /proc/PID/stat, in ticks).
+  cpu="$(awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$DPID/stat" 2>/dev/null)"
+  echo "{\"session\": \"$SESSION\", \"vmhwm_kb\": $kb, \"cpu_s\": ${cpu:-null}}" >>"$OUT/raw/$1/rss.jsonl"
 }
 
 unmount_tool() { # TOOL
