@@ -506,6 +506,26 @@ loader_rates() { # FILE
   $PY -c 'import json,sys; print(" / ".join("%.0f" % e["samples_per_s"] for e in json.load(open(sys.argv[1]))["epochs"]))' "$1" 2>/dev/null
 }
 
+# Groups E and E', each on a fresh mount with empty caches: the DataLoader's two epochs, then, for
+# tierfs, the same with tierfs.torch.PrefetchSampler, which tells tierfs the epoch's order; a
+# "loader:" line in run.log for each.
+run_loader_groups() { # TOOL
+  local t="$1"
+  drop_caches
+  if mount_tool "$t" loader; then
+    run_loader "$t" loader
+    unmount_tool "$t"
+    log "loader: $t epoch 1 / 2 $(loader_rates "$OUT/raw/$t/loader.json") samples/s"
+  fi
+  [[ $t == tierfs ]] || return 0
+  drop_caches
+  if mount_tool "$t" loader-sampler; then
+    run_loader "$t" loader-sampler --sampler prefetch --ahead "$STALL_AHEAD"
+    unmount_tool "$t"
+    log "loader: $t with PrefetchSampler epoch 1 / 2 $(loader_rates "$OUT/raw/$t/loader-sampler.json") samples/s"
+  fi
+}
+
 # The GPU-stall view of the loader: 20 ms of "compute" per batch, 2 epochs (loader.py --compute-ms)
 run_stall_loader() { # TOOL NAME DIR [loader.py args...]
   local tool="$1" name="$2" dir="$3" out="$OUT/raw/$1/$2.json" rc t0 t1
@@ -818,20 +838,8 @@ run_tool() {
     drop_caches; run_find "$t" find-warm
     unmount_tool "$t"
   fi
-  # E: DataLoader, 2 epochs, from empty caches
-  drop_caches
-  if mount_tool "$t" loader; then
-    run_loader "$t" loader
-    unmount_tool "$t"
-  fi
-  # E': the same with tierfs.torch.PrefetchSampler, which tells tierfs the epoch's order
-  if [[ $t == tierfs ]]; then
-    drop_caches
-    if mount_tool "$t" loader-sampler; then
-      run_loader "$t" loader-sampler --sampler prefetch --ahead "$STALL_AHEAD"
-      unmount_tool "$t"
-    fi
-  fi
+  # E: DataLoader, 2 epochs, from empty caches; E': the same with tierfs.torch.PrefetchSampler
+  run_loader_groups "$t"
   # F: DataLoader after prefetching the directory into the tool's own cache
   drop_caches
   if mount_tool "$t" loader-prefetched; then
@@ -1186,19 +1194,7 @@ elif [[ $ONLY == loader ]]; then
     if [[ $t == raw ]]; then raw_small; continue; fi
     [[ $t == tierfs || $t == s3fs || $t == rclone || $t == local || $t == nullfs ]] || continue
     tool_available "$t" || { log "$t: not available, skipped"; continue; }
-    drop_caches
-    if mount_tool "$t" loader; then
-      run_loader "$t" loader
-      unmount_tool "$t"
-      log "loader: $t epoch 1 / 2 $(loader_rates "$OUT/raw/$t/loader.json") samples/s"
-    fi
-    [[ $t == tierfs ]] || continue
-    drop_caches
-    if mount_tool "$t" loader-sampler; then
-      run_loader "$t" loader-sampler --sampler prefetch --ahead "$STALL_AHEAD"
-      unmount_tool "$t"
-      log "loader: $t with PrefetchSampler epoch 1 / 2 $(loader_rates "$OUT/raw/$t/loader-sampler.json") samples/s"
-    fi
+    run_loader_groups "$t"
   done
   log "loader workload done in $((SECONDS - T_START)) s"
   exit 0
