@@ -594,14 +594,17 @@ ROUND_TOOLS = ["raw", "tierfs", "s3fs", "rclone"]
 # The series of a round (run.sh run_seq_rounds): key, tool, file name before "-round-N.json",
 # column label.
 ROUND_SERIES = [("raw", "raw", "seqpar", "origin: 8 ranged GETs"),
-                ("raw-spin", "raw", "seqpar-spin", "8 ranged GETs, one core busy")] + [
+                ("raw-spin", "raw", "seqpar-spin", "8 ranged GETs, one core busy"),
+                ("raw-fuse", "raw", "seqpar-fuse", "8 ranged GETs + the bytes through FUSE"),
+                ("raw-fusel2", "raw", "seqpar-fusel2",
+                 "8 ranged GETs + through FUSE + a 1 GiB flash write")] + [
     (k, t, f, l) for t in ROUND_TOOLS[1:]
     for k, f, l in ((t, "seq1", t), (t + "-2", "seq2", t + ", 2 streams"))]
 
 
 def round_rows(run):
     """{series: [MB/s or None per round]} of the interleaved cold sequential rounds (run.sh
-    run_seq_rounds: raw/<tool>/seq{1,2}-round-N.json, raw/raw/seqpar{,-spin}-round-N.json; the
+    run_seq_rounds: raw/<tool>/seq{1,2}-round-N.json, raw/raw/seqpar{,-spin,-fuse,-fusel2}-round-N.json; the
     series of ROUND_SERIES, "TOOL-2" for two streams), and their CPU seconds per GiB ({series:
     [(origin, rest) or None per round]})."""
     def path(t, f, i):
@@ -655,6 +658,14 @@ def rounds_markdown(run):
             "takes CPU of its own on this machine, as a file system does)" if "raw-spin" in keys else "",
             n),
         "",
+        "The two FUSE columns are the least a FUSE cache of this origin has to do, done as "
+        "independent jobs at the same time on this machine: the 8 GETs while the same 1 GiB is "
+        "read through a do-nothing FUSE file system (nullfs, from its memory), and that plus "
+        "writing 1 GiB to one file on the cache's filesystem with O_DIRECT (what keeping the "
+        "bytes on flash costs at the least); MB/s is 1 GiB over the time until all are done, "
+        "a ceiling for a FUSE file system (one that also keeps the bytes) on this machine."
+        if "raw-fuse" in keys else "",
+        "",
         "| round | " + " | ".join(label.get(k, k) for k in keys) + " |",
         "|---|" + "---|" * len(keys),
     ]
@@ -666,7 +677,8 @@ def rounds_markdown(run):
         lines.append("| %d | %s |" % (i + 1, " | ".join(cells)))
     lines.append("| median | %s |" % " | ".join(fmt_num(med(rates[k])) for k in keys))
     lines.append("")
-    for ref in [k for k in ("raw", "raw-spin") + tuple(ROUND_TOOLS[2:]) if k in rates]:
+    for ref in [k for k in ("raw", "raw-spin", "raw-fuse", "raw-fusel2") + tuple(ROUND_TOOLS[2:])
+                if k in rates]:
         rs = per_round("tierfs", ref)
         if rs:
             lines.append("- **tierfs** / %s, per round: %s; median %s" % (

@@ -46,10 +46,10 @@
 #                ranged throughput), with the CPU each cost; a "seq:" line per tool in run.log
 #   --only seqrounds  only the interleaved cold sequential rounds (SEQ_ROUNDS, default 3; also at
 #                the end of a full run): per round, back to back in a rotating order, the 8 ranged
-#                GETs (alone, then next to a process spinning on one core) and for tierfs, s3fs and
-#                rclone a cold 1 GiB read, then two cold streams (both big files), each on a fresh
-#                mount; the
-#                report compares the tools within each round (results.md "Cold sequential,
+#                GETs (alone; next to a process spinning on one core; while nullfs delivers the
+#                same 1 GiB; and that plus a 1 GiB O_DIRECT write: the FUSE ceilings) and for
+#                tierfs, s3fs and rclone a cold 1 GiB read, then two cold streams (both big
+#                files), each on a fresh mount; the report compares the tools within each round (results.md "Cold sequential,
 #                interleaved rounds"; --only prints it to run.log), ~3 min
 #   --only warm  run only group A's warm reads (a cold read of one 1 GiB file, then after
 #                drop_caches: sequential 1 MiB, random 4 KiB and random 128 KiB over it) for each of
@@ -639,9 +639,30 @@ prefetch() { # TOOL -> writes prefetch.json
 # (raw/raw/NAME.json, with the CPU it cost). With "spin", while a process spins on one core: what
 # the origin gives a client that takes CPU of its own on this machine, as a file system does
 # (the sequential counterpart of raw_small's small-par128-spin).
-raw_seqpar() { # NAME [spin]
+# With "fuse", while the same 1 GiB is read through nullfs (from its memory, by dd with 1 MiB
+# reads, on a side mount): the GETs' work and a FUSE file system's delivery of the same bytes
+# at once, the least any FUSE cache of the origin must do; "fusel2" adds a 1 GiB O_DIRECT write
+# of one file on the cache's filesystem (dd, 1 MiB), the least a cache that keeps what it read
+# adds. "seconds" is until all of them are done (the GETs alone: "get_seconds").
+raw_seqpar() { # NAME [spin|fuse|fusel2]
   local d="$OUT/raw/raw" cfg="$WORK/curl-ranges.cfg" part=$((BIG_SIZE / 16)) i t0 t1 rc
+  local nm="$WORK/nullmnt" npid="" side=() tget
   mkdir -p "$d"
+  if [[ ${2:-} == fuse* ]]; then
+    build_nullfs || { log "raw: nullfs does not build, no $1"; return 0; }
+    mkdir -p "$nm"
+    "$WORK/nullfs" "$nm" -f -o max_read=1048576 --layout "$NULLFS_LAYOUT" >>"$LOG" 2>&1 &
+    npid=$!
+    PIDS+=("$npid")
+    MOUNTED+=("$nm")
+    if ! wait_mounted "$nm" "$npid" || ! timeout 60 ls "$nm/big" >/dev/null 2>&1; then
+      log "raw: nullfs side mount failed, no $1"
+      timeout 30 fusermount3 -u "$nm" 2>>"$LOG"
+      kill "$npid" 2>/dev/null
+      wait "$npid" 2>/dev/null
+      return 0
+    fi
+  fi
   : >"$cfg"
   for i in $(seq 0 15); do
     ((i)) && echo next >>"$cfg"
@@ -652,23 +673,40 @@ raw_seqpar() { # NAME [spin]
   [[ ${2:-} == spin ]] && spin_start
   cpu_snap 0
   t0="$(now)"
+  if [[ -n $npid ]]; then
+    timeout "$CAP" dd if="$nm/$BIG0" of=/dev/null bs=1M status=none 2>>"$LOG" &
+    side+=($!)
+  fi
+  if [[ ${2:-} == fusel2 ]]; then
+    timeout "$CAP" dd if=/dev/zero of="$WORK/l2probe" bs=1M count=$((BIG_SIZE >> 20)) \
+      oflag=direct status=none 2>>"$LOG" &
+    side+=($!)
+  fi
   timeout "$CAP" curl -sSf --no-progress-meter --parallel --parallel-max 8 -K "$cfg" 2>>"$LOG"; rc=$?
+  tget="$(now)"
+  for i in "${side[@]}"; do wait "$i" || rc=1; done
   t1="$(now)"
   cpu_snap 1
   spin_stop
-  printf '{"status": "%s", "seconds": %s, "bytes": %s, "streams": 8, "spin": %s}\n' \
-    "$([[ $rc == 0 ]] && echo ok || echo error)" "$(elapsed "$t0" "$t1")" "$BIG_SIZE" \
-    "$([[ ${2:-} == spin ]] && echo true || echo false)" >"$d/$1.json"
+  rm -f "$WORK/l2probe"
+  if [[ -n $npid ]]; then
+    timeout 30 fusermount3 -u "$nm" 2>>"$LOG" || timeout 10 fusermount3 -u -z "$nm" 2>>"$LOG"
+    wait_pid_exit "$npid" 10 || { kill "$npid" 2>/dev/null; wait "$npid" 2>/dev/null; }
+  fi
+  printf '{"status": "%s", "seconds": %s, "get_seconds": %s, "bytes": %s, "streams": 8, "with": "%s"}\n' \
+    "$([[ $rc == 0 ]] && echo ok || echo error)" "$(elapsed "$t0" "$t1")" "$(elapsed "$t0" "$tget")" \
+    "$BIG_SIZE" "${2:-}" >"$d/$1.json"
   cpu_attach "$d/$1.json"
 }
 
 # Cold sequential reads in interleaved rounds (SEQ_ROUNDS, default 3; --only seqrounds, and at the
 # end of a full run): the origin's rate drifts by a quarter from minute to minute here, so one cold
 # read per tool minutes apart compares the minutes as much as the tools. Each round runs, back to
-# back and in an order that rotates from round to round, the 8 ranged GETs (raw), alone and next
-# to a process spinning on one core, and for each of tierfs, s3fs and rclone a cold 1 GiB read of
+# back and in an order that rotates from round to round, the 8 ranged GETs (raw), alone, next
+# to a process spinning on one core, and with a FUSE delivery of the same bytes (and a flash
+# write) beside them (raw_seqpar fuse, fusel2), and for each of tierfs, s3fs and rclone a cold 1 GiB read of
 # BIG0, then both big files at once (two streams), each on a fresh mount with empty caches
-# (raw/<tool>/seq{1,2}-round-N.json, raw/raw/seqpar{,-spin}-round-N.json); the report gives
+# (raw/<tool>/seq{1,2}-round-N.json, raw/raw/seqpar{,-spin,-fuse,-fusel2}-round-N.json); the report gives
 # every round and the medians of the per-round ratios.
 run_seq_rounds() {
   local rounds="${SEQ_ROUNDS:-3}" i k t order=()
@@ -683,6 +721,8 @@ run_seq_rounds() {
       if [[ $t == raw ]]; then
         raw_seqpar "seqpar-round-$i"
         raw_seqpar "seqpar-spin-round-$i" spin
+        raw_seqpar "seqpar-fuse-round-$i" fuse
+        raw_seqpar "seqpar-fusel2-round-$i" fusel2
         continue
       fi
       drop_caches
