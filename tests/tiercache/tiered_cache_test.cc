@@ -816,6 +816,56 @@ TEST_F(TieredCacheTest, HandOffDropsTheL1CopiesOfWholeBlocksL2Holds) {
   EXPECT_EQ(l1_only->Residency(o)[0].second, 3u);
 }
 
+// Readahead of a small file (one block) with L2 hits served from files: the file goes to L2 only,
+// where its first open finds it (a file slice), and L1's memory is left to what readers read. A
+// file of several blocks, and a small file L2 does not take, still fill L1.
+TEST_F(TieredCacheTest, ReadaheadPutsSmallFilesInL2NotL1) {
+  options_.file_slices = true;
+  options_.promote_hits = 0;
+  l2_options_.capacity_bytes = 4 * kBs;
+  auto c = OpenCache();
+  const std::string small = Pattern(kBs - 100, 1);
+  const std::string large = Pattern(2 * kBs, 2);
+  const std::string huge = Pattern(kBs, 3);
+  const ObjectRef s = Put("small", small);
+  const ObjectRef l = Put("large", large);
+  c->Prefetch(s, 0, 1);
+  c->Prefetch(l, 0, 2);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while ((c->Residency(s)[1].second < 1 || c->Residency(l)[0].second < 2) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_EQ(c->Residency(s)[0].second, 0u);  // not in L1
+  EXPECT_EQ(c->Residency(s)[1].second, 1u);  // in L2
+  EXPECT_EQ(c->Residency(l)[0].second, 2u);  // a larger file's blocks: in L1 as before
+  auto st = ParseStats(c->StatsText());
+  EXPECT_EQ(st["readahead.below_l1"], 1u);
+  const uint64_t fetched = origin_.read_calls();
+  auto r = c->Read(s, 0, small.size());
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->size(), 1u);
+  EXPECT_NE((*r)[0].file, nullptr);  // from L2's file
+  EXPECT_EQ(ReadAll(c.get(), s, 0, small.size()), small);
+  EXPECT_EQ(origin_.read_calls(), fetched);
+
+  // L2 full of pinned blocks declines the next one: it goes to L1, read once from the origin.
+  Placement pin;
+  pin.pinned = true;
+  for (int i = 0; i < 4; ++i) {
+    auto b = Block::Allocate(kBs);
+    b->set_size(kBs);
+    ASSERT_TRUE(c->tiers()[1]->Insert(BlockKey{{static_cast<uint8_t>(i + 1)}}, b, pin).ok());
+  }
+  const ObjectRef h = Put("huge", huge);
+  c->Prefetch(h, 0, 1);
+  WaitForL1(c.get(), h, 1);
+  EXPECT_EQ(c->Residency(h)[1].second, 0u);
+  EXPECT_EQ(ReadAll(c.get(), h, 0, huge.size()), huge);
+  EXPECT_EQ(origin_.read_calls(), 1u);  // since Put (which resets the counts): the prefetch
+  EXPECT_EQ(ParseStats(c->StatsText())["readahead.below_l1"], 1u);
+}
+
 // OpenWholeFile: the L2 file of a one-block object, which L2 stored as exactly the object's bytes
 // (no chunk trailer), for the kernel to read itself. Not while L1 holds the block (memory is the
 // faster source), not for larger objects, not without file slices; never promoted into L1.
