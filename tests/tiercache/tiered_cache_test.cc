@@ -832,7 +832,10 @@ TEST_F(TieredCacheTest, ReadaheadPutsSmallFilesInL2NotL1) {
   c->Prefetch(s, 0, 1);
   c->Prefetch(l, 0, 2);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while ((c->Residency(s)[1].second < 1 || c->Residency(l)[0].second < 2) &&
+  // Until both files are in every tier they go to (the larger one's L2 writes come after its
+  // L1 inserts): an L2 insert in progress would keep the pinned blocks below from making room.
+  while ((c->Residency(s)[1].second < 1 || c->Residency(l)[0].second < 2 ||
+          c->Residency(l)[1].second < 2) &&
          std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
