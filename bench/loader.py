@@ -9,6 +9,7 @@ capped (its samples/s is then measured over the samples that did complete).
 
   loader.py ROOT [--epochs 2] [--workers 4] [--batch 64] [--cap 120] [--expect N] [--out FILE]
             [--compute-ms 20 [--sampler plain|prefetch] [--ahead N]] [--cpu NAME=PID ...]
+            [--start-file F]
 
 With --compute-ms (the GPU-stall view), the training loop sleeps that long per batch, as if a GPU
 were busy with it, and each epoch also reports the time to the first batch, the time spent waiting
@@ -19,6 +20,10 @@ daemon the paths of the next --ahead samples as the loop advances.
 
 With --cpu NAME=PID (without --compute-ms), each epoch also carries "cpu": the machine's busy
 fraction and CPU-seconds over the epoch and each named process's CPU-seconds (bench/cpustat.py).
+
+With --start-file F (without --compute-ms), the wall-clock time (Unix seconds) at which epoch 1
+starts is written to F (atomically, by rename) the moment it starts, so that a caller can start
+other work beside the epoch (run.sh raw_loaderpar); every epoch carries "start_unix"/"end_unix".
 """
 import argparse
 import json
@@ -73,6 +78,7 @@ def main():
     ap.add_argument("--cpu", action="append", default=[], metavar="NAME=PID",
                     help="per epoch, record the CPU time of this process (and the machine's busy "
                          "time) with bench/cpustat.py; repeatable")
+    ap.add_argument("--start-file", help="write epoch 1's start time (Unix seconds) here when it starts")
     args = ap.parse_args()
     cpu_pids = cpustat.parse_pids(args.cpu)
     if args.compute_ms > 0 or args.sampler != "plain":
@@ -100,7 +106,12 @@ def main():
             nbytes = 0
             capped = False
             c0 = cpustat.snapshot(cpu_pids)
+            start_unix = time.time()
             t0 = time.perf_counter()
+            if epoch == 0 and args.start_file:
+                with open(args.start_file + ".tmp", "w") as f:
+                    f.write("%.6f\n" % start_unix)
+                os.replace(args.start_file + ".tmp", args.start_file)
             it = iter(loader)
             try:
                 for sizes, dts, _ in it:
@@ -118,6 +129,7 @@ def main():
             result["epochs"].append({
                 "cpu": cpu,
                 "epoch": epoch + 1, "samples": n, "seconds": secs, "bytes": nbytes,
+                "start_unix": start_unix, "end_unix": start_unix + secs,
                 "samples_per_s": n / secs if secs > 0 else None,
                 "mb_per_s": nbytes / secs / 1e6 if secs > 0 else None,
                 "lat_p50_ms": pct(lat, 50) * 1e3 if n else None,

@@ -3,6 +3,8 @@
 
   report.py RUN_DIR
   report.py --rounds RUN_DIR   only the interleaved cold sequential rounds, as markdown on stdout
+  report.py --loader-rounds RUN_DIR   only the interleaved cold DataLoader rounds (run.sh --only
+                               loaderrounds), as markdown on stdout
 
 Reads RUN_DIR/meta.json and RUN_DIR/raw/<tool>/*.json (fio JSON output, or the small status/result
 records run.sh and loader.py write). Every figure in the table comes with its ratio to the best
@@ -693,6 +695,100 @@ def rounds_markdown(run):
     return "\n".join(lines)
 
 
+# The series of a loader round (run.sh run_loader_rounds): key, tool, file name before
+# "-round-N.json", column label.
+LOADER_ROUND_SERIES = [
+    ("raw", "raw", "loaderpar", "origin: 128 GETs in flight"),
+    ("raw-fuse", "raw", "loaderpar-fuse", "128 GETs + the loader through FUSE"),
+    ("raw-fusel2", "raw", "loaderpar-fusel2", "128 GETs + the loader through FUSE + flash writes"),
+    ("tierfs", "tierfs", "loader", "tierfs epoch 1"),
+]
+
+
+def loader_round_rows(run):
+    """{series: [objects/s or None per round]} of the interleaved loader rounds (run.sh
+    run_loader_rounds: raw/raw/loaderpar{,-fuse,-fusel2}-round-N.json, raw/tierfs/loader-round-N.json),
+    and their CPU per object in ms ({series: [(origin, rest) or None per round]})."""
+    def path(t, f, i):
+        return os.path.join(run, "raw", t, "%s-round-%d.json" % (f, i))
+    n = 0
+    while any(os.path.exists(path(t, f, n + 1)) for _, t, f, _ in LOADER_ROUND_SERIES):
+        n += 1
+    rates, cpu = {}, {}
+    for key, t, f, _ in LOADER_ROUND_SERIES:
+        rs, cs = [], []
+        for i in range(1, n + 1):
+            j = load(path(t, f, i)) or {}
+            v, c, objects = None, None, None
+            if t == "raw" and j.get("status") == "ok":
+                v, c, objects = j.get("iops"), j.get("cpu"), j.get("objects")
+            elif j.get("status") == "ok" and j.get("epochs"):
+                e = j["epochs"][0]
+                if not e.get("capped"):
+                    v, c, objects = e.get("samples_per_s"), e.get("cpu"), e.get("samples")
+            per = None
+            if v and c and objects and c.get("machine_busy") is not None:
+                origin = c.get("origin_cpu_s", 0) + c.get("proxy_cpu_s", 0)
+                per = (origin / objects * 1e3, max(0.0, c["machine_cpu_s"] - origin) / objects * 1e3)
+            rs.append(v)
+            cs.append(per)
+        if any(rs):
+            rates[key], cpu[key] = rs, cs
+    return n, rates, cpu
+
+
+def loader_rounds_markdown(run):
+    n, rates, cpu = loader_round_rows(run)
+    if not n or "tierfs" not in rates:
+        return ""
+
+    def med(xs):
+        xs = [x for x in xs if x]
+        return statistics.median(xs) if xs else None
+    keys = [k for k, _, _, _ in LOADER_ROUND_SERIES if k in rates]
+    label = {k: lab for k, _, _, lab in LOADER_ROUND_SERIES}
+    first = load(os.path.join(run, "raw", "raw", "loaderpar-round-1.json")) or {}
+    objects = "%d" % first["objects"] if first.get("objects") else "the"
+    lines = [
+        "## Cold DataLoader epoch, interleaved rounds",
+        "",
+        "A cold epoch of the DataLoader (4 workers, batch 64, shuffled) over the %s objects of "
+        "`small/`, and the least any FUSE cache of this origin must do for it, done as independent "
+        "jobs at the same time on this machine, back to back in %d rounds whose order rotates: "
+        "every object with 128 GETs in flight (the origin's small-object ceiling); that while the "
+        "same DataLoader epoch reads the same files through a do-nothing FUSE file system (nullfs, "
+        "from its memory); and that plus writing as many files of the same bytes on the cache's "
+        "filesystem as L2 writes its blocks (a file each: created, written with O_DIRECT, renamed; "
+        "no index record). Objects/s is the objects over the time from the epoch's start until "
+        "all are done; tierfs's figure is its epoch 1 on a fresh mount with empty caches. CPU ms "
+        "per object, origin side / rest of the machine, in brackets." % (objects, n),
+        "",
+        "| round | " + " | ".join(label[k] for k in keys) + " |",
+        "|---|" + "---|" * len(keys),
+    ]
+    for i in range(n):
+        cells = []
+        for k in keys:
+            v, c = rates[k][i], cpu[k][i]
+            cells.append("–" if not v else fmt_num(v) + (
+                " <sub>(%s / %s)</sub>" % (fmt_num(c[0]), fmt_num(c[1])) if c else ""))
+        lines.append("| %d | %s |" % (i + 1, " | ".join(cells)))
+    lines.append("| median | %s |" % " | ".join(fmt_num(med(rates[k])) for k in keys))
+    lines.append("")
+    for ref in [k for k in ("raw", "raw-fuse", "raw-fusel2") if k in rates]:
+        rs = [x / y for x, y in zip(rates["tierfs"], rates[ref]) if x and y]
+        if rs:
+            lines.append("- **tierfs** / %s, per round: %s; median %s" % (
+                label[ref], ", ".join(fmt_ratio(x) for x in rs), fmt_ratio(med(rs))))
+    for ref in ("raw-fuse", "raw-fusel2"):
+        rs = [x / y for x, y in zip(rates.get(ref, []), rates.get("raw", [])) if x and y]
+        if rs:
+            lines.append("- %s / %s, per round: %s; median %s" % (
+                label[ref], label["raw"], ", ".join(fmt_ratio(x) for x in rs), fmt_ratio(med(rs))))
+    lines.append("")
+    return "\n".join(lines)
+
+
 def latencies(path, secs, rc):
     """run.sh helper: curl's per-request times (one per line) -> JSON summary on stdout."""
     lat = sorted(float(x) for x in open(path) if x.strip())
@@ -713,6 +809,9 @@ def main():
     if len(sys.argv) == 3 and sys.argv[1] == "--rounds":
         print(rounds_markdown(sys.argv[2]))
         return
+    if len(sys.argv) == 3 and sys.argv[1] == "--loader-rounds":
+        print(loader_rounds_markdown(sys.argv[2]))
+        return
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     run = sys.argv[1]
@@ -731,8 +830,9 @@ def main():
         md = "# tierfs benchmark, GPU-stall view — %s\n\n%s" % (meta.get("date", "?"), stall)
     else:
         rounds = rounds_markdown(run)
+        lrounds = loader_rounds_markdown(run)
         md = (markdown(meta, tools, res, notes) + ("\n" + stall if stall else "") +
-              ("\n" + rounds if rounds else ""))
+              ("\n" + rounds if rounds else "") + ("\n" + lrounds if lrounds else ""))
         chart(meta, tools, res, os.path.join(run, "results.png"))
     with open(os.path.join(run, "results.md"), "w") as f:
         f.write(md)

@@ -51,6 +51,11 @@
 #                tierfs, s3fs and rclone a cold 1 GiB read, then two cold streams (both big
 #                files), each on a fresh mount; the report compares the tools within each round (results.md "Cold sequential,
 #                interleaved rounds"; --only prints it to run.log), ~3 min
+#   --only loaderrounds  only the interleaved cold DataLoader rounds (LOADER_ROUNDS, default 3; not
+#                in a full run): per round, in a rotating order, every object of small/ with 128
+#                GETs in flight (alone; while the DataLoader reads the same files through nullfs;
+#                and that plus as many L2-like file writes: the FUSE ceilings of a cold epoch) and
+#                tierfs's cold epoch 1 on a fresh mount; use --tools raw,tierfs; ~4 min
 #   --only warm  run only group A's warm reads (a cold read of one 1 GiB file, then after
 #                drop_caches: sequential 1 MiB, random 4 KiB and random 128 KiB over it) for each of
 #                --tools (tierfs, s3fs, rclone, local, nullfs); a "warm:" line per tool in run.log
@@ -121,8 +126,8 @@ case "$WORKLOAD" in
   *) echo "run.sh: unknown workload $WORKLOAD (all, prefetch, multijob)" >&2; exit 2 ;;
 esac
 case "$ONLY" in  # checked before anything starts (with --au, --only named shapes, above)
-  ""|l2|loader|rand|seq|seqrounds|warm) ;;
-  *) echo "run.sh: --only: unknown workload $ONLY (known: l2, loader, rand, seq, seqrounds, warm)" >&2
+  ""|l2|loader|loaderrounds|rand|seq|seqrounds|warm) ;;
+  *) echo "run.sh: --only: unknown workload $ONLY (known: l2, loader, loaderrounds, rand, seq, seqrounds, warm)" >&2
      exit 2 ;;
 esac
 if [[ $LAYOUT == quick ]]; then
@@ -635,6 +640,35 @@ prefetch() { # TOOL -> writes prefetch.json
 
 # ---------------------------------------------------------------------------------------------
 # the raw origin: curl straight at the (delayed) endpoint, no file system
+# A do-nothing FUSE file system (nullfs, serving the layout from memory, as mount_tool mounts it)
+# on a side mount, $WORK/nullmnt, for the FUSE ceilings (raw_seqpar, raw_loaderpar): sets
+# NULL_PID, registered in MOUNTED and PIDS; non-zero (logged, naming WHAT) when it does not mount.
+NULL_PID=""
+side_nullfs_mount() { # WHAT
+  local nm="$WORK/nullmnt"
+  NULL_PID=""
+  build_nullfs || { log "raw: nullfs does not build, no $1"; return 1; }
+  mkdir -p "$nm"
+  "$WORK/nullfs" "$nm" -f -o max_read=1048576 --layout "$NULLFS_LAYOUT" >>"$LOG" 2>&1 &
+  NULL_PID=$!
+  PIDS+=("$NULL_PID")
+  MOUNTED+=("$nm")
+  if ! wait_mounted "$nm" "$NULL_PID" || ! timeout 60 ls "$nm/big" >/dev/null 2>&1; then
+    log "raw: nullfs side mount failed, no $1"
+    side_nullfs_unmount
+    return 1
+  fi
+}
+side_nullfs_unmount() { # unmounts the side mount and waits for its process (by its PID)
+  [[ -n $NULL_PID ]] || return 0
+  local nm="$WORK/nullmnt"
+  if is_mounted "$nm"; then
+    timeout 30 fusermount3 -u "$nm" 2>>"$LOG" || timeout 10 fusermount3 -u -z "$nm" 2>>"$LOG"
+  fi
+  wait_pid_exit "$NULL_PID" 10 || { kill "$NULL_PID" 2>/dev/null; wait "$NULL_PID" 2>/dev/null; }
+  NULL_PID=""
+}
+
 # The origin's parallel ranged throughput: BIG0 in 16 ranges, 8 GETs at a time, page cache dropped
 # (raw/raw/NAME.json, with the CPU it cost). With "spin", while a process spins on one core: what
 # the origin gives a client that takes CPU of its own on this machine, as a file system does
@@ -646,23 +680,9 @@ prefetch() { # TOOL -> writes prefetch.json
 # adds. "seconds" is until all of them are done (the GETs alone: "get_seconds").
 raw_seqpar() { # NAME [spin|fuse|fusel2]
   local d="$OUT/raw/raw" cfg="$WORK/curl-ranges.cfg" part=$((BIG_SIZE / 16)) i t0 t1 rc
-  local nm="$WORK/nullmnt" npid="" side=() tget
+  local nm="$WORK/nullmnt" side=() tget
   mkdir -p "$d"
-  if [[ ${2:-} == fuse* ]]; then
-    build_nullfs || { log "raw: nullfs does not build, no $1"; return 0; }
-    mkdir -p "$nm"
-    "$WORK/nullfs" "$nm" -f -o max_read=1048576 --layout "$NULLFS_LAYOUT" >>"$LOG" 2>&1 &
-    npid=$!
-    PIDS+=("$npid")
-    MOUNTED+=("$nm")
-    if ! wait_mounted "$nm" "$npid" || ! timeout 60 ls "$nm/big" >/dev/null 2>&1; then
-      log "raw: nullfs side mount failed, no $1"
-      timeout 30 fusermount3 -u "$nm" 2>>"$LOG"
-      kill "$npid" 2>/dev/null
-      wait "$npid" 2>/dev/null
-      return 0
-    fi
-  fi
+  if [[ ${2:-} == fuse* ]]; then side_nullfs_mount "$1" || return 0; fi
   : >"$cfg"
   for i in $(seq 0 15); do
     ((i)) && echo next >>"$cfg"
@@ -673,7 +693,7 @@ raw_seqpar() { # NAME [spin|fuse|fusel2]
   [[ ${2:-} == spin ]] && spin_start
   cpu_snap 0
   t0="$(now)"
-  if [[ -n $npid ]]; then
+  if [[ -n $NULL_PID ]]; then
     timeout "$CAP" dd if="$nm/$BIG0" of=/dev/null bs=1M status=none 2>>"$LOG" &
     side+=($!)
   fi
@@ -689,10 +709,7 @@ raw_seqpar() { # NAME [spin|fuse|fusel2]
   cpu_snap 1
   spin_stop
   rm -f "$WORK/l2probe"
-  if [[ -n $npid ]]; then
-    timeout 30 fusermount3 -u "$nm" 2>>"$LOG" || timeout 10 fusermount3 -u -z "$nm" 2>>"$LOG"
-    wait_pid_exit "$npid" 10 || { kill "$npid" 2>/dev/null; wait "$npid" 2>/dev/null; }
-  fi
+  side_nullfs_unmount
   printf '{"status": "%s", "seconds": %s, "get_seconds": %s, "bytes": %s, "streams": 8, "with": "%s"}\n' \
     "$([[ $rc == 0 ]] && echo ok || echo error)" "$(elapsed "$t0" "$t1")" "$(elapsed "$t0" "$tget")" \
     "$BIG_SIZE" "${2:-}" >"$d/$1.json"
@@ -820,6 +837,112 @@ EOF
     $PY "$BENCH/report.py" --latencies "$WORK/curl-lat.txt" "$(elapsed "$t0" "$t1")" "$rc" >"$f"
     cpu_attach "$f"  # where the CPU went: the report's CPU-per-object rows
     log "raw: small objects, $run GETs in flight: $($PY -c 'import json,sys; print(round(json.load(open(sys.argv[1])).get("iops") or 0))' "$f") objects/s"
+  done
+}
+
+# The ceilings of a cold DataLoader epoch over small/, the counterpart of raw_seqpar's for small
+# objects (raw/raw/NAME.json, with the CPU it cost): all N_SMALL objects of small/, shuffled, with
+# 128 GETs in flight (page cache dropped) -- alone; "fuse": while group E's DataLoader (loader.py:
+# 4 workers, batch 64, shuffled, one epoch) reads the same files through nullfs (a side mount,
+# from its memory): the origin's work, a FUSE file system's delivery and the loader's own work
+# at once, the least any FUSE cache of this origin must do for that epoch; "fusel2" adds writing
+# as many files of the same bytes on the cache's filesystem as L2 writes its blocks
+# (bench/flash_writer.py: a file each, created, written with O_DIRECT, renamed), the least a
+# cache that keeps what it fetched adds. The GETs and the writer start when the loader's epoch
+# starts (loader.py --start-file); "seconds" runs from then until all are done, "objects" is
+# N_SMALL: objects/s is comparable with a tool's epoch-1 samples/s.
+raw_loaderpar() { # NAME [fuse|fusel2]
+  local d="$OUT/raw/raw" cfg="$WORK/curl-small-all.cfg" nm="$WORK/nullmnt" start="$WORK/loader-start"
+  local probe="$WORK/l2probe-dir" t0 t1 rc=0 lpid="" wpid="" bytes
+  mkdir -p "$d"
+  if [[ ${2:-} == fuse* ]]; then side_nullfs_mount "$1" || return 0; fi
+  (cd "$LOCAL_DATA" && find small -type f | sort) >"$WORK/small-keys.txt"
+  bytes="$(cd "$LOCAL_DATA" && find small -type f -printf '%s\n' | awk '{s += $1} END {print s + 0}')"
+  $PY - "$ENDPOINT/$BUCKET" "$WORK/small-keys.txt" >"$cfg" <<'EOF'
+import random, sys
+keys = [l.strip() for l in open(sys.argv[2]) if l.strip()]
+random.Random(5).shuffle(keys)
+for i, k in enumerate(keys):
+    if i:
+        print("next")
+    print('url = "%s/%s"\noutput = "/dev/null"' % (sys.argv[1], k))
+EOF
+  rm -rf "$probe" "$start"
+  drop_caches
+  if [[ -n $NULL_PID ]]; then
+    timeout -k 10 $((LOADER_CAP + 180)) $PY "$BENCH/loader.py" "$nm/small" --epochs 1 --workers 4 \
+      --batch 64 --cap "$LOADER_CAP" --expect "$N_SMALL" --out "$d/$1-loader.json" \
+      --start-file "$start" >>"$LOG" 2>&1 &
+    lpid=$!
+    for _ in $(seq 1200); do
+      if [[ -s $start ]] || ! pid_alive "$lpid"; then break; fi
+      sleep 0.05
+    done
+    [[ -s $start ]] || { log "raw: the loader on nullfs did not start its epoch, no $1"; rc=1; }
+  fi
+  cpu_snap 0
+  t0="$(now)"
+  [[ -s $start ]] && t0="$(cat "$start")"
+  if [[ ${2:-} == fusel2 ]]; then
+    timeout "$CAP" $PY "$BENCH/flash_writer.py" "$probe" "$N_SMALL" $((bytes / N_SMALL)) 2>>"$LOG" &
+    wpid=$!
+  fi
+  timeout "$CAP" curl -sSf --no-progress-meter --parallel --parallel-max 128 -K "$cfg" 2>>"$LOG" || rc=1
+  if [[ -n $wpid ]]; then wait "$wpid" || rc=1; fi
+  t1="$(now)"
+  if [[ -n $lpid ]]; then wait "$lpid" || rc=1; fi
+  cpu_snap 1
+  rm -rf "$probe" "$start"
+  side_nullfs_unmount
+  # until the last of them ended: the GETs (and writer) here, the loader by its own clock
+  $PY - "$d/$1.json" "$t0" "$t1" "$rc" "$N_SMALL" "${2:-}" "$d/$1-loader.json" <<'EOF'
+import json, os, sys
+out, t0, t1, rc, n, with_, lj = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6], sys.argv[7]
+r = {"status": "ok" if rc == 0 else "error", "get_seconds": t1 - t0, "objects": n, "with": with_}
+end = t1
+if with_:
+    try:
+        ep = json.load(open(lj))["epochs"][0]
+        end = max(end, ep["end_unix"])
+        r["loader_seconds"] = ep["seconds"]
+        if ep.get("samples") != n or ep.get("capped"):
+            r["status"] = "error"
+    except (OSError, ValueError, KeyError, IndexError):
+        r["status"] = "error"
+r["seconds"] = end - t0
+r["iops"] = n / r["seconds"] if r["seconds"] > 0 else None
+json.dump(r, open(out, "w"))
+EOF
+  cpu_attach "$d/$1.json"
+}
+
+# Cold DataLoader epochs in interleaved rounds (--only loaderrounds; LOADER_ROUNDS, default 3):
+# per round, back to back in an order that rotates, the small-object ceilings of raw_loaderpar
+# (alone, with the FUSE delivery and the loader, and with the flash writes too) and tierfs's
+# cold epoch 1 of the same DataLoader on a fresh mount with empty caches
+# (raw/raw/loaderpar{,-fuse,-fusel2}-round-N.json, raw/tierfs/loader-round-N.json); the report
+# (report.py --loader-rounds) compares them within each round.
+run_loader_rounds() {
+  local rounds="${LOADER_ROUNDS:-3}" i k t order=()
+  for t in raw tierfs; do has_tool "$t" && order+=("$t"); done
+  ((${#order[@]})) || return 0
+  for i in $(seq "$rounds"); do
+    for k in $(seq 0 $((${#order[@]} - 1))); do
+      t="${order[$(((k + i - 1) % ${#order[@]}))]}"
+      mkdir -p "$OUT/raw/$t"
+      if [[ $t == raw ]]; then
+        raw_loaderpar "loaderpar-round-$i"
+        raw_loaderpar "loaderpar-fuse-round-$i" fuse
+        raw_loaderpar "loaderpar-fusel2-round-$i" fusel2
+        continue
+      fi
+      drop_caches
+      if mount_tool "$t" "loader-round-$i"; then
+        run_loader "$t" "loader-round-$i" --epochs 1
+        unmount_tool "$t"
+      fi
+    done
+    log "loader rounds: round $i of $rounds done"
   done
 }
 
@@ -1242,6 +1365,11 @@ elif [[ $ONLY == seqrounds ]]; then
   run_seq_rounds
   $PY "$BENCH/report.py" --rounds "$OUT" 2>&1 | tee -a "$LOG" >&2
   log "seqrounds workload done in $((SECONDS - T_START)) s"
+  exit 0
+elif [[ $ONLY == loaderrounds ]]; then
+  run_loader_rounds
+  $PY "$BENCH/report.py" --loader-rounds "$OUT" 2>&1 | tee -a "$LOG" >&2
+  log "loaderrounds workload done in $((SECONDS - T_START)) s"
   exit 0
 fi
 IFS=, read -r -a TOOL_LIST <<<"$TOOLS"
