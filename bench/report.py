@@ -701,13 +701,16 @@ LOADER_ROUND_SERIES = [
     ("raw", "raw", "loaderpar", "origin: 128 GETs in flight"),
     ("raw-fuse", "raw", "loaderpar-fuse", "128 GETs + the loader through FUSE"),
     ("raw-fusel2", "raw", "loaderpar-fusel2", "128 GETs + the loader through FUSE + flash writes"),
+    ("raw-fuseseg", "raw", "loaderpar-fuseseg",
+     "128 GETs + the loader through FUSE + appends to one segment file"),
     ("tierfs", "tierfs", "loader", "tierfs epoch 1"),
 ]
 
 
 def loader_round_rows(run):
     """{series: [objects/s or None per round]} of the interleaved loader rounds (run.sh
-    run_loader_rounds: raw/raw/loaderpar{,-fuse,-fusel2}-round-N.json, raw/tierfs/loader-round-N.json),
+    run_loader_rounds: raw/raw/loaderpar{,-fuse,-fusel2,-fuseseg}-round-N.json,
+    raw/tierfs/loader-round-N.json),
     and their CPU per object in ms ({series: [(origin, rest) or None per round]})."""
     def path(t, f, i):
         return os.path.join(run, "raw", t, "%s-round-%d.json" % (f, i))
@@ -759,7 +762,8 @@ def loader_rounds_markdown(run):
         "same DataLoader epoch reads the same files through a do-nothing FUSE file system (nullfs, "
         "from its memory); and that plus writing as many files of the same bytes on the cache's "
         "filesystem as L2 writes its blocks (a file each: created, written with O_DIRECT, renamed; "
-        "no index record). Objects/s is the objects over the time from the epoch's start until "
+        "no index record), or appending them to one segment file instead (O_DIRECT, page-aligned: "
+        "what a log-structured cache writes). Objects/s is the objects over the time from the epoch's start until "
         "all are done; tierfs's figure is its epoch 1 on a fresh mount with empty caches. CPU ms "
         "per object, origin side / rest of the machine, in brackets." % (objects, n),
         "",
@@ -775,12 +779,12 @@ def loader_rounds_markdown(run):
         lines.append("| %d | %s |" % (i + 1, " | ".join(cells)))
     lines.append("| median | %s |" % " | ".join(fmt_num(med(rates[k])) for k in keys))
     lines.append("")
-    for ref in [k for k in ("raw", "raw-fuse", "raw-fusel2") if k in rates]:
+    for ref in [k for k in ("raw", "raw-fuse", "raw-fusel2", "raw-fuseseg") if k in rates]:
         rs = [x / y for x, y in zip(rates["tierfs"], rates[ref]) if x and y]
         if rs:
             lines.append("- **tierfs** / %s, per round: %s; median %s" % (
                 label[ref], ", ".join(fmt_ratio(x) for x in rs), fmt_ratio(med(rs))))
-    for ref in ("raw-fuse", "raw-fusel2"):
+    for ref in ("raw-fuse", "raw-fusel2", "raw-fuseseg"):
         rs = [x / y for x, y in zip(rates.get(ref, []), rates.get("raw", [])) if x and y]
         if rs:
             lines.append("- %s / %s, per round: %s; median %s" % (

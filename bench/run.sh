@@ -54,7 +54,8 @@
 #   --only loaderrounds  only the interleaved cold DataLoader rounds (LOADER_ROUNDS, default 3; not
 #                in a full run): per round, in a rotating order, every object of small/ with 128
 #                GETs in flight (alone; while the DataLoader reads the same files through nullfs;
-#                and that plus as many L2-like file writes: the FUSE ceilings of a cold epoch) and
+#                and that plus as many L2-like file writes, or appends to one segment file: the
+#                FUSE ceilings of a cold epoch) and
 #                tierfs's cold epoch 1 on a fresh mount; use --tools raw,tierfs; ~4 min
 #   --only warm  run only group A's warm reads (a cold read of one 1 GiB file, then after
 #                drop_caches: sequential 1 MiB, random 4 KiB and random 128 KiB over it) for each of
@@ -848,10 +849,11 @@ EOF
 # at once, the least any FUSE cache of this origin must do for that epoch; "fusel2" adds writing
 # as many files of the same bytes on the cache's filesystem as L2 writes its blocks
 # (bench/flash_writer.py: a file each, created, written with O_DIRECT, renamed), the least a
-# cache that keeps what it fetched adds. The GETs and the writer start when the loader's epoch
+# cache that keeps what it fetched adds; "fuseseg" instead appends them to one segment file
+# (flash_writer.py --segment), the least a log-structured cache adds. The GETs and the writer start when the loader's epoch
 # starts (loader.py --start-file); "seconds" runs from then until all are done, "objects" is
 # N_SMALL: objects/s is comparable with a tool's epoch-1 samples/s.
-raw_loaderpar() { # NAME [fuse|fusel2]
+raw_loaderpar() { # NAME [fuse|fusel2|fuseseg]
   local d="$OUT/raw/raw" cfg="$WORK/curl-small-all.cfg" nm="$WORK/nullmnt" start="$WORK/loader-start"
   local probe="$WORK/l2probe-dir" t0 t1 rc=0 lpid="" wpid="" bytes
   mkdir -p "$d"
@@ -883,8 +885,10 @@ EOF
   cpu_snap 0
   t0="$(now)"
   [[ -s $start ]] && t0="$(cat "$start")"
-  if [[ ${2:-} == fusel2 ]]; then
-    timeout "$CAP" $PY "$BENCH/flash_writer.py" "$probe" "$N_SMALL" $((bytes / N_SMALL)) 2>>"$LOG" &
+  if [[ ${2:-} == fusel2 || ${2:-} == fuseseg ]]; then
+    local seg=(); [[ $2 == fuseseg ]] && seg=(--segment)
+    timeout "$CAP" $PY "$BENCH/flash_writer.py" "${seg[@]}" "$probe" "$N_SMALL" $((bytes / N_SMALL)) \
+      2>>"$LOG" &
     wpid=$!
   fi
   timeout "$CAP" curl -sSf --no-progress-meter --parallel --parallel-max 128 -K "$cfg" 2>>"$LOG" || rc=1
@@ -918,9 +922,10 @@ EOF
 
 # Cold DataLoader epochs in interleaved rounds (--only loaderrounds; LOADER_ROUNDS, default 3):
 # per round, back to back in an order that rotates, the small-object ceilings of raw_loaderpar
-# (alone, with the FUSE delivery and the loader, and with the flash writes too) and tierfs's
-# cold epoch 1 of the same DataLoader on a fresh mount with empty caches
-# (raw/raw/loaderpar{,-fuse,-fusel2}-round-N.json, raw/tierfs/loader-round-N.json); the report
+# (alone, with the FUSE delivery and the loader, and with the flash writes too: a file per object,
+# or one segment file) and tierfs's cold epoch 1 of the same DataLoader on a fresh mount with
+# empty caches (raw/raw/loaderpar{,-fuse,-fusel2,-fuseseg}-round-N.json,
+# raw/tierfs/loader-round-N.json); the report
 # (report.py --loader-rounds) compares them within each round.
 run_loader_rounds() {
   local rounds="${LOADER_ROUNDS:-3}" i k t order=()
@@ -934,6 +939,7 @@ run_loader_rounds() {
         raw_loaderpar "loaderpar-round-$i"
         raw_loaderpar "loaderpar-fuse-round-$i" fuse
         raw_loaderpar "loaderpar-fusel2-round-$i" fusel2
+        raw_loaderpar "loaderpar-fuseseg-round-$i" fuseseg
         continue
       fi
       drop_caches
