@@ -24,6 +24,8 @@
 // Store at open (FuseOptions::store_on_open_max): a small file whose bytes are all in L1/L2 is
 // written into the kernel's page cache with fuse_lowlevel_notify_store before its open is
 // answered (keep_cache then keeps those pages), so the reads that follow are page-cache hits.
+// Bytes from an L2 file are spliced into the notification like a read reply's (when the pipe
+// holds them); memory, or a file the pipe cannot hold, is gathered into a buffer first.
 //
 // Passthrough (FuseOptions::passthrough, Linux 6.9+): a file L2 holds whole in one file of exactly
 // its bytes is opened with that file as its backing file, and the kernel reads it without us.
@@ -1240,6 +1242,30 @@ void ReplyFromFilesCopied(fuse_req_t req, const std::vector<BlockSlice>& v) {
   fuse_reply_iov(req, iov.data(), static_cast<int>(iov.size()));
 }
 
+// A fuse_bufvec over the slices `v` (not empty), built in `storage` (fuse_bufvec ends in a
+// one-element array: room for v.size() buffers): a cache-file slice is a file buffer libfuse
+// splices from (with SPLICE_WRITE: the file's page-cache pages into a pipe and on to /dev/fuse),
+// a memory slice a memory buffer. The slices must outlive the bufvec's use.
+fuse_bufvec* SpliceBufvec(const std::vector<BlockSlice>& v, std::vector<std::byte>* storage) {
+  storage->assign(sizeof(fuse_bufvec) + (v.size() - 1) * sizeof(fuse_buf), std::byte{0});
+  auto* bv = new (storage->data()) fuse_bufvec{};
+  bv->count = v.size();
+  for (size_t i = 0; i < v.size(); ++i) {
+    fuse_buf& b = bv->buf[i];
+    b = fuse_buf{};
+    b.size = v[i].length;
+    if (v[i].file) {
+      // FD_RETRY: libfuse splices until the slice is complete (one splice call may move less).
+      b.flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK | FUSE_BUF_FD_RETRY);
+      b.fd = v[i].file->fd();
+      b.pos = static_cast<off_t>(v[i].file->offset() + v[i].offset);
+    } else {
+      b.mem = const_cast<std::byte*>(v[i].block->data().data() + v[i].offset);
+    }
+  }
+  return bv;
+}
+
 // Store at open: the whole file, if small and in L1/L2, into the kernel's page cache. One memory
 // slice goes as it is; anything else is gathered into ThreadBuffer first (libfuse would
 // copy a bufvec of several buffers, or a file it cannot splice, into a fresh buffer itself).
@@ -1251,13 +1277,33 @@ bool StoreInKernel(Context* ctx, fuse_ino_t ino, uint64_t fh) {
   auto slices = ctx->fs->ReadWholeIfLocal(fh, ctx->store_on_open_max);
   if (!slices.ok() || slices->empty()) return false;
   const std::vector<BlockSlice>& v = *slices;
+  size_t bytes = 0;
+  for (const BlockSlice& s : v) bytes += s.length;
+  const bool from_files =
+      std::any_of(v.begin(), v.end(), [](const BlockSlice& s) { return s.file != nullptr; });
+  // A file L2 holds goes from its cache file into the kernel without crossing user space, as an
+  // L2 read reply does, when the splice pipe holds it (the notification's header is two iovecs:
+  // fuse_out_header and fuse_notify_store_out, 24 bytes).
+  constexpr size_t kNotifyStoreOut = 24;
+  if (from_files &&
+      SplicePipeNeed(bytes + kNotifyStoreOut, v.size() + 1) <= ctx->splice_pipe_bytes.load()) {
+    std::vector<std::byte> storage;
+    const int rc = fuse_lowlevel_notify_store(ctx->se, ino, 0, SpliceBufvec(v, &storage),
+                                              static_cast<fuse_buf_copy_flags>(0));
+    if (rc != 0) {
+      Logger(Module::kFuse)
+          .debug("store at open of inode {} (spliced): {}", ino, std::strerror(-rc));
+      return false;
+    }
+    ctx->fs->HandedToKernel(fh);
+    return true;
+  }
   fuse_bufvec bv = FUSE_BUFVEC_INIT(0);
   if (v.size() == 1 && v[0].file == nullptr) {
     bv.buf[0].mem = const_cast<std::byte*>(v[0].block->data().data() + v[0].offset);
     bv.buf[0].size = v[0].length;
   } else {
-    size_t total = 0;
-    for (const BlockSlice& s : v) total += s.length;
+    const size_t total = bytes;
     std::vector<std::byte>& buf = ThreadBuffer(total);
     size_t at = 0;
     for (const BlockSlice& s : v) {
@@ -1298,25 +1344,8 @@ void ReplyRead(fuse_req_t req, const Result<std::vector<BlockSlice>>& slices) {
   } else if (from_files && SplicePipeNeed(bytes, v.size()) > ctx->splice_pipe_bytes.load()) {
     ReplyFromFilesCopied(req, v);
   } else if (from_files) {
-    // fuse_bufvec ends in a one-element array: room for v.size() buffers.
-    std::vector<std::byte> storage(sizeof(fuse_bufvec) + (v.size() - 1) * sizeof(fuse_buf));
-    auto* bv = new (storage.data()) fuse_bufvec{};
-    bv->count = v.size();
-    for (size_t i = 0; i < v.size(); ++i) {
-      fuse_buf& b = bv->buf[i];
-      b = fuse_buf{};
-      b.size = v[i].length;
-      if (v[i].file) {
-        // FD_RETRY: libfuse splices until the slice is complete (one splice call may move less).
-        b.flags =
-            static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK | FUSE_BUF_FD_RETRY);
-        b.fd = v[i].file->fd();
-        b.pos = static_cast<off_t>(v[i].file->offset() + v[i].offset);
-      } else {
-        b.mem = const_cast<std::byte*>(v[i].block->data().data() + v[i].offset);
-      }
-    }
-    fuse_reply_data(req, bv, static_cast<fuse_buf_copy_flags>(0));
+    std::vector<std::byte> storage;
+    fuse_reply_data(req, SpliceBufvec(v, &storage), static_cast<fuse_buf_copy_flags>(0));
   } else if (v.size() == 1) {
     fuse_bufvec bv = FUSE_BUFVEC_INIT(v[0].length);
     bv.buf[0].mem = const_cast<std::byte*>(v[0].block->data().data() + v[0].offset);
