@@ -604,6 +604,22 @@ ROUND_SERIES = [("raw", "raw", "seqpar", "origin: 8 ranged GETs"),
     for k, f, l in ((t, "seq1", t), (t + "-2", "seq2", t + ", 2 streams"))]
 
 
+def median_of(xs):
+    """The median of the figures in xs that are there (None when none is)."""
+    xs = [x for x in xs if x]
+    return statistics.median(xs) if xs else None
+
+
+def round_count(run, series):
+    """How many rounds of `series` (key, tool, file name before "-round-N.json", label) RUN holds:
+    N while some series has its round-N file."""
+    n = 0
+    while any(os.path.exists(os.path.join(run, "raw", t, "%s-round-%d.json" % (f, n + 1)))
+              for _, t, f, _ in series):
+        n += 1
+    return n
+
+
 def round_rows(run):
     """{series: [MB/s or None per round]} of the interleaved cold sequential rounds (run.sh
     run_seq_rounds: raw/<tool>/seq{1,2}-round-N.json, raw/raw/seqpar{,-spin,-fuse,-fusel2}-round-N.json; the
@@ -611,9 +627,7 @@ def round_rows(run):
     [(origin, rest) or None per round]})."""
     def path(t, f, i):
         return os.path.join(run, "raw", t, "%s-round-%d.json" % (f, i))
-    n = 0
-    while any(os.path.exists(path(t, f, n + 1)) for _, t, f, _ in ROUND_SERIES):
-        n += 1
+    n = round_count(run, ROUND_SERIES)
     rates, cpu = {}, {}
     for key, t, f, _ in ROUND_SERIES:
         rs, cs = [], []
@@ -637,10 +651,7 @@ def rounds_markdown(run):
     n, rates, cpu = round_rows(run)
     if not n or "tierfs" not in rates:
         return ""
-
-    def med(xs):
-        xs = [x for x in xs if x]
-        return statistics.median(xs) if xs else None
+    med = median_of
 
     def per_round(a, b):
         return [x / y for x, y in zip(rates[a], rates[b]) if x and y]
@@ -714,9 +725,7 @@ def loader_round_rows(run):
     and their CPU per object in ms ({series: [(origin, rest) or None per round]})."""
     def path(t, f, i):
         return os.path.join(run, "raw", t, "%s-round-%d.json" % (f, i))
-    n = 0
-    while any(os.path.exists(path(t, f, n + 1)) for _, t, f, _ in LOADER_ROUND_SERIES):
-        n += 1
+    n = round_count(run, LOADER_ROUND_SERIES)
     rates, cpu = {}, {}
     for key, t, f, _ in LOADER_ROUND_SERIES:
         rs, cs = [], []
@@ -744,10 +753,7 @@ def loader_rounds_markdown(run):
     n, rates, cpu = loader_round_rows(run)
     if not n or "tierfs" not in rates:
         return ""
-
-    def med(xs):
-        xs = [x for x in xs if x]
-        return statistics.median(xs) if xs else None
+    med = median_of
     keys = [k for k, _, _, _ in LOADER_ROUND_SERIES if k in rates]
     label = {k: lab for k, _, _, lab in LOADER_ROUND_SERIES}
     first = load(os.path.join(run, "raw", "raw", "loaderpar-round-1.json")) or {}

@@ -726,36 +726,49 @@ raw_seqpar() { # NAME [spin|fuse|fusel2]
 # BIG0, then both big files at once (two streams), each on a fresh mount with empty caches
 # (raw/<tool>/seq{1,2}-round-N.json, raw/raw/seqpar{,-spin,-fuse,-fusel2}-round-N.json); the report gives
 # every round and the medians of the per-round ratios.
-run_seq_rounds() {
-  local rounds="${SEQ_ROUNDS:-3}" i k t order=()
-  for t in raw tierfs s3fs rclone; do
-    has_tool "$t" && { [[ $t == raw ]] || tool_available "$t"; } && order+=("$t")
-  done
+# rotate_rounds WHAT N FUNC TOOL...: FUNC TOOL ROUND for every TOOL in each round 1..N, in an
+# order that rotates from round to round (run_seq_rounds, run_loader_rounds).
+rotate_rounds() {
+  local what="$1" rounds="$2" fn="$3" i k
+  shift 3
+  local order=("$@")
   ((${#order[@]})) || return 0
   for i in $(seq "$rounds"); do
     for k in $(seq 0 $((${#order[@]} - 1))); do
-      t="${order[$(((k + i - 1) % ${#order[@]}))]}"
-      mkdir -p "$OUT/raw/$t"
-      if [[ $t == raw ]]; then
-        raw_seqpar "seqpar-round-$i"
-        raw_seqpar "seqpar-spin-round-$i" spin
-        raw_seqpar "seqpar-fuse-round-$i" fuse
-        raw_seqpar "seqpar-fusel2-round-$i" fusel2
-        continue
-      fi
-      drop_caches
-      if mount_tool "$t" "seq-round-$i"; then
-        fio_seq "$t" "seq1-round-$i" "$BIG0"
-        unmount_tool "$t"
-      fi
-      drop_caches
-      if mount_tool "$t" "seq2-round-$i"; then
-        fio_seq "$t" "seq2-round-$i" "$BIG0" "$BIG1"
-        unmount_tool "$t"
-      fi
+      "$fn" "${order[$(((k + i - 1) % ${#order[@]}))]}" "$i"
     done
-    log "seq rounds: round $i of $rounds done"
+    log "$what rounds: round $i of $rounds done"
   done
+}
+
+seq_round() { # TOOL ROUND
+  local t="$1" i="$2"
+  mkdir -p "$OUT/raw/$t"
+  if [[ $t == raw ]]; then
+    raw_seqpar "seqpar-round-$i"
+    raw_seqpar "seqpar-spin-round-$i" spin
+    raw_seqpar "seqpar-fuse-round-$i" fuse
+    raw_seqpar "seqpar-fusel2-round-$i" fusel2
+    return 0
+  fi
+  drop_caches
+  if mount_tool "$t" "seq-round-$i"; then
+    fio_seq "$t" "seq1-round-$i" "$BIG0"
+    unmount_tool "$t"
+  fi
+  drop_caches
+  if mount_tool "$t" "seq2-round-$i"; then
+    fio_seq "$t" "seq2-round-$i" "$BIG0" "$BIG1"
+    unmount_tool "$t"
+  fi
+}
+
+run_seq_rounds() {
+  local t order=()
+  for t in raw tierfs s3fs rclone; do
+    has_tool "$t" && { [[ $t == raw ]] || tool_available "$t"; } && order+=("$t")
+  done
+  rotate_rounds seq "${SEQ_ROUNDS:-3}" seq_round "${order[@]}"
 }
 
 run_raw() {
@@ -927,29 +940,27 @@ EOF
 # empty caches (raw/raw/loaderpar{,-fuse,-fusel2,-fuseseg}-round-N.json,
 # raw/tierfs/loader-round-N.json); the report
 # (report.py --loader-rounds) compares them within each round.
+loader_round() { # TOOL ROUND
+  local t="$1" i="$2"
+  mkdir -p "$OUT/raw/$t"
+  if [[ $t == raw ]]; then
+    raw_loaderpar "loaderpar-round-$i"
+    raw_loaderpar "loaderpar-fuse-round-$i" fuse
+    raw_loaderpar "loaderpar-fusel2-round-$i" fusel2
+    raw_loaderpar "loaderpar-fuseseg-round-$i" fuseseg
+    return 0
+  fi
+  drop_caches
+  if mount_tool "$t" "loader-round-$i"; then
+    run_loader "$t" "loader-round-$i" --epochs 1
+    unmount_tool "$t"
+  fi
+}
+
 run_loader_rounds() {
-  local rounds="${LOADER_ROUNDS:-3}" i k t order=()
+  local t order=()
   for t in raw tierfs; do has_tool "$t" && order+=("$t"); done
-  ((${#order[@]})) || return 0
-  for i in $(seq "$rounds"); do
-    for k in $(seq 0 $((${#order[@]} - 1))); do
-      t="${order[$(((k + i - 1) % ${#order[@]}))]}"
-      mkdir -p "$OUT/raw/$t"
-      if [[ $t == raw ]]; then
-        raw_loaderpar "loaderpar-round-$i"
-        raw_loaderpar "loaderpar-fuse-round-$i" fuse
-        raw_loaderpar "loaderpar-fusel2-round-$i" fusel2
-        raw_loaderpar "loaderpar-fuseseg-round-$i" fuseseg
-        continue
-      fi
-      drop_caches
-      if mount_tool "$t" "loader-round-$i"; then
-        run_loader "$t" "loader-round-$i" --epochs 1
-        unmount_tool "$t"
-      fi
-    done
-    log "loader rounds: round $i of $rounds done"
-  done
+  rotate_rounds loader "${LOADER_ROUNDS:-3}" loader_round "${order[@]}"
 }
 
 # Group A on one mount: a cold read of the first big file, then after drop_caches the warm reads
