@@ -1266,9 +1266,11 @@ fuse_bufvec* SpliceBufvec(const std::vector<BlockSlice>& v, std::vector<std::byt
   return bv;
 }
 
-// Store at open: the whole file, if small and in L1/L2, into the kernel's page cache. One memory
-// slice goes as it is; anything else is gathered into ThreadBuffer first (libfuse would
-// copy a bufvec of several buffers, or a file it cannot splice, into a fresh buffer itself).
+// Store at open: the whole file, if small and in L1/L2, into the kernel's page cache. Slices
+// from cache files go as a bufvec libfuse splices (memory slices riding along), when the splice
+// pipe holds them; one memory slice goes as it is; anything else is gathered into ThreadBuffer
+// first (libfuse would copy a bufvec of several buffers, or a file it cannot splice, into a fresh
+// buffer itself).
 // False if nothing was stored (the reads then come as usual). The kernel locks each page-cache
 // folio it fills; only a read of the same file holds one meanwhile (another process's open after
 // this one is no first open and may read at once), and another thread answers that read.
