@@ -24,7 +24,7 @@
 #
 #   --quick      smaller dataset (2 x 256 MiB, 2,000 x 128 KiB, 2,000 tiny) and shorter random-read
 #                runs: a few minutes. The full run (2 x 1 GiB, 10,000 x 128 KiB, 20,000 tiny) takes
-#                up to ~40 minutes on 2 cores, most of it in the slowest peers.
+#                up to ~45 minutes on 2 cores, most of it in the slowest peers.
 #   --stall      only the GPU-stall view (group G: a DataLoader with 20 ms of "compute" per batch,
 #                tierfs plain / with PrefetchSampler / after a prefetch, the peers, local disk, and
 #                copy-first with rclone copy --transfers 32); a full run includes it
@@ -51,8 +51,8 @@
 #                tierfs, s3fs and rclone a cold 1 GiB read, then two cold streams (both big
 #                files), each on a fresh mount; the report compares the tools within each round (results.md "Cold sequential,
 #                interleaved rounds"; --only prints it to run.log), ~3 min
-#   --only loaderrounds  only the interleaved cold DataLoader rounds (LOADER_ROUNDS, default 3; not
-#                in a full run): per round, in a rotating order, every object of small/ with 128
+#   --only loaderrounds  only the interleaved cold DataLoader rounds (LOADER_ROUNDS, default 3; also
+#                at the end of a full run): per round, in a rotating order, every object of small/ with 128
 #                GETs in flight (alone; while the DataLoader reads the same files through nullfs;
 #                and that plus as many L2-like file writes, or appends to one segment file: the
 #                FUSE ceilings of a cold epoch) and
@@ -933,7 +933,8 @@ EOF
   cpu_attach "$d/$1.json"
 }
 
-# Cold DataLoader epochs in interleaved rounds (--only loaderrounds; LOADER_ROUNDS, default 3):
+# Cold DataLoader epochs in interleaved rounds (--only loaderrounds, and at the end of a full run
+# after group S; LOADER_ROUNDS, default 3):
 # per round, back to back in an order that rotates, the small-object ceilings of raw_loaderpar
 # (alone, with the FUSE delivery and the loader, and with the flash writes too: a file per object,
 # or one segment file) and tierfs's cold epoch 1 of the same DataLoader on a fresh mount with
@@ -1394,7 +1395,10 @@ for t in "${TOOL_LIST[@]}"; do
   case "$t" in tierfs|s3fs|rclone|local|nullfs|raw) run_tool "$t" ;; *) log "unknown tool $t, skipped" ;; esac
 done
 log "all tools done in $((SECONDS - T_START)) s"
-[[ $LAYOUT == full && -z $STALL_ONLY ]] && run_seq_rounds
+if [[ $LAYOUT == full && -z $STALL_ONLY ]]; then
+  run_seq_rounds
+  run_loader_rounds
+fi
 
 $PY "$BENCH/report.py" "$OUT" 2>&1 | tee -a "$LOG" >&2
 if [[ $OUT == "$BENCH/out/"* ]]; then
