@@ -620,6 +620,34 @@ def round_count(run, series):
     return n
 
 
+def per_round(rates, a, b):
+    """Series a over series b, per round where both have a figure."""
+    return [x / y for x, y in zip(rates.get(a, []), rates.get(b, [])) if x and y]
+
+
+def round_table(n, keys, label, rates, cpu):
+    """The markdown table of a rounds report: a row per round (figure, CPU in brackets) and the
+    medians."""
+    lines = ["| round | " + " | ".join(label.get(k, k) for k in keys) + " |",
+             "|---|" + "---|" * len(keys)]
+    for i in range(n):
+        cells = []
+        for k in keys:
+            v, c = rates[k][i], cpu[k][i]
+            cells.append("–" if not v else fmt_num(v) + (
+                " <sub>(%s / %s)</sub>" % (fmt_num(c[0]), fmt_num(c[1])) if c else ""))
+        lines.append("| %d | %s |" % (i + 1, " | ".join(cells)))
+    lines.append("| median | %s |" % " | ".join(fmt_num(median_of(rates[k])) for k in keys))
+    lines.append("")
+    return lines
+
+
+def ratio_line(what, rs):
+    """ "- WHAT, per round: ...; median ..." for the per-round ratios rs."""
+    return "- %s, per round: %s; median %s" % (
+        what, ", ".join(fmt_ratio(x) for x in rs), fmt_ratio(median_of(rs)))
+
+
 def round_rows(run):
     """{series: [MB/s or None per round]} of the interleaved cold sequential rounds (run.sh
     run_seq_rounds: raw/<tool>/seq{1,2}-round-N.json, raw/raw/seqpar{,-spin,-fuse,-fusel2}-round-N.json; the
@@ -651,10 +679,6 @@ def rounds_markdown(run):
     n, rates, cpu = round_rows(run)
     if not n or "tierfs" not in rates:
         return ""
-    med = median_of
-
-    def per_round(a, b):
-        return [x / y for x, y in zip(rates[a], rates[b]) if x and y]
     keys = [k for k, _, _, _ in ROUND_SERIES if k in rates]
     label = {k: lab for k, _, _, lab in ROUND_SERIES}
     lines = [
@@ -679,29 +703,17 @@ def rounds_markdown(run):
         "a ceiling for a FUSE file system (one that also keeps the bytes) on this machine."
         if "raw-fuse" in keys else "",
         "",
-        "| round | " + " | ".join(label.get(k, k) for k in keys) + " |",
-        "|---|" + "---|" * len(keys),
-    ]
-    for i in range(n):
-        cells = []
-        for k in keys:
-            v, c = rates[k][i], cpu[k][i]
-            cells.append("–" if not v else fmt_num(v) + (" <sub>(%s / %s)</sub>" % (fmt_num(c[0]), fmt_num(c[1])) if c else ""))
-        lines.append("| %d | %s |" % (i + 1, " | ".join(cells)))
-    lines.append("| median | %s |" % " | ".join(fmt_num(med(rates[k])) for k in keys))
-    lines.append("")
+    ] + round_table(n, keys, label, rates, cpu)
     for ref in [k for k in ("raw", "raw-spin", "raw-fuse", "raw-fusel2") + tuple(ROUND_TOOLS[2:])
                 if k in rates]:
-        rs = per_round("tierfs", ref)
+        rs = per_round(rates, "tierfs", ref)
         if rs:
-            lines.append("- **tierfs** / %s, per round: %s; median %s" % (
-                label.get(ref, ref), ", ".join(fmt_ratio(x) for x in rs), fmt_ratio(med(rs))))
+            lines.append(ratio_line("**tierfs** / " + label.get(ref, ref), rs))
     for t in ROUND_TOOLS[1:]:
-        rs = per_round(t + "-2", t) if t + "-2" in rates and t in rates else []
+        rs = per_round(rates, t + "-2", t)
         if rs:
-            lines.append("- %s, 2 streams / 1 stream, per round: %s; median %s" % (
-                "**tierfs**" if t == "tierfs" else t, ", ".join(fmt_ratio(x) for x in rs),
-                fmt_ratio(med(rs))))
+            lines.append(ratio_line(
+                ("**tierfs**" if t == "tierfs" else t) + ", 2 streams / 1 stream", rs))
     lines.append("")
     return "\n".join(lines)
 
@@ -753,7 +765,6 @@ def loader_rounds_markdown(run):
     n, rates, cpu = loader_round_rows(run)
     if not n or "tierfs" not in rates:
         return ""
-    med = median_of
     keys = [k for k, _, _, _ in LOADER_ROUND_SERIES if k in rates]
     label = {k: lab for k, _, _, lab in LOADER_ROUND_SERIES}
     first = load(os.path.join(run, "raw", "raw", "loaderpar-round-1.json")) or {}
@@ -773,28 +784,15 @@ def loader_rounds_markdown(run):
         "all are done; tierfs's figure is its epoch 1 on a fresh mount with empty caches. CPU ms "
         "per object, origin side / rest of the machine, in brackets." % (objects, n),
         "",
-        "| round | " + " | ".join(label[k] for k in keys) + " |",
-        "|---|" + "---|" * len(keys),
-    ]
-    for i in range(n):
-        cells = []
-        for k in keys:
-            v, c = rates[k][i], cpu[k][i]
-            cells.append("–" if not v else fmt_num(v) + (
-                " <sub>(%s / %s)</sub>" % (fmt_num(c[0]), fmt_num(c[1])) if c else ""))
-        lines.append("| %d | %s |" % (i + 1, " | ".join(cells)))
-    lines.append("| median | %s |" % " | ".join(fmt_num(med(rates[k])) for k in keys))
-    lines.append("")
+    ] + round_table(n, keys, label, rates, cpu)
     for ref in [k for k in ("raw", "raw-fuse", "raw-fusel2", "raw-fuseseg") if k in rates]:
-        rs = [x / y for x, y in zip(rates["tierfs"], rates[ref]) if x and y]
+        rs = per_round(rates, "tierfs", ref)
         if rs:
-            lines.append("- **tierfs** / %s, per round: %s; median %s" % (
-                label[ref], ", ".join(fmt_ratio(x) for x in rs), fmt_ratio(med(rs))))
+            lines.append(ratio_line("**tierfs** / " + label[ref], rs))
     for ref in ("raw-fuse", "raw-fusel2", "raw-fuseseg"):
-        rs = [x / y for x, y in zip(rates.get(ref, []), rates.get("raw", [])) if x and y]
+        rs = per_round(rates, ref, "raw")
         if rs:
-            lines.append("- %s / %s, per round: %s; median %s" % (
-                label[ref], label["raw"], ", ".join(fmt_ratio(x) for x in rs), fmt_ratio(med(rs))))
+            lines.append(ratio_line("%s / %s" % (label[ref], label["raw"]), rs))
     lines.append("")
     return "\n".join(lines)
 
