@@ -71,7 +71,8 @@
 #                a DataLoader epoch is cut after LOADER_CAP seconds (default 60)
 #
 # Environment: TIERFS (path of the tierfs binary, default build/daemon/tierfs), TIERFS_L1 / TIERFS_L2
-# (cache sizes, default 1GiB / 16GiB), TIERFS_OPTS (default --metadata-ttl 10m), S3FS_OPTS, RCLONE_OPTS (extra mount options).
+# (cache sizes, default 1GiB / 16GiB), TIERFS_OPTS (default --metadata-ttl 10m), S3FS_OPTS, RCLONE_OPTS (extra mount options),
+# STALL_SESSIONS (group G's tierfs sessions, default "plain sampler prefetched"; a subset for A/B runs).
 #
 # Needs root (drop_caches, mounts), fio, curl, fusermount3, gcc + libfuse3-dev, node/npm (s3rver),
 # /usr/bin/python3 with torch, boto3, matplotlib; s3fs and rclone for those peers
@@ -142,6 +143,7 @@ LOADER_CAP="${LOADER_CAP:-60}"
 # The GPU-stall view: simulated compute per batch, and PrefetchSampler's look-ahead (samples)
 STALL_COMPUTE_MS="${STALL_COMPUTE_MS:-20}"
 STALL_AHEAD="${STALL_AHEAD:-1024}"
+STALL_SESSIONS="${STALL_SESSIONS:-plain sampler prefetched}"  # group G's tierfs sessions
 TIERFS="${TIERFS:-$ROOT/build/daemon/tierfs}"
 TIERFS_L1="${TIERFS_L1:-1GiB}"
 TIERFS_L2="${TIERFS_L2:-16GiB}"
@@ -576,12 +578,14 @@ run_copy_first() {
 run_stall() { # TOOL
   local t="$1"
   case "$t" in tierfs|s3fs|rclone|local) ;; *) return 0 ;; esac
+  # tierfs's sessions: those STALL_SESSIONS names (the peers always run the plain one)
+  session() { [[ $t != tierfs || " $STALL_SESSIONS " == *" $1 "* ]]; }
   drop_caches
-  if mount_tool "$t" stall; then
+  if session plain && mount_tool "$t" stall; then
     run_stall_loader "$t" stall-plain "$MNT/small"
     unmount_tool "$t"
   fi
-  if [[ $t == tierfs ]]; then
+  if [[ $t == tierfs ]] && session sampler; then
     drop_caches
     if mount_tool "$t" stall-sampler; then
       run_stall_loader "$t" stall-sampler "$MNT/small" --sampler prefetch --ahead "$STALL_AHEAD"
@@ -589,6 +593,8 @@ run_stall() { # TOOL
         >"$OUT/raw/tierfs/stall-sampler-list.txt" 2>&1
       unmount_tool "$t"
     fi
+  fi
+  if [[ $t == tierfs ]] && session prefetched; then
     drop_caches
     if mount_tool "$t" stall-prefetched; then
       prefetch "$t"
