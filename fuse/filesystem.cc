@@ -674,12 +674,14 @@ std::string Filesystem::StatsText() const {
   return fmt::format(
       "fuse.inodes={} fuse.open_files={} fuse.lookups={} fuse.negative_lookups={} fuse.opens={} "
       "fuse.reads={} fuse.read_bytes={} fuse.readahead_requests={} "
-      "fuse.next_file_prefetches={} fuse.random_hydrations={} fuse.stale_reads={} "
+      "fuse.next_file_prefetches={} fuse.next_file_opens={} fuse.next_file_hits={} "
+      "fuse.random_hydrations={} fuse.stale_reads={} "
       "fuse.open_stores={} fuse.passthrough_opens={}",
       InodeCount(), open_files, counters_.lookups.load(), counters_.negative_lookups.load(),
       counters_.opens.load(), counters_.reads.load(), counters_.read_bytes.load(),
       prefetcher_.Stats().readahead_requests.load(),
-      prefetcher_.Stats().next_file_prefetches.load(), prefetcher_.Stats().random_hydrations.load(),
+      prefetcher_.Stats().next_file_prefetches.load(), prefetcher_.Stats().next_file_opens.load(),
+      prefetcher_.Stats().next_file_hits.load(), prefetcher_.Stats().random_hydrations.load(),
       counters_.stale_reads.load(), counters_.open_stores.load(),
       counters_.passthrough_opens.load());
 }

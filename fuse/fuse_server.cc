@@ -418,6 +418,10 @@ void CollectFuseMetrics(const Context& ctx, metrics::Exposition* e) {
                 p.readahead_requests);
   e->AddCounter("tierfs_fuse_next_file_prefetches_total",
                 "Files queued by the next-files prefetch.", {}, p.next_file_prefetches);
+  e->AddCounter("tierfs_fuse_next_file_opens_total",
+                "Small-file opens in directories read file after file.", {}, p.next_file_opens);
+  e->AddCounter("tierfs_fuse_next_file_hits_total",
+                "Of those, opens that found the file in L1 or L2 already.", {}, p.next_file_hits);
   e->AddCounter("tierfs_fuse_random_hydrations_total",
                 "Open files hydrated in the background after random reads kept missing.", {},
                 p.random_hydrations);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,7 +20,9 @@ Prefetcher::Prefetcher(const PrefetcherOptions& options, TieredCache* cache, Cat
 // listing that no host tier holds yet: the cache skips what is already being fetched, and a full
 // prefetch queue drops the rest, so this never holds up a reader. Once a look found all of them
 // held, the directory is warm, and opens of held files skip the look (a listing read and a block
-// lookup per file and tier each) but for every kWarmDirectoryRecheck + 1-th.
+// lookup per file and tier each) but for every kWarmDirectoryRecheck + 1-th. Whether the opened
+// files were held tells the cache, a window of opens at a time, if the guesses are read
+// (kProvenWindow).
 void Prefetcher::OnOpen(const ObjectRef& opened) {
   if (options_.next_files <= 0 || opened.info.size > options_.next_files_max_bytes) return;
   const std::string& path = opened.key;
@@ -28,7 +31,10 @@ void Prefetcher::OnOpen(const ObjectRef& opened) {
   const std::string_view name = slash == std::string::npos
                                     ? std::string_view(path)
                                     : std::string_view(path).substr(slash + 1);
+  // Whether the opened file was fetched ahead (or read before): how the guesses do.
+  const bool held = cache_->HostHolds(opened, 0, 1);
   bool warm = false;
+  std::optional<bool> proven;
   {
     MutexLock l(&next_mu_);
     auto it = next_dirs_.find(dir);
@@ -42,8 +48,20 @@ void Prefetcher::OnOpen(const ObjectRef& opened) {
     if (d.opens < 2) return;
     warm = d.warm && d.warm_skips < kWarmDirectoryRecheck;
     if (warm) ++d.warm_skips;
+    ++window_opens_;
+    if (held) ++window_held_;
+    if (window_opens_ == kProvenWindow) {
+      proven = window_held_ * kProvenShare >= window_opens_;
+      window_opens_ = window_held_ = 0;
+    }
   }
-  if (warm && cache_->HostHolds(opened, 0, 1)) return;
+  ++stats_.next_file_opens;
+  if (held) ++stats_.next_file_hits;
+  if (proven) {
+    guesses_proven_ = *proven;
+    cache_->SetGuessesProven(*proven);
+  }
+  if (warm && held) return;
   // The loader names what it reads next (a list job): the next files of the listing are a guess
   // that would only compete with it at the origin.
   if (options_.guided && options_.guided()) return;

@@ -52,7 +52,11 @@ struct PrefetcherOptions {
 struct PrefetcherStats {
   std::atomic<uint64_t> readahead_requests{0};    // TieredCache::Prefetch calls by readahead
   std::atomic<uint64_t> next_file_prefetches{0};  // files queued by the next-files prefetch
-  std::atomic<uint64_t> random_hydrations{0};     // files whose random misses hydrate them
+  // Small-file opens in directories read file after file (from the second on), and those of
+  // them that found the file in a host tier already (fetched ahead, or read before).
+  std::atomic<uint64_t> next_file_opens{0};
+  std::atomic<uint64_t> next_file_hits{0};
+  std::atomic<uint64_t> random_hydrations{0};  // files whose random misses hydrate them
 };
 
 class Prefetcher {
@@ -104,6 +108,8 @@ class Prefetcher {
   void OnRead(Stream* stream, uint64_t offset, uint64_t size);
 
   const PrefetcherStats& Stats() const { return stats_; }
+  // The last window's verdict on the next-files guesses (TieredCache::SetGuessesProven).
+  bool GuessesProven() const { return guesses_proven_.load(); }
 
   // Files smaller than this many blocks are never hydrated on random misses.
   static constexpr uint64_t kHydrateMinBlocks = 8;
@@ -124,6 +130,13 @@ class Prefetcher {
   // every open of a warm epoch), except every kWarmDirectoryRecheck + 1-th; an open of a file
   // no host tier holds looks at once.
   static constexpr uint32_t kWarmDirectoryRecheck = 32;
+  // The next-files guesses are proven read (TieredCache::SetGuessesProven: readahead then takes
+  // every prefetch thread while readers wait) after a window of kProvenWindow small-file opens in
+  // pattern directories of which at least 1/kProvenShare found the file held; each window decides
+  // anew. A shuffled loader's cold epoch gets there once a quarter of the dataset is in, after its
+  // first batches: until then its GETs wait behind 16 guesses at most, as before.
+  static constexpr uint64_t kProvenWindow = 64;
+  static constexpr uint64_t kProvenShare = 4;
 
  private:
   // Advances the hydration of `obj` (of nblocks blocks): moves past the blocks that landed, asks
@@ -149,6 +162,9 @@ class Prefetcher {
   static constexpr size_t kMaxNextDirs = 256;
   Mutex next_mu_;  // leaf
   std::unordered_map<std::string, NextDir> next_dirs_ GUARDED_BY(next_mu_);
+  uint64_t window_opens_ GUARDED_BY(next_mu_) = 0;  // opens counted in this proven window
+  uint64_t window_held_ GUARDED_BY(next_mu_) = 0;   // those that found the file held
+  std::atomic<bool> guesses_proven_{false};
 
   // Hydration states by file version (key and BlockVersion); an entry lives while a stream holds
   // it. Expired entries are swept when the map reaches hydration_sweep_at_ (then twice the

@@ -118,12 +118,18 @@ CancelToken::TimePoint DeadlineAfter(std::chrono::nanoseconds d) {
   return now + std::chrono::duration_cast<CancelToken::SteadyClock::duration>(d);
 }
 
-// Blocks in one readahead run: readahead_run_bytes, shrunk so that every prefetch thread's run
-// fits in the readahead budget at once; at least one block.
+// Readahead bytes being fetched stay within this many runs (TieredCacheImpl::inflight_cap_).
+constexpr uint64_t kRunsInFlight = 16;
+
+// Blocks in one readahead run: readahead_run_bytes, shrunk so that the runs that may be fetched
+// at once (one per prefetch thread, at most kRunsInFlight) fit in the readahead budget; at least
+// one block. More threads than that carry small objects, not smaller runs: 64 threads kept the
+// 8 MiB runs of 32.
 uint64_t RunBlocks(const TieredCacheOptions& o) {
   const uint64_t bs = std::max<uint64_t>(1, o.block_size);
-  const uint64_t threads = static_cast<uint64_t>(std::max(1, o.prefetch_threads));
-  const uint64_t bytes = std::min(o.readahead_run_bytes, o.readahead_budget_bytes / threads);
+  const uint64_t runs =
+      std::min<uint64_t>(kRunsInFlight, static_cast<uint64_t>(std::max(1, o.prefetch_threads)));
+  const uint64_t bytes = std::min(o.readahead_run_bytes, o.readahead_budget_bytes / runs);
   return std::max<uint64_t>(1, bytes / bs);
 }
 
@@ -418,6 +424,11 @@ class TieredCacheImpl final : public TieredCache {
       queue_cv_.SignalAll();
     }
     return dropped;
+  }
+
+  void SetGuessesProven(bool proven) override {
+    if (guesses_proven_.exchange(proven) || !proven) return;
+    WakeInflightWaiter(/*all=*/false);  // the demand limit no longer holds the first waiter
   }
 
   std::vector<std::pair<std::string, uint64_t>> Residency(const ObjectRef& obj) override {
@@ -1710,7 +1721,8 @@ class TieredCacheImpl final : public TieredCache {
   // for the next release; once nothing is in flight any request fits, so none waits for ever.
   bool InflightBlocked(uint64_t bytes) const REQUIRES(inflight_mu_) {
     return (inflight_bytes_ > 0 && inflight_bytes_ + bytes > inflight_cap_) ||
-           (inflight_fetches_ >= kFetchesWhileDemand && demand_jobs_.load() > 0);
+           (inflight_fetches_ >= kFetchesWhileDemand && demand_jobs_.load() > 0 &&
+            !guesses_proven_.load(std::memory_order_relaxed));
   }
   bool AcquireInflight(uint64_t bytes, uint64_t seq, const std::stop_token& st) {
     MutexLock l(&inflight_mu_);
@@ -1919,10 +1931,12 @@ class TieredCacheImpl final : public TieredCache {
   // caught up and fetched block by block on demand), while small objects (a loader's next
   // files, one GET each) keep up to prefetch_threads requests in flight, but only
   // kFetchesWhileDemand while readers wait for fetches of their own (demand_jobs_), so that a
-  // reader's GET does not queue at the origin behind 32 guesses (a plain shuffled loader's cold
+  // reader's GET does not queue at the origin behind 64 guesses (a plain shuffled loader's cold
   // epoch: 8 of them gave 388-402 samples/s and a first batch after 2.0 s, 32 always 499-533
-  // and 4.3-6.9 s, 16 while readers wait 465-483 and 3.0 s).
-  static constexpr uint64_t kRunsInFlight = 16;
+  // and 4.3-6.9 s, 16 while readers wait 465-483 and 3.0 s), until the guesses are proven read
+  // (SetGuessesProven: with 64 threads, a cold epoch with 20 ms of compute per batch took a
+  // median 17.8 s instead of 20.0, its first batch 3.1 s instead of 3.0; with no limit from the
+  // start, 15.8-17.3 s and a first batch after 5.3 s).
   static constexpr uint64_t kFetchesWhileDemand = 16;
   const uint64_t inflight_cap_;
   // A waiting worker looks again after this long even unwoken (a safety net, not the signal).
@@ -1935,6 +1949,8 @@ class TieredCacheImpl final : public TieredCache {
   std::map<uint64_t, CondVar*> inflight_waiting_ GUARDED_BY(inflight_mu_);
   // Demand fetches queued for or running on the fetch pool (SubmitFetch .. FetchLoop).
   std::atomic<int64_t> demand_jobs_{0};
+  // SetGuessesProven: readahead is not held to kFetchesWhileDemand while readers wait.
+  std::atomic<bool> guesses_proven_{false};
   const uint64_t small_object_bytes_;
   const size_t host_tiers_;  // tiers_[0, host_tiers_) are host tiers (L1, L2), the rest shared
 

@@ -95,15 +95,17 @@ struct TieredCacheOptions {
   // Block size. 1 MiB: matches the kernel's largest FUSE read, so one read touches at most two
   // blocks, and is large enough that per-request latency amortises (see README, "Block size").
   uint64_t block_size = 1ULL << 20;
-  // The readahead/prefetch pool: up to this many origin requests in flight, but at most 16 runs'
-  // bytes (16 x the run size, within the readahead budget: two sequential readers' windows)
-  // whatever the threads: many small files (a loader's next files, one GET each) go at once,
-  // large runs no more than that; runs waiting for room start in the order they were asked for.
-  int prefetch_threads = 32;
+  // The readahead/prefetch pool: up to this many origin requests in flight (16 while readers
+  // wait for fetches of their own, until SetGuessesProven), but at most 16 runs' bytes (16 x the
+  // run size, within the readahead budget: two sequential readers' windows) whatever the threads:
+  // many small files (a loader's next files, one GET each) go at once, large runs no more than
+  // that; runs waiting for room start in the order they were asked for.
+  int prefetch_threads = 64;
   uint64_t readahead_max_bytes = 64ULL << 20;  // per open file, adaptive window upper bound
   // Readahead memory of the whole process: the queue holds at most this many bytes' worth of
   // blocks, and the blocks being fetched (at most 16 runs' bytes, runs of at most
-  // readahead_run_bytes) never exceed it (the run is shrunk to budget / prefetch_threads).
+  // readahead_run_bytes) never exceed it (the run is shrunk to budget / min(prefetch_threads,
+  // 16)).
   // Fetched blocks go to L1 and count against its budget from then on.
   uint64_t readahead_budget_bytes = 256ULL << 20;
   // Readahead fetches up to this many bytes of adjacent blocks that no host tier holds with one
@@ -232,6 +234,13 @@ class TieredCache {
   // are skipped; a full queue drops the rest (counted in readahead.dropped). Returns the number
   // of blocks dropped.
   virtual uint64_t Prefetch(const ObjectRef& obj, uint64_t first_block, uint64_t count) = 0;
+
+  // Whether the readahead guesses are being read (the Prefetcher's next-files guesses: most
+  // opens find the file already held). While readers wait for fetches of their own, the pool
+  // keeps only a few readahead fetches in flight, so that a reader's request does not queue at
+  // the origin behind guesses that may never be read; once they are proven read, readahead takes
+  // every prefetch thread, readers' waits included. False at the start.
+  virtual void SetGuessesProven(bool proven) = 0;
 
   // Which tier holds each block: counts per tier name, every tier in order (fast→slow, zero
   // counts included), e.g. {"l1":3,"l2":25}. For L3 the count

@@ -202,6 +202,42 @@ TEST_F(PrefetcherTest, NextFilesStepAsideWhileTheLoaderNamesWhatComesNext) {
   EXPECT_EQ(WaitHeld("many/f031", 1), 1u);
 }
 
+// Each window of kProvenWindow counted opens tells the cache whether the guesses are read: at
+// least 1/kProvenShare of the opened files were held already.
+TEST_F(PrefetcherTest, GuessesAreProvenWhenEnoughOpensFindTheirFileHeld) {
+  options_.guided = [] { return true; };  // no guesses of its own: what is held is set here
+  constexpr uint64_t kWindow = Prefetcher::kProvenWindow;
+  constexpr uint64_t kEnough = kWindow / Prefetcher::kProvenShare;
+  static_assert(kEnough > 1 && kEnough < 30);
+  for (uint64_t i = 0; i < kEnough; ++i) {  // f000.. in L1
+    const std::string key = fmt::format("many/f{:03d}", i);
+    cache_->Prefetch(Obj(key), 0, 1);
+    ASSERT_EQ(WaitHeld(key, 1), 1u) << key;
+  }
+  auto p = Make();
+  auto window = [&](uint64_t held) {  // one window's opens, `held` of them of held files
+    for (uint64_t i = 0; i < kWindow; ++i) {
+      p->OnOpen(Obj(fmt::format("many/f{:03d}", i < held ? i : 30 + i % 10)));
+    }
+  };
+  p->OnOpen(Obj("many/f039"));  // the directory's first open: not counted
+  EXPECT_EQ(p->Stats().next_file_opens.load(), 0u);
+  window(0);
+  EXPECT_FALSE(p->GuessesProven());
+  EXPECT_EQ(p->Stats().next_file_opens.load(), kWindow);
+  EXPECT_EQ(p->Stats().next_file_hits.load(), 0u);
+  window(kEnough - 1);  // not yet
+  EXPECT_FALSE(p->GuessesProven());
+  window(kEnough);
+  EXPECT_TRUE(p->GuessesProven());
+  EXPECT_EQ(p->Stats().next_file_hits.load(), 2 * kEnough - 1);
+  p->OnOpen(Obj("many/f030"));  // within a window nothing changes
+  EXPECT_TRUE(p->GuessesProven());
+  window(0);  // the next window decides anew
+  EXPECT_FALSE(p->GuessesProven());
+  EXPECT_EQ(p->Stats().next_file_opens.load(), 4 * kWindow + 1);
+}
+
 TEST_F(PrefetcherTest, AWarmDirectoryIsLookedAtOnlyNowAndThen) {
   for (int i = 0; i < 40; ++i) {  // every small file of many/ in L1
     const std::string key = fmt::format("many/f{:03d}", i);

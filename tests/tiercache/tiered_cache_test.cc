@@ -1145,7 +1145,8 @@ TEST_F(TieredCacheTest, RunsWaitingForRoomStartInTheOrderTheyWereAskedFor) {
 }
 
 // While a reader waits for a fetch of its own, readahead keeps only 16 fetches in flight (of 32
-// threads), so the reader's GET does not queue at the origin behind 32 of them.
+// threads), so the reader's GET does not queue at the origin behind 32 of them; once the guesses
+// are proven read (SetGuessesProven), readahead takes every thread.
 TEST_F(TieredCacheTest, ReadaheadLeavesTheOriginToAWaitingReader) {
   options_.prefetch_threads = 32;
   options_.readahead_budget_bytes = 256 * kBs;
@@ -1162,6 +1163,9 @@ TEST_F(TieredCacheTest, ReadaheadLeavesTheOriginToAWaitingReader) {
   origin_.WaitForBlockedReads(1 + 16);
   std::this_thread::sleep_for(std::chrono::milliseconds(100));  // no 17th readahead fetch
   EXPECT_EQ(origin_.blocked_reads(), 1 + 16);
+  c->SetGuessesProven(true);
+  origin_.WaitForBlockedReads(1 + 32);  // the reader still waits: all 32 go now
+  EXPECT_EQ(origin_.blocked_reads(), 1 + 32);
   origin_.ReleaseReads();
   reader.join();
   EXPECT_EQ(got, Pattern(kBs, 99));
