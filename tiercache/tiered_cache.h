@@ -235,11 +235,11 @@ class TieredCache {
   // of blocks dropped.
   virtual uint64_t Prefetch(const ObjectRef& obj, uint64_t first_block, uint64_t count) = 0;
 
-  // Whether the readahead guesses are being read (the Prefetcher's next-files guesses: most
-  // opens find the file already held). While readers wait for fetches of their own, the pool
-  // keeps only a few readahead fetches in flight, so that a reader's request does not queue at
-  // the origin behind guesses that may never be read; once they are proven read, readahead takes
-  // every prefetch thread, readers' waits included. False at the start.
+  // Whether the readahead guesses are being read (the Prefetcher's next-files guesses: a quarter
+  // or more of the opens find their file already held). While readers wait for fetches of their
+  // own, the pool keeps only 16 readahead fetches in flight, so that a reader's request does not
+  // queue at the origin behind guesses that may never be read; once they are proven read,
+  // readahead takes every prefetch thread, readers' waits or not. False at the start.
   virtual void SetGuessesProven(bool proven) = 0;
 
   // Which tier holds each block: counts per tier name, every tier in order (fast→slow, zero
