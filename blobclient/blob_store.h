@@ -40,6 +40,28 @@ struct ObjectInfo {
   int64_t mtime_ns = 0;  // Last-Modified, ns since the Unix epoch
 };
 
+// A byte buffer in pieces, read and written as the concatenation of its pieces in order: the
+// storage of a run of blocks that is not adjacent in memory, filled by one ranged read
+// (BlobStore::ReadPinnedScatter) without a copy. Does not own the bytes. Cheap to copy (one
+// vector of spans).
+class ScatterBuffer {
+ public:
+  ScatterBuffer() = default;
+  explicit ScatterBuffer(std::span<std::byte> one);
+  explicit ScatterBuffer(std::vector<std::span<std::byte>> pieces);  // empty pieces are dropped
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  const std::vector<std::span<std::byte>>& pieces() const { return pieces_; }
+  // Bytes [offset, offset + len) of the concatenation. REQUIRES: offset + len <= size().
+  ScatterBuffer Slice(size_t offset, size_t len) const;
+  // Copies `data` to bytes [offset, offset + data.size()). REQUIRES: that is within size().
+  void CopyIn(size_t offset, std::span<const std::byte> data) const;
+
+ private:
+  std::vector<std::span<std::byte>> pieces_;
+  size_t size_ = 0;
+};
+
 struct ListEntry {
   std::string key;  // relative to the store's prefix
   ObjectInfo info;
@@ -103,6 +125,13 @@ class BlobStore {
                                     const ObjectInfo& pinned) {
     return Read(key, offset, out, pinned.etag);
   }
+
+  // ReadPinned() into `out` in pieces: bytes [offset, offset + out.size()) land in out's pieces in
+  // order, short only at the end of the object, with the same checks. S3 stores write each
+  // answer's body straight into the pieces (one ranged GET per part, as for ReadPinned); the
+  // default reads into one buffer of its own and copies the bytes out.
+  virtual Result<size_t> ReadPinnedScatter(std::string_view key, uint64_t offset,
+                                           const ScatterBuffer& out, const ObjectInfo& pinned);
 
   // One page of ListObjectsV2 under `prefix` (relative). With delimiter "/" it returns the
   // objects directly in that "directory" and its sub-directories as `prefixes`. `token` is the

@@ -191,6 +191,18 @@ class FileBlobStore final : public BlobStore {
 
   Result<size_t> Read(std::string_view key, uint64_t offset, std::span<std::byte> out,
                       std::string_view if_match_etag) override {
+    return ReadInto(key, offset, ScatterBuffer(out), if_match_etag);
+  }
+
+  // ReadPinned's check (the pinned ETag) with the file read straight into the pieces.
+  Result<size_t> ReadPinnedScatter(std::string_view key, uint64_t offset, const ScatterBuffer& out,
+                                   const ObjectInfo& pinned) override {
+    return ReadInto(key, offset, out, pinned.etag);
+  }
+
+ private:
+  Result<size_t> ReadInto(std::string_view key, uint64_t offset, const ScatterBuffer& out,
+                          std::string_view if_match_etag) {
     ++requests_;
     TIERFS_RETURN_IF_ERROR(CheckKey(key));
     // Refuse anything but a regular file before opening it (opening a device node can have
@@ -211,13 +223,18 @@ class FileBlobStore final : public BlobStore {
       return Fail(Status::FailedPrecondition(Ctx("object changed (ETag mismatch)", key)));
     }
     size_t done = 0;
-    while (done < out.size()) {
-      ssize_t n = ::pread(fd.get(), out.data() + done, out.size() - done,
-                          static_cast<off_t>(offset + done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return Fail(Status::FromErrno(errno, Ctx("pread", key)));
-      if (n == 0) break;  // end of file
-      done += static_cast<size_t>(n);
+    for (std::span<std::byte> piece : out.pieces()) {
+      size_t in_piece = 0;
+      while (in_piece < piece.size()) {
+        ssize_t n = ::pread(fd.get(), piece.data() + in_piece, piece.size() - in_piece,
+                            static_cast<off_t>(offset + done));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return Fail(Status::FromErrno(errno, Ctx("pread", key)));
+        if (n == 0) break;  // end of file
+        in_piece += static_cast<size_t>(n);
+        done += static_cast<size_t>(n);
+      }
+      if (in_piece < piece.size()) break;
     }
     // Rewritten in place while we read: the bytes may mix two versions. Refuse them.
     struct stat after;
@@ -229,6 +246,7 @@ class FileBlobStore final : public BlobStore {
     return done;
   }
 
+ public:
   Result<ListPage> List(std::string_view prefix, std::string_view delimiter, std::string_view token,
                         int max_keys) override {
     ++requests_;

@@ -107,7 +107,7 @@ size_t WriteCallback(char* data, size_t size, size_t nmemb, void* userdata) {
     }
     return len;
   }
-  std::span<std::byte>& sink = *t->req.sink;
+  const ScatterBuffer& sink = *t->req.sink;
   size_t off = 0;
   if (t->skip > 0) {
     off = static_cast<size_t>(std::min<uint64_t>(t->skip, len));
@@ -122,7 +122,8 @@ size_t WriteCallback(char* data, size_t size, size_t nmemb, void* userdata) {
     return 0;
   }
   if (take > 0) {
-    std::memcpy(sink.data() + t->resp.sink_bytes, data + off, take);
+    sink.CopyIn(t->resp.sink_bytes,
+                std::span<const std::byte>(reinterpret_cast<const std::byte*>(data) + off, take));
     t->resp.sink_bytes += take;
     if (HttpProgress* pr = t->req.progress.get()) {
       pr->last_byte_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(

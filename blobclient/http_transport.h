@@ -68,9 +68,10 @@ struct HttpRequest {
   std::vector<std::pair<std::string, std::string>> headers;
   // PUT or POST body; not owned, must outlive the request.
   std::span<const std::byte> body;
-  // If non-null, a successful (2xx) body is written here instead of into HttpResponse::body; at
-  // most sink.size() bytes are kept. Not owned; must outlive the request.
-  std::span<std::byte>* sink = nullptr;
+  // If non-null, a successful (2xx) body is written here (its pieces in order) instead of into
+  // HttpResponse::body; at most sink->size() bytes are kept. Not owned, nor are the bytes its
+  // pieces point to; both must outlive the request.
+  const ScatterBuffer* sink = nullptr;
   // With a sink, if non-null: updated as the body reaches the sink (HttpProgress).
   std::shared_ptr<HttpProgress> progress;
   // With a sink: the offset the caller asked for in a Range header. When the server ignores the

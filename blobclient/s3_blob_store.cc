@@ -288,20 +288,26 @@ class S3BlobStore final : public BlobStore {
                       std::string_view if_match_etag) override {
     Expect expect;
     expect.etag = std::string(if_match_etag);
-    return ReadChecked(key, offset, out, expect);
+    return ReadChecked(key, offset, ScatterBuffer(out), expect);
   }
 
   Result<size_t> ReadPinned(std::string_view key, uint64_t offset, std::span<std::byte> out,
                             const ObjectInfo& pinned) override {
+    return ReadPinnedScatter(key, offset, ScatterBuffer(out), pinned);
+  }
+
+  // Each part's body goes straight into its slice of the pieces (the hedge's duplicate into a
+  // buffer of its own, copied in if it wins, as for a contiguous read).
+  Result<size_t> ReadPinnedScatter(std::string_view key, uint64_t offset, const ScatterBuffer& out,
+                                   const ObjectInfo& pinned) override {
     Expect expect;
     expect.etag = pinned.etag;
     expect.size = pinned.size;
     expect.mtime_ns = pinned.mtime_ns;
     // Nothing past the pinned end is asked for: every part must then come back whole.
     if (offset >= pinned.size) return size_t{0};
-    if (out.size() > pinned.size - offset)
-      out = out.first(static_cast<size_t>(pinned.size - offset));
-    return ReadChecked(key, offset, out, expect);
+    const size_t len = static_cast<size_t>(std::min<uint64_t>(out.size(), pinned.size - offset));
+    return ReadChecked(key, offset, out.Slice(0, len), expect);
   }
 
  private:
@@ -312,7 +318,7 @@ class S3BlobStore final : public BlobStore {
     int64_t mtime_ns = 0;          // the pinned mtime; checked only when etag is empty
   };
 
-  Result<size_t> ReadChecked(std::string_view key, uint64_t offset, std::span<std::byte> out,
+  Result<size_t> ReadChecked(std::string_view key, uint64_t offset, const ScatterBuffer& out,
                              const Expect& expect) {
     TIERFS_RETURN_IF_ERROR(CheckKey(key));
     if (out.empty()) return size_t{0};
@@ -322,8 +328,8 @@ class S3BlobStore final : public BlobStore {
     for (uint64_t at = 0; at < out.size(); at += part) {
       GetPart p;
       p.offset = offset + at;
-      p.out = out.subspan(static_cast<size_t>(at),
-                          static_cast<size_t>(std::min<uint64_t>(part, out.size() - at)));
+      p.out = out.Slice(static_cast<size_t>(at),
+                        static_cast<size_t>(std::min<uint64_t>(part, out.size() - at)));
       parts.push_back(std::move(p));
     }
     if (parts.size() > 1) ++parallel_reads_;
@@ -407,7 +413,7 @@ class S3BlobStore final : public BlobStore {
     HeaderList headers;
     std::span<const std::byte> body;
     std::string payload_sha256;  // empty: the empty payload
-    std::span<std::byte>* sink = nullptr;
+    const ScatterBuffer* sink = nullptr;
     uint64_t range_offset = 0;
     bool accept_416 = false;
     // Cap on a 2xx body kept in memory (http_transport.h); only LIST answers carry a real body.
@@ -546,7 +552,7 @@ class S3BlobStore final : public BlobStore {
   // One ranged GET of a Read: [offset, offset + out.size()) into `out`.
   struct GetPart {
     uint64_t offset = 0;
-    std::span<std::byte> out;  // the caller's slice; the primary's sink points here
+    ScatterBuffer out;  // the caller's slice; the primary's sink points here
     enum class State { kWaiting, kRunning, kDone } state = State::kWaiting;
     SteadyClock::time_point ready_at{};    // kWaiting: not before (retry backoff)
     SteadyClock::time_point started{};     // when the current primary was submitted
@@ -555,7 +561,7 @@ class S3BlobStore final : public BlobStore {
     bool hedge_tried = false;              // for the current primary
     // A duplicate's private buffer (owned by its callback as well); `hedge_span` is its sink.
     std::shared_ptr<std::vector<std::byte>> hedge_buf;
-    std::shared_ptr<std::span<std::byte>> hedge_span;
+    std::shared_ptr<ScatterBuffer> hedge_span;
     bool copy_pending = false;  // the duplicate won; copy once the primary is gone
     // The current primary's body so far (set on the I/O thread): a primary whose bytes keep
     // coming is not hedged, however late (see RunGets).
@@ -583,7 +589,7 @@ class S3BlobStore final : public BlobStore {
   // 13.1.1), so a server would refuse every read of a weak-ETag object with 412. Those reads rely
   // on CheckAnswer comparing the answer's ETag instead.
   HttpRequest PartRequest(std::string_view key, const GetPart& p, const Expect& expect,
-                          std::span<std::byte>* sink) const {
+                          const ScatterBuffer* sink) const {
     // p.creds is set before a part is submitted (see RunGets).
     Call c;
     c.method = "GET";
@@ -606,7 +612,7 @@ class S3BlobStore final : public BlobStore {
     const std::string context =
         "GET " + std::string(key) + " @" + std::to_string(parts.front().offset);
     auto inbox = std::make_shared<Inbox>();
-    auto submit = [&](size_t i, bool hedge, std::span<std::byte>* sink,
+    auto submit = [&](size_t i, bool hedge, const ScatterBuffer* sink,
                       std::shared_ptr<void> keep) -> HttpRequestId {
       ++requests_;
       HttpRequest req = PartRequest(key, parts[i], expect, sink);
@@ -717,11 +723,11 @@ class S3BlobStore final : public BlobStore {
           if (!hedge_budget_.TrySpend()) continue;
           if (!limiter_.TryAcquire()) continue;  // (the spent hedge is not refunded: rare)
           p.hedge_buf = std::make_shared<std::vector<std::byte>>(p.out.size());
-          p.hedge_span = std::make_shared<std::span<std::byte>>(*p.hedge_buf);
+          p.hedge_span = std::make_shared<ScatterBuffer>(std::span<std::byte>(*p.hedge_buf));
           ++hedges_issued_;
           p.hedge = submit(i, true, p.hedge_span.get(),
                            std::make_shared<std::pair<std::shared_ptr<std::vector<std::byte>>,
-                                                      std::shared_ptr<std::span<std::byte>>>>(
+                                                      std::shared_ptr<ScatterBuffer>>>(
                                p.hedge_buf, p.hedge_span));
           ++in_flight;
         }
@@ -765,7 +771,8 @@ class S3BlobStore final : public BlobStore {
           // The loser of a hedge race. If the duplicate won, the original no longer writes into
           // the caller's slice: now the duplicate's bytes can go there.
           if (!c.hedge && p.copy_pending) {
-            std::memcpy(p.out.data(), p.hedge_buf->data(), std::min(p.got, p.out.size()));
+            p.out.CopyIn(
+                0, std::span<const std::byte>(*p.hedge_buf).first(std::min(p.got, p.out.size())));
             p.copy_pending = false;
             p.hedge_buf.reset();
             p.hedge_span.reset();
@@ -797,7 +804,8 @@ class S3BlobStore final : public BlobStore {
                 engine_->Cancel(other);
                 p.copy_pending = true;
               } else {
-                std::memcpy(p.out.data(), p.hedge_buf->data(), std::min(got, p.out.size()));
+                p.out.CopyIn(
+                    0, std::span<const std::byte>(*p.hedge_buf).first(std::min(got, p.out.size())));
               }
             } else if (other != 0) {
               hedge_budget_.OnHedgeSettled(false);  // the original answered first

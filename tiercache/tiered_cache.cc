@@ -24,8 +24,9 @@
 // flash ahead of the reader); blocks no host tier holds are claimed in the single-flight
 // (TryClaim) and fetched as one run: with an L3 tier, first from L3 with one Tier::ReadMany (the
 // run's GETs at once), then the blocks L3 lacks from the origin, one request for each stretch of
-// adjacent blocks (up to readahead_run_bytes), into one buffer that is then copied into the blocks
-// (all from the block arena, tiercache/internal/block_arena.h).
+// adjacent blocks (up to readahead_run_bytes), written straight into the blocks' storage (from the
+// block arena, tiercache/internal/block_arena.h: adjacent storage when it has it, else one piece
+// per block through BlobStore::ReadPinnedScatter; never a copy of the run).
 //
 // Fetch pool (demand reads with a CancelToken): the single-flight leader reads L1 and the other
 // host tiers on its own thread; on a miss it queues a FetchJob (its Lease) for the
@@ -1569,11 +1570,19 @@ class TieredCacheImpl final : public TieredCache {
   // the log).
   Status ReadOriginExact(const ObjectRef& obj, uint64_t offset, std::span<std::byte> out,
                          const std::string& what) {
+    return ReadOriginExact(obj, offset, ScatterBuffer(out), what);
+  }
+  // The same into storage in pieces (a run of blocks that are not adjacent in memory).
+  Status ReadOriginExact(const ObjectRef& obj, uint64_t offset, const ScatterBuffer& out,
+                         const std::string& what) {
     size_t got = 0;
     while (got < out.size()) {
       ++stats_.origin_requests;
-      const std::span<std::byte> rest = out.subspan(got);
-      Result<size_t> n = origin_->ReadPinned(obj.key, offset + got, rest, obj.info);
+      const ScatterBuffer rest = out.Slice(got, out.size() - got);
+      Result<size_t> n =
+          rest.pieces().size() == 1
+              ? origin_->ReadPinned(obj.key, offset + got, rest.pieces()[0], obj.info)
+              : origin_->ReadPinnedScatter(obj.key, offset + got, rest, obj.info);
       if (!n.ok()) {
         ++stats_.origin_errors;
         return n.status().WithContext("reading '" + obj.key + "' at " + std::to_string(offset));
@@ -1900,18 +1909,23 @@ class TieredCacheImpl final : public TieredCache {
       }
       return out;
     }
-    // Otherwise the run lands in one buffer, then each block is copied out of it into storage of
-    // its own: both come from the block arena, so in a steady state neither faults in a fresh
-    // page (a copy costs far less than first-touch faults).
-    auto run = Block::Allocate(total);
-    TIERFS_RETURN_IF_ERROR(
-        ReadOriginExact(obj, first * bs, run->mutable_data().first(total), what));
+    // Otherwise each block gets storage of its own (from the arena: in a steady state resident
+    // storage freed by others, no fresh page) and the origin's answer is written straight into
+    // those pieces in order (ReadPinnedScatter): no buffer for the whole run, no copy.
+    std::vector<std::shared_ptr<Block>> blocks;
+    std::vector<std::span<std::byte>> pieces;
+    blocks.reserve(n);
+    pieces.reserve(n);
     for (uint64_t k = 0; k < n; ++k) {
       const uint64_t len = k + 1 == n ? last : bs;
-      std::shared_ptr<Block> b = Block::Allocate(len);
-      std::memcpy(b->mutable_data().data(), run->mutable_data().data() + k * bs, len);
-      b->set_size(len);
-      out.push_back(std::move(b));
+      blocks.push_back(Block::Allocate(len));
+      pieces.push_back(blocks.back()->mutable_data().first(len));
+    }
+    TIERFS_RETURN_IF_ERROR(
+        ReadOriginExact(obj, first * bs, ScatterBuffer(std::move(pieces)), what));
+    for (uint64_t k = 0; k < n; ++k) {
+      blocks[k]->set_size(k + 1 == n ? last : bs);
+      out.push_back(std::move(blocks[k]));
     }
     return out;
   }

@@ -102,6 +102,27 @@ TEST_F(FileBlobStoreTest, ChangedFileGetsANewEtagAndIfMatchFails) {
   EXPECT_EQ(*Read("f", 0, 7, after->etag), "version");
 }
 
+// A read into pieces (a run of blocks not adjacent in memory) preads each piece in order, stops
+// at the end of the file, and refuses a changed file like ReadPinned.
+TEST_F(FileBlobStoreTest, ScatterReadFillsThePiecesInOrder) {
+  Write("s", "0123456789abcdef");
+  auto info = store_->Head("s");
+  ASSERT_TRUE(info.ok());
+  std::vector<std::byte> a(3), b(5), c(20, std::byte{'.'});
+  ScatterBuffer buf({std::span<std::byte>(a), std::span<std::byte>(b), std::span<std::byte>(c)});
+  auto n = store_->ReadPinnedScatter("s", 2, buf, *info);
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(*n, 14u);
+  EXPECT_EQ(AsString(a), "234");
+  EXPECT_EQ(AsString(b), "56789");
+  EXPECT_EQ(AsString(c), "abcdef" + std::string(14, '.'));
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_TRUE(store_->Put("s", AsBytes("fedcba9876543210")).ok());
+  EXPECT_EQ(store_->ReadPinnedScatter("s", 0, buf, *info).status().code(),
+            Status::Code::kFailedPrecondition);
+  EXPECT_EQ(AsString(a), "234");  // nothing of the new version
+}
+
 TEST_F(FileBlobStoreTest, KeysOutsideTheRootAreRefused) {
   Write("inside", "x");
   for (const char* bad : {"../etc/passwd", "a/../../x", "/abs", "a//b", "./x", "a/.", "", "a/"}) {

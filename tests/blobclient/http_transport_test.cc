@@ -74,7 +74,7 @@ TEST_F(HttpTransportTest, RangedGetStreamsIntoSink) {
   auto handler = server_->Scoped(
       [&](const HttpTestRequest& req) { return HttpTestServer::ServeObject(req, data, "e1"); });
   std::vector<std::byte> buf(1000);
-  std::span<std::byte> sink(buf);
+  ScatterBuffer sink{std::span<std::byte>(buf)};
   HttpRequest req = Get("/obj");
   req.headers.emplace_back("Range", "bytes=5000-5999");
   req.sink = &sink;
@@ -84,7 +84,7 @@ TEST_F(HttpTransportTest, RangedGetStreamsIntoSink) {
   EXPECT_EQ(r->status, 206);
   EXPECT_EQ(r->sink_bytes, 1000u);
   EXPECT_TRUE(r->body.empty());
-  EXPECT_EQ(::tierfs::testing::AsString(sink), data.substr(5000, 1000));
+  EXPECT_EQ(::tierfs::testing::AsString(buf), data.substr(5000, 1000));
 }
 
 TEST_F(HttpTransportTest, A200ToARangedGetYieldsOnlyTheRange) {
@@ -92,7 +92,7 @@ TEST_F(HttpTransportTest, A200ToARangedGetYieldsOnlyTheRange) {
   auto handler =
       server_->Scoped([&](const HttpTestRequest&) { return HttpTestResponse::Make(200, data); });
   std::vector<std::byte> buf(777);
-  std::span<std::byte> sink(buf);
+  ScatterBuffer sink{std::span<std::byte>(buf)};
   HttpRequest req = Get("/obj");
   req.headers.emplace_back("Range", "bytes=123456-124232");
   req.sink = &sink;
@@ -101,7 +101,37 @@ TEST_F(HttpTransportTest, A200ToARangedGetYieldsOnlyTheRange) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->status, 200);
   EXPECT_EQ(r->sink_bytes, 777u);
-  EXPECT_EQ(::tierfs::testing::AsString(sink), data.substr(123456, 777));
+  EXPECT_EQ(::tierfs::testing::AsString(buf), data.substr(123456, 777));
+}
+
+// A sink in pieces (a run of blocks not adjacent in memory) receives the body in order across
+// them: a 206, and a 200 to a ranged request (skipped to the range, cut at the sink's end).
+TEST_F(HttpTransportTest, ScatteredSinkReceivesTheBodyInOrderAcrossItsPieces) {
+  const std::string data = ::tierfs::testing::Pattern(300000);
+  std::atomic<bool> ignore_range{false};
+  auto handler = server_->Scoped([&](const HttpTestRequest& req) {
+    return ignore_range ? HttpTestResponse::Make(200, data)
+                        : HttpTestServer::ServeObject(req, data, "e1");
+  });
+  for (bool ignore : {false, true}) {
+    SCOPED_TRACE(ignore);
+    ignore_range = ignore;
+    // Sizes that do not line up with curl's buffers: 1 byte, a page, an odd size, the rest.
+    std::vector<std::byte> a(1), b(4096), c(70001), d(100000 - 1 - 4096 - 70001);
+    ScatterBuffer sink({std::span<std::byte>(a), std::span<std::byte>(b), std::span<std::byte>(c),
+                        std::span<std::byte>(d)});
+    HttpRequest req = Get("/obj");
+    req.headers.emplace_back("Range", "bytes=150000-249999");
+    req.sink = &sink;
+    req.range_offset = 150000;
+    auto r = engine_->Execute(req);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->status, ignore ? 200 : 206);
+    EXPECT_EQ(r->sink_bytes, 100000u);
+    std::string got = ::tierfs::testing::AsString(a) + ::tierfs::testing::AsString(b) +
+                      ::tierfs::testing::AsString(c) + ::tierfs::testing::AsString(d);
+    EXPECT_TRUE(got == data.substr(150000, 100000));
+  }
 }
 
 TEST_F(HttpTransportTest, ErrorBodyDoesNotGoIntoTheSink) {
@@ -109,7 +139,7 @@ TEST_F(HttpTransportTest, ErrorBodyDoesNotGoIntoTheSink) {
     return HttpTestResponse::Make(404, "<Error><Code>NoSuchKey</Code></Error>");
   });
   std::vector<std::byte> buf(8, std::byte{0x55});
-  std::span<std::byte> sink(buf);
+  ScatterBuffer sink{std::span<std::byte>(buf)};
   HttpRequest req = Get("/missing");
   req.sink = &sink;
   auto r = engine_->Execute(req);
@@ -166,7 +196,7 @@ TEST_F(HttpTransportTest, ErrorBodyIsCutAtItsCapAndTheAnswerStillCounts) {
   EXPECT_NE(st.message().find("SlowDown"), std::string::npos);
   // The same cap with a sink: the error body does not go into the sink either.
   std::vector<std::byte> buf(8, std::byte{0x55});
-  std::span<std::byte> sink(buf);
+  ScatterBuffer sink{std::span<std::byte>(buf)};
   HttpRequest req = Get("/err");
   req.sink = &sink;
   auto r2 = engine_->Execute(req);
@@ -206,7 +236,7 @@ TEST_F(HttpTransportTest, A206LongerThanTheSinkIsRefusedNotCut) {
     return r;
   });
   std::vector<std::byte> buf(1000, std::byte{0x55});
-  std::span<std::byte> sink(buf);
+  ScatterBuffer sink{std::span<std::byte>(buf)};
   HttpRequest req = Get("/obj");
   req.headers.emplace_back("Range", "bytes=100-1099");
   req.sink = &sink;
@@ -467,7 +497,7 @@ TEST_F(HttpTransportTest, CancelEndsAStalledRequestAndStopsItsSink) {
     return r;
   });
   std::vector<std::byte> buf(100000);
-  std::span<std::byte> sink(buf);
+  ScatterBuffer sink{std::span<std::byte>(buf)};
   HttpRequest req = Get("/stall");
   req.sink = &sink;
   req.timeout = std::chrono::milliseconds(60000);

@@ -240,24 +240,30 @@ class S3AdaptiveTest : public ::tierfs::testing::HttpServerTest {
     for (size_t i = 0; i < n; ++i) ASSERT_TRUE(store->Read(key, 0, buf, "").ok());
   }
 
+  // Serves `data` (ETag e1) for every key, except that the first GET of "slow" starts answering
+  // with wrong bytes ('X') and stalls after `stall_after` of them: if any of them reached the
+  // caller's buffer, a comparison with `data` would fail. Counts the GETs of "slow".
+  HttpTestServer::ScopedHandler ServeSlowFirst(const std::string& data, std::atomic<int>* slow_gets,
+                                               size_t stall_after) {
+    return server_->Scoped([&data, slow_gets, stall_after](const HttpTestRequest& req) {
+      if (req.path == "/bkt/slow" && (*slow_gets)++ == 0) {
+        HttpTestResponse r = HttpTestServer::ServeObject(req, data, "e1");
+        std::fill(r.body.begin(), r.body.end(), 'X');
+        r.stall_after_bytes = stall_after;
+        r.stall_for = std::chrono::seconds(20);
+        return r;
+      }
+      return HttpTestServer::ServeObject(req, data, "e1");
+    });
+  }
+
   FakeClock clock_;
 };
 
 TEST_F(S3AdaptiveTest, SlowFirstAnswerIsHedgedAndTheHedgeWinsWithExactBytes) {
   const std::string data = Pattern(1 << 20);
   std::atomic<int> slow_gets{0};
-  auto handler = server_->Scoped([&](const HttpTestRequest& req) {
-    if (req.path == "/bkt/slow" && slow_gets++ == 0) {
-      // The first GET of "slow" starts answering with wrong bytes, then stalls: if any of them
-      // reached the caller's buffer, the comparison below would fail.
-      HttpTestResponse r = HttpTestServer::ServeObject(req, data, "e1");
-      std::fill(r.body.begin(), r.body.end(), 'X');
-      r.stall_after_bytes = 1000;
-      r.stall_for = std::chrono::seconds(20);
-      return r;
-    }
-    return HttpTestServer::ServeObject(req, data, "e1");
-  });
+  auto handler = ServeSlowFirst(data, &slow_gets, 1000);
   S3Options o = Options();
   o.hedge_min_delay = milliseconds(100);
   auto store = Open(o);
@@ -497,6 +503,73 @@ TEST_F(S3AdaptiveTest, LargeReadIsSplitIntoParallelRangedGets) {
   ASSERT_TRUE(n.ok()) << n.status().ToString();
   ASSERT_EQ(*n, mid.size());
   EXPECT_TRUE(AsString(mid) == data.substr(3'000'001, mid.size()));
+}
+
+// A read into pieces (a run of blocks not adjacent in memory): each ranged GET's body goes
+// straight into its slice of the pieces, parts and pieces cut at different places, and a pinned
+// read past the end stops at the pinned size.
+TEST_F(S3AdaptiveTest, ScatterReadPutsEveryPartIntoItsSliceOfThePieces) {
+  const std::string data = Pattern(3 << 20);
+  auto handler = server_->Scoped(
+      [&](const HttpTestRequest& req) { return HttpTestServer::ServeObject(req, data, "e1"); });
+  S3Options o = Options();
+  o.hedge = false;
+  o.part_size = 1 << 20;
+  auto store = Open(o);
+  ObjectInfo pinned;
+  pinned.size = data.size();
+  pinned.etag = "e1";
+  // 7 bytes, then pieces of 700 KiB: parts of 1 MiB end inside pieces, and the last piece
+  // reaches 100 bytes past the end of the object.
+  const size_t start = 1000;
+  std::vector<std::vector<std::byte>> storage;
+  size_t total = 0;
+  for (size_t sz = 7; total < data.size() - start + 100; sz = 700 << 10) {
+    sz = std::min(sz, data.size() - start + 100 - total);
+    storage.emplace_back(sz, std::byte{0x5a});
+    total += sz;
+  }
+  std::vector<std::span<std::byte>> pieces;
+  for (auto& v : storage) pieces.emplace_back(v);
+  auto n = store->ReadPinnedScatter("obj", start, ScatterBuffer(pieces), pinned);
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  ASSERT_EQ(*n, data.size() - start);
+  std::string got;
+  for (auto& v : storage) got += AsString(v);
+  EXPECT_TRUE(got.substr(0, *n) == data.substr(start));
+  EXPECT_TRUE(got.substr(*n) == std::string(100, '\x5a'));  // past the pinned end: untouched
+  EXPECT_EQ(server_->requests().size(), 3u);  // the pinned range in parts of 1 MiB, no 416
+  EXPECT_EQ(store->Stats().parallel_reads, 1u);
+
+  // A changed object fails the read (the pinned ETag is sent as If-Match).
+  pinned.etag = "e0";
+  n = store->ReadPinnedScatter("obj", 0, ScatterBuffer(pieces), pinned);
+  EXPECT_EQ(n.status().code(), Status::Code::kFailedPrecondition);
+}
+
+// A hedged scatter read: the stalled original wrote wrong bytes into the pieces before the
+// duplicate won; the duplicate's bytes are what the pieces hold in the end.
+TEST_F(S3AdaptiveTest, AHedgeThatWinsAScatterReadFillsEveryPiece) {
+  const std::string data = Pattern(1 << 20);
+  std::atomic<int> slow_gets{0};
+  auto handler = ServeSlowFirst(data, &slow_gets, 3000);  // the wrong bytes span two pieces
+  S3Options o = Options();
+  o.hedge_min_delay = milliseconds(100);
+  auto store = Open(o);
+  WarmUp(store.get(), "warm");
+  ObjectInfo pinned;
+  pinned.size = data.size();
+  pinned.etag = "e1";
+  std::vector<std::byte> a(1000), b(64 << 10), c((256 << 10) - 1000 - (64 << 10));
+  ScatterBuffer buf({std::span<std::byte>(a), std::span<std::byte>(b), std::span<std::byte>(c)});
+  const BlobStoreStats before = store->Stats();
+  auto start = SteadyClock::now();
+  auto n = store->ReadPinnedScatter("slow", 4096, buf, pinned);
+  EXPECT_LT(SteadyClock::now() - start, std::chrono::seconds(10));
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(*n, 256u << 10);
+  EXPECT_EQ(store->Stats().hedges_won - before.hedges_won, 1u);
+  EXPECT_TRUE(AsString(a) + AsString(b) + AsString(c) == data.substr(4096, 256 << 10));
 }
 
 TEST_F(S3AdaptiveTest, AFailingPartIsRetriedAndAPermanentFailureFailsTheRead) {

@@ -27,7 +27,7 @@ void FakeBlobStore::FailNext(int n, Status status) {
 }
 
 void FakeBlobStore::ResetCounters() {
-  read_calls_ = head_calls_ = list_calls_ = bytes_read_ = 0;
+  read_calls_ = head_calls_ = list_calls_ = bytes_read_ = scatter_reads_ = 0;
   requests_ = errors_ = 0;
 }
 
@@ -114,6 +114,13 @@ Result<size_t> FakeBlobStore::Read(std::string_view key, uint64_t offset, std::s
   std::memcpy(out.data(), o.data.data() + offset, n);
   bytes_read_ += n;
   return n;
+}
+
+Result<size_t> FakeBlobStore::ReadPinnedScatter(std::string_view key, uint64_t offset,
+                                                const ScatterBuffer& out,
+                                                const ObjectInfo& pinned) {
+  if (out.pieces().size() > 1) ++scatter_reads_;
+  return BlobStore::ReadPinnedScatter(key, offset, out, pinned);
 }
 
 Result<ListPage> FakeBlobStore::List(std::string_view prefix, std::string_view delimiter,

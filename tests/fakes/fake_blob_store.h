@@ -43,12 +43,17 @@ class FakeBlobStore : public BlobStore {
   uint64_t head_calls() const { return head_calls_; }
   uint64_t list_calls() const { return list_calls_; }
   uint64_t bytes_read() const { return bytes_read_; }
+  // ReadPinnedScatter calls with more than one piece (each also counts as one read call).
+  uint64_t scatter_reads() const { return scatter_reads_; }
   void ResetCounters();
 
   std::string Describe() const override { return describe_; }
   Result<ObjectInfo> Head(std::string_view key) override;
   Result<size_t> Read(std::string_view key, uint64_t offset, std::span<std::byte> out,
                       std::string_view if_match_etag) override;
+  // Counts the call, then the default (one Read into a buffer, copied into the pieces).
+  Result<size_t> ReadPinnedScatter(std::string_view key, uint64_t offset, const ScatterBuffer& out,
+                                   const ObjectInfo& pinned) override;
   Result<ListPage> List(std::string_view prefix, std::string_view delimiter, std::string_view token,
                         int max_keys) override;
   Status Put(std::string_view key, std::span<const std::byte> data) override;
@@ -77,6 +82,7 @@ class FakeBlobStore : public BlobStore {
   uint64_t gate_passed_ GUARDED_BY(gate_mu_) = 0;       // held reads with a lower ticket may go
   std::vector<std::string> gate_arrivals_ GUARDED_BY(gate_mu_);
   std::atomic<uint64_t> read_calls_{0}, head_calls_{0}, list_calls_{0}, bytes_read_{0};
+  std::atomic<uint64_t> scatter_reads_{0};
   std::atomic<uint64_t> requests_{0}, errors_{0};
 };
 

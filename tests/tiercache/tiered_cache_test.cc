@@ -567,6 +567,8 @@ TEST_F(TieredCacheTest, ReadaheadRunsAreBoundedByRunSizeAndBudget) {
   c->Prefetch(o, 0, 8);  // runs 0..2, 3..5, 6..7
   WaitForL1(c.get(), o, 8);
   EXPECT_EQ(origin_.read_calls(), 3u);
+  // Blocks of 4 KiB are not the arena's: each run is read into a piece per block.
+  EXPECT_EQ(origin_.scatter_reads(), 3u);
   EXPECT_EQ(ReadAll(c.get(), o, 0, data.size()), data);
   EXPECT_EQ(origin_.read_calls(), 3u);
 
@@ -578,8 +580,8 @@ TEST_F(TieredCacheTest, ReadaheadRunsAreBoundedByRunSizeAndBudget) {
 
 TEST_F(TieredCacheTest, ReadaheadRunsInBlocksOfArenaSize) {
   // Blocks from the block arena, the last one short: 64 KiB, a size class of its own (the run
-  // read straight into adjacent blocks), and 68 KiB, inside the 72 KiB class (read into one
-  // buffer and copied out).
+  // read straight into adjacent blocks), and 68 KiB, inside the 72 KiB class (not adjacent: the
+  // run read into a piece per block, ReadPinnedScatter).
   for (const uint64_t bs : {uint64_t{64} << 10, uint64_t{68} << 10}) {
     SCOPED_TRACE(bs);
     options_.block_size = bs;
@@ -590,6 +592,7 @@ TEST_F(TieredCacheTest, ReadaheadRunsInBlocksOfArenaSize) {
     c->Prefetch(o, 1, 5);
     WaitForL1(c.get(), o, 5);
     EXPECT_EQ(origin_.read_calls(), 1u);
+    EXPECT_EQ(origin_.scatter_reads(), bs == (uint64_t{64} << 10) ? 0u : 1u);
     // L1 charges what the blocks hold: the short last block has storage of its own size.
     auto stats = ParseStats(c->StatsText());
     EXPECT_EQ(stats["l1.used"], 4 * bs + 123);
