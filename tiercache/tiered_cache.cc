@@ -1579,10 +1579,7 @@ class TieredCacheImpl final : public TieredCache {
     while (got < out.size()) {
       ++stats_.origin_requests;
       const ScatterBuffer rest = out.Slice(got, out.size() - got);
-      Result<size_t> n =
-          rest.pieces().size() == 1
-              ? origin_->ReadPinned(obj.key, offset + got, rest.pieces()[0], obj.info)
-              : origin_->ReadPinnedScatter(obj.key, offset + got, rest, obj.info);
+      Result<size_t> n = origin_->ReadPinnedScatter(obj.key, offset + got, rest, obj.info);
       if (!n.ok()) {
         ++stats_.origin_errors;
         return n.status().WithContext("reading '" + obj.key + "' at " + std::to_string(offset));
