@@ -2,6 +2,7 @@
 // BlobStore::ReadPinnedScatter (one read into a buffer, copied into the pieces).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "blobclient/blob_store.h"
