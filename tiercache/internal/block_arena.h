@@ -126,7 +126,8 @@ class BlockArena {
   // would: adjacent free items are taken when no more of them are given back (not resident)
   // than the n allocations would take beyond the class's resident free items; without a
   // resident free item in the class, a new slab of at least n items is mapped for them; else
-  // none (n allocations, and a copy, cost less than faults). Also none when mmap failed.
+  // none (n allocations cost less than faults: the run is then read into them as pieces,
+  // BlobStore::ReadPinnedScatter). Also none when mmap failed.
   std::vector<Piece> AllocateAdjacent(size_t capacity, size_t n) EXCLUDES(mu_);
   void Release(const Piece& piece) EXCLUDES(mu_);
   Stats stats() const EXCLUDES(mu_);
