@@ -41,14 +41,15 @@ struct ObjectInfo {
 };
 
 // A byte buffer in pieces, read and written as the concatenation of its pieces in order: the
-// storage of a run of blocks that is not adjacent in memory, filled by one ranged read
+// storage of a run of blocks, each block's own, filled by one ranged read
 // (BlobStore::ReadPinnedScatter) without a copy. Does not own the bytes. Cheap to copy (one
 // vector of spans).
 class ScatterBuffer {
  public:
   ScatterBuffer() = default;
   explicit ScatterBuffer(std::span<std::byte> one);
-  explicit ScatterBuffer(std::vector<std::span<std::byte>> pieces);  // empty pieces are dropped
+  // Empty pieces are dropped; a piece that starts where the one before it ends is joined to it.
+  explicit ScatterBuffer(std::vector<std::span<std::byte>> pieces);
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
   const std::vector<std::span<std::byte>>& pieces() const { return pieces_; }

@@ -17,8 +17,13 @@ ScatterBuffer::ScatterBuffer(std::vector<std::span<std::byte>> pieces) {
   pieces_.reserve(pieces.size());
   for (std::span<std::byte> p : pieces) {
     if (p.empty()) continue;
-    pieces_.push_back(p);
     size_ += p.size();
+    if (!pieces_.empty() && pieces_.back().data() + pieces_.back().size() == p.data()) {
+      pieces_.back() =
+          std::span<std::byte>(pieces_.back().data(), pieces_.back().size() + p.size());
+      continue;  // adjacent in memory: one piece (one copy per write, one read call)
+    }
+    pieces_.push_back(p);
   }
 }
 

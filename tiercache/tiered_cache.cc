@@ -1882,44 +1882,28 @@ class TieredCacheImpl final : public TieredCache {
     }
     const uint64_t bs = options_.block_size;
     const uint64_t last = ExpectedLength(obj, first + n - 1);
-    const uint64_t total = (n - 1) * bs + last;
     const std::string what = "blocks " + std::to_string(first) + "+" + std::to_string(n);
-    std::vector<BlockRef> out;
-    out.reserve(n);
-    // The run straight into the blocks' own storage when the arena has it adjacent: no copy, and
-    // each block still independent of the others in L1 (one kept block never holds its whole
-    // run's memory). A run at the end of the object gives its short last block storage of its
-    // own size (L1 charges a block's size), a copy of at most one block.
-    if (std::vector<std::shared_ptr<Block>> blocks = Block::AllocateAdjacent(bs, n);
-        !blocks.empty()) {
-      TIERFS_RETURN_IF_ERROR(ReadOriginExact(
-          obj, first * bs, std::span<std::byte>(blocks[0]->mutable_data().data(), total), what));
-      for (uint64_t k = 0; k < n; ++k) {
-        std::shared_ptr<Block>& b = blocks[k];
-        if (k + 1 == n && last < bs) {
-          auto tail = Block::Allocate(last);
-          std::memcpy(tail->mutable_data().data(), b->mutable_data().data(), last);
-          b = std::move(tail);
-        }
-        b->set_size(k + 1 == n ? last : bs);
-        out.push_back(std::move(b));
-      }
-      return out;
-    }
-    // Otherwise each block gets storage of its own (from the arena: in a steady state resident
-    // storage freed by others, no fresh page) and the origin's answer is written straight into
-    // those pieces in order (ReadPinnedScatter): no buffer for the whole run, no copy.
-    std::vector<std::shared_ptr<Block>> blocks;
-    std::vector<std::span<std::byte>> pieces;
+    // Each block gets storage of its own and the origin's answer is written straight into those
+    // pieces in order (ReadPinnedScatter): no buffer for the whole run, no copy. The full blocks
+    // come adjacent from the arena when it has them (then the pieces are one span: the GETs write
+    // one region), else one by one (in a steady state resident storage freed by others, no fresh
+    // page); each block stays independent of the others in L1 either way (one kept block never
+    // holds its whole run's memory). A run at the end of the object gives its short last block
+    // storage of its own size (L1 charges a block's size).
+    const uint64_t full = last < bs ? n - 1 : n;
+    std::vector<std::shared_ptr<Block>> blocks = Block::AllocateAdjacent(bs, full);
     blocks.reserve(n);
+    while (blocks.size() < full) blocks.push_back(Block::Allocate(bs));
+    if (full < n) blocks.push_back(Block::Allocate(last));
+    std::vector<std::span<std::byte>> pieces;
     pieces.reserve(n);
     for (uint64_t k = 0; k < n; ++k) {
-      const uint64_t len = k + 1 == n ? last : bs;
-      blocks.push_back(Block::Allocate(len));
-      pieces.push_back(blocks.back()->mutable_data().first(len));
+      pieces.push_back(blocks[k]->mutable_data().first(k + 1 == n ? last : bs));
     }
     TIERFS_RETURN_IF_ERROR(
         ReadOriginExact(obj, first * bs, ScatterBuffer(std::move(pieces)), what));
+    std::vector<BlockRef> out;
+    out.reserve(n);
     for (uint64_t k = 0; k < n; ++k) {
       blocks[k]->set_size(k + 1 == n ? last : bs);
       out.push_back(std::move(blocks[k]));

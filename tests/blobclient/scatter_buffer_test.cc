@@ -53,6 +53,27 @@ TEST(ScatterBufferTest, SliceAndCopyInCrossPieceBoundaries) {
   EXPECT_EQ(buf.Slice(8, 2).pieces().size(), 1u);
 }
 
+TEST(ScatterBufferTest, PiecesAdjacentInMemoryAreJoined) {
+  // A run of blocks the arena placed side by side is one piece: a write into it is one copy.
+  std::vector<std::byte> all(10), other(4);
+  std::span<std::byte> s(all);
+  ScatterBuffer buf({s.subspan(0, 3), s.subspan(3, 0), s.subspan(3, 5), std::span<std::byte>(other),
+                     s.subspan(8, 2)});
+  EXPECT_EQ(buf.size(), 14u);
+  ASSERT_EQ(buf.pieces().size(), 3u);
+  EXPECT_EQ(buf.pieces()[0].data(), all.data());
+  EXPECT_EQ(buf.pieces()[0].size(), 8u);
+  EXPECT_EQ(buf.pieces()[1].data(), other.data());
+  EXPECT_EQ(buf.pieces()[2].data(), all.data() + 8);  // after `other`, so not joined
+  buf.CopyIn(0, AsBytes("0123456789abcd"));
+  EXPECT_EQ(AsString(all), "01234567cd");
+  EXPECT_EQ(AsString(other), "89ab");
+
+  // Out of order in memory is never joined: the concatenation's order is the pieces' order.
+  ScatterBuffer back({s.subspan(5, 5), s.subspan(0, 5)});
+  EXPECT_EQ(back.pieces().size(), 2u);
+}
+
 TEST(ScatterBufferTest, DefaultScatterReadIsOneReadCopiedIntoThePieces) {
   ::tierfs::testing::FakeBlobStore store;
   const std::string data = Pattern(1000);

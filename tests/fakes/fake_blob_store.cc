@@ -27,7 +27,7 @@ void FakeBlobStore::FailNext(int n, Status status) {
 }
 
 void FakeBlobStore::ResetCounters() {
-  read_calls_ = head_calls_ = list_calls_ = bytes_read_ = scatter_reads_ = 0;
+  read_calls_ = head_calls_ = list_calls_ = bytes_read_ = scatter_reads_ = last_scatter_pieces_ = 0;
   requests_ = errors_ = 0;
 }
 
@@ -120,6 +120,7 @@ Result<size_t> FakeBlobStore::ReadPinnedScatter(std::string_view key, uint64_t o
                                                 const ScatterBuffer& out,
                                                 const ObjectInfo& pinned) {
   if (out.pieces().size() > 1) ++scatter_reads_;
+  last_scatter_pieces_ = out.pieces().size();
   return BlobStore::ReadPinnedScatter(key, offset, out, pinned);
 }
 

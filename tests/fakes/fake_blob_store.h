@@ -45,6 +45,8 @@ class FakeBlobStore : public BlobStore {
   uint64_t bytes_read() const { return bytes_read_; }
   // ReadPinnedScatter calls with more than one piece (each also counts as one read call).
   uint64_t scatter_reads() const { return scatter_reads_; }
+  // The pieces of the latest ReadPinnedScatter call (after ScatterBuffer joined adjacent ones).
+  uint64_t last_scatter_pieces() const { return last_scatter_pieces_; }
   void ResetCounters();
 
   std::string Describe() const override { return describe_; }
@@ -82,7 +84,7 @@ class FakeBlobStore : public BlobStore {
   uint64_t gate_passed_ GUARDED_BY(gate_mu_) = 0;       // held reads with a lower ticket may go
   std::vector<std::string> gate_arrivals_ GUARDED_BY(gate_mu_);
   std::atomic<uint64_t> read_calls_{0}, head_calls_{0}, list_calls_{0}, bytes_read_{0};
-  std::atomic<uint64_t> scatter_reads_{0};
+  std::atomic<uint64_t> scatter_reads_{0}, last_scatter_pieces_{0};
   std::atomic<uint64_t> requests_{0}, errors_{0};
 };
 
