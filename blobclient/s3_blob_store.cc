@@ -7,7 +7,7 @@
 // 503 SlowDown, 429). 404/403/412 and other 4xx answers are never retried. Each attempt is bounded
 // by options.request_timeout, so an origin outage ends in Unavailable/TimedOut, never a hang.
 //
-// Read() goes through RunGets() instead, a small event loop on the calling thread (no extra
+// Read() goes through GetRun instead, a small event loop on the calling thread (no extra
 // threads) that drives asynchronous ranged GETs on the shared engine:
 //   - a large read is split into parts of options.part_size, up to max_parts_in_flight at once,
 //     each streaming into its own slice of the caller's buffer and retried on its own;
@@ -19,7 +19,7 @@
 //     and a winning duplicate is copied into the slice only after the original's cancellation
 //     has completed, so the caller never sees interleaved bytes. Hedges are at most
 //     options.hedge_percent % of GETs, less while they keep losing (HedgeBudget, adaptive.h).
-//     RunGets returns only when none of
+//     GetRun::Run returns only when none of
 //     its requests is still in flight: nothing writes into the caller's buffer after Read()
 //     returned.
 // Every request of the store (reads or not) holds a slot of the AIMD limiter while in flight, and
@@ -333,7 +333,7 @@ class S3BlobStore final : public BlobStore {
       parts.push_back(std::move(p));
     }
     if (parts.size() > 1) ++parallel_reads_;
-    return RunGets(key, parts, expect);
+    return GetRun(this, key, &parts, expect).Run();
   }
 
  public:
@@ -566,7 +566,7 @@ class S3BlobStore final : public BlobStore {
     std::shared_ptr<ScatterBuffer> hedge_span;
     bool copy_pending = false;  // the duplicate won; copy once the primary is gone
     // The current primary's body so far (set on the I/O thread): a primary whose bytes keep
-    // coming is not hedged, however late (see RunGets).
+    // coming is not hedged, however late (see GetRun::HedgeLate).
     std::shared_ptr<HttpProgress> progress;
     // What the current attempt is signed with; a stale-credentials answer forces one refresh
     // and one more attempt per part.
@@ -592,7 +592,7 @@ class S3BlobStore final : public BlobStore {
   // on CheckAnswer comparing the answer's ETag instead.
   HttpRequest PartRequest(std::string_view key, const GetPart& p, const Expect& expect,
                           const ScatterBuffer* sink) const {
-    // p.creds is set before a part is submitted (see RunGets).
+    // p.creds is set before a part is submitted (see GetRun::StartDue).
     Call c;
     c.method = "GET";
     c.path = ObjectPath(key);
@@ -606,282 +606,320 @@ class S3BlobStore final : public BlobStore {
     return BuildRequest(c, p.creds.get());
   }
 
-  // Runs the ranged GETs of one Read (retries, hedges, parallel parts) and assembles the result:
-  // the bytes read, short only at the end of the object. Returns only when none of its requests
-  // is in flight any more.
-  Result<size_t> RunGets(std::string_view key, std::vector<GetPart>& parts, const Expect& expect) {
-    using State = GetPart::State;
-    const std::string context =
-        "GET " + std::string(key) + " @" + std::to_string(parts.front().offset);
-    auto inbox = std::make_shared<Inbox>();
-    auto submit = [&](size_t i, bool hedge, const ScatterBuffer* sink,
-                      std::shared_ptr<void> keep) -> HttpRequestId {
-      ++requests_;
-      HttpRequest req = PartRequest(key, parts[i], expect, sink);
-      if (!hedge) req.progress = parts[i].progress;
-      return engine_->Submit(std::move(req), [inbox, i, hedge, keep](Status st, HttpResponse resp) {
-        MutexLock l(&inbox->mu);
-        inbox->q.push_back({i, hedge, std::move(st), std::move(resp)});
-        inbox->cv.Signal();
-      });
-    };
-    int in_flight = 0;
-    bool failed = false;
-    Status fatal;
-    // What the first good answer said about the object: every later part must agree (a read
-    // never assembles parts of two versions, pinned or not).
-    Seen seen;
-    auto cancel_all = [&] {
-      for (GetPart& p : parts) {
-        if (p.primary != 0) engine_->Cancel(p.primary);
-        if (p.hedge != 0) engine_->Cancel(p.hedge);
-      }
-    };
-    auto fail = [&](Status st) {
-      if (!failed) {
-        failed = true;
-        fatal = std::move(st);
-        cancel_all();
-      }
-    };
-    const int max_parts = std::max(1, options_.max_parts_in_flight);
-
-    while (true) {
-      auto now = SteadyClock::now();
-      bool all_done = true;
-      int running = 0;
-      for (const GetPart& p : parts) {
-        all_done &= p.state == State::kDone;
-        running += p.state == State::kRunning;
-      }
-      if ((all_done || failed) && in_flight == 0) break;
-      SteadyClock::time_point wake = SteadyClock::time_point::max();
-      if (!failed) {
-        // Start parts whose turn it is. With nothing in flight, wait for a slot (bounded);
-        // otherwise take free slots only, and let completions make room.
-        for (size_t i = 0; i < parts.size() && running < max_parts; ++i) {
-          GetPart& p = parts[i];
-          if (p.state != State::kWaiting) continue;
-          if (p.ready_at > now) {
-            wake = std::min(wake, p.ready_at);
-            continue;
-          }
-          bool slot = in_flight == 0 ? limiter_.Acquire(now + options_.request_timeout)
-                                     : limiter_.TryAcquire();
-          if (!slot) {
-            if (in_flight == 0) {
-              fail(Status::TimedOut(context + ": waiting for a connection slot (limit " +
-                                    std::to_string(limiter_.limit()) + ")"));
-            }
-            break;
-          }
-          // Each attempt signs with the credentials current now (a hedge reuses them).
-          Result<std::shared_ptr<const Credentials>> creds = SigningCredentials();
-          if (!creds.ok()) {
-            limiter_.Release();
-            fail(creds.status().WithContext(context));
-            break;
-          }
-          p.creds = std::move(*creds);
-          p.state = State::kRunning;
-          ++p.attempts;
-          p.hedge_tried = false;
-          p.started = SteadyClock::now();
-          p.progress = std::make_shared<HttpProgress>();
-          p.primary = submit(i, false, &p.out, nullptr);
-          hedge_budget_.OnGet();
-          ++in_flight;
-          ++running;
-        }
-        // Hedge the late ones (one duplicate per attempt, only with a free slot).
-        for (size_t i = 0; i < parts.size() && options_.hedge && !failed; ++i) {
-          GetPart& p = parts[i];
-          if (p.state != State::kRunning || p.primary == 0 || p.hedge_tried ||
-              p.out.size() > options_.hedge_max_bytes) {
-            continue;
-          }
-          std::optional<std::chrono::nanoseconds> p95 = tracker_.ExpectedP95(p.out.size());
-          if (!p95.has_value()) continue;
-          auto due = p.started + std::max<std::chrono::nanoseconds>(*p95, options_.hedge_min_delay);
-          if (SteadyClock::now() < due) {
-            wake = std::min(wake, due);
-            continue;
-          }
-          // Late but still receiving: the GET shares a busy link or origin (parallel streams,
-          // a saturated client), and a duplicate would share it too, adding load without
-          // winning. Only a GET with no body byte for as long as a first byte normally takes
-          // is stuck; it is hedged once that is so.
-          const int64_t last_ns = p.progress ? p.progress->last_byte_ns.load() : 0;
-          if (last_ns != 0) {
-            const auto last = SteadyClock::time_point(std::chrono::nanoseconds(last_ns));
-            const auto quiet =
-                std::max<std::chrono::nanoseconds>(tracker_.TtfbP95(), options_.hedge_min_delay);
-            if (SteadyClock::now() - last < quiet) {
-              wake = std::min(wake, last + quiet);
-              continue;
-            }
-          }
-          p.hedge_tried = true;
-          if (!hedge_budget_.TrySpend()) continue;
-          if (!limiter_.TryAcquire()) continue;  // (the spent hedge is not refunded: rare)
-          p.hedge_buf = std::make_shared_for_overwrite<std::byte[]>(p.out.size());
-          p.hedge_span = std::make_shared<ScatterBuffer>(
-              std::span<std::byte>(p.hedge_buf.get(), p.out.size()));
-          ++hedges_issued_;
-          p.hedge =
-              submit(i, true, p.hedge_span.get(),
-                     std::make_shared<
-                         std::pair<std::shared_ptr<std::byte[]>, std::shared_ptr<ScatterBuffer>>>(
-                         p.hedge_buf, p.hedge_span));
-          ++in_flight;
-        }
-      }
-      // With nothing in flight no completion will come, so the inbox wait below must not be
-      // entered without a deadline: it would never wake. This is the case right after fail() in
-      // the start loop above (the slot wait timed out with nothing in flight); the top of the
-      // loop then returns the error. Any other way here would be a bookkeeping bug: fail rather
-      // than hang.
-      if (in_flight == 0 && wake == SteadyClock::time_point::max()) {
-        fail(Status::Internal(context + ": no request in flight and nothing to wait for"));
-        continue;
-      }
-
-      std::deque<Completion> done;
-      {
-        MutexLock l(&inbox->mu);
-        while (inbox->q.empty()) {
-          if (wake == SteadyClock::time_point::max()) {
-            inbox->cv.Wait();
-            continue;
-          }
-          auto left = wake - SteadyClock::now();
-          if (left <= std::chrono::nanoseconds::zero()) break;
-          inbox->cv.WaitFor(left);
-        }
-        done.swap(inbox->q);
-      }
-      for (Completion& c : done) {
-        --in_flight;
-        GetPart& p = parts[c.part];
-        HttpRequestId& mine = c.hedge ? p.hedge : p.primary;
-        HttpRequestId& other = c.hedge ? p.primary : p.hedge;
-        mine = 0;
-        const bool cancelled = c.status.code() == Status::Code::kCancelled;
-        if (!cancelled) {
-          Feedback(c.status, c.status.ok() ? c.resp.status : 0, c.resp.total, c.resp.sink_bytes);
-        }
-        limiter_.Release();
-        if (p.state == State::kDone) {
-          // The loser of a hedge race. If the duplicate won, the original no longer writes into
-          // the caller's slice: now the duplicate's bytes can go there.
-          if (!c.hedge && p.copy_pending) {
-            p.out.CopyIn(
-                0, std::span<const std::byte>(p.hedge_buf.get(), std::min(p.got, p.out.size())));
-            p.copy_pending = false;
-            p.hedge_buf.reset();
-            p.hedge_span.reset();
-          }
-          continue;
-        }
-        if (failed) continue;
-        Status st;
-        bool retryable = false;
-        const long code = c.status.ok() ? c.resp.status : 0;
-        if (!c.status.ok()) {
-          st = c.status.WithContext(context);
-          retryable = IsRetryable(st) && st.code() != Status::Code::kPermissionDenied;
-        } else if ((code >= 200 && code < 300) || code == 416) {
-          size_t got = 0;
-          st = CheckAnswer(c.resp, p, expect, &seen, context, &got, &retryable);
-          if (st.ok()) {
-            // The first good answer wins.
-            if (code != 416 && c.resp.sink_bytes > 0) {
-              tracker_.Record(c.resp.ttfb, c.resp.total, c.resp.sink_bytes);
-            }
-            p.state = State::kDone;
-            p.got = got;
-            bytes_read_ += got;
-            if (c.hedge) {
-              ++hedges_won_;
-              hedge_budget_.OnHedgeSettled(true);
-              if (other != 0) {
-                engine_->Cancel(other);
-                p.copy_pending = true;
-              } else {
-                p.out.CopyIn(
-                    0, std::span<const std::byte>(p.hedge_buf.get(), std::min(got, p.out.size())));
-              }
-            } else if (other != 0) {
-              hedge_budget_.OnHedgeSettled(false);  // the original answered first
-              engine_->Cancel(other);
-            }
-            continue;
-          }
-        } else {
-          // Refused as stale credentials while this part's duplicate (a hedge) is still in
-          // flight: wait for its answer instead of failing the part; if it is refused too, that
-          // answer forces the refresh and the retry.
-          if (!p.refreshed && other != 0 && StaleCredentialsAnswer(c.resp, p.creds)) {
-            p.last = blobclient::S3ErrorToStatus(c.resp, context, ErrorsContext(p.creds.get()));
-            continue;
-          }
-          if (!p.refreshed && other == 0 && RefreshAfter(c.resp, p.creds, context)) {
-            // One more attempt with the refreshed credentials, outside the retry budget.
-            p.refreshed = true;
-            p.creds.reset();
-            --p.attempts;
-            ++retries_;
-            p.state = State::kWaiting;
-            p.ready_at = SteadyClock::now();
-            continue;
-          }
-          st = blobclient::S3ErrorToStatus(c.resp, context, ErrorsContext(p.creds.get()));
-          retryable = code >= 500 || code == 429 || code == 408;
-        }
-        p.last = st;
-        if (!retryable) {
-          fail(st);
-          continue;
-        }
-        if (other != 0) continue;  // the other request of this part may still answer
-        if (p.attempts >= options_.max_attempts) {
-          fail(st);
-          continue;
-        }
-        ++retries_;
-        auto delay = Backoff(p.attempts);
-        SPDLOG_LOGGER_DEBUG(&Logger(Module::kBlobClient), "{}: {}; retry {} in {} ms", describe_,
-                            st.ToString(), p.attempts, delay.count());
-        p.state = State::kWaiting;
-        p.ready_at = SteadyClock::now() + delay;
-      }
-    }
-
-    if (failed) {
-      if (IsRetryable(fatal)) {
-        Logger(Module::kBlobClient)
-            .warn("{}: giving up after {} attempt(s): {}", describe_, options_.max_attempts,
-                  fatal.ToString());
-      }
-      return Fail(fatal);
-    }
-    // Parts are contiguous; only the end of the object may cut them short.
-    size_t total = 0;
-    bool short_seen = false;
-    for (const GetPart& p : parts) {
-      if (short_seen && p.got > 0) {
-        return Fail(Status::Corruption(context + ": the object's size changed during the read"));
-      }
-      total += p.got;
-      short_seen |= p.got < p.out.size();
-    }
-    return total;
-  }
-
   struct Seen {
     bool any = false;
     std::string etag;  // normalized; empty if the answers carry none
     std::optional<uint64_t> total;
+  };
+
+  // The ranged GETs of one Read (retries, hedges, parallel parts), driven on the calling thread
+  // by a small event loop over their completions, and the result assembled: the bytes read, short
+  // only at the end of the object. Run() returns only when none of its requests is in flight any
+  // more. One use; all of its state lives on the caller's stack.
+  class GetRun {
+   public:
+    GetRun(S3BlobStore* store, std::string_view key, std::vector<GetPart>* parts,
+           const Expect& expect)
+        : s_(*store),
+          key_(key),
+          parts_(*parts),
+          expect_(expect),
+          context_("GET " + std::string(key) + " @" + std::to_string(parts->front().offset)),
+          max_parts_(std::max(1, store->options_.max_parts_in_flight)) {}
+
+    Result<size_t> Run() {
+      while (!Finished()) {
+        SteadyClock::time_point wake = SteadyClock::time_point::max();
+        if (!failed_) {
+          StartDue(&wake);
+          if (s_.options_.hedge) HedgeLate(&wake);
+        }
+        // With nothing in flight no completion will come, so the wait below must not be entered
+        // without a deadline: it would never wake. This is the case right after Abort() in
+        // StartDue (the slot wait timed out with nothing in flight); Finished() then ends the
+        // loop. Any other way here would be a bookkeeping bug: fail rather than hang.
+        if (in_flight_ == 0 && wake == SteadyClock::time_point::max()) {
+          Abort(Status::Internal(context_ + ": no request in flight and nothing to wait for"));
+          continue;
+        }
+        for (Completion& c : WaitForCompletions(wake)) OnCompletion(c);
+      }
+      if (failed_) {
+        if (IsRetryable(fatal_)) {
+          Logger(Module::kBlobClient)
+              .warn("{}: giving up after {} attempt(s): {}", s_.describe_, s_.options_.max_attempts,
+                    fatal_.ToString());
+        }
+        return s_.Fail(fatal_);
+      }
+      // Parts are contiguous; only the end of the object may cut them short.
+      size_t total = 0;
+      bool short_seen = false;
+      for (const GetPart& p : parts_) {
+        if (short_seen && p.got > 0) {
+          return s_.Fail(
+              Status::Corruption(context_ + ": the object's size changed during the read"));
+        }
+        total += p.got;
+        short_seen |= p.got < p.out.size();
+      }
+      return total;
+    }
+
+   private:
+    using State = GetPart::State;
+
+    // Every part answered, or the read failed, and nothing is in flight.
+    bool Finished() const {
+      if (in_flight_ != 0) return false;
+      return failed_ || std::all_of(parts_.begin(), parts_.end(),
+                                    [](const GetPart& p) { return p.state == State::kDone; });
+    }
+
+    HttpRequestId Submit(size_t i, bool hedge, const ScatterBuffer* sink,
+                         std::shared_ptr<void> keep) {
+      ++s_.requests_;
+      HttpRequest req = s_.PartRequest(key_, parts_[i], expect_, sink);
+      if (!hedge) req.progress = parts_[i].progress;
+      ++in_flight_;
+      return s_.engine_->Submit(std::move(req),
+                                [inbox = inbox_, i, hedge, keep](Status st, HttpResponse resp) {
+                                  MutexLock l(&inbox->mu);
+                                  inbox->q.push_back({i, hedge, std::move(st), std::move(resp)});
+                                  inbox->cv.Signal();
+                                });
+    }
+
+    // The first failure ends the read: every request still in flight is cancelled (their
+    // completions are still awaited).
+    void Abort(Status st) {
+      if (failed_) return;
+      failed_ = true;
+      fatal_ = std::move(st);
+      for (GetPart& p : parts_) {
+        if (p.primary != 0) s_.engine_->Cancel(p.primary);
+        if (p.hedge != 0) s_.engine_->Cancel(p.hedge);
+      }
+    }
+
+    // Starts the parts whose turn it is, up to max_parts_in_flight running. With nothing in flight
+    // it waits for a connection slot (bounded); otherwise it takes free slots only, and lets
+    // completions make room. *wake: the earliest backoff still to run out.
+    void StartDue(SteadyClock::time_point* wake) {
+      const auto now = SteadyClock::now();
+      int running =
+          static_cast<int>(std::count_if(parts_.begin(), parts_.end(), [](const GetPart& p) {
+            return p.state == State::kRunning;
+          }));
+      for (size_t i = 0; i < parts_.size() && running < max_parts_; ++i) {
+        GetPart& p = parts_[i];
+        if (p.state != State::kWaiting) continue;
+        if (p.ready_at > now) {
+          *wake = std::min(*wake, p.ready_at);
+          continue;
+        }
+        const bool slot = in_flight_ == 0 ? s_.limiter_.Acquire(now + s_.options_.request_timeout)
+                                          : s_.limiter_.TryAcquire();
+        if (!slot) {
+          if (in_flight_ == 0) {
+            Abort(Status::TimedOut(context_ + ": waiting for a connection slot (limit " +
+                                   std::to_string(s_.limiter_.limit()) + ")"));
+          }
+          return;
+        }
+        // Each attempt signs with the credentials current now (a hedge reuses them).
+        Result<std::shared_ptr<const Credentials>> creds = s_.SigningCredentials();
+        if (!creds.ok()) {
+          s_.limiter_.Release();
+          Abort(creds.status().WithContext(context_));
+          return;
+        }
+        p.creds = std::move(*creds);
+        p.state = State::kRunning;
+        ++p.attempts;
+        p.hedge_tried = false;
+        p.started = SteadyClock::now();
+        p.progress = std::make_shared<HttpProgress>();
+        p.primary = Submit(i, false, &p.out, nullptr);
+        s_.hedge_budget_.OnGet();
+        ++running;
+      }
+    }
+
+    // Sends one duplicate of each late GET (one per attempt, only with a free slot). *wake: when
+    // the next running GET becomes late.
+    void HedgeLate(SteadyClock::time_point* wake) {
+      for (size_t i = 0; i < parts_.size() && !failed_; ++i) {
+        GetPart& p = parts_[i];
+        if (p.state != State::kRunning || p.primary == 0 || p.hedge_tried ||
+            p.out.size() > s_.options_.hedge_max_bytes) {
+          continue;
+        }
+        std::optional<std::chrono::nanoseconds> p95 = s_.tracker_.ExpectedP95(p.out.size());
+        if (!p95.has_value()) continue;
+        auto due =
+            p.started + std::max<std::chrono::nanoseconds>(*p95, s_.options_.hedge_min_delay);
+        if (SteadyClock::now() < due) {
+          *wake = std::min(*wake, due);
+          continue;
+        }
+        // Late but still receiving: the GET shares a busy link or origin (parallel streams,
+        // a saturated client), and a duplicate would share it too, adding load without
+        // winning. Only a GET with no body byte for as long as a first byte normally takes
+        // is stuck; it is hedged once that is so.
+        const int64_t last_ns = p.progress ? p.progress->last_byte_ns.load() : 0;
+        if (last_ns != 0) {
+          const auto last = SteadyClock::time_point(std::chrono::nanoseconds(last_ns));
+          const auto quiet = std::max<std::chrono::nanoseconds>(s_.tracker_.TtfbP95(),
+                                                                s_.options_.hedge_min_delay);
+          if (SteadyClock::now() - last < quiet) {
+            *wake = std::min(*wake, last + quiet);
+            continue;
+          }
+        }
+        p.hedge_tried = true;
+        if (!s_.hedge_budget_.TrySpend()) continue;
+        if (!s_.limiter_.TryAcquire()) continue;  // (the spent hedge is not refunded: rare)
+        p.hedge_buf = std::make_shared_for_overwrite<std::byte[]>(p.out.size());
+        p.hedge_span =
+            std::make_shared<ScatterBuffer>(std::span<std::byte>(p.hedge_buf.get(), p.out.size()));
+        ++s_.hedges_issued_;
+        p.hedge =
+            Submit(i, true, p.hedge_span.get(),
+                   std::make_shared<
+                       std::pair<std::shared_ptr<std::byte[]>, std::shared_ptr<ScatterBuffer>>>(
+                       p.hedge_buf, p.hedge_span));
+      }
+    }
+
+    // The completions that arrived, waiting for at least one until `wake` (max: no deadline).
+    std::deque<Completion> WaitForCompletions(SteadyClock::time_point wake) {
+      std::deque<Completion> done;
+      MutexLock l(&inbox_->mu);
+      while (inbox_->q.empty()) {
+        if (wake == SteadyClock::time_point::max()) {
+          inbox_->cv.Wait();
+          continue;
+        }
+        auto left = wake - SteadyClock::now();
+        if (left <= std::chrono::nanoseconds::zero()) break;
+        inbox_->cv.WaitFor(left);
+      }
+      done.swap(inbox_->q);
+      return done;
+    }
+
+    // One request's answer: the part is done (the first good answer wins, a hedge race's loser is
+    // cancelled), retried after a backoff, or the read fails.
+    void OnCompletion(Completion& c) {
+      --in_flight_;
+      GetPart& p = parts_[c.part];
+      HttpRequestId& mine = c.hedge ? p.hedge : p.primary;
+      HttpRequestId& other = c.hedge ? p.primary : p.hedge;
+      mine = 0;
+      const bool cancelled = c.status.code() == Status::Code::kCancelled;
+      if (!cancelled) {
+        s_.Feedback(c.status, c.status.ok() ? c.resp.status : 0, c.resp.total, c.resp.sink_bytes);
+      }
+      s_.limiter_.Release();
+      if (p.state == State::kDone) {
+        // The loser of a hedge race. If the duplicate won, the original no longer writes into
+        // the caller's slice: now the duplicate's bytes can go there.
+        if (!c.hedge && p.copy_pending) {
+          p.out.CopyIn(
+              0, std::span<const std::byte>(p.hedge_buf.get(), std::min(p.got, p.out.size())));
+          p.copy_pending = false;
+          p.hedge_buf.reset();
+          p.hedge_span.reset();
+        }
+        return;
+      }
+      if (failed_) return;
+      Status st;
+      bool retryable = false;
+      const long code = c.status.ok() ? c.resp.status : 0;
+      if (!c.status.ok()) {
+        st = c.status.WithContext(context_);
+        retryable = IsRetryable(st) && st.code() != Status::Code::kPermissionDenied;
+      } else if ((code >= 200 && code < 300) || code == 416) {
+        size_t got = 0;
+        st = CheckAnswer(c.resp, p, expect_, &seen_, context_, &got, &retryable);
+        if (st.ok()) {
+          // The first good answer wins.
+          if (code != 416 && c.resp.sink_bytes > 0) {
+            s_.tracker_.Record(c.resp.ttfb, c.resp.total, c.resp.sink_bytes);
+          }
+          p.state = State::kDone;
+          p.got = got;
+          s_.bytes_read_ += got;
+          if (c.hedge) {
+            ++s_.hedges_won_;
+            s_.hedge_budget_.OnHedgeSettled(true);
+            if (other != 0) {
+              s_.engine_->Cancel(other);
+              p.copy_pending = true;
+            } else {
+              p.out.CopyIn(
+                  0, std::span<const std::byte>(p.hedge_buf.get(), std::min(got, p.out.size())));
+            }
+          } else if (other != 0) {
+            s_.hedge_budget_.OnHedgeSettled(false);  // the original answered first
+            s_.engine_->Cancel(other);
+          }
+          return;
+        }
+      } else {
+        // Refused as stale credentials while this part's duplicate (a hedge) is still in
+        // flight: wait for its answer instead of failing the part; if it is refused too, that
+        // answer forces the refresh and the retry.
+        if (!p.refreshed && other != 0 && s_.StaleCredentialsAnswer(c.resp, p.creds)) {
+          p.last = blobclient::S3ErrorToStatus(c.resp, context_, s_.ErrorsContext(p.creds.get()));
+          return;
+        }
+        if (!p.refreshed && other == 0 && s_.RefreshAfter(c.resp, p.creds, context_)) {
+          // One more attempt with the refreshed credentials, outside the retry budget.
+          p.refreshed = true;
+          p.creds.reset();
+          --p.attempts;
+          ++s_.retries_;
+          p.state = State::kWaiting;
+          p.ready_at = SteadyClock::now();
+          return;
+        }
+        st = blobclient::S3ErrorToStatus(c.resp, context_, s_.ErrorsContext(p.creds.get()));
+        retryable = code >= 500 || code == 429 || code == 408;
+      }
+      p.last = st;
+      if (!retryable) {
+        Abort(st);
+        return;
+      }
+      if (other != 0) return;  // the other request of this part may still answer
+      if (p.attempts >= s_.options_.max_attempts) {
+        Abort(st);
+        return;
+      }
+      ++s_.retries_;
+      auto delay = s_.Backoff(p.attempts);
+      SPDLOG_LOGGER_DEBUG(&Logger(Module::kBlobClient), "{}: {}; retry {} in {} ms", s_.describe_,
+                          st.ToString(), p.attempts, delay.count());
+      p.state = State::kWaiting;
+      p.ready_at = SteadyClock::now() + delay;
+    }
+
+    S3BlobStore& s_;
+    const std::string_view key_;
+    std::vector<GetPart>& parts_;
+    const Expect& expect_;
+    const std::string context_;
+    const int max_parts_;
+    const std::shared_ptr<Inbox> inbox_ = std::make_shared<Inbox>();  // shared with the callbacks
+    int in_flight_ = 0;  // requests submitted whose completion has not been handled
+    bool failed_ = false;
+    Status fatal_;  // the first failure, once failed_
+    // What the first good answer said about the object: every later part must agree (a read
+    // never assembles parts of two versions, pinned or not).
+    Seen seen_;
   };
 
   // Checks one 2xx/416 answer to part `p` against what was asked: the version (ETag, or without
@@ -996,7 +1034,7 @@ class S3BlobStore final : public BlobStore {
     return Status::OK();
   }
 
-  // Retries for everything but Read (RunGets has the same policy per part). OK with a 2xx
+  // Retries for everything but Read (GetRun has the same policy per part). OK with a 2xx
   // response (or 416 when c.accept_416).
   Result<HttpResponse> Perform(const Call& c) {
     Status last;

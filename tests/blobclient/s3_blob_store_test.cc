@@ -514,7 +514,7 @@ TEST_F(S3BlobStoreTest, SlotWaitTimeoutWithNothingInFlightEndsTheRead) {
   const bool all_returned = results.size() == static_cast<size_t>(kReaders);
   for (std::thread& t : readers) all_returned ? t.join() : t.detach();
   ASSERT_EQ(results.size(), static_cast<size_t>(kReaders))
-      << "a Read never returned (a RunGets waiting for a completion with nothing in flight)";
+      << "a Read never returned (a GetRun waiting for a completion with nothing in flight)";
   // Engine and server go away at TearDown only after every request has ended.
   const auto took = SteadyClock::now() - start;
   EXPECT_LT(took, std::chrono::seconds(10));
