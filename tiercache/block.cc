@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -143,6 +144,28 @@ Status FileExtent::ReadAt(uint64_t at, std::span<std::byte> out) const {
     got += static_cast<size_t>(n);
   }
   return Status::OK();
+}
+
+Result<uint64_t> FileExtent::Checksum() const {
+  // In pieces of 128 KiB: a piece is hashed while the CPU cache still holds it, and each thread's
+  // buffer stays small. A block-size buffer per thread (64 prefetch threads verify L2 blocks
+  // ahead of a reader) was 64 MiB zero-filled and faulted in: 8.6% of the daemon's samples in
+  // memset alone in a warm read of a 1 GiB file from L2 on a new daemon.
+  static constexpr uint64_t kPiece = 128 * 1024;
+  thread_local const std::unique_ptr<std::byte[]> buf =
+      std::make_unique_for_overwrite<std::byte[]>(kPiece);
+  const std::unique_ptr<XXH3_state_t, XXH_errorcode (*)(XXH3_state_t*)> state(XXH3_createState(),
+                                                                              &XXH3_freeState);
+  if (state == nullptr || XXH3_64bits_reset(state.get()) != XXH_OK) {
+    return Status::Internal("XXH3 state");
+  }
+  for (uint64_t at = 0; at < length_;) {
+    const size_t n = static_cast<size_t>(std::min(kPiece, length_ - at));
+    TIERFS_RETURN_IF_ERROR(ReadAt(at, std::span<std::byte>(buf.get(), n)));
+    (void)XXH3_64bits_update(state.get(), buf.get(), n);
+    at += n;
+  }
+  return uint64_t{XXH3_64bits_digest(state.get())};
 }
 
 bool FileExtent::AllCached() const {

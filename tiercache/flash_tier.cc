@@ -467,14 +467,14 @@ class FlashTier final : public Tier {
     }
     auto extent = std::make_shared<const FileExtent>(*fd, 0, length, exact);
     if (!verified) {
-      // One pass through a per-thread buffer: the checksum of exactly `length` bytes.
-      thread_local std::vector<std::byte> buf;
-      if (buf.size() < length) buf.resize(length);
-      Status st = extent->ReadAt(0, std::span<std::byte>(buf.data(), length));
+      // One pass: the checksum of exactly `length` bytes.
+      Result<uint64_t> sum = extent->Checksum();
       const char* problem = nullptr;
-      if (!st.ok()) {
+      Status st;
+      if (!sum.ok()) {
+        st = sum.status();
         problem = st.code() == Status::Code::kCorruption ? "short file" : "read failed";
-      } else if (BlockChecksum(std::span<const std::byte>(buf.data(), length)) != checksum) {
+      } else if (*sum != checksum) {
         problem = "checksum mismatch";
       }
       if (problem) return DropDamaged(key, gen, problem, st);

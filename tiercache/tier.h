@@ -116,6 +116,9 @@ class FileExtent {
   // Copies bytes [at, at + out.size()) of the extent into `out` (pread): for callers that need
   // the bytes in memory. Corruption if the file is shorter.
   Status ReadAt(uint64_t at, std::span<std::byte> out) const;
+  // BlockChecksum (XXH3-64) of the extent's bytes, read in pieces through a small per-thread
+  // buffer. Errors as ReadAt's.
+  Result<uint64_t> Checksum() const;
 
  private:
   const int fd_;

@@ -1,9 +1,11 @@
 // Block naming and storage: MakeBlockKey is a persistent format (tiercache/FORMAT.md), so these
 // tests pin it down byte by byte.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <xxhash.h>
 
 #include <cstring>
+#include <fstream>
 #include <set>
 
 #include "tests/tiercache/test_util.h"
@@ -80,6 +82,32 @@ TEST(BlockChecksumTest, IsXxh3_64) {
   std::string other = data;
   other[100] ^= 1;
   EXPECT_NE(BlockChecksum(testing::AsBytes(data)), BlockChecksum(testing::AsBytes(other)));
+}
+
+TEST(BlockChecksumTest, AFileExtentsChecksumIsBlockChecksumOfItsBytes) {
+  // Read and hashed in 128 KiB pieces: lengths around and across the pieces, at an offset.
+  testing::TcTempDir dir;
+  const std::string data = testing::Pattern(3 * 131072 + 777);
+  const std::string path = dir.path() + "/f";
+  {
+    std::ofstream f(path, std::ios::binary);
+    f << data;
+  }
+  for (const uint64_t off : {uint64_t{0}, uint64_t{5}}) {
+    for (const uint64_t len : {uint64_t{0}, uint64_t{1}, uint64_t{131072}, uint64_t{131073},
+                               uint64_t{2 * 131072 + 3}, uint64_t{data.size() - 5}}) {
+      SCOPED_TRACE(std::to_string(off) + "+" + std::to_string(len));
+      FileExtent e(::open(path.c_str(), O_RDONLY | O_CLOEXEC), off, len);
+      Result<uint64_t> sum = e.Checksum();
+      ASSERT_TRUE(sum.ok()) << sum.status().ToString();
+      EXPECT_EQ(*sum, BlockChecksum(testing::AsBytes(data).subspan(off, len)));
+    }
+  }
+  // A file shorter than the extent: Corruption, as ReadAt says.
+  FileExtent longer(::open(path.c_str(), O_RDONLY | O_CLOEXEC), 0, data.size() + 1);
+  Result<uint64_t> sum = longer.Checksum();
+  ASSERT_FALSE(sum.ok());
+  EXPECT_EQ(sum.status().code(), Status::Code::kCorruption);
 }
 
 TEST(BlockTest, AllocateGivesCapacityAndZeroSize) {
