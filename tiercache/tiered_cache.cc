@@ -251,7 +251,7 @@ class TieredCacheImpl final : public TieredCache {
       return Status::NotFound("not a one-block object served from files");
     }
     int tier = kOriginTier;
-    FileExtentRef ext = TryExtent(obj, 0, 0, size, &tier, /*promote=*/nullptr);
+    FileExtentRef ext = TryExtent(obj, 0, 0, size, size, &tier, /*promote=*/nullptr);
     // The kernel reads the file to its end: exact (no trailer), and no longer than the block on
     // disk either.
     struct stat st {};
@@ -319,7 +319,7 @@ class TieredCacheImpl final : public TieredCache {
       if (options_.file_slices) {
         int ext_tier = kOriginTier;
         if (FileExtentRef ext =
-                TryExtent(obj, index, pos - index * bs, block_len, &ext_tier, &promote)) {
+                TryExtent(obj, index, pos - index * bs, want, block_len, &ext_tier, &promote)) {
           slices.push_back(BlockSlice{nullptr, static_cast<size_t>(pos - index * bs),
                                       static_cast<size_t>(want), ext_tier, std::move(ext)});
           pos += want;
@@ -1387,11 +1387,12 @@ class TieredCacheImpl final : public TieredCache {
     return Served{std::move(fetched), kOriginTier};
   }
 
-  // Block `index` as a verified file extent of the fastest host tier that holds it, when that
-  // tier keeps files (L2) and no faster tier holds the block; null otherwise (a miss, L1 holds
+  // Block `index` as a verified file extent of the fastest host tier that holds it, for a read of
+  // its bytes [in_block, in_block + length), when that tier keeps files (L2) and no faster tier
+  // holds the block; null otherwise (a miss, L1 holds
   // it, a damaged block (dropped by the tier), or the block is due for promotion into L1: the
   // caller then reads it the usual way, which copies it up; `promote` null: never promoted).
-  FileExtentRef TryExtent(const ObjectRef& obj, uint64_t index, uint64_t in_block,
+  FileExtentRef TryExtent(const ObjectRef& obj, uint64_t index, uint64_t in_block, uint64_t length,
                           uint64_t expected, int* tier_out, bool* promote) {
     const BlockKey key = KeyFor(obj, index);
     for (size_t t = 0; t < tiers_.size(); ++t) {
@@ -1404,7 +1405,7 @@ class TieredCacheImpl final : public TieredCache {
           return nullptr;
         }
       }
-      if (t > 0 && promote != nullptr && PromoteNow(key, in_block)) {
+      if (t > 0 && promote != nullptr && PromoteNow(key, in_block, length)) {
         *promote = true;
         return nullptr;
       }
@@ -1423,28 +1424,43 @@ class TieredCacheImpl final : public TieredCache {
     return nullptr;
   }
 
-  // Promote on reuse: true when this hit of `key` in a lower host tier, a read starting at
-  // `in_block`, is its promote_hits-th use within the window (then it is forgotten: the copy-up
-  // follows). A read that starts past the previous one in the same block is the same pass going
-  // on (small sequential reads through a block), not a reuse. A use that comes after more than
-  // L1's capacity / kPromoteReuseShare bytes were read since the block's previous one starts the
-  // count again: L1 would evict the copy before it pays for itself (a shuffled reader of a
-  // dataset many times L1 comes back to each block only after L1 has turned over, and promoting
-  // such blocks copied several times the bytes read into L1 just to evict them).
-  bool PromoteNow(const BlockKey& key, uint64_t in_block) {
+  // Promote on reuse: true when this hit of `key` in a lower host tier, a read of bytes
+  // [in_block, in_block + length) of the block, is its promote_hits-th use within the window
+  // (then it is forgotten: the copy-up follows). A use is a new pass over the block: a read of
+  // bytes the current pass has read already, or one that goes back before the pass's first byte
+  // after at least kReorderBytes were read since the block's previous hit. Anything else is the
+  // same pass going on: small sequential reads through a block, and a sequential reader's
+  // requests that arrive out of order (the kernel has several reads of a file in flight; with
+  // reads smaller than a block (FuseOptions::fit_reads_to_splice_pipe) the one that reads a
+  // block's tail may be served before the one that read its head, and counting that as a reuse
+  // copied about one block in twenty into L1 on a warm read from L2). A use that comes after
+  // more than L1's capacity / kPromoteReuseShare bytes were read since the block's previous one
+  // starts the count again: L1 would evict the copy before it pays for itself (a shuffled reader
+  // of a dataset many times L1 comes back to each block only after L1 has turned over, and
+  // promoting such blocks copied several times the bytes read into L1 just to evict them).
+  bool PromoteNow(const BlockKey& key, uint64_t in_block, uint64_t length) {
     if (options_.promote_hits == 0) return false;
     if (options_.promote_hits == 1) return true;
     const uint64_t now = stats_.bytes_served.load(std::memory_order_relaxed);
     const uint64_t near = tiers_[0]->Stats().capacity.load() / kPromoteReuseShare;
+    const uint64_t begin = in_block, end = in_block + std::max<uint64_t>(length, 1);
     MutexLock l(&promote_mu_);
     if (promote_window_.size() >= kPromoteWindow) promote_window_.clear();
-    auto [it, fresh] = promote_window_.try_emplace(key, PromoteState{1, in_block, now});
+    auto [it, fresh] = promote_window_.try_emplace(key, PromoteState{1, begin, end, now});
     if (fresh) return false;
     PromoteState& p = it->second;
-    const bool reuse = in_block <= p.last_offset;
+    const bool again = begin < p.pass_end && p.pass_begin < end;
+    const bool back = begin < p.pass_begin && now - p.last_use >= kReorderBytes;
+    const bool reuse = again || back;
     const bool soon = now - p.last_use < near;
-    p.last_offset = in_block;
     p.last_use = now;
+    if (reuse) {
+      p.pass_begin = begin;
+      p.pass_end = end;
+    } else {
+      p.pass_begin = std::min(p.pass_begin, begin);
+      p.pass_end = std::max(p.pass_end, end);
+    }
     if (reuse && !soon) p.uses = 1;
     if (!reuse || !soon || ++p.uses < options_.promote_hits) return false;
     promote_window_.erase(it);
@@ -1971,10 +1987,15 @@ class TieredCacheImpl final : public TieredCache {
   // since the block's previous use.
   static constexpr uint64_t kPromoteReuseShare = 4;
   Mutex promote_mu_;
+  // Bytes read (by anyone) after a block's previous hit beyond which a read going back before
+  // the current pass is a new pass, not a request of the same pass served out of order.
+  static constexpr uint64_t kReorderBytes = 8ULL << 20;
   struct PromoteState {
-    uint32_t uses = 0;         // reuses counted (the first hit is 1)
-    uint64_t last_offset = 0;  // where in the block the last read started
-    uint64_t last_use = 0;     // stats_.bytes_served at the previous use
+    uint32_t uses = 0;  // reuses counted (the first hit is 1)
+    // The bytes of the block the current pass read, as one span.
+    uint64_t pass_begin = 0;
+    uint64_t pass_end = 0;
+    uint64_t last_use = 0;  // stats_.bytes_served at the previous hit
   };
   std::unordered_map<BlockKey, PromoteState, tiercache_internal::BlockKeyHash> promote_window_
       GUARDED_BY(promote_mu_);

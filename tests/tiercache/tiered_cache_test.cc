@@ -470,9 +470,33 @@ TEST_F(TieredCacheTest, FileSlicesPromoteOnlyWhatComesBackBeforeL1TurnsOver) {
   EXPECT_EQ(ReadAll(c.get(), o, kBs, 80 * kBs), data.substr(kBs, 80 * kBs));
   EXPECT_EQ(ReadAll(c.get(), o, 50, 10), data.substr(50, 10));
   EXPECT_FALSE(c->tiers()[0]->Contains(k0));
-  // Back again at once: that reuse is near enough, the block is promoted.
-  EXPECT_EQ(ReadAll(c.get(), o, 10, 10), data.substr(10, 10));
+  // The same bytes again at once: that reuse is near enough, the block is promoted.
+  EXPECT_EQ(ReadAll(c.get(), o, 50, 10), data.substr(50, 10));
   EXPECT_TRUE(c->tiers()[0]->Contains(k0));
+  EXPECT_EQ(ParseStats(c->StatsText())["promotions"], 1u);
+}
+
+// A sequential reader's requests may arrive out of order (the kernel has several in flight): a
+// block's tail served before its head is the same pass, not a reuse; reading bytes again is.
+TEST_F(TieredCacheTest, FileSlicesPromoteOnBytesReadAgainNotOnReorderedRequests) {
+  options_.file_slices = true;
+  options_.promote_hits = 2;
+  const std::string data = Pattern(3 * kBs, 6);
+  const ObjectRef o = Put("obj", data);
+  {
+    auto c = OpenCache();
+    EXPECT_EQ(ReadAll(c.get(), o, 0, data.size()), data);
+  }
+  auto c = OpenCache();  // fresh L1; every block in L2
+  const BlockKey k1 = MakeBlockKey(origin_.Describe(), "obj", o.info.etag, kBs, 1);
+  // Block 1's second half, then its first half (each read also touches a neighbour block).
+  EXPECT_EQ(ReadAll(c.get(), o, kBs + kBs / 2, kBs), data.substr(kBs + kBs / 2, kBs));
+  EXPECT_EQ(ReadAll(c.get(), o, kBs / 2, kBs), data.substr(kBs / 2, kBs));
+  EXPECT_FALSE(c->tiers()[0]->Contains(k1));
+  EXPECT_EQ(ParseStats(c->StatsText())["promotions"], 0u);
+  // Bytes of block 1 read again: a reuse, promoted.
+  EXPECT_EQ(ReadAll(c.get(), o, kBs + 100, 10), data.substr(kBs + 100, 10));
+  EXPECT_TRUE(c->tiers()[0]->Contains(k1));
   EXPECT_EQ(ParseStats(c->StatsText())["promotions"], 1u);
 }
 
