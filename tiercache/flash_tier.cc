@@ -40,6 +40,7 @@
 #include "base/mutex.h"
 #include "tiercache/internal/chunk_trailer.h"
 #include "tiercache/internal/eviction_list.h"
+#include "tiercache/single_flight.h"
 #include "tiercache/tier.h"
 
 namespace tierfs {
@@ -215,20 +216,24 @@ class FlashTier final : public Tier {
     return Extent(key, /*use=*/true);
   }
 
-  // Readahead: a block not yet verified in this run is verified now, on the readahead thread
-  // (read whole: its pages land in the page cache, and the reader's OpenExtent finds it
-  // verified); a verified one gets posix_fadvise(WILLNEED).
-  void WillNeed(const BlockKey& key) override EXCLUDES(mu_) {
-    bool verified;
-    {
-      MutexLock l(&mu_);
-      List::Node* n = list_.Find(key);
-      if (n == nullptr) return;
-      verified = n->payload.verified;
-    }
-    if (verified) {
+  // Readahead: every block's file is read ahead by the kernel (posix_fadvise WILLNEED: all of
+  // them at once, so their disk reads overlap), then the blocks not yet verified in this run are
+  // verified, in order, on this readahead thread (their pages arrive meanwhile; the reader's
+  // OpenExtent then finds them verified). Verifying them one by one without the hints would wait
+  // for each file's disk reads in turn, and a fast reader would catch up and check the blocks
+  // itself.
+  void WillNeed(std::span<const BlockKey> keys) override EXCLUDES(mu_) {
+    std::vector<BlockKey> unverified;
+    for (const BlockKey& key : keys) {
+      {
+        MutexLock l(&mu_);
+        List::Node* n = list_.Find(key);
+        if (n == nullptr) continue;
+        if (!n->payload.verified) unverified.push_back(key);
+      }
       (void)flash_->WillNeed(BlockPath(key));  // a hint: a failure only costs speed
-    } else {
+    }
+    for (const BlockKey& key : unverified) {
       (void)Extent(key, /*use=*/false);  // a damaged block is dropped here, counted as usual
     }
   }
@@ -467,18 +472,35 @@ class FlashTier final : public Tier {
     }
     auto extent = std::make_shared<const FileExtent>(*fd, 0, length, exact);
     if (!verified) {
-      // One pass: the checksum of exactly `length` bytes.
-      Result<uint64_t> sum = extent->Checksum();
-      const char* problem = nullptr;
-      Status st;
-      if (!sum.ok()) {
-        st = sum.status();
-        problem = st.code() == Status::Code::kCorruption ? "short file" : "read failed";
-      } else if (*sum != checksum) {
-        problem = "checksum mismatch";
+      // One check per block however many threads want it at once: readahead checking a block
+      // and the reader catching up with it would otherwise both read and hash the file (the
+      // others wait for the first one's verdict).
+      bool merged = false;
+      Result<bool> ok = verify_flight_.Do(
+          key,
+          [&]() -> Result<bool> {
+            if (std::optional<Found> now = Lookup(key, /*use=*/false); now && now->verified) {
+              return true;  // a check that ended between our lookup and Do()
+            }
+            // One pass: the checksum of exactly `length` bytes.
+            Result<uint64_t> sum = extent->Checksum();
+            const char* problem = nullptr;
+            Status st;
+            if (!sum.ok()) {
+              st = sum.status();
+              problem = st.code() == Status::Code::kCorruption ? "short file" : "read failed";
+            } else if (*sum != checksum) {
+              problem = "checksum mismatch";
+            }
+            if (problem) return DropDamaged(key, gen, problem, st);
+            MarkVerified(key, gen);
+            return true;
+          },
+          &merged);
+      if (!ok.ok()) {
+        if (use && merged) ++stats_.misses;  // the leader counted its own
+        return ok.status();
       }
-      if (problem) return DropDamaged(key, gen, problem, st);
-      MarkVerified(key, gen);
     }
     if (use) {
       ++stats_.hits;
@@ -692,6 +714,8 @@ class FlashTier final : public Tier {
   uint64_t free_estimate_ GUARDED_BY(mu_) = UINT64_MAX;
   uint64_t next_gen_ GUARDED_BY(mu_) = 0;
   int64_t last_flush_mono_ GUARDED_BY(mu_) = 0;
+  // The first checks of blocks in this run (Extent) in flight, one per block.
+  SingleFlight<BlockKey, Result<bool>, BlockKeyHash> verify_flight_;
   std::unordered_set<BlockKey, BlockKeyHash> inserting_ GUARDED_BY(mu_);
   std::unordered_set<BlockKey, BlockKeyHash> deleting_ GUARDED_BY(mu_);
   std::unordered_set<BlockKey, BlockKeyHash> dirty_ GUARDED_BY(mu_);  // atime not persisted

@@ -252,9 +252,11 @@ class Tier {
   virtual Result<FileExtentRef> OpenExtent(const BlockKey& key) {
     return Status::NotSupported("file extents");
   }
-  // A hint that the block will be read soon (L2: the kernel starts reading its file into the
-  // page cache, asynchronously). No-op for tiers without files.
-  virtual void WillNeed(const BlockKey& key) {}
+  // A hint that these blocks will be read soon, in this order (L2: the kernel starts reading all
+  // their files into the page cache at once, asynchronously, and blocks not yet verified in this
+  // run are then verified in order, each as its pages arrive). Keys the tier does not hold are
+  // skipped. No-op for tiers without files.
+  virtual void WillNeed(std::span<const BlockKey> keys) {}
   // Pins or unpins a block the tier holds (no-op if it does not hold it, or for tiers without
   // pins). A pinned block is never evicted; Erase still drops it.
   virtual void SetPinned(const BlockKey& key, bool pinned) {}

@@ -1468,16 +1468,27 @@ class TieredCacheImpl final : public TieredCache {
     return true;
   }
 
-  // Readahead of a block that a lower host tier (L2) holds while file slices are on: the tier is
-  // asked to have it ready (page cache) instead of copying it to L1. True if one held it.
-  bool HintLowerHostTier(const BlockKey& key) {
+  // True when a lower host tier (L2) holds `key`: with file slices on, readahead leaves such a
+  // block where it is (HintLowerHostTiers) instead of copying it to L1.
+  bool LowerHostTierHolds(const BlockKey& key) {
     for (size_t t = 1; t < tiers_.size() && tiers_[t]->kind() == TierKind::kHost; ++t) {
-      if (tiers_[t]->Contains(key)) {
-        tiers_[t]->WillNeed(key);
-        return true;
-      }
+      if (tiers_[t]->Contains(key)) return true;
     }
     return false;
+  }
+
+  // Readahead of blocks [first, end) of `obj` that a lower host tier holds and the fastest does
+  // not: the tier is asked to have them ready (Tier::WillNeed: page cache, verified), all of a
+  // task's at once so that their files' disk reads overlap.
+  void HintLowerHostTiers(const ObjectRef& obj, uint64_t first, uint64_t end) {
+    for (size_t t = 1; t < tiers_.size() && tiers_[t]->kind() == TierKind::kHost; ++t) {
+      std::vector<BlockKey> keys;
+      for (uint64_t i = first; i < end; ++i) {
+        const BlockKey key = KeyFor(obj, i);
+        if (tiers_[t]->Contains(key) && !InFastestTier(key)) keys.push_back(key);
+      }
+      if (!keys.empty()) tiers_[t]->WillNeed(keys);
+    }
   }
 
   // Bytes [in_block, in_block + length) of block `index`, read alone from the fastest host tier
@@ -1676,10 +1687,11 @@ class TieredCacheImpl final : public TieredCache {
   void RunTask(const PrefetchTask& task, const std::stop_token& st) {
     const ObjectRef& obj = *task.obj;
     const uint64_t end = task.first + task.count;
+    if (options_.file_slices) HintLowerHostTiers(obj, task.first, end);
     for (uint64_t i = task.first; i < end && !st.stop_requested();) {
       const BlockKey key = KeyFor(obj, i);
       if (InFastestTier(key) || flights_.InFlight(key) ||
-          (options_.file_slices && HintLowerHostTier(key))) {
+          (options_.file_slices && LowerHostTierHolds(key))) {
         ++i;
         continue;
       }
