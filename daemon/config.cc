@@ -1023,6 +1023,8 @@ Status FinishOptions(DaemonOptions* o, const GetEnvFn& getenv) {
     // A manifest's tree never changes: the kernel may keep every entry and attribute.
     o->fuse.entry_timeout = o->fuse.attr_timeout = o->fuse.negative_timeout = kForever;
   }
+  // L2 hits are replied from their files: read requests sized so the splice pipe holds them.
+  o->fuse.fit_reads_to_splice_pipe = o->cache.file_slices && o->l2.capacity_bytes != 0;
   o->fs.prefetch.readahead_max_bytes = o->cache.readahead_max_bytes;
   // Runs outstanding for a random-read hydration: at most 8 (half of the 16 runs' bytes the pool
   // fetches at once, TieredCacheOptions::prefetch_threads), so the readahead queue never

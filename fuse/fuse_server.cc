@@ -15,11 +15,13 @@
 // L2 hits, TieredCacheOptions::file_slices) are replied with fuse_reply_data over a bufvec whose
 // buffers are the files (FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK; memory slices of the same read ride
 // along as memory buffers): with SPLICE_WRITE libfuse splices the file's page-cache pages into a
-// pipe and on to /dev/fuse, so the bytes never cross user space. A reply the pipe cannot hold
-// (Init probes how far it can grow: without CAP_SYS_RESOURCE, fs.pipe-max-size, 1 MiB by
-// default, less than a 1 MiB reply and its header) is read into a per-thread buffer and written
-// with writev instead (ReplyFromFilesCopied), not through libfuse's fallback, which allocates a
-// reply-sized buffer per reply. SPLICE_MOVE/READ are not requested.
+// pipe and on to /dev/fuse, so the bytes never cross user space. Mount probes how far a pipe
+// can grow (without CAP_SYS_RESOURCE only to fs.pipe-max-size, 1 MiB by default, less than a
+// 1 MiB reply and its header) and, with FuseOptions::fit_reads_to_splice_pipe, asks the kernel
+// for reads no larger than such a pipe splices (1004 KiB). A reply the pipe cannot hold even so
+// is read into a per-thread buffer and written with writev instead (ReplyFromFilesCopied), not
+// through libfuse's fallback, which allocates a reply-sized buffer per reply. SPLICE_MOVE/READ
+// are not requested.
 //
 // Store at open (FuseOptions::store_on_open_max): a small file whose bytes are all in L1/L2 is
 // written into the kernel's page cache with fuse_lowlevel_notify_store before its open is
@@ -337,8 +339,11 @@ struct FuseServer::Context {
   // open_in_kernel and the kernel offers it: opens are answered ENOSYS. Set by Init, before any
   // open arrives.
   std::atomic<bool> no_open{false};
-  // The largest pipe libfuse can splice a reply through (0: no splicing), probed by Init. A
-  // reply from cache files that needs more is copied by ReplyFromFilesCopied instead.
+  // The largest pipe this process can have (ProbeSplicePipe, at Mount).
+  size_t pipe_bytes = 0;
+  // The largest pipe libfuse can splice a reply through (0: no splicing): pipe_bytes, set by Init
+  // when the kernel offers splicing. A reply from cache files that needs more is copied by
+  // ReplyFromFilesCopied instead.
   std::atomic<size_t> splice_pipe_bytes{0};
 
   // ---- passthrough (see the file comment) ----
@@ -842,7 +847,7 @@ void Init(void* userdata, struct fuse_conn_info* conn) {
   ctx->no_open.store(ctx->open_in_kernel && (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0);
   if (conn->capable & FUSE_CAP_SPLICE_WRITE) {
     conn->want |= FUSE_CAP_SPLICE_WRITE;
-    ctx->splice_pipe_bytes.store(ProbeSplicePipe(ctx->max_read));
+    ctx->splice_pipe_bytes.store(ctx->pipe_bytes);
   }
   conn->max_read = ctx->max_read;
   conn->max_readahead = ctx->max_readahead;
@@ -1527,6 +1532,16 @@ std::string EscapeOpt(std::string_view v) {
 
 }  // namespace
 
+uint32_t FitReadToPipe(uint32_t max_read, size_t pipe) {
+  constexpr size_t kSlices = 2;
+  constexpr size_t kMinRead = 128 << 10;
+  if (SplicePipeNeed(max_read, kSlices) <= pipe) return max_read;
+  const size_t overhead = SplicePipeNeed(0, kSlices);
+  const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  if (pipe < overhead + kMinRead) return max_read;
+  return static_cast<uint32_t>(std::min<size_t>(max_read, (pipe - overhead) / page * page));
+}
+
 FuseServer::FuseServer(const FuseOptions& options, std::unique_ptr<Context> ctx, fuse_session* se,
                        std::string mountpoint)
     : options_(options), ctx_(std::move(ctx)), se_(se), mountpoint_(std::move(mountpoint)) {}
@@ -1543,6 +1558,13 @@ Result<std::unique_ptr<FuseServer>> FuseServer::Mount(const FuseOptions& options
   ctx->negative_timeout = TimeoutSeconds(options.negative_timeout);
   ctx->max_read = options.max_read;
   ctx->max_readahead = options.max_readahead;
+  ctx->pipe_bytes = ProbeSplicePipe(options.max_read);
+  if (options.fit_reads_to_splice_pipe) {
+    // Reads the pipe can splice from cache files (FuseOptions::fit_reads_to_splice_pipe); the
+    // kernel's readahead no larger, or it would split each window into a full read and a sliver.
+    ctx->max_read = FitReadToPipe(options.max_read, ctx->pipe_bytes);
+    ctx->max_readahead = std::min(options.max_readahead, ctx->max_read);
+  }
   ctx->max_background = kMaxBackground;
   ctx->open_in_kernel = options.open_in_kernel;
   ctx->store_on_open_max = options.store_on_open_max;
@@ -1560,7 +1582,7 @@ Result<std::unique_ptr<FuseServer>> FuseServer::Mount(const FuseOptions& options
   // us), and the control plane is user.tierfs.* setxattr. Every write operation is refused
   // here instead (EROFS from Open for writing, Create, Write, SetAttr, MkDir, ...).
   std::string o = "subtype=tierfs,fsname=" + EscapeOpt(options.fsname) +
-                  ",max_read=" + std::to_string(options.max_read);
+                  ",max_read=" + std::to_string(ctx->max_read);
   if (options.allow_other) o += ",allow_other";
   if (options.allow_root) o += ",allow_root";
   if (options.default_permissions) o += ",default_permissions";

@@ -98,6 +98,13 @@ struct FuseOptions {
   // Largest read request and kernel readahead (the kernel may lower both).
   uint32_t max_read = 1U << 20;
   uint32_t max_readahead = 1U << 20;
+  // Lower max_read (and max_readahead with it) to what this process's splice pipe can carry
+  // from cache files: a read across a block boundary, two file slices plus the reply header.
+  // Without CAP_SYS_RESOURCE a pipe grows only to fs.pipe-max-size (1 MiB by default), which
+  // cannot hold a 1 MiB read and its header: reads of 1004 KiB are spliced, while 1 MiB ones
+  // would be read into a buffer and written (one copy more). daemon/ sets it when L2 hits are
+  // served from their files (cache.l2_splice with an L2).
+  bool fit_reads_to_splice_pipe = false;
   // libfuse debug output (every request) through the fuse logger.
   bool debug = false;
   // Where the server publishes tierfs_fuse_requests_total{op} and
@@ -115,6 +122,13 @@ int ToErrno(const Status& status, ErrnoContext context = ErrnoContext::kDefault)
 
 // A kernel cache timeout in seconds for `d`; kForever and anything beyond a year → one year.
 double TimeoutSeconds(std::chrono::nanoseconds d);
+
+// The largest read request whose reply from two cache files (a read across a block boundary) a
+// splice pipe of `pipe_bytes` holds with its header (FuseOptions::fit_reads_to_splice_pipe):
+// `max_read` when it fits, else the largest multiple of the page size that does (a 1 MiB pipe:
+// 1004 KiB). `max_read` as it is when the pipe would leave reads under 128 KiB (replies from
+// cache files are then read into a buffer and written).
+uint32_t FitReadToPipe(uint32_t max_read, size_t pipe_bytes);
 
 class FuseServer {
  public:

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -928,6 +929,26 @@ TEST(TimeoutSecondsTest, ForeverIsAYear) {
   EXPECT_DOUBLE_EQ(TimeoutSeconds(std::chrono::milliseconds(1500)), 1.5);
   EXPECT_DOUBLE_EQ(TimeoutSeconds(kForever), 365.0 * 24 * 3600);
   EXPECT_DOUBLE_EQ(TimeoutSeconds(std::chrono::hours(24 * 365 * 10)), 365.0 * 24 * 3600);
+}
+
+TEST(FitReadToPipeTest, ReadsShrinkToWhatThePipeSplices) {
+  constexpr uint32_t kMiB = 1U << 20;
+  // Room for the reply: the bytes, its 16-byte header, a page per buffer (two file slices, the
+  // header) and a spare page (libfuse's fuse_send_data_iov).
+  const auto page = static_cast<uint32_t>(::sysconf(_SC_PAGESIZE));
+  EXPECT_EQ(FitReadToPipe(kMiB, 2 * kMiB), kMiB);
+  EXPECT_EQ(FitReadToPipe(kMiB, kMiB + 4 * page + 16), kMiB);
+  // fs.pipe-max-size's default, 1 MiB: 1004 KiB with 4 KiB pages.
+  const uint32_t fit = FitReadToPipe(kMiB, kMiB);
+  EXPECT_EQ(fit % page, 0u);
+  EXPECT_LE(fit + 4 * page + 16, kMiB);
+  EXPECT_GT(fit + page + 4 * page + 16, kMiB);
+  if (page == 4096) {
+    EXPECT_EQ(fit, 1004U << 10);
+  }
+  // Smaller requests stay as they are; a pipe too small for useful reads changes nothing.
+  EXPECT_EQ(FitReadToPipe(128 << 10, kMiB), 128U << 10);
+  EXPECT_EQ(FitReadToPipe(kMiB, 64 << 10), kMiB);
 }
 
 }  // namespace
