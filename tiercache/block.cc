@@ -5,6 +5,13 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <xxhash.h>
+// Block checksums hash every byte tierfs stores or serves from L2 and L3: on x86-64 they go
+// through libxxhash's runtime dispatch (XXH3_64bits and XXH3_64bits_update become their
+// *_dispatch forms, which pick AVX-512, AVX2 or SSE2 by cpuid) instead of the library's
+// baseline SSE2 code. The same function, the same values (tests/tiercache/block_test.cc).
+#if defined(__x86_64__) && __has_include(<xxh_x86dispatch.h>)
+#include <xxh_x86dispatch.h>
+#endif
 
 #include <algorithm>
 #include <atomic>
