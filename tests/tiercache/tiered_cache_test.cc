@@ -73,6 +73,15 @@ class TieredCacheTest : public ::testing::Test {
     return o;
   }
 
+  // Puts `data` as `key` and reads it whole once through a cache that is closed again: its
+  // blocks are in L2 (files and index) for the next OpenCache().
+  ObjectRef PutThroughCache(const std::string& key, const std::string& data) {
+    const ObjectRef o = Put(key, data);
+    auto c = OpenCache();
+    EXPECT_EQ(ReadAll(c.get(), o, 0, data.size()), data);
+    return o;
+  }
+
   static std::string ReadAll(TieredCache* c, const ObjectRef& o, uint64_t off, uint64_t len) {
     auto r = c->Read(o, off, len);
     EXPECT_TRUE(r.ok()) << r.status().ToString();
@@ -354,11 +363,7 @@ TEST_F(TieredCacheTest, SmallReadsOfL2OnlyBlocksReadOneChunk) {
   options_.block_size = 128 << 10;  // four 32 KiB chunks per block
   l2_options_.capacity_bytes = 4 << 20;
   const std::string data = Pattern(3 * (128 << 10) + 1000, 9);
-  const ObjectRef o = Put("obj", data);
-  {
-    auto c = OpenCache();
-    ASSERT_EQ(ReadAll(c.get(), o, 0, data.size()), data);
-  }
+  const ObjectRef o = PutThroughCache("obj", data);
   auto c = OpenCache(/*with_l1=*/false);  // L2 only, from the cache left behind
   const uint64_t reads_before = faulty_->reads();
   EXPECT_EQ(ReadAll(c.get(), o, 200000, 4096), data.substr(200000, 4096));
@@ -386,11 +391,7 @@ TEST_F(TieredCacheTest, SmallReadsOfL2OnlyBlocksReadOneChunk) {
 
 TEST_F(TieredCacheTest, RemountServesFromL2WithZeroOriginReads) {
   const std::string data = Pattern(5 * kBs + 3);
-  ObjectRef o = Put("obj", data);
-  {
-    auto c = OpenCache();
-    EXPECT_EQ(ReadAll(c.get(), o, 0, data.size()), data);
-  }
+  ObjectRef o = PutThroughCache("obj", data);
   origin_.ResetCounters();
   auto c = OpenCache();  // new L1, new FlashTier over the same directory and index
   EXPECT_EQ(ReadAll(c.get(), o, 0, data.size()), data);
@@ -458,11 +459,7 @@ TEST_F(TieredCacheTest, FileSlicesPromoteOnlyWhatComesBackBeforeL1TurnsOver) {
   };
   const uint64_t blocks = 100;  // L1 and L2 hold 256 blocks; a quarter of L1 is 64 blocks
   const std::string data = Pattern(blocks * kBs, 9);
-  const ObjectRef o = Put("obj", data);
-  {
-    auto c = OpenCache();
-    EXPECT_EQ(ReadAll(c.get(), o, 0, data.size()), data);
-  }
+  const ObjectRef o = PutThroughCache("obj", data);
   auto c = OpenCache();  // fresh L1; every block in L2
   const BlockKey k0 = MakeBlockKey(origin_.Describe(), "obj", o.info.etag, kBs, 0);
   EXPECT_EQ(ReadAll(c.get(), o, 100, 10), data.substr(100, 10));
@@ -482,11 +479,7 @@ TEST_F(TieredCacheTest, FileSlicesPromoteOnBytesReadAgainNotOnReorderedRequests)
   options_.file_slices = true;
   options_.promote_hits = 2;
   const std::string data = Pattern(3 * kBs, 6);
-  const ObjectRef o = Put("obj", data);
-  {
-    auto c = OpenCache();
-    EXPECT_EQ(ReadAll(c.get(), o, 0, data.size()), data);
-  }
+  const ObjectRef o = PutThroughCache("obj", data);
   auto c = OpenCache();  // fresh L1; every block in L2
   const BlockKey k1 = MakeBlockKey(origin_.Describe(), "obj", o.info.etag, kBs, 1);
   // Block 1's second half, then its first half (each read also touches a neighbour block).
@@ -504,11 +497,7 @@ TEST_F(TieredCacheTest, FileSlicesNeverPromoteWithZeroAndSpliceNothingUnverified
   options_.file_slices = true;
   options_.promote_hits = 0;
   const std::string data = Pattern(2 * kBs, 6);
-  const ObjectRef o = Put("obj", data);
-  {
-    auto c = OpenCache();
-    EXPECT_EQ(ReadAll(c.get(), o, 0, data.size()), data);
-  }
+  const ObjectRef o = PutThroughCache("obj", data);
   // A byte of block 1 changed on the disk between the runs.
   {
     std::fstream f(BlockFile(o, 1), std::ios::in | std::ios::out | std::ios::binary);
