@@ -464,7 +464,11 @@ class FlashTier final : public Tier {
   Result<FileExtentRef> Extent(const BlockKey& key, bool use) EXCLUDES(mu_) {
     std::optional<Found> found = Lookup(key, use);
     if (!found) return Status::NotFound("l2 miss");
-    const auto [length, checksum, gen, verified, exact] = *found;
+    // Named copies, not a structured binding: the check's lambda captures them (clang < 16
+    // cannot capture structured bindings).
+    const uint32_t length = found->length;
+    const uint64_t checksum = found->checksum, gen = found->gen;
+    const bool verified = found->verified, exact = found->exact;
     Result<int> fd = flash_->OpenForRead(BlockPath(key));
     if (!fd.ok()) {
       return DropDamaged(key, gen, fd.status().IsNotFound() ? "file missing" : "open failed",
