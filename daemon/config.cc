@@ -424,6 +424,11 @@ const std::vector<KeySpec>& Schema() {
          o->fuse.passthrough = v.b;
          return Status::OK();
        }},
+      {"fuse", "splice_sized_reads", Kind::kBool,
+       [](const Value& v, DaemonOptions* o) {
+         o->fuse.fit_reads_to_splice_pipe = v.b;
+         return Status::OK();
+       }},
       {"fuse", "store_on_open_max", Kind::kSize,
        [](const Value& v, DaemonOptions* o) {
          if (v.size > (4ULL << 20)) return Status::InvalidArgument("must be at most 4MiB");
@@ -1023,8 +1028,9 @@ Status FinishOptions(DaemonOptions* o, const GetEnvFn& getenv) {
     // A manifest's tree never changes: the kernel may keep every entry and attribute.
     o->fuse.entry_timeout = o->fuse.attr_timeout = o->fuse.negative_timeout = kForever;
   }
-  // L2 hits are replied from their files: read requests sized so the splice pipe holds them.
-  o->fuse.fit_reads_to_splice_pipe = o->cache.file_slices && o->l2.capacity_bytes != 0;
+  // Read requests sized so the splice pipe holds them only where L2 hits are replied from files.
+  o->fuse.fit_reads_to_splice_pipe =
+      o->fuse.fit_reads_to_splice_pipe && o->cache.file_slices && o->l2.capacity_bytes != 0;
   o->fs.prefetch.readahead_max_bytes = o->cache.readahead_max_bytes;
   // Runs outstanding for a random-read hydration: at most 8 (half of the 16 runs' bytes the pool
   // fetches at once, TieredCacheOptions::prefetch_threads), so the readahead queue never

@@ -16,7 +16,8 @@
 //               connect_timeout, request_timeout, low_speed_time, max_attempts, backoff_base,
 //               backoff_max, max_connections, initial_concurrency, hedge, hedge_min_delay,
 //               hedge_max_size, part_size, max_parts_in_flight
-//   [fuse]      max_threads, clone_fd, open_in_kernel, passthrough, store_on_open_max,
+//   [fuse]      max_threads, clone_fd, open_in_kernel, passthrough, splice_sized_reads,
+//   store_on_open_max,
 //               allow_other, allow_root, default_permissions, uid, gid, file_mode, dir_mode,
 //               options
 //   [log]       level, file, format

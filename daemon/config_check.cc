@@ -169,6 +169,8 @@ const std::map<std::string, Getter, std::less<>>& Getters() {
       {"fuse.clone_fd", [](const DaemonOptions& o) { return Bool(o.fuse.clone_fd); }},
       {"fuse.open_in_kernel", [](const DaemonOptions& o) { return Bool(o.fuse.open_in_kernel); }},
       {"fuse.passthrough", [](const DaemonOptions& o) { return Bool(o.fuse.passthrough); }},
+      {"fuse.splice_sized_reads",
+       [](const DaemonOptions& o) { return Bool(o.fuse.fit_reads_to_splice_pipe); }},
       {"fuse.store_on_open_max",
        [](const DaemonOptions& o) { return Size(o.fuse.store_on_open_max); }},
       {"fuse.allow_other", [](const DaemonOptions& o) { return Bool(o.fuse.allow_other); }},

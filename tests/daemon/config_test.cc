@@ -580,6 +580,23 @@ TEST(ConfigTest, PassthroughIsOffUnlessAsked) {
   EXPECT_TRUE(Contains(m, "key 'fuse.passthrough'")) << m;
 }
 
+TEST(ConfigTest, SpliceSizedReadsAreOffUnlessAskedAndNeedAnL2ServedFromFiles) {
+  DaemonOptions o = Base();
+  EXPECT_FALSE(o.fuse.fit_reads_to_splice_pipe);
+  ASSERT_TRUE(ApplyConfigText("[fuse]\nsplice_sized_reads = true\n", "t.toml", &o).ok());
+  EXPECT_TRUE(o.fuse.fit_reads_to_splice_pipe);
+  ASSERT_TRUE(FinishOptions(&o, FakeEnv({})).ok());
+  EXPECT_EQ(o.fuse.fit_reads_to_splice_pipe, o.l2.capacity_bytes != 0 && o.cache.file_slices);
+  DaemonOptions off = Base();
+  ASSERT_TRUE(ApplyConfigText("[fuse]\nsplice_sized_reads = true\n[cache]\nl2_splice = false\n",
+                              "t.toml", &off)
+                  .ok());
+  ASSERT_TRUE(FinishOptions(&off, FakeEnv({})).ok());
+  EXPECT_FALSE(off.fuse.fit_reads_to_splice_pipe);
+  const std::string m = Err(ApplyConfigText("[fuse]\nsplice_sized_reads = 2\n", "t.toml", &o));
+  EXPECT_TRUE(Contains(m, "key 'fuse.splice_sized_reads'")) << m;
+}
+
 TEST(ConfigTest, L1PrefaultIsOffUnlessAsked) {
   DaemonOptions o = Base();
   EXPECT_FALSE(o.l1_prefault);
