@@ -322,10 +322,11 @@ TEST_F(FlashTierTest, WillNeedVerifiesTheBlocksAheadOfTheReader) {
   EXPECT_EQ(t->Stats().corruptions, 1u);
 }
 
-// Many readers (and readahead) asking for the same blocks' files at once on a new run: each
-// block is checked once, every good one is handed out with its bytes, every damaged one is
-// dropped once and is a miss for everyone.
-TEST_F(FlashTierTest, ConcurrentFirstUsesOfABlockShareOneCheck) {
+// Many readers (and readahead) asking for the same blocks' files at once on a new run (the
+// checks single-flighted per block): every good block is handed out with its bytes, every
+// damaged one is dropped once and is a miss for everyone. (That each block is read only once is
+// not observable here: the check reads through the extent's descriptor, not the FlashStore.)
+TEST_F(FlashTierTest, ConcurrentFirstUsesOfABlockAgreeAndDropEachDamagedOneOnce) {
   constexpr int kBlocks = 16;
   options_.capacity_bytes = 2 << 20;
   std::vector<std::string> datas;
