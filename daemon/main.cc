@@ -792,6 +792,13 @@ int RunLogLevel(const std::string& level, const std::string& mountpoint) {
     if (setxattr(m.mountpoint.c_str(), "user.tierfs.log_level", level.data(), level.size(), 0) !=
         0) {
       const int err = errno;
+      if (err == ENOTCONN && mountpoint.empty()) {
+        // "Every mount" means every live one: a mount whose daemon died has no level to change
+        // (`tierfs status` reports it); only a stale mount named on the command line is an error.
+        std::fprintf(stderr, "tierfs log-level: %s: skipped, stale (the daemon is gone)\n",
+                     m.mountpoint.c_str());
+        continue;
+      }
       std::fprintf(stderr, "tierfs log-level: %s: %s%s\n", m.mountpoint.c_str(), std::strerror(err),
                    err == EPERM || err == EACCES
                        ? " (only root and the user who mounted may change the log level)"
@@ -1219,7 +1226,8 @@ int Main(int argc, char** argv) {
   CLI::App* loglevel = app.add_subcommand(
       "log-level",
       "Change the log level of running daemons at once (sets user.tierfs.log_level on the "
-      "mount's root; root or the mounting user only). Without MOUNTPOINT: every tierfs mount.");
+      "mount's root; root or the mounting user only). Without MOUNTPOINT: every live tierfs "
+      "mount (stale ones, whose daemon died, are skipped with a note).");
   loglevel->footer("Example:\n  tierfs log-level debug /mnt/data   # later: tierfs log-level info");
   std::string ll_level, ll_mnt;
   loglevel->add_option("LEVEL", ll_level, "trace, debug, info, warn, error, critical or off")

@@ -5,7 +5,8 @@
 #   the xattr (a debug line appears) and `tierfs log-level` → SIGHUP after moving the log file
 #   makes a new log file and the mount still answers → `tierfs prefetch` on /tmp fails and leaves
 #   no xattr → --uid/--gid/--file-mode/--dir-mode show in stat, --endpoint-url and --read-only are
-#   accepted → a killed daemon's mount shows as stale → SIGTERM still unmounts cleanly.
+#   accepted → a killed daemon's mount shows as stale, and `tierfs log-level` for every mount
+#   skips it with a note (a named stale mount is an error) → SIGTERM still unmounts cleanly.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 e2e_init
@@ -163,6 +164,13 @@ import json, sys
 s = {m["mountpoint"]: m["state"] for m in json.load(sys.stdin)["mounts"]}
 assert s.get(sys.argv[1]) == "ok" and s.get(sys.argv[2]) == "stale", s' "$M1" "$M2" ||
   fail "stale in --json"
+# log-level for every mount skips the stale one (with a note) and still changes the live one.
+"$TIERFS" log-level info >"$W/ll.out" 2>"$W/ll.err" || fail "log-level with a stale mount: $(cat "$W/ll.err")"
+grep -q "^$M2: skipped, stale" <(sed 's/^tierfs log-level: //' "$W/ll.err") || fail "stale mount not noted: $(cat "$W/ll.err")"
+grep -q "^$M1: log level info$" "$W/ll.out" || fail "live mount not changed: $(cat "$W/ll.out")"
+rc=0
+"$TIERFS" log-level info "$M2" 2>/dev/null || rc=$?
+[[ $rc == 1 ]] || fail "log-level on a named stale mount: rc $rc"
 timeout 10 fusermount3 -u "$M2" || fail "unmount of the stale mount"
 
 # ---- SIGTERM still unmounts cleanly ----
