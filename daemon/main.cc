@@ -299,7 +299,19 @@ Status Build(const DaemonOptions& o, Components* c) {
   c->meta = std::move(*m);
 
   std::vector<std::unique_ptr<Tier>> tiers;
-  if (o.l1.capacity_bytes > 0) tiers.push_back(NewMemoryTier(o.l1));
+  if (o.l1.capacity_bytes > 0) {
+    MemoryTierOptions l1 = o.l1;
+    l1.block_bytes = o.cache.block_size;
+    if (const int shards = MemoryTierShards(l1); shards < l1.shards) {
+      Logger(Module::kDaemon)
+          .info(
+              "l1: {} bytes in {} shards, not cache.l1_shards {}: each shard holds at least {} "
+              "blocks of {} bytes",
+              l1.capacity_bytes, shards, l1.shards, MemoryTierOptions::kMinBlocksPerShard,
+              l1.block_bytes);
+    }
+    tiers.push_back(NewMemoryTier(l1));
+  }
   if (o.l2.capacity_bytes > 0) {
     // Block files live in CACHE_DIR/blocks, apart from CACHE_DIR/meta: the L2 start-up sweep
     // removes files it does not know, and must never see the LMDB files.

@@ -2,7 +2,8 @@
 // model without the handle API: a BlockRef is the handle, so a block a reader holds stays alive
 // after eviction and the budget counts only blocks the cache itself holds).
 //
-// Budget: capacity_bytes is split evenly over the shards and each shard's budget is honoured
+// Budget: capacity_bytes is split evenly over the shards (fewer than asked for when the tier is
+// small: MemoryTierShards) and each shard's budget is honoured
 // strictly: room is made (unpinned entries evicted in EvictionList order: expired, then the
 // block's quota group over its share, then LRU) before an insert, and a block that can't fit
 // even after evicting every unpinned entry is declined with NoSpace (nothing is evicted in that
@@ -128,7 +129,7 @@ class Shard {
 class MemoryTier final : public Tier {
  public:
   explicit MemoryTier(const MemoryTierOptions& options)
-      : shards_(static_cast<size_t>(std::max(1, options.shards))) {
+      : shards_(static_cast<size_t>(MemoryTierShards(options))) {
     const uint64_t per_shard = options.capacity_bytes / shards_.size();
     for (auto& s : shards_) s.set_capacity(per_shard, static_cast<int>(shards_.size()));
     stats_.capacity = per_shard * shards_.size();
@@ -192,6 +193,16 @@ class MemoryTier final : public Tier {
 };
 
 }  // namespace
+
+int MemoryTierShards(const MemoryTierOptions& options) {
+  int shards = std::max(1, options.shards);
+  if (options.block_bytes > 0) {
+    const uint64_t fit =
+        options.capacity_bytes / (options.block_bytes * MemoryTierOptions::kMinBlocksPerShard);
+    shards = static_cast<int>(std::clamp<uint64_t>(fit, 1, static_cast<uint64_t>(shards)));
+  }
+  return shards;
+}
 
 std::unique_ptr<Tier> NewMemoryTier(const MemoryTierOptions& options) {
   return std::make_unique<MemoryTier>(options);

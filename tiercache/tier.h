@@ -273,12 +273,20 @@ class Tier {
 struct MemoryTierOptions {
   uint64_t capacity_bytes = 1ULL << 30;  // --l1-size
   int shards = 16;
+  // The largest block the tier is given (cache.block_size; 0: unknown). With it, a small tier
+  // gets fewer shards than `shards`, so that each shard holds at least kMinBlocksPerShard such
+  // blocks: with 16 shards an 8 MiB L1 of 1 MiB blocks had 512 KiB shards and held nothing.
+  uint64_t block_bytes = 0;
+  static constexpr uint64_t kMinBlocksPerShard = 4;
 };
+// The shards a memory tier with `options` has: `options.shards`, fewer when the capacity gives
+// each fewer than kMinBlocksPerShard blocks of block_bytes, at least 1.
+int MemoryTierShards(const MemoryTierOptions& options);
 // L1: sharded LRU, charge = block bytes (leveldb Cache model). A block held by a reader stays
 // alive through its BlockRef even after eviction, so the budget counts cached blocks only.
-// Budgets are per shard: capacity/shards, and a quota group may hold quota/shards in a shard
-// (at least the block being inserted), so a group's L1 share is its quota give or take the
-// unevenness of the key hash.
+// Budgets are per shard: capacity/shards (MemoryTierShards), and a quota group may hold
+// quota/shards in a shard (at least the block being inserted), so a group's L1 share is its quota
+// give or take the unevenness of the key hash.
 std::unique_ptr<Tier> NewMemoryTier(const MemoryTierOptions& options);
 
 // The seam below the L2 tier (conventions C7): block files on local flash.

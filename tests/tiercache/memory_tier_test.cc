@@ -76,6 +76,28 @@ TEST(MemoryTierTest, DeclinesBlockLargerThanShardBudget) {
   EXPECT_TRUE(t->Contains(Key(1)));
 }
 
+// A small L1 gets fewer shards, so that each holds a few blocks: with the 16 asked for, 8 MiB of
+// 1 MiB blocks made 512 KiB shards, and the tier declined every block.
+TEST(MemoryTierTest, ASmallTierHasShardsThatHoldBlocks) {
+  constexpr uint64_t kBlock = 1 << 20;
+  MemoryTierOptions o;
+  o.capacity_bytes = 8 * kBlock;
+  o.shards = 16;
+  o.block_bytes = kBlock;
+  EXPECT_EQ(MemoryTierShards(o), 2);
+  auto t = NewMemoryTier(o);
+  for (int i = 0; i < 6; ++i) TC_ASSERT_OK(t->Insert(Key(i), MakeBlock(kBlock), {}));
+  EXPECT_EQ(t->Stats().capacity, 8 * kBlock);
+  EXPECT_GE(t->Stats().bytes_used, 4 * kBlock);  // whatever the hash, two shards of 4 blocks
+  // Large tiers keep the shards asked for; tiny ones get one; unknown block size: as asked.
+  o.capacity_bytes = 1ULL << 30;
+  EXPECT_EQ(MemoryTierShards(o), 16);
+  o.capacity_bytes = kBlock;
+  EXPECT_EQ(MemoryTierShards(o), 1);
+  o.block_bytes = 0;
+  EXPECT_EQ(MemoryTierShards(o), 16);
+}
+
 TEST(MemoryTierTest, PinnedBlocksAreNeverEvictedButCount) {
   auto t = OneShard(300);
   TC_ASSERT_OK(t->Insert(Key(1), MakeBlock(100), Placement{.pinned = true}));
