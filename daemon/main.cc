@@ -801,16 +801,27 @@ int RunLogLevel(const std::string& level, const std::string& mountpoint) {
   }
   int rc = kExitOk;
   for (const auto& m : *targets) {
-    if (setxattr(m.mountpoint.c_str(), "user.tierfs.log_level", level.data(), level.size(), 0) !=
-        0) {
-      const int err = errno;
-      if (err == ENOTCONN && mountpoint.empty()) {
-        // "Every mount" means every live one: a mount whose daemon died has no level to change
-        // (`tierfs status` reports it); only a stale mount named on the command line is an error.
-        std::fprintf(stderr, "tierfs log-level: %s: skipped, stale (the daemon is gone)\n",
-                     m.mountpoint.c_str());
+    const std::optional<int> answer = CallWithDeadline<int>(
+        [path = m.mountpoint, level] {
+          return setxattr(path.c_str(), "user.tierfs.log_level", level.data(), level.size(), 0) == 0
+                     ? 0
+                     : errno;
+        },
+        kMountAnswerDeadline);
+    if (!answer || *answer == ENOTCONN) {
+      const char* why = answer ? "stale (the daemon is gone)" : "hung (its daemon did not answer)";
+      if (mountpoint.empty()) {
+        // "Every mount" means every live one: a mount whose daemon died or does not answer has no
+        // level to change now (`tierfs status` reports it); named on the command line, an error.
+        std::fprintf(stderr, "tierfs log-level: %s: skipped, %s\n", m.mountpoint.c_str(), why);
         continue;
       }
+      std::fprintf(stderr, "tierfs log-level: %s: %s\n", m.mountpoint.c_str(), why);
+      rc = kExitRuntime;
+      continue;
+    }
+    if (*answer != 0) {
+      const int err = *answer;
       std::fprintf(stderr, "tierfs log-level: %s: %s%s\n", m.mountpoint.c_str(), std::strerror(err),
                    err == EPERM || err == EACCES
                        ? " (only root and the user who mounted may change the log level)"
@@ -1184,8 +1195,9 @@ int Main(int argc, char** argv) {
   CLI::App* status = app.add_subcommand(
       "status",
       "Show every tierfs mount of this host (or the one at MOUNTPOINT): source, daemon pid, log, "
-      "cache hits, misses and bytes per tier. A mount whose daemon died shows as stale. Exit 1 "
-      "when a mount is stale or unreadable.");
+      "cache hits, misses and bytes per tier. A mount whose daemon died shows as stale, one whose "
+      "daemon does not answer within 5 s as hung. Exit 1 when a mount is stale, hung or "
+      "unreadable.");
   status->footer(
       "Examples:\n"
       "  tierfs status\n"
@@ -1239,7 +1251,8 @@ int Main(int argc, char** argv) {
       "log-level",
       "Change the log level of running daemons at once (sets user.tierfs.log_level on the "
       "mount's root; root or the mounting user only). Without MOUNTPOINT: every live tierfs "
-      "mount (stale ones, whose daemon died, are skipped with a note).");
+      "mount (stale and hung ones, whose daemon died or does not answer in 5 s, are skipped with a "
+      "note).");
   loglevel->footer("Example:\n  tierfs log-level debug /mnt/data   # later: tierfs log-level info");
   std::string ll_level, ll_mnt;
   loglevel->add_option("LEVEL", ll_level, "trace, debug, info, warn, error, critical or off")

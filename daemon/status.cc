@@ -130,7 +130,9 @@ std::string MountSource(const MountInfo& m) {
   return m.source.rfind("tierfs:", 0) == 0 ? m.source.substr(7) : m.source;
 }
 
-MountStatus ProbeMount(const MountInfo& m) {
+namespace {
+
+MountStatus ProbeMountNow(const MountInfo& m) {
   MountStatus st;
   st.mount = m;
   int err = 0;
@@ -151,6 +153,22 @@ MountStatus ProbeMount(const MountInfo& m) {
   auto daemon = GetXattrValue(m.mountpoint, "user.tierfs.daemon", &err);
   if (daemon.ok()) st.daemon = ParseKeyValues(*daemon);  // older daemons: no such name
   return st;
+}
+
+}  // namespace
+
+MountStatus ProbeMount(const MountInfo& m, std::chrono::milliseconds deadline) {
+  std::optional<MountStatus> st =
+      CallWithDeadline<MountStatus>([m] { return ProbeMountNow(m); }, deadline);
+  if (st) return std::move(*st);
+  MountStatus hung;
+  hung.mount = m;
+  hung.state = "hung";
+  hung.error = fmt::format(
+      "no answer in {:.1f} s (the daemon is stopped or stuck: its log may say which; `umount -l "
+      "{}` detaches the mount)",
+      std::chrono::duration<double>(deadline).count(), m.mountpoint);
+  return hung;
 }
 
 std::string FormatStatusText(const std::vector<MountStatus>& mounts,

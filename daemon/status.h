@@ -2,16 +2,23 @@
 //
 //   ProbeMount reads the root's user.tierfs.stats and user.tierfs.daemon of one mount; a mount
 //   whose daemon died answers ENOTCONN ("Transport endpoint is not connected") and is reported as
-//   stale, not as an error of the command. The rest is pure and unit-tested: parsing the stats
-//   text, hit ratio and rates between two snapshots, the table and the JSON document.
+//   stale, not as an error of the command; one whose daemon does not answer (stopped or stuck)
+//   is reported as hung after a deadline instead of hanging the command. The rest is pure and
+//   unit-tested: parsing the stats text, hit ratio and rates between two snapshots, the table and
+//   the JSON document.
 //
 // Thread-safe (no shared state).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
+#include <future>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -49,17 +56,36 @@ struct Rates {
 // Rates between two snapshots `seconds` apart (counters that went down count as 0: a restart).
 Rates ComputeRates(const KeyValues& before, const KeyValues& after, double seconds);
 
+// Runs `fn` on a thread of its own and waits at most `deadline` for its result: nullopt when it
+// has not returned by then. For calls into a FUSE mount, which block until its daemon answers
+// (forever when the daemon is stopped); the thread is then left behind, and the kernel ends its
+// request when the process exits.
+template <typename T>
+std::optional<T> CallWithDeadline(std::function<T()> fn, std::chrono::milliseconds deadline) {
+  auto task = std::make_shared<std::packaged_task<T()>>(std::move(fn));
+  std::future<T> result = task->get_future();
+  std::thread([task] { (*task)(); }).detach();
+  if (result.wait_for(deadline) != std::future_status::ready) return std::nullopt;
+  return result.get();
+}
+
+// How long `tierfs status` and `tierfs log-level` wait for a mount's daemon to answer.
+inline constexpr std::chrono::milliseconds kMountAnswerDeadline{5000};
+
 struct MountStatus {
   MountInfo mount;
-  // "ok", "stale" (the daemon is gone: ENOTCONN), or "error" (another errno, in `error`).
+  // "ok", "stale" (the daemon is gone: ENOTCONN), "hung" (no answer within the deadline), or
+  // "error" (another errno, in `error`).
   std::string state = "ok";
   std::string error;
   KeyValues daemon;  // pid, version, log_level, log_format, log, cache_dir
   KeyValues stats;
 };
 
-// Reads the xattrs of `m`'s root. Never fails: problems end up in state/error.
-MountStatus ProbeMount(const MountInfo& m);
+// Reads the xattrs of `m`'s root, waiting at most `deadline` for the daemon. Never fails:
+// problems end up in state/error.
+MountStatus ProbeMount(const MountInfo& m,
+                       std::chrono::milliseconds deadline = kMountAnswerDeadline);
 
 // The source as the user typed it ("s3://bucket/prefix"): the fsname without "tierfs:".
 std::string MountSource(const MountInfo& m);

@@ -227,6 +227,24 @@ TEST(PrefetchCliTest, RateAndEta) {
   EXPECT_EQ(FormatPrefetchRate(a, b, std::chrono::seconds(2)), "0B/s 0 files/s ETA -");
 }
 
+// A call that does not return in time (a FUSE request to a stopped daemon) gives nullopt at the
+// deadline instead of blocking the command; one that returns gives its value.
+TEST(StatusTest, CallWithDeadlineGivesUpOnACallThatDoesNotReturn) {
+  EXPECT_EQ(CallWithDeadline<int>([] { return 7; }, std::chrono::seconds(10)), 7);
+  auto release = std::make_shared<std::promise<void>>();
+  std::shared_future<void> released = release->get_future().share();
+  const auto start = std::chrono::steady_clock::now();
+  const std::optional<int> r = CallWithDeadline<int>(
+      [released] {
+        released.wait();
+        return 1;
+      },
+      std::chrono::milliseconds(100));
+  EXPECT_FALSE(r.has_value());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  release->set_value();  // the abandoned call ends on its own thread
+}
+
 TEST(StatusTest, HitRatioIsLookupsNotServedByTheOrigin) {
   const KeyValues a = ParseKeyValues(kStatsA);
   EXPECT_EQ(StatsTiers(a), (std::vector<std::string>{"l1", "l2"}));

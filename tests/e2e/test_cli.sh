@@ -5,7 +5,8 @@
 #   the xattr (a debug line appears) and `tierfs log-level` → SIGHUP after moving the log file
 #   makes a new log file and the mount still answers → `tierfs prefetch` on /tmp fails and leaves
 #   no xattr → --uid/--gid/--file-mode/--dir-mode show in stat, --endpoint-url and --read-only are
-#   accepted → a killed daemon's mount shows as stale, and `tierfs log-level` for every mount
+#   accepted → a stopped daemon's mount shows as hung after 5 s (status and log-level return)
+#   → a killed daemon's mount shows as stale, and `tierfs log-level` for every mount
 #   skips it with a note (a named stale mount is an error) → SIGTERM still unmounts cleanly.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -148,6 +149,26 @@ grep -q "is not on a tierfs mount" "$W/pf.out" || fail "prefetch message: $(cat 
 grep -q queued "$W/pf.out" && fail "prefetch said queued"
 [[ -z "$(getfattr -d -m 'user.tierfs' "$W/outside/f" 2>/dev/null)" ]] || fail "stray xattr left on $W/outside/f"
 "$TIERFS" prefetch --wait "$M1/one.bin" >/dev/null || fail "prefetch on tierfs"
+
+# ---- a stopped daemon's mount is hung: status and log-level answer at their deadline (5 s) ----
+kill -STOP "$PID2"
+rc=0
+timeout 30 "$TIERFS" status >"$W/status3.txt" 2>&1 || rc=$?
+rc2=0
+timeout 30 "$TIERFS" log-level info >"$W/ll3.out" 2>"$W/ll3.err" || rc2=$?
+rc3=0
+timeout 30 "$TIERFS" log-level info "$M2" 2>/dev/null || rc3=$?
+kill -CONT "$PID2"
+cat "$W/status3.txt" "$W/ll3.err"
+[[ $rc == 1 ]] || fail "status with a stopped daemon: rc $rc (124: it hung)"
+grep -q "^$M2  s3://$BUCKET  hung$" "$W/status3.txt" || fail "stopped daemon's mount not shown as hung"
+grep -q "no answer in 5.0 s" "$W/status3.txt" || fail "hung reason missing"
+grep -q "^$M1  s3://$BUCKET/a  ok$" "$W/status3.txt" || fail "the live mount is missing next to the hung one"
+[[ $rc2 == 0 ]] || fail "log-level for every mount with a stopped daemon: rc $rc2"
+grep -q "$M2: skipped, hung" "$W/ll3.err" || fail "hung mount not noted: $(cat "$W/ll3.err")"
+grep -q "^$M1: log level info$" "$W/ll3.out" || fail "live mount not changed next to the hung one"
+[[ $rc3 == 1 ]] || fail "log-level on a named hung mount: rc $rc3"
+"$TIERFS" status "$M2" | grep -q "^$M2  s3://$BUCKET  ok$" || fail "status after SIGCONT"
 
 # ---- a dead daemon's mount is stale, not a crash ----
 kill -KILL "$PID2"
