@@ -608,7 +608,19 @@ int RunMount(DaemonOptions o, const std::string& config_path, const MountFlags& 
   if (Status s = FinishOptions(&o, RealGetEnv); !s.ok()) return usage(s);
 
   struct stat st;
-  if (stat(o.mountpoint.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+  if (stat(o.mountpoint.c_str(), &st) != 0) {
+    const int err = errno;
+    if (err == ENOTCONN) {
+      // A FUSE mount whose daemon died (a crash, kill -9) is still mounted there.
+      return usage(Status::InvalidArgument(
+          fmt::format("MOUNTPOINT {} is a stale mount ({}: its daemon is gone); unmount it first: "
+                      "fusermount3 -u {}",
+                      o.mountpoint, std::strerror(err), o.mountpoint)));
+    }
+    return usage(Status::InvalidArgument(
+        fmt::format("MOUNTPOINT {}: {}", o.mountpoint, std::strerror(err))));
+  }
+  if (!S_ISDIR(st.st_mode)) {
     return usage(
         Status::InvalidArgument(fmt::format("MOUNTPOINT {} is not a directory", o.mountpoint)));
   }

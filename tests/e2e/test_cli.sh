@@ -6,8 +6,9 @@
 #   makes a new log file and the mount still answers → `tierfs prefetch` on /tmp fails and leaves
 #   no xattr → --uid/--gid/--file-mode/--dir-mode show in stat, --endpoint-url and --read-only are
 #   accepted → a stopped daemon's mount shows as hung after 5 s (status and log-level return)
-#   → a killed daemon's mount shows as stale, and `tierfs log-level` for every mount
-#   skips it with a note (a named stale mount is an error) → SIGTERM still unmounts cleanly.
+#   → a killed daemon's mount shows as stale, `tierfs log-level` for every mount skips it with a
+#   note (a named stale mount is an error), and mounting over it names it with the fix → SIGTERM
+#   still unmounts cleanly.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 e2e_init
@@ -192,6 +193,12 @@ grep -q "^$M1: log level info$" "$W/ll.out" || fail "live mount not changed: $(c
 rc=0
 "$TIERFS" log-level info "$M2" 2>/dev/null || rc=$?
 [[ $rc == 1 ]] || fail "log-level on a named stale mount: rc $rc"
+# Mounting over the stale mount says what it is and how to clear it.
+rc=0
+"$TIERFS" mount "s3://$BUCKET" "$M2" --endpoint "$S3_ENDPOINT" -f >"$W/over.out" 2>&1 || rc=$?
+[[ $rc == 2 ]] || fail "mount over a stale mount: rc $rc"
+grep -q "MOUNTPOINT $M2 is a stale mount (Transport endpoint is not connected: its daemon is gone); unmount it first: fusermount3 -u $M2" \
+  "$W/over.out" || fail "mount over a stale mount: $(cat "$W/over.out")"
 timeout 10 fusermount3 -u "$M2" || fail "unmount of the stale mount"
 
 # ---- SIGTERM still unmounts cleanly ----
