@@ -16,7 +16,7 @@ int64_t Quantile(const std::array<int64_t, LatencyTracker::kWindow>& ring, size_
 }
 
 // CondVar waits carry no capability annotation (see base/mutex.h). REQUIRES: cv's Mutex held.
-bool WaitUntilWhileHeld(CondVar* cv, AimdLimiter::TimePoint deadline) NO_THREAD_SAFETY_ANALYSIS {
+bool WaitUntilWhileHeld(CondVar* cv, AimdLimiter::TimePoint deadline) {
   auto now = std::chrono::steady_clock::now();
   if (now >= deadline) return false;
   cv->WaitFor(deadline - now);

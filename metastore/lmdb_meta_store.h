@@ -138,13 +138,11 @@ class LmdbMetaStore final : public MetaStore {
   Result<bool> OverSoftLimit();
   Status SyncEnv(const char* why);
 
-  // base::CondVar's REQUIRES names the CondVar's own Mutex pointer, which clang's analysis
-  // cannot match to mu_; these wrappers state the real contract so callers are still checked.
-  void WaitDone() REQUIRES(mu_) NO_THREAD_SAFETY_ANALYSIS { done_cv_.Wait(); }
-  void WaitWork() REQUIRES(mu_) NO_THREAD_SAFETY_ANALYSIS { work_cv_.Wait(); }
-  void WaitWorkFor(std::chrono::nanoseconds d) REQUIRES(mu_) NO_THREAD_SAFETY_ANALYSIS {
-    work_cv_.WaitFor(d);
-  }
+  // CondVar's waits carry no capability annotation (base/mutex.h); these state the contract, mu_
+  // held, so that clang's analysis checks the callers.
+  void WaitDone() REQUIRES(mu_) { done_cv_.Wait(); }
+  void WaitWork() REQUIRES(mu_) { work_cv_.Wait(); }
+  void WaitWorkFor(std::chrono::nanoseconds d) REQUIRES(mu_) { work_cv_.WaitFor(d); }
 
   // Constant after construction.
   const MetaStoreOptions options_;
