@@ -145,7 +145,11 @@ MountStatus ProbeMountNow(const MountInfo& m) {
                       std::strerror(err), m.mountpoint);
     } else {
       st.state = "error";
-      st.error = fmt::format("cannot read user.tierfs.stats: {}", std::strerror(err));
+      st.error = fmt::format(
+          "cannot read user.tierfs.stats: {}{}", std::strerror(err),
+          err == EACCES || err == EPERM
+              ? " (a mount without allow_other is open to its mounting user only; ask root)"
+              : "");
     }
     return st;
   }

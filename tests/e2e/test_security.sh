@@ -70,6 +70,9 @@ log "ok cache dir 0700, files 0600, unreadable by nobody"
 denied_to_nobody "Permission denied" ls "$mnt"
 denied_to_nobody "Permission denied" cat "$mnt/two.bin"
 denied_to_nobody "Permission denied" stat "$mnt/d"
+# `tierfs status` as nobody: the mount is listed, unreadable, with the reason (exit 1).
+denied_to_nobody "Permission denied (a mount without allow_other is open to its mounting user only" \
+  "$TIERFS" status "$mnt"
 log "ok without allow_other the mount is closed to nobody"
 
 mkdir -p "$E2E_WORK/mnt2"
