@@ -169,8 +169,8 @@ MountStatus ProbeMount(const MountInfo& m, std::chrono::milliseconds deadline) {
   hung.mount = m;
   hung.state = "hung";
   hung.error = fmt::format(
-      "no answer in {:.1f} s (the daemon is stopped or stuck: its log may say which; `umount -l "
-      "{}` detaches the mount)",
+      "no answer in {:.1f} s (the daemon is stopped, stuck, or has every FUSE thread waiting on "
+      "the origin: its log may say which; `umount -l {}` detaches the mount)",
       std::chrono::duration<double>(deadline).count(), m.mountpoint);
   return hung;
 }
