@@ -720,9 +720,10 @@ int RunStatus(const std::string& mountpoint, bool raw, bool json,
     std::fprintf(stderr, "tierfs status: %s\n", targets.status().message().c_str());
     return kExitRuntime;
   }
-  auto probe_all = [](const std::vector<MountInfo>& ms) {
+  MountProber prober;
+  auto probe_all = [&prober](const std::vector<MountInfo>& ms) {
     std::vector<MountStatus> out;
-    for (const auto& m : ms) out.push_back(ProbeMount(m));
+    for (const auto& m : ms) out.push_back(prober.Probe(m));
     return out;
   };
   auto failed = [](const std::vector<MountStatus>& ms) {

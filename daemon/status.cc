@@ -130,8 +130,6 @@ std::string MountSource(const MountInfo& m) {
   return m.source.rfind("tierfs:", 0) == 0 ? m.source.substr(7) : m.source;
 }
 
-namespace {
-
 MountStatus ProbeMountNow(const MountInfo& m) {
   MountStatus st;
   st.mount = m;
@@ -159,12 +157,29 @@ MountStatus ProbeMountNow(const MountInfo& m) {
   return st;
 }
 
-}  // namespace
+MountProber::MountProber(std::chrono::milliseconds deadline, ProbeFn probe)
+    : deadline_(deadline), probe_(std::move(probe)) {}
 
-MountStatus ProbeMount(const MountInfo& m, std::chrono::milliseconds deadline) {
-  std::optional<MountStatus> st =
-      CallWithDeadline<MountStatus>([m] { return ProbeMountNow(m); }, deadline);
-  if (st) return std::move(*st);
+MountStatus MountProber::Probe(const MountInfo& m) {
+  std::shared_future<MountStatus> answer;
+  if (auto it = pending_.find(m.mountpoint); it != pending_.end()) {
+    // An earlier probe that missed its deadline: wait on it again while it is still blocked; once
+    // it has returned its answer is old, so ask again.
+    if (it->second.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+      pending_.erase(it);
+    } else {
+      answer = it->second;
+    }
+  }
+  if (!answer.valid()) {
+    answer = StartDetached<MountStatus>([probe = probe_, m] { return probe(m); });
+  }
+  if (answer.wait_for(deadline_) == std::future_status::ready) {
+    pending_.erase(m.mountpoint);
+    return answer.get();
+  }
+  pending_[m.mountpoint] = answer;
+  const std::chrono::milliseconds deadline = deadline_;
   MountStatus hung;
   hung.mount = m;
   hung.state = "hung";

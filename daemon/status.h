@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <future>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -61,10 +62,15 @@ Rates ComputeRates(const KeyValues& before, const KeyValues& after, double secon
 // (forever when the daemon is stopped); the thread is then left behind, and the kernel ends its
 // request when the process exits.
 template <typename T>
-std::optional<T> CallWithDeadline(std::function<T()> fn, std::chrono::milliseconds deadline) {
+std::shared_future<T> StartDetached(std::function<T()> fn) {
   auto task = std::make_shared<std::packaged_task<T()>>(std::move(fn));
-  std::future<T> result = task->get_future();
+  std::shared_future<T> result = task->get_future().share();
   std::thread([task] { (*task)(); }).detach();
+  return result;
+}
+template <typename T>
+std::optional<T> CallWithDeadline(std::function<T()> fn, std::chrono::milliseconds deadline) {
+  std::shared_future<T> result = StartDetached<T>(std::move(fn));
   if (result.wait_for(deadline) != std::future_status::ready) return std::nullopt;
   return result.get();
 }
@@ -82,10 +88,29 @@ struct MountStatus {
   KeyValues stats;
 };
 
-// Reads the xattrs of `m`'s root, waiting at most `deadline` for the daemon. Never fails:
+// Reads the xattrs of `m`'s root, waiting for the daemon as long as it takes. Never fails:
 // problems end up in state/error.
-MountStatus ProbeMount(const MountInfo& m,
-                       std::chrono::milliseconds deadline = kMountAnswerDeadline);
+MountStatus ProbeMountNow(const MountInfo& m);
+
+// Probes mounts (ProbeMountNow) with a deadline each: a mount whose daemon has not answered by
+// then is reported as hung. At most one probe per mount point is outstanding: a mount that stays
+// hung across the samples of `tierfs status --watch` is waited on again, not given a new thread
+// each time (a stopped daemon would otherwise collect one blocked thread per sample). Not
+// thread-safe: one command's loop.
+class MountProber {
+ public:
+  using ProbeFn = std::function<MountStatus(const MountInfo&)>;
+  explicit MountProber(std::chrono::milliseconds deadline = kMountAnswerDeadline,
+                       ProbeFn probe = ProbeMountNow);
+  MountStatus Probe(const MountInfo& m);
+  // Probes still waiting for an answer.
+  size_t outstanding() const { return pending_.size(); }
+
+ private:
+  const std::chrono::milliseconds deadline_;
+  const ProbeFn probe_;
+  std::map<std::string, std::shared_future<MountStatus>> pending_;  // by mount point
+};
 
 // The source as the user typed it ("s3://bucket/prefix"): the fsname without "tierfs:".
 std::string MountSource(const MountInfo& m);

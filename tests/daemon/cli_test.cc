@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -243,6 +244,36 @@ TEST(StatusTest, CallWithDeadlineGivesUpOnACallThatDoesNotReturn) {
   EXPECT_FALSE(r.has_value());
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
   release->set_value();  // the abandoned call ends on its own thread
+}
+
+// A mount that does not answer is hung at each sample, with one probe outstanding however many
+// samples pass (not a blocked thread per sample); once it answers it is ok again.
+TEST(StatusTest, AHungMountKeepsOneProbeAcrossSamples) {
+  auto release = std::make_shared<std::promise<void>>();
+  std::shared_future<void> released = release->get_future().share();
+  auto calls = std::make_shared<std::atomic<int>>(0);
+  MountProber prober(std::chrono::milliseconds(100), [released, calls](const MountInfo& m) {
+    ++*calls;
+    released.wait();
+    MountStatus st;
+    st.mount = m;
+    return st;
+  });
+  MountInfo m;
+  m.mountpoint = "/mnt/stopped";
+  for (int sample = 0; sample < 3; ++sample) {
+    const MountStatus st = prober.Probe(m);
+    EXPECT_EQ(st.state, "hung");
+    EXPECT_TRUE(Contains(st.error, "no answer in 0.1 s")) << st.error;
+  }
+  EXPECT_EQ(calls->load(), 1);
+  EXPECT_EQ(prober.outstanding(), 1u);
+  release->set_value();  // the daemon continues: the blocked probe returns
+  for (int i = 0; i < 200 && prober.Probe(m).state != "ok"; ++i) {
+  }
+  EXPECT_EQ(prober.Probe(m).state, "ok");
+  EXPECT_EQ(prober.outstanding(), 0u);
+  EXPECT_GE(calls->load(), 2);  // after the answer, samples probe afresh
 }
 
 TEST(StatusTest, HitRatioIsLookupsNotServedByTheOrigin) {
