@@ -18,6 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include "tests/tiercache/test_util.h"
+
 namespace tierfs::tiercache_internal {
 namespace {
 
@@ -661,8 +663,11 @@ TEST(BlockArenaTest, ConcurrentPiecesOfRecarvedSlabsNeverShareAByte) {
   }
   for (auto& th : threads) th.join();
   for (int t = 0; t < kThreads; ++t) EXPECT_EQ(failures[static_cast<size_t>(t)], 0) << t;
+  // The decay thread counts the items it is giving back as live until their pages are back
+  // (Trim): one pass may still be under way after the last release (the CI saw 3 MiB + 208 KiB).
+  EXPECT_TRUE(tierfs::testing::Eventually([&] { return arena.stats().live_bytes == 0; }))
+      << arena.stats().live_bytes;
   const BlockArena::Stats s = arena.stats();
-  EXPECT_EQ(s.live_bytes, 0u);
   EXPECT_GT(s.recarved, 0u);
   EXPECT_LE(s.free_resident_bytes, s.slab_bytes);
 }
