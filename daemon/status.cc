@@ -179,14 +179,13 @@ MountStatus MountProber::Probe(const MountInfo& m) {
     return answer.get();
   }
   pending_[m.mountpoint] = answer;
-  const std::chrono::milliseconds deadline = deadline_;
   MountStatus hung;
   hung.mount = m;
   hung.state = "hung";
   hung.error = fmt::format(
       "no answer in {:.1f} s (the daemon is stopped, stuck, or has every FUSE thread waiting on "
       "the origin: its log may say which; `umount -l {}` detaches the mount)",
-      std::chrono::duration<double>(deadline).count(), m.mountpoint);
+      std::chrono::duration<double>(deadline_).count(), m.mountpoint);
   return hung;
 }
 

@@ -1,13 +1,13 @@
 // daemon/status — `tierfs status`: what each tierfs mount of the host reports.
 //
-//   ProbeMount reads the root's user.tierfs.stats and user.tierfs.daemon of one mount; a mount
+//   ProbeMountNow reads the root's user.tierfs.stats and user.tierfs.daemon of one mount; a mount
 //   whose daemon died answers ENOTCONN ("Transport endpoint is not connected") and is reported as
-//   stale, not as an error of the command; one whose daemon does not answer (stopped or stuck)
-//   is reported as hung after a deadline instead of hanging the command. The rest is pure and
-//   unit-tested: parsing the stats text, hit ratio and rates between two snapshots, the table and
-//   the JSON document.
+//   stale, not as an error of the command. MountProber runs those probes with a deadline: a mount
+//   whose daemon does not answer (stopped or stuck) is reported as hung instead of hanging the
+//   command. The rest is pure and unit-tested: parsing the stats text, hit ratio and rates
+//   between two snapshots, the table and the JSON document.
 //
-// Thread-safe (no shared state).
+// Thread-safe (no shared state), except MountProber (one command's loop).
 #pragma once
 
 #include <chrono>
@@ -57,10 +57,10 @@ struct Rates {
 // Rates between two snapshots `seconds` apart (counters that went down count as 0: a restart).
 Rates ComputeRates(const KeyValues& before, const KeyValues& after, double seconds);
 
-// Runs `fn` on a thread of its own and waits at most `deadline` for its result: nullopt when it
-// has not returned by then. For calls into a FUSE mount, which block until its daemon answers
-// (forever when the daemon is stopped); the thread is then left behind, and the kernel ends its
-// request when the process exits.
+// Runs `fn` on a detached thread of its own; the future gets its result. For calls into a FUSE
+// mount, which block until its daemon answers (forever while the daemon is stopped): a caller
+// that stops waiting leaves the thread behind, and the kernel ends its request when the process
+// exits.
 template <typename T>
 std::shared_future<T> StartDetached(std::function<T()> fn) {
   auto task = std::make_shared<std::packaged_task<T()>>(std::move(fn));
@@ -68,6 +68,8 @@ std::shared_future<T> StartDetached(std::function<T()> fn) {
   std::thread([task] { (*task)(); }).detach();
   return result;
 }
+// Runs `fn` as StartDetached does and waits at most `deadline` for its result: nullopt when it
+// has not returned by then.
 template <typename T>
 std::optional<T> CallWithDeadline(std::function<T()> fn, std::chrono::milliseconds deadline) {
   std::shared_future<T> result = StartDetached<T>(std::move(fn));
