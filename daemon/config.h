@@ -17,9 +17,8 @@
 //               backoff_max, max_connections, initial_concurrency, hedge, hedge_min_delay,
 //               hedge_max_size, part_size, max_parts_in_flight
 //   [fuse]      max_threads, clone_fd, open_in_kernel, passthrough, splice_sized_reads,
-//   store_on_open_max,
-//               allow_other, allow_root, default_permissions, uid, gid, file_mode, dir_mode,
-//               options
+//               store_on_open_max, allow_other, allow_root, default_permissions, uid, gid,
+//               file_mode, dir_mode, options
 //   [log]       level, file, format
 //   [metastore] map_size, sync_every_commit
 //   [[policy]]  prefix (required), pin, ttl, policy, quota — one table per path prefix

@@ -103,8 +103,9 @@ struct FuseOptions {
   // Without CAP_SYS_RESOURCE a pipe grows only to fs.pipe-max-size (1 MiB by default), which
   // cannot hold a 1 MiB read and its header: reads of 1004 KiB are spliced, while 1 MiB ones
   // would be read into a buffer and written (one copy more). The cost: a read then usually spans
-  // two blocks, so a block that no tier keeps (admit = "never" without L1, L1 off) is fetched
-  // twice. daemon/: fuse.splice_sized_reads (off by default), only with an L2 and cache.l2_splice.
+  // two blocks, so a block that no tier keeps (admit = "never" with L1 off) is fetched twice, and
+  // a 1 MiB O_DIRECT read becomes two requests. daemon/: fuse.splice_sized_reads (off by
+  // default), only with an L2 and cache.l2_splice.
   bool fit_reads_to_splice_pipe = false;
   // libfuse debug output (every request) through the fuse logger.
   bool debug = false;

@@ -3,11 +3,11 @@
 // after eviction and the budget counts only blocks the cache itself holds).
 //
 // Budget: capacity_bytes is split evenly over the shards (fewer than asked for when the tier is
-// small: MemoryTierShards) and each shard's budget is honoured
-// strictly: room is made (unpinned entries evicted in EvictionList order: expired, then the
-// block's quota group over its share, then LRU) before an insert, and a block that can't fit
-// even after evicting every unpinned entry is declined with NoSpace (nothing is evicted in that
-// case). Pinned entries are never evicted but count against the budget.
+// small: MemoryTierShards) and each shard's budget is honoured strictly: room is made (unpinned
+// entries evicted in EvictionList order: expired, then the block's quota group over its share,
+// then LRU) before an insert, and a block that can't fit even after evicting every unpinned entry
+// is declined with NoSpace (nothing is evicted in that case). Pinned entries are never evicted
+// but count against the budget.
 #include <algorithm>
 #include <cstring>
 #include <memory>
