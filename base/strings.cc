@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
+
 namespace tierfs {
 
 std::string EscapeForLog(std::string_view s, size_t max_bytes) {
@@ -49,6 +51,22 @@ std::string RedactUrl(std::string_view url) {
   out += "***";
   out += url.substr(host_start + at);
   return out;
+}
+
+std::string_view TrimSpace(std::string_view s) {
+  constexpr std::string_view kSpace = " \t\n\v\f\r";
+  const size_t b = s.find_first_not_of(kSpace);
+  if (b == std::string_view::npos) return {};
+  return s.substr(b, s.find_last_not_of(kSpace) - b + 1);
+}
+
+bool ParseDecimal(std::string_view s, uint64_t* out) {
+  uint64_t v = 0;
+  // from_chars takes no sign for an unsigned type, and says out_of_range past 2^64 - 1.
+  const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || r.ec != std::errc() || r.ptr != s.data() + s.size()) return false;
+  *out = v;
+  return true;
 }
 
 }  // namespace tierfs

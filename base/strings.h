@@ -1,5 +1,6 @@
-// Text helpers for what goes into log lines and error messages (conventions C20: never
-// credentials, never raw untrusted bytes).
+// Text helpers: what goes into log lines and error messages (conventions C20: never
+// credentials, never raw untrusted bytes), and the two parsing steps every reader of outside
+// text needs (HTTP headers, INI files, /proc files, index records): trimming and decimal numbers.
 //
 //   Logger(Module::kBlobClient).warn("GET {} failed: {}", EscapeForLog(key), EscapeForLog(body));
 //
@@ -11,6 +12,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -24,5 +26,12 @@ std::string EscapeForLog(std::string_view s, size_t max_bytes = 1024);
 // `url` without the userinfo of its authority: "http://user:pass@host:9000/x" →
 // "http://***@host:9000/x". Anything else is returned as it is.
 std::string RedactUrl(std::string_view url);
+
+// `s` without the ASCII whitespace (space, \t, \n, \v, \f, \r) at either end; a view into `s`.
+std::string_view TrimSpace(std::string_view s);
+
+// The number `s` spells in decimal: digits only (no sign, space or base prefix), the whole of
+// `s`, at most 2^64 - 1. False (and *out unchanged) for anything else, the empty string included.
+bool ParseDecimal(std::string_view s, uint64_t* out);
 
 }  // namespace tierfs

@@ -4,14 +4,10 @@
 #include <cmath>
 #include <utility>
 
+#include "base/strings.h"
+
 namespace tierfs {
 namespace {
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
 
 bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
@@ -58,7 +54,7 @@ bool SplitNumber(std::string_view s, Decimal* number, std::string_view* unit, bo
     }
   }
   if (digits == 0) return false;
-  *unit = Trim(s.substr(i));
+  *unit = TrimSpace(s.substr(i));
   return true;
 }
 
@@ -74,7 +70,7 @@ unsigned __int128 Scale(const Decimal& n, uint64_t mult) {
 }  // namespace
 
 Result<uint64_t> ParseSize(std::string_view text) {
-  std::string_view s = Trim(text);
+  std::string_view s = TrimSpace(text);
   Decimal n;
   std::string_view unit;
   bool too_large = false;
@@ -124,7 +120,7 @@ Result<uint64_t> ParseSize(std::string_view text) {
 }
 
 Result<std::chrono::nanoseconds> ParseDuration(std::string_view text) {
-  std::string_view s = Trim(text);
+  std::string_view s = TrimSpace(text);
   if (EqualsIgnoreCase(s, "forever") || EqualsIgnoreCase(s, "inf")) return kForever;
   if (s.empty()) return Status::InvalidArgument("empty duration");
   const auto bad = [&] {
@@ -173,7 +169,7 @@ Result<std::chrono::nanoseconds> ParseDuration(std::string_view text) {
     plain = false;
     total_ns += Scale(n, mult);  // each term < 2^64 * 2^50: no 128-bit overflow
     if (total_ns >= kLimit) return too_long();
-    s = Trim(rest.substr(ulen));
+    s = TrimSpace(rest.substr(ulen));
   }
   return std::chrono::nanoseconds(static_cast<int64_t>(total_ns));
 }

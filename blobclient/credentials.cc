@@ -17,18 +17,12 @@
 #include <vector>
 
 #include "base/logging.h"
+#include "base/strings.h"
 #include "blobclient/blob_store.h"
 
 namespace tierfs {
 namespace blobclient {
 namespace {
-
-std::string Trim(std::string_view s) {
-  size_t b = 0, e = s.size();
-  while (b < e && (s[b] == ' ' || s[b] == '\t' || s[b] == '\r')) ++b;
-  while (e > b && (s[e - 1] == ' ' || s[e - 1] == '\t' || s[e - 1] == '\r')) --e;
-  return std::string(s.substr(b, e - b));
-}
 
 std::string Lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -45,22 +39,22 @@ IniSections ParseIni(std::string_view text) {
   std::string line;
   while (std::getline(in, line)) {
     const bool indented = !line.empty() && (line[0] == ' ' || line[0] == '\t');
-    std::string t = Trim(line);
+    std::string t(TrimSpace(line));
     if (t.empty() || t[0] == '#' || t[0] == ';') continue;
     if (t.front() == '[' && t.back() == ']') {
-      section = &out[Trim(t.substr(1, t.size() - 2))];
+      section = &out[std::string(TrimSpace(std::string_view(t).substr(1, t.size() - 2)))];
       parent.clear();
       continue;
     }
     if (section == nullptr) continue;
     size_t eq = t.find('=');
     if (eq == std::string::npos) continue;
-    std::string key = Lower(Trim(t.substr(0, eq)));
-    std::string value = Trim(t.substr(eq + 1));
+    std::string key = Lower(std::string(TrimSpace(std::string_view(t).substr(0, eq))));
+    std::string value(TrimSpace(std::string_view(t).substr(eq + 1)));
     // An inline comment needs whitespace before it (values may contain '#').
     for (size_t i = 1; i < value.size(); ++i) {
       if ((value[i] == '#' || value[i] == ';') && (value[i - 1] == ' ' || value[i - 1] == '\t')) {
-        value = Trim(value.substr(0, i));
+        value = std::string(TrimSpace(std::string_view(value).substr(0, i)));
         break;
       }
     }

@@ -29,15 +29,6 @@ const std::string& UserAgent() {
 
 namespace {
 
-std::string Trim(std::string_view s) {
-  size_t b = 0, e = s.size();
-  while (b < e && (s[b] == ' ' || s[b] == '\t')) ++b;
-  while (e > b && (s[e - 1] == ' ' || s[e - 1] == '\t' || s[e - 1] == '\r' || s[e - 1] == '\n')) {
-    --e;
-  }
-  return std::string(s.substr(b, e - b));
-}
-
 // One request in flight: owned by the engine from Submit() until its callback has run.
 struct Transfer {
   HttpRequestId id = 0;
@@ -57,17 +48,6 @@ struct Transfer {
   char errbuf[CURL_ERROR_SIZE] = {0};
 };
 
-bool ParseLength(std::string_view s, uint64_t* out) {
-  if (s.empty() || s.size() > 19) return false;
-  uint64_t v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return false;
-    v = v * 10 + static_cast<uint64_t>(c - '0');
-  }
-  *out = v;
-  return true;
-}
-
 // Returning anything but `len` from a curl write/header callback ends the transfer with
 // CURLE_WRITE_ERROR; Finish() tells our own stops (sink full, error body cut, a cap) apart.
 size_t WriteCallback(char* data, size_t size, size_t nmemb, void* userdata) {
@@ -81,7 +61,7 @@ size_t WriteCallback(char* data, size_t size, size_t nmemb, void* userdata) {
     t->skip = (t->to_sink && t->code == 200) ? t->req.range_offset : 0;
     uint64_t announced = 0;
     const std::string* cl = t->resp.Header("content-length");
-    if (t->to_sink && t->code != 200 && cl != nullptr && ParseLength(*cl, &announced) &&
+    if (t->to_sink && t->code != 200 && cl != nullptr && ParseDecimal(*cl, &announced) &&
         announced > t->req.sink->size()) {
       t->refused = "answer of " + std::to_string(announced) + " bytes for a range of " +
                    std::to_string(t->req.sink->size());
@@ -157,9 +137,9 @@ size_t HeaderCallback(char* data, size_t size, size_t nmemb, void* userdata) {
   }
   size_t colon = line.find(':');
   if (colon == std::string_view::npos) return len;
-  std::string name = Trim(line.substr(0, colon));
+  std::string name(TrimSpace(line.substr(0, colon)));
   for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  t->resp.headers.emplace_back(std::move(name), Trim(line.substr(colon + 1)));
+  t->resp.headers.emplace_back(std::move(name), std::string(TrimSpace(line.substr(colon + 1))));
   return len;
 }
 

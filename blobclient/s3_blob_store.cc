@@ -172,19 +172,6 @@ int64_t ParseIso8601(std::string_view s) {
   return ns;
 }
 
-bool ParseU64(std::string_view s, uint64_t* out) {
-  if (s.empty() || s.size() > 20) return false;
-  uint64_t v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return false;
-    const auto d = static_cast<uint64_t>(c - '0');
-    if (v > (UINT64_MAX - d) / 10) return false;  // does not fit in 64 bits
-    v = v * 10 + d;
-  }
-  *out = v;
-  return true;
-}
-
 // The comparable form of an ETag: a weak validator's "W/" and the quotes stripped, so that
 // W/"abc", "abc" and abc compare equal.
 std::string_view NormalizeEtag(std::string_view e) {
@@ -208,7 +195,7 @@ bool ParseContentRange(std::string_view v, ContentRange* out) {
   std::string_view range = v.substr(0, slash), total = v.substr(slash + 1);
   if (total != "*") {
     uint64_t t = 0;
-    if (!ParseU64(total, &t)) return false;
+    if (!ParseDecimal(total, &t)) return false;
     out->total = t;
   }
   if (range == "*") {
@@ -216,8 +203,8 @@ bool ParseContentRange(std::string_view v, ContentRange* out) {
     return out->total.has_value();
   }
   const size_t dash = range.find('-');
-  if (dash == std::string_view::npos || !ParseU64(range.substr(0, dash), &out->first) ||
-      !ParseU64(range.substr(dash + 1), &out->last) || out->last < out->first) {
+  if (dash == std::string_view::npos || !ParseDecimal(range.substr(0, dash), &out->first) ||
+      !ParseDecimal(range.substr(dash + 1), &out->last) || out->last < out->first) {
     return false;
   }
   return !out->total || out->last < *out->total;
@@ -276,7 +263,7 @@ class S3BlobStore final : public BlobStore {
     TIERFS_ASSIGN_OR_RETURN(HttpResponse resp, Perform(c));
     ObjectInfo info;
     const std::string* len = resp.Header("content-length");
-    if (len == nullptr || !ParseU64(*len, &info.size)) {
+    if (len == nullptr || !ParseDecimal(*len, &info.size)) {
       return Fail(Status::Corruption(c.context + ": no valid Content-Length"));
     }
     if (const std::string* etag = resp.Header("etag")) info.etag = StripQuotes(*etag);
@@ -991,7 +978,7 @@ class S3BlobStore final : public BlobStore {
       // 200: the server ignored Range and sends the whole object; the engine skipped the bytes
       // before p.offset (HttpRequest::range_offset). Its Content-Length is the total.
       uint64_t len = 0;
-      if (const std::string* cl = resp.Header("content-length"); cl && ParseU64(*cl, &len)) {
+      if (const std::string* cl = resp.Header("content-length"); cl && ParseDecimal(*cl, &len)) {
         total = len;
       }
       announced = total ? (p.offset < *total ? *total - p.offset : 0) : resp.sink_bytes;
@@ -1130,7 +1117,7 @@ Result<ListPage> ParseListObjectsV2(std::string_view xml, std::string_view strip
     if (!key.starts_with(strip) || key.size() == strip.size()) continue;
     ListEntry e;
     e.key = key.substr(strip.size());
-    if (!ParseU64(n.child_value("Size"), &e.info.size)) {
+    if (!ParseDecimal(n.child_value("Size"), &e.info.size)) {
       return Status::Corruption(ctx + ": bad <Size> for " + key);
     }
     e.info.etag = StripQuotes(n.child_value("ETag"));

@@ -9,6 +9,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/strings.h"
+
 namespace tierfs {
 namespace {
 
@@ -24,18 +26,6 @@ std::vector<std::string_view> SplitSpaces(std::string_view line) {
     pos = end;
   }
   return out;
-}
-
-bool ParseU64(std::string_view s, uint64_t* out) {
-  if (s.empty()) return false;
-  uint64_t v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return false;
-    if (v > (UINT64_MAX - 9) / 10) return false;
-    v = v * 10 + static_cast<uint64_t>(c - '0');
-  }
-  *out = v;
-  return true;
 }
 
 }  // namespace
@@ -74,8 +64,9 @@ std::vector<MountInfo> ParseMountInfo(std::string_view text) {
     MountInfo m;
     uint64_t major = 0, minor = 0;
     const size_t colon = f[2].find(':');
-    if (!ParseU64(f[0], &m.id) || colon == std::string_view::npos ||
-        !ParseU64(f[2].substr(0, colon), &major) || !ParseU64(f[2].substr(colon + 1), &minor)) {
+    if (!ParseDecimal(f[0], &m.id) || colon == std::string_view::npos ||
+        !ParseDecimal(f[2].substr(0, colon), &major) ||
+        !ParseDecimal(f[2].substr(colon + 1), &minor)) {
       continue;
     }
     m.major = static_cast<uint32_t>(major);

@@ -34,7 +34,6 @@
 #include <pthread.h>
 
 #include <algorithm>
-#include <charconv>
 #include <deque>
 #include <map>
 #include <optional>
@@ -53,11 +52,6 @@ constexpr std::string_view kJobPrefix = "prefetch/job/";
 constexpr std::string_view kListPrefix = "prefetch/list/";
 
 std::string ListChunkKey(uint64_t first) { return fmt::format("{}{:020}", kListPrefix, first); }
-
-bool ParseU64(std::string_view s, uint64_t* out) {
-  auto r = std::from_chars(s.data(), s.data() + s.size(), *out);
-  return r.ec == std::errc() && r.ptr == s.data() + s.size();
-}
 
 std::string Join(std::string_view dir, std::string_view name) {
   return dir.empty() ? std::string(name) : fmt::format("{}/{}", dir, name);
@@ -238,7 +232,7 @@ class PrefetchJobsImpl final : public PrefetchJobs {
     TIERFS_RETURN_IF_ERROR(
         meta_->ScanValues(kListPrefix, [&](std::string_view k, std::string_view v) {
           uint64_t first = 0;
-          if (ParseU64(k.substr(kListPrefix.size()), &first)) {
+          if (ParseDecimal(k.substr(kListPrefix.size()), &first)) {
             chunks.emplace_back(first, std::string(v));
           } else {
             stale_chunks.emplace_back(k);
@@ -283,7 +277,7 @@ class PrefetchJobsImpl final : public PrefetchJobs {
     const PrefetchJobStatus* st = it == jobs_.end() ? nullptr : &it->second->st;
     const bool active = st != nullptr && !Finished(st->state);
     uint64_t base = 0;
-    if (active && !ParseU64(st->cursor, &base)) {
+    if (active && !ParseDecimal(st->cursor, &base)) {
       Logger(Module::kTierCache).warn("prefetch list job: bad stored cursor; its list is dropped");
       it->second->st.state = PrefetchState::kFailed;
       it->second->st.error = "unreadable list cursor";
@@ -354,7 +348,7 @@ class PrefetchJobsImpl final : public PrefetchJobs {
     std::vector<std::string> keys;
     auto it = jobs_.find(kPrefetchListJob);
     uint64_t base = 0;
-    if (it == jobs_.end() || !ParseU64(it->second->st.cursor, &base)) return keys;
+    if (it == jobs_.end() || !ParseDecimal(it->second->st.cursor, &base)) return keys;
     const uint64_t next = base + it->second->st.cursor_files;
     while (!list_chunks_.empty() &&
            list_chunks_.front().first + list_chunks_.front().second <= next) {
@@ -1164,24 +1158,25 @@ Result<PrefetchJobStatus> DecodePrefetchJob(std::string_view path, std::string_v
   PrefetchJobStatus s;
   s.path = std::string(path);
   uint64_t state = 0;
-  if (!ParseU64(f[1], &state) || state > 4) return Status::Corruption("prefetch job: bad state");
+  if (!ParseDecimal(f[1], &state) || state > 4)
+    return Status::Corruption("prefetch job: bad state");
   s.state = static_cast<PrefetchState>(state);
   s.tier = std::string(f[2]);
-  if (!ParseU64(f[3], &s.files_done) || !ParseU64(f[4], &s.files_total) ||
-      !ParseU64(f[5], &s.bytes_done) || !ParseU64(f[6], &s.bytes_total)) {
+  if (!ParseDecimal(f[3], &s.files_done) || !ParseDecimal(f[4], &s.files_total) ||
+      !ParseDecimal(f[5], &s.bytes_done) || !ParseDecimal(f[6], &s.bytes_total)) {
     return Status::Corruption("prefetch job: bad counter");
   }
   if (v1) {
     // A position cursor cannot be turned into a name: an unfinished layout-1 job starts its walk
     // again (blocks already in the target are skipped without I/O).
     uint64_t position = 0;
-    if (!ParseU64(f[7], &position)) return Status::Corruption("prefetch job: bad counter");
+    if (!ParseDecimal(f[7], &position)) return Status::Corruption("prefetch job: bad counter");
     s.error = std::string(value.substr(pos));
     return s;
   }
   uint64_t finished_at = 0, cursor_len = 0;
-  if (!ParseU64(f[7], &finished_at) || !ParseU64(f[8], &s.cursor_files) ||
-      !ParseU64(f[9], &s.cursor_bytes) || !ParseU64(f[10], &cursor_len) ||
+  if (!ParseDecimal(f[7], &finished_at) || !ParseDecimal(f[8], &s.cursor_files) ||
+      !ParseDecimal(f[9], &s.cursor_bytes) || !ParseDecimal(f[10], &cursor_len) ||
       finished_at > static_cast<uint64_t>(INT64_MAX)) {
     return Status::Corruption("prefetch job: bad counter");
   }

@@ -175,6 +175,36 @@ TEST(StringsTest, RedactUrlDropsUserinfo) {
   EXPECT_EQ(RedactUrl("not a url"), "not a url");
 }
 
+TEST(StringsTest, TrimSpaceDropsAsciiWhitespaceAtBothEnds) {
+  EXPECT_EQ(TrimSpace("  a b\t\r\n"), "a b");
+  EXPECT_EQ(TrimSpace("\v\fx\f\v"), "x");
+  EXPECT_EQ(TrimSpace("nothing"), "nothing");
+  EXPECT_EQ(TrimSpace(" \t\r\n"), "");
+  EXPECT_EQ(TrimSpace(""), "");
+  EXPECT_EQ(TrimSpace("\xc2\xa0x"), "\xc2\xa0x");  // not ASCII: kept
+  const std::string s = " key = v ";
+  const std::string_view t = TrimSpace(s);
+  EXPECT_EQ(t.data(), s.data() + 1);  // a view into the input
+}
+
+TEST(StringsTest, ParseDecimalTakesOnlyWholeUnsignedDecimals) {
+  uint64_t v = 7;
+  EXPECT_TRUE(ParseDecimal("0", &v));
+  EXPECT_EQ(v, 0u);
+  EXPECT_TRUE(ParseDecimal("1048576", &v));
+  EXPECT_EQ(v, 1048576u);
+  EXPECT_TRUE(ParseDecimal("18446744073709551615", &v));
+  EXPECT_EQ(v, UINT64_MAX);
+  EXPECT_TRUE(ParseDecimal("000012", &v));
+  EXPECT_EQ(v, 12u);
+  v = 7;
+  for (std::string_view bad : {"", "18446744073709551616", "99999999999999999999999", "-1", "+1",
+                               " 1", "1 ", "1.5", "0x10", "12a", "a12"}) {
+    EXPECT_FALSE(ParseDecimal(bad, &v)) << bad;
+    EXPECT_EQ(v, 7u) << bad << ": *out must stay as it was";
+  }
+}
+
 // Whatever a message quotes, the log gets one printable line: the sink escapes control bytes.
 TEST(LoggingTest, SinkEscapesControlCharacters) {
   char tmpl[] = "/tmp/tierfs-log-XXXXXX";
