@@ -69,4 +69,18 @@ bool ParseDecimal(std::string_view s, uint64_t* out) {
   return true;
 }
 
+std::string JoinPath(std::string_view dir, std::string_view name) {
+  if (dir.empty()) return std::string(name);
+  std::string p;
+  p.reserve(dir.size() + 1 + name.size());
+  p.append(dir).append("/").append(name);
+  return p;
+}
+
+std::pair<std::string_view, std::string_view> SplitPath(std::string_view path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string_view::npos) return {std::string_view(), path};
+  return {path.substr(0, slash), path.substr(slash + 1)};
+}
+
 }  // namespace tierfs

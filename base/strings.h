@@ -1,6 +1,7 @@
 // Text helpers: what goes into log lines and error messages (conventions C20: never
 // credentials, never raw untrusted bytes), and the two parsing steps every reader of outside
-// text needs (HTTP headers, INI files, /proc files, index records): trimming and decimal numbers.
+// text needs (HTTP headers, INI files, /proc files, index records): trimming and decimal numbers;
+// and the joining and splitting of the '/'-separated paths of a source's keys.
 //
 //   Logger(Module::kBlobClient).warn("GET {} failed: {}", EscapeForLog(key), EscapeForLog(body));
 //
@@ -15,6 +16,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace tierfs {
 
@@ -33,5 +35,11 @@ std::string_view TrimSpace(std::string_view s);
 // The number `s` spells in decimal: digits only (no sign, space or base prefix), the whole of
 // `s`, at most 2^64 - 1. False (and *out unchanged) for anything else, the empty string included.
 bool ParseDecimal(std::string_view s, uint64_t* out);
+
+// Paths of a source's keys: relative, '/'-separated, "" for the root. "a/b" + "c" → "a/b/c";
+// "" + "c" → "c".
+std::string JoinPath(std::string_view dir, std::string_view name);
+// "a/b/c" → ("a/b", "c"); "c" → ("", "c"): the directory and the last name.
+std::pair<std::string_view, std::string_view> SplitPath(std::string_view path);
 
 }  // namespace tierfs

@@ -17,21 +17,6 @@ namespace {
 // A read that has not happened yet, for Inode::last_source.
 constexpr int kNoRead = -2;
 
-std::string JoinPath(std::string_view dir, std::string_view name) {
-  if (dir.empty()) return std::string(name);
-  std::string p;
-  p.reserve(dir.size() + 1 + name.size());
-  p.append(dir).append("/").append(name);
-  return p;
-}
-
-// "a/b/c" → ("a/b", "c"); "c" → ("", "c").
-std::pair<std::string_view, std::string_view> SplitPath(std::string_view path) {
-  size_t slash = path.rfind('/');
-  if (slash == std::string_view::npos) return {std::string_view(), path};
-  return {path.substr(0, slash), path.substr(slash + 1)};
-}
-
 }  // namespace
 
 // One per inode the kernel knows: a listing of 200,000 files read with readdirplus makes 200,000

@@ -40,18 +40,12 @@
 #include "base/logging.h"
 #include "base/memory.h"
 #include "base/mutex.h"
+#include "base/strings.h"
 #include "base/units.h"
 #include "tiercache/single_flight.h"
 
 namespace tierfs {
 namespace {
-
-// Splits "a/b/c" into ("a/b", "c"); "c" into ("", "c").
-std::pair<std::string_view, std::string_view> SplitPath(std::string_view path) {
-  size_t slash = path.rfind('/');
-  if (slash == std::string_view::npos) return {std::string_view(), path};
-  return {path.substr(0, slash), path.substr(slash + 1)};
-}
 
 bool ValidName(std::string_view name) {
   return !name.empty() && name != "." && name != ".." && name.find('/') == std::string_view::npos &&
@@ -111,7 +105,7 @@ class CatalogImpl final : public Catalog {
     const std::string dir_key = DirKey(dir);
     TIERFS_ASSIGN_OR_RETURN(std::optional<DirEntry> e,
                             StoreFor(dir_key)->GetDirEntry(dir_key, name));
-    if (!e) return Status::NotFound(Join(dir, name));
+    if (!e) return Status::NotFound(JoinPath(dir, name));
     return std::move(*e);
   }
 
@@ -259,14 +253,6 @@ class CatalogImpl final : public Catalog {
     k += '\n';
     k += dir;
     return k;
-  }
-
-  static std::string Join(std::string_view dir, std::string_view name) {
-    if (dir.empty()) return std::string(name);
-    std::string s(dir);
-    s += '/';
-    s += name;
-    return s;
   }
 
   bool Fresh(int64_t at_ns, int64_t now_ns) const {

@@ -53,10 +53,6 @@ constexpr std::string_view kListPrefix = "prefetch/list/";
 
 std::string ListChunkKey(uint64_t first) { return fmt::format("{}{:020}", kListPrefix, first); }
 
-std::string Join(std::string_view dir, std::string_view name) {
-  return dir.empty() ? std::string(name) : fmt::format("{}/{}", dir, name);
-}
-
 struct FileItem {
   std::string path;
   DirEntry entry;  // a list item that vanished before its turn: size 0, nothing to fetch
@@ -134,7 +130,7 @@ class Walker {
       }
       DirEntry& e = f.page[f.idx++];
       f.after = e.name;
-      std::string p = Join(f.dir, e.name);
+      std::string p = JoinPath(f.dir, e.name);
       if (e.type == EntryType::kDir) {
         stack_.push_back(Frame{std::move(p)});
         continue;
@@ -182,7 +178,7 @@ class Walker {
       stack_.back().after = name;
       if (slash == std::string_view::npos) break;
       // The cursor lies inside directory `name`: walk the rest of it first.
-      stack_.push_back(Frame{Join(stack_.back().dir, name)});
+      stack_.push_back(Frame{JoinPath(stack_.back().dir, name)});
       rel.remove_prefix(slash + 1);
     }
     return false;

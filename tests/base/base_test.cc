@@ -205,6 +205,18 @@ TEST(StringsTest, ParseDecimalTakesOnlyWholeUnsignedDecimals) {
   }
 }
 
+TEST(StringsTest, JoinPathAndSplitPathAreInverse) {
+  EXPECT_EQ(JoinPath("", "c"), "c");
+  EXPECT_EQ(JoinPath("a/b", "c"), "a/b/c");
+  EXPECT_EQ(SplitPath("a/b/c"), std::make_pair(std::string_view("a/b"), std::string_view("c")));
+  EXPECT_EQ(SplitPath("c"), std::make_pair(std::string_view(), std::string_view("c")));
+  EXPECT_EQ(SplitPath(""), std::make_pair(std::string_view(), std::string_view()));
+  for (std::string_view p : {"c", "a/c", "a/b/c", "d e/f.jpg"}) {
+    const auto [dir, name] = SplitPath(p);
+    EXPECT_EQ(JoinPath(dir, name), p);
+  }
+}
+
 // Whatever a message quotes, the log gets one printable line: the sink escapes control bytes.
 TEST(LoggingTest, SinkEscapesControlCharacters) {
   char tmpl[] = "/tmp/tierfs-log-XXXXXX";
