@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <utility>
 
+#include "base/coding.h"
 #include "base/logging.h"
 #include "metastore/key_rules.h"
 
@@ -80,31 +81,12 @@ std::string_view View(const MDB_val& v) {
   return std::string_view(static_cast<const char*>(v.mv_data), v.mv_size);
 }
 
-// ---- fixed-width little-endian fields (values) ----
-
-void PutU32(std::string* out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-void PutU64(std::string* out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-uint32_t GetU32(const char* p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
-  return v;
-}
-uint64_t GetU64(const char* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
-  return v;
-}
-
 std::string EncodeDir(const DirRecord& r) {
   std::string v;
   v.reserve(kDirValueSize);
   v.push_back(static_cast<char>(kDirLayoutV1));
-  PutU64(&v, static_cast<uint64_t>(r.listed_at_ns));
-  PutU64(&v, r.entry_count);
+  PutFixed64(&v, static_cast<uint64_t>(r.listed_at_ns));
+  PutFixed64(&v, r.entry_count);
   return v;
 }
 Result<DirRecord> DecodeDir(std::string_view v) {
@@ -112,8 +94,8 @@ Result<DirRecord> DecodeDir(std::string_view v) {
     return Status::Corruption("bad dir record (layout version or size)");
   }
   DirRecord r;
-  r.listed_at_ns = static_cast<int64_t>(GetU64(v.data() + 1));
-  r.entry_count = GetU64(v.data() + 9);
+  r.listed_at_ns = static_cast<int64_t>(DecodeFixed64(v.data() + 1));
+  r.entry_count = DecodeFixed64(v.data() + 9);
   return r;
 }
 
@@ -122,8 +104,8 @@ std::string EncodeEntry(const DirEntry& e) {
   v.reserve(kEntryValueFixed + e.etag.size());
   v.push_back(static_cast<char>(kEntryLayoutV1));
   v.push_back(static_cast<char>(e.type));
-  PutU64(&v, e.size);
-  PutU64(&v, static_cast<uint64_t>(e.mtime_ns));
+  PutFixed64(&v, e.size);
+  PutFixed64(&v, static_cast<uint64_t>(e.mtime_ns));
   v.append(e.etag);
   return v;
 }
@@ -139,8 +121,8 @@ Result<DirEntry> DecodeEntry(std::string_view name, std::string_view v) {
   DirEntry e;
   e.name = std::string(name);
   e.type = static_cast<EntryType>(type);
-  e.size = GetU64(v.data() + 2);
-  e.mtime_ns = static_cast<int64_t>(GetU64(v.data() + 10));
+  e.size = DecodeFixed64(v.data() + 2);
+  e.mtime_ns = static_cast<int64_t>(DecodeFixed64(v.data() + 10));
   e.etag = std::string(v.substr(kEntryValueFixed));
   return e;
 }
@@ -149,13 +131,13 @@ std::string EncodeBlock(const BlockRecord& r) {
   std::string v;
   v.reserve(kBlockValueSizeExt);
   v.push_back(static_cast<char>(kBlockLayoutV1));
-  PutU32(&v, r.length);
-  PutU64(&v, r.checksum);
-  PutU64(&v, static_cast<uint64_t>(r.atime_ns));
-  PutU64(&v, static_cast<uint64_t>(r.stored_ns));
-  PutU32(&v, r.flags);
-  PutU32(&v, r.group);
-  PutU64(&v, static_cast<uint64_t>(r.expires_ns));
+  PutFixed32(&v, r.length);
+  PutFixed64(&v, r.checksum);
+  PutFixed64(&v, static_cast<uint64_t>(r.atime_ns));
+  PutFixed64(&v, static_cast<uint64_t>(r.stored_ns));
+  PutFixed32(&v, r.flags);
+  PutFixed32(&v, r.group);
+  PutFixed64(&v, static_cast<uint64_t>(r.expires_ns));
   return v;
 }
 Result<BlockRecord> DecodeBlock(std::string_view key, std::string_view v) {
@@ -165,14 +147,14 @@ Result<BlockRecord> DecodeBlock(std::string_view key, std::string_view v) {
   }
   BlockRecord r;
   std::memcpy(r.key.data(), key.data(), sizeof(BlockKey));
-  r.length = GetU32(v.data() + 1);
-  r.checksum = GetU64(v.data() + 5);
-  r.atime_ns = static_cast<int64_t>(GetU64(v.data() + 13));
-  r.stored_ns = static_cast<int64_t>(GetU64(v.data() + 21));
-  r.flags = GetU32(v.data() + 29);
+  r.length = DecodeFixed32(v.data() + 1);
+  r.checksum = DecodeFixed64(v.data() + 5);
+  r.atime_ns = static_cast<int64_t>(DecodeFixed64(v.data() + 13));
+  r.stored_ns = static_cast<int64_t>(DecodeFixed64(v.data() + 21));
+  r.flags = DecodeFixed32(v.data() + 29);
   if (v.size() >= kBlockValueSizeExt) {  // older records end at 33 bytes: no group, no expiry
-    r.group = GetU32(v.data() + 33);
-    r.expires_ns = static_cast<int64_t>(GetU64(v.data() + 37));
+    r.group = DecodeFixed32(v.data() + 33);
+    r.expires_ns = static_cast<int64_t>(DecodeFixed64(v.data() + 37));
   }
   return r;
 }
@@ -420,7 +402,7 @@ Result<std::unique_ptr<LmdbMetaStore>> LmdbMetaStore::Open(const MetaStoreOption
         }
       }
       std::string v;
-      PutU32(&v, kSchemaVersion);
+      PutFixed32(&v, kSchemaVersion);
       WriteTxn w(txn.get());
       TIERFS_RETURN_IF_ERROR(w.Put(dbis.meta, kSchemaVersionKey, v).WithContext(where));
       log.info("{}: initialised empty store at schema version {}", where, kSchemaVersion);
@@ -428,7 +410,7 @@ Result<std::unique_ptr<LmdbMetaStore>> LmdbMetaStore::Open(const MetaStoreOption
       if (version->size() != 4) {
         return Status::Corruption(where + ": schema version record is not 4 bytes");
       }
-      const uint32_t on_disk = GetU32(version->data());
+      const uint32_t on_disk = DecodeFixed32(version->data());
       if (on_disk > kSchemaVersion) {
         Status s = Status::FailedPrecondition(
             where + ": schema version " + std::to_string(on_disk) +
@@ -786,7 +768,7 @@ Status LmdbMetaStore::DeleteValue(std::string_view name) {
 
 Status LmdbMetaStore::TEST_WriteSchemaVersion(uint32_t version) {
   std::string v;
-  PutU32(&v, version);
+  PutFixed32(&v, version);
   WriteOp op;
   op.records = 1;
   op.grows = true;

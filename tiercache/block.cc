@@ -21,6 +21,7 @@
 #include <string>
 #include <string_view>
 
+#include "base/coding.h"
 #include "tiercache/internal/block_arena.h"
 #include "tiercache/tier.h"
 
@@ -41,14 +42,8 @@ void AppendStoreStats(const BlobStoreStats& s, std::vector<std::pair<std::string
 }
 namespace {
 
-void AppendU64LE(std::string* out, uint64_t v) {
-  char b[8];
-  for (int i = 0; i < 8; ++i) b[i] = static_cast<char>((v >> (8 * i)) & 0xff);
-  out->append(b, 8);
-}
-
 void AppendField(std::string* out, std::string_view field) {
-  AppendU64LE(out, field.size());
+  PutFixed64(out, field.size());
   out->append(field);
 }
 
@@ -213,8 +208,8 @@ BlockKey MakeBlockKey(std::string_view source, std::string_view key, std::string
   AppendField(&buf, source);
   AppendField(&buf, key);
   AppendField(&buf, etag);
-  AppendU64LE(&buf, block_size);
-  AppendU64LE(&buf, block_index);
+  PutFixed64(&buf, block_size);
+  PutFixed64(&buf, block_index);
   XXH128_hash_t h = XXH3_128bits(buf.data(), buf.size());
   XXH128_canonical_t c;
   XXH128_canonicalFromHash(&c, h);  // big-endian high64 then low64
@@ -240,8 +235,8 @@ BlockKey MakeChunkKey(const BlockKey& block, uint64_t chunk, uint64_t length) {
   buf.reserve(kTag.size() + block.size() + 16);
   buf.append(kTag);
   buf.append(reinterpret_cast<const char*>(block.data()), block.size());
-  AppendU64LE(&buf, chunk);
-  AppendU64LE(&buf, length);
+  PutFixed64(&buf, chunk);
+  PutFixed64(&buf, length);
   XXH128_canonical_t c;
   XXH128_canonicalFromHash(&c, XXH3_128bits(buf.data(), buf.size()));
   BlockKey out;

@@ -2,16 +2,11 @@
 
 #include <algorithm>
 
+#include "base/coding.h"
 #include "tiercache/tier.h"
 
 namespace tierfs::tiercache_internal {
 namespace {
-
-uint64_t LoadU64(const std::byte* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
-  return v;
-}
 
 std::span<const std::byte> Chunk(std::span<const std::byte> data, uint64_t c) {
   const uint64_t from = c * kChunkBytes;
@@ -24,7 +19,7 @@ std::vector<std::byte> ChunkTrailer(std::span<const std::byte> data) {
   std::vector<std::byte> out(NumChunks(data.size()) * kChunkSumBytes);
   for (uint64_t c = 0; c < NumChunks(data.size()); ++c) {
     const uint64_t sum = BlockChecksum(Chunk(data, c));
-    for (int i = 0; i < 8; ++i) out[c * 8 + i] = static_cast<std::byte>(sum >> (8 * i));
+    EncodeFixed64(&out[c * kChunkSumBytes], sum);
   }
   return out;
 }
@@ -48,7 +43,8 @@ Result<ChunkSpan> ChunksFor(uint64_t block_len, uint64_t offset, uint64_t length
 bool VerifyChunks(std::span<const std::byte> data, std::span<const std::byte> sums) {
   if (data.empty() || sums.size() != NumChunks(data.size()) * kChunkSumBytes) return false;
   for (uint64_t c = 0; c < NumChunks(data.size()); ++c) {
-    if (BlockChecksum(Chunk(data, c)) != LoadU64(sums.data() + c * kChunkSumBytes)) return false;
+    if (BlockChecksum(Chunk(data, c)) != DecodeFixed64(sums.data() + c * kChunkSumBytes))
+      return false;
   }
   return true;
 }

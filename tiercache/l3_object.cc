@@ -3,29 +3,13 @@
 #include <cstring>
 #include <string>
 
+#include "base/coding.h"
 #include "tiercache/tier.h"
 
 namespace tierfs::tiercache_internal {
 namespace {
 
 constexpr char kMagic[4] = {'T', 'F', 'L', '3'};
-
-void PutU32(std::byte* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<std::byte>((v >> (8 * i)) & 0xff);
-}
-void PutU64(std::byte* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<std::byte>((v >> (8 * i)) & 0xff);
-}
-uint32_t GetU32(const std::byte* p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(p[i]) << (8 * i);
-  return v;
-}
-uint64_t GetU64(const std::byte* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
-  return v;
-}
 
 HmacSha256Digest ObjectMac(std::span<const std::byte> mac_key, std::span<const std::byte> fixed,
                            std::span<const std::byte> data) {
@@ -41,10 +25,10 @@ void EncodeL3Object(const BlockKey& key, std::span<const std::byte> data, uint64
   out->resize(header + data.size());
   std::byte* h = out->data();
   std::memcpy(h, kMagic, 4);
-  PutU32(h + 4, mac ? kL3VersionMac : kL3VersionPlain);
-  PutU64(h + 8, data.size());
-  PutU64(h + 16, BlockChecksum(data));
-  PutU64(h + 24, stored_ns);
+  EncodeFixed32(h + 4, mac ? kL3VersionMac : kL3VersionPlain);
+  EncodeFixed64(h + 8, data.size());
+  EncodeFixed64(h + 16, BlockChecksum(data));
+  EncodeFixed64(h + 24, stored_ns);
   std::memcpy(h + 32, key.data(), key.size());
   if (mac) {
     const HmacSha256Digest d = ObjectMac(mac_key, {h, kL3FixedHeaderBytes}, data);
@@ -58,7 +42,7 @@ Result<L3Header> ParseL3Header(std::span<const std::byte> prefix) {
   const std::byte* h = prefix.data();
   if (std::memcmp(h, kMagic, 4) != 0) return Status::Corruption("bad magic");
   L3Header out;
-  out.version = GetU32(h + 4);
+  out.version = DecodeFixed32(h + 4);
   if (out.version == kL3VersionPlain) {
     out.header_bytes = kL3FixedHeaderBytes;
   } else if (out.version == kL3VersionMac) {
@@ -66,9 +50,9 @@ Result<L3Header> ParseL3Header(std::span<const std::byte> prefix) {
   } else {
     return Status::Corruption("unknown format version " + std::to_string(out.version));
   }
-  out.length = GetU64(h + 8);
-  out.checksum = GetU64(h + 16);
-  out.stored_ns = GetU64(h + 24);
+  out.length = DecodeFixed64(h + 8);
+  out.checksum = DecodeFixed64(h + 16);
+  out.stored_ns = DecodeFixed64(h + 24);
   std::memcpy(out.key.data(), h + 32, out.key.size());
   return out;
 }

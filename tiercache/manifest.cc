@@ -20,6 +20,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/coding.h"
+
 namespace tierfs {
 namespace {
 
@@ -33,22 +35,6 @@ enum EtagKind : uint8_t {
   kEtagMultipart = 2,  // 16 bytes + varint N: the ETag is the hex digits, '-', N in decimal
 };
 
-void PutU32(std::string* out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-void PutU64(std::string* out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-uint32_t GetU32(const char* p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<uint8_t>(p[i])) << (8 * i);
-  return v;
-}
-uint64_t GetU64(const char* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(p[i])) << (8 * i);
-  return v;
-}
 void PutVarint(std::string* out, uint64_t v) {
   while (v >= 0x80) {
     out->push_back(static_cast<char>((v & 0x7f) | 0x80));
@@ -188,14 +174,14 @@ Result<std::string> EncodeManifest(Manifest* m) {
   const size_t bound = ZSTD_compressBound(raw.size());
   out.reserve(kHeaderFixed + m->source.size() + bound + kChecksumBytes);
   out.append(kManifestMagic);
-  PutU32(&out, kManifestVersion);
-  PutU32(&out, 0);  // flags
-  PutU64(&out, m->entries.size());
-  PutU64(&out, static_cast<uint64_t>(m->created_unix_ns));
-  PutU64(&out, raw.size());
+  PutFixed32(&out, kManifestVersion);
+  PutFixed32(&out, 0);  // flags
+  PutFixed64(&out, m->entries.size());
+  PutFixed64(&out, static_cast<uint64_t>(m->created_unix_ns));
+  PutFixed64(&out, raw.size());
   const size_t zsize_at = out.size();
-  PutU64(&out, 0);  // compressed size, filled in below
-  PutU32(&out, static_cast<uint32_t>(m->source.size()));
+  PutFixed64(&out, 0);  // compressed size, filled in below
+  PutFixed32(&out, static_cast<uint32_t>(m->source.size()));
   out.append(m->source);
   const size_t payload_at = out.size();
   out.resize(payload_at + bound);
@@ -205,7 +191,7 @@ Result<std::string> EncodeManifest(Manifest* m) {
     return Status::Internal(fmt::format("manifest: zstd: {}", ZSTD_getErrorName(z)));
   out.resize(payload_at + z);
   std::string zs;
-  PutU64(&zs, z);
+  PutFixed64(&zs, z);
   out.replace(zsize_at, 8, zs);
   char canonical[kChecksumBytes];
   m->checksum = ChecksumHex(out.data(), out.size(), canonical);
@@ -221,19 +207,19 @@ Result<Manifest> DecodeManifest(std::string_view bytes, std::string_view name) {
     return corrupt("not a tierfs manifest (wrong magic)");
   if (bytes.size() < kHeaderFixed + kChecksumBytes) return corrupt("truncated header");
   const char* p = bytes.data();
-  const uint32_t version = GetU32(p + 8);
+  const uint32_t version = DecodeFixed32(p + 8);
   if (version != kManifestVersion) {
     return Status::NotSupported(
         fmt::format("manifest {}: format version {}; this tierfs reads version {}", name, version,
                     kManifestVersion));
   }
-  if (GetU32(p + 12) != 0) return corrupt("unknown flags");
+  if (DecodeFixed32(p + 12) != 0) return corrupt("unknown flags");
   Manifest m;
-  const uint64_t count = GetU64(p + 16);
-  m.created_unix_ns = static_cast<int64_t>(GetU64(p + 24));
-  const uint64_t raw_size = GetU64(p + 32);
-  const uint64_t z_size = GetU64(p + 40);
-  const uint32_t source_len = GetU32(p + 48);
+  const uint64_t count = DecodeFixed64(p + 16);
+  m.created_unix_ns = static_cast<int64_t>(DecodeFixed64(p + 24));
+  const uint64_t raw_size = DecodeFixed64(p + 32);
+  const uint64_t z_size = DecodeFixed64(p + 40);
+  const uint32_t source_len = DecodeFixed32(p + 48);
   if (source_len > kMaxManifestSource) return corrupt("source URI too long");
   if (count > kMaxManifestEntries || raw_size > kMaxManifestPayload)
     return corrupt("entry count or payload size out of bounds");

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/coding.h"
 #include "base/logging.h"
 #include "base/mutex.h"
 #include "base/result.h"
@@ -215,6 +216,25 @@ TEST(StringsTest, JoinPathAndSplitPathAreInverse) {
     const auto [dir, name] = SplitPath(p);
     EXPECT_EQ(JoinPath(dir, name), p);
   }
+}
+
+// The byte order every format of tierfs stores (tiercache/FORMAT.md, metastore/FORMAT.md).
+TEST(CodingTest, FixedWidthIntegersAreLittleEndian) {
+  std::string s;
+  PutFixed32(&s, 0x01020304u);
+  PutFixed64(&s, 0x0102030405060708ull);
+  ASSERT_EQ(s, std::string("\x04\x03\x02\x01\x08\x07\x06\x05\x04\x03\x02\x01", 12));
+  EXPECT_EQ(DecodeFixed32(s.data()), 0x01020304u);
+  EXPECT_EQ(DecodeFixed64(s.data() + 4), 0x0102030405060708ull);
+  std::byte b[8];
+  for (uint64_t v : {uint64_t{0}, uint64_t{1}, uint64_t{0xff}, uint64_t{1} << 63, UINT64_MAX}) {
+    EncodeFixed64(b, v);
+    EXPECT_EQ(DecodeFixed64(b), v);
+    EncodeFixed32(b, static_cast<uint32_t>(v));
+    EXPECT_EQ(DecodeFixed32(b), static_cast<uint32_t>(v));
+  }
+  EncodeFixed32(b, 0x80000000u);  // the high bit of the last byte, not a sign
+  EXPECT_EQ(b[3], std::byte{0x80});
 }
 
 // Whatever a message quotes, the log gets one printable line: the sink escapes control bytes.
