@@ -13,6 +13,7 @@
 #include "base/logging.h"
 #include "base/mutex.h"
 #include "blobclient/credentials.h"
+#include "blobclient/http_transport.h"
 #include "blobclient/sigv4.h"
 
 namespace tierfs::blobclient {
@@ -95,7 +96,7 @@ std::string Snippet(std::string_view s, size_t max = 200) {
 Status HttpError(std::string_view what, long status, std::string_view detail) {
   std::string msg = std::string(what) + ": HTTP " + std::to_string(status);
   if (!detail.empty()) msg += ": " + std::string(detail);
-  if (status >= 500 || status == 429 || status == 408) return Status::Unavailable(msg);
+  if (RetryableHttpStatus(status)) return Status::Unavailable(msg);
   if (status == 401 || status == 403) return Status::PermissionDenied(msg);
   if (status == 404) return Status::NotFound(msg);
   return Status::IOError(msg);
@@ -382,7 +383,7 @@ Result<FetchedCredentials> ParseStsAnswer(long http_status, std::string_view bod
     std::string msg =
         what + ": " +
         (detail.empty() ? "HTTP " + std::to_string(http_status) : Snippet(detail, 300));
-    if (http_status >= 500 || http_status == 429 || code == "Throttling" ||
+    if (RetryableHttpStatus(http_status) || code == "Throttling" ||
         code == "IDPCommunicationError") {
       return Status::Unavailable(msg);
     }

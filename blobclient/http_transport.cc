@@ -564,6 +564,10 @@ Result<HttpResponse> HttpEngine::Execute(HttpRequest request) {
   return std::move(w->response);
 }
 
+bool RetryableHttpStatus(long http_status) {
+  return http_status >= 500 || http_status == 429 || http_status == 408;
+}
+
 Status HttpStatusToStatus(long http_status, std::string_view context, std::string_view body) {
   if (http_status >= 200 && http_status < 300) return Status::OK();
   std::string msg = std::string(context) + ": HTTP " + std::to_string(http_status);

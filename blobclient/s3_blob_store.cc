@@ -632,7 +632,7 @@ class S3BlobStore final : public BlobStore {
         for (Completion& c : WaitForCompletions(wake)) OnCompletion(c);
       }
       if (failed_) {
-        if (IsRetryable(fatal_)) {
+        if (exhausted_) {
           Logger(Module::kBlobClient)
               .warn("{}: giving up after {} attempt(s): {}", s_.describe_, s_.options_.max_attempts,
                     fatal_.ToString());
@@ -827,7 +827,7 @@ class S3BlobStore final : public BlobStore {
       const long code = c.status.ok() ? c.resp.status : 0;
       if (!c.status.ok()) {
         st = c.status.WithContext(context_);
-        retryable = IsRetryable(st) && st.code() != Status::Code::kPermissionDenied;
+        retryable = IsRetryable(st);
       } else if ((code >= 200 && code < 300) || code == 416) {
         size_t got = 0;
         st = CheckAnswer(c.resp, p, expect_, &seen_, context_, &got, &retryable);
@@ -874,7 +874,7 @@ class S3BlobStore final : public BlobStore {
           return;
         }
         st = blobclient::S3ErrorToStatus(c.resp, context_, s_.ErrorsContext(p.creds.get()));
-        retryable = code >= 500 || code == 429 || code == 408;
+        retryable = blobclient::RetryableHttpStatus(code);
       }
       p.last = st;
       if (!retryable) {
@@ -883,6 +883,7 @@ class S3BlobStore final : public BlobStore {
       }
       if (other != 0) return;  // the other request of this part may still answer
       if (p.attempts >= s_.options_.max_attempts) {
+        exhausted_ = true;
         Abort(st);
         return;
       }
@@ -903,7 +904,8 @@ class S3BlobStore final : public BlobStore {
     const std::shared_ptr<Inbox> inbox_ = std::make_shared<Inbox>();  // shared with the callbacks
     int in_flight_ = 0;  // requests submitted whose completion has not been handled
     bool failed_ = false;
-    Status fatal_;  // the first failure, once failed_
+    Status fatal_;            // the first failure, once failed_
+    bool exhausted_ = false;  // fatal_ is a retryable failure that used up the attempts
     // What the first good answer said about the object: every later part must agree (a read
     // never assembles parts of two versions, pinned or not).
     Seen seen_;
@@ -1026,6 +1028,7 @@ class S3BlobStore final : public BlobStore {
   Result<HttpResponse> Perform(const Call& c) {
     Status last;
     bool refreshed = false;
+    bool exhausted = false;  // the last failure was retryable and used up the attempts
     for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
       Result<std::shared_ptr<const Credentials>> creds = SigningCredentials();
       if (!creds.ok()) return Fail(creds.status().WithContext(c.context));
@@ -1034,7 +1037,7 @@ class S3BlobStore final : public BlobStore {
       bool retryable;
       if (!r.ok()) {
         last = r.status().WithContext(c.context);
-        retryable = IsRetryable(last) && last.code() != Status::Code::kPermissionDenied;
+        retryable = IsRetryable(last);
       } else {
         const long code = r->status;
         if ((code >= 200 && code < 300) || (code == 416 && c.accept_416)) return r;
@@ -1047,16 +1050,20 @@ class S3BlobStore final : public BlobStore {
         }
         last = blobclient::S3ErrorToStatus(*r, c.context, ErrorsContext(creds->get()));
         // Only server-side trouble is worth another try; other 4xx answers will not change.
-        retryable = code >= 500 || code == 429 || code == 408;
+        retryable = blobclient::RetryableHttpStatus(code);
       }
-      if (!retryable || attempt == options_.max_attempts) break;
+      if (!retryable) break;
+      if (attempt == options_.max_attempts) {
+        exhausted = true;
+        break;
+      }
       ++retries_;
       auto delay = Backoff(attempt);
       SPDLOG_LOGGER_DEBUG(&Logger(Module::kBlobClient), "{}: {}; retry {} in {} ms", describe_,
                           last.ToString(), attempt, delay.count());
       std::this_thread::sleep_for(delay);
     }
-    if (IsRetryable(last)) {
+    if (exhausted) {
       Logger(Module::kBlobClient)
           .warn("{}: giving up after {} attempt(s): {}", describe_, options_.max_attempts,
                 last.ToString());

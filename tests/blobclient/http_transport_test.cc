@@ -293,6 +293,23 @@ TEST(HttpStatusToStatusTest, Table) {
   EXPECT_EQ(HttpStatusToStatus(400, "", "").code(), Status::Code::kIOError);
 }
 
+// One rule for answers: an HTTP answer is retried exactly when HttpStatusToStatus says the server
+// may answer otherwise next time (Unavailable, TimedOut); a 400 or 409 is an IOError, not retried.
+TEST(HttpStatusToStatusTest, RetryableAnswersAreExactlyTheUnavailableAndTimedOutOnes) {
+  for (long s = 100; s < 600; ++s) {
+    if (s >= 200 && s < 300) continue;
+    const Status st = HttpStatusToStatus(s, "", "");
+    const bool may_change =
+        st.code() == Status::Code::kUnavailable || st.code() == Status::Code::kTimedOut;
+    EXPECT_EQ(RetryableHttpStatus(s), may_change) << s << ": " << st.ToString();
+  }
+  EXPECT_TRUE(RetryableHttpStatus(503));
+  EXPECT_TRUE(RetryableHttpStatus(429));
+  EXPECT_TRUE(RetryableHttpStatus(408));
+  EXPECT_FALSE(RetryableHttpStatus(400));
+  EXPECT_FALSE(RetryableHttpStatus(409));
+}
+
 TEST_F(HttpTransportTest, ConnectionRefusedIsUnavailable) {
   // A port that was just free: bind, note, close.
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);

@@ -369,6 +369,23 @@ TEST_F(S3BlobStoreTest, ForbiddenIsPermissionDeniedAndNotRetried) {
   EXPECT_EQ(server_->request_count(), 2u);
 }
 
+// A 400 will be a 400 again: one request each, no retry (HttpStatusToStatus makes it an IOError,
+// which IsRetryable alone would have retried; RetryableHttpStatus decides for answers).
+TEST_F(S3BlobStoreTest, BadRequestIsAnErrorAndNotRetried) {
+  server_->SetHandler([](const HttpTestRequest&) {
+    return HttpTestResponse::Make(400, "<Error><Code>InvalidRequest</Code></Error>");
+  });
+  auto store = Open(Options());
+  auto r = ReadAll(store.get(), "x", 0, 10);
+  EXPECT_EQ(r.status().code(), Status::Code::kIOError) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("InvalidRequest"), std::string::npos);
+  EXPECT_EQ(server_->request_count(), 1u);
+  auto h = store->Head("x");
+  EXPECT_EQ(h.status().code(), Status::Code::kIOError) << h.status().ToString();
+  EXPECT_EQ(server_->request_count(), 2u);
+  EXPECT_EQ(store->Stats().retries, 0u);
+}
+
 TEST_F(S3BlobStoreTest, A200InsteadOf206YieldsOnlyTheRequestedRange) {
   const std::string data = Pattern(50000);
   auto handler = server_->Scoped([&data](const HttpTestRequest&) {
