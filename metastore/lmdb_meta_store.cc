@@ -965,6 +965,8 @@ LmdbInternalStats LmdbMetaStore::InternalStats() const {
   s.failed_batches = failed_batches_.load(std::memory_order_relaxed);
   s.syncs = syncs_.load(std::memory_order_relaxed);
   s.max_batch_ops = max_batch_ops_.load(std::memory_order_relaxed);
+  unsigned int flags = 0;
+  s.env_nosync = mdb_env_get_flags(env_.get(), &flags) == MDB_SUCCESS && (flags & MDB_NOSYNC) != 0;
   return s;
 }
 

@@ -60,6 +60,9 @@ struct LmdbInternalStats {
   uint64_t failed_batches = 0;  // batches that failed and were retried operation by operation
   uint64_t syncs = 0;           // mdb_env_sync calls (periodic + Sync())
   uint64_t max_batch_ops = 0;   // largest number of operations committed in one transaction
+  // The environment was opened with MDB_NOSYNC (commits not flushed; the writer syncs
+  // periodically): not with MetaStoreOptions::sync_every_commit, where every commit flushes.
+  bool env_nosync = false;
 };
 
 class LmdbMetaStore final : public MetaStore {
