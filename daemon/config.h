@@ -2,26 +2,11 @@
 // place: defaults, then the TOML config file, then the command-line flags, then (only for what
 // neither set) the environment. Validate() names the bad key or flag.
 //
-// The config file (packaging/tierfs.toml documents every key and its default):
-//
-//   [cache]     dir, block_size, l1_size, l1_prefault, l2_size, l2_min_free, prefetch_threads,
-//               pin_quota, prefetch_job_threads, prefetch_job_memory,
-//               readahead_max, readahead_budget, prefetch_next_files, random_hydrate_misses,
-//               l3, l3_endpoint, l3_region, l3_profile, l3_access_key_id_env,
-//               l3_secret_access_key_env, l3_no_sign_request, l3_ttl, l3_max_bytes,
-//               l3_write_queue, l3_write_threads, l3_request_timeout, l3_max_attempts,
-//               l3_key_file
-//   [metadata]  ttl
-//   [s3]        endpoint, region, addressing, profile, no_sign_request, ca_bundle,
-//               connect_timeout, request_timeout, low_speed_time, max_attempts, backoff_base,
-//               backoff_max, max_connections, initial_concurrency, hedge, hedge_min_delay,
-//               hedge_max_size, part_size, max_parts_in_flight
-//   [fuse]      max_threads, clone_fd, open_in_kernel, passthrough, splice_sized_reads,
-//               store_on_open_max, allow_other, allow_root, default_permissions, uid, gid,
-//               file_mode, dir_mode, options
-//   [log]       level, file, format
-//   [metastore] map_size, sync_every_commit
-//   [[policy]]  prefix (required), pin, ttl, policy, quota — one table per path prefix
+// The config file's keys are the schema in config.cc (ConfigKeys() lists them, sections
+// [cache], [metadata], [s3], [fuse], [log], [metastore], [metrics], and [[policy]] tables of
+// prefix, pin, ttl, policy, quota). packaging/tierfs.toml documents every key with its default
+// (ConfigTest.ShippedConfigDocumentsEveryKey holds it to that), and `tierfs config check` prints
+// each key's value and where it came from.
 //
 // Sizes are strings ("512MiB", "20GiB") or integers (bytes); durations are strings ("30s",
 // "10m", "7d", "forever") or integers (seconds). Every key is checked: an unknown key or a value
