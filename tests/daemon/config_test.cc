@@ -608,15 +608,18 @@ TEST(ConfigTest, L1PrefaultIsOffUnlessAsked) {
   EXPECT_TRUE(Contains(m, "key 'cache.l1_prefault'")) << m;
 }
 
-std::string ShippedConfig() {
+// A file of the source tree, by its path from the repository's root.
+std::string RepoFile(const std::string& path) {
   std::string here = __FILE__;  // .../tests/daemon/config_test.cc
   std::string root = here.substr(0, here.rfind("/tests/daemon/"));
-  std::ifstream in(root + "/packaging/tierfs.toml");
-  EXPECT_TRUE(in.good());
+  std::ifstream in(root + "/" + path);
+  EXPECT_TRUE(in.good()) << path;
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
 }
+
+std::string ShippedConfig() { return RepoFile("packaging/tierfs.toml"); }
 
 TEST(ConfigTest, ShippedDefaultConfigParses) {
   // packaging/tierfs.toml documents every key with its default: it must parse and change nothing.
@@ -672,6 +675,17 @@ TEST(ConfigTest, ShippedConfigDocumentsEveryKey) {
     ASSERT_NE(dot, std::string::npos) << k;
     EXPECT_TRUE(documented[k.substr(0, dot)].contains(k.substr(dot + 1)))
         << k << " is not documented in packaging/tierfs.toml";
+  }
+}
+
+// README names every key too, as `section.key` (in its configuration tables and lists).
+TEST(ConfigTest, ReadmeNamesEveryKey) {
+  const std::string readme = RepoFile("README.md");
+  for (const std::string& k : ConfigKeys()) {
+    EXPECT_TRUE(readme.find("`" + k + "`") != std::string::npos ||
+                readme.find("`" + k + " ") != std::string::npos ||
+                readme.find("`" + k + "=") != std::string::npos)
+        << k << " is not named in README.md";
   }
 }
 
