@@ -23,6 +23,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/vfs.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -607,11 +608,17 @@ int RunMount(DaemonOptions o, const std::string& config_path, const MountFlags& 
   if (Status s = ApplyFlags(flags, &o); !s.ok()) return usage(s);
   if (Status s = FinishOptions(&o, RealGetEnv); !s.ok()) return usage(s);
 
+  // A FUSE mount whose daemon died (a crash, kill -9) is still mounted there. stat() says so
+  // (ENOTCONN) only while the kernel holds no attributes of its root: after a recent open of
+  // the root they are served from its cache, dead daemon or not. statfs() always asks the
+  // daemon, so it tells a dead one in both cases.
   struct stat st;
-  if (stat(o.mountpoint.c_str(), &st) != 0) {
+  struct statfs sfs;
+  int stat_rc = stat(o.mountpoint.c_str(), &st);
+  if (stat_rc == 0 && statfs(o.mountpoint.c_str(), &sfs) != 0 && errno == ENOTCONN) stat_rc = -1;
+  if (stat_rc != 0) {
     const int err = errno;
     if (err == ENOTCONN) {
-      // A FUSE mount whose daemon died (a crash, kill -9) is still mounted there.
       return usage(Status::InvalidArgument(
           fmt::format("MOUNTPOINT {} is a stale mount ({}: its daemon is gone); unmount it first: "
                       "fusermount3 -u {}",
@@ -721,9 +728,15 @@ int RunStatus(const std::string& mountpoint, bool raw, bool json,
     return kExitRuntime;
   }
   MountProber prober;
-  auto probe_all = [&prober](const std::vector<MountInfo>& ms) {
+  // Every mount: one unmounted after the mount table was read is no longer one of them (another
+  // job's unmount must not fail the command). A named one that is gone is reported.
+  auto probe_all = [&prober, every = mountpoint.empty()](const std::vector<MountInfo>& ms) {
     std::vector<MountStatus> out;
-    for (const auto& m : ms) out.push_back(prober.Probe(m));
+    for (const auto& m : ms) {
+      MountStatus st = prober.Probe(m);
+      if (every && st.state == "gone") continue;
+      out.push_back(std::move(st));
+    }
     return out;
   };
   auto failed = [](const std::vector<MountStatus>& ms) {
@@ -815,17 +828,26 @@ int RunLogLevel(const std::string& level, const std::string& mountpoint) {
   int rc = kExitOk;
   for (const auto& m : *targets) {
     const std::optional<int> answer = CallWithDeadline<int>(
-        [path = m.mountpoint, level] {
-          return setxattr(path.c_str(), "user.tierfs.log_level", level.data(), level.size(), 0) == 0
-                     ? 0
-                     : errno;
+        [m, level] {
+          // On the mount's root, checked to be still that mount (OpenMountRoot): a mount point
+          // unmounted meanwhile is not written to.
+          const int fd = OpenMountRoot(m);
+          if (fd < 0) return -fd;
+          const int rc = fsetxattr(fd, "user.tierfs.log_level", level.data(), level.size(), 0) == 0
+                             ? 0
+                             : errno;
+          close(fd);
+          return rc;
         },
         kMountAnswerDeadline);
-    if (!answer || *answer == ENOTCONN) {
-      const char* why = answer ? "stale (the daemon is gone)" : "hung (its daemon did not answer)";
+    if (!answer || *answer == ENOTCONN || *answer == ESRCH) {
+      const char* why = !answer               ? "hung (its daemon did not answer)"
+                        : *answer == ENOTCONN ? "stale (the daemon is gone)"
+                                              : "gone (unmounted meanwhile)";
       if (mountpoint.empty()) {
         // "Every mount" means every live one: a mount whose daemon died or does not answer has no
-        // level to change now (`tierfs status` reports it); named on the command line, an error.
+        // level to change now (`tierfs status` reports it), and one unmounted since the mount
+        // table was read is no mount; named on the command line, an error.
         std::fprintf(stderr, "tierfs log-level: %s: skipped, %s\n", m.mountpoint.c_str(), why);
         continue;
       }

@@ -1,7 +1,11 @@
 #include "daemon/status.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/xattr.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -13,23 +17,10 @@
 namespace tierfs {
 namespace {
 
-bool IsNumber(std::string_view s, uint64_t* out) {
-  if (s.empty() || s.size() > 20) return false;
-  uint64_t v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return false;
-    const uint64_t d = static_cast<uint64_t>(c - '0');
-    if (v > (UINT64_MAX - d) / 10) return false;
-    v = v * 10 + d;
-  }
-  *out = v;
-  return true;
-}
-
-// getxattr of a whole value; errno on failure.
-Result<std::string> GetXattrValue(const std::string& path, const char* name, int* err) {
+// fgetxattr of a whole value; errno on failure.
+Result<std::string> GetXattrValue(int fd, const char* name, int* err) {
   std::vector<char> buf(64 * 1024);
-  const ssize_t n = getxattr(path.c_str(), name, buf.data(), buf.size());
+  const ssize_t n = fgetxattr(fd, name, buf.data(), buf.size());
   if (n < 0) {
     *err = errno;
     return Status::FromErrno(*err, name);
@@ -63,7 +54,7 @@ std::string KeyValues::Str(std::string_view key) const {
 
 uint64_t KeyValues::Num(std::string_view key) const {
   uint64_t v = 0;
-  return IsNumber(Str(key), &v) ? v : 0;
+  return ParseDecimal(Str(key), &v) ? v : 0;
 }
 
 bool KeyValues::Has(std::string_view key) const {
@@ -130,13 +121,36 @@ std::string MountSource(const MountInfo& m) {
   return m.source.rfind("tierfs:", 0) == 0 ? m.source.substr(7) : m.source;
 }
 
+int OpenMountRoot(const MountInfo& m) {
+  const int fd = open(m.mountpoint.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT ? -ESRCH : -errno;
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    const int err = errno;
+    close(fd);
+    return -err;
+  }
+  if (st.st_dev != makedev(m.major, m.minor)) {
+    close(fd);
+    return -ESRCH;
+  }
+  return fd;
+}
+
 MountStatus ProbeMountNow(const MountInfo& m) {
   MountStatus st;
   st.mount = m;
   int err = 0;
-  auto stats = GetXattrValue(m.mountpoint, "user.tierfs.stats", &err);
+  const int fd = OpenMountRoot(m);
+  if (fd < 0) err = -fd;
+  Result<std::string> stats = fd < 0 ? Result<std::string>(Status::FromErrno(err, "open"))
+                                     : GetXattrValue(fd, "user.tierfs.stats", &err);
   if (!stats.ok()) {
-    if (err == ENOTCONN) {
+    if (fd >= 0) close(fd);
+    if (err == ESRCH) {
+      st.state = "gone";
+      st.error = "no longer mounted (unmounted after the mount table was read)";
+    } else if (err == ENOTCONN) {
       st.state = "stale";
       st.error =
           fmt::format("{} (the daemon is gone; unmount with `fusermount3 -u {}` and mount again)",
@@ -152,8 +166,9 @@ MountStatus ProbeMountNow(const MountInfo& m) {
     return st;
   }
   st.stats = ParseKeyValues(*stats);
-  auto daemon = GetXattrValue(m.mountpoint, "user.tierfs.daemon", &err);
+  auto daemon = GetXattrValue(fd, "user.tierfs.daemon", &err);
   if (daemon.ok()) st.daemon = ParseKeyValues(*daemon);  // older daemons: no such name
+  close(fd);
   return st;
 }
 
@@ -250,7 +265,7 @@ std::string FormatStatusJson(const std::vector<MountStatus>& mounts,
     j["state"] = m.state;
     if (!m.error.empty()) j["error"] = m.error;
     uint64_t pid = 0;
-    if (IsNumber(m.daemon.Str("pid"), &pid)) {
+    if (ParseDecimal(m.daemon.Str("pid"), &pid)) {
       j["pid"] = pid;
     } else {
       j["pid"] = nullptr;
@@ -263,7 +278,7 @@ std::string FormatStatusJson(const std::vector<MountStatus>& mounts,
     ordered_json stats = ordered_json::object();
     for (const auto& [k, v] : m.stats.items) {
       uint64_t n = 0;
-      if (IsNumber(v, &n)) {
+      if (ParseDecimal(v, &n)) {
         stats[k] = n;
       } else {
         stats[k] = v;

@@ -82,13 +82,20 @@ inline constexpr std::chrono::milliseconds kMountAnswerDeadline{5000};
 
 struct MountStatus {
   MountInfo mount;
-  // "ok", "stale" (the daemon is gone: ENOTCONN), "hung" (no answer within the deadline), or
-  // "error" (another errno, in `error`).
+  // "ok", "stale" (the daemon is gone: ENOTCONN), "hung" (no answer within the deadline), "gone"
+  // (unmounted after the mount table was read), or "error" (another errno, in `error`).
   std::string state = "ok";
   std::string error;
   KeyValues daemon;  // pid, version, log_level, log_format, log, cache_dir
   KeyValues stats;
 };
+
+// The root of mount `m`, opened (O_RDONLY | O_DIRECTORY) for its xattrs, if the path is still that
+// mount: its st_dev is the mount's device. A mount read from the mount table a moment ago may be
+// gone by now (another job unmounted it), its mount point removed or a plain directory whose
+// xattrs are not ours: -ESRCH then. -errno when it cannot be opened (-ENOTCONN: the daemon is
+// gone, -EACCES: another user's mount). May wait for the daemon as long as it takes.
+int OpenMountRoot(const MountInfo& m);
 
 // Reads the xattrs of `m`'s root, waiting for the daemon as long as it takes. Never fails:
 // problems end up in state/error.

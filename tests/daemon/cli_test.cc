@@ -3,6 +3,8 @@
 // `tierfs config check`.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -226,6 +228,31 @@ TEST(PrefetchCliTest, RateAndEta) {
   b.bytes_done = 0;
   b.files_done = 0;
   EXPECT_EQ(FormatPrefetchRate(a, b, std::chrono::seconds(2)), "0B/s 0 files/s ETA -");
+}
+
+// OpenMountRoot opens a mount point only while it is still the mount the table named: a mount
+// point whose device differs (unmounted, now a plain directory) or that is gone gives -ESRCH, so
+// neither `tierfs status` nor `tierfs log-level` reads or writes the xattrs of a plain directory.
+TEST(StatusTest, OpenMountRootRefusesAPathThatIsNoLongerTheMount) {
+  char tmpl[] = "/tmp/tierfs-openroot-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  struct stat st {};
+  ASSERT_EQ(stat(dir.c_str(), &st), 0);
+  MountInfo m;
+  m.mountpoint = dir;
+  m.major = major(st.st_dev);
+  m.minor = minor(st.st_dev);
+  const int fd = OpenMountRoot(m);
+  ASSERT_GE(fd, 0) << std::strerror(-fd);
+  close(fd);
+  m.minor += 1;  // another device: the mount it was is gone, the path is something else now
+  EXPECT_EQ(OpenMountRoot(m), -ESRCH);
+  m.minor -= 1;
+  ASSERT_EQ(rmdir(dir.c_str()), 0);
+  EXPECT_EQ(OpenMountRoot(m), -ESRCH);  // the mount point itself is gone
+  const MountStatus gone = ProbeMountNow(m);
+  EXPECT_EQ(gone.state, "gone") << gone.error;
 }
 
 // A call that does not return in time (a FUSE request to a stopped daemon) gives nullopt at the
