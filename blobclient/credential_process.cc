@@ -17,6 +17,7 @@
 #include <string>
 #include <utility>
 
+#include "base/fd.h"
 #include "blobclient/credentials.h"
 
 extern char** environ;
@@ -44,22 +45,6 @@ std::string FirstLine(std::string s) {
   return s;
 }
 
-class Fd {
- public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  ~Fd() { Reset(); }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  void Reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_;
-};
-
 class ProcessSource final : public CredentialSource {
  public:
   ProcessSource(std::string command, std::chrono::milliseconds timeout, std::string describe)
@@ -71,11 +56,11 @@ class ProcessSource final : public CredentialSource {
     if (::pipe2(out_pipe, O_CLOEXEC) != 0) {
       return Status::IOError(what + ": pipe: " + std::strerror(errno));
     }
-    Fd out_r(out_pipe[0]), out_w(out_pipe[1]);
+    UniqueFd out_r(out_pipe[0]), out_w(out_pipe[1]);
     if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
       return Status::IOError(what + ": pipe: " + std::strerror(errno));
     }
-    Fd err_r(err_pipe[0]), err_w(err_pipe[1]);
+    UniqueFd err_r(err_pipe[0]), err_w(err_pipe[1]);
 
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);

@@ -41,6 +41,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "base/fd.h"
 #include "base/logging.h"
 #include "base/mutex.h"
 #include "base/strings.h"
@@ -91,33 +92,6 @@ ObjectInfo InfoFromStat(const struct stat& st) {
   return info;
 }
 
-// An owned file descriptor, closed on destruction.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) {
-      Reset();
-      fd_ = std::exchange(o.fd_, -1);
-    }
-    return *this;
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() { Reset(); }
-  int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-  void Reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
-
 // Opens `rel` (relative, no empty, "." or ".." component) below `dirfd` without following any
 // symlink. -1 and errno on failure; ELOOP/ENOTDIR when a component is a symlink.
 // `have_openat2`: whether to try openat2(2); cleared on the first ENOSYS (kernels before 5.6;
@@ -134,7 +108,7 @@ int OpenBeneath(int dirfd, const std::string& rel, int flags, std::atomic<bool>*
     have_openat2->store(false, std::memory_order_relaxed);
   }
   // Fallback: one component at a time, each directory opened O_NOFOLLOW | O_DIRECTORY.
-  Fd dir;
+  UniqueFd dir;
   int cur = dirfd;
   size_t pos = 0;
   for (;;) {
@@ -144,7 +118,7 @@ int OpenBeneath(int dirfd, const std::string& rel, int flags, std::atomic<bool>*
       return ::openat(cur, comp.c_str(), flags | O_CLOEXEC | O_NOFOLLOW);
     int next = ::openat(cur, comp.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (next < 0) return -1;
-    dir = Fd(next);
+    dir = UniqueFd(next);
     cur = next;
     pos = slash + 1;
   }
@@ -176,7 +150,7 @@ Status CheckRelative(std::string_view path, bool allow_trailing_slash, std::stri
 
 class FileBlobStore final : public BlobStore {
  public:
-  FileBlobStore(std::string root, Fd root_fd, bool use_openat2)
+  FileBlobStore(std::string root, UniqueFd root_fd, bool use_openat2)
       : root_(std::move(root)), root_fd_(std::move(root_fd)), have_openat2_(use_openat2) {}
 
   std::string Describe() const override { return "file://" + (root_.empty() ? "/" : root_); }
@@ -210,8 +184,8 @@ class FileBlobStore final : public BlobStore {
     // check that what was opened is that same regular file.
     struct stat want;
     TIERFS_RETURN_IF_ERROR(StatRegular(key, &want));
-    Fd fd(OpenBeneath(root_fd_.get(), std::string(key), O_RDONLY | O_NONBLOCK | O_NOCTTY,
-                      &have_openat2_));
+    UniqueFd fd(OpenBeneath(root_fd_.get(), std::string(key), O_RDONLY | O_NONBLOCK | O_NOCTTY,
+                            &have_openat2_));
     if (fd.get() < 0) return OpenFailure(errno, key);
     struct stat st;
     if (::fstat(fd.get(), &st) != 0) return Fail(Status::FromErrno(errno, Ctx("fstat", key)));
@@ -267,7 +241,7 @@ class FileBlobStore final : public BlobStore {
     // Files are stat'ed now, one directory open per run of keys with the same parent.
     std::string parent;
     bool have_parent = false;
-    Fd dir;
+    UniqueFd dir;
     for (; it != items.end() && page.objects.size() + page.prefixes.size() < limit; ++it) {
       const std::string_view key = scan->Key(*it);
       if (it->is_prefix) {
@@ -280,7 +254,7 @@ class FileBlobStore final : public BlobStore {
       if (!have_parent || key_parent != parent) {
         have_parent = true;
         parent = std::string(key_parent);
-        dir = Fd(OpenBeneath(root_fd_.get(), parent, O_RDONLY | O_DIRECTORY, &have_openat2_));
+        dir = UniqueFd(OpenBeneath(root_fd_.get(), parent, O_RDONLY | O_DIRECTORY, &have_openat2_));
       }
       if (dir.get() < 0) continue;  // the directory went away since the scan
       const std::string name(key.substr(slash + 1));
@@ -448,7 +422,7 @@ class FileBlobStore final : public BlobStore {
   // skipped. Types come from d_type; only names without one (DT_UNKNOWN) are stat'ed.
   void Walk(const std::string& dir, std::string_view name_filter, Scan* scan) {
     const std::string rel = dir.empty() ? std::string() : dir.substr(0, dir.size() - 1);
-    Fd dfd(OpenBeneath(root_fd_.get(), rel, O_RDONLY | O_DIRECTORY, &have_openat2_));
+    UniqueFd dfd(OpenBeneath(root_fd_.get(), rel, O_RDONLY | O_DIRECTORY, &have_openat2_));
     if (dfd.get() < 0) return;  // missing, or not a real directory: lists as empty, like S3
     DIR* d = ::fdopendir(dfd.get());
     if (d == nullptr) return;
@@ -522,7 +496,7 @@ class FileBlobStore final : public BlobStore {
     const size_t slash = k.rfind('/');
     const std::string parent = slash == std::string::npos ? std::string() : k.substr(0, slash);
     const std::string name = slash == std::string::npos ? k : k.substr(slash + 1);
-    Fd dir(OpenBeneath(root_fd_.get(), parent, O_RDONLY | O_DIRECTORY, &have_openat2_));
+    UniqueFd dir(OpenBeneath(root_fd_.get(), parent, O_RDONLY | O_DIRECTORY, &have_openat2_));
     if (dir.get() < 0) return OpenFailure(errno, key);
     if (::fstatat(dir.get(), name.c_str(), st, AT_SYMLINK_NOFOLLOW) != 0) {
       return OpenFailure(errno, key);
@@ -542,7 +516,7 @@ class FileBlobStore final : public BlobStore {
 
   // Constant after construction.
   const std::string root_;
-  const Fd root_fd_;  // the root directory; every path is resolved beneath it
+  const UniqueFd root_fd_;  // the root directory; every path is resolved beneath it
   std::atomic<bool> have_openat2_;
   Mutex skipped_mu_;
   std::unordered_set<std::string> skipped_logged_ GUARDED_BY(skipped_mu_);
@@ -564,7 +538,7 @@ Result<std::unique_ptr<BlobStore>> NewFileBlobStore(const FileStoreOptions& opti
   if (!S_ISDIR(st.st_mode)) {
     return Status::InvalidArgument("file store root is not a directory: '" + root + "'");
   }
-  Fd fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  UniqueFd fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (fd.get() < 0) return Status::FromErrno(errno, "file store root " + root);
   if (root == "/") root.clear();  // keys then map to "/" + key
   return std::unique_ptr<BlobStore>(

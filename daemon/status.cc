@@ -11,6 +11,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "base/fd.h"
 #include "base/strings.h"
 #include "base/units.h"
 
@@ -122,31 +123,24 @@ std::string MountSource(const MountInfo& m) {
 }
 
 int OpenMountRoot(const MountInfo& m) {
-  const int fd = open(m.mountpoint.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return errno == ENOENT ? -ESRCH : -errno;
+  UniqueFd fd(open(m.mountpoint.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd.get() < 0) return errno == ENOENT ? -ESRCH : -errno;
   struct stat st {};
-  if (fstat(fd, &st) != 0) {
-    const int err = errno;
-    close(fd);
-    return -err;
-  }
-  if (st.st_dev != makedev(m.major, m.minor)) {
-    close(fd);
-    return -ESRCH;
-  }
-  return fd;
+  if (fstat(fd.get(), &st) != 0) return -errno;
+  if (st.st_dev != makedev(m.major, m.minor)) return -ESRCH;
+  return fd.release();
 }
 
 MountStatus ProbeMountNow(const MountInfo& m) {
   MountStatus st;
   st.mount = m;
   int err = 0;
-  const int fd = OpenMountRoot(m);
-  if (fd < 0) err = -fd;
-  Result<std::string> stats = fd < 0 ? Result<std::string>(Status::FromErrno(err, "open"))
-                                     : GetXattrValue(fd, "user.tierfs.stats", &err);
+  const int opened = OpenMountRoot(m);
+  if (opened < 0) err = -opened;
+  const UniqueFd fd(opened);  // -1 when the open failed
+  Result<std::string> stats = opened < 0 ? Result<std::string>(Status::FromErrno(err, "open"))
+                                         : GetXattrValue(fd.get(), "user.tierfs.stats", &err);
   if (!stats.ok()) {
-    if (fd >= 0) close(fd);
     if (err == ESRCH) {
       st.state = "gone";
       st.error = "no longer mounted (unmounted after the mount table was read)";
@@ -166,9 +160,8 @@ MountStatus ProbeMountNow(const MountInfo& m) {
     return st;
   }
   st.stats = ParseKeyValues(*stats);
-  auto daemon = GetXattrValue(fd, "user.tierfs.daemon", &err);
+  auto daemon = GetXattrValue(fd.get(), "user.tierfs.daemon", &err);
   if (daemon.ok()) st.daemon = ParseKeyValues(*daemon);  // older daemons: no such name
-  close(fd);
   return st;
 }
 

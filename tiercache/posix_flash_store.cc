@@ -18,6 +18,7 @@
 #include <string>
 #include <system_error>
 
+#include "base/fd.h"
 #include "tiercache/tier.h"
 
 namespace tierfs {
@@ -88,34 +89,31 @@ class PosixFlashStore final : public FlashStore {
 
   Result<size_t> ReadFile(const std::string& rel_path, std::span<std::byte> out) override {
     const std::string path = Abs(rel_path);
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return Status::FromErrno(errno, "open " + path);
+    const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (fd.get() < 0) return Status::FromErrno(errno, "open " + path);
     size_t got = 0;
     while (got < out.size()) {
-      ssize_t n = ::pread(fd, out.data() + got, out.size() - got, static_cast<off_t>(got));
+      ssize_t n = ::pread(fd.get(), out.data() + got, out.size() - got, static_cast<off_t>(got));
       if (n < 0) {
         if (errno == EINTR) continue;
-        Status st = Status::FromErrno(errno, "read " + path);
-        ::close(fd);
-        return st;
+        return Status::FromErrno(errno, "read " + path);
       }
       if (n == 0) break;
       got += static_cast<size_t>(n);
     }
-    ::close(fd);
     return got;
   }
 
   Status ReadAt(const std::string& rel_path, std::span<const ReadRange> ranges) override {
     const std::string path = Abs(rel_path);
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return Status::FromErrno(errno, "open " + path);
+    const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (fd.get() < 0) return Status::FromErrno(errno, "open " + path);
     Status st;
     for (const ReadRange& r : ranges) {
       size_t got = 0;
       while (st.ok() && got < r.out.size()) {
-        ssize_t n =
-            ::pread(fd, r.out.data() + got, r.out.size() - got, static_cast<off_t>(r.offset + got));
+        ssize_t n = ::pread(fd.get(), r.out.data() + got, r.out.size() - got,
+                            static_cast<off_t>(r.offset + got));
         if (n < 0) {
           if (errno == EINTR) continue;
           st = Status::FromErrno(errno, "read " + path);
@@ -127,7 +125,6 @@ class PosixFlashStore final : public FlashStore {
       }
       if (!st.ok()) break;
     }
-    ::close(fd);
     return st;
   }
 
@@ -147,9 +144,9 @@ class PosixFlashStore final : public FlashStore {
   }
 
   Status WillNeed(const std::string& rel_path) override {
-    TIERFS_ASSIGN_OR_RETURN(int fd, OpenForRead(rel_path));
-    const int err = ::posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
-    ::close(fd);
+    TIERFS_ASSIGN_OR_RETURN(int opened, OpenForRead(rel_path));
+    const UniqueFd fd(opened);
+    const int err = ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_WILLNEED);
     if (err != 0) return Status::FromErrno(err, "fadvise " + Abs(rel_path));
     return Status::OK();
   }

@@ -1,3 +1,4 @@
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 
 #include "base/clock.h"
 #include "base/coding.h"
+#include "base/fd.h"
 #include "base/logging.h"
 #include "base/mutex.h"
 #include "base/result.h"
@@ -362,6 +364,40 @@ TEST(MutexTest, CondVarHandsOff) {
   }
   t.join();
   EXPECT_EQ(value, 1);
+}
+
+// Whether `fd` is an open descriptor of this process.
+bool IsOpen(int fd) { return ::fcntl(fd, F_GETFD) != -1; }
+
+TEST(UniqueFdTest, ClosesOnceAndHandsOwnershipOn) {
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe2(pipe_fds, O_CLOEXEC), 0);
+  const int r = pipe_fds[0], w = pipe_fds[1];
+  {
+    UniqueFd a(r);
+    UniqueFd b(std::move(a));  // a gives it up: only b closes it
+    EXPECT_EQ(a.get(), -1);
+    EXPECT_EQ(b.get(), r);
+    UniqueFd c(w);
+    c = std::move(b);  // closes w, takes r
+    EXPECT_FALSE(IsOpen(w));
+    EXPECT_EQ(c.get(), r);
+    EXPECT_TRUE(IsOpen(r));
+  }
+  EXPECT_FALSE(IsOpen(r));  // closed by c alone, once
+
+  ASSERT_EQ(::pipe2(pipe_fds, O_CLOEXEC), 0);
+  {
+    UniqueFd kept(pipe_fds[0]);
+    EXPECT_EQ(kept.release(), pipe_fds[0]);
+    EXPECT_EQ(kept.get(), -1);
+    UniqueFd reset(pipe_fds[1]);
+    reset.Reset();
+    EXPECT_EQ(reset.get(), -1);
+    EXPECT_FALSE(IsOpen(pipe_fds[1]));
+  }
+  EXPECT_TRUE(IsOpen(pipe_fds[0]));  // released: the caller's to close
+  ::close(pipe_fds[0]);
 }
 
 }  // namespace
