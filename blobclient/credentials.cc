@@ -39,25 +39,26 @@ IniSections ParseIni(std::string_view text) {
   std::string line;
   while (std::getline(in, line)) {
     const bool indented = !line.empty() && (line[0] == ' ' || line[0] == '\t');
-    std::string t(TrimSpace(line));
+    const std::string_view t = TrimSpace(line);  // views `line`, alive for this iteration
     if (t.empty() || t[0] == '#' || t[0] == ';') continue;
     if (t.front() == '[' && t.back() == ']') {
-      section = &out[std::string(TrimSpace(std::string_view(t).substr(1, t.size() - 2)))];
+      section = &out[std::string(TrimSpace(t.substr(1, t.size() - 2)))];
       parent.clear();
       continue;
     }
     if (section == nullptr) continue;
     size_t eq = t.find('=');
-    if (eq == std::string::npos) continue;
-    std::string key = Lower(std::string(TrimSpace(std::string_view(t).substr(0, eq))));
-    std::string value(TrimSpace(std::string_view(t).substr(eq + 1)));
+    if (eq == std::string_view::npos) continue;
+    const std::string key = Lower(std::string(TrimSpace(t.substr(0, eq))));
+    std::string_view v = TrimSpace(t.substr(eq + 1));
     // An inline comment needs whitespace before it (values may contain '#').
-    for (size_t i = 1; i < value.size(); ++i) {
-      if ((value[i] == '#' || value[i] == ';') && (value[i - 1] == ' ' || value[i - 1] == '\t')) {
-        value = std::string(TrimSpace(std::string_view(value).substr(0, i)));
+    for (size_t i = 1; i < v.size(); ++i) {
+      if ((v[i] == '#' || v[i] == ';') && (v[i - 1] == ' ' || v[i - 1] == '\t')) {
+        v = TrimSpace(v.substr(0, i));
         break;
       }
     }
+    const std::string value(v);
     if (indented && !parent.empty()) {
       (*section)[parent + "." + key] = value;
       continue;

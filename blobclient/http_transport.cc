@@ -587,14 +587,14 @@ Status HttpStatusToStatus(long http_status, std::string_view context, std::strin
     case 401:
     case 403:
       return Status::PermissionDenied(msg);
-    case 408:
-      return Status::TimedOut(msg);
-    case 429:
-      return Status::Unavailable(msg);
     default:
       break;
   }
-  if (http_status >= 500) return Status::Unavailable(msg);
+  // The answers worth sending again (the one rule) are the retryable codes: the server timed
+  // the request out, or it is throttled or failing.
+  if (RetryableHttpStatus(http_status)) {
+    return http_status == 408 ? Status::TimedOut(msg) : Status::Unavailable(msg);
+  }
   if (http_status == 0) return Status::Unavailable(msg + " (no response)");
   return Status::IOError(msg);
 }
