@@ -21,7 +21,6 @@ class CAPABILITY("mutex") Mutex {
   void Lock() ACQUIRE() { mu_.lock(); }
   void Unlock() RELEASE() { mu_.unlock(); }
   bool TryLock() TRY_ACQUIRE(true) { return mu_.try_lock(); }
-  void AssertHeld() const {}
   std::mutex& native() { return mu_; }
 
  private:
