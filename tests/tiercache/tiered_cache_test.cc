@@ -12,6 +12,7 @@
 #include <map>
 #include <sstream>
 #include <thread>
+#include <type_traits>
 
 #include "base/metrics.h"
 #include "tests/fakes/fake_blob_store.h"
@@ -22,6 +23,7 @@
 namespace tierfs {
 namespace {
 
+using testing::Eventually;
 using testing::FakeBlobStore;
 using testing::FaultyFlashStore;
 using testing::ParseStats;
@@ -607,9 +609,8 @@ TEST_F(TieredCacheTest, ReadaheadRunsInBlocksOfArenaSize) {
     EXPECT_EQ(origin_.last_scatter_pieces(), bs == (uint64_t{64} << 10) ? 2u : 5u);
     // L1 charges what the blocks hold: the short last block has storage of its own size. (L1's
     // byte count follows an insert a moment after the block is visible: waited for, not raced.)
-    EXPECT_TRUE(tierfs::testing::Eventually([&] {
-      return ParseStats(c->StatsText())["l1.used"] == 4 * bs + 123;
-    })) << ParseStats(c->StatsText())["l1.used"];
+    EXPECT_TRUE(Eventually([&] { return ParseStats(c->StatsText())["l1.used"] == 4 * bs + 123; }))
+        << ParseStats(c->StatsText())["l1.used"];
     auto stats = ParseStats(c->StatsText());
     if (bs == (uint64_t{64} << 10)) {
       EXPECT_EQ(stats["blocks.mapped_bytes"], 4 * bs);
@@ -636,15 +637,46 @@ TEST_F(TieredCacheTest, ReadaheadSkipsWhatL1HoldsAndCopiesL2BlocksUp) {
   EXPECT_EQ(ReadAll(c.get(), o, 0, data.size()), data);
 }
 
+// Reads [off, off + len) the way FUSE does: with a token, so the fetch goes to the fetch pool.
+std::string ReadWithToken(TieredCache* c, const ObjectRef& o, uint64_t off, uint64_t len) {
+  CancelToken token;
+  auto r = c->Read(o, off, len, &token);
+  if (!r.ok()) return "<" + r.status().ToString() + ">";
+  std::string s;
+  for (const auto& sl : *r) {
+    s.append(reinterpret_cast<const char*>(sl.block->data().data()) + sl.offset, sl.length);
+  }
+  return s;
+}
+
+// Starts `read` (a read with a token, as FUSE's are: it counts singleflight.merged as it joins a
+// flight, not when the flight ends) on a thread while the origin holds the GET of a run `c` has in
+// flight, lets the GET through once the read has joined that flight, and returns the read's
+// result. A read that fetched on its own instead would be held at the gate too, and the wait for
+// the merge fails.
+template <typename Fn>
+auto WhileARunIsHeld(FakeBlobStore* origin, TieredCache* c, Fn read) {
+  origin->WaitForBlockedReads(1);  // the worker's GET is on the wire
+  std::invoke_result_t<Fn> got;
+  std::thread reader([&] { got = read(); });
+  const bool merged =
+      Eventually([&] { return ParseStats(c->StatsText())["singleflight.merged"] >= 1u; });
+  origin->ReleaseReads();
+  reader.join();
+  EXPECT_TRUE(merged) << "the read did not join the run in flight";
+  return got;
+}
+
 TEST_F(TieredCacheTest, DemandReadsJoinARunInFlightAndSeeItsErrors) {
   options_.prefetch_threads = 1;
   auto c = OpenCache();
   const std::string data = Pattern(4 * kBs);
   ObjectRef o = Put("obj", data);
-  origin_.SetDelay(std::chrono::milliseconds(300));
+  origin_.HoldReads();
   c->Prefetch(o, 0, 4);
-  std::this_thread::sleep_for(std::chrono::milliseconds(60));  // the worker is fetching
-  EXPECT_EQ(ReadAll(c.get(), o, 2 * kBs, kBs), data.substr(2 * kBs, kBs));
+  EXPECT_EQ(
+      WhileARunIsHeld(&origin_, c.get(), [&] { return ReadWithToken(c.get(), o, 2 * kBs, kBs); }),
+      data.substr(2 * kBs, kBs));
   EXPECT_EQ(origin_.read_calls(), 1u);
   EXPECT_EQ(ParseStats(c->StatsText())["singleflight.merged"], 1u);
 
@@ -652,10 +684,13 @@ TEST_F(TieredCacheTest, DemandReadsJoinARunInFlightAndSeeItsErrors) {
   ObjectRef stale = o;
   origin_.PutObject("obj", Pattern(4 * kBs, 2));
   auto c2 = OpenCache(/*with_l1=*/true, /*with_l2=*/false);
+  origin_.HoldReads();
   c2->Prefetch(stale, 0, 4);
-  std::this_thread::sleep_for(std::chrono::milliseconds(60));
-  auto r = c2->Read(stale, kBs, 10);
-  EXPECT_FALSE(r.ok());
+  const bool read_ok = WhileARunIsHeld(&origin_, c2.get(), [&] {
+    CancelToken token;
+    return c2->Read(stale, kBs, 10, &token).ok();
+  });
+  EXPECT_FALSE(read_ok);
   EXPECT_EQ(c2->Residency(stale)[0].second, 0u);
 }
 
@@ -680,24 +715,12 @@ TEST_F(TieredCacheTest, DemandReadJoinsAPrefetchInFlight) {
   auto c = OpenCache();
   const std::string data = Pattern(kBs);
   ObjectRef o = Put("obj", data);
-  origin_.SetDelay(std::chrono::milliseconds(300));
+  origin_.HoldReads();
   c->Prefetch(o, 0, 1);
-  std::this_thread::sleep_for(std::chrono::milliseconds(60));  // the worker is fetching
-  EXPECT_EQ(ReadAll(c.get(), o, 0, kBs), data);
+  EXPECT_EQ(WhileARunIsHeld(&origin_, c.get(), [&] { return ReadWithToken(c.get(), o, 0, kBs); }),
+            data);
   EXPECT_EQ(origin_.read_calls(), 1u);
   EXPECT_EQ(ParseStats(c->StatsText())["singleflight.merged"], 1u);
-}
-
-// Reads [off, off + len) the way FUSE does: with a token, so the fetch goes to the fetch pool.
-std::string ReadWithToken(TieredCache* c, const ObjectRef& o, uint64_t off, uint64_t len) {
-  CancelToken token;
-  auto r = c->Read(o, off, len, &token);
-  if (!r.ok()) return "<" + r.status().ToString() + ">";
-  std::string s;
-  for (const auto& sl : *r) {
-    s.append(reinterpret_cast<const char*>(sl.block->data().data()) + sl.offset, sl.length);
-  }
-  return s;
 }
 
 // L1's blocks of `o` once it holds `want` of them, or after 5 s (the fetch that brought the read
@@ -762,11 +785,12 @@ TEST_F(TieredCacheTest, SmallObjectFetchStopsAtHeldBlocksAndServesTheirWaiters) 
 
   // A reader of another block of the object while the whole fetch is on the wire waits for it.
   ObjectRef o2 = Put("obj2", Pattern(4 * kBs, 5));
-  origin_.SetDelay(std::chrono::milliseconds(300));
+  origin_.HoldReads();
   std::string first;
   std::thread t([&] { first = ReadWithToken(c.get(), o2, 0, 10); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(60));  // the fetch is on the wire
-  EXPECT_EQ(ReadWithToken(c.get(), o2, 3 * kBs, kBs), Pattern(4 * kBs, 5).substr(3 * kBs));
+  EXPECT_EQ(
+      WhileARunIsHeld(&origin_, c.get(), [&] { return ReadWithToken(c.get(), o2, 3 * kBs, kBs); }),
+      Pattern(4 * kBs, 5).substr(3 * kBs));
   t.join();
   EXPECT_EQ(first, Pattern(4 * kBs, 5).substr(0, 10));
   EXPECT_EQ(origin_.read_calls(), 1u);
@@ -1351,7 +1375,8 @@ TEST_F(SparseReadTest, ConcurrentReadersOfOneRangeShareOneRequestOnTheFetchPool)
         [&, i] { got[i] = ReadWithToken(c.get(), obj_, 3 * kBlock + 5000, 20000); });
   }
   origin_.WaitForBlockedReads(1);
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the others join the flight
+  EXPECT_TRUE(Eventually([&] { return ParseStats(c->StatsText())["singleflight.merged"] == 3u; }))
+      << "the other three readers did not join the flight";
   origin_.ReleaseReads();
   for (auto& t : readers) t.join();
   for (const auto& g : got) EXPECT_EQ(g, Want(3 * kBlock + 5000, 20000));
