@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/fd.h"
 #include "base/logging.h"
 #include "base/units.h"
 #include "daemon/cache_dir.h"
@@ -75,28 +76,23 @@ struct Failure {
 // Reports the outcome of the start-up to the waiting parent (when daemonized).
 class StartupPipe {
  public:
-  explicit StartupPipe(int fd) : fd_(fd) {}
-  ~StartupPipe() { Close(); }
+  explicit StartupPipe(UniqueFd fd) : fd_(std::move(fd)) {}
   void Report(const std::string& msg) {
-    if (fd_ < 0) return;
+    if (fd_.get() < 0) return;
     size_t off = 0;
     while (off < msg.size()) {
-      ssize_t n = write(fd_, msg.data() + off, msg.size() - off);
+      ssize_t n = write(fd_.get(), msg.data() + off, msg.size() - off);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) break;
       off += static_cast<size_t>(n);
     }
-    Close();
+    fd_.Reset();  // one report only
   }
   void Ok() { Report("OK\n"); }
   void Fail(const Failure& f) { Report(fmt::format("ERR {} {}\n", f.code, f.message)); }
 
  private:
-  void Close() {
-    if (fd_ >= 0) close(fd_);
-    fd_ = -1;
-  }
-  int fd_;
+  UniqueFd fd_;
 };
 
 // Every component of a mount, in construction order; destroyed in reverse (C8: raw pointers
@@ -541,12 +537,13 @@ int ServeMount(const DaemonOptions& o, StartupPipe* pipe) {
 
 // Forks; the parent waits for the child's start-up report and returns its exit code. The child
 // returns -1 from here with *child_pipe set.
-int Daemonize(int* child_pipe, pid_t* child_pid) {
+int Daemonize(UniqueFd* child_pipe, pid_t* child_pid) {
   int fds[2];
-  if (pipe(fds) != 0) {
+  if (pipe2(fds, O_CLOEXEC) != 0) {
     std::fprintf(stderr, "tierfs: pipe: %s\n", std::strerror(errno));
     return kExitRuntime;
   }
+  UniqueFd read_end(fds[0]), write_end(fds[1]);
   std::fflush(nullptr);
   pid_t pid = fork();
   if (pid < 0) {
@@ -554,22 +551,22 @@ int Daemonize(int* child_pipe, pid_t* child_pid) {
     return kExitRuntime;
   }
   if (pid == 0) {
-    close(fds[0]);
+    read_end.Reset();
     setsid();
-    *child_pipe = fds[1];
+    *child_pipe = std::move(write_end);
     return -1;
   }
-  close(fds[1]);
+  write_end.Reset();
   *child_pid = pid;
   std::string msg;
   char buf[4096];
   for (;;) {
-    ssize_t n = read(fds[0], buf, sizeof(buf));
+    ssize_t n = read(read_end.get(), buf, sizeof(buf));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     msg.append(buf, static_cast<size_t>(n));
   }
-  close(fds[0]);
+  read_end.Reset();
   if (msg.rfind("OK", 0) == 0) return kExitOk;
   if (msg.rfind("ERR ", 0) == 0) {
     int code = std::atoi(msg.c_str() + 4);
@@ -655,7 +652,7 @@ int RunMount(DaemonOptions o, const std::string& config_path, const MountFlags& 
     LogOptions lo = o.log;  // stderr unless --log-file
     std::string err;
     if (!ConfigureLogging(lo, &err)) return usage(Status::InvalidArgument("--log-file: " + err));
-    StartupPipe none(-1);
+    StartupPipe none{UniqueFd()};
     return ServeMount(o, &none);
   }
   // Open the log before forking so a bad --log-file is a usage error on the terminal.
@@ -663,7 +660,7 @@ int RunMount(DaemonOptions o, const std::string& config_path, const MountFlags& 
   if (lo.destination.empty()) lo.destination = "syslog";
   std::string err;
   if (!ConfigureLogging(lo, &err)) return usage(Status::InvalidArgument("--log-file: " + err));
-  int child_fd = -1;
+  UniqueFd child_fd;
   pid_t child = -1;
   int rc = Daemonize(&child_fd, &child);
   if (rc == kExitOk) {
@@ -672,7 +669,7 @@ int RunMount(DaemonOptions o, const std::string& config_path, const MountFlags& 
                 lo.destination.c_str());
   }
   if (rc >= 0) return rc;  // the parent (or fork failed)
-  StartupPipe pipe(child_fd);
+  StartupPipe pipe(std::move(child_fd));
   return ServeMount(o, &pipe);
 }
 
@@ -831,13 +828,12 @@ int RunLogLevel(const std::string& level, const std::string& mountpoint) {
         [m, level] {
           // On the mount's root, checked to be still that mount (OpenMountRoot): a mount point
           // unmounted meanwhile is not written to.
-          const int fd = OpenMountRoot(m);
-          if (fd < 0) return -fd;
-          const int rc = fsetxattr(fd, "user.tierfs.log_level", level.data(), level.size(), 0) == 0
-                             ? 0
-                             : errno;
-          close(fd);
-          return rc;
+          int err = 0;
+          const UniqueFd fd = OpenMountRoot(m, &err);
+          if (fd.get() < 0) return err;
+          return fsetxattr(fd.get(), "user.tierfs.log_level", level.data(), level.size(), 0) == 0
+                     ? 0
+                     : errno;
         },
         kMountAnswerDeadline);
     if (!answer || *answer == ENOTCONN || *answer == ESRCH) {

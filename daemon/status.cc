@@ -122,24 +122,29 @@ std::string MountSource(const MountInfo& m) {
   return m.source.rfind("tierfs:", 0) == 0 ? m.source.substr(7) : m.source;
 }
 
-int OpenMountRoot(const MountInfo& m) {
+UniqueFd OpenMountRoot(const MountInfo& m, int* err) {
   UniqueFd fd(open(m.mountpoint.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (fd.get() < 0) return errno == ENOENT ? -ESRCH : -errno;
   struct stat st {};
-  if (fstat(fd.get(), &st) != 0) return -errno;
-  if (st.st_dev != makedev(m.major, m.minor)) return -ESRCH;
-  return fd.release();
+  if (fd.get() < 0) {
+    *err = errno == ENOENT ? ESRCH : errno;
+  } else if (fstat(fd.get(), &st) != 0) {
+    *err = errno;
+  } else if (st.st_dev != makedev(m.major, m.minor)) {
+    *err = ESRCH;
+  } else {
+    *err = 0;
+    return fd;
+  }
+  return UniqueFd();
 }
 
 MountStatus ProbeMountNow(const MountInfo& m) {
   MountStatus st;
   st.mount = m;
   int err = 0;
-  const int opened = OpenMountRoot(m);
-  if (opened < 0) err = -opened;
-  const UniqueFd fd(opened);  // -1 when the open failed
-  Result<std::string> stats = opened < 0 ? Result<std::string>(Status::FromErrno(err, "open"))
-                                         : GetXattrValue(fd.get(), "user.tierfs.stats", &err);
+  const UniqueFd fd = OpenMountRoot(m, &err);
+  Result<std::string> stats = fd.get() < 0 ? Result<std::string>(Status::FromErrno(err, "open"))
+                                           : GetXattrValue(fd.get(), "user.tierfs.stats", &err);
   if (!stats.ok()) {
     if (err == ESRCH) {
       st.state = "gone";

@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/fd.h"
 #include "daemon/mounts.h"
 
 namespace tierfs {
@@ -93,9 +94,10 @@ struct MountStatus {
 // The root of mount `m`, opened (O_RDONLY | O_DIRECTORY) for its xattrs, if the path is still that
 // mount: its st_dev is the mount's device. A mount read from the mount table a moment ago may be
 // gone by now (another job unmounted it), its mount point removed or a plain directory whose
-// xattrs are not ours: -ESRCH then. -errno when it cannot be opened (-ENOTCONN: the daemon is
-// gone, -EACCES: another user's mount). May wait for the daemon as long as it takes.
-int OpenMountRoot(const MountInfo& m);
+// xattrs are not ours: no descriptor and *err = ESRCH then. When it cannot be opened, *err is the
+// errno (ENOTCONN: the daemon is gone, EACCES: another user's mount); 0 with a descriptor. May
+// wait for the daemon as long as it takes.
+UniqueFd OpenMountRoot(const MountInfo& m, int* err);
 
 // Reads the xattrs of `m`'s root, waiting for the daemon as long as it takes. Never fails:
 // problems end up in state/error.

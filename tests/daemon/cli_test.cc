@@ -243,14 +243,19 @@ TEST(StatusTest, OpenMountRootRefusesAPathThatIsNoLongerTheMount) {
   m.mountpoint = dir;
   m.major = major(st.st_dev);
   m.minor = minor(st.st_dev);
-  const int fd = OpenMountRoot(m);
-  ASSERT_GE(fd, 0) << std::strerror(-fd);
-  close(fd);
+  int err = -1;
+  {
+    const UniqueFd fd = OpenMountRoot(m, &err);
+    ASSERT_GE(fd.get(), 0) << std::strerror(err);
+    EXPECT_EQ(err, 0);
+  }
   m.minor += 1;  // another device: the mount it was is gone, the path is something else now
-  EXPECT_EQ(OpenMountRoot(m), -ESRCH);
+  EXPECT_LT(OpenMountRoot(m, &err).get(), 0);
+  EXPECT_EQ(err, ESRCH);
   m.minor -= 1;
   ASSERT_EQ(rmdir(dir.c_str()), 0);
-  EXPECT_EQ(OpenMountRoot(m), -ESRCH);  // the mount point itself is gone
+  EXPECT_LT(OpenMountRoot(m, &err).get(), 0);
+  EXPECT_EQ(err, ESRCH);  // the mount point itself is gone
   const MountStatus gone = ProbeMountNow(m);
   EXPECT_EQ(gone.state, "gone") << gone.error;
 }
