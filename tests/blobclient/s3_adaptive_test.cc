@@ -381,7 +381,7 @@ TEST_F(S3AdaptiveTest, SlowDownCutsTheLimitAndSuccessGrowsItBack) {
   o.max_attempts = 1;
   o.hedge = false;
   auto store = Open(o);
-  EXPECT_EQ(store->Stats().concurrency_limit, 16u);
+  EXPECT_EQ(store->Stats().concurrency_limit, 64u);  // the default start: max_connections
 
   // ~1 s of throttled answers: the limit is cut at most once per 50 ms window.
   std::vector<std::byte> buf(1024);
@@ -439,7 +439,7 @@ TEST_F(S3AdaptiveTest, LimitBoundsRequestsInFlightAndThrottledRequestsStillCompl
   o.max_connections = 4;
   o.max_attempts = 10;
   auto store = Open(o);
-  EXPECT_EQ(store->Stats().concurrency_limit, 4u);  // initial 16, clamped to the maximum
+  EXPECT_EQ(store->Stats().concurrency_limit, 4u);  // initial 64, clamped to the maximum
   std::atomic<int> failures{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 8; ++t) {
