@@ -13,7 +13,9 @@ capped (its samples/s is then measured over the samples that did complete).
 
 With --compute-ms (the GPU-stall view), the training loop sleeps that long per batch, as if a GPU
 were busy with it, and each epoch also reports the time to the first batch, the time spent waiting
-on the loader (stall fraction = waiting / epoch time) and the longest wait after the first batch.
+on the loader (stall fraction = waiting / epoch time), the longest wait after the first batch and
+the 99th percentile of those waits (one wait in a hundred is longer; a 10,000-sample epoch in
+batches of 64 has 156 of them, so the longest is a single sample of the tail).
 The shuffle then comes from a RandomSampler seeded with 0, the same order for every tool; with
 --sampler prefetch it is wrapped in tierfs.torch.PrefetchSampler (python/tierfs), which hands the
 daemon the paths of the next --ahead samples as the loop advances.
@@ -214,6 +216,7 @@ def stall_view(args):
              "first_batch_s": waits[0] if waits else None,
              "wait_s": sum(waits), "stall_fraction": sum(waits) / secs if secs > 0 else None,
              "max_wait_ms": max(waits[1:]) * 1e3 if len(waits) > 1 else None,
+             "wait_p99_ms": pct(sorted(waits[1:]), 99) * 1e3 if len(waits) > 1 else None,
              "samples_per_s": n / secs if secs > 0 else None, "capped": capped}
         if args.sampler == "prefetch":
             e["prefetch_sampler"] = {"active": sampler.active, "sent": sampler.sent, "sets": sampler.sets,

@@ -5,6 +5,8 @@
   report.py --rounds RUN_DIR   only the interleaved cold sequential rounds, as markdown on stdout
   report.py --loader-rounds RUN_DIR   only the interleaved cold DataLoader rounds (run.sh --only
                                loaderrounds), as markdown on stdout
+  report.py --stall-rounds RUN_DIR   only the interleaved GPU-stall rounds after a prefetch (run.sh
+                               --only stallrounds), as markdown on stdout
 
 Reads RUN_DIR/meta.json and RUN_DIR/raw/<tool>/*.json (fio JSON output, or the small status/result
 records run.sh and loader.py write). Every figure in the table comes with its ratio to the best
@@ -797,6 +799,66 @@ def loader_rounds_markdown(run):
     return "\n".join(lines)
 
 
+def stall_round_rows(run):
+    """The interleaved stall rounds (run.sh run_stall_rounds): [(round, tierfs epochs, local epochs)]
+    from raw/tierfs/stall-prefetched-round-N.json and raw/local/stall-plain-round-N.json (epochs:
+    the loader's list, empty where the file is missing or not ok)."""
+    series = [("tierfs", "tierfs", "stall-prefetched", ""), ("local", "local", "stall-plain", "")]
+    rows = []
+    for i in range(1, round_count(run, series) + 1):
+        eps = []
+        for _, t, f, _ in series:
+            j = load(os.path.join(run, "raw", t, "%s-round-%d.json" % (f, i))) or {}
+            eps.append(j.get("epochs", []) if j.get("status") == "ok" else [])
+        rows.append((i, eps[0], eps[1]))
+    return rows
+
+
+def stall_rounds_markdown(run):
+    rows = stall_round_rows(run)
+    if not rows:
+        return ""
+
+    def fig(eps, e, key, scale=1.0):
+        return eps[e].get(key) * scale if len(eps) > e and eps[e].get(key) is not None else None
+
+    def cells(eps, e):
+        st = fig(eps, e, "stall_fraction", 100)
+        return ["–" if st is None else "%.1f%%" % st, fmt_num(fig(eps, e, "wait_p99_ms")),
+                fmt_num(fig(eps, e, "max_wait_ms"))]
+
+    lines = [
+        "## GPU-stall view after a prefetch, interleaved rounds",
+        "",
+        "Group G's \"tierfs after prefetch\" session (a fresh mount, `small/` prefetched into L2, "
+        "the page cache dropped, two epochs of the same loader with 20 ms of compute per batch) and "
+        "the same two epochs from local disk (page cache dropped), back to back in %d rounds whose "
+        "order rotates. Per epoch: stall, the 99th percentile of the waits after the first batch "
+        "and the longest one (ms). A longest wait is one sample of an epoch's tail and moves from "
+        "run to run on this VM, local disk's too; within a round both see the same minutes." % len(rows),
+        "",
+        "| round | tierfs e1: stall | p99 wait | max wait | local e1: stall | p99 wait | max wait "
+        "| tierfs e2: stall | p99 wait | max wait | local e2: stall | p99 wait | max wait |",
+        "|---|" + "---|" * 12,
+    ]
+    ratios = {}
+    for i, tf, loc in rows:
+        lines.append("| %d | %s | %s | %s | %s |" % (i, " | ".join(cells(tf, 0)), " | ".join(cells(loc, 0)),
+                                                 " | ".join(cells(tf, 1)), " | ".join(cells(loc, 1))))
+        for e in (0, 1):
+            for key in ("wait_p99_ms", "max_wait_ms"):
+                a, b = fig(tf, e, key), fig(loc, e, key)
+                ratios.setdefault((e, key), []).append(a / b if a and b else None)
+    lines.append("")
+    for e in (0, 1):
+        for key, what in (("max_wait_ms", "longest wait"), ("wait_p99_ms", "p99 wait")):
+            rs = [x for x in ratios.get((e, key), []) if x]
+            if rs:
+                lines.append(ratio_line("epoch %d: tierfs's %s / local disk's" % (e + 1, what), rs))
+    lines.append("")
+    return "\n".join(lines)
+
+
 def latencies(path, secs, rc):
     """run.sh helper: curl's per-request times (one per line) -> JSON summary on stdout."""
     lat = sorted(float(x) for x in open(path) if x.strip())
@@ -820,6 +882,9 @@ def main():
     if len(sys.argv) == 3 and sys.argv[1] == "--loader-rounds":
         print(loader_rounds_markdown(sys.argv[2]))
         return
+    if len(sys.argv) == 3 and sys.argv[1] == "--stall-rounds":
+        print(stall_rounds_markdown(sys.argv[2]))
+        return
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     run = sys.argv[1]
@@ -831,6 +896,10 @@ def main():
     n, rates, cpu = round_rows(run)
     if n:
         out["seq_rounds"] = {"rounds": n, "mb_s": rates, "cpu_s_per_gib_origin_rest": cpu}
+    srows = stall_round_rows(run)
+    if srows:
+        out["stall_rounds"] = [{"round": i, "tierfs_after_prefetch": tf, "local": loc}
+                               for i, tf, loc in srows]
     with open(os.path.join(run, "results.json"), "w") as f:
         json.dump(out, f, indent=1)
     stall = stall_markdown(meta, run)
@@ -839,8 +908,10 @@ def main():
     else:
         rounds = rounds_markdown(run)
         lrounds = loader_rounds_markdown(run)
+        srounds = stall_rounds_markdown(run)
         md = (markdown(meta, tools, res, notes) + ("\n" + stall if stall else "") +
-              ("\n" + rounds if rounds else "") + ("\n" + lrounds if lrounds else ""))
+              ("\n" + rounds if rounds else "") + ("\n" + lrounds if lrounds else "") +
+              ("\n" + srounds if srounds else ""))
         chart(meta, tools, res, os.path.join(run, "results.png"))
     with open(os.path.join(run, "results.md"), "w") as f:
         f.write(md)

@@ -57,6 +57,11 @@
 #                and that plus as many L2-like file writes, or appends to one segment file: the
 #                FUSE ceilings of a cold epoch) and
 #                tierfs's cold epoch 1 on a fresh mount; use --tools raw,tierfs; ~4 min
+#   --only stallrounds  only the interleaved rounds of the GPU-stall view after a prefetch
+#                (STALL_ROUNDS, default 5; also at the end of a full run): per round, in a rotating
+#                order, tierfs's "after a prefetch" session and the same epochs from local disk; the
+#                report compares their stalls and longest waits within each round; use
+#                --tools tierfs,local; ~4 min
 #   --only warm  run only group A's warm reads (a cold read of one 1 GiB file, then after
 #                drop_caches: sequential 1 MiB, random 4 KiB and random 128 KiB over it) for each of
 #                --tools (tierfs, s3fs, rclone, local, nullfs); a "warm:" line per tool in run.log
@@ -128,8 +133,8 @@ case "$WORKLOAD" in
   *) echo "run.sh: unknown workload $WORKLOAD (all, prefetch, multijob)" >&2; exit 2 ;;
 esac
 case "$ONLY" in  # checked before anything starts (with --au, --only named shapes, above)
-  ""|l2|loader|loaderrounds|rand|seq|seqrounds|warm) ;;
-  *) echo "run.sh: --only: unknown workload $ONLY (known: l2, loader, loaderrounds, rand, seq, seqrounds, warm)" >&2
+  ""|l2|loader|loaderrounds|rand|seq|seqrounds|stallrounds|warm) ;;
+  *) echo "run.sh: --only: unknown workload $ONLY (known: l2, loader, loaderrounds, rand, seq, seqrounds, stallrounds, warm)" >&2
      exit 2 ;;
 esac
 if [[ $LAYOUT == quick ]]; then
@@ -970,6 +975,36 @@ run_loader_rounds() {
   rotate_rounds loader "${LOADER_ROUNDS:-3}" loader_round "${order[@]}"
 }
 
+# The GPU-stall view after a prefetch, in interleaved rounds (--only stallrounds, and at the end of
+# a full run after group L; STALL_ROUNDS, default 5): per round, in an order that rotates, tierfs's
+# "after a prefetch" session of group G (fresh mount, prefetch into L2, page cache dropped, two
+# epochs: raw/tierfs/stall-prefetched-round-N.json) and the same two epochs from local disk
+# (raw/local/stall-plain-round-N.json). A longest wait is one sample of each epoch's tail, and
+# local disk's own moves 3-20 ms from run to run here: the report (report.py --stall-rounds)
+# compares the two within each round and takes the median of the per-round ratios.
+stall_round() { # TOOL ROUND
+  local t="$1" i="$2"
+  mkdir -p "$OUT/raw/$t"
+  drop_caches
+  if [[ $t == local ]]; then
+    run_stall_loader local "stall-plain-round-$i" "$LOCAL_DATA/small"
+    return 0
+  fi
+  if mount_tool "$t" "stall-prefetched-round-$i"; then
+    prefetch "$t"
+    mv "$OUT/raw/$t/prefetch.json" "$OUT/raw/$t/stall-prefetch-round-$i.json"
+    drop_caches
+    run_stall_loader "$t" "stall-prefetched-round-$i" "$MNT/small"
+    unmount_tool "$t"
+  fi
+}
+
+run_stall_rounds() {
+  local t order=()
+  for t in tierfs local; do has_tool "$t" && order+=("$t"); done
+  rotate_rounds stall "${STALL_ROUNDS:-5}" stall_round "${order[@]}"
+}
+
 # Group A on one mount: a cold read of the first big file, then after drop_caches the warm reads
 # of it (sequential, random 4 KiB, random 128 KiB); with "next", the other big file cold in the
 # same mount. Returns non-zero when the tool did not mount.
@@ -1395,6 +1430,11 @@ elif [[ $ONLY == loaderrounds ]]; then
   $PY "$BENCH/report.py" --loader-rounds "$OUT" 2>&1 | tee -a "$LOG" >&2
   log "loaderrounds workload done in $((SECONDS - T_START)) s"
   exit 0
+elif [[ $ONLY == stallrounds ]]; then
+  run_stall_rounds
+  $PY "$BENCH/report.py" --stall-rounds "$OUT" 2>&1 | tee -a "$LOG" >&2
+  log "stallrounds workload done in $((SECONDS - T_START)) s"
+  exit 0
 fi
 IFS=, read -r -a TOOL_LIST <<<"$TOOLS"
 for t in "${TOOL_LIST[@]}"; do
@@ -1404,6 +1444,7 @@ log "all tools done in $((SECONDS - T_START)) s"
 if [[ $LAYOUT == full && -z $STALL_ONLY ]]; then
   run_seq_rounds
   run_loader_rounds
+  run_stall_rounds
 fi
 
 $PY "$BENCH/report.py" "$OUT" 2>&1 | tee -a "$LOG" >&2
