@@ -799,62 +799,82 @@ def loader_rounds_markdown(run):
     return "\n".join(lines)
 
 
+# The series of a stall round (run.sh run_stall_rounds): key, tool, file name before
+# "-round-N.json", row label.
+STALL_ROUND_SERIES = [
+    ("tierfs", "tierfs", "stall-prefetched", "tierfs after a prefetch"),
+    ("local", "local", "stall-plain", "local disk"),
+    ("fuselocal", "fuselocal", "stall-plain",
+     "local disk through a FUSE file system that only opens the file and splices its reads"),
+]
+
+
 def stall_round_rows(run):
-    """The interleaved stall rounds (run.sh run_stall_rounds): [(round, tierfs epochs, local epochs)]
-    from raw/tierfs/stall-prefetched-round-N.json and raw/local/stall-plain-round-N.json (epochs:
-    the loader's list, empty where the file is missing or not ok)."""
-    series = [("tierfs", "tierfs", "stall-prefetched", ""), ("local", "local", "stall-plain", "")]
-    rows = []
-    for i in range(1, round_count(run, series) + 1):
-        eps = []
-        for _, t, f, _ in series:
+    """The interleaved stall rounds (run.sh run_stall_rounds): (n, {series: [epochs per round]})
+    from raw/tierfs/stall-prefetched-round-N.json, raw/local/stall-plain-round-N.json and
+    raw/fuselocal/stall-plain-round-N.json (epochs: the loader's list, empty where the file is
+    missing or not ok); only series with some round present."""
+    n = round_count(run, STALL_ROUND_SERIES)
+    eps = {}
+    for key, t, f, _ in STALL_ROUND_SERIES:
+        per = []
+        for i in range(1, n + 1):
             j = load(os.path.join(run, "raw", t, "%s-round-%d.json" % (f, i))) or {}
-            eps.append(j.get("epochs", []) if j.get("status") == "ok" else [])
-        rows.append((i, eps[0], eps[1]))
-    return rows
+            per.append(j.get("epochs", []) if j.get("status") == "ok" else [])
+        if any(per):
+            eps[key] = per
+    return n, eps
 
 
 def stall_rounds_markdown(run):
-    rows = stall_round_rows(run)
-    if not rows:
+    n, eps = stall_round_rows(run)
+    if not n or "tierfs" not in eps:
         return ""
 
-    def fig(eps, e, key, scale=1.0):
-        return eps[e].get(key) * scale if len(eps) > e and eps[e].get(key) is not None else None
+    def fig(e, k, key, scale=1.0):
+        return e[k].get(key) * scale if len(e) > k and e[k].get(key) is not None else None
 
-    def cells(eps, e):
-        st = fig(eps, e, "stall_fraction", 100)
-        return ["–" if st is None else "%.1f%%" % st, fmt_num(fig(eps, e, "wait_p99_ms")),
-                fmt_num(fig(eps, e, "max_wait_ms"))]
+    def cells(e, k):
+        st = fig(e, k, "stall_fraction", 100)
+        return ["–" if st is None else "%.1f%%" % st, fmt_num(fig(e, k, "wait_p99_ms")),
+                fmt_num(fig(e, k, "max_wait_ms"))]
 
+    label = {k: lab for k, _, _, lab in STALL_ROUND_SERIES}
+    keys = [k for k, _, _, _ in STALL_ROUND_SERIES if k in eps]
     lines = [
         "## GPU-stall view after a prefetch, interleaved rounds",
         "",
         "Group G's \"tierfs after prefetch\" session (a fresh mount, `small/` prefetched into L2, "
-        "the page cache dropped, two epochs of the same loader with 20 ms of compute per batch) and "
-        "the same two epochs from local disk (page cache dropped), back to back in %d rounds whose "
-        "order rotates. Per epoch: stall, the 99th percentile of the waits after the first batch "
-        "and the longest one (ms). A longest wait is one sample of an epoch's tail and moves from "
-        "run to run on this VM, local disk's too; within a round both see the same minutes." % len(rows),
+        "the page cache dropped, two epochs of the same loader with 20 ms of compute per batch), "
+        "the same two epochs from local disk (page cache dropped) and, where measured, from local "
+        "disk through a FUSE file system that only opens each file and splices its reads (nullfs "
+        "--backing: the least a FUSE file system serving local files does), back to back in %d "
+        "rounds whose order rotates. Per epoch: stall, the 99th percentile of the waits after the "
+        "first batch and the longest one (ms). A longest wait is one sample of an epoch's tail and "
+        "moves from run to run on this VM, local disk's too; within a round all see the same "
+        "minutes." % n,
         "",
-        "| round | tierfs e1: stall | p99 wait | max wait | local e1: stall | p99 wait | max wait "
-        "| tierfs e2: stall | p99 wait | max wait | local e2: stall | p99 wait | max wait |",
-        "|---|" + "---|" * 12,
+        "| round | source | epoch 1: stall | p99 wait | max wait | epoch 2: stall | p99 wait | max wait |",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    ratios = {}
-    for i, tf, loc in rows:
-        lines.append("| %d | %s | %s | %s | %s |" % (i, " | ".join(cells(tf, 0)), " | ".join(cells(loc, 0)),
-                                                 " | ".join(cells(tf, 1)), " | ".join(cells(loc, 1))))
-        for e in (0, 1):
-            for key in ("wait_p99_ms", "max_wait_ms"):
-                a, b = fig(tf, e, key), fig(loc, e, key)
-                ratios.setdefault((e, key), []).append(a / b if a and b else None)
+    for i in range(n):
+        for k in keys:
+            e = eps[k][i]
+            lines.append("| %d | %s | %s | %s |" % (i + 1, label[k], " | ".join(cells(e, 0)),
+                                                 " | ".join(cells(e, 1))))
     lines.append("")
-    for e in (0, 1):
-        for key, what in (("max_wait_ms", "longest wait"), ("wait_p99_ms", "p99 wait")):
-            rs = [x for x in ratios.get((e, key), []) if x]
-            if rs:
-                lines.append(ratio_line("epoch %d: tierfs's %s / local disk's" % (e + 1, what), rs))
+    pairs = [("tierfs", "local"), ("fuselocal", "local"), ("tierfs", "fuselocal")]
+    for a, b in pairs:
+        if a not in eps or b not in eps:
+            continue
+        for k in (0, 1):
+            for key, what in (("max_wait_ms", "longest wait"), ("wait_p99_ms", "p99 wait")):
+                rs = [fig(x, k, key) / fig(y, k, key) for x, y in zip(eps[a], eps[b])
+                      if fig(x, k, key) and fig(y, k, key)]
+                if rs:
+                    lines.append(ratio_line("epoch %d: %s's %s / %s's" % (
+                        k + 1, "**tierfs**" if a == "tierfs" else "FUSE over local disk", what,
+                        "local disk" if b == "local" else "FUSE over local disk"), rs))
     lines.append("")
     return "\n".join(lines)
 
@@ -896,10 +916,9 @@ def main():
     n, rates, cpu = round_rows(run)
     if n:
         out["seq_rounds"] = {"rounds": n, "mb_s": rates, "cpu_s_per_gib_origin_rest": cpu}
-    srows = stall_round_rows(run)
-    if srows:
-        out["stall_rounds"] = [{"round": i, "tierfs_after_prefetch": tf, "local": loc}
-                               for i, tf, loc in srows]
+    sn, seps = stall_round_rows(run)
+    if sn:
+        out["stall_rounds"] = {"rounds": sn, "epochs": seps}
     with open(os.path.join(run, "results.json"), "w") as f:
         json.dump(out, f, indent=1)
     stall = stall_markdown(meta, run)

@@ -59,9 +59,10 @@
 #                tierfs's cold epoch 1 on a fresh mount; use --tools raw,tierfs; ~4 min
 #   --only stallrounds  only the interleaved rounds of the GPU-stall view after a prefetch
 #                (STALL_ROUNDS, default 5; also at the end of a full run): per round, in a rotating
-#                order, tierfs's "after a prefetch" session and the same epochs from local disk; the
-#                report compares their stalls and longest waits within each round; use
-#                --tools tierfs,local; ~4 min
+#                order, tierfs's "after a prefetch" session, the same epochs from local disk and
+#                (with nullfs in --tools) through nullfs --backing over local disk (the FUSE
+#                ceiling); the report compares their stalls and waits within each round; use
+#                --tools tierfs,local,nullfs; ~5 min
 #   --only warm  run only group A's warm reads (a cold read of one 1 GiB file, then after
 #                drop_caches: sequential 1 MiB, random 4 KiB and random 128 KiB over it) for each of
 #                --tools (tierfs, s3fs, rclone, local, nullfs); a "warm:" line per tool in run.log
@@ -653,20 +654,23 @@ prefetch() { # TOOL -> writes prefetch.json
 # ---------------------------------------------------------------------------------------------
 # the raw origin: curl straight at the (delayed) endpoint, no file system
 # A do-nothing FUSE file system (nullfs, serving the layout from memory, as mount_tool mounts it)
-# on a side mount, $WORK/nullmnt, for the FUSE ceilings (raw_seqpar, raw_loaderpar): sets
-# NULL_PID, registered in MOUNTED and PIDS; non-zero (logged, naming WHAT) when it does not mount.
+# on a side mount, $WORK/nullmnt, for the FUSE ceilings (raw_seqpar, raw_loaderpar; with BACKING,
+# nullfs --backing: the files' bytes come from that directory's files, each read spliced from the
+# file it opened, for stall_round's fuselocal): sets NULL_PID, registered in MOUNTED and PIDS;
+# non-zero (logged, naming WHAT) when it does not mount.
 NULL_PID=""
-side_nullfs_mount() { # WHAT
-  local nm="$WORK/nullmnt"
+side_nullfs_mount() { # WHAT [BACKING]
+  local nm="$WORK/nullmnt" backing=()
+  [[ -n ${2:-} ]] && backing=(--backing "$2")
   NULL_PID=""
-  build_nullfs || { log "raw: nullfs does not build, no $1"; return 1; }
+  build_nullfs || { log "nullfs does not build, no $1"; return 1; }
   mkdir -p "$nm"
-  "$WORK/nullfs" "$nm" -f -o max_read=1048576 --layout "$NULLFS_LAYOUT" >>"$LOG" 2>&1 &
+  "$WORK/nullfs" "$nm" -f -o max_read=1048576 --layout "$NULLFS_LAYOUT" "${backing[@]}" >>"$LOG" 2>&1 &
   NULL_PID=$!
   PIDS+=("$NULL_PID")
   MOUNTED+=("$nm")
   if ! wait_mounted "$nm" "$NULL_PID" || ! timeout 60 ls "$nm/big" >/dev/null 2>&1; then
-    log "raw: nullfs side mount failed, no $1"
+    log "nullfs side mount failed, no $1"
     side_nullfs_unmount
     return 1
   fi
@@ -978,18 +982,29 @@ run_loader_rounds() {
 # The GPU-stall view after a prefetch, in interleaved rounds (--only stallrounds, and at the end of
 # a full run after group L; STALL_ROUNDS, default 5): per round, in an order that rotates, tierfs's
 # "after a prefetch" session of group G (fresh mount, prefetch into L2, page cache dropped, two
-# epochs: raw/tierfs/stall-prefetched-round-N.json) and the same two epochs from local disk
-# (raw/local/stall-plain-round-N.json). A longest wait is one sample of each epoch's tail, and
-# local disk's own moves 3-20 ms from run to run here: the report (report.py --stall-rounds)
-# compares the two within each round and takes the median of the per-round ratios.
+# epochs: raw/tierfs/stall-prefetched-round-N.json), the same two epochs from local disk
+# (raw/local/stall-plain-round-N.json) and, with nullfs among the tools, from local disk through a
+# FUSE file system that only opens each local file and splices its reads (nullfs --backing: the
+# least any FUSE file system serving files from local flash does; raw/fuselocal/...). A longest
+# wait is one sample of each epoch's tail, and local disk's own moves 3-59 ms from run to run
+# here: the report (report.py --stall-rounds) compares them within each round and takes the
+# median of the per-round ratios.
 stall_round() { # TOOL ROUND
   local t="$1" i="$2"
   mkdir -p "$OUT/raw/$t"
-  drop_caches
   if [[ $t == local ]]; then
+    drop_caches
     run_stall_loader local "stall-plain-round-$i" "$LOCAL_DATA/small"
     return 0
   fi
+  if [[ $t == fuselocal ]]; then
+    side_nullfs_mount "stall-plain-round-$i of fuselocal" "$LOCAL_DATA" || return 0
+    drop_caches
+    run_stall_loader fuselocal "stall-plain-round-$i" "$WORK/nullmnt/small"
+    side_nullfs_unmount
+    return 0
+  fi
+  drop_caches
   if mount_tool "$t" "stall-prefetched-round-$i"; then
     prefetch "$t"
     mv "$OUT/raw/$t/prefetch.json" "$OUT/raw/$t/stall-prefetch-round-$i.json"
@@ -1002,6 +1017,7 @@ stall_round() { # TOOL ROUND
 run_stall_rounds() {
   local t order=()
   for t in tierfs local; do has_tool "$t" && order+=("$t"); done
+  has_tool nullfs && order+=(fuselocal)
   rotate_rounds stall "${STALL_ROUNDS:-5}" stall_round "${order[@]}"
 }
 
