@@ -831,13 +831,14 @@ def stall_rounds_markdown(run):
     if not n or "tierfs" not in eps:
         return ""
 
-    def fig(e, k, key, scale=1.0):
+    def val(e, k, key, scale=1.0):
+        """Epoch k's figure key (scaled), None where missing."""
         return e[k].get(key) * scale if len(e) > k and e[k].get(key) is not None else None
 
     def cells(e, k):
-        st = fig(e, k, "stall_fraction", 100)
-        return ["–" if st is None else "%.1f%%" % st, fmt_num(fig(e, k, "wait_p99_ms")),
-                fmt_num(fig(e, k, "max_wait_ms"))]
+        st = val(e, k, "stall_fraction", 100)
+        return ["–" if st is None else "%.1f%%" % st, fmt_num(val(e, k, "wait_p99_ms")),
+                fmt_num(val(e, k, "max_wait_ms"))]
 
     label = {k: lab for k, _, _, lab in STALL_ROUND_SERIES}
     keys = [k for k, _, _, _ in STALL_ROUND_SERIES if k in eps]
@@ -863,18 +864,19 @@ def stall_rounds_markdown(run):
             lines.append("| %d | %s | %s | %s |" % (i + 1, label[k], " | ".join(cells(e, 0)),
                                                  " | ".join(cells(e, 1))))
     lines.append("")
-    pairs = [("tierfs", "local"), ("fuselocal", "local"), ("tierfs", "fuselocal")]
-    for a, b in pairs:
+    # the ratio lines' names of the series, as numerator and as denominator
+    num = {"tierfs": "**tierfs**", "fuselocal": "FUSE over local disk"}
+    den = {"local": "local disk", "fuselocal": "FUSE over local disk"}
+    for a, b in [("tierfs", "local"), ("fuselocal", "local"), ("tierfs", "fuselocal")]:
         if a not in eps or b not in eps:
             continue
         for k in (0, 1):
             for key, what in (("max_wait_ms", "longest wait"), ("wait_p99_ms", "p99 wait")):
-                rs = [fig(x, k, key) / fig(y, k, key) for x, y in zip(eps[a], eps[b])
-                      if fig(x, k, key) and fig(y, k, key)]
+                rates = {s: [val(e, k, key) for e in eps[s]] for s in (a, b)}
+                rs = per_round(rates, a, b)
                 if rs:
-                    lines.append(ratio_line("epoch %d: %s's %s / %s's" % (
-                        k + 1, "**tierfs**" if a == "tierfs" else "FUSE over local disk", what,
-                        "local disk" if b == "local" else "FUSE over local disk"), rs))
+                    lines.append(ratio_line("epoch %d: %s's %s / %s's" % (k + 1, num[a], what, den[b]),
+                                            rs))
     lines.append("")
     return "\n".join(lines)
 

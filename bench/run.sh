@@ -580,6 +580,20 @@ run_copy_first() {
   rm -rf "$dst"
 }
 
+# The stall view's "after a prefetch" session: a fresh mount, small/ prefetched into L2, the page
+# cache dropped, then the two epochs (raw/TOOL/NAME.json; the prefetch's record in
+# raw/TOOL/stall-prefetch[-round-N].json, named after NAME).
+stall_prefetched_session() { # TOOL NAME
+  local t="$1" name="$2"
+  drop_caches
+  mount_tool "$t" "$name" || return 0
+  prefetch "$t"
+  mv "$OUT/raw/$t/prefetch.json" "$OUT/raw/$t/${name/prefetched/prefetch}.json"
+  drop_caches
+  run_stall_loader "$t" "$name" "$MNT/small"
+  unmount_tool "$t"
+}
+
 # G: the GPU-stall view (each on a fresh mount, empty caches)
 run_stall() { # TOOL
   local t="$1"
@@ -600,16 +614,7 @@ run_stall() { # TOOL
       unmount_tool "$t"
     fi
   fi
-  if [[ $t == tierfs ]] && session prefetched; then
-    drop_caches
-    if mount_tool "$t" stall-prefetched; then
-      prefetch "$t"
-      mv "$OUT/raw/$t/prefetch.json" "$OUT/raw/$t/stall-prefetch.json"
-      drop_caches
-      run_stall_loader "$t" stall-prefetched "$MNT/small"
-      unmount_tool "$t"
-    fi
-  fi
+  [[ $t == tierfs ]] && session prefetched && stall_prefetched_session "$t" stall-prefetched
   [[ $t == rclone ]] && run_copy_first
   return 0
 }
@@ -1004,14 +1009,7 @@ stall_round() { # TOOL ROUND
     side_nullfs_unmount
     return 0
   fi
-  drop_caches
-  if mount_tool "$t" "stall-prefetched-round-$i"; then
-    prefetch "$t"
-    mv "$OUT/raw/$t/prefetch.json" "$OUT/raw/$t/stall-prefetch-round-$i.json"
-    drop_caches
-    run_stall_loader "$t" "stall-prefetched-round-$i" "$MNT/small"
-    unmount_tool "$t"
-  fi
+  stall_prefetched_session "$t" "stall-prefetched-round-$i"
 }
 
 run_stall_rounds() {
