@@ -32,8 +32,9 @@
 #   --delay-ms   delay per origin request chunk, each way (default 5; 0 = plain loopback)
 #   --only l2    run only the L2 workload (tierfs and a plain file, see "l2 workload" below):
 #                warm sequential read of a file held only in L2 (L1 smaller than the file, page
-#                cache dropped) vs the same bytes from one plain file on the cache's filesystem,
-#                and DataLoader epochs after a prefetch into L2 vs local disk, in L2_REPEAT
+#                cache dropped) vs the same bytes from one plain file on the cache's filesystem
+#                (and, with nullfs in --tools, from that file through nullfs --backing: the
+#                FUSE ceiling), and DataLoader epochs after a prefetch into L2 vs local disk, in L2_REPEAT
 #                (default 5) back-to-back pairs; the median of the pairs' ratios is the result.
 #                Results: raw/l2/*.json and "l2:" summary lines in run.log. L2_PERF=1: perf
 #                profile of the daemon during the first warm read (raw/l2/perf-warm.txt).
@@ -1171,6 +1172,9 @@ run_prefetch_workload() {
 # minute to minute here), and the median of the pairs' ratios reported:
 #  plain:  BIG0 copied once to one plain file on the cache's filesystem; per pair, page cache
 #          dropped, fio seq (raw/l2/plain-seq-N.json);
+#  fuse:   with nullfs among the tools, per pair, the same plain file through nullfs --backing on
+#          a side mount (page cache dropped; raw/l2/fuse-plain-seq-N.json): the least a FUSE file
+#          system serving that file does, the ceiling of any FUSE cache's warm read of it;
 #  tierfs: BIG0 read once cold with L1 = L2_L1 (smaller than the file); per pair, remounted on
 #          the same cache (L1 empty: the file is held only in L2, not yet verified by the new
 #          daemon), page cache dropped, fio seq (raw/tierfs/l2-warm-seq-N.json);
@@ -1182,6 +1186,9 @@ run_l2() {
   mkdir -p "$d" "$OUT/raw/local" "$OUT/raw/tierfs"
   local l1="${L2_L1:-64MiB}" save_mnt="$MNT" save_l1="$TIERFS_L1"
   cp "$LOCAL_DATA/$BIG0" "$plain"; sync
+  # the plain file at BIG0's path under a directory of its own, for nullfs --backing
+  local fbacking="$WORK/l2-backing"
+  rm -rf "$fbacking"; mkdir -p "$fbacking/${BIG0%/*}"; ln "$plain" "$fbacking/$BIG0"
   if tool_available tierfs; then
     TIERFS_L1="$l1"
     drop_caches
@@ -1191,6 +1198,11 @@ run_l2() {
       for i in $(seq "$reps"); do
         MNT="$WORK"; drop_caches
         fio_seq l2 "plain-seq-$i" "l2-plain.bin"
+        if has_tool nullfs && side_nullfs_mount "l2 fuse-plain-seq-$i" "$fbacking"; then
+          MNT="$WORK/nullmnt"; drop_caches
+          fio_seq l2 "fuse-plain-seq-$i" "$BIG0"
+          side_nullfs_unmount
+        fi
         KEEP_CACHE=1 mount_tool tierfs "l2-warm-$i" || break
         drop_caches
         local perf_pid=""
@@ -1210,7 +1222,7 @@ run_l2() {
     fi
   fi
   MNT="$save_mnt"; TIERFS_L1="$save_l1"
-  rm -f "$plain"
+  rm -rf "$plain" "$fbacking"
   for i in $(seq "$reps"); do
     mount_tool local loader; drop_caches; run_loader local "loader-$i"
     if [[ $i == 1 ]]; then
@@ -1243,6 +1255,16 @@ print("l2: plain file / tierfs warm from L2, MiB/s per pair:",
       ", ".join(f"{p or 0:.0f}/{t or 0:.0f}" for p, t in pairs))
 print(f"l2: median plain {med([p for p, _ in pairs]):.0f} MiB/s, tierfs {med([t for _, t in pairs]):.0f}"
       f" MiB/s, median ratio {med(ratios):.2f} (range {min(ratios, default=0):.2f}-{max(ratios, default=0):.2f})")
+# the FUSE ceiling over the same plain file (nullfs --backing), where measured
+fuse = [bw(f"{r}/l2/fuse-plain-seq-{i}.json") for i in range(1, reps + 1)]
+fuse_ratios = {}
+if any(fuse):
+    print("l2: the plain file through FUSE (nullfs --backing), MiB/s per pair:",
+          ", ".join(f"{x or 0:.0f}" for x in fuse))
+    for what, rs in (("FUSE / plain file", [f / p for (p, _), f in zip(pairs, fuse) if p and f]),
+                     ("tierfs / FUSE", [t / f for (_, t), f in zip(pairs, fuse) if t and f])):
+        fuse_ratios[what] = rs
+        print(f"l2: {what}, per pair:", ", ".join(f"{x:.2f}" for x in rs), f"median {med(rs):.2f}")
 for e in (0, 1):
     rs = []
     for i in range(1, reps + 1):
@@ -1251,7 +1273,8 @@ for e in (0, 1):
     print(f"l2: loader epoch {e + 1} after a prefetch / local disk, per pair:",
           ", ".join(f"{x:.2f}" for x in rs), f"median {med(rs):.2f}")
 with open(f"{r}/l2/summary.json", "w") as f:
-    json.dump({"pairs_mib_s": pairs, "ratios": ratios, "median_ratio": med(ratios)}, f)
+    json.dump({"pairs_mib_s": pairs, "ratios": ratios, "median_ratio": med(ratios),
+               "fuse_plain_mib_s": fuse, "fuse_ratios": fuse_ratios}, f)
 EOF2
 }
 
