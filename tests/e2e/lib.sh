@@ -204,11 +204,14 @@ tierfs_umount() {
   return $rc
 }
 
-# daemon_exit_code PID: the exit status of a foreground daemon we started (after it exited).
+# daemon_exit_code PID: sets DAEMON_RC to the exit status of a foreground daemon we started (after
+# it exited). Call it in the shell that started the daemon, never inside $(...): a command
+# substitution's subshell cannot wait for its parent's child and answers from the job table as it
+# was at the fork, where a daemon that has exited but is not yet reaped (pid_alive counts a zombie
+# as exited) still runs: status -1.
 daemon_exit_code() {
-  local rc=0
-  wait "$1" 2>/dev/null || rc=$?
-  echo "$rc"
+  DAEMON_RC=0
+  wait "$1" 2>/dev/null || DAEMON_RC=$?
 }
 
 # stop_pid PID: SIGTERM, then SIGKILL after 10 s (a helper this test started).
@@ -296,7 +299,7 @@ host_mount() {
 host_umount() {
   local rc
   tierfs_umount "$MNT" "$PID" || { print_log_tail "$E2E_WORK/daemon-$1.log"; fail "unclean unmount of host $1"; }
-  rc="$(daemon_exit_code "$PID")"
+  daemon_exit_code "$PID"; rc=$DAEMON_RC
   [[ "$rc" == 0 ]] || { print_log_tail "$E2E_WORK/daemon-$1.log"; fail "host $1 daemon exited with $rc"; }
 }
 
@@ -341,7 +344,7 @@ mount_cycle() {
 
   log "-> unmount (fusermount3 -u) and wait for the daemon to exit"
   tierfs_umount "$mnt" "$pid" || { print_log_tail "$E2E_WORK/daemon1.log"; fail "unclean unmount"; }
-  rc="$(daemon_exit_code "$pid")"
+  daemon_exit_code "$pid"; rc=$DAEMON_RC
   [[ "$rc" == 0 ]] || { print_log_tail "$E2E_WORK/daemon1.log"; fail "daemon exited with $rc after unmount"; }
   log "ok daemon exited 0"
 
@@ -355,7 +358,7 @@ mount_cycle() {
   check_stats "$mnt" --has origin.bytes --eq origin.bytes=0 --gt fuse.open_stores=0
   log "ok no byte came from the origin after the remount"
   tierfs_umount "$mnt" "$pid" || { print_log_tail "$E2E_WORK/daemon2.log"; fail "unclean unmount"; }
-  rc="$(daemon_exit_code "$pid")"
+  daemon_exit_code "$pid"; rc=$DAEMON_RC
   [[ "$rc" == 0 ]] || { print_log_tail "$E2E_WORK/daemon2.log"; fail "daemon exited with $rc after unmount"; }
 }
 
@@ -492,6 +495,6 @@ scenario_mount() {
 scenario_umount() {
   local rc
   tierfs_umount "$MNT" "$PID" || { print_log_tail "$LOGF"; fail "unclean unmount of $MNT"; }
-  rc="$(daemon_exit_code "$PID")"
+  daemon_exit_code "$PID"; rc=$DAEMON_RC
   [[ "$rc" == 0 ]] || { print_log_tail "$LOGF"; fail "daemon exited with $rc"; }
 }

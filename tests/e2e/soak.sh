@@ -76,5 +76,5 @@ log "faults injected: $(curl -sf "http://127.0.0.1:$port/__fault__" | "$PY" -c '
 fault_set origin '{}'
 fault_read "faults off: every file byte-exact" 120 "$MNT" --require ok
 tierfs_umount "$MNT" "$PID" || { print_log_tail "$LOGF"; fail "unclean unmount"; }
-rc="$(daemon_exit_code "$PID")"
+daemon_exit_code "$PID"; rc=$DAEMON_RC
 [[ "$rc" == 0 ]] || { print_log_tail "$LOGF"; fail "daemon exited with $rc"; }

@@ -49,7 +49,7 @@ used="$(stat_of "$MNT" l2.used)"
 log "L2 holds $used bytes of $BIG_SIZE; kill -9 $pid1 mid-hydration"
 kill -KILL "$pid1"
 wait_pid_exit "$pid1" 20 || fail "the daemon survived SIGKILL"
-rc="$(daemon_exit_code "$pid1")"
+daemon_exit_code "$pid1"; rc=$DAEMON_RC
 log "daemon killed (status $rc)"
 wait_pid_exit "$reader" 20 || fail "the reader still runs 20 s after the daemon died"
 step "fusermount3 -u the dead mount" 30 fusermount3 -u "$MNT"
@@ -88,5 +88,5 @@ fault_read "after the crash: every file byte-exact" 60 "$MNT" --require ok --max
 fault_set origin '{"rules":[{"action":"drop","kind":"any"}]}'
 fault_read "origin down: every file byte-exact from the cache" 60 "$MNT" --require ok --max-seconds 10
 tierfs_umount "$MNT" "$pid2" || { print_log_tail "$LOGF"; fail "unclean unmount"; }
-rc="$(daemon_exit_code "$pid2")"
+daemon_exit_code "$pid2"; rc=$DAEMON_RC
 [[ "$rc" == 0 ]] || { print_log_tail "$LOGF"; fail "daemon exited with $rc"; }

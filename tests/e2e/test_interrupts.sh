@@ -121,6 +121,6 @@ got="$(timeout 30 sha256sum "$MNT/fresh/new.bin" | cut -d' ' -f1)" || fail "read
 
 t0=$SECONDS
 tierfs_umount "$MNT" "$TIERFS_PID" || fail "unclean unmount"
-rc="$(daemon_exit_code "$TIERFS_PID")"
+daemon_exit_code "$TIERFS_PID"; rc=$DAEMON_RC
 [[ "$rc" == 0 ]] || { print_log_tail "$LOGF"; fail "daemon exit code $rc"; }
 log "unmounted; the daemon exited in $((SECONDS - t0)) s"

@@ -305,7 +305,7 @@ PYEOF
 log "ok READY=1 $((SECONDS - t_unstall))s after the stall ended; at READY the mount answered byte-exact"
 timeout -k 2 "$UMOUNT_TIMEOUT" fusermount3 -u "$mnt3" || fail "fusermount3 -u $mnt3"
 wait_pid_exit "$unit_pid" "$UMOUNT_TIMEOUT" || fail "tierfs still running after unmount"
-rc="$(daemon_exit_code "$unit_pid")"
+daemon_exit_code "$unit_pid"; rc=$DAEMON_RC
 [[ "$rc" == 0 ]] || { cat "$E2E_WORK/unit.log"; fail "tierfs exited $rc after unmount"; }
 wait_pid_exit "$LISTENER_PID" 10 || fail "the listener got no STOPPING=1"
 grep '"STOPPING": "1"' "$E2E_WORK/notify.log" | grep -q "unmounted" || fail "no STOPPING=1 with a STATUS at unmount"

@@ -48,7 +48,7 @@ log "before the restart: $v"
 log "-> kill -TERM $pid1 (the daemon) mid-prefetch"
 kill -TERM "$pid1"
 wait_pid_exit "$pid1" 60 || fail "daemon did not exit after SIGTERM"
-rc="$(daemon_exit_code "$pid1")"
+daemon_exit_code "$pid1"; rc=$DAEMON_RC
 log "daemon exited with $rc"
 if is_mounted "$mnt"; then timeout -k 2 20 fusermount3 -u "$mnt" || true; fi
 

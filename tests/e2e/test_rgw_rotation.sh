@@ -95,5 +95,5 @@ grep -qF -- "$SK1" "$E2E_WORK/daemon.log" && fail "a secret appears in the daemo
 grep -qF -- "$SK2" "$E2E_WORK/daemon.log" && fail "a secret appears in the daemon log"
 
 tierfs_umount "$MNT" "$PID" || { print_log_tail "$E2E_WORK/daemon.log"; fail "unclean unmount"; }
-rc="$(daemon_exit_code "$PID")"
+daemon_exit_code "$PID"; rc=$DAEMON_RC
 [[ "$rc" == 0 ]] || { print_log_tail "$E2E_WORK/daemon.log"; fail "daemon exited with $rc"; }
