@@ -265,6 +265,20 @@ stats_xattr() {
   timeout -k 2 20 getfattr --only-values --absolute-names -n user.tierfs.stats "$1"
 }
 
+# wait_residency FILE TEXT: user.tierfs.residency of FILE contains TEXT within 10 s, else fail. A
+# read is answered once its blocks are in L1; their L2 file writes follow (tiered_cache.cc, "L1
+# first"), so a check right after the read can come before them.
+wait_residency() {
+  local deadline=$((SECONDS + 10)) v
+  while :; do
+    v="$(timeout -k 2 20 getfattr --only-values --absolute-names -n user.tierfs.residency "$1")" ||
+      fail "getfattr residency of $1"
+    [[ "$v" == *"$2"* ]] && return 0
+    (( SECONDS < deadline )) || fail "residency of $1 is '$v', want '$2'"
+    sleep 0.1
+  done
+}
+
 stat_value() {  # stat_value "STATS" KEY
   tr ' ' '\n' <<<"$1" | awk -F= -v k="$2" '$1 == k { print $2; found = 1 } END { if (!found) print "" }'
 }

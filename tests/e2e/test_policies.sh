@@ -168,7 +168,7 @@ rej=$(( $(stat_of "$mnt3" admit.rejected) - rej0 ))
 (( rej == 2 )) || fail "never: admit.rejected counted $rej blocks, not 2 ($(stats_xattr "$mnt3"))"
 step "admit=always on adm/n/a.bin" 20 setfattr -n user.tierfs.admit -v always "$mnt3/adm/n/a.bin"
 cat_all "$mnt3/adm/n/a.bin"
-[[ "$(l2_of "$mnt3/adm/n/a.bin")" == 2 ]] || fail "always: a.bin not in L2"
+wait_residency "$mnt3/adm/n/a.bin" "l2=2/2"  # always: a.bin in L2
 step "admit=reuse on adm/r" 20 setfattr -n user.tierfs.admit -v reuse "$mnt3/adm/r"
 [[ "$(xget "$mnt3/adm/r/r.bin" user.tierfs.admit)" == reuse ]] || fail "admit not inherited"
 cat_all "$mnt3/adm/r/r.bin"
@@ -176,7 +176,7 @@ cat_all "$mnt3/adm/r/r.bin"
 step "evict adm/r/r.bin (L1)" 20 setfattr -n user.tierfs.evict -v 1 "$mnt3/adm/r/r.bin"
 gh0="$(stat_of "$mnt3" admit.ghost_hits)"
 cat_all "$mnt3/adm/r/r.bin"
-[[ "$(l2_of "$mnt3/adm/r/r.bin")" == 2 ]] || fail "reuse: r.bin not stored on its second read"
+wait_residency "$mnt3/adm/r/r.bin" "l2=2/2"  # reuse: r.bin stored on its second read
 (( $(stat_of "$mnt3" admit.ghost_hits) - gh0 == 2 )) || fail "reuse: no ghost hits counted"
 log "ok admission: never kept n.bin out of L2, always stored a.bin, reuse stored r.bin on its second read"
 tierfs_umount "$mnt3" "$TIERFS_PID" || { print_log_tail "$logf"; fail "unclean unmount"; }

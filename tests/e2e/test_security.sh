@@ -35,17 +35,6 @@ denied_to_nobody() {
   [[ "$out" == *"$want"* ]] || fail "as nobody, '$*': '$out', expected '$want'"
 }
 xattr_of() { timeout -k 2 20 getfattr --only-values --absolute-names -n "$2" "$1"; }
-# wait_residency FILE TEXT: user.tierfs.residency of FILE contains TEXT within 10 s (L2 writes
-# are asynchronous).
-wait_residency() {
-  local deadline=$((SECONDS + 10)) v
-  while :; do
-    v="$(xattr_of "$1" user.tierfs.residency)" || fail "getfattr residency of $1"
-    [[ "$v" == *"$2"* ]] && return 0
-    (( SECONDS < deadline )) || fail "residency of $1 is '$v', want '$2'"
-    sleep 0.1
-  done
-}
 
 # ---- 1. private cache, closed mount, lock ----
 mnt="$E2E_WORK/mnt" cache="$E2E_WORK/cache" logf="$E2E_WORK/daemon1.log"
