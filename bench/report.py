@@ -613,11 +613,11 @@ def median_of(xs):
 
 
 def round_count(run, series):
-    """How many rounds of `series` (key, tool, file name before "-round-N.json", label) RUN holds:
+    """How many rounds of `series` (key, tool, file name before "-round-N.json", label, ...) RUN holds:
     N while some series has its round-N file."""
     n = 0
     while any(os.path.exists(os.path.join(run, "raw", t, "%s-round-%d.json" % (f, n + 1)))
-              for _, t, f, _ in series):
+              for _, t, f, *_ in series):
         n += 1
     return n
 
@@ -800,12 +800,13 @@ def loader_rounds_markdown(run):
 
 
 # The series of a stall round (run.sh run_stall_rounds): key, tool, file name before
-# "-round-N.json", row label.
+# "-round-N.json", row label, name in the ratio lines.
 STALL_ROUND_SERIES = [
-    ("tierfs", "tierfs", "stall-prefetched", "tierfs after a prefetch"),
-    ("local", "local", "stall-plain", "local disk"),
+    ("tierfs", "tierfs", "stall-prefetched", "tierfs after a prefetch", "**tierfs**"),
+    ("local", "local", "stall-plain", "local disk", "local disk"),
     ("fuselocal", "fuselocal", "stall-plain",
-     "local disk through a FUSE file system that only opens the file and splices its reads"),
+     "local disk through a FUSE file system that only opens the file and splices its reads",
+     "FUSE over local disk"),
 ]
 
 
@@ -816,7 +817,7 @@ def stall_round_rows(run):
     missing or not ok); only series with some round present."""
     n = round_count(run, STALL_ROUND_SERIES)
     eps = {}
-    for key, t, f, _ in STALL_ROUND_SERIES:
+    for key, t, f, _, _ in STALL_ROUND_SERIES:
         per = []
         for i in range(1, n + 1):
             j = load(os.path.join(run, "raw", t, "%s-round-%d.json" % (f, i))) or {}
@@ -840,8 +841,9 @@ def stall_rounds_markdown(run):
         return ["–" if st is None else "%.1f%%" % st, fmt_num(val(e, k, "wait_p99_ms")),
                 fmt_num(val(e, k, "max_wait_ms"))]
 
-    label = {k: lab for k, _, _, lab in STALL_ROUND_SERIES}
-    keys = [k for k, _, _, _ in STALL_ROUND_SERIES if k in eps]
+    label = {k: lab for k, _, _, lab, _ in STALL_ROUND_SERIES}
+    name = {k: nm for k, _, _, _, nm in STALL_ROUND_SERIES}
+    keys = [k for k, _, _, _, _ in STALL_ROUND_SERIES if k in eps]
     lines = [
         "## GPU-stall view after a prefetch, interleaved rounds",
         "",
@@ -864,9 +866,6 @@ def stall_rounds_markdown(run):
             lines.append("| %d | %s | %s | %s |" % (i + 1, label[k], " | ".join(cells(e, 0)),
                                                  " | ".join(cells(e, 1))))
     lines.append("")
-    # the ratio lines' names of the series, as numerator and as denominator
-    num = {"tierfs": "**tierfs**", "fuselocal": "FUSE over local disk"}
-    den = {"local": "local disk", "fuselocal": "FUSE over local disk"}
     for a, b in [("tierfs", "local"), ("fuselocal", "local"), ("tierfs", "fuselocal")]:
         if a not in eps or b not in eps:
             continue
@@ -875,7 +874,7 @@ def stall_rounds_markdown(run):
                 rates = {s: [val(e, k, key) for e in eps[s]] for s in (a, b)}
                 rs = per_round(rates, a, b)
                 if rs:
-                    lines.append(ratio_line("epoch %d: %s's %s / %s's" % (k + 1, num[a], what, den[b]),
+                    lines.append(ratio_line("epoch %d: %s's %s / %s's" % (k + 1, name[a], what, name[b]),
                                             rs))
     lines.append("")
     return "\n".join(lines)

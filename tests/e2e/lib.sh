@@ -260,9 +260,12 @@ e2e_cleanup() {
   exit "$rc"
 }
 
+# xattr_of PATH NAME: prints the value of extended attribute NAME of PATH.
+xattr_of() { timeout -k 2 20 getfattr --only-values --absolute-names -n "$2" "$1"; }
+
 # stats_xattr MNT: prints the value of user.tierfs.stats (space-separated key=value).
 stats_xattr() {
-  timeout -k 2 20 getfattr --only-values --absolute-names -n user.tierfs.stats "$1"
+  xattr_of "$1" user.tierfs.stats
 }
 
 # wait_residency FILE TEXT: user.tierfs.residency of FILE contains TEXT within 10 s, else fail. A
@@ -271,8 +274,7 @@ stats_xattr() {
 wait_residency() {
   local deadline=$((SECONDS + 10)) v
   while :; do
-    v="$(timeout -k 2 20 getfattr --only-values --absolute-names -n user.tierfs.residency "$1")" ||
-      fail "getfattr residency of $1"
+    v="$(xattr_of "$1" user.tierfs.residency)" || fail "getfattr residency of $1"
     [[ "$v" == *"$2"* ]] && return 0
     (( SECONDS < deadline )) || fail "residency of $1 is '$v', want '$2'"
     sleep 0.1

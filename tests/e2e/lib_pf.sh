@@ -28,8 +28,7 @@ pf_mount() {
 
 # xget PATH NAME: the value of an xattr (fails the test if getfattr fails).
 xget() {
-  timeout -k 2 20 getfattr --only-values --absolute-names -n "$2" "$1" 2>/dev/null ||
-    fail "getfattr -n $2 $1 failed"
+  xattr_of "$1" "$2" 2>/dev/null || fail "getfattr -n $2 $1 failed"
 }
 
 # xset_fails PATH NAME VALUE ERRTEXT: setfattr must fail with the given error text.

@@ -34,7 +34,6 @@ denied_to_nobody() {
   if out="$(as_nobody "$@" 2>&1)"; then fail "as nobody, '$*' succeeded: $out"; fi
   [[ "$out" == *"$want"* ]] || fail "as nobody, '$*': '$out', expected '$want'"
 }
-xattr_of() { timeout -k 2 20 getfattr --only-values --absolute-names -n "$2" "$1"; }
 
 # ---- 1. private cache, closed mount, lock ----
 mnt="$E2E_WORK/mnt" cache="$E2E_WORK/cache" logf="$E2E_WORK/daemon1.log"
