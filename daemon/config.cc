@@ -215,6 +215,12 @@ const std::vector<KeySpec>& Schema() {
          o->cache.readahead_budget_bytes = v.size;
          return Status::OK();
        }},
+      {"cache", "readahead_run", Kind::kSize,
+       [](const Value& v, DaemonOptions* o) {
+         if (v.size == 0) return Status::InvalidArgument("must be > 0");
+         o->cache.readahead_run_bytes = v.size;
+         return Status::OK();
+       }},
       // [cache] L3, the regional tier
       {"cache", "l3", Kind::kString,
        [](const Value& v, DaemonOptions* o) {

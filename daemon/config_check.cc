@@ -89,6 +89,8 @@ const std::map<std::string, Getter, std::less<>>& Getters() {
        [](const DaemonOptions& o) { return Size(o.prefetch_jobs.memory_budget); }},
       {"cache.readahead_budget",
        [](const DaemonOptions& o) { return Size(o.cache.readahead_budget_bytes); }},
+      {"cache.readahead_run",
+       [](const DaemonOptions& o) { return Size(o.cache.readahead_run_bytes); }},
       {"cache.l3", [](const DaemonOptions& o) { return Quote(o.l3); }},
       {"cache.l3_endpoint",
        [](const DaemonOptions& o) { return Opt(o.l3_endpoint, "AWS S3 for the region"); }},

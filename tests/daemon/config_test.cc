@@ -70,6 +70,7 @@ l2_size = "20GiB"
 l2_min_free = 1073741824
 prefetch_threads = 8
 readahead_max = "128MiB"
+readahead_run = "16MiB"
 
 [metadata]
 ttl = "forever"
@@ -115,6 +116,7 @@ sync_every_commit = true
   EXPECT_EQ(o.cache.prefetch_threads, 8);
   EXPECT_EQ(o.cache.readahead_max_bytes, 128u << 20);
   EXPECT_EQ(o.fs.prefetch.readahead_max_bytes, 128u << 20);
+  EXPECT_EQ(o.cache.readahead_run_bytes, 16u << 20);
   EXPECT_EQ(o.catalog.metadata_ttl, kForever);
   EXPECT_EQ(o.fuse.attr_timeout, kForever);
   EXPECT_EQ(o.origin.endpoint, "http://127.0.0.1:9000");
@@ -210,6 +212,9 @@ TEST(ConfigTest, BadSizeAndDurationValues) {
   EXPECT_TRUE(Contains(m, "key 's3.addressing'")) << m;
   m = Err(ApplyConfigText("[fuse]\noptions = \"rw\"\n", "t.toml", &o));
   EXPECT_TRUE(Contains(m, "read-only")) << m;
+  m = Err(ApplyConfigText("[cache]\nreadahead_run = 0\n", "t.toml", &o));
+  EXPECT_TRUE(Contains(m, "key 'cache.readahead_run'")) << m;
+  EXPECT_TRUE(Contains(m, "must be > 0")) << m;
 }
 
 TEST(ConfigTest, IntegersAreRangeCheckedBeforeNarrowing) {
