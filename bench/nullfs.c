@@ -16,18 +16,38 @@
 //
 //   nullfs MOUNTPOINT --layout small:10:1000:131072 --backing /data  (/data/small/d000/...)
 //
+// With --origin URL it serves each file's bytes from URL/<the same path>, the way the benchmark's
+// origin ceiling reads them (run.sh raw_seqpar): the first open of a file starts fetching the whole
+// file into memory as 16 ranges, 8 ranged GETs at a time (libcurl, one connection per fetching
+// thread), and a read is answered as soon as its bytes have arrived. With --flash FILE as well,
+// each MiB is also written to FILE (O_DIRECT, at its offset) once it has arrived, by a writer
+// thread of its own (the GETs and the reads never wait for it). The least a FUSE cache of that origin has to do, done in one process with no
+// cache logic: the coupled ceiling of a cold sequential read (the raw_seqpar "fuse" and "fusel2"
+// ceilings run the same work as independent jobs instead).
+//
+//   nullfs MOUNTPOINT --layout big:0:2:1073741824 --origin http://127.0.0.1:9000/bucket
+//          [--flash /cache/probe] [--ranges N]
+//
+// --ranges N (default 16, at most 1024): the file is fetched as N ranges (of whole MiB), still 8 at
+// a time; 128 for a 1 GiB file gives tierfs's request shape (8 MiB readahead runs, 8 in flight),
+// but never held back by the reader.
+//
 // Low-level libfuse 3 API, multi-threaded loop, keep_cache on open, 1 hour entry/attr timeouts,
 // max_readahead as large as the kernel allows. Build:
-//   gcc -O2 -Wall -o nullfs nullfs.c $(pkg-config --cflags --libs fuse3)
+//   gcc -O2 -Wall -o nullfs nullfs.c $(pkg-config --cflags --libs fuse3 libcurl) -lpthread
+#define _GNU_SOURCE  // O_DIRECT
 #define FUSE_USE_VERSION 312
 #include <fuse_lowlevel.h>
 
+#include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -47,6 +67,8 @@ struct node {
 static struct node *nodes;
 static uint32_t nnodes;
 static const char *backing;  // --backing DIR, or NULL: serve the pattern
+static const char *origin;   // --origin URL, or NULL
+static const char *flash;    // --flash FILE (with --origin), or NULL
 static char pattern[MAX_READ + PATTERN_PERIOD];
 
 struct group {
@@ -143,6 +165,169 @@ static int backing_path(uint32_t idx, char *out, size_t cap) {
   for (int d = depth - 1; d >= 0 && len >= 0 && (size_t)len < cap; d--)
     len += snprintf(out + len, cap - (size_t)len, "/%s", nodes[chain[d]].name);
   return len >= 0 && (size_t)len < cap ? 0 : -1;
+}
+
+// --origin: one whole-file fetch per file, started by its first open.
+#define MAX_RANGES 1024u
+static unsigned fetch_ranges = 16;  // --ranges N, at most MAX_RANGES
+#define FETCH_STREAMS 8u
+#define FLASH_PIECE (1u << 20)
+struct fetch {
+  char url[4096];
+  unsigned char *buf;  // the file's bytes, mmap'd (page-aligned, as O_DIRECT needs)
+  uint64_t size, range;
+  uint64_t got[MAX_RANGES];    // bytes of each range arrived
+  uint64_t wrote[MAX_RANGES];  // bytes of each range written to flash
+  unsigned next;                 // next range to fetch
+  int failed;
+  int flash_fd;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+};
+static struct fetch **fetches;  // per node, created by the first open
+static pthread_mutex_t fetches_mu = PTHREAD_MUTEX_INITIALIZER;
+
+struct transfer {
+  struct fetch *f;
+  unsigned r;
+  uint64_t pos;  // bytes of range r received
+};
+
+static size_t fetch_write(char *data, size_t size, size_t nmemb, void *userdata) {
+  struct transfer *t = userdata;
+  struct fetch *f = t->f;
+  const size_t len = size * nmemb;
+  const uint64_t start = t->r * f->range;
+  const uint64_t end = start + f->range < f->size ? start + f->range : f->size;
+  if (start + t->pos + len > end) return 0;  // more than asked for: fail the transfer
+  memcpy(f->buf + start + t->pos, data, len);
+  const uint64_t before = t->pos;
+  t->pos += len;
+  if (before / FLASH_PIECE != t->pos / FLASH_PIECE || t->pos == end - start) {
+    pthread_mutex_lock(&f->mu);
+    f->got[t->r] = t->pos;
+    pthread_cond_broadcast(&f->cv);
+    pthread_mutex_unlock(&f->mu);
+  }
+  return len;
+}
+
+static void *fetch_thread(void *arg) {
+  struct fetch *f = arg;
+  CURL *h = curl_easy_init();
+  for (;;) {
+    pthread_mutex_lock(&f->mu);
+    const unsigned r = f->next < fetch_ranges && !f->failed ? f->next++ : fetch_ranges;
+    pthread_mutex_unlock(&f->mu);
+    if (r == fetch_ranges || !h) break;
+    const uint64_t start = r * f->range;
+    if (start >= f->size) continue;
+    const uint64_t end = start + f->range < f->size ? start + f->range : f->size;
+    char range[64];
+    snprintf(range, sizeof(range), "%llu-%llu", (unsigned long long)start,
+             (unsigned long long)(end - 1));
+    struct transfer t = {f, r, 0};
+    curl_easy_setopt(h, CURLOPT_URL, f->url);
+    curl_easy_setopt(h, CURLOPT_RANGE, range);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, fetch_write);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &t);
+    curl_easy_setopt(h, CURLOPT_FAILONERROR, 1L);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    if (curl_easy_perform(h) != CURLE_OK || t.pos != end - start) {
+      fprintf(stderr, "nullfs: GET %s bytes=%s failed\n", f->url, range);
+      pthread_mutex_lock(&f->mu);
+      f->failed = 1;
+      pthread_cond_broadcast(&f->cv);
+      pthread_mutex_unlock(&f->mu);
+    }
+  }
+  if (h) curl_easy_cleanup(h);
+  return NULL;
+}
+
+// --flash: writes each arrived MiB of f (a range's last piece if it is whole pages: O_DIRECT) at
+// its offset, in whatever order they arrive, until all are written or a GET failed.
+static void *flash_thread(void *arg) {
+  struct fetch *f = arg;
+  pthread_mutex_lock(&f->mu);
+  for (;;) {
+    unsigned r = 0, left = 0;
+    uint64_t n = 0;
+    for (unsigned i = 0; i < fetch_ranges; i++) {
+      const uint64_t start = i * f->range;
+      const uint64_t len = start >= f->size ? 0
+                           : start + f->range < f->size ? f->range : f->size - start;
+      if (f->wrote[i] < len) left++;
+      const uint64_t ready = f->got[i] - f->wrote[i];
+      if (!n && (ready >= FLASH_PIECE || (ready > 0 && f->got[i] == len))) {
+        r = i;
+        n = ready < FLASH_PIECE ? ready : FLASH_PIECE;
+      }
+    }
+    if (!left || f->failed) break;
+    if (!n) {
+      pthread_cond_wait(&f->cv, &f->mu);
+      continue;
+    }
+    const uint64_t off = r * f->range + f->wrote[r];
+    pthread_mutex_unlock(&f->mu);
+    if (n % 4096 == 0 && pwrite(f->flash_fd, f->buf + off, n, (off_t)off) != (ssize_t)n)
+      fprintf(stderr, "nullfs: flash write at %llu failed\n", (unsigned long long)off);
+    pthread_mutex_lock(&f->mu);
+    f->wrote[r] += n;
+  }
+  pthread_mutex_unlock(&f->mu);
+  return NULL;
+}
+
+// The fetch of file node idx, started on the first call; NULL if it cannot start.
+static struct fetch *fetch_of(uint32_t idx) {
+  pthread_mutex_lock(&fetches_mu);
+  struct fetch *f = fetches[idx];
+  if (!f && (f = calloc(1, sizeof(*f)))) {
+    const char *saved = backing;
+    backing = origin;  // backing_path prefixes `backing` (NULL with --origin)
+    const int bad = backing_path(idx, f->url, sizeof(f->url));
+    backing = saved;
+    f->size = nodes[idx].size;
+    f->range = (f->size + fetch_ranges - 1) / fetch_ranges;
+    f->range = (f->range + FLASH_PIECE - 1) / FLASH_PIECE * FLASH_PIECE;
+    f->flash_fd = -1;
+    f->buf = f->size ? mmap(NULL, f->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS |
+                            MAP_NORESERVE, -1, 0) : NULL;
+    if (flash) f->flash_fd = open(flash, O_WRONLY | O_CREAT | O_DIRECT | O_CLOEXEC, 0600);
+    pthread_mutex_init(&f->mu, NULL);
+    pthread_cond_init(&f->cv, NULL);
+    if (bad || f->buf == MAP_FAILED || (flash && f->flash_fd < 0)) {
+      if (f->buf && f->buf != MAP_FAILED) munmap(f->buf, f->size);
+      if (f->flash_fd >= 0) close(f->flash_fd);
+      free(f);
+      f = NULL;
+    } else {
+      for (unsigned i = 0; i < FETCH_STREAMS + (f->flash_fd >= 0); i++) {
+        pthread_t th;
+        if (pthread_create(&th, NULL, i < FETCH_STREAMS ? fetch_thread : flash_thread, f) == 0)
+          pthread_detach(th);
+      }
+      fetches[idx] = f;
+    }
+  }
+  pthread_mutex_unlock(&fetches_mu);
+  return f;
+}
+
+// Waits until bytes [off, off + size) of f have arrived; 0, or EIO when a GET failed.
+static int fetch_wait(struct fetch *f, uint64_t off, uint64_t size) {
+  int err = 0;
+  pthread_mutex_lock(&f->mu);
+  for (uint64_t r = off / f->range; r <= (off + size - 1) / f->range && !err; r++) {
+    const uint64_t need = (off + size < (r + 1) * f->range ? off + size : (r + 1) * f->range) -
+                          r * f->range;
+    while (f->got[r] < need && !f->failed) pthread_cond_wait(&f->cv, &f->mu);
+    if (f->got[r] < need) err = EIO;
+  }
+  pthread_mutex_unlock(&f->mu);
+  return err;
 }
 
 static void fill_attr(uint32_t idx, struct stat *st) {
@@ -279,6 +464,9 @@ static void nl_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
       return;
     }
     fi->fh = (uint64_t)fd;
+  } else if (origin && !fetch_of((uint32_t)(ino - 1))) {
+    fuse_reply_err(req, EIO);
+    return;
   }
   if (fuse_reply_open(req, fi) != 0 && backing) close((int)fi->fh);  // interrupted: no release
 }
@@ -308,6 +496,16 @@ static void nl_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     buf.buf[0].fd = (int)fi->fh;
     buf.buf[0].pos = off;
     fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+    return;
+  }
+  if (origin) {
+    struct fetch *f = fetch_of((uint32_t)(ino - 1));
+    const int err = f ? fetch_wait(f, (uint64_t)off, size) : EIO;
+    if (err) {
+      fuse_reply_err(req, err);
+    } else {
+      fuse_reply_buf(req, (const char *)f->buf + off, size);
+    }
     return;
   }
   fuse_reply_buf(req, pattern + ((uint64_t)off % PATTERN_PERIOD), size);
@@ -344,6 +542,12 @@ int main(int argc, char *argv[]) {
       layout = argv[++i];
     } else if (strcmp(argv[i], "--backing") == 0 && i + 1 < argc) {
       backing = argv[++i];
+    } else if (strcmp(argv[i], "--origin") == 0 && i + 1 < argc) {
+      origin = argv[++i];
+    } else if (strcmp(argv[i], "--flash") == 0 && i + 1 < argc) {
+      flash = argv[++i];
+    } else if (strcmp(argv[i], "--ranges") == 0 && i + 1 < argc) {
+      fetch_ranges = (unsigned)atoi(argv[++i]);
     } else {
       argv[out++] = argv[i];
     }
@@ -354,6 +558,16 @@ int main(int argc, char *argv[]) {
     fprintf(stderr, "nullfs: bad --layout\n");
     return 2;
   }
+  if ((origin && backing) || (flash && !origin) || fetch_ranges < 1 || fetch_ranges > MAX_RANGES) {
+    fprintf(stderr, "nullfs: --origin excludes --backing; --flash needs --origin; --ranges 1..%u\n",
+            MAX_RANGES);
+    return 2;
+  }
+  if (origin && (curl_global_init(CURL_GLOBAL_DEFAULT) != 0 ||
+                 !(fetches = calloc(nnodes, sizeof(*fetches))))) {
+    fprintf(stderr, "nullfs: cannot set up the origin fetches\n");
+    return 1;
+  }
   for (size_t i = 0; i < sizeof(pattern); i++)
     pattern[i] = (char)(((i % PATTERN_PERIOD) * 131u + 7u) & 0xff);
 
@@ -361,7 +575,8 @@ int main(int argc, char *argv[]) {
   struct fuse_cmdline_opts opts;
   if (fuse_parse_cmdline(&args, &opts) != 0) return 2;
   if (opts.show_help || !opts.mountpoint) {
-    printf("usage: %s MOUNTPOINT --layout NAME:NDIRS:FILES:SIZE,... [--backing DIR] [-f]\n",
+    printf("usage: %s MOUNTPOINT --layout NAME:NDIRS:FILES:SIZE,... [--backing DIR | --origin URL "
+           "[--flash FILE]] [-f]\n",
            argv[0]);
     fuse_cmdline_help();
     fuse_lowlevel_help();
@@ -374,7 +589,7 @@ int main(int argc, char *argv[]) {
   if (fuse_set_signal_handlers(se) != 0) goto out_destroy;
   if (fuse_session_mount(se, opts.mountpoint) != 0) goto out_signals;
   fprintf(stderr, "nullfs: %u nodes mounted on %s%s%s\n", nnodes, opts.mountpoint,
-          backing ? ", served from " : "", backing ? backing : "");
+          backing || origin ? ", served from " : "", backing ? backing : origin ? origin : "");
   fuse_daemonize(opts.foreground);
   struct fuse_loop_config *cfg = fuse_loop_cfg_create();
   fuse_loop_cfg_set_clone_fd(cfg, opts.clone_fd);

@@ -601,7 +601,12 @@ ROUND_SERIES = [("raw", "raw", "seqpar", "origin: 8 ranged GETs"),
                 ("raw-spin", "raw", "seqpar-spin", "8 ranged GETs, one core busy"),
                 ("raw-fuse", "raw", "seqpar-fuse", "8 ranged GETs + the bytes through FUSE"),
                 ("raw-fusel2", "raw", "seqpar-fusel2",
-                 "8 ranged GETs + through FUSE + a 1 GiB flash write")] + [
+                 "8 ranged GETs + through FUSE + a 1 GiB flash write"),
+                ("raw-fetchfs", "raw", "seqpar-fetchfs", "one FUSE process: the 8 GETs to the reader"),
+                ("raw-fetchfsl2", "raw", "seqpar-fetchfsl2",
+                 "one FUSE process: the 8 GETs to the reader and to flash"),
+                ("raw-fetchfs8m", "raw", "seqpar-fetchfs8m",
+                 "one FUSE process: 8 MiB GETs, 8 at a time, to the reader and to flash")] + [
     (k, t, f, l) for t in ROUND_TOOLS[1:]
     for k, f, l in ((t, "seq1", t), (t + "-2", "seq2", t + ", 2 streams"))]
 
@@ -652,7 +657,8 @@ def ratio_line(what, rs):
 
 def round_rows(run):
     """{series: [MB/s or None per round]} of the interleaved cold sequential rounds (run.sh
-    run_seq_rounds: raw/<tool>/seq{1,2}-round-N.json, raw/raw/seqpar{,-spin,-fuse,-fusel2}-round-N.json; the
+    run_seq_rounds: raw/<tool>/seq{1,2}-round-N.json,
+    raw/raw/seqpar{,-spin,-fuse,-fusel2,-fetchfs,-fetchfsl2,-fetchfs8m}-round-N.json; the
     series of ROUND_SERIES, "TOOL-2" for two streams), and their CPU seconds per GiB ({series:
     [(origin, rest) or None per round]})."""
     def path(t, f, i):
@@ -705,8 +711,18 @@ def rounds_markdown(run):
         "a ceiling for a FUSE file system (one that also keeps the bytes) on this machine."
         if "raw-fuse" in keys else "",
         "",
-    ] + round_table(n, keys, label, rates, cpu)
-    for ref in [k for k in ("raw", "raw-spin", "raw-fuse", "raw-fusel2") + tuple(ROUND_TOOLS[2:])
+    ] + ([
+        "The \"one FUSE process\" columns do that work coupled, as a cache does: a FUSE file system "
+        "(nullfs --origin) whose first open fetches the whole file with the same 8 GETs (16 ranges) "
+        "into memory and answers each read as soon as its bytes have arrived; with flash, a thread "
+        "of its own also writes each arrived MiB to one file with O_DIRECT; with 8 MiB GETs, the "
+        "file is fetched as 128 ranges, 8 at a time, tierfs's request shape (its readahead runs), "
+        "but never held back by the reader (no window: the whole file is fetched at once). No "
+        "cache logic, no checksums, no index: a ceiling for a FUSE cache of this origin.",
+        "",
+    ] if "raw-fetchfs" in keys else []) + round_table(n, keys, label, rates, cpu)
+    for ref in [k for k in ("raw", "raw-spin", "raw-fuse", "raw-fusel2", "raw-fetchfs",
+                            "raw-fetchfsl2", "raw-fetchfs8m") + tuple(ROUND_TOOLS[2:])
                 if k in rates]:
         rs = per_round(rates, "tierfs", ref)
         if rs:

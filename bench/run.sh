@@ -48,7 +48,9 @@
 #   --only seqrounds  only the interleaved cold sequential rounds (SEQ_ROUNDS, default 3; also at
 #                the end of a full run): per round, back to back in a rotating order, the 8 ranged
 #                GETs (alone; next to a process spinning on one core; while nullfs delivers the
-#                same 1 GiB; and that plus a 1 GiB O_DIRECT write: the FUSE ceilings) and for
+#                same 1 GiB; and that plus a 1 GiB O_DIRECT write: the FUSE ceilings; and coupled in
+#                one FUSE process, nullfs --origin: the GETs to the reader, and to flash too, and
+#                as 128 GETs of 8 MiB, tierfs's request shape: the coupled ceilings) and for
 #                tierfs, s3fs and rclone a cold 1 GiB read, then two cold streams (both big
 #                files), each on a fresh mount; the report compares the tools within each round (results.md "Cold sequential,
 #                interleaved rounds"; --only prints it to run.log), ~3 min
@@ -79,7 +81,9 @@
 #
 # Environment: TIERFS (path of the tierfs binary, default build/daemon/tierfs), TIERFS_L1 / TIERFS_L2
 # (cache sizes, default 1GiB / 16GiB), TIERFS_OPTS (default --metadata-ttl 10m), S3FS_OPTS, RCLONE_OPTS (extra mount options),
-# STALL_SESSIONS (group G's tierfs sessions, default "plain sampler prefetched"; a subset for A/B runs).
+# STALL_SESSIONS (group G's tierfs sessions, default "plain sampler prefetched"; a subset for A/B runs),
+# ORIGIN_NICE (default 0: the nice value the origin, s3rver, and the delay proxy run at, every thread;
+# e.g. -10 gives them the CPU first, as an origin on other machines would not lose it to the client).
 #
 # Needs root (drop_caches, mounts), fio, curl, fusermount3, gcc + libfuse3-dev, node/npm (s3rver),
 # /usr/bin/python3 with torch, boto3, matplotlib; s3fs and rclone for those peers
@@ -261,6 +265,17 @@ if [[ $DELAY_MS != 0 ]]; then
 else
   PORT="$S3PORT"
 fi
+# ORIGIN_NICE: every thread of the origin and of the proxy (each thread has its own nice value).
+origin_nice() {
+  local p t
+  [[ ${ORIGIN_NICE:-0} == 0 ]] && return 0
+  for p in "$(cat "$ORIGIN_DATA/s3rver.pid" 2>/dev/null)" "$PROXY_PID"; do
+    [[ -n $p && -d /proc/$p ]] || continue
+    for t in /proc/"$p"/task/*; do renice -n "$ORIGIN_NICE" -p "${t##*/}" >/dev/null 2>&1; done
+  done
+  log "origin and proxy threads at nice $ORIGIN_NICE"
+}
+origin_nice
 ENDPOINT="http://127.0.0.1:$PORT"
 log "origin endpoint for the tools: $ENDPOINT (${DELAY_MS} ms each way)"
 
@@ -286,7 +301,7 @@ meta = {
   "date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
   "host": platform.node(), "kernel": platform.release(), "cpu": cpu, "cores": os.cpu_count(),
   "mem_mib": mem, "layout": "$LAYOUT", "stall_only": bool("$STALL_ONLY"),
-  "stall": {"compute_ms": float("$STALL_COMPUTE_MS"), "ahead": int("$STALL_AHEAD")}, "delay_ms": float("$DELAY_MS"), "cap_s": float("$CAP"), "loader_cap_s": float("$LOADER_CAP"),
+  "stall": {"compute_ms": float("$STALL_COMPUTE_MS"), "ahead": int("$STALL_AHEAD")}, "delay_ms": float("$DELAY_MS"), "origin_nice": int("${ORIGIN_NICE:-0}"), "cap_s": float("$CAP"), "loader_cap_s": float("$LOADER_CAP"),
   "rand_runtime_s": $RAND_RT, "tools": "$TOOLS".split(","),
   "dataset": {"big_size": $BIG_SIZE, "small_files": $N_SMALL, "tiny_files": $N_TINY},
   "versions": {
@@ -307,7 +322,7 @@ MNT=""; DPID=""; CACHE=""; RSS_MAX_KB=0; SESSION=""
 build_nullfs() {
   local src="$BENCH/nullfs.c" bin="$WORK/nullfs"
   if [[ ! -x $bin || $src -nt $bin ]]; then
-    gcc -O2 -Wall -o "$bin" "$src" $(pkg-config --cflags --libs fuse3) >>"$LOG" 2>&1 || return 1
+    gcc -O2 -Wall -o "$bin" "$src" $(pkg-config --cflags --libs fuse3 libcurl) -lpthread >>"$LOG" 2>&1 || return 1
   fi
 }
 
@@ -665,9 +680,9 @@ prefetch() { # TOOL -> writes prefetch.json
 # file it opened, for stall_round's fuselocal): sets NULL_PID, registered in MOUNTED and PIDS;
 # non-zero (logged, naming WHAT) when it does not mount.
 NULL_PID=""
-side_nullfs_mount() { # WHAT [BACKING]
+side_nullfs_mount() { # WHAT [BACKING | --origin URL [--flash FILE]]
   local nm="$WORK/nullmnt" backing=()
-  [[ -n ${2:-} ]] && backing=(--backing "$2")
+  if [[ ${2:-} == --origin ]]; then backing=("${@:2}"); elif [[ -n ${2:-} ]]; then backing=(--backing "$2"); fi
   NULL_PID=""
   build_nullfs || { log "nullfs does not build, no $1"; return 1; }
   mkdir -p "$nm"
@@ -689,6 +704,33 @@ side_nullfs_unmount() { # unmounts the side mount and waits for its process (by 
   fi
   wait_pid_exit "$NULL_PID" 10 || { kill "$NULL_PID" 2>/dev/null; wait "$NULL_PID" 2>/dev/null; }
   NULL_PID=""
+}
+
+# The coupled ceiling of a cold sequential read (raw/raw/NAME.json, with the CPU it cost): BIG0 read
+# (dd, 1 MiB) through nullfs --origin, a FUSE file system whose first open fetches the whole file
+# with the GETs raw_seqpar times (16 ranges, 8 at a time) and answers each read as soon as its bytes
+# have arrived; with "flash" (nullfs --flash) each MiB is also written to one file on the cache's
+# filesystem with O_DIRECT once it has arrived, by a thread of its own. The least a FUSE cache of
+# this origin does, in one process, each byte passing from the GET to the reader as it would in a
+# cache. RANGES (default 16, the GETs of raw_seqpar): 128 is tierfs's request shape for BIG0 (8 MiB
+# runs, 8 in flight), with no window: the GETs never wait for the reader.
+raw_fetchfs() { # NAME [flash|-] [RANGES]
+  local d="$OUT/raw/raw" nm="$WORK/nullmnt" t0 t1 rc extra=(--ranges "${3:-16}")
+  mkdir -p "$d"
+  [[ ${2:-} == flash ]] && extra+=(--flash "$WORK/l2probe")
+  side_nullfs_mount "$1" --origin "$ENDPOINT/$BUCKET" "${extra[@]}" || return 0
+  drop_caches
+  cpu_snap 0
+  t0="$(now)"
+  timeout "$CAP" dd if="$nm/$BIG0" of=/dev/null bs=1M status=none 2>>"$LOG"; rc=$?
+  t1="$(now)"
+  cpu_snap 1
+  side_nullfs_unmount
+  rm -f "$WORK/l2probe"
+  printf '{"status": "%s", "seconds": %s, "bytes": %s, "streams": 8, "ranges": %s, "with": "fetchfs%s"}\n' \
+    "$([[ $rc == 0 ]] && echo ok || echo error)" "$(elapsed "$t0" "$t1")" "$BIG_SIZE" "${3:-16}" \
+    "$([[ ${2:-} == flash ]] && echo " flash")" >"$d/$1.json"
+  cpu_attach "$d/$1.json"
 }
 
 # The origin's parallel ranged throughput: BIG0 in 16 ranges, 8 GETs at a time, page cache dropped
@@ -743,10 +785,12 @@ raw_seqpar() { # NAME [spin|fuse|fusel2]
 # read per tool minutes apart compares the minutes as much as the tools. Each round runs, back to
 # back and in an order that rotates from round to round, the 8 ranged GETs (raw), alone, next
 # to a process spinning on one core, and with a FUSE delivery of the same bytes (and a flash
-# write) beside them (raw_seqpar fuse, fusel2), and for each of tierfs, s3fs and rclone a cold 1 GiB read of
-# BIG0, then both big files at once (two streams), each on a fresh mount with empty caches
-# (raw/<tool>/seq{1,2}-round-N.json, raw/raw/seqpar{,-spin,-fuse,-fusel2}-round-N.json); the report gives
-# every round and the medians of the per-round ratios.
+# write) beside them (raw_seqpar fuse, fusel2), the same work coupled in one FUSE process (raw_fetchfs:
+# to the reader; to the reader and to flash; that with tierfs's 8 MiB GETs), and for each of tierfs,
+# s3fs and rclone a cold 1 GiB read of BIG0, then both big files at once (two streams), each on a
+# fresh mount with empty caches (raw/<tool>/seq{1,2}-round-N.json,
+# raw/raw/seqpar{,-spin,-fuse,-fusel2,-fetchfs,-fetchfsl2,-fetchfs8m}-round-N.json); the report
+# gives every round and the medians of the per-round ratios.
 # rotate_rounds WHAT N FUNC TOOL...: FUNC TOOL ROUND for every TOOL in each round 1..N, in an
 # order that rotates from round to round (run_seq_rounds, run_loader_rounds).
 rotate_rounds() {
@@ -770,6 +814,9 @@ seq_round() { # TOOL ROUND
     raw_seqpar "seqpar-spin-round-$i" spin
     raw_seqpar "seqpar-fuse-round-$i" fuse
     raw_seqpar "seqpar-fusel2-round-$i" fusel2
+    raw_fetchfs "seqpar-fetchfs-round-$i"
+    raw_fetchfs "seqpar-fetchfsl2-round-$i" flash
+    raw_fetchfs "seqpar-fetchfs8m-round-$i" flash 128
     return 0
   fi
   drop_caches
