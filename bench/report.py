@@ -727,6 +727,11 @@ def rounds_markdown(run):
         rs = per_round(rates, "tierfs", ref)
         if rs:
             lines.append(ratio_line("**tierfs** / " + label.get(ref, ref), rs))
+    # Each coupled ceiling against the GETs alone: what any FUSE cache of this origin reaches here.
+    for ref in [k for k in ("raw-fetchfs", "raw-fetchfsl2", "raw-fetchfs8m") if k in rates]:
+        rs = per_round(rates, ref, "raw")
+        if rs:
+            lines.append(ratio_line(label[ref] + " / " + label["raw"], rs))
     for t in ROUND_TOOLS[1:]:
         rs = per_round(rates, t + "-2", t)
         if rs:
