@@ -19,14 +19,15 @@
 // With --origin URL it serves each file's bytes from URL/<the same path>, the way the benchmark's
 // origin ceiling reads them (run.sh raw_seqpar): the first open of a file starts fetching the whole
 // file into memory as 16 ranges, 8 ranged GETs at a time (libcurl, one connection per fetching
-// thread), and a read is answered as soon as its bytes have arrived. With --flash FILE as well,
-// each MiB is also written to FILE (O_DIRECT, at its offset) once it has arrived, by a writer
-// thread of its own (the GETs and the reads never wait for it). The least a FUSE cache of that origin has to do, done in one process with no
-// cache logic: the coupled ceiling of a cold sequential read (the raw_seqpar "fuse" and "fusel2"
-// ceilings run the same work as independent jobs instead).
+// thread), and a read is answered as soon as its bytes have arrived. With --flash PREFIX as well,
+// each MiB is also written to PREFIX.INO (O_DIRECT, at its offset; INO the file's inode number)
+// once it has arrived, by a writer thread of its own (the GETs and the reads never wait for it).
+// The least a FUSE cache of that origin has to do, done in one process with no cache logic: the
+// coupled ceiling of a cold sequential read (the raw_seqpar "fuse" and "fusel2" ceilings run the
+// same work as independent jobs instead).
 //
 //   nullfs MOUNTPOINT --layout big:0:2:1073741824 --origin http://127.0.0.1:9000/bucket
-//          [--flash /cache/probe] [--ranges N]
+//          [--flash /cache/probe] [--ranges N]     (writes /cache/probe.INO)
 //
 // --ranges N (default 16, at most 1024): the file is fetched as N ranges (of whole MiB), still 8 at
 // a time; 128 for a 1 GiB file gives tierfs's request shape (8 MiB readahead runs, 8 in flight),
@@ -68,7 +69,7 @@ static struct node *nodes;
 static uint32_t nnodes;
 static const char *backing;  // --backing DIR, or NULL: serve the pattern
 static const char *origin;   // --origin URL, or NULL
-static const char *flash;    // --flash FILE (with --origin), or NULL
+static const char *flash;    // --flash PREFIX (with --origin), or NULL
 static char pattern[MAX_READ + PATTERN_PERIOD];
 
 struct group {
@@ -156,12 +157,13 @@ static struct node *node_of(fuse_ino_t ino) {
   return &nodes[ino - 1];
 }
 
-// DIR/GROUP/dNNN/fNNNNN.bin for file node idx. Returns 0, or -1 if it does not fit.
-static int backing_path(uint32_t idx, char *out, size_t cap) {
+// ROOT/GROUP/dNNN/fNNNNN.bin for file node idx (ROOT: --backing's DIR or --origin's URL). Returns
+// 0, or -1 if it does not fit.
+static int backing_path(const char *root, uint32_t idx, char *out, size_t cap) {
   uint32_t chain[8];
   int depth = 0;
   for (uint32_t i = idx; i != 0 && depth < 8; i = nodes[i].parent) chain[depth++] = i;
-  int len = snprintf(out, cap, "%s", backing);
+  int len = snprintf(out, cap, "%s", root);
   for (int d = depth - 1; d >= 0 && len >= 0 && (size_t)len < cap; d--)
     len += snprintf(out + len, cap - (size_t)len, "/%s", nodes[chain[d]].name);
   return len >= 0 && (size_t)len < cap ? 0 : -1;
@@ -178,7 +180,7 @@ struct fetch {
   uint64_t size, range;
   uint64_t got[MAX_RANGES];    // bytes of each range arrived
   uint64_t wrote[MAX_RANGES];  // bytes of each range written to flash
-  unsigned next;                 // next range to fetch
+  unsigned next;               // next range to fetch
   int failed;
   int flash_fd;
   pthread_mutex_t mu;
@@ -285,17 +287,17 @@ static struct fetch *fetch_of(uint32_t idx) {
   pthread_mutex_lock(&fetches_mu);
   struct fetch *f = fetches[idx];
   if (!f && (f = calloc(1, sizeof(*f)))) {
-    const char *saved = backing;
-    backing = origin;  // backing_path prefixes `backing` (NULL with --origin)
-    const int bad = backing_path(idx, f->url, sizeof(f->url));
-    backing = saved;
+    const int bad = backing_path(origin, idx, f->url, sizeof(f->url));
     f->size = nodes[idx].size;
     f->range = (f->size + fetch_ranges - 1) / fetch_ranges;
     f->range = (f->range + FLASH_PIECE - 1) / FLASH_PIECE * FLASH_PIECE;
     f->flash_fd = -1;
     f->buf = f->size ? mmap(NULL, f->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS |
                             MAP_NORESERVE, -1, 0) : NULL;
-    if (flash) f->flash_fd = open(flash, O_WRONLY | O_CREAT | O_DIRECT | O_CLOEXEC, 0600);
+    char flash_path[4096];
+    if (flash && snprintf(flash_path, sizeof(flash_path), "%s.%u", flash, idx + 1) <
+                     (int)sizeof(flash_path))
+      f->flash_fd = open(flash_path, O_WRONLY | O_CREAT | O_DIRECT | O_CLOEXEC, 0600);
     pthread_mutex_init(&f->mu, NULL);
     pthread_cond_init(&f->cv, NULL);
     if (bad || f->buf == MAP_FAILED || (flash && f->flash_fd < 0)) {
@@ -454,7 +456,7 @@ static void nl_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
   fi->keep_cache = 1;
   if (backing) {
     char path[4096];
-    if (backing_path((uint32_t)(ino - 1), path, sizeof(path)) != 0) {
+    if (backing_path(backing, (uint32_t)(ino - 1), path, sizeof(path)) != 0) {
       fuse_reply_err(req, ENAMETOOLONG);
       return;
     }
@@ -576,7 +578,7 @@ int main(int argc, char *argv[]) {
   if (fuse_parse_cmdline(&args, &opts) != 0) return 2;
   if (opts.show_help || !opts.mountpoint) {
     printf("usage: %s MOUNTPOINT --layout NAME:NDIRS:FILES:SIZE,... [--backing DIR | --origin URL "
-           "[--flash FILE]] [-f]\n",
+           "[--flash PREFIX] [--ranges N]] [-f]\n",
            argv[0]);
     fuse_cmdline_help();
     fuse_lowlevel_help();

@@ -680,7 +680,7 @@ prefetch() { # TOOL -> writes prefetch.json
 # file it opened, for stall_round's fuselocal): sets NULL_PID, registered in MOUNTED and PIDS;
 # non-zero (logged, naming WHAT) when it does not mount.
 NULL_PID=""
-side_nullfs_mount() { # WHAT [BACKING | --origin URL [--flash FILE]]
+side_nullfs_mount() { # WHAT [BACKING | --origin URL [--ranges N] [--flash PREFIX]]
   local nm="$WORK/nullmnt" backing=()
   if [[ ${2:-} == --origin ]]; then backing=("${@:2}"); elif [[ -n ${2:-} ]]; then backing=(--backing "$2"); fi
   NULL_PID=""
@@ -726,7 +726,7 @@ raw_fetchfs() { # NAME [flash|-] [RANGES]
   t1="$(now)"
   cpu_snap 1
   side_nullfs_unmount
-  rm -f "$WORK/l2probe"
+  rm -f "$WORK"/l2probe.*
   printf '{"status": "%s", "seconds": %s, "bytes": %s, "streams": 8, "ranges": %s, "with": "fetchfs%s"}\n' \
     "$([[ $rc == 0 ]] && echo ok || echo error)" "$(elapsed "$t0" "$t1")" "$BIG_SIZE" "${3:-16}" \
     "$([[ ${2:-} == flash ]] && echo " flash")" >"$d/$1.json"
