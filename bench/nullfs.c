@@ -466,9 +466,13 @@ static void nl_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
       return;
     }
     fi->fh = (uint64_t)fd;
-  } else if (origin && !fetch_of((uint32_t)(ino - 1))) {
-    fuse_reply_err(req, EIO);
-    return;
+  } else if (origin) {  // the file's fetch, for its reads (it lives until the process ends)
+    struct fetch *f = fetch_of((uint32_t)(ino - 1));
+    if (!f) {
+      fuse_reply_err(req, EIO);
+      return;
+    }
+    fi->fh = (uint64_t)(uintptr_t)f;
   }
   if (fuse_reply_open(req, fi) != 0 && backing) close((int)fi->fh);  // interrupted: no release
 }
@@ -501,8 +505,8 @@ static void nl_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     return;
   }
   if (origin) {
-    struct fetch *f = fetch_of((uint32_t)(ino - 1));
-    const int err = f ? fetch_wait(f, (uint64_t)off, size) : EIO;
+    struct fetch *f = (struct fetch *)(uintptr_t)fi->fh;
+    const int err = fetch_wait(f, (uint64_t)off, size);
     if (err) {
       fuse_reply_err(req, err);
     } else {

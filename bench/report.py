@@ -610,6 +610,9 @@ ROUND_SERIES = [("raw", "raw", "seqpar", "origin: 8 ranged GETs"),
     (k, t, f, l) for t in ROUND_TOOLS[1:]
     for k, f, l in ((t, "seq1", t), (t + "-2", "seq2", t + ", 2 streams"))]
 
+# The series of ROUND_SERIES that do a FUSE cache's work in one process (nullfs --origin).
+COUPLED_CEILINGS = ("raw-fetchfs", "raw-fetchfsl2", "raw-fetchfs8m")
+
 
 def median_of(xs):
     """The median of the figures in xs that are there (None when none is)."""
@@ -721,14 +724,13 @@ def rounds_markdown(run):
         "cache logic, no checksums, no index: a ceiling for a FUSE cache of this origin.",
         "",
     ] if "raw-fetchfs" in keys else []) + round_table(n, keys, label, rates, cpu)
-    for ref in [k for k in ("raw", "raw-spin", "raw-fuse", "raw-fusel2", "raw-fetchfs",
-                            "raw-fetchfsl2", "raw-fetchfs8m") + tuple(ROUND_TOOLS[2:])
-                if k in rates]:
+    for ref in [k for k in ("raw", "raw-spin", "raw-fuse", "raw-fusel2") + COUPLED_CEILINGS +
+                tuple(ROUND_TOOLS[2:]) if k in rates]:
         rs = per_round(rates, "tierfs", ref)
         if rs:
             lines.append(ratio_line("**tierfs** / " + label.get(ref, ref), rs))
     # Each coupled ceiling against the GETs alone: what any FUSE cache of this origin reaches here.
-    for ref in [k for k in ("raw-fetchfs", "raw-fetchfsl2", "raw-fetchfs8m") if k in rates]:
+    for ref in [k for k in COUPLED_CEILINGS if k in rates]:
         rs = per_round(rates, ref, "raw")
         if rs:
             lines.append(ratio_line(label[ref] + " / " + label["raw"], rs))
