@@ -32,6 +32,7 @@ constexpr size_t kDirValueSize = 1 + 8 + 8;
 constexpr size_t kEntryValueFixed = 1 + 1 + 8 + 8;              // + etag bytes
 constexpr size_t kBlockValueSize = 1 + 4 + 8 + 8 + 8 + 4;       // the fields every record has
 constexpr size_t kBlockValueSizeExt = kBlockValueSize + 4 + 8;  // + group, expires_ns
+constexpr size_t kBlockValueSizeOwner = kBlockValueSizeExt + 16 + 8 + 1;  // + owner
 
 // Operations per group commit. Bounds the dirty pages of one transaction (MDB_TXN_FULL) and
 // the latency the first caller of a batch sees.
@@ -129,7 +130,7 @@ Result<DirEntry> DecodeEntry(std::string_view name, std::string_view v) {
 
 std::string EncodeBlock(const BlockRecord& r) {
   std::string v;
-  v.reserve(kBlockValueSizeExt);
+  v.reserve(kBlockValueSizeOwner);
   v.push_back(static_cast<char>(kBlockLayoutV1));
   PutFixed32(&v, r.length);
   PutFixed64(&v, r.checksum);
@@ -138,6 +139,9 @@ std::string EncodeBlock(const BlockRecord& r) {
   PutFixed32(&v, r.flags);
   PutFixed32(&v, r.group);
   PutFixed64(&v, static_cast<uint64_t>(r.expires_ns));
+  v.append(reinterpret_cast<const char*>(r.owner.object.data()), r.owner.object.size());
+  PutFixed64(&v, r.owner.index);
+  v.push_back(static_cast<char>(r.owner.chunk ? 1 : 0));
   return v;
 }
 Result<BlockRecord> DecodeBlock(std::string_view key, std::string_view v) {
@@ -155,6 +159,11 @@ Result<BlockRecord> DecodeBlock(std::string_view key, std::string_view v) {
   if (v.size() >= kBlockValueSizeExt) {  // older records end at 33 bytes: no group, no expiry
     r.group = DecodeFixed32(v.data() + 33);
     r.expires_ns = static_cast<int64_t>(DecodeFixed64(v.data() + 37));
+  }
+  if (v.size() >= kBlockValueSizeOwner) {  // older records end at 45 bytes: owner unknown
+    std::memcpy(r.owner.object.data(), v.data() + 45, r.owner.object.size());
+    r.owner.index = DecodeFixed64(v.data() + 61);
+    r.owner.chunk = (static_cast<uint8_t>(v[69]) & 1) != 0;
   }
   return r;
 }

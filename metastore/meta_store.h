@@ -48,6 +48,24 @@ struct DirRecord {
 
 // 16-byte content key of a block: XXH3-128 of (source, key, etag, block size, block index).
 using BlockKey = std::array<uint8_t, 16>;
+// 16-byte key of one version of one object as cut into blocks: XXH3-128 of (source, key, etag,
+// block size) (tiercache MakeObjectId). The blocks a tier holds are indexed by it, so that what
+// is cached of one object is found at the cost of what is cached of it, not of its size.
+using ObjectId = std::array<uint8_t, 16>;
+
+// The object a stored block (or sparse entry) belongs to. An all-zero `object`: unknown (a
+// record written before owners were stored).
+struct BlockOwner {
+  ObjectId object{};
+  uint64_t index = 0;  // the block's index in the object
+  bool chunk = false;  // a sparse entry of block `index` (a part of it), not the whole block
+  bool known() const {
+    for (uint8_t b : object) {
+      if (b != 0) return true;
+    }
+    return false;
+  }
+};
 
 struct BlockRecord {
   BlockKey key{};
@@ -58,6 +76,7 @@ struct BlockRecord {
   uint32_t flags = 0;      // bit 0: pinned; bit 1: evicted in stored order (policy=ttl)
   uint32_t group = 0;      // quota group of the block's [[policy]] prefix; 0: none
   int64_t expires_ns = 0;  // when its TTL runs out (wall clock); 0: never
+  BlockOwner owner = {};   // which object the block belongs to (unknown in older records)
 };
 
 // Longest key the store accepts, in bytes (LMDB's default key limit): a directory entry needs

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <fstream>
+#include <map>
 #include <set>
 #include <string>
 #include <thread>
@@ -94,6 +95,42 @@ TEST_F(LmdbMetaStoreTest, DataSurvivesCloseAndReopen) {
     return true;
   }));
   EXPECT_EQ(values, 1);
+}
+
+// A block's owner (the object and index it belongs to) is kept in its record, so L2 can index
+// its blocks by object again after a restart; a record without one reads as owner unknown.
+TEST_F(LmdbMetaStoreTest, BlockOwnerSurvivesCloseAndReopen) {
+  BlockRecord owned = RecordOf(7);
+  owned.group = 9;
+  owned.expires_ns = 123;
+  for (size_t i = 0; i < owned.owner.object.size(); ++i) owned.owner.object[i] = uint8_t(i + 1);
+  owned.owner.index = (uint64_t{1} << 50) + 3;
+  owned.owner.chunk = true;
+  const BlockRecord plain = RecordOf(8);
+  {
+    auto store = MustOpen(Options());
+    ASSERT_NE(store, nullptr);
+    std::vector<BlockRecord> recs = {owned, plain};
+    MS_ASSERT_OK(store->PutBlocks(recs));
+  }
+  auto store = MustOpen(Options());
+  ASSERT_NE(store, nullptr);
+  auto b = store->GetBlock(KeyOf(7));
+  ASSERT_TRUE(b.ok() && b->has_value());
+  EXPECT_EQ((*b)->owner.object, owned.owner.object);
+  EXPECT_EQ((*b)->owner.index, owned.owner.index);
+  EXPECT_TRUE((*b)->owner.chunk);
+  EXPECT_EQ((*b)->group, 9u);
+  EXPECT_EQ((*b)->expires_ns, 123);
+  std::map<uint32_t, BlockOwner> seen;
+  MS_ASSERT_OK(store->ScanBlocks([&](const BlockRecord& r) {
+    seen[r.length] = r.owner;
+    return true;
+  }));
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_TRUE(seen[7].known());
+  EXPECT_EQ(seen[7].index, owned.owner.index);
+  EXPECT_FALSE(seen[8].known());
 }
 
 DirEntry Named(std::string name, uint64_t size = 0) {
