@@ -16,7 +16,7 @@ uint64_t Half(const BlockKey& k, size_t at) {
   return v;
 }
 
-uint64_t ObjectId(std::string_view key, uint64_t size) {
+uint64_t TrackedId(std::string_view key, uint64_t size) {
   return XXH3_64bits_withSeed(key.data(), key.size(), size);
 }
 
@@ -61,7 +61,7 @@ Admission::Admission(const AdmissionOptions& options, uint64_t l2_capacity, uint
 
 void Admission::NoteRead(std::string_view key, uint64_t size, uint64_t offset, uint64_t length) {
   if (scan_min_bytes_ == 0 || size < scan_min_bytes_ || length == 0) return;
-  const uint64_t id = ObjectId(key, size);
+  const uint64_t id = TrackedId(key, size);
   const uint64_t slack = 2 * block_size_;  // concurrent kernel reads arrive slightly out of order
   MutexLock l(&mu_);
   auto it = tracked_.find(id);
@@ -88,7 +88,7 @@ void Admission::NoteRead(std::string_view key, uint64_t size, uint64_t offset, u
 bool Admission::Scanning(std::string_view key, uint64_t size) const {
   if (scan_min_bytes_ == 0 || size < scan_min_bytes_) return false;
   MutexLock l(&mu_);
-  auto it = tracked_.find(ObjectId(key, size));
+  auto it = tracked_.find(TrackedId(key, size));
   return it != tracked_.end() && it->second.scanning;
 }
 

@@ -229,6 +229,25 @@ BlockKey MakeBlockKey(std::string_view source, std::string_view key, const Objec
   return MakeBlockKey(source, key, BlockVersion(info), block_size, block_index);
 }
 
+ObjectId MakeObjectId(std::string_view source, std::string_view key, const ObjectInfo& info,
+                      uint64_t block_size) {
+  static constexpr std::string_view kTag = "tierfs-object";
+  const std::string version = BlockVersion(info);
+  std::string buf;
+  buf.reserve(kTag.size() + 32 + source.size() + key.size() + version.size());
+  buf.append(kTag);
+  AppendField(&buf, source);
+  AppendField(&buf, key);
+  AppendField(&buf, version);
+  PutFixed64(&buf, block_size);
+  XXH128_canonical_t c;
+  XXH128_canonicalFromHash(&c, XXH3_128bits(buf.data(), buf.size()));
+  ObjectId out;
+  static_assert(sizeof(c.digest) == out.size());
+  std::memcpy(out.data(), c.digest, out.size());
+  return out;
+}
+
 BlockKey MakeChunkKey(const BlockKey& block, uint64_t chunk, uint64_t length) {
   static constexpr std::string_view kTag = "tierfs-chunk";
   std::string buf;

@@ -345,6 +345,7 @@ class FlashTier final : public Tier {
                 (hint.whole_object ? 0 : kFlagChunked);
     rec.group = hint.quota_group;
     rec.expires_ns = hint.ExpiresAt(now) == INT64_MAX ? 0 : hint.ExpiresAt(now);
+    rec.owner = hint.owner;
     const std::string path = BlockPath(key);
     const std::vector<std::byte> trailer =
         hint.whole_object ? std::vector<std::byte>() : ChunkTrailer(block->data());
@@ -393,6 +394,11 @@ class FlashTier final : public Tier {
     List::Node* n = list_.Find(key);
     if (n == nullptr) return std::nullopt;
     return n->payload.stored_ns;
+  }
+
+  uint64_t HeldOf(const ObjectId& object, std::vector<BlockKey>* keys) override EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    return list_.HeldOf(object, keys);
   }
 
   void Erase(const BlockKey& key) override EXCLUDES(mu_) {
@@ -567,6 +573,7 @@ class FlashTier final : public Tier {
     m.ttl_order = (r.flags & kFlagTtlOrder) != 0;
     m.group = r.group;
     m.expires_ns = r.expires_ns == 0 ? List::kNoExpiry : r.expires_ns;
+    m.owner = r.owner;
     list_.Add(r.key, m, e);
   }
 
@@ -671,7 +678,7 @@ class FlashTier final : public Tier {
         if (n == nullptr) continue;
         Entry& e = n->payload;
         records.push_back(BlockRecord{k, e.length, e.checksum, e.atime_ns, e.stored_ns, e.flags,
-                                      n->meta.group, e.expires_ns});
+                                      n->meta.group, e.expires_ns, n->meta.owner});
         e.indexed_atime_ns = e.atime_ns;
       }
       dirty_.clear();

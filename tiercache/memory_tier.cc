@@ -101,9 +101,15 @@ class Shard {
     m.ttl_order = hint.ttl_order;
     m.group = hint.quota_group;
     m.expires_ns = hint.ExpiresAt(hint.stored_ns);
+    m.owner = hint.owner;
     list_.Add(key, m, Payload{block, hint.stored_ns});
     *delta_used += static_cast<int64_t>(charge);
     return Status::OK();
+  }
+
+  uint64_t HeldOf(const ObjectId& object, std::vector<BlockKey>* keys) EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    return list_.HeldOf(object, keys);
   }
 
   // Returns the bytes released (0 if absent).
@@ -170,6 +176,13 @@ class MemoryTier final : public Tier {
   }
   std::optional<int64_t> StoredAt(const BlockKey& key) override {
     return ShardFor(key).StoredAt(key);
+  }
+
+  // Every shard's (a block's shard follows its key, not its object).
+  uint64_t HeldOf(const ObjectId& object, std::vector<BlockKey>* keys) override {
+    uint64_t blocks = 0;
+    for (Shard& s : shards_) blocks += s.HeldOf(object, keys);
+    return blocks;
   }
 
   void Erase(const BlockKey& key) override {

@@ -25,6 +25,7 @@
 #include <deque>
 #include <stop_token>
 #include <thread>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "base/logging.h"
@@ -74,6 +75,7 @@ struct WriteJob {
   BlockKey key;
   BlockRef block;
   std::shared_ptr<const ListingJob> listing;
+  BlockOwner owner = {};  // the block's (Placement::owner), remembered once it is uploaded
 };
 
 // The first GET of a listing object asks for this many bytes; a larger one takes a second GET
@@ -196,11 +198,14 @@ class RemoteTier final : public Tier, public ListingShare {
     return out;
   }
 
-  Status Insert(const BlockKey& key, const BlockRef& block, const Placement& /*hint*/) override {
+  Status Insert(const BlockKey& key, const BlockRef& block, const Placement& hint) override {
     if (block->size() > options_.block_size) {
       return Status::InvalidArgument("l3: block larger than block_size");
     }
-    if (Known(key)) return Status::OK();  // already there (written or read by this process)
+    if (Known(key)) {  // already there (written or read by this process)
+      if (hint.owner.known()) Remember(key, hint.owner);
+      return Status::OK();
+    }
     if (!BreakerAllows()) {
       ++write_dropped_;
       return Status::Unavailable("l3: circuit open; write dropped");
@@ -212,7 +217,7 @@ class RemoteTier final : public Tier, public ListingShare {
         ++write_dropped_;
         return Status::NoSpace("l3: write queue full; write dropped");
       }
-      queue_.push_back(WriteJob{key, block, nullptr});
+      queue_.push_back(WriteJob{key, block, nullptr, hint.owner});
       pending_.insert(key);
     }
     queue_cv_.Signal();
@@ -224,6 +229,20 @@ class RemoteTier final : public Tier, public ListingShare {
   // Forgets the block locally only: the object is shared with other hosts, and its lifecycle
   // belongs to `tierfs l3 gc` (a bad copy is overwritten by the next write of the block).
   void Erase(const BlockKey& key) override { Forget(key); }
+
+  void NoteOwner(const BlockKey& key, const BlockOwner& owner) override {
+    MutexLock l(&known_mu_);
+    auto k = known_.find(key);
+    if (k != known_.end()) SetOwnerLocked(k, owner);
+  }
+
+  uint64_t HeldOf(const ObjectId& object, std::vector<BlockKey>* keys) override {
+    MutexLock l(&known_mu_);
+    auto o = owners_.find(object);
+    if (o == owners_.end()) return 0;
+    if (keys != nullptr) keys->insert(keys->end(), o->second.begin(), o->second.end());
+    return o->second.size();
+  }
 
   const TierStats& Stats() const override { return stats_; }
 
@@ -293,7 +312,7 @@ class RemoteTier final : public Tier, public ListingShare {
       }
       auto job = std::make_shared<ListingJob>(
           ListingJob{std::string(source), std::string(dir), std::move(listing)});
-      queue_.push_back(WriteJob{key, nullptr, std::move(job)});
+      queue_.push_back(WriteJob{key, nullptr, std::move(job), BlockOwner{}});
       pending_.insert(key);
     }
     queue_cv_.Signal();
@@ -380,14 +399,39 @@ class RemoteTier final : public Tier, public ListingShare {
     MutexLock l(&known_mu_);
     return known_.count(key) != 0;
   }
-  void Remember(const BlockKey& key) {
+  // `owner` unknown: the key alone (a read hit); a known owner also indexes it for HeldOf.
+  void Remember(const BlockKey& key, const BlockOwner& owner = BlockOwner{}) {
     MutexLock l(&known_mu_);
-    if (known_.size() >= options_.known_keys_max) known_.clear();
-    known_.insert(key);
+    auto k = known_.find(key);
+    if (k == known_.end()) {
+      if (known_.size() >= options_.known_keys_max) {
+        known_.clear();
+        owners_.clear();
+      }
+      k = known_.emplace(key, ObjectId{}).first;
+    }
+    SetOwnerLocked(k, owner);
+  }
+  using KnownMap = std::unordered_map<BlockKey, ObjectId, BlockKeyHash>;
+  // Indexes the known block at `k` under `owner` (no-op for an unknown owner).
+  void SetOwnerLocked(KnownMap::iterator k, const BlockOwner& owner) REQUIRES(known_mu_) {
+    if (!owner.known() || k->second == owner.object) return;
+    if (k->second != ObjectId{}) UnindexLocked(k->second, k->first);
+    k->second = owner.object;
+    owners_[owner.object].insert(k->first);
   }
   void Forget(const BlockKey& key) {
     MutexLock l(&known_mu_);
-    known_.erase(key);
+    auto k = known_.find(key);
+    if (k == known_.end()) return;
+    if (k->second != ObjectId{}) UnindexLocked(k->second, key);
+    known_.erase(k);
+  }
+  void UnindexLocked(const ObjectId& object, const BlockKey& key) REQUIRES(known_mu_) {
+    auto o = owners_.find(object);
+    if (o == owners_.end()) return;
+    o->second.erase(key);
+    if (o->second.empty()) owners_.erase(o);
   }
 
   // ---- the uploaders ----
@@ -426,7 +470,7 @@ class RemoteTier final : public Tier, public ListingShare {
     if (!PutObject(ObjectName(job.key), *buf, "block " + BlockKeyHex(job.key))) return;
     ++stats_.inserts;
     stats_.bytes_inserted += data.size();
-    Remember(job.key);
+    Remember(job.key, job.owner);
   }
 
   // One upload of an encoded L3 object: true when stored. A refusal as too large (memcached:
@@ -487,7 +531,11 @@ class RemoteTier final : public Tier, public ListingShare {
   std::atomic<int64_t> open_until_ns_{INT64_MIN};
 
   Mutex known_mu_;
-  std::unordered_set<BlockKey, BlockKeyHash> known_ GUARDED_BY(known_mu_);
+  // Blocks known to be in L3, each with its owner's object (zero: unknown), and the keys of each
+  // owner (for HeldOf).
+  KnownMap known_ GUARDED_BY(known_mu_);
+  std::unordered_map<ObjectId, std::unordered_set<BlockKey, BlockKeyHash>, BlockKeyHash> owners_
+      GUARDED_BY(known_mu_);
 
   mutable Mutex queue_mu_;
   CondVar queue_cv_;

@@ -137,6 +137,11 @@ std::string BlockVersion(const ObjectInfo& info);
 // MakeBlockKey with BlockVersion(info) as the version: what every reader of a source uses.
 BlockKey MakeBlockKey(std::string_view source, std::string_view key, const ObjectInfo& info,
                       uint64_t block_size, uint64_t block_index);
+// The id of one version of an object as cut into blocks of `block_size` (the owner its blocks
+// are indexed by in the tiers, BlockOwner): XXH3-128 of "tierfs-object" (13 bytes) and the
+// length-prefixed source, key and BlockVersion(info), then u64 LE block_size (FORMAT.md).
+ObjectId MakeObjectId(std::string_view source, std::string_view key, const ObjectInfo& info,
+                      uint64_t block_size);
 // The key of a sparse entry (TieredCacheOptions::sparse_read_max; FORMAT.md "Sparse entries"):
 // bytes [chunk * kSparseChunkBytes, chunk * kSparseChunkBytes + length) of the block named
 // `block`. XXH3-128 of "tierfs-chunk" (12 bytes), the 16 bytes of `block`, u64 LE chunk, u64 LE
@@ -190,6 +195,9 @@ struct Placement {
   // block). L2 then stores it without a chunk trailer, so that its file holds exactly the
   // object's bytes and can back a file the kernel reads directly (FileExtent::exact).
   bool whole_object = false;
+  // Set by TieredCache: the object and block index the block (or sparse entry) belongs to, by
+  // which the tier indexes it for HeldOf. Unknown (zero): the block is found only by its key.
+  BlockOwner owner = {};
 
   // stored_ns + ttl, or INT64_MAX if the block never expires (or stored_ns is unknown).
   int64_t ExpiresAt(int64_t stored) const {
@@ -230,6 +238,16 @@ class Tier {
 
   virtual bool Contains(const BlockKey& key) = 0;
   virtual void Erase(const BlockKey& key) = 0;
+  // What the tier holds of one object, by the owner its inserts named (Placement::owner): the
+  // number of its whole blocks, and when `keys` is not null, every key held for it (its blocks
+  // and their sparse entries) appended to *keys. Costs what the tier holds of the object, never
+  // the object's size. Blocks stored without an owner (by an older tierfs) are not found. For a
+  // shared tier (L3): the blocks this process uploaded or read there (see NoteOwner).
+  virtual uint64_t HeldOf(const ObjectId& object, std::vector<BlockKey>* keys) = 0;
+  // The block `key` just read from this tier belongs to `owner`. A tier whose reads do not learn
+  // the owner (L3: Read takes only the key) records it for HeldOf; no-op for the others (their
+  // blocks got the owner with their insert).
+  virtual void NoteOwner(const BlockKey& key, const BlockOwner& owner) {}
   virtual const TierStats& Stats() const = 0;
 
   // kHost: the tier lives on this host (L1, L2): TieredCache::HostHolds, Evict, pins, TTL expiry

@@ -434,13 +434,12 @@ class TieredCacheImpl final : public TieredCache {
 
   std::vector<std::pair<std::string, uint64_t>> Residency(const ObjectRef& obj) override {
     std::vector<std::pair<std::string, uint64_t>> out;
-    for (const auto& t : tiers_) out.emplace_back(std::string(t->name()), 0);
+    // From each tier's index by object (Tier::HeldOf): what a tier holds of the object, never
+    // the object's size, decides the cost (a sparse file of 2^62 bytes answers at once).
+    const ObjectId id = IdOf(obj);
     const uint64_t n = NumBlocks(obj);
-    for (uint64_t i = 0; i < n; ++i) {
-      const BlockKey key = KeyFor(obj, i);
-      for (size_t t = 0; t < tiers_.size(); ++t) {
-        if (tiers_[t]->Contains(key)) ++out[t].second;
-      }
+    for (const auto& t : tiers_) {
+      out.emplace_back(std::string(t->name()), std::min(n, t->HeldOf(id, nullptr)));
     }
     return out;
   }
@@ -465,12 +464,15 @@ class TieredCacheImpl final : public TieredCache {
     // saves the network.
     if ((b = FromHostTierAbove(target, key, expected))) from = target + 1;
     for (size_t t = target + 1; t < tiers_.size() && !b; ++t) {
-      if ((b = TryTier(t, key, expected))) from = t;
+      if ((b = TryTier(t, key, expected))) {
+        from = t;
+        NoteSharedHit(t, obj, index, key);
+      }
     }
     if (!b) {
       TIERFS_ASSIGN_OR_RETURN(b, FetchFromOrigin(obj, index, expected));
     }
-    return InsertHydrated(key, b, h, target, from);
+    return InsertHydrated(obj, index, b, h, target, from);
   }
 
   // The copy of `key` a host tier above `target` holds, or null.
@@ -486,8 +488,11 @@ class TieredCacheImpl final : public TieredCache {
   // target took it, and returns the target's answer (the others' errors are only counted). A
   // remote tier's write queue may be full: prefetch waits for room (bounded), it is not in a
   // reader's way.
-  Status InsertHydrated(const BlockKey& key, const BlockRef& b, const Placement& h, size_t target,
-                        size_t upto) {
+  Status InsertHydrated(const ObjectRef& obj, uint64_t index, const BlockRef& b,
+                        const Placement& placement, size_t target, size_t upto) {
+    const BlockKey key = KeyFor(obj, index);
+    Placement h = placement;
+    h.owner = OwnerOf(obj, index);
     Status last = Status::OK();
     for (size_t t = target; t < upto; ++t) {
       Status st = tiers_[t]->Insert(key, b, h);
@@ -556,14 +561,15 @@ class TieredCacheImpl final : public TieredCache {
           rest.push_back(need[j]);
           continue;
         }
-        TIERFS_RETURN_IF_ERROR(InsertHydrated(keys[j], b, h, target, t));
+        NoteSharedHit(t, obj, need[j], keys[j]);
+        TIERFS_RETURN_IF_ERROR(InsertHydrated(obj, need[j], b, h, target, t));
         done(need[j]);
       }
       need = std::move(rest);
     }
     // Into [target, upto) (every tier from the target down for an origin block).
     auto store = [&](uint64_t index, const BlockRef& b, size_t upto) -> Status {
-      TIERFS_RETURN_IF_ERROR(InsertHydrated(KeyFor(obj, index), b, h, target, upto));
+      TIERFS_RETURN_IF_ERROR(InsertHydrated(obj, index, b, h, target, upto));
       done(index);
       return Status::OK();
     };
@@ -620,7 +626,7 @@ class TieredCacheImpl final : public TieredCache {
       Flights::Joined j =
           flights_.Join(key, Status::Unavailable("the hydration of the block was dropped"));
       if (j.lease) {
-        Served b = FetchFromHostTiers(obj, key, expected);
+        Served b = FetchFromHostTiers(obj, i, key, expected);
         if (b.block) {
           j.lease->Complete(std::move(b));
         } else {
@@ -912,6 +918,21 @@ class TieredCacheImpl final : public TieredCache {
     return MakeBlockKey(source_, obj.key, obj.info, options_.block_size, index);
   }
 
+  ObjectId IdOf(const ObjectRef& obj) const {
+    return MakeObjectId(source_, obj.key, obj.info, options_.block_size);
+  }
+
+  // The owner the tiers index block `index` of `obj` by (`chunk`: one of its sparse entries).
+  BlockOwner OwnerOf(const ObjectRef& obj, uint64_t index, bool chunk = false) const {
+    return BlockOwner{IdOf(obj), index, chunk};
+  }
+
+  // Block `index` of `obj` was read from tier `t`: a shared tier (L3) learns its owner, so that it
+  // counts the block for the object (Residency) although this process did not upload it.
+  void NoteSharedHit(size_t t, const ObjectRef& obj, uint64_t index, const BlockKey& key) {
+    if (tiers_[t]->kind() == TierKind::kShared) tiers_[t]->NoteOwner(key, OwnerOf(obj, index));
+  }
+
   // Bytes block `index` of `obj` holds: block_size, or less for the last block.
   uint64_t ExpectedLength(const ObjectRef& obj, uint64_t index) const {
     const uint64_t start = index * options_.block_size;
@@ -989,7 +1010,7 @@ class TieredCacheImpl final : public TieredCache {
     }
     if (demand) {
       if (std::optional<Status> failed = RecentFailure(key)) {
-        if (Served b = FetchFromHostTiers(obj, key, expected); b.block) return b;
+        if (Served b = FetchFromHostTiers(obj, index, key, expected); b.block) return b;
         ++stats_.failures_replayed;
         return *failed;
       }
@@ -1005,7 +1026,7 @@ class TieredCacheImpl final : public TieredCache {
     return JoinFlight(
         key, token, "block", [&] { return FetchBelowL1(obj, index, key, expected); },
         [&](Flights::Lease lease) {
-          if (Served b = FetchFromHostTiers(obj, key, expected); b.block) {
+          if (Served b = FetchFromHostTiers(obj, index, key, expected); b.block) {
             lease.Complete(std::move(b));
             return;
           }
@@ -1113,7 +1134,7 @@ class TieredCacheImpl final : public TieredCache {
     if (CachedAnywhere(key)) return std::nullopt;
     std::optional<Flights::Lease> lease = flights_.TryClaim(key, Status::Unavailable(why));
     if (lease && CachedAnywhere(key)) {
-      if (Served b = FetchFromHostTiers(obj, key, ExpectedLength(obj, i)); b.block) {
+      if (Served b = FetchFromHostTiers(obj, i, key, ExpectedLength(obj, i)); b.block) {
         lease->Complete(std::move(b));
         return std::nullopt;
       }
@@ -1222,8 +1243,8 @@ class TieredCacheImpl final : public TieredCache {
 
   // The sparse entry of chunk `c` of block `key` that covers its first `need` bytes, from the
   // fastest host tier holding one (copied up into the faster ones), or a null block.
-  Served FindChunk(const ObjectRef& obj, const BlockKey& key, uint64_t block_len, uint64_t c,
-                   uint64_t need) {
+  Served FindChunk(const ObjectRef& obj, uint64_t index, const BlockKey& key, uint64_t block_len,
+                   uint64_t c, uint64_t need) {
     const auto held = ChunkHolder(key, block_len, c, need);
     if (!held) return Served{};
     const auto [t, len] = *held;
@@ -1234,28 +1255,25 @@ class TieredCacheImpl final : public TieredCache {
     }
     BlockRef b = TryTier(t, ck, len);  // null: a bad copy (erased): fetched again
     if (!b) return Served{};
-    if (t > 0) CopyUp(obj, ck, b, t);
+    if (t > 0) CopyUp(obj, ck, OwnerOf(obj, index, /*chunk=*/true), b, t);
     return Served{std::move(b), static_cast<int>(t)};
   }
 
-  // Calls fn(tier, key) for every host tier and every key `obj` can have there: its blocks and
-  // their sparse entries.
+  // Calls fn(tier, key) for every host tier and every key it holds of `obj` (Tier::HeldOf: its
+  // blocks and their sparse entries), so the cost is what the host holds of the object, never
+  // its size. Stops early when the request's token (CancelToken::Current(): the request was
+  // interrupted, or the session is ending) is cancelled.
   template <typename Fn>
   void ForEachHostKey(const ObjectRef& obj, Fn fn) {
-    const uint64_t n = NumBlocks(obj);
-    const bool sparse = SparseObject(obj);
-    for (uint64_t i = 0; i < n; ++i) {
-      const BlockKey key = KeyFor(obj, i);
-      const uint64_t block_len = ExpectedLength(obj, i);
-      for (auto& t : tiers_) {
-        if (t->kind() != TierKind::kHost) continue;
-        fn(t.get(), key);
-        if (!sparse) continue;
-        for (uint64_t c = 0; c * kSparseChunkBytes < block_len; ++c) {
-          for (uint64_t len : ChunkEntryLengths(block_len, c, 0)) {
-            fn(t.get(), MakeChunkKey(key, c, len));
-          }
-        }
+    const ObjectId id = IdOf(obj);
+    const CancelToken* token = CancelToken::Current();
+    for (auto& t : tiers_) {
+      if (t->kind() != TierKind::kHost) continue;
+      std::vector<BlockKey> keys;
+      t->HeldOf(id, &keys);
+      for (size_t k = 0; k < keys.size(); ++k) {
+        if (token != nullptr && token->cancelled()) return;
+        fn(t.get(), keys[k]);
       }
     }
   }
@@ -1283,7 +1301,7 @@ class TieredCacheImpl final : public TieredCache {
     int tier = 0;
     uint64_t missing = c1 + 1;
     for (uint64_t c = c0; c <= c1; ++c) {
-      Served e = FindChunk(obj, key, block_len, c, std::min(end, (c + 1) * cb) - c * cb);
+      Served e = FindChunk(obj, index, key, block_len, c, std::min(end, (c + 1) * cb) - c * cb);
       if (!e.block) {
         missing = c;
         break;
@@ -1382,7 +1400,8 @@ class TieredCacheImpl final : public TieredCache {
       auto e = Block::Allocate(n);
       std::memcpy(e->mutable_data().data(), fetched->data().data() + (from - begin), n);
       e->set_size(n);
-      CopyUp(obj, MakeChunkKey(key, c, n), BlockRef(std::move(e)), host_tiers_);
+      CopyUp(obj, MakeChunkKey(key, c, n), OwnerOf(obj, index, /*chunk=*/true),
+             BlockRef(std::move(e)), host_tiers_);
     }
     return Served{std::move(fetched), kOriginTier};
   }
@@ -1546,19 +1565,20 @@ class TieredCacheImpl final : public TieredCache {
   // The single-flight leader's work: L1 again, then the lower tiers, then the origin.
   Result<Served> FetchBelowL1(const ObjectRef& obj, uint64_t index, const BlockKey& key,
                               uint64_t expected) {
-    if (Served b = FetchFromHostTiers(obj, key, expected); b.block) return b;
+    if (Served b = FetchFromHostTiers(obj, index, key, expected); b.block) return b;
     return FetchFromRemote(obj, index, key, expected);
   }
 
   // L1 again (the previous leader may just have filled it), then the other host tiers (copied
   // up on a hit); a null block when none holds it. Never waits on the network.
-  Served FetchFromHostTiers(const ObjectRef& obj, const BlockKey& key, uint64_t expected) {
+  Served FetchFromHostTiers(const ObjectRef& obj, uint64_t index, const BlockKey& key,
+                            uint64_t expected) {
     if (!tiers_.empty() && tiers_[0]->Contains(key)) {
       if (auto b = TryTier(0, key, expected)) return Served{std::move(b), 0};
     }
     for (size_t t = 1; t < tiers_.size() && tiers_[t]->kind() == TierKind::kHost; ++t) {
       if (auto b = TryTier(t, key, expected)) {
-        CopyUp(obj, key, b, t);
+        CopyUp(obj, key, OwnerOf(obj, index), b, t);
         return Served{std::move(b), static_cast<int>(t)};
       }
     }
@@ -1573,12 +1593,13 @@ class TieredCacheImpl final : public TieredCache {
     for (size_t t = 0; t < tiers_.size(); ++t) {
       if (tiers_[t]->kind() == TierKind::kHost) continue;
       if (auto b = TryTier(t, key, expected)) {
-        CopyUp(obj, key, b, t);
+        NoteSharedHit(t, obj, index, key);
+        CopyUp(obj, key, OwnerOf(obj, index), b, t);
         return Served{std::move(b), static_cast<int>(t)};
       }
     }
     TIERFS_ASSIGN_OR_RETURN(BlockRef b, FetchFromOrigin(obj, index, expected));
-    CopyUp(obj, key, b, tiers_.size());
+    CopyUp(obj, key, OwnerOf(obj, index), b, tiers_.size());
     return Served{std::move(b), kOriginTier};
   }
 
@@ -1648,9 +1669,10 @@ class TieredCacheImpl final : public TieredCache {
 
   // Offers `block` to tiers [from, upto), with the object's placement (pin) policy; the flash tier
   // only when admission lets it in.
-  void CopyUp(const ObjectRef& obj, const BlockKey& key, const BlockRef& block, size_t upto,
-              size_t from = 0) {
-    const Placement hint = InsertPlacement(obj);
+  void CopyUp(const ObjectRef& obj, const BlockKey& key, const BlockOwner& owner,
+              const BlockRef& block, size_t upto, size_t from = 0) {
+    Placement hint = InsertPlacement(obj);
+    hint.owner = owner;
     for (size_t t = from; t < upto; ++t) {
       // Admission guards the host's flash tier (tiercache/admission.h).
       if (Admitted(t) && !admission_.Admit(key, obj.key, obj.info.size, hint)) {
@@ -1836,7 +1858,9 @@ class TieredCacheImpl final : public TieredCache {
       for (size_t j = 0; j < keys.size() && j < rs.size(); ++j) {
         const uint64_t k = which[j];
         BlockRef b = CheckedBlock(t, keys[j], std::move(rs[j]), ExpectedLength(obj, first + k));
-        if (b) got[k] = Served{std::move(b), static_cast<int>(t)};
+        if (!b) continue;
+        NoteSharedHit(t, obj, first + k, keys[j]);
+        got[k] = Served{std::move(b), static_cast<int>(t)};
       }
     }
     // The blocks no remote tier had, a stretch of adjacent ones per origin request.
@@ -1878,7 +1902,7 @@ class TieredCacheImpl final : public TieredCache {
       }
       const BlockKey& key = leases[k].key();
       if (readahead && upto(got[k]) > 1 && SmallFileBelowL1(obj)) {
-        CopyUp(obj, key, got[k].block, upto(got[k]), 1);
+        CopyUp(obj, key, OwnerOf(obj, first + k), got[k].block, upto(got[k]), 1);
         stored[k] = true;
         if (HostTierBelowHolds(0, key)) {
           ++readahead_below_l1_;
@@ -1886,16 +1910,16 @@ class TieredCacheImpl final : public TieredCache {
           continue;
         }
       }
-      CopyUp(obj, key, got[k].block, std::min<size_t>(1, upto(got[k])));
+      CopyUp(obj, key, OwnerOf(obj, first + k), got[k].block, std::min<size_t>(1, upto(got[k])));
       if (!stored[k] && upto(got[k]) > 1 && (tiers_.empty() || !tiers_[0]->Contains(key))) {
-        CopyUp(obj, key, got[k].block, upto(got[k]), 1);
+        CopyUp(obj, key, OwnerOf(obj, first + k), got[k].block, upto(got[k]), 1);
         stored[k] = true;
       }
       leases[k].Complete(got[k]);
     }
     for (uint64_t k = 0; k < n; ++k) {
       if (got[k].block && !stored[k]) {
-        CopyUp(obj, KeyFor(obj, first + k), got[k].block, upto(got[k]), 1);
+        CopyUp(obj, KeyFor(obj, first + k), OwnerOf(obj, first + k), got[k].block, upto(got[k]), 1);
       }
     }
   }

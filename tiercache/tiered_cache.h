@@ -243,8 +243,9 @@ class TieredCache {
   virtual void SetGuessesProven(bool proven) = 0;
 
   // Which tier holds each block: counts per tier name, every tier in order (fast→slow, zero
-  // counts included), e.g. {"l1":3,"l2":25}. For L3 the count
-  // is of blocks this process knows to be there (it wrote or read them), not a remote lookup.
+  // counts included), e.g. {"l1":3,"l2":25}. For L3 the count is of blocks this process
+  // uploaded or read there, not a remote lookup. Read from the tiers' indexes by object
+  // (Tier::HeldOf): costs what they hold of `obj`, never its size.
   virtual std::vector<std::pair<std::string, uint64_t>> Residency(const ObjectRef& obj) = 0;
 
   // Deep prefetch (tiercache/prefetch_jobs.h): makes tier `target` (an index into tiers())
@@ -277,10 +278,12 @@ class TieredCache {
                             uint64_t* bytes_done) = 0;
 
   // Pins (or unpins) the blocks of `obj` the host tiers hold now (user.tierfs.pin; blocks
-  // inserted later get their pin from TieredCacheOptions::placement).
+  // inserted later get their pin from TieredCacheOptions::placement). Like Evict, costs what the
+  // host tiers hold of `obj` (Tier::HeldOf), and stops early once the thread's CancelToken
+  // (CancelToken::Current()) is cancelled.
   virtual void SetPinned(const ObjectRef& obj, bool pinned) = 0;
 
-  // Drops every block of `obj` from the host tiers.
+  // Drops every block (and sparse entry) of `obj` from the host tiers.
   virtual void Evict(const ObjectRef& obj) = 0;
 
   // The largest host tier (L2 local flash; L1 when there is no L2): what the cache occupies on

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -829,6 +830,106 @@ TEST_F(TieredCacheTest, EvictDropsEveryHostTier) {
   c->Evict(o);
   EXPECT_EQ(c->Residency(o)[0].second, 0u);
   EXPECT_EQ(c->Residency(o)[1].second, 0u);
+  EXPECT_EQ(ReadAll(c.get(), o, 0, data.size()), data);
+  EXPECT_EQ(origin_.read_calls(), 6u);
+}
+
+// Residency, evict and pin cost what the host tiers hold of an object, never its size: an object
+// of 2^62 bytes (2^50 blocks) with three blocks cached answers at once. The blocks are read
+// through the cache as a 3-block object; the same key and ETag with a size of 2^62 names the
+// same blocks (block keys do not carry the size), and more at indexes far out are put straight
+// into the tiers with their owner, as the cache's inserts name it.
+TEST_F(TieredCacheTest, ResidencyEvictAndPinCostWhatIsCachedNotTheObjectSize) {
+  auto c = OpenCache();
+  const std::string data = Pattern(3 * kBs);
+  ObjectRef o = Put("huge", data);
+  EXPECT_EQ(ReadAll(c.get(), o, 0, data.size()), data);
+  ObjectRef huge = o;
+  huge.info.size = uint64_t{1} << 62;
+  const auto start = std::chrono::steady_clock::now();
+  auto res = c->Residency(huge);
+  ASSERT_EQ(res.size(), 2u);
+  EXPECT_EQ(res[0], (std::pair<std::string, uint64_t>("l1", 3)));
+  EXPECT_EQ(res[1], (std::pair<std::string, uint64_t>("l2", 3)));
+
+  // Two more blocks far out, in L2 only: block 2^40 and the last block.
+  const uint64_t last = (huge.info.size + kBs - 1) / kBs - 1;
+  for (uint64_t index : {uint64_t{1} << 40, last}) {
+    Placement p;
+    p.owner = BlockOwner{MakeObjectId("fake://bucket", "huge", huge.info, kBs), index, false};
+    auto b = Block::Allocate(kBs);
+    std::memset(b->mutable_data().data(), 7, kBs);
+    b->set_size(kBs);
+    TC_ASSERT_OK(c->tiers()[1]->Insert(MakeBlockKey("fake://bucket", "huge", huge.info, kBs, index),
+                                       BlockRef(std::move(b)), p));
+  }
+  EXPECT_EQ(c->Residency(huge)[1].second, 5u);
+  EXPECT_EQ(c->Residency(o)[1].second, 3u);  // the 3-block view counts only its own blocks
+
+  const BlockKey far = MakeBlockKey("fake://bucket", "huge", huge.info, kBs, last);
+  EXPECT_TRUE(c->tiers()[1]->Contains(far));
+  c->Evict(huge);
+  EXPECT_EQ(c->Residency(huge)[0].second, 0u);
+  EXPECT_EQ(c->Residency(huge)[1].second, 0u);
+  EXPECT_FALSE(c->tiers()[1]->Contains(far));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  // Another object of the same name and another ETag is not this one.
+  ObjectRef other = huge;
+  other.info.etag = "another";
+  EXPECT_EQ(c->Residency(other)[1].second, 0u);
+}
+
+// Pins reach the blocks by owner too: pinned blocks stay when L2 makes room, unpinned go.
+TEST_F(TieredCacheTest, PinByOwnerKeepsTheBlocksOfAHugeObject) {
+  l2_options_.capacity_bytes = 4 * kBs;
+  auto c = OpenCache(/*with_l1=*/false);
+  const std::string data = Pattern(2 * kBs);
+  ObjectRef o = Put("huge", data);
+  EXPECT_EQ(ReadAll(c.get(), o, 0, data.size()), data);
+  ObjectRef huge = o;
+  huge.info.size = uint64_t{1} << 62;
+  c->SetPinned(huge, true);
+  const std::string more = Pattern(4 * kBs, 2);
+  ObjectRef filler = Put("filler", more);
+  EXPECT_EQ(ReadAll(c.get(), filler, 0, more.size()), more);  // needs room: only filler's go
+  EXPECT_EQ(c->Residency(huge)[0].second, 2u);
+  c->SetPinned(huge, false);
+  ObjectRef filler2 = Put("filler2", more);
+  EXPECT_EQ(ReadAll(c.get(), filler2, 0, more.size()), more);
+  EXPECT_EQ(c->Residency(huge)[0].second, 0u);
+}
+
+// Evict and pin stop once the request's token is cancelled (an interrupted setxattr, or the
+// session ending): with a token cancelled before the walk, nothing is dropped.
+TEST_F(TieredCacheTest, EvictStopsWhenTheRequestIsCancelled) {
+  auto c = OpenCache();
+  const std::string data = Pattern(3 * kBs);
+  ObjectRef o = Put("obj", data);
+  EXPECT_EQ(ReadAll(c.get(), o, 0, data.size()), data);
+  CancelToken token;
+  token.Cancel();
+  {
+    CancelToken::Scope scope(&token);
+    c->Evict(o);
+  }
+  EXPECT_EQ(c->Residency(o)[0].second, 3u);
+  EXPECT_EQ(c->Residency(o)[1].second, 3u);
+  c->Evict(o);
+  EXPECT_EQ(c->Residency(o)[0].second, 0u);
+  EXPECT_EQ(c->Residency(o)[1].second, 0u);
+}
+
+// The owner of an L2 block is kept in its index record: after a restart the blocks are still
+// counted and evicted by object.
+TEST_F(TieredCacheTest, OwnersSurviveARestartInL2) {
+  const std::string data = Pattern(5 * kBs + 3);
+  ObjectRef o = PutThroughCache("obj", data);
+  auto c = OpenCache();
+  EXPECT_EQ(c->Residency(o)[0].second, 0u);
+  EXPECT_EQ(c->Residency(o)[1].second, 6u);
+  c->Evict(o);
+  EXPECT_EQ(c->Residency(o)[1].second, 0u);
+  origin_.ResetCounters();
   EXPECT_EQ(ReadAll(c.get(), o, 0, data.size()), data);
   EXPECT_EQ(origin_.read_calls(), 6u);
 }

@@ -11,6 +11,10 @@
 // (Meta::ttl_order) is not refreshed by Touch(), so it leaves in the order it was stored, which
 // for one TTL is the order it expires. Pinned blocks never leave (Remove() still drops them).
 //
+// It also indexes its blocks by owner (Meta::owner: the object they belong to), so that what
+// the tier holds of one object is counted in O(1) and listed at the cost of what it holds of
+// it (Tier::HeldOf), never of the object's size.
+//
 // Memory only; L2 rebuilds it from its block records at start-up (metastore/FORMAT.md).
 // Not thread-safe: the owning tier calls it under its own mutex.
 #pragma once
@@ -22,6 +26,7 @@
 #include <optional>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "metastore/meta_store.h"
 #include "tiercache/internal/block_key_hash.h"
@@ -39,6 +44,7 @@ class EvictionList {
     bool ttl_order = false;  // policy=ttl: Touch() does not refresh it
     uint32_t group = 0;      // quota group; 0: none
     int64_t expires_ns = kNoExpiry;
+    BlockOwner owner = {};  // unknown (zero): not indexed by owner
   };
   struct Node {
     BlockKey key;
@@ -63,6 +69,15 @@ class EvictionList {
     return g == groups_.end() ? 0 : g->second.used;
   }
 
+  // Whole blocks held of `object` (Meta::owner.chunk false), and when `keys` is not null, every
+  // key held for it (blocks and sparse entries) appended to *keys.
+  uint64_t HeldOf(const ObjectId& object, std::vector<BlockKey>* keys) const {
+    auto o = owners_.find(object);
+    if (o == owners_.end()) return 0;
+    if (keys != nullptr) keys->insert(keys->end(), o->second.keys.begin(), o->second.keys.end());
+    return o->second.blocks;
+  }
+
   // Adds a block as the most recent one. REQUIRES: !Contains(key).
   Node& Add(const BlockKey& key, const Meta& meta, Payload payload) {
     lru_.push_front(Node{key, meta, std::move(payload)});
@@ -80,6 +95,12 @@ class EvictionList {
     if (meta.expires_ns != kNoExpiry) {
       p.eit = expiry_.emplace(meta.expires_ns, key);
       p.has_expiry = true;
+    }
+    if (meta.owner.known()) {
+      Owned& o = owners_[meta.owner.object];
+      o.keys.push_front(key);
+      p.oit = o.keys.begin();
+      if (!meta.owner.chunk) ++o.blocks;
     }
     index_.emplace(key, p);
     return *p.it;
@@ -186,12 +207,18 @@ class EvictionList {
     typename GroupList::iterator git;  // valid if it->meta.group != 0
     typename ExpiryMap::iterator eit;  // valid if has_expiry
     bool has_expiry = false;
+    typename std::list<BlockKey>::iterator oit;  // valid if it->meta.owner.known()
   };
   using Index = std::unordered_map<BlockKey, Pos, BlockKeyHash>;
   struct Group {
     uint64_t used = 0;
     uint64_t pinned = 0;
     GroupList lru;  // front: most recent
+  };
+  // The keys held for one owner, and how many of them are whole blocks.
+  struct Owned {
+    std::list<BlockKey> keys;
+    uint64_t blocks = 0;
   };
 
   Node RemoveAt(typename Index::iterator ix) {
@@ -206,6 +233,12 @@ class EvictionList {
       g.lru.erase(p.git);
     }
     if (p.has_expiry) expiry_.erase(p.eit);
+    if (n.meta.owner.known()) {
+      auto o = owners_.find(n.meta.owner.object);
+      o->second.keys.erase(p.oit);
+      if (!n.meta.owner.chunk) --o->second.blocks;
+      if (o->second.keys.empty()) owners_.erase(o);
+    }
     lru_.erase(p.it);
     index_.erase(ix);
     return n;
@@ -215,6 +248,7 @@ class EvictionList {
   Index index_;
   std::unordered_map<uint32_t, Group> groups_;
   ExpiryMap expiry_;
+  std::unordered_map<ObjectId, Owned, BlockKeyHash> owners_;
   uint64_t used_ = 0;
   uint64_t pinned_ = 0;
 };
