@@ -5,7 +5,10 @@
 // calls), a batch of files at a time: a runner splits the batch into tasks of up to
 // blocks_per_task consecutive blocks (a shorter tail than half that joins the task before it)
 // and publishes them as a Work of its job (a run the target holds already is finished on the
-// runner: TieredCache::TierHolds, then HydrateRun for its pin; no worker is woken for it);
+// runner: TieredCache::TierHolds, then HydrateRun for its pin; no worker is woken for it). A
+// file of more than kPlannedTasks tasks is published as one span instead, from which the workers
+// cut their tasks as they take them, so that planning a file costs the same whatever its size
+// (a sparse file of 2^62 bytes is 2^40 tasks: never listed);
 // `threads` workers
 // ("tierfs-pfjob-N") take tasks from the running jobs' Works round-robin (one task from each in
 // turn: jobs share the workers fairly) and call TieredCache::HydrateRun per task (one ranged GET
@@ -67,7 +70,19 @@ struct ListItem {
 struct Task {
   size_t file = 0;
   uint64_t first = 0, count = 0;
+  bool span = false;  // the rest of a large file: tasks are cut from its front as handed out
 };
+
+// Files of more tasks than this are published as a span (see the file comment).
+constexpr uint64_t kPlannedTasks = 1024;
+
+// The blocks of the next task of a file at `first` with `left` blocks to go: `per`, or all that
+// is left when the tail would be shorter than half a task (a file of 5 blocks is one GET, not a
+// GET of 4 blocks and another round trip for the last one).
+uint64_t TaskBlocks(uint64_t left, uint64_t per) {
+  const uint64_t n = std::min(per, left);
+  return left - n < (per + 1) / 2 ? left : n;
+}
 
 struct Job {
   PrefetchJobStatus st;  // guarded by PrefetchJobsImpl::mu_
@@ -80,7 +95,7 @@ struct Work {
   bool list = false;            // constant: the list job (position cursor, totals known)
   size_t target = 0;            // constant
   std::vector<FileItem> files;  // constant
-  std::vector<Task> tasks;      // constant
+  std::vector<Task> tasks;      // a span is cut from its front as tasks are handed out
   size_t next = 0;              // next task to hand out
   size_t in_flight = 0;
   std::vector<uint64_t> remaining;  // tasks left per file
@@ -784,11 +799,13 @@ class PrefetchJobsImpl final : public PrefetchJobs {
         const uint64_t nblocks = (w->files[f].entry.size + bs - 1) / bs;
         const uint64_t per = options_.blocks_per_task;
         const ObjectRef obj = ObjectOf(w->files[f]);
+        if (nblocks / per > kPlannedTasks) {
+          w->tasks.push_back(Task{f, 0, nblocks, /*span=*/true});
+          ++w->remaining[f];
+          continue;
+        }
         for (uint64_t b = 0; b < nblocks;) {
-          // A tail shorter than half a task goes with the task before it: a file of 5 blocks
-          // is one GET, not a GET of 4 blocks and another round trip for the last one.
-          uint64_t n = std::min(per, nblocks - b);
-          if (nblocks - b - n < (per + 1) / 2) n = nblocks - b;
+          const uint64_t n = TaskBlocks(nblocks - b, per);
           // A run the target holds already is finished here: handed to a worker, it cost a
           // wake-up and a fetch slot for a check of a few microseconds (a loader's warm epoch
           // under PrefetchSampler sends only such files). Should a block go in between, this
@@ -880,6 +897,24 @@ class PrefetchJobsImpl final : public PrefetchJobs {
     st.files_done = st.cursor_files + beyond;
   }
 
+  // The next task of `w` (REQUIRES: w.next < w.tasks.size()): tasks[next], or a task cut from
+  // the front of a span, which stays for the next worker while blocks are left (a task more for
+  // its file in `remaining`).
+  Task TakeTaskLocked(Work& w) REQUIRES(mu_) {
+    Task& t = w.tasks[w.next];
+    if (!t.span) return w.tasks[w.next++];
+    const uint64_t n = TaskBlocks(t.count, options_.blocks_per_task);
+    Task out{t.file, t.first, n};
+    t.first += n;
+    t.count -= n;
+    if (t.count == 0) {
+      ++w.next;
+    } else {
+      ++w.remaining[t.file];
+    }
+    return out;
+  }
+
   // The next running job with a task to hand out, round-robin between them (nullptr: none).
   std::shared_ptr<Work> PickLocked() REQUIRES(mu_) {
     for (size_t i = 0; i < works_.size(); ++i) {
@@ -955,7 +990,7 @@ class PrefetchJobsImpl final : public PrefetchJobs {
         MutexLock l(&mu_);
         while (!stop_ && !(w = PickLocked())) cv_.Wait();
         if (stop_) return;
-        task = w->tasks[w->next++];
+        task = TakeTaskLocked(*w);
         ++w->in_flight;
       }
       const FileItem& file = w->files[task.file];

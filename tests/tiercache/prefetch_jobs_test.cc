@@ -159,6 +159,27 @@ TEST_F(PrefetchJobsTest, AShortTailJoinsTheRunBeforeIt) {
   EXPECT_EQ(Held(Ref("t/nine"), "l2"), 9u);
 }
 
+// A file of more tasks than the runner plans up front is handed out as a span the workers cut
+// their tasks from (planning costs the same for any file size): every block is fetched once, one
+// GET per task, and the job completes.
+TEST_F(PrefetchJobsTest, ALargeFileIsCutIntoTasksAsTheyRun) {
+  constexpr uint64_t kBlocks = 1100;  // > 1024 tasks of 1 block
+  origin_.PutObject("big.bin", Pattern(kBlocks * kBs - 5, 11));
+  PrefetchJobsOptions o;
+  o.threads = 3;
+  o.blocks_per_task = 1;
+  o.persist_interval = 5ms;
+  OpenJobsWith(o);
+  origin_.ResetCounters();
+  TC_ASSERT_OK(jobs_->Start("big.bin", "l2"));
+  PrefetchJobStatus st = WaitDone("big.bin");
+  EXPECT_EQ(st.state, PrefetchState::kDone);
+  EXPECT_EQ(st.files_done, 1u);
+  EXPECT_EQ(st.bytes_done, kBlocks * kBs - 5);
+  EXPECT_EQ(origin_.read_calls(), kBlocks);
+  EXPECT_EQ(Held(Ref("big.bin"), "l2"), kBlocks);
+}
+
 TEST_F(PrefetchJobsTest, SingleFileIntoL1FillsL1AndL2) {
   TC_ASSERT_OK(jobs_->Start("other.bin", "l1"));
   PrefetchJobStatus st = WaitDone("other.bin");
