@@ -215,6 +215,21 @@ class RemoteWork {
     active_.erase(tok.get());
   }
 
+  // Runs `job` on this libfuse worker without a remote slot (work that does not wait on the
+  // network, or only for a listing), with a token that the request's interrupt and CancelAll()
+  // cancel: long walks (evict, pin) observe it.
+  void RunInline(fuse_req_t req, const RemoteJob& job) EXCLUDES(mu_) {
+    RequestToken tok(req, timeout_);
+    {
+      MutexLock l(&mu_);
+      if (cancel_all_) tok.Cancel();
+      active_.insert(&tok);
+    }
+    Run(req, &tok, job);
+    MutexLock l(&mu_);
+    active_.erase(&tok);
+  }
+
   // The session is over (unmounted or a signal): cancels every request waiting on the network,
   // inline or in the pool, and every one dispatched from now on.
   void CancelAll() EXCLUDES(mu_) {
@@ -1442,13 +1457,20 @@ void ListXattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
   ReplyXattrValue(req, *v, size);
 }
 
+// Evict and pin walk the files below a directory and the blocks the host holds of each: run with
+// a token, so that an interrupt or the end of the session stops the walk (EINTR).
 void SetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size,
               int flags) {
-  OpTimer timer(Ctx(req), Op::kSetXattr);
-  const fuse_ctx* caller = fuse_req_ctx(req);
-  Status s = Ctx(req)->fs->SetXattr(ino, name, std::string_view(value, size),
-                                    static_cast<uint32_t>(caller->uid));
-  fuse_reply_err(req, ToErrno(s, ErrnoContext::kXattr));
+  Context* ctx = Ctx(req);
+  const auto start = OpTimer::Start(ctx);
+  const auto uid = static_cast<uint32_t>(fuse_req_ctx(req)->uid);
+  ctx->remote->RunInline(req, [ctx, ino, n = std::string(name), v = std::string(value, size), uid,
+                               start](fuse_req_t r, RequestToken* t) {
+    OpTimer timer(ctx, Op::kSetXattr, start);
+    Status s = ctx->fs->SetXattr(ino, n, v, uid);
+    t->Detach();
+    fuse_reply_err(r, ToErrno(s, ErrnoContext::kXattr));
+  });
 }
 
 void RemoveXattr(fuse_req_t req, fuse_ino_t ino, const char* name) {

@@ -5,6 +5,7 @@
 
 #include <functional>
 
+#include "base/cancel.h"
 #include "base/logging.h"
 #include "base/strings.h"
 #include "base/units.h"
@@ -116,7 +117,17 @@ class PrefetchHandler final : public XattrHandler {
   }
 };
 
+// Cancelled once the request's token (CancelToken::Current(): a FUSE interrupt, or the session
+// ending) is cancelled: walks over files and blocks stop there. Its deadline does not end them
+// (it bounds waits on the network).
+Status Interrupted() {
+  const CancelToken* token = CancelToken::Current();
+  if (token != nullptr && token->cancelled()) return Status::Cancelled("interrupted");
+  return Status::OK();
+}
+
 // Calls fn(path, entry) for every file below `dir` (depth-first over the Catalog's listings).
+// Stops with Cancelled when the request is interrupted.
 Status ForEachFile(Filesystem* fs, const std::string& dir,
                    const std::function<void(const std::string&, const DirEntry&)>& fn) {
   std::string after;
@@ -124,6 +135,7 @@ Status ForEachFile(Filesystem* fs, const std::string& dir,
     std::vector<DirEntry> page;
     TIERFS_RETURN_IF_ERROR(fs->catalog()->ReadDir(dir, after, 1024, &page));
     for (const auto& e : page) {
+      TIERFS_RETURN_IF_ERROR(Interrupted());
       std::string p = dir.empty() ? e.name : dir + "/" + e.name;
       if (e.type == EntryType::kDir) {
         TIERFS_RETURN_IF_ERROR(ForEachFile(fs, p, fn));
@@ -145,14 +157,17 @@ ObjectRef RefOf(const std::string& path, const DirEntry& e) {
   return obj;
 }
 
-// Files of the target: itself, or everything below a directory.
+// Files of the target: itself, or everything below a directory. Cancelled when the request was
+// interrupted (fn's own walk over the blocks stops there too: TieredCache::Evict, SetPinned).
 Status ForEachTargetFile(const XattrTarget& t, const std::function<void(const ObjectRef&)>& fn) {
   if (!t.is_dir) {
     fn(t.object);
-    return Status::OK();
+    return Interrupted();
   }
-  return ForEachFile(t.fs, std::string(t.path),
-                     [&](const std::string& p, const DirEntry& e) { fn(RefOf(p, e)); });
+  TIERFS_RETURN_IF_ERROR(
+      ForEachFile(t.fs, std::string(t.path),
+                  [&](const std::string& p, const DirEntry& e) { fn(RefOf(p, e)); }));
+  return Interrupted();
 }
 
 Status Refused(std::string_view name, const XattrTarget& t, std::string_view v, Status s) {
