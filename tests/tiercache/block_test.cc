@@ -49,6 +49,42 @@ TEST(BlockKeyTest, IsStableAcrossVersions) {
             "019b3d40472838cf06cd039aa70ec488");
 }
 
+// The owner id the tiers index blocks by (FORMAT.md "Object ids"): L2 records store it, so it is
+// part of the on-flash format too. Every field changes it; the block index does not enter it.
+TEST(BlockKeyTest, ObjectIdIsStableAndNamesOneVersion) {
+  ObjectInfo info;
+  info.etag = "etag-1";
+  info.size = 12345;
+  const ObjectId id = MakeObjectId("file:///data", "train/shard-000.tar", info, 1048576);
+  // The encoding of FORMAT.md spelled out: the tag, the length-prefixed fields, the block size.
+  std::string buf = "tierfs-object";
+  auto u64 = [&buf](uint64_t v) {
+    for (int i = 0; i < 8; ++i) buf.push_back(static_cast<char>(v >> (8 * i)));
+  };
+  for (std::string_view f : {"file:///data", "train/shard-000.tar", "etag-1"}) {
+    u64(f.size());
+    buf.append(f);
+  }
+  u64(1048576);
+  const XXH128_hash_t h = XXH3_128bits(buf.data(), buf.size());
+  ObjectId ref;
+  for (int i = 0; i < 8; ++i) ref[i] = static_cast<uint8_t>(h.high64 >> (56 - 8 * i));
+  for (int i = 0; i < 8; ++i) ref[8 + i] = static_cast<uint8_t>(h.low64 >> (56 - 8 * i));
+  EXPECT_EQ(id, ref);
+  EXPECT_EQ(BlockKeyHex(id), "83aac4133a4150d8037c65264935dc3e");
+  ObjectInfo other = info;
+  other.etag = "etag-2";
+  EXPECT_NE(MakeObjectId("file:///data", "train/shard-000.tar", other, 1048576), id);
+  EXPECT_NE(MakeObjectId("file:///data", "train/shard-001.tar", info, 1048576), id);
+  EXPECT_NE(MakeObjectId("file:///dat", "atrain/shard-000.tar", info, 1048576), id);
+  EXPECT_NE(MakeObjectId("file:///data", "train/shard-000.tar", info, 4096), id);
+  other = info;
+  other.size = 1;  // the size is not part of an ETag'd version
+  EXPECT_EQ(MakeObjectId("file:///data", "train/shard-000.tar", other, 1048576), id);
+  EXPECT_NE(BlockKeyHex(id),
+            BlockKeyHex(MakeBlockKey("file:///data", "train/shard-000.tar", info, 1048576, 0)));
+}
+
 TEST(BlockKeyTest, EveryFieldChangesTheKey) {
   const BlockKey base = MakeBlockKey("src", "key", "etag", 1024, 5);
   std::set<BlockKey> keys = {base};
