@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,52 @@ TEST(EvictionListTest, LeastRecentlyUsedFirstAndTouchRefreshes) {
   EXPECT_EQ(EvictOrder(&l, 25), (std::vector<int>{2, 3, 4}));
   EXPECT_EQ(l.used(), 10u);
   EXPECT_TRUE(l.Contains(Key(1)));
+}
+
+// Blocks are indexed by owner: HeldOf counts an object's whole blocks and lists every key held
+// for it (sparse entries too), whatever leaves the list (Remove, Evict, from the head, the
+// middle or the end of the owner's chain). Blocks of unknown owner are not indexed.
+TEST(EvictionListTest, HeldOfFollowsTheBlocksOfEachOwner) {
+  const ObjectId a = MakeBlockKey("src", "a", "e", 1024, 0);
+  const ObjectId b = MakeBlockKey("src", "b", "e", 1024, 0);
+  auto owned = [](const ObjectId& o, uint64_t index, bool chunk = false) {
+    List::Meta m = M(10);
+    m.owner = BlockOwner{o, index, chunk};
+    return m;
+  };
+  auto keys_of = [](const List& l, const ObjectId& o) {
+    std::vector<BlockKey> k;
+    l.HeldOf(o, &k);
+    std::sort(k.begin(), k.end());
+    return k;
+  };
+  auto sorted = [](std::vector<BlockKey> k) {
+    std::sort(k.begin(), k.end());
+    return k;
+  };
+  List l;
+  l.Add(Key(1), owned(a, 1), 1);
+  l.Add(Key(2), owned(b, 0), 2);
+  l.Add(Key(3), owned(a, 1ULL << 60), 3);
+  l.Add(Key(4), owned(a, 1, /*chunk=*/true), 4);
+  l.Add(Key(5), M(10), 5);  // unknown owner
+  l.Add(Key(6), owned(a, 7), 6);
+  EXPECT_EQ(l.HeldOf(a, nullptr), 3u);  // 3 blocks, and 1 sparse entry among the keys
+  EXPECT_EQ(keys_of(l, a), sorted({Key(1), Key(3), Key(4), Key(6)}));
+  EXPECT_EQ(l.HeldOf(b, nullptr), 1u);
+  EXPECT_EQ(l.HeldOf(MakeBlockKey("src", "c", "e", 1024, 0), nullptr), 0u);
+  ASSERT_TRUE(l.Remove(Key(3)));  // the middle of a's chain
+  EXPECT_EQ(keys_of(l, a), sorted({Key(1), Key(4), Key(6)}));
+  ASSERT_TRUE(l.Remove(Key(6)));  // its head (the most recent insert)
+  ASSERT_TRUE(l.Remove(Key(1)));  // its end
+  EXPECT_EQ(l.HeldOf(a, nullptr), 0u);
+  EXPECT_EQ(keys_of(l, a), std::vector<BlockKey>{Key(4)});
+  EXPECT_EQ(EvictOrder(&l, 20), (std::vector<int>{2, 4}));  // LRU: b's block, a's entry
+  EXPECT_TRUE(keys_of(l, a).empty());
+  EXPECT_TRUE(keys_of(l, b).empty());
+  l.Add(Key(3), owned(a, 2), 3);  // an owner comes back after its chain emptied
+  EXPECT_EQ(keys_of(l, a), std::vector<BlockKey>{Key(3)});
+  EXPECT_EQ(l.size(), 2u);
 }
 
 TEST(EvictionListTest, PinnedBlocksNeverGoAndCanFreeSaysSo) {

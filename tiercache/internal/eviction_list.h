@@ -13,7 +13,8 @@
 //
 // It also indexes its blocks by owner (Meta::owner: the object they belong to), so that what
 // the tier holds of one object is counted in O(1) and listed at the cost of what it holds of
-// it (Tier::HeldOf), never of the object's size.
+// it (Tier::HeldOf), never of the object's size: the nodes of one owner are chained through
+// the nodes themselves (two pointers a block, no allocation of their own).
 //
 // Memory only; L2 rebuilds it from its block records at start-up (metastore/FORMAT.md).
 // Not thread-safe: the owning tier calls it under its own mutex.
@@ -50,6 +51,9 @@ class EvictionList {
     BlockKey key;
     Meta meta;
     Payload payload;
+    // The chain of the blocks of meta.owner (while in the list; null at its ends).
+    Node* owner_prev = nullptr;
+    Node* owner_next = nullptr;
   };
 
   EvictionList() = default;
@@ -74,7 +78,9 @@ class EvictionList {
   uint64_t HeldOf(const ObjectId& object, std::vector<BlockKey>* keys) const {
     auto o = owners_.find(object);
     if (o == owners_.end()) return 0;
-    if (keys != nullptr) keys->insert(keys->end(), o->second.keys.begin(), o->second.keys.end());
+    if (keys != nullptr) {
+      for (const Node* n = o->second.head; n != nullptr; n = n->owner_next) keys->push_back(n->key);
+    }
     return o->second.blocks;
   }
 
@@ -98,8 +104,10 @@ class EvictionList {
     }
     if (meta.owner.known()) {
       Owned& o = owners_[meta.owner.object];
-      o.keys.push_front(key);
-      p.oit = o.keys.begin();
+      Node* n = &*p.it;
+      n->owner_next = o.head;
+      if (o.head != nullptr) o.head->owner_prev = n;
+      o.head = n;
       if (!meta.owner.chunk) ++o.blocks;
     }
     index_.emplace(key, p);
@@ -207,7 +215,6 @@ class EvictionList {
     typename GroupList::iterator git;  // valid if it->meta.group != 0
     typename ExpiryMap::iterator eit;  // valid if has_expiry
     bool has_expiry = false;
-    typename std::list<BlockKey>::iterator oit;  // valid if it->meta.owner.known()
   };
   using Index = std::unordered_map<BlockKey, Pos, BlockKeyHash>;
   struct Group {
@@ -215,14 +222,15 @@ class EvictionList {
     uint64_t pinned = 0;
     GroupList lru;  // front: most recent
   };
-  // The keys held for one owner, and how many of them are whole blocks.
+  // The first node of one owner's chain, and how many of its nodes are whole blocks.
   struct Owned {
-    std::list<BlockKey> keys;
+    Node* head = nullptr;
     uint64_t blocks = 0;
   };
 
   Node RemoveAt(typename Index::iterator ix) {
     Pos p = ix->second;
+    Unchain(&*p.it);
     Node n = std::move(*p.it);
     used_ -= n.meta.charge;
     if (n.meta.pinned) pinned_ -= n.meta.charge;
@@ -233,15 +241,24 @@ class EvictionList {
       g.lru.erase(p.git);
     }
     if (p.has_expiry) expiry_.erase(p.eit);
-    if (n.meta.owner.known()) {
-      auto o = owners_.find(n.meta.owner.object);
-      o->second.keys.erase(p.oit);
-      if (!n.meta.owner.chunk) --o->second.blocks;
-      if (o->second.keys.empty()) owners_.erase(o);
-    }
     lru_.erase(p.it);
     index_.erase(ix);
     return n;
+  }
+
+  // Takes `n` out of its owner's chain (no-op for an unknown owner).
+  void Unchain(Node* n) {
+    if (!n->meta.owner.known()) return;
+    auto o = owners_.find(n->meta.owner.object);
+    if (n->owner_prev != nullptr) {
+      n->owner_prev->owner_next = n->owner_next;
+    } else {
+      o->second.head = n->owner_next;
+    }
+    if (n->owner_next != nullptr) n->owner_next->owner_prev = n->owner_prev;
+    n->owner_prev = n->owner_next = nullptr;
+    if (!n->meta.owner.chunk) --o->second.blocks;
+    if (o->second.head == nullptr) owners_.erase(o);
   }
 
   List lru_;
