@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <chrono>
 
+#include "base/cancel.h"
 #include "fuse/filesystem.h"
 #include "fuse/fuse_server.h"
 #include "fuse/xattr_handlers.h"
@@ -198,6 +199,25 @@ TEST_F(XattrPolicyTest, PrefetchEvictAndListing) {
 
 // user.tierfs.prefetch_list on the root: bulk append in order, all-or-nothing on a bad path,
 // cancel, and its state; the root only; owner/root only.
+// An evict or pin whose request was interrupted (its CancelToken, installed for the request by
+// fuse_server) stops: EINTR, and the blocks not reached yet stay.
+TEST_F(XattrPolicyTest, AnInterruptedEvictStopsWithEintr) {
+  ASSERT_EQ(SetErrno(dir_, "user.tierfs.prefetch", "l1"), 0);
+  ASSERT_TRUE(jobs_->TEST_WaitIdle(10s));
+  ASSERT_EQ(Get(file_, "user.tierfs.residency"), "l1=3/3");
+  CancelToken token;
+  token.Cancel();
+  {
+    CancelToken::Scope scope(&token);
+    EXPECT_EQ(SetErrno(dir_, "user.tierfs.evict", "1"), EINTR);
+    EXPECT_EQ(SetErrno(file_, "user.tierfs.evict", "1"), EINTR);
+    EXPECT_EQ(SetErrno(file_, "user.tierfs.pin", "0"), EINTR);
+  }
+  EXPECT_EQ(Get(file_, "user.tierfs.residency"), "l1=3/3");
+  ASSERT_EQ(SetErrno(dir_, "user.tierfs.evict", "1"), 0);
+  EXPECT_EQ(Get(file_, "user.tierfs.residency"), "l1=0/3");
+}
+
 TEST_F(XattrPolicyTest, PrefetchListOnTheRoot) {
   EXPECT_EQ(Get(kRootInode, "user.tierfs.prefetch_list"), "state=none tier=- files=0/0 bytes=0/0");
   // A missing path or a directory refuses the whole set: nothing is queued.
