@@ -25,7 +25,8 @@ constexpr int kNoRead = -2;
 struct Filesystem::Inode {
   Inode(InodeId i, std::string p, bool d) : ino(i), path(std::move(p)), is_dir(d) {}
   struct Used {
-    std::string opened_etag;  // the version the last Open pinned: what the page cache may hold
+    std::string opened_etag;    // the version the last Open pinned: what the page cache may hold
+    uint32_t open_handles = 0;  // handles Open made that are not released yet
     // Files read without an open (ReadInode): the reader of the version `etag` names. Reset
     // when the inode is forgotten (it points back at the inode).
     std::shared_ptr<FileHandle> reader;
@@ -166,7 +167,14 @@ LookupEntry Filesystem::Obtain(const std::string& path, const DirEntry& entry) {
   if (auto it = by_path_.find(std::string_view(path)); it != by_path_.end()) {
     auto n = by_ino_.find((*it)->ino);
     // A path whose type changed gets a new inode; the kernel drops the old one when it notices.
-    if (n != by_ino_.end() && (*n)->is_dir == is_dir) node = *n;
+    // So does a file opened at another version than the entry names (replaced, or its tree
+    // renamed over): the kernel's page cache is per inode, and an open of the new version
+    // sharing the old inode would let a handle still open on the old version read the new
+    // version's pages. With a new inode the old handle keeps its own pages, and its reads pin
+    // the old version (old bytes, or ESTALE once the origin no longer has them).
+    if (n != by_ino_.end() && (*n)->is_dir == is_dir && !OpenedOtherVersion(**n, entry)) {
+      node = *n;
+    }
   }
   if (!node) {
     node = std::make_shared<Inode>(next_ino_++, path, is_dir);
@@ -182,6 +190,12 @@ LookupEntry Filesystem::Obtain(const std::string& path, const DirEntry& entry) {
     node->mtime_ns = entry.mtime_ns;
   }
   return LookupEntry{kGeneration, AttrOf(*node)};
+}
+
+bool Filesystem::OpenedOtherVersion(const Inode& node, const DirEntry& entry) const {
+  return !node.is_dir && node.used != nullptr && node.used->open_handles > 0 &&
+         !node.used->opened_etag.empty() && !entry.etag.empty() &&
+         node.used->opened_etag != entry.etag;
 }
 
 Result<LookupEntry> Filesystem::Lookup(InodeId parent, std::string_view name) {
@@ -266,6 +280,13 @@ Result<InodeAttr> Filesystem::GetAttr(InodeId ino) {
   auto n = FindInode(ino);
   if (!n) return Status::FailedPrecondition(fmt::format("getattr of unknown inode {}", ino));
   if (n->is_dir) return DirAttr(ino);
+  {
+    // An inode its path no longer maps to (a newer version has its own inode) keeps the
+    // attributes of its version, for the handles still open on it.
+    MutexLock l(&mu_);
+    auto p = by_path_.find(std::string_view(n->path));
+    if (p == by_path_.end() || *p != n.get()) return AttrOf(*n);
+  }
   auto [dir, base] = SplitPath(n->path);
   auto e = catalog_->Lookup(dir, base);
   MutexLock l(&mu_);
@@ -419,6 +440,22 @@ Result<OpenResult> Filesystem::Open(InodeId ino) {
   auto fh = std::make_shared<FileHandle>(std::move(obj), n);
   {
     MutexLock l(&mu_);
+    DirEntry now;
+    now.etag = e->etag;
+    if (OpenedOtherVersion(*n, now)) {
+      // Handles of the version opened before are still open, and they share this inode's page
+      // cache. The path is unmapped from this inode and the open fails with ESTALE, which the
+      // kernel answers by looking the path up again (LOOKUP_REVAL) and opening the new inode it
+      // then gets (see Obtain); the handles open on this one keep their version.
+      if (auto p = by_path_.find(std::string_view(n->path)); p != by_path_.end() && *p == n.get()) {
+        by_path_.erase(p);
+      }
+      return Status::FailedPrecondition(
+          fmt::format("'{}' has a new version while handles of the old one are open: it gets a "
+                      "new inode",
+                      EscapeForLog(n->path)));
+    }
+    ++n->used_state().open_handles;
     std::string& opened_etag = n->used_state().opened_etag;
     result.keep_cache = !opened_etag.empty() && opened_etag == e->etag;
     result.first_open = opened_etag.empty();
@@ -560,11 +597,16 @@ Result<std::vector<BlockSlice>> Filesystem::ReadFrom(FileHandle& h, uint64_t off
 
 void Filesystem::Release(uint64_t fh) {
   std::shared_ptr<FileHandle> h;
-  MutexLock l(&handles_mu_);
-  if (auto it = files_.find(fh); it != files_.end()) {
-    h = std::move(it->second);
-    files_.erase(it);
+  {
+    MutexLock l(&handles_mu_);
+    if (auto it = files_.find(fh); it != files_.end()) {
+      h = std::move(it->second);
+      files_.erase(it);
+    }
   }
+  if (h == nullptr) return;
+  MutexLock l(&mu_);
+  if (h->node->used != nullptr && h->node->used->open_handles > 0) --h->node->used->open_handles;
 }
 
 FsStatsInfo Filesystem::StatFs() {

@@ -10,14 +10,18 @@
 // inode lives while the kernel holds lookups on it (Lookup/LookupDirItem add one, Forget drops
 // n); Forget re-finds the inode by number under the table lock before erasing it, and erases the
 // path → inode mapping only if it still points at that inode (a path whose type changed gets a
-// new inode while the kernel still holds the old one).
+// new inode while the kernel still holds the old one; so does a file opened at one version
+// whose lookup names another: the page cache is per inode, see Obtain).
 //
 // Open-to-close consistency: Open() revalidates the object (Catalog::Revalidate) and pins its
 // version (key, size, ETag) in the file handle; every Read of that handle reads that version.
 // Open tells the caller whether the kernel may keep its page cache: only when the ETag equals the
 // one the inode last saw. A read that meets another version fails with FailedPrecondition (ESTALE)
 // and marks the file in the Catalog (Invalidate), so the next Open HEADs it and pins the new
-// version at once, whatever metadata_ttl says.
+// version at once, whatever metadata_ttl says. An Open that finds another version than the one
+// handles still open on the inode pinned fails with FailedPrecondition (ESTALE) and unmaps the
+// path from the inode: the kernel looks the path up again and opens the new version on a new
+// inode, so the old handles never read the new version's pages (the page cache is per inode).
 //
 // Thread-safe; no external synchronization needed. Lock order (outer first):
 //   DirHandle::mu → Filesystem::mu_ ; handles_mu_ is a leaf (the Prefetcher's locks too).
@@ -268,6 +272,8 @@ class Filesystem {
   XattrTarget XattrTargetFor(InodeId ino, const Inode& n) EXCLUDES(mu_);
   // Finds or creates the inode of `path` with `entry`'s attributes; adds one lookup.
   LookupEntry Obtain(const std::string& path, const DirEntry& entry);
+  // Whether `node` is a file last opened at another version than `entry` names.
+  bool OpenedOtherVersion(const Inode& node, const DirEntry& entry) const REQUIRES(mu_);
   InodeAttr AttrOf(const Inode& node) const REQUIRES(mu_);
   InodeAttr DirAttr(InodeId ino) const;
   std::shared_ptr<DirHandle> FindDir(uint64_t dh) const;

@@ -390,20 +390,41 @@ TEST_F(FilesystemTest, OpenToCloseConsistencyAndKeepCache) {
   EXPECT_TRUE(o2->keep_cache);  // same ETag: the page cache is still good
   fs_->Release(o2->fh);
 
-  // The object changes; after the TTL the next open sees the new version and drops the cache.
+  // The object changes; after the TTL the next open sees the new version. o1 is still open on
+  // this inode (its page cache holds the old version), so the open fails with ESTALE and the
+  // path's next lookup (the kernel's LOOKUP_REVAL retry) gives a new inode for the new version.
   origin_.PutObject("hello.txt", "HELLO, NEW WORLD\n");
   clock_.Advance(std::chrono::minutes(2));
-  auto o3 = fs_->Open(ino);
-  ASSERT_TRUE(o3.ok());
+  auto stale = fs_->Open(ino);
+  ASSERT_FALSE(stale.ok());
+  EXPECT_EQ(ToErrno(stale.status()), ESTALE);
+  InodeId ino2 = LookupIno(kRootInode, "hello.txt");
+  EXPECT_NE(ino2, ino);
+  auto o3 = fs_->Open(ino2);
+  ASSERT_TRUE(o3.ok()) << o3.status().ToString();
   EXPECT_FALSE(o3->keep_cache);
   EXPECT_EQ(ReadAll(o3->fh, 0, 100), "HELLO, NEW WORLD\n");
-  auto a = fs_->GetAttr(ino);
+  auto a = fs_->GetAttr(ino2);
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(a->size, 17u);
-  // The old handle still reads its own version (from the cache) and never the new bytes.
+  // The old inode keeps its version's attributes, and the old handle reads its own version
+  // (from the cache), never the new bytes.
+  auto old_attr = fs_->GetAttr(ino);
+  ASSERT_TRUE(old_attr.ok());
+  EXPECT_EQ(old_attr->size, 12u);
   EXPECT_EQ(ReadAll(o1->fh, 0, 100), "hello world\n");
   fs_->Release(o1->fh);
   fs_->Release(o3->fh);
+
+  // With no handle open any more, a new version is opened on the same inode (the kernel drops
+  // its pages: keep_cache false).
+  origin_.PutObject("hello.txt", "third\n");
+  clock_.Advance(std::chrono::minutes(2));
+  auto o4 = fs_->Open(ino2);
+  ASSERT_TRUE(o4.ok()) << o4.status().ToString();
+  EXPECT_FALSE(o4->keep_cache);
+  EXPECT_EQ(ReadAll(o4->fh, 0, 100), "third\n");
+  fs_->Release(o4->fh);
 }
 
 // Store at open (FuseOptions::store_on_open_max): the first open of an inode tells the server
