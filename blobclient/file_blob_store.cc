@@ -92,11 +92,17 @@ std::string MakeEtag(const struct stat& st) {
   return etag;
 }
 
+Ownership OwnerFromStat(const struct stat& st) {
+  return Ownership{true, static_cast<uint32_t>(st.st_uid), static_cast<uint32_t>(st.st_gid),
+                   static_cast<uint32_t>(st.st_mode & 0777)};
+}
+
 ObjectInfo InfoFromStat(const struct stat& st) {
   ObjectInfo info;
   info.size = static_cast<uint64_t>(st.st_size);
   info.etag = MakeEtag(st);
   info.mtime_ns = Nanos(st.st_mtim);
+  info.owner = OwnerFromStat(st);
   return info;
 }
 
@@ -257,15 +263,19 @@ class FileBlobStore final : public BlobStore {
     std::string parent;
     bool have_parent = false;
     UniqueFd dir;
+    // With delimiter "/" every prefix is a directory: it is stat'ed for its owner and mode.
+    const bool dir_prefixes = delimiter == "/";
     for (; it != items.end() && page.objects.size() + page.prefixes.size() < limit; ++it) {
       const std::string_view key = scan->Key(*it);
-      if (it->is_prefix) {
+      if (it->is_prefix && !dir_prefixes) {
         page.prefixes.emplace_back(key);
         continue;
       }
-      const size_t slash = key.rfind('/');
+      // A prefix "a/b/" is the directory "b" in "a".
+      const std::string_view path = it->is_prefix ? key.substr(0, key.size() - 1) : key;
+      const size_t slash = path.rfind('/');
       const std::string_view key_parent =
-          slash == std::string_view::npos ? std::string_view() : key.substr(0, slash);
+          slash == std::string_view::npos ? std::string_view() : path.substr(0, slash);
       if (!have_parent || key_parent != parent) {
         have_parent = true;
         parent = std::string(key_parent);
@@ -274,11 +284,17 @@ class FileBlobStore final : public BlobStore {
         if (dir.get() < 0 && !Gone(errno)) return ListFailure(errno, "open", parent);
       }
       if (dir.get() < 0) continue;  // the directory went away since the scan
-      const std::string name(key.substr(slash + 1));
+      const std::string name(path.substr(slash + 1));
       struct stat st;
       if (::fstatat(dir.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
         if (Gone(errno)) continue;  // vanished since the scan
         return ListFailure(errno, "stat", key);
+      }
+      if (it->is_prefix) {
+        if (!S_ISDIR(st.st_mode)) continue;  // replaced since the scan
+        page.prefixes.emplace_back(key);
+        page.prefix_owners.push_back(OwnerFromStat(st));
+        continue;
       }
       if (!S_ISREG(st.st_mode)) {
         if (!S_ISDIR(st.st_mode)) LogSkipped(std::string(key), st.st_mode);

@@ -44,6 +44,10 @@ struct Filesystem::Inode {
   uint64_t size = 0;  // files: last seen version
   std::string etag;
   int64_t mtime_ns = 0;
+  bool owner_known = false;  // the origin's owner and mode, as last seen (file://)
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  uint32_t mode = 0;
   std::unique_ptr<Used> used;  // null until the file is opened or read
   // Which tier served the last read: a tier index, kOriginTier or kNoRead. Lock-free.
   std::atomic<int> last_source{kNoRead};
@@ -145,8 +149,21 @@ InodeAttr Filesystem::DirAttr(InodeId ino) const {
   return a;
 }
 
+void Filesystem::ApplyOwner(const Inode& node, InodeAttr* a) const {
+  if (!node.owner_known) return;
+  if (!options_.uid_set) a->uid = node.uid;
+  if (!options_.gid_set) a->gid = node.gid;
+  if (!(node.is_dir ? options_.dir_mode_set : options_.file_mode_set)) {
+    a->mode = (a->mode & S_IFMT) | (node.mode & 0777);
+  }
+}
+
 InodeAttr Filesystem::AttrOf(const Inode& node) const {
-  if (node.is_dir) return DirAttr(node.ino);
+  if (node.is_dir) {
+    InodeAttr a = DirAttr(node.ino);
+    ApplyOwner(node, &a);
+    return a;
+  }
   InodeAttr a;
   a.ino = node.ino;
   a.is_dir = false;
@@ -157,6 +174,7 @@ InodeAttr Filesystem::AttrOf(const Inode& node) const {
   a.size = node.size;
   a.mtime_ns = node.mtime_ns;
   a.blksize = static_cast<uint32_t>(cache_->block_size());
+  ApplyOwner(node, &a);
   return a;
 }
 
@@ -184,12 +202,20 @@ LookupEntry Filesystem::Obtain(const std::string& path, const DirEntry& entry) {
     by_path_.insert(node.get());
   }
   ++node->nlookup;
+  SetOwner(entry, node.get());
   if (!is_dir) {
     node->size = entry.size;
     node->etag = entry.etag;
     node->mtime_ns = entry.mtime_ns;
   }
   return LookupEntry{kGeneration, AttrOf(*node)};
+}
+
+void Filesystem::SetOwner(const DirEntry& entry, Inode* node) {
+  node->owner_known = entry.owner_known;
+  node->uid = entry.uid;
+  node->gid = entry.gid;
+  node->mode = entry.mode;
 }
 
 bool Filesystem::OpenedOtherVersion(const Inode& node, const DirEntry& entry) const {
@@ -233,6 +259,10 @@ Result<LookupEntry> Filesystem::LookupDirItem(InodeId parent, const DirItem& ite
   e.size = item.size;
   e.etag = item.etag;
   e.mtime_ns = item.mtime_ns;
+  e.owner_known = item.owner_known;
+  e.uid = item.uid;
+  e.gid = item.gid;
+  e.mode = item.mode;
   return Obtain(JoinPath(p->path, item.name), e);
 }
 
@@ -279,7 +309,10 @@ size_t Filesystem::InodeCount() const {
 Result<InodeAttr> Filesystem::GetAttr(InodeId ino) {
   auto n = FindInode(ino);
   if (!n) return Status::FailedPrecondition(fmt::format("getattr of unknown inode {}", ino));
-  if (n->is_dir) return DirAttr(ino);
+  if (n->is_dir) {
+    MutexLock l(&mu_);
+    return AttrOf(*n);
+  }
   {
     // An inode its path no longer maps to (a newer version has its own inode) keeps the
     // attributes of its version, for the handles still open on it.
@@ -297,6 +330,7 @@ Result<InodeAttr> Filesystem::GetAttr(InodeId ino) {
     n->size = e->size;
     n->etag = e->etag;
     n->mtime_ns = e->mtime_ns;
+    SetOwner(*e, n.get());
   } else if (e.status().IsNotFound()) {
     return e.status();
   }
@@ -376,6 +410,10 @@ Status Filesystem::ReadDir(uint64_t dh, uint64_t offset, size_t max, std::vector
     item.size = e.size;
     item.etag = e.etag;
     item.mtime_ns = e.mtime_ns;
+    item.owner_known = e.owner_known;
+    item.uid = e.uid;
+    item.gid = e.gid;
+    item.mode = e.mode;
     item.next_offset = pos + 1;
     out->push_back(std::move(item));
     ++pos;

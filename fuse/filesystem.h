@@ -80,6 +80,15 @@ struct FilesystemOptions {
   // user.tierfs.* when the kernel checks modes (default_permissions); writes still get EROFS.
   uint32_t file_mode = 0644;
   uint32_t dir_mode = 0755;
+  // Files and directories whose origin reports an owner, group and mode (file://, DirEntry::
+  // owner_known) show those instead, so the kernel's default_permissions check applies the
+  // origin's permissions; only the fields the user set (daemon/: fuse.uid, fuse.gid,
+  // fuse.file_mode, fuse.dir_mode given) replace the origin's, for every inode. The root shows
+  // uid/gid/dir_mode.
+  bool uid_set = false;
+  bool gid_set = false;
+  bool file_mode_set = false;
+  bool dir_mode_set = false;
   // Who may set user.tierfs.* attributes besides root: the mounting user (daemon/: the daemon's
   // uid). Others get PermissionDenied (EPERM); reading the attributes stays open to all.
   uint32_t control_uid = 0;
@@ -116,6 +125,10 @@ struct DirItem {
   uint64_t size = 0;
   std::string etag;
   int64_t mtime_ns = 0;
+  bool owner_known = false;  // the origin's owner and mode (DirEntry)
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  uint32_t mode = 0;
   uint64_t next_offset = 0;
 };
 
@@ -275,6 +288,10 @@ class Filesystem {
   // Whether `node` is a file last opened at another version than `entry` names.
   bool OpenedOtherVersion(const Inode& node, const DirEntry& entry) const REQUIRES(mu_);
   InodeAttr AttrOf(const Inode& node) const REQUIRES(mu_);
+  // The origin's owner and mode of `node` onto `a`, where the user did not set them (options_).
+  void ApplyOwner(const Inode& node, InodeAttr* a) const REQUIRES(mu_);
+  // `entry`'s owner and mode as the inode's.
+  void SetOwner(const DirEntry& entry, Inode* node) REQUIRES(mu_);
   InodeAttr DirAttr(InodeId ino) const;
   std::shared_ptr<DirHandle> FindDir(uint64_t dh) const;
   std::shared_ptr<FileHandle> FindFile(uint64_t fh) const;

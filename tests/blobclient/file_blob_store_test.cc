@@ -385,6 +385,29 @@ TEST_F(FileBlobStoreTest, RootRenamedOverIsServedFromTheNextListing) {
   fs::remove_all(prev);
 }
 
+// Head and List report each file's and directory's owner, group and permission bits.
+TEST_F(FileBlobStoreTest, OwnerGroupAndModeAreReported) {
+  Write("f", "x");
+  Write("d/g", "y");
+  ASSERT_EQ(::chmod((root_ + "/f").c_str(), 0640), 0);
+  ASSERT_EQ(::chmod((root_ + "/d").c_str(), 0710), 0);
+  auto head = store_->Head("f");
+  ASSERT_TRUE(head.ok());
+  EXPECT_TRUE(head->owner.known);
+  EXPECT_EQ(head->owner.mode, 0640u);
+  EXPECT_EQ(head->owner.uid, static_cast<uint32_t>(::geteuid()));
+  EXPECT_EQ(head->owner.gid, static_cast<uint32_t>(::getegid()));
+  auto page = store_->List("", "/", "", 1000);
+  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  ASSERT_EQ(page->prefixes, (std::vector<std::string>{"d/"}));
+  ASSERT_EQ(page->prefix_owners.size(), 1u);
+  EXPECT_TRUE(page->prefix_owners[0].known);
+  EXPECT_EQ(page->prefix_owners[0].mode, 0710u);
+  EXPECT_EQ(page->prefix_owners[0].uid, static_cast<uint32_t>(::geteuid()));
+  ASSERT_EQ(page->objects.size(), 1u);
+  EXPECT_EQ(page->objects[0].info.owner.mode, 0640u);
+}
+
 TEST(FileBlobStoreFactoryTest, RootMustBeAnAbsoluteDirectory) {
   EXPECT_EQ(NewFileBlobStore(FileStoreOptions{"relative/dir"}).status().code(),
             Status::Code::kInvalidArgument);

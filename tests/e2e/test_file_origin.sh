@@ -5,6 +5,10 @@
 #     empty directory; nothing of the failure is stored: once readable it lists whole, also after
 #     a remount with a long metadata TTL; a listing already cached is kept when its directory
 #     turns unreadable.
+#   * Through an allow_other mount, `nobody` meets the origin's owner, group and mode (the kernel's
+#     default_permissions check): a root-only 0600 file is EACCES, a 0644 one reads, a 0700
+#     directory cannot be listed, a 0600 file nobody owns reads; with --uid/--gid/--file-mode/
+#     --dir-mode given those apply to every inode instead.
 #   * A new tree published by rename (`mv current old && mv new current`) is served byte-exact once
 #     the metadata TTL has passed; a handle opened on the old tree reads old bytes or fails with
 #     ESTALE, never bytes of the new file.
@@ -112,4 +116,54 @@ for f in big.bin sub/s.txt added.txt; do
   cmp "$pub/current/$f" "$mnt/$f" || fail "$f differs from the new tree after the swap"
 done
 log "ok the new tree is served byte-exact after the TTL"
+tierfs_umount "$mnt" "$TIERFS_PID" || fail "unclean unmount"
+
+# ---- 3. the origin's owner, group and mode through allow_other ----
+chmod 755 "$E2E_WORK"  # nobody must reach the mountpoint for its denials to mean anything
+own="$E2E_WORK/own"
+mkdir -p "$own/private" "$own/shared"
+echo "root only" >"$own/secret.txt"
+echo "for all" >"$own/public.txt"
+echo "nobody's" >"$own/mine.txt"
+echo "in private" >"$own/private/x.txt"
+echo "in shared" >"$own/shared/y.txt"
+chmod 600 "$own/secret.txt" "$own/mine.txt"
+chmod 644 "$own/public.txt" "$own/private/x.txt" "$own/shared/y.txt"
+chmod 700 "$own/private"
+chmod 755 "$own" "$own/shared"
+chown nobody:nogroup "$own/mine.txt" 2>/dev/null || chown nobody "$own/mine.txt"
+as_nobody() { timeout -k 2 20 runuser -u nobody -- "$@"; }
+# denied_to_nobody CMD...: CMD run as nobody must fail with "Permission denied".
+denied_to_nobody() {
+  local out
+  if out="$(as_nobody "$@" 2>&1)"; then fail "as nobody, '$*' succeeded: $out"; fi
+  [[ "$out" == *"Permission denied"* ]] || fail "as nobody, '$*': '$out' (want Permission denied)"
+}
+mnt="$E2E_WORK/mnt-own"
+tierfs_mount "file://$own" "$mnt" "$E2E_WORK/cache-own" "$E2E_WORK/daemon-own.log" --allow-other
+[[ "$(stat -c '%a %U' "$mnt/secret.txt")" == "600 root" ]] ||
+  fail "secret.txt shows '$(stat -c '%a %U' "$mnt/secret.txt")', want '600 root'"
+[[ "$(stat -c '%a %U' "$mnt/private")" == "700 root" ]] ||
+  fail "private/ shows '$(stat -c '%a %U' "$mnt/private")', want '700 root'"
+[[ "$(stat -c '%a %U' "$mnt/mine.txt")" == "600 nobody" ]] ||
+  fail "mine.txt shows '$(stat -c '%a %U' "$mnt/mine.txt")', want '600 nobody'"
+denied_to_nobody cat "$mnt/secret.txt"
+denied_to_nobody ls "$mnt/private"
+denied_to_nobody cat "$mnt/private/x.txt"
+[[ "$(as_nobody cat "$mnt/public.txt")" == "for all" ]] || fail "nobody cannot read public.txt"
+[[ "$(as_nobody cat "$mnt/mine.txt")" == "nobody's" ]] || fail "nobody cannot read its own mine.txt"
+[[ "$(as_nobody cat "$mnt/shared/y.txt")" == "in shared" ]] || fail "nobody cannot read shared/y.txt"
+[[ "$(cat "$mnt/secret.txt")" == "root only" ]] || fail "root cannot read secret.txt"
+log "ok nobody meets the origin's owner and mode (0600 root file EACCES, 0700 dir unlistable)"
+tierfs_umount "$mnt" "$TIERFS_PID" || fail "unclean unmount"
+
+# Set by the user, --uid/--gid/--file-mode/--dir-mode apply to every inode (same cache: the
+# stored listings carry the origin's owners, and the flags still win).
+tierfs_mount "file://$own" "$mnt" "$E2E_WORK/cache-own" "$E2E_WORK/daemon-own2.log" --allow-other \
+  --uid "$(id -u nobody)" --gid "$(id -g nobody)" --file-mode 0444 --dir-mode 0555
+[[ "$(stat -c '%a %U' "$mnt/secret.txt")" == "444 nobody" ]] ||
+  fail "secret.txt shows '$(stat -c '%a %U' "$mnt/secret.txt")' with the flags, want '444 nobody'"
+[[ "$(as_nobody cat "$mnt/secret.txt")" == "root only" ]] || fail "nobody cannot read secret.txt (flags)"
+[[ "$(as_nobody ls "$mnt/private")" == "x.txt" ]] || fail "nobody cannot list private/ (flags)"
+log "ok with --uid/--gid/--file-mode/--dir-mode those apply instead"
 tierfs_umount "$mnt" "$TIERFS_PID" || fail "unclean unmount"

@@ -379,6 +379,38 @@ TEST_F(FilesystemTest, OpenDirectoryAndOpenOfAGoneFile) {
   EXPECT_EQ(ToErrno(o.status()), ENOENT);
 }
 
+// An origin that reports owners (file://): its owner, group and mode show, so the kernel's
+// default_permissions applies them; a field the user set replaces the origin's for every inode.
+// Entries without an owner (S3) show the mount's uid/gid/file_mode.
+TEST_F(FilesystemTest, OriginOwnerAndModeShowUnlessTheUserSetThem) {
+  origin_.PutObject("secret.bin", "s");
+  origin_.SetOwner("secret.bin", Ownership{true, 0, 42, 0600});
+  Open();
+  auto a = fs_->Lookup(kRootInode, "secret.bin");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->attr.mode, static_cast<uint32_t>(S_IFREG | 0600));
+  EXPECT_EQ(a->attr.uid, 0u);
+  EXPECT_EQ(a->attr.gid, 42u);
+  auto g = fs_->GetAttr(a->attr.ino);
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->mode, static_cast<uint32_t>(S_IFREG | 0600));
+  auto plain = fs_->Lookup(kRootInode, "hello.txt");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->attr.mode, static_cast<uint32_t>(S_IFREG | 0644));
+  EXPECT_EQ(plain->attr.uid, 1234u);
+
+  FilesystemOptions o;
+  o.uid_set = true;
+  o.file_mode = 0444;
+  o.file_mode_set = true;
+  Open(o);
+  auto b = fs_->Lookup(kRootInode, "secret.bin");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->attr.mode, static_cast<uint32_t>(S_IFREG | 0444));
+  EXPECT_EQ(b->attr.uid, 1234u);
+  EXPECT_EQ(b->attr.gid, 42u);  // not set by the user: the origin's
+}
+
 TEST_F(FilesystemTest, OpenToCloseConsistencyAndKeepCache) {
   InodeId ino = LookupIno(kRootInode, "hello.txt");
   auto o1 = fs_->Open(ino);
