@@ -52,8 +52,9 @@ listing_is "$mnt/locked" "a.bin b.bin"
 cmp "$origin/locked/a.bin" "$mnt/locked/a.bin" || fail "locked/a.bin bytes differ"
 log "ok readable again: listed whole at once (metadata TTL 1h)"
 
-# Already cached, then unreadable: the cached listing stays (the mount uses a 1 s TTL, so every
-# ls below refreshes it in the background and each refresh fails).
+# Already cached, then unreadable: the cached listing stays. Listed (and read) here, then
+# served by a remount with a 1 s TTL, where every ls refreshes it in the background and each
+# refresh fails.
 listing_is "$mnt/cached" "c.bin"
 cmp "$origin/cached/c.bin" "$mnt/cached/c.bin" || fail "cached/c.bin bytes differ"
 tierfs_umount "$mnt" "$TIERFS_PID" || fail "unclean unmount"
