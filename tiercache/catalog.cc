@@ -555,19 +555,23 @@ class CatalogImpl final : public Catalog {
           .warn("listing of '{}': {} names too long for the metadata store are hidden", dir,
                 skipped);
     }
-    if (!unsafe.empty()) {
-      // The example goes to the log without its control characters (shown as '?').
-      std::string first = unsafe.begin()->substr(0, 300);
-      for (char& c : first) {
-        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
-      }
-      Logger(Module::kTierCache)
-          .warn(
-              "listing of '{}': {}{} names longer than 255 bytes or with control characters "
-              "are hidden (first: '{}')",
-              dir, unsafe.size() >= 1024 ? "at least " : "", unsafe.size(), first);
-    }
+    if (!unsafe.empty()) LogUnsafeNames(dir, unsafe);
     return Status::OK();
+  }
+
+  // One warning for the names ListFromOrigin hid as unsafe (at most 1024 of them kept).
+  static void LogUnsafeNames(std::string_view dir,
+                             const std::set<std::string, std::less<>>& unsafe) {
+    // The example goes to the log without its control characters (shown as '?').
+    std::string first = unsafe.begin()->substr(0, 300);
+    for (char& c : first) {
+      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+    }
+    Logger(Module::kTierCache)
+        .warn(
+            "listing of '{}': {}{} names longer than 255 bytes or with control characters "
+            "are hidden (first: '{}')",
+            dir, unsafe.size() >= 1024 ? "at least " : "", unsafe.size(), first);
   }
 
   // HEAD results of files whose parent listing is stale are trusted for metadata_ttl too; the
