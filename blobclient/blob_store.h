@@ -32,12 +32,22 @@ class Exposition;
 
 class HttpTransport;
 
+// The owner, group and permission bits of a file or directory, for stores that have them
+// (file://; S3 objects have none: `known` false).
+struct Ownership {
+  bool known = false;
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  uint32_t mode = 0;  // permission bits only (0777; no setuid, setgid or sticky bit)
+};
+
 struct ObjectInfo {
   uint64_t size = 0;
   // As the store sends it, quotes stripped: "9b2cf535f27731c974343645a3985328"; a weak ETag keeps
   // its prefix (W/"abc"). Empty when the store sent none (blocks are then keyed by size and mtime).
   std::string etag;
   int64_t mtime_ns = 0;  // Last-Modified, ns since the Unix epoch
+  Ownership owner;       // file:// only
 };
 
 // A byte buffer in pieces, read and written as the concatenation of its pieces in order: the
@@ -71,7 +81,10 @@ struct ListEntry {
 struct ListPage {
   std::vector<ListEntry> objects;     // keys in this "directory" (with delimiter) or below it
   std::vector<std::string> prefixes;  // CommonPrefixes, relative, each ending in the delimiter
-  std::string next_token;             // empty when this was the last page
+  // The owner of each prefix's directory, in the order of `prefixes`, from stores that have
+  // directories (file:// with delimiter "/"); empty otherwise.
+  std::vector<Ownership> prefix_owners;
+  std::string next_token;  // empty when this was the last page
 };
 
 struct BlobStoreStats {

@@ -16,13 +16,20 @@
 // `ln -s .. loop` is not an endless tree. Files are opened O_NONBLOCK and checked with fstat, so
 // a FIFO swapped in at the last moment cannot block a worker.
 //
+// A directory that does not exist (or is not a real directory) lists as empty, as an S3 prefix
+// without keys does. Every other failure to open, read or stat a directory during a listing
+// (EACCES, EMFILE, EIO, ESTALE or ETIMEDOUT from NFS...) fails the listing with IOError: it is
+// never served, or cached, as an empty or shortened listing.
+//
+// The root is resolved by path again at the start of each listing; a directory renamed over it
+// (`mv new current`) is served from then on (see "the root" below).
 // The ETag of a file is a hash of (size, mtime ns, ctime ns, inode, device), 15 characters (see
 // MakeEtag): any rewrite, replacement, chmod or touch gives a new one. Read re-checks it with fstat
 // after reading: a file changed during the read fails the read (FailedPrecondition, as an If-Match
 // failure) rather than returning bytes of two versions.
 //
-// Thread-safe; no external synchronization needed (atomic counters; the set of names already
-// logged as skipped is guarded by a mutex).
+// Thread-safe; no external synchronization needed (atomic counters; the current root, the
+// listings in progress and the set of names already logged as skipped are guarded by mutexes).
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
@@ -36,6 +43,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <deque>
 #include <memory>
 #include <unordered_set>
@@ -84,11 +92,17 @@ std::string MakeEtag(const struct stat& st) {
   return etag;
 }
 
+Ownership OwnerFromStat(const struct stat& st) {
+  return Ownership{true, static_cast<uint32_t>(st.st_uid), static_cast<uint32_t>(st.st_gid),
+                   static_cast<uint32_t>(st.st_mode & 0777)};
+}
+
 ObjectInfo InfoFromStat(const struct stat& st) {
   ObjectInfo info;
   info.size = static_cast<uint64_t>(st.st_size);
   info.etag = MakeEtag(st);
   info.mtime_ns = Nanos(st.st_mtim);
+  info.owner = OwnerFromStat(st);
   return info;
 }
 
@@ -150,8 +164,12 @@ Status CheckRelative(std::string_view path, bool allow_trailing_slash, std::stri
 
 class FileBlobStore final : public BlobStore {
  public:
-  FileBlobStore(std::string root, UniqueFd root_fd, bool use_openat2)
-      : root_(std::move(root)), root_fd_(std::move(root_fd)), have_openat2_(use_openat2) {}
+  FileBlobStore(std::string root, UniqueFd root_fd, const struct stat& root_st, bool use_openat2)
+      : root_(std::move(root)),
+        have_openat2_(use_openat2),
+        root_fd_(std::make_shared<const UniqueFd>(std::move(root_fd))),
+        root_dev_(root_st.st_dev),
+        root_ino_(root_st.st_ino) {}
 
   std::string Describe() const override { return "file://" + (root_.empty() ? "/" : root_); }
 
@@ -159,7 +177,7 @@ class FileBlobStore final : public BlobStore {
     ++requests_;
     TIERFS_RETURN_IF_ERROR(CheckKey(key));
     struct stat st;
-    TIERFS_RETURN_IF_ERROR(StatRegular(key, &st));
+    TIERFS_RETURN_IF_ERROR(StatRegular(CurrentRoot()->get(), key, &st));
     return InfoFromStat(st);
   }
 
@@ -182,9 +200,10 @@ class FileBlobStore final : public BlobStore {
     // Refuse anything but a regular file before opening it (opening a device node can have
     // effects of its own), then open without following a symlink and without blocking, and
     // check that what was opened is that same regular file.
+    const std::shared_ptr<const UniqueFd> root = CurrentRoot();
     struct stat want;
-    TIERFS_RETURN_IF_ERROR(StatRegular(key, &want));
-    UniqueFd fd(OpenBeneath(root_fd_.get(), std::string(key), O_RDONLY | O_NONBLOCK | O_NOCTTY,
+    TIERFS_RETURN_IF_ERROR(StatRegular(root->get(), key, &want));
+    UniqueFd fd(OpenBeneath(root->get(), std::string(key), O_RDONLY | O_NONBLOCK | O_NOCTTY,
                             &have_openat2_));
     if (fd.get() < 0) return OpenFailure(errno, key);
     struct stat st;
@@ -227,7 +246,9 @@ class FileBlobStore final : public BlobStore {
     TIERFS_RETURN_IF_ERROR(CheckRelative(prefix, /*allow_trailing_slash=*/true, "prefix"));
     std::shared_ptr<const Scan> scan;
     if (!token.empty()) scan = FindScan(prefix, delimiter);
-    if (scan == nullptr) scan = NewScan(prefix, delimiter);
+    if (scan == nullptr) {
+      TIERFS_ASSIGN_OR_RETURN(scan, NewScan(prefix, delimiter));
+    }
 
     ListPage page;
     const auto& items = scan->items;
@@ -242,24 +263,39 @@ class FileBlobStore final : public BlobStore {
     std::string parent;
     bool have_parent = false;
     UniqueFd dir;
+    // With delimiter "/" every prefix is a directory: it is stat'ed for its owner and mode.
+    const bool dir_prefixes = delimiter == "/";
     for (; it != items.end() && page.objects.size() + page.prefixes.size() < limit; ++it) {
       const std::string_view key = scan->Key(*it);
-      if (it->is_prefix) {
+      if (it->is_prefix && !dir_prefixes) {
         page.prefixes.emplace_back(key);
         continue;
       }
-      const size_t slash = key.rfind('/');
+      // A prefix "a/b/" is the directory "b" in "a".
+      const std::string_view path = it->is_prefix ? key.substr(0, key.size() - 1) : key;
+      const size_t slash = path.rfind('/');
       const std::string_view key_parent =
-          slash == std::string_view::npos ? std::string_view() : key.substr(0, slash);
+          slash == std::string_view::npos ? std::string_view() : path.substr(0, slash);
       if (!have_parent || key_parent != parent) {
         have_parent = true;
         parent = std::string(key_parent);
-        dir = UniqueFd(OpenBeneath(root_fd_.get(), parent, O_RDONLY | O_DIRECTORY, &have_openat2_));
+        dir = UniqueFd(
+            OpenBeneath(scan->root->get(), parent, O_RDONLY | O_DIRECTORY, &have_openat2_));
+        if (dir.get() < 0 && !Gone(errno)) return ListFailure(errno, "open", parent);
       }
       if (dir.get() < 0) continue;  // the directory went away since the scan
-      const std::string name(key.substr(slash + 1));
+      const std::string name(path.substr(slash + 1));
       struct stat st;
-      if (::fstatat(dir.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // vanished
+      if (::fstatat(dir.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        if (Gone(errno)) continue;  // vanished since the scan
+        return ListFailure(errno, "stat", key);
+      }
+      if (it->is_prefix) {
+        if (!S_ISDIR(st.st_mode)) continue;  // replaced since the scan
+        page.prefixes.emplace_back(key);
+        page.prefix_owners.push_back(OwnerFromStat(st));
+        continue;
+      }
       if (!S_ISREG(st.st_mode)) {
         if (!S_ISDIR(st.st_mode)) LogSkipped(std::string(key), st.st_mode);
         continue;  // replaced since the scan
@@ -367,22 +403,24 @@ class FileBlobStore final : public BlobStore {
   };
   struct Scan {
     std::string prefix, delimiter;
-    std::string arena;            // every key, back to back
-    std::vector<ScanItem> items;  // sorted by key, no duplicates
+    std::shared_ptr<const UniqueFd> root;  // the root directory the scan read
+    std::string arena;                     // every key, back to back
+    std::vector<ScanItem> items;           // sorted by key, no duplicates
     std::chrono::steady_clock::time_point taken;
     std::string_view Key(const ScanItem& i) const { return {arena.data() + i.offset, i.length}; }
   };
 
-  std::shared_ptr<const Scan> NewScan(std::string_view prefix, std::string_view delimiter) {
+  Result<std::shared_ptr<const Scan>> NewScan(std::string_view prefix, std::string_view delimiter) {
     auto scan = std::make_shared<Scan>();
     scan->prefix = std::string(prefix);
     scan->delimiter = std::string(delimiter);
     scan->taken = std::chrono::steady_clock::now();
+    TIERFS_ASSIGN_OR_RETURN(scan->root, ResolveRoot());
     const size_t cut = prefix.rfind('/');
     const std::string dir(cut == std::string_view::npos ? "" : prefix.substr(0, cut + 1));
     const std::string_view name_part =
         cut == std::string_view::npos ? prefix : prefix.substr(cut + 1);
-    Walk(dir, name_part, scan.get());
+    TIERFS_RETURN_IF_ERROR(Walk(dir, name_part, scan.get()));
     std::sort(scan->items.begin(), scan->items.end(),
               [&](const ScanItem& a, const ScanItem& b) { return scan->Key(a) < scan->Key(b); });
     scan->items.erase(std::unique(scan->items.begin(), scan->items.end(),
@@ -391,7 +429,7 @@ class FileBlobStore final : public BlobStore {
                                   }),
                       scan->items.end());
     scan->items.shrink_to_fit();
-    return scan;
+    return std::shared_ptr<const Scan>(std::move(scan));
   }
 
   std::shared_ptr<const Scan> FindScan(std::string_view prefix, std::string_view delimiter)
@@ -420,13 +458,18 @@ class FileBlobStore final : public BlobStore {
   // prefixes and are not entered; otherwise the walk recurses. Only regular files and
   // directories are seen: symlinks (never followed, so no loops), FIFOs, sockets and devices are
   // skipped. Types come from d_type; only names without one (DT_UNKNOWN) are stat'ed.
-  void Walk(const std::string& dir, std::string_view name_filter, Scan* scan) {
+  // A directory that is missing or not a real directory (ENOENT, ENOTDIR, a symlink) adds
+  // nothing, like an S3 prefix without keys. Any other error (EACCES, EMFILE, EIO, ESTALE...),
+  // opening or reading any directory of the walk, fails the whole walk: a listing is complete or
+  // an error, never silently short.
+  Status Walk(const std::string& dir, std::string_view name_filter, Scan* scan) {
     const std::string rel = dir.empty() ? std::string() : dir.substr(0, dir.size() - 1);
-    UniqueFd dfd(OpenBeneath(root_fd_.get(), rel, O_RDONLY | O_DIRECTORY, &have_openat2_));
-    if (dfd.get() < 0) return;  // missing, or not a real directory: lists as empty, like S3
+    UniqueFd dfd(OpenBeneath(scan->root->get(), rel, O_RDONLY | O_DIRECTORY, &have_openat2_));
+    if (dfd.get() < 0) return Gone(errno) ? Status::OK() : ListFailure(errno, "open", rel);
     DIR* d = ::fdopendir(dfd.get());
-    if (d == nullptr) return;
+    if (d == nullptr) return ListFailure(errno, "fdopendir", rel);
     const int fd = dfd.release();  // owned by `d` now
+    std::unique_ptr<DIR, int (*)(DIR*)> closer(d, &::closedir);
     const std::string& prefix = scan->prefix;
     const std::string& delimiter = scan->delimiter;
     auto add = [&](std::string_view key, bool is_prefix) {
@@ -435,7 +478,13 @@ class FileBlobStore final : public BlobStore {
       scan->arena.append(key);
     };
     std::string key;
-    while (dirent* e = ::readdir(d)) {
+    for (;;) {
+      errno = 0;
+      dirent* e = ::readdir(d);
+      if (e == nullptr) {
+        if (errno != 0) return ListFailure(errno, "readdir", rel);
+        break;
+      }
       std::string_view name = e->d_name;
       if (name == "." || name == "..") continue;
       if (name.starts_with(kTempMarker)) continue;  // an in-progress Put
@@ -445,7 +494,10 @@ class FileBlobStore final : public BlobStore {
       mode_t mode = DTTOIF(e->d_type);
       if (e->d_type == DT_UNKNOWN) {
         struct stat st;
-        if (::fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // vanished
+        if (::fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+          if (errno == ENOENT) continue;  // vanished
+          return ListFailure(errno, "stat", key);
+        }
         mode = st.st_mode;
       }
       if (S_ISDIR(mode)) {
@@ -453,7 +505,7 @@ class FileBlobStore final : public BlobStore {
           key += '/';
           add(key, true);
         } else {
-          Walk(key + "/", "", scan);
+          TIERFS_RETURN_IF_ERROR(Walk(key + "/", "", scan));
         }
         continue;
       }
@@ -470,7 +522,22 @@ class FileBlobStore final : public BlobStore {
       }
       add(key, false);
     }
-    ::closedir(d);
+    return Status::OK();
+  }
+
+  // Whether a failed open/stat during a listing means "no such directory or file" (it lists as
+  // absent): ENOENT, ENOTDIR, or a symlink in the way (ELOOP; EXDEV from openat2's resolver).
+  static bool Gone(int err) {
+    return err == ENOENT || err == ENOTDIR || err == ELOOP || err == EXDEV;
+  }
+
+  // Any other error of a listing: IOError naming the path and the cause, whatever the errno (a
+  // directory the daemon may not read is an error of the origin, not an empty directory).
+  Status ListFailure(int err, std::string_view op, std::string_view rel) {
+    return Fail(Status::IOError(
+        fmt::format("list: {} {}: {}", op,
+                    EscapeForLog(rel.empty() ? root_ + "/" : root_ + "/" + std::string(rel)),
+                    std::strerror(err))));
   }
 
   // One info line per skipped name (at most kMaxLoggedSkips names), not one per listing.
@@ -489,14 +556,14 @@ class FileBlobStore final : public BlobStore {
         .info("file store {}: hiding '{}': {}", EscapeForLog(root_), EscapeForLog(key), kind);
   }
 
-  // lstat of `key` below the root without following symlinks in any component; NotFound unless
+  // lstat of `key` below `root_fd` without following symlinks in any component; NotFound unless
   // it is a regular file.
-  Status StatRegular(std::string_view key, struct stat* st) {
+  Status StatRegular(int root_fd, std::string_view key, struct stat* st) {
     const std::string k(key);
     const size_t slash = k.rfind('/');
     const std::string parent = slash == std::string::npos ? std::string() : k.substr(0, slash);
     const std::string name = slash == std::string::npos ? k : k.substr(slash + 1);
-    UniqueFd dir(OpenBeneath(root_fd_.get(), parent, O_RDONLY | O_DIRECTORY, &have_openat2_));
+    UniqueFd dir(OpenBeneath(root_fd, parent, O_RDONLY | O_DIRECTORY, &have_openat2_));
     if (dir.get() < 0) return OpenFailure(errno, key);
     if (::fstatat(dir.get(), name.c_str(), st, AT_SYMLINK_NOFOLLOW) != 0) {
       return OpenFailure(errno, key);
@@ -514,10 +581,59 @@ class FileBlobStore final : public BlobStore {
     return Fail(Status::FromErrno(err, Ctx("open", key)));
   }
 
+  // ---- the root ----
+  //
+  // The root is opened by path at construction and again at the start of every listing (a
+  // listing is what a metadata TTL expiring asks for). When the path then names another
+  // directory (device or inode differ: `mv new current` published a new tree), that directory
+  // becomes the root of every later call; its files have other inodes, so other ETags, and
+  // nothing cached of the old tree is served for them. A call in progress keeps the root it
+  // started with (shared_ptr). Between two listings, Head and Read resolve keys beneath the root
+  // the last listing saw, so they agree with the listing the catalog holds.
+
+  std::shared_ptr<const UniqueFd> CurrentRoot() EXCLUDES(root_mu_) {
+    MutexLock l(&root_mu_);
+    return root_fd_;
+  }
+
+  // Opens the root path again and makes it the current root if it is another directory.
+  // IOError (never NotFound: a missing root is an unavailable origin, not an empty one) when it
+  // cannot be opened or is not a directory.
+  Result<std::shared_ptr<const UniqueFd>> ResolveRoot() EXCLUDES(root_mu_) {
+    const std::string path = root_.empty() ? std::string("/") : root_;
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    struct stat st;
+    if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0) {
+      return Fail(Status::IOError(
+          fmt::format("file store root {}: {}", EscapeForLog(path), std::strerror(errno))));
+    }
+    uint64_t old_dev = 0, old_ino = 0;
+    {
+      MutexLock l(&root_mu_);
+      if (st.st_dev == root_dev_ && st.st_ino == root_ino_) return root_fd_;
+      old_dev = root_dev_;
+      old_ino = root_ino_;
+      root_fd_ = std::make_shared<const UniqueFd>(std::move(fd));
+      root_dev_ = st.st_dev;
+      root_ino_ = st.st_ino;
+    }
+    Logger(Module::kBlobClient)
+        .info(
+            "file store root {} is another directory now (device:inode {}:{} -> {}:{}); serving "
+            "the new tree",
+            EscapeForLog(path), old_dev, old_ino, static_cast<uint64_t>(st.st_dev),
+            static_cast<uint64_t>(st.st_ino));
+    return CurrentRoot();
+  }
+
   // Constant after construction.
   const std::string root_;
-  const UniqueFd root_fd_;  // the root directory; every path is resolved beneath it
   std::atomic<bool> have_openat2_;
+  Mutex root_mu_;  // a leaf
+  // The root directory; every path is resolved beneath it.
+  std::shared_ptr<const UniqueFd> root_fd_ GUARDED_BY(root_mu_);
+  uint64_t root_dev_ GUARDED_BY(root_mu_);
+  uint64_t root_ino_ GUARDED_BY(root_mu_);
   Mutex skipped_mu_;
   std::unordered_set<std::string> skipped_logged_ GUARDED_BY(skipped_mu_);
   Mutex scans_mu_;                                                       // a leaf
@@ -539,10 +655,12 @@ Result<std::unique_ptr<BlobStore>> NewFileBlobStore(const FileStoreOptions& opti
     return Status::InvalidArgument("file store root is not a directory: '" + root + "'");
   }
   UniqueFd fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (fd.get() < 0) return Status::FromErrno(errno, "file store root " + root);
+  if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0) {
+    return Status::FromErrno(errno, "file store root " + root);
+  }
   if (root == "/") root.clear();  // keys then map to "/" + key
   return std::unique_ptr<BlobStore>(
-      std::make_unique<FileBlobStore>(root, std::move(fd), options.use_openat2));
+      std::make_unique<FileBlobStore>(root, std::move(fd), st, options.use_openat2));
 }
 
 }  // namespace tierfs

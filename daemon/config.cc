@@ -458,10 +458,12 @@ const std::vector<KeySpec>& Schema() {
        }},
       {"fuse", "file_mode", Kind::kString,
        [](const Value& v, DaemonOptions* o) {
+         o->fs.file_mode_set = true;
          return ParseMode("fuse.file_mode", v.str, &o->fs.file_mode);
        }},
       {"fuse", "dir_mode", Kind::kString,
        [](const Value& v, DaemonOptions* o) {
+         o->fs.dir_mode_set = true;
          return ParseMode("fuse.dir_mode", v.str, &o->fs.dir_mode);
        }},
       {"fuse", "uid", Kind::kInt,
@@ -857,6 +859,7 @@ Status ApplyMountOptions(std::string_view list, DaemonOptions* out) {
       TIERFS_RETURN_IF_ERROR(
           ParseMode(fmt::format("-o {}", name), value,
                     name == "file_mode" ? &out->fs.file_mode : &out->fs.dir_mode));
+      (name == "file_mode" ? out->fs.file_mode_set : out->fs.dir_mode_set) = true;
     } else if (opt == "debug") {
       out->fuse.debug = true;
     } else if (name == "uid" || name == "gid") {
@@ -927,9 +930,14 @@ Status ApplyFlags(const MountFlags& f, DaemonOptions* out) {
     TIERFS_RETURN_IF_ERROR(ParseUint(flag, **text, 0xffffffffULL, &v));
     *dst = static_cast<uint32_t>(v);
   }
-  if (f.file_mode)
+  if (f.file_mode) {
     TIERFS_RETURN_IF_ERROR(ParseMode("--file-mode", *f.file_mode, &out->fs.file_mode));
-  if (f.dir_mode) TIERFS_RETURN_IF_ERROR(ParseMode("--dir-mode", *f.dir_mode, &out->fs.dir_mode));
+    out->fs.file_mode_set = true;
+  }
+  if (f.dir_mode) {
+    TIERFS_RETURN_IF_ERROR(ParseMode("--dir-mode", *f.dir_mode, &out->fs.dir_mode));
+    out->fs.dir_mode_set = true;
+  }
   if (f.log_format) out->log.format = *f.log_format;
   return Status::OK();
 }
@@ -1044,6 +1052,10 @@ Status FinishOptions(DaemonOptions* o, const GetEnvFn& getenv) {
   o->fs.prefetch.hydrate_runs = std::min(o->cache.prefetch_threads, 8);
   o->fs.uid = o->uid.value_or(static_cast<uint32_t>(getuid()));
   o->fs.gid = o->gid.value_or(static_cast<uint32_t>(getgid()));
+  // A file:// origin's owner, group and mode are shown where the user set none of these
+  // (FilesystemOptions); S3 objects have none and always show these.
+  o->fs.uid_set = o->uid.has_value();
+  o->fs.gid_set = o->gid.has_value();
   // Root and the mounting user (the daemon's uid) may set user.tierfs.* controls.
   o->fs.control_uid = static_cast<uint32_t>(getuid());
   // Other users get in only with allow_other, and then the kernel checks modes and owner

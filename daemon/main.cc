@@ -420,7 +420,10 @@ Status Build(const DaemonOptions& o, Components* c) {
     TIERFS_RETURN_IF_ERROR(OpenManifestCatalog(o, c));
   } else {
     CatalogOptions catalog_options = o.catalog;
-    catalog_options.listing_share = listing_share;
+    // Shared listings carry no owner or mode: a file:// source's listings (whose entries show
+    // the origin's owner and mode) are not shared, so no host serves them without.
+    catalog_options.listing_share =
+        c->origin->Describe().starts_with("file://") ? nullptr : listing_share;
     auto catalog = Catalog::Open(catalog_options, c->origin.get(), c->meta.get(), clock);
     if (!catalog.ok()) return catalog.status().WithContext("opening the catalog");
     c->catalog = std::move(*catalog);

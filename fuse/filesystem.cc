@@ -25,7 +25,8 @@ constexpr int kNoRead = -2;
 struct Filesystem::Inode {
   Inode(InodeId i, std::string p, bool d) : ino(i), path(std::move(p)), is_dir(d) {}
   struct Used {
-    std::string opened_etag;  // the version the last Open pinned: what the page cache may hold
+    std::string opened_etag;    // the version the last Open pinned: what the page cache may hold
+    uint32_t open_handles = 0;  // handles Open made that are not released yet
     // Files read without an open (ReadInode): the reader of the version `etag` names. Reset
     // when the inode is forgotten (it points back at the inode).
     std::shared_ptr<FileHandle> reader;
@@ -43,6 +44,10 @@ struct Filesystem::Inode {
   uint64_t size = 0;  // files: last seen version
   std::string etag;
   int64_t mtime_ns = 0;
+  bool owner_known = false;  // the origin's owner and mode, as last seen (file://)
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  uint32_t mode = 0;
   std::unique_ptr<Used> used;  // null until the file is opened or read
   // Which tier served the last read: a tier index, kOriginTier or kNoRead. Lock-free.
   std::atomic<int> last_source{kNoRead};
@@ -144,8 +149,21 @@ InodeAttr Filesystem::DirAttr(InodeId ino) const {
   return a;
 }
 
+void Filesystem::ApplyOwner(const Inode& node, InodeAttr* a) const {
+  if (!node.owner_known) return;
+  if (!options_.uid_set) a->uid = node.uid;
+  if (!options_.gid_set) a->gid = node.gid;
+  if (!(node.is_dir ? options_.dir_mode_set : options_.file_mode_set)) {
+    a->mode = (a->mode & S_IFMT) | (node.mode & 0777);
+  }
+}
+
 InodeAttr Filesystem::AttrOf(const Inode& node) const {
-  if (node.is_dir) return DirAttr(node.ino);
+  if (node.is_dir) {
+    InodeAttr a = DirAttr(node.ino);
+    ApplyOwner(node, &a);
+    return a;
+  }
   InodeAttr a;
   a.ino = node.ino;
   a.is_dir = false;
@@ -156,6 +174,7 @@ InodeAttr Filesystem::AttrOf(const Inode& node) const {
   a.size = node.size;
   a.mtime_ns = node.mtime_ns;
   a.blksize = static_cast<uint32_t>(cache_->block_size());
+  ApplyOwner(node, &a);
   return a;
 }
 
@@ -166,7 +185,14 @@ LookupEntry Filesystem::Obtain(const std::string& path, const DirEntry& entry) {
   if (auto it = by_path_.find(std::string_view(path)); it != by_path_.end()) {
     auto n = by_ino_.find((*it)->ino);
     // A path whose type changed gets a new inode; the kernel drops the old one when it notices.
-    if (n != by_ino_.end() && (*n)->is_dir == is_dir) node = *n;
+    // So does a file opened at another version than the entry names (replaced, or its tree
+    // renamed over): the kernel's page cache is per inode, and an open of the new version
+    // sharing the old inode would let a handle still open on the old version read the new
+    // version's pages. With a new inode the old handle keeps its own pages, and its reads pin
+    // the old version (old bytes, or ESTALE once the origin no longer has them).
+    if (n != by_ino_.end() && (*n)->is_dir == is_dir && !OpenedOtherVersion(**n, entry)) {
+      node = *n;
+    }
   }
   if (!node) {
     node = std::make_shared<Inode>(next_ino_++, path, is_dir);
@@ -176,12 +202,26 @@ LookupEntry Filesystem::Obtain(const std::string& path, const DirEntry& entry) {
     by_path_.insert(node.get());
   }
   ++node->nlookup;
+  SetOwner(entry, node.get());
   if (!is_dir) {
     node->size = entry.size;
     node->etag = entry.etag;
     node->mtime_ns = entry.mtime_ns;
   }
   return LookupEntry{kGeneration, AttrOf(*node)};
+}
+
+void Filesystem::SetOwner(const DirEntry& entry, Inode* node) {
+  node->owner_known = entry.owner_known;
+  node->uid = entry.uid;
+  node->gid = entry.gid;
+  node->mode = entry.mode;
+}
+
+bool Filesystem::OpenedOtherVersion(const Inode& node, const DirEntry& entry) const {
+  return !node.is_dir && node.used != nullptr && node.used->open_handles > 0 &&
+         !node.used->opened_etag.empty() && !entry.etag.empty() &&
+         node.used->opened_etag != entry.etag;
 }
 
 Result<LookupEntry> Filesystem::Lookup(InodeId parent, std::string_view name) {
@@ -219,6 +259,10 @@ Result<LookupEntry> Filesystem::LookupDirItem(InodeId parent, const DirItem& ite
   e.size = item.size;
   e.etag = item.etag;
   e.mtime_ns = item.mtime_ns;
+  e.owner_known = item.owner_known;
+  e.uid = item.uid;
+  e.gid = item.gid;
+  e.mode = item.mode;
   return Obtain(JoinPath(p->path, item.name), e);
 }
 
@@ -265,7 +309,17 @@ size_t Filesystem::InodeCount() const {
 Result<InodeAttr> Filesystem::GetAttr(InodeId ino) {
   auto n = FindInode(ino);
   if (!n) return Status::FailedPrecondition(fmt::format("getattr of unknown inode {}", ino));
-  if (n->is_dir) return DirAttr(ino);
+  if (n->is_dir) {
+    MutexLock l(&mu_);
+    return AttrOf(*n);
+  }
+  {
+    // An inode its path no longer maps to (a newer version has its own inode) keeps the
+    // attributes of its version, for the handles still open on it.
+    MutexLock l(&mu_);
+    auto p = by_path_.find(std::string_view(n->path));
+    if (p == by_path_.end() || *p != n.get()) return AttrOf(*n);
+  }
   auto [dir, base] = SplitPath(n->path);
   auto e = catalog_->Lookup(dir, base);
   MutexLock l(&mu_);
@@ -276,6 +330,7 @@ Result<InodeAttr> Filesystem::GetAttr(InodeId ino) {
     n->size = e->size;
     n->etag = e->etag;
     n->mtime_ns = e->mtime_ns;
+    SetOwner(*e, n.get());
   } else if (e.status().IsNotFound()) {
     return e.status();
   }
@@ -355,6 +410,10 @@ Status Filesystem::ReadDir(uint64_t dh, uint64_t offset, size_t max, std::vector
     item.size = e.size;
     item.etag = e.etag;
     item.mtime_ns = e.mtime_ns;
+    item.owner_known = e.owner_known;
+    item.uid = e.uid;
+    item.gid = e.gid;
+    item.mode = e.mode;
     item.next_offset = pos + 1;
     out->push_back(std::move(item));
     ++pos;
@@ -419,6 +478,22 @@ Result<OpenResult> Filesystem::Open(InodeId ino) {
   auto fh = std::make_shared<FileHandle>(std::move(obj), n);
   {
     MutexLock l(&mu_);
+    DirEntry now;
+    now.etag = e->etag;
+    if (OpenedOtherVersion(*n, now)) {
+      // Handles of the version opened before are still open, and they share this inode's page
+      // cache. The path is unmapped from this inode and the open fails with ESTALE, which the
+      // kernel answers by looking the path up again (LOOKUP_REVAL) and opening the new inode it
+      // then gets (see Obtain); the handles open on this one keep their version.
+      if (auto p = by_path_.find(std::string_view(n->path)); p != by_path_.end() && *p == n.get()) {
+        by_path_.erase(p);
+      }
+      return Status::FailedPrecondition(
+          fmt::format("'{}' has a new version while handles of the old one are open: it gets a "
+                      "new inode",
+                      EscapeForLog(n->path)));
+    }
+    ++n->used_state().open_handles;
     std::string& opened_etag = n->used_state().opened_etag;
     result.keep_cache = !opened_etag.empty() && opened_etag == e->etag;
     result.first_open = opened_etag.empty();
@@ -560,11 +635,16 @@ Result<std::vector<BlockSlice>> Filesystem::ReadFrom(FileHandle& h, uint64_t off
 
 void Filesystem::Release(uint64_t fh) {
   std::shared_ptr<FileHandle> h;
-  MutexLock l(&handles_mu_);
-  if (auto it = files_.find(fh); it != files_.end()) {
-    h = std::move(it->second);
-    files_.erase(it);
+  {
+    MutexLock l(&handles_mu_);
+    if (auto it = files_.find(fh); it != files_.end()) {
+      h = std::move(it->second);
+      files_.erase(it);
+    }
   }
+  if (h == nullptr) return;
+  MutexLock l(&mu_);
+  if (h->node->used != nullptr && h->node->used->open_handles > 0) --h->node->used->open_handles;
 }
 
 FsStatsInfo Filesystem::StatFs() {

@@ -10,14 +10,18 @@
 // inode lives while the kernel holds lookups on it (Lookup/LookupDirItem add one, Forget drops
 // n); Forget re-finds the inode by number under the table lock before erasing it, and erases the
 // path → inode mapping only if it still points at that inode (a path whose type changed gets a
-// new inode while the kernel still holds the old one).
+// new inode while the kernel still holds the old one; so does a file opened at one version
+// whose lookup names another: the page cache is per inode, see Obtain).
 //
 // Open-to-close consistency: Open() revalidates the object (Catalog::Revalidate) and pins its
 // version (key, size, ETag) in the file handle; every Read of that handle reads that version.
 // Open tells the caller whether the kernel may keep its page cache: only when the ETag equals the
 // one the inode last saw. A read that meets another version fails with FailedPrecondition (ESTALE)
 // and marks the file in the Catalog (Invalidate), so the next Open HEADs it and pins the new
-// version at once, whatever metadata_ttl says.
+// version at once, whatever metadata_ttl says. An Open that finds another version than the one
+// handles still open on the inode pinned fails with FailedPrecondition (ESTALE) and unmaps the
+// path from the inode: the kernel looks the path up again and opens the new version on a new
+// inode, so the old handles never read the new version's pages (the page cache is per inode).
 //
 // Thread-safe; no external synchronization needed. Lock order (outer first):
 //   DirHandle::mu → Filesystem::mu_ ; handles_mu_ is a leaf (the Prefetcher's locks too).
@@ -76,6 +80,15 @@ struct FilesystemOptions {
   // user.tierfs.* when the kernel checks modes (default_permissions); writes still get EROFS.
   uint32_t file_mode = 0644;
   uint32_t dir_mode = 0755;
+  // Files and directories whose origin reports an owner, group and mode (file://, DirEntry::
+  // owner_known) show those instead, so the kernel's default_permissions check applies the
+  // origin's permissions; only the fields the user set (daemon/: fuse.uid, fuse.gid,
+  // fuse.file_mode, fuse.dir_mode given) replace the origin's, for every inode. The root shows
+  // uid/gid/dir_mode.
+  bool uid_set = false;
+  bool gid_set = false;
+  bool file_mode_set = false;
+  bool dir_mode_set = false;
   // Who may set user.tierfs.* attributes besides root: the mounting user (daemon/: the daemon's
   // uid). Others get PermissionDenied (EPERM); reading the attributes stays open to all.
   uint32_t control_uid = 0;
@@ -112,6 +125,10 @@ struct DirItem {
   uint64_t size = 0;
   std::string etag;
   int64_t mtime_ns = 0;
+  bool owner_known = false;  // the origin's owner and mode (DirEntry)
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  uint32_t mode = 0;
   uint64_t next_offset = 0;
 };
 
@@ -268,7 +285,13 @@ class Filesystem {
   XattrTarget XattrTargetFor(InodeId ino, const Inode& n) EXCLUDES(mu_);
   // Finds or creates the inode of `path` with `entry`'s attributes; adds one lookup.
   LookupEntry Obtain(const std::string& path, const DirEntry& entry);
+  // Whether `node` is a file last opened at another version than `entry` names.
+  bool OpenedOtherVersion(const Inode& node, const DirEntry& entry) const REQUIRES(mu_);
   InodeAttr AttrOf(const Inode& node) const REQUIRES(mu_);
+  // The origin's owner and mode of `node` onto `a`, where the user did not set them (options_).
+  void ApplyOwner(const Inode& node, InodeAttr* a) const REQUIRES(mu_);
+  // `entry`'s owner and mode as the inode's.
+  void SetOwner(const DirEntry& entry, Inode* node) REQUIRES(mu_);
   InodeAttr DirAttr(InodeId ino) const;
   std::shared_ptr<DirHandle> FindDir(uint64_t dh) const;
   std::shared_ptr<FileHandle> FindFile(uint64_t fh) const;

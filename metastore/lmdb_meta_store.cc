@@ -26,12 +26,14 @@ constexpr std::string_view kSchemaVersionKey = "schema_version";
 // layout changes, and keep decoding the old one until a schema upgrade rewrites it.
 constexpr uint8_t kDirLayoutV1 = 1;
 constexpr uint8_t kEntryLayoutV1 = 1;
+constexpr uint8_t kEntryLayoutV2 = 2;  // V1 + owner, group and mode (entries that have them)
 constexpr uint8_t kBlockLayoutV1 = 1;
 constexpr uint8_t kValueLayoutV1 = 1;
 constexpr size_t kDirValueSize = 1 + 8 + 8;
-constexpr size_t kEntryValueFixed = 1 + 1 + 8 + 8;              // + etag bytes
-constexpr size_t kBlockValueSize = 1 + 4 + 8 + 8 + 8 + 4;       // the fields every record has
-constexpr size_t kBlockValueSizeExt = kBlockValueSize + 4 + 8;  // + group, expires_ns
+constexpr size_t kEntryValueFixed = 1 + 1 + 8 + 8;                   // + etag bytes
+constexpr size_t kEntryValueFixedV2 = kEntryValueFixed + 4 + 4 + 4;  // + etag bytes
+constexpr size_t kBlockValueSize = 1 + 4 + 8 + 8 + 8 + 4;            // the fields every record has
+constexpr size_t kBlockValueSizeExt = kBlockValueSize + 4 + 8;       // + group, expires_ns
 constexpr size_t kBlockValueSizeOwner = kBlockValueSizeExt + 16 + 8 + 1;  // + owner
 
 // Operations per group commit. Bounds the dirty pages of one transaction (MDB_TXN_FULL) and
@@ -100,18 +102,27 @@ Result<DirRecord> DecodeDir(std::string_view v) {
   return r;
 }
 
+// Entries without an owner are written in layout 1 (what every S3 entry is), entries with one
+// in layout 2 (FORMAT.md).
 std::string EncodeEntry(const DirEntry& e) {
   std::string v;
-  v.reserve(kEntryValueFixed + e.etag.size());
-  v.push_back(static_cast<char>(kEntryLayoutV1));
+  v.reserve(kEntryValueFixedV2 + e.etag.size());
+  v.push_back(static_cast<char>(e.owner_known ? kEntryLayoutV2 : kEntryLayoutV1));
   v.push_back(static_cast<char>(e.type));
   PutFixed64(&v, e.size);
   PutFixed64(&v, static_cast<uint64_t>(e.mtime_ns));
+  if (e.owner_known) {
+    PutFixed32(&v, e.uid);
+    PutFixed32(&v, e.gid);
+    PutFixed32(&v, e.mode);
+  }
   v.append(e.etag);
   return v;
 }
 Result<DirEntry> DecodeEntry(std::string_view name, std::string_view v) {
-  if (v.size() < kEntryValueFixed || static_cast<uint8_t>(v[0]) != kEntryLayoutV1) {
+  const uint8_t lv = v.empty() ? 0 : static_cast<uint8_t>(v[0]);
+  const size_t fixed = lv == kEntryLayoutV2 ? kEntryValueFixedV2 : kEntryValueFixed;
+  if ((lv != kEntryLayoutV1 && lv != kEntryLayoutV2) || v.size() < fixed) {
     return Status::Corruption("bad dir entry record (layout version or size)");
   }
   const auto type = static_cast<uint8_t>(v[1]);
@@ -124,7 +135,13 @@ Result<DirEntry> DecodeEntry(std::string_view name, std::string_view v) {
   e.type = static_cast<EntryType>(type);
   e.size = DecodeFixed64(v.data() + 2);
   e.mtime_ns = static_cast<int64_t>(DecodeFixed64(v.data() + 10));
-  e.etag = std::string(v.substr(kEntryValueFixed));
+  if (lv == kEntryLayoutV2) {
+    e.owner_known = true;
+    e.uid = DecodeFixed32(v.data() + 18);
+    e.gid = DecodeFixed32(v.data() + 22);
+    e.mode = DecodeFixed32(v.data() + 26) & 0777;
+  }
+  e.etag = std::string(v.substr(fixed));
   return e;
 }
 

@@ -39,6 +39,12 @@ struct DirEntry {
   uint64_t size = 0;     // files only
   std::string etag;      // files only
   int64_t mtime_ns = 0;  // files only (directories: 0)
+  // Owner, group and permission bits (0777) as the origin reports them (file://); S3 entries
+  // have none (owner_known false) and show the mount's fuse.uid/gid/file_mode/dir_mode.
+  bool owner_known = false;
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  uint32_t mode = 0;
 };
 
 struct DirRecord {

@@ -63,6 +63,14 @@ bool UnsafeName(std::string_view name) {
          });
 }
 
+// The origin's owner and mode (file://) onto a directory entry.
+void SetOwner(const Ownership& owner, DirEntry* e) {
+  e->owner_known = owner.known;
+  e->uid = owner.uid;
+  e->gid = owner.gid;
+  e->mode = owner.mode & 0777;
+}
+
 // Paths are relative, without leading/trailing '/' and without empty, "." or ".." components.
 bool ValidPath(std::string_view path) {
   if (path.empty()) return true;
@@ -217,6 +225,7 @@ class CatalogImpl final : public Catalog {
     e.size = info->size;
     e.etag = info->etag;
     e.mtime_ns = info->mtime_ns;
+    SetOwner(info->owner, &e);
     if (rec) {
       // Only cache it beside an existing listing: an entry without a listing record would
       // look like a listing to nobody and be shadowed by the next full listing anyway.
@@ -485,12 +494,14 @@ class CatalogImpl final : public Catalog {
       }
       return true;
     };
-    auto add_dir = [&](std::string_view name) {
+    auto add_dir = [&](std::string_view name, const Ownership& owner) {
       if (!visible(name)) return;
       DirEntry& e = byname[std::string(name)];  // a directory replaces a same-named file
+      if (e.type == EntryType::kDir && e.owner_known && !owner.known) return;  // keep the owner
       e = DirEntry{};
       e.name = std::string(name);
       e.type = EntryType::kDir;
+      SetOwner(owner, &e);
     };
     TIERFS_RETURN_IF_ERROR(ForEachListPage(origin_, prefix, "/", 1000, [&](ListPage& page) {
       ++stats_.list_requests;
@@ -500,7 +511,7 @@ class CatalogImpl final : public Catalog {
         if (rel.empty()) continue;  // the folder marker of `dir` itself
         size_t slash = rel.find('/');
         if (slash != std::string_view::npos) {
-          add_dir(rel.substr(0, slash));  // "sub/" marker (or a key below it)
+          add_dir(rel.substr(0, slash), Ownership{});  // "sub/" marker (or a key below it)
           continue;
         }
         if (!visible(rel)) continue;
@@ -512,13 +523,18 @@ class CatalogImpl final : public Catalog {
         e.size = o.info.size;
         e.etag = o.info.etag;
         e.mtime_ns = o.info.mtime_ns;
+        SetOwner(o.info.owner, &e);
         byname[e.name] = std::move(e);
       }
-      for (const auto& p : page.prefixes) {
+      const bool owners = page.prefix_owners.size() == page.prefixes.size();
+      for (size_t i = 0; i < page.prefixes.size(); ++i) {
+        const std::string& p = page.prefixes[i];
         if (!std::string_view(p).starts_with(prefix)) continue;
         std::string_view rel = std::string_view(p).substr(prefix.size());
         while (!rel.empty() && rel.back() == '/') rel.remove_suffix(1);
-        add_dir(rel.substr(0, rel.find('/')));
+        const size_t slash = rel.find('/');
+        add_dir(rel.substr(0, slash),
+                owners && slash == std::string_view::npos ? page.prefix_owners[i] : Ownership{});
       }
       return Status::OK();
     }));
@@ -539,19 +555,23 @@ class CatalogImpl final : public Catalog {
           .warn("listing of '{}': {} names too long for the metadata store are hidden", dir,
                 skipped);
     }
-    if (!unsafe.empty()) {
-      // The example goes to the log without its control characters (shown as '?').
-      std::string first = unsafe.begin()->substr(0, 300);
-      for (char& c : first) {
-        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
-      }
-      Logger(Module::kTierCache)
-          .warn(
-              "listing of '{}': {}{} names longer than 255 bytes or with control characters "
-              "are hidden (first: '{}')",
-              dir, unsafe.size() >= 1024 ? "at least " : "", unsafe.size(), first);
-    }
+    if (!unsafe.empty()) LogUnsafeNames(dir, unsafe);
     return Status::OK();
+  }
+
+  // One warning for the names ListFromOrigin hid as unsafe (at most 1024 of them kept).
+  static void LogUnsafeNames(std::string_view dir,
+                             const std::set<std::string, std::less<>>& unsafe) {
+    // The example goes to the log without its control characters (shown as '?').
+    std::string first = unsafe.begin()->substr(0, 300);
+    for (char& c : first) {
+      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+    }
+    Logger(Module::kTierCache)
+        .warn(
+            "listing of '{}': {}{} names longer than 255 bytes or with control characters "
+            "are hidden (first: '{}')",
+            dir, unsafe.size() >= 1024 ? "at least " : "", unsafe.size(), first);
   }
 
   // HEAD results of files whose parent listing is stale are trusted for metadata_ttl too; the

@@ -1,6 +1,7 @@
 // FileBlobStore on a temp directory: Head/Read/If-Match, List with delimiter semantics and
 // pagination, Put/Delete, and refusal of keys that would leave the root.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -317,6 +318,94 @@ TEST_F(FileBlobStoreTest, EtagCoversCtimeAndReadsRecheckIt) {
   stop = true;
   writer.join();
   EXPECT_GT(refused, 0);
+}
+
+// The lowest file descriptor number this process has free: with RLIMIT_NOFILE set to it, every
+// further open fails with EMFILE.
+rlim_t LowestFreeFd() {
+  const int fd = ::dup(0);
+  ::close(fd);
+  return static_cast<rlim_t>(fd);
+}
+
+// A directory that cannot be read (here: no file descriptor left, EMFILE) fails the listing; it
+// is never an empty listing. A missing directory still lists as empty, like an S3 prefix.
+TEST_F(FileBlobStoreTest, DirectoryThatCannotBeOpenedFailsTheListing) {
+  Write("d/a", "1");
+  Write("d/b", "2");
+  struct rlimit old;
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &old), 0);
+  struct rlimit low = old;
+  low.rlim_cur = LowestFreeFd();
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  auto page = store_->List("d/", "/", "", 1000);
+  auto head = store_->Head("d/a");
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &old), 0);
+  ASSERT_FALSE(page.ok()) << page->objects.size() << " objects";
+  EXPECT_EQ(page.status().code(), Status::Code::kIOError) << page.status().ToString();
+  EXPECT_NE(page.status().message().find("Too many open files"), std::string::npos)
+      << page.status().ToString();
+  EXPECT_FALSE(head.ok());
+  EXPECT_FALSE(head.status().IsNotFound()) << head.status().ToString();
+
+  EXPECT_EQ(ListAll("d/", "/", 1000), (std::vector<std::string>{"o:d/a", "o:d/b"}));
+  EXPECT_TRUE(ListAll("missing/", "/", 1000).empty());
+  EXPECT_TRUE(ListAll("d/a/", "/", 1000).empty());  // a file, not a directory
+}
+
+// `mv new root`: the next listing resolves the root path again and serves the new tree; its
+// files have new ETags even with the same content, so nothing cached of the old tree matches.
+TEST_F(FileBlobStoreTest, RootRenamedOverIsServedFromTheNextListing) {
+  Write("f", "old!");
+  auto old_info = store_->Head("f");
+  ASSERT_TRUE(old_info.ok());
+  const std::string next = root_ + ".next", prev = root_ + ".prev";
+  fs::create_directories(next + "/sub");
+  std::ofstream(next + "/f", std::ios::binary) << "new!";
+  std::ofstream(next + "/sub/g", std::ios::binary) << "g";
+  ASSERT_EQ(::rename(root_.c_str(), prev.c_str()), 0);
+  ASSERT_EQ(::rename(next.c_str(), root_.c_str()), 0);
+
+  // Until a listing, the root the last listing saw is served.
+  EXPECT_EQ(*Read("f", 0, 4), "old!");
+  EXPECT_EQ(ListAll("", "/", 1000), (std::vector<std::string>{"o:f", "p:sub/"}));
+  EXPECT_EQ(*Read("f", 0, 4), "new!");
+  auto new_info = store_->Head("f");
+  ASSERT_TRUE(new_info.ok());
+  EXPECT_NE(new_info->etag, old_info->etag);
+  EXPECT_EQ(Read("f", 0, 4, old_info->etag).status().code(), Status::Code::kFailedPrecondition);
+  EXPECT_EQ(*Read("sub/g", 0, 1), "g");
+
+  // No root at that path (between the two renames of a swap): an error, never an empty tree.
+  ASSERT_EQ(::rename(root_.c_str(), next.c_str()), 0);
+  auto page = store_->List("", "/", "", 1000);
+  ASSERT_EQ(::rename(next.c_str(), root_.c_str()), 0);
+  EXPECT_FALSE(page.ok());
+  EXPECT_EQ(page.status().code(), Status::Code::kIOError) << page.status().ToString();
+  fs::remove_all(prev);
+}
+
+// Head and List report each file's and directory's owner, group and permission bits.
+TEST_F(FileBlobStoreTest, OwnerGroupAndModeAreReported) {
+  Write("f", "x");
+  Write("d/g", "y");
+  ASSERT_EQ(::chmod((root_ + "/f").c_str(), 0640), 0);
+  ASSERT_EQ(::chmod((root_ + "/d").c_str(), 0710), 0);
+  auto head = store_->Head("f");
+  ASSERT_TRUE(head.ok());
+  EXPECT_TRUE(head->owner.known);
+  EXPECT_EQ(head->owner.mode, 0640u);
+  EXPECT_EQ(head->owner.uid, static_cast<uint32_t>(::geteuid()));
+  EXPECT_EQ(head->owner.gid, static_cast<uint32_t>(::getegid()));
+  auto page = store_->List("", "/", "", 1000);
+  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  ASSERT_EQ(page->prefixes, (std::vector<std::string>{"d/"}));
+  ASSERT_EQ(page->prefix_owners.size(), 1u);
+  EXPECT_TRUE(page->prefix_owners[0].known);
+  EXPECT_EQ(page->prefix_owners[0].mode, 0710u);
+  EXPECT_EQ(page->prefix_owners[0].uid, static_cast<uint32_t>(::geteuid()));
+  ASSERT_EQ(page->objects.size(), 1u);
+  EXPECT_EQ(page->objects[0].info.owner.mode, 0640u);
 }
 
 TEST(FileBlobStoreFactoryTest, RootMustBeAnAbsoluteDirectory) {

@@ -56,6 +56,25 @@ TEST(CliFlagsTest, MountpointS3FlagsMapOntoFuseKeys) {
   EXPECT_EQ(o.fs.file_mode, 0440u);
   EXPECT_EQ(o.fs.dir_mode, 0550u);
   EXPECT_EQ(o.log.format, "json");
+  // Set by the user: they replace a file:// origin's owners and modes (FilesystemOptions).
+  EXPECT_TRUE(o.fs.uid_set && o.fs.gid_set && o.fs.file_mode_set && o.fs.dir_mode_set);
+}
+
+// Unset, a file:// origin's owner, group and mode show; each flag or -o option replaces its own.
+TEST(CliFlagsTest, OwnerAndModeAreSetOnlyWhenGiven) {
+  DaemonOptions o = Base();
+  ASSERT_TRUE(ApplyFlags(MountFlags{}, &o).ok());
+  ASSERT_TRUE(FinishOptions(&o, NoEnv()).ok());
+  EXPECT_FALSE(o.fs.uid_set || o.fs.gid_set || o.fs.file_mode_set || o.fs.dir_mode_set);
+  DaemonOptions p = Base();
+  MountFlags f;
+  f.options = {"gid=5,dir_mode=0700"};
+  ASSERT_TRUE(ApplyFlags(f, &p).ok());
+  ASSERT_TRUE(FinishOptions(&p, NoEnv()).ok());
+  EXPECT_FALSE(p.fs.uid_set);
+  EXPECT_TRUE(p.fs.gid_set);
+  EXPECT_FALSE(p.fs.file_mode_set);
+  EXPECT_TRUE(p.fs.dir_mode_set);
 }
 
 TEST(CliFlagsTest, NamedFlagsWinOverMinusO) {

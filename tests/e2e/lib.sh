@@ -14,6 +14,9 @@ UMOUNT_TIMEOUT="${E2E_UMOUNT_TIMEOUT:-20}"
 # is_mounted DIR, pid_alive PID, wait_pid_exit PID SECONDS, free_port
 source "$E2E_ROOT/scripts/lib.sh"
 
+# A command tierfs_mount runs the daemon under, which must exec it (so TIERFS_PID stays the
+# daemon's): e.g. TIERFS_WRAP=(setpriv --inh-caps=-dac_override ...) or (prlimit --nofile=N).
+TIERFS_WRAP=()
 E2E_MOUNTS=()        # mountpoints made by tierfs_mount
 E2E_PIDS=()          # daemon PIDs started by tierfs_mount (foreground mode)
 E2E_S3_DIRS=()       # s3rver data dirs started by s3rver_start
@@ -150,7 +153,7 @@ tierfs_mount() {
   local sizes=()  # defaults unless the caller gives its own
   [[ " $* " == *" --l1-size "* ]] || sizes+=(--l1-size 256MiB)
   [[ " $* " == *" --l2-size "* ]] || sizes+=(--l2-size 4GiB)
-  local cmd=("$TIERFS" mount "$src" "$mnt" --cache-dir "$cache" "${sizes[@]}" "$@" -f)
+  local cmd=("${TIERFS_WRAP[@]}" "$TIERFS" mount "$src" "$mnt" --cache-dir "$cache" "${sizes[@]}" "$@" -f)
   log "mount: ${cmd[*]}"
   e2e_cred_env
   env "${E2E_ENV[@]}" "${cmd[@]}" >"$logf" 2>&1 </dev/null &

@@ -15,6 +15,11 @@ void FakeBlobStore::PutObject(const std::string& key, std::string data, int64_t 
   objects_[key] = std::move(o);
 }
 
+void FakeBlobStore::SetOwner(const std::string& key, Ownership owner) {
+  MutexLock l(&mu_);
+  if (auto it = objects_.find(key); it != objects_.end()) it->second.info.owner = owner;
+}
+
 void FakeBlobStore::RemoveObject(const std::string& key) {
   MutexLock l(&mu_);
   objects_.erase(key);

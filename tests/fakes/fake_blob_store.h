@@ -22,6 +22,8 @@ class FakeBlobStore : public BlobStore {
   // Adds or replaces an object; its ETag becomes a hash of the data ("etag-<n>").
   void PutObject(const std::string& key, std::string data, int64_t mtime_ns = 0);
   void RemoveObject(const std::string& key);
+  // The owner, group and mode Head and List report for `key` (as a file:// store does).
+  void SetOwner(const std::string& key, Ownership owner);
 
   // The next `n` calls of any kind fail with `status`.
   void FailNext(int n, Status status = Status::Unavailable("injected"));

@@ -379,6 +379,38 @@ TEST_F(FilesystemTest, OpenDirectoryAndOpenOfAGoneFile) {
   EXPECT_EQ(ToErrno(o.status()), ENOENT);
 }
 
+// An origin that reports owners (file://): its owner, group and mode show, so the kernel's
+// default_permissions applies them; a field the user set replaces the origin's for every inode.
+// Entries without an owner (S3) show the mount's uid/gid/file_mode.
+TEST_F(FilesystemTest, OriginOwnerAndModeShowUnlessTheUserSetThem) {
+  origin_.PutObject("secret.bin", "s");
+  origin_.SetOwner("secret.bin", Ownership{true, 0, 42, 0600});
+  Open();
+  auto a = fs_->Lookup(kRootInode, "secret.bin");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->attr.mode, static_cast<uint32_t>(S_IFREG | 0600));
+  EXPECT_EQ(a->attr.uid, 0u);
+  EXPECT_EQ(a->attr.gid, 42u);
+  auto g = fs_->GetAttr(a->attr.ino);
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->mode, static_cast<uint32_t>(S_IFREG | 0600));
+  auto plain = fs_->Lookup(kRootInode, "hello.txt");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->attr.mode, static_cast<uint32_t>(S_IFREG | 0644));
+  EXPECT_EQ(plain->attr.uid, 1234u);
+
+  FilesystemOptions o;
+  o.uid_set = true;
+  o.file_mode = 0444;
+  o.file_mode_set = true;
+  Open(o);
+  auto b = fs_->Lookup(kRootInode, "secret.bin");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->attr.mode, static_cast<uint32_t>(S_IFREG | 0444));
+  EXPECT_EQ(b->attr.uid, 1234u);
+  EXPECT_EQ(b->attr.gid, 42u);  // not set by the user: the origin's
+}
+
 TEST_F(FilesystemTest, OpenToCloseConsistencyAndKeepCache) {
   InodeId ino = LookupIno(kRootInode, "hello.txt");
   auto o1 = fs_->Open(ino);
@@ -390,20 +422,41 @@ TEST_F(FilesystemTest, OpenToCloseConsistencyAndKeepCache) {
   EXPECT_TRUE(o2->keep_cache);  // same ETag: the page cache is still good
   fs_->Release(o2->fh);
 
-  // The object changes; after the TTL the next open sees the new version and drops the cache.
+  // The object changes; after the TTL the next open sees the new version. o1 is still open on
+  // this inode (its page cache holds the old version), so the open fails with ESTALE and the
+  // path's next lookup (the kernel's LOOKUP_REVAL retry) gives a new inode for the new version.
   origin_.PutObject("hello.txt", "HELLO, NEW WORLD\n");
   clock_.Advance(std::chrono::minutes(2));
-  auto o3 = fs_->Open(ino);
-  ASSERT_TRUE(o3.ok());
+  auto stale = fs_->Open(ino);
+  ASSERT_FALSE(stale.ok());
+  EXPECT_EQ(ToErrno(stale.status()), ESTALE);
+  InodeId ino2 = LookupIno(kRootInode, "hello.txt");
+  EXPECT_NE(ino2, ino);
+  auto o3 = fs_->Open(ino2);
+  ASSERT_TRUE(o3.ok()) << o3.status().ToString();
   EXPECT_FALSE(o3->keep_cache);
   EXPECT_EQ(ReadAll(o3->fh, 0, 100), "HELLO, NEW WORLD\n");
-  auto a = fs_->GetAttr(ino);
+  auto a = fs_->GetAttr(ino2);
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(a->size, 17u);
-  // The old handle still reads its own version (from the cache) and never the new bytes.
+  // The old inode keeps its version's attributes, and the old handle reads its own version
+  // (from the cache), never the new bytes.
+  auto old_attr = fs_->GetAttr(ino);
+  ASSERT_TRUE(old_attr.ok());
+  EXPECT_EQ(old_attr->size, 12u);
   EXPECT_EQ(ReadAll(o1->fh, 0, 100), "hello world\n");
   fs_->Release(o1->fh);
   fs_->Release(o3->fh);
+
+  // With no handle open any more, a new version is opened on the same inode (the kernel drops
+  // its pages: keep_cache false).
+  origin_.PutObject("hello.txt", "third\n");
+  clock_.Advance(std::chrono::minutes(2));
+  auto o4 = fs_->Open(ino2);
+  ASSERT_TRUE(o4.ok()) << o4.status().ToString();
+  EXPECT_FALSE(o4->keep_cache);
+  EXPECT_EQ(ReadAll(o4->fh, 0, 100), "third\n");
+  fs_->Release(o4->fh);
 }
 
 // Store at open (FuseOptions::store_on_open_max): the first open of an inode tells the server

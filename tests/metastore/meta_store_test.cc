@@ -242,6 +242,41 @@ TEST_P(MetaStoreTest, PutAndDeleteDirEntry) {
   EXPECT_EQ((*rec)->entry_count, 2u);
 }
 
+// Entries with the origin's owner and mode (file://) keep them; entries without (S3) read back
+// without, beside them in the same directory.
+TEST_P(MetaStoreTest, EntryOwnerAndModeRoundTrip) {
+  DirEntry f = File("secret", 7, "etag-1");
+  f.owner_known = true;
+  f.uid = 0;
+  f.gid = 4242;
+  f.mode = 0600;
+  DirEntry d = Dir("private");
+  d.owner_known = true;
+  d.uid = 65534;
+  d.gid = 65534;
+  d.mode = 0700;
+  MS_ASSERT_OK(
+      store_->ReplaceDir("o", DirRecord{1, 3}, std::vector<DirEntry>{f, d, File("plain")}));
+  auto list = ListAll("o");
+  ASSERT_EQ(Names(list), (std::vector<std::string>{"plain", "private", "secret"}));
+  EXPECT_FALSE(list[0].owner_known);
+  EXPECT_EQ(list[0].etag, "e");
+  EXPECT_TRUE(list[1].owner_known);
+  EXPECT_EQ(list[1].type, EntryType::kDir);
+  EXPECT_EQ(list[1].uid, 65534u);
+  EXPECT_EQ(list[1].gid, 65534u);
+  EXPECT_EQ(list[1].mode, 0700u);
+  auto e = store_->GetDirEntry("o", "secret");
+  ASSERT_TRUE(e.ok() && e->has_value());
+  EXPECT_TRUE((*e)->owner_known);
+  EXPECT_EQ((*e)->uid, 0u);
+  EXPECT_EQ((*e)->gid, 4242u);
+  EXPECT_EQ((*e)->mode, 0600u);
+  EXPECT_EQ((*e)->size, 7u);
+  EXPECT_EQ((*e)->etag, "etag-1");
+  EXPECT_EQ((*e)->mtime_ns, 1700000000123456789LL);
+}
+
 TEST_P(MetaStoreTest, PrefixDirKeysDoNotMix) {
   MS_ASSERT_OK(store_->ReplaceDir("a", DirRecord{1, 1}, std::vector<DirEntry>{File("x")}));
   MS_ASSERT_OK(store_->ReplaceDir("ab", DirRecord{1, 1}, std::vector<DirEntry>{File("y")}));

@@ -413,7 +413,7 @@ class CyclicTokenStore : public FakeBlobStore {
     ++loop_calls;
     ListPage page;
     const std::string name = "f" + std::to_string(loop_calls);
-    page.objects.push_back({"loop/" + name, ObjectInfo{1, "e", 0}});
+    page.objects.push_back({"loop/" + name, ObjectInfo{1, "e", 0, {}}});
     page.next_token = token.empty() ? "A" : token == "A" ? "B" : token == "B" ? "C" : "A";
     return page;
   }
