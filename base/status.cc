@@ -86,6 +86,14 @@ Status Status::FromErrno(int err, std::string_view what) {
       return Cancelled(msg);
     case ENOTSUP:
       return NotSupported(msg);
+    case EMFILE:
+    case ENFILE:
+    case ENOMEM:
+    case ENOBUFS:
+    case EAGAIN:
+      // Out of descriptors or memory: the operation may work in a moment, and the file or
+      // object it was about is not at fault (a cache must not drop a block for it).
+      return Unavailable(msg);
     default:
       return IOError(msg);
   }

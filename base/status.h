@@ -22,7 +22,9 @@ class [[nodiscard]] Status {
     kInvalidArgument,     // bad input from a user (config key, xattr value, path)
     kIOError,             // local or remote I/O failed
     kCorruption,          // checksum mismatch, unparsable on-disk or on-wire data
-    kUnavailable,         // a remote endpoint cannot be reached or answered 5xx (retryable)
+    kUnavailable,         // a remote endpoint cannot be reached or answered 5xx, or a local
+                          // resource is exhausted for now (EMFILE, ENFILE, ENOMEM, ENOBUFS,
+                          // EAGAIN): retryable, says nothing about the data
     kTimedOut,            // a deadline passed (retryable)
     kPermissionDenied,    // 401/403, EACCES
     kNoSpace,             // a tier or quota is full

@@ -21,6 +21,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/vfs.h>
@@ -472,6 +473,29 @@ void DetachStdio() {
 
 // The mount proper, in the process that will serve it. `pipe` reports the outcome to a waiting
 // parent (or does nothing in the foreground). Returns the exit code.
+// Raises the soft limit on open files to the hard limit. The daemon's descriptors serve block
+// files, origin connections and metrics clients at once, and the usual soft default (1024) is a
+// limit meant for select(2), which tierfs does not use; the hard limit is what the admin (or
+// systemd's LimitNOFILE) granted.
+void RaiseOpenFileLimit() {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+  const rlim_t soft = rl.rlim_cur;
+  if (soft >= rl.rlim_max) {
+    Logger(Module::kDaemon).info("open files: at most {}", soft);
+    return;
+  }
+  rl.rlim_cur = rl.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+    Logger(Module::kDaemon)
+        .warn("open files: cannot raise the soft limit {} to the hard limit {}: {}", soft,
+              rl.rlim_max, std::strerror(errno));
+    return;
+  }
+  Logger(Module::kDaemon)
+      .info("open files: at most {} (soft limit raised from {})", rl.rlim_max, soft);
+}
+
 int ServeMount(const DaemonOptions& o, StartupPipe* pipe) {
   spdlog::logger& log = Logger(Module::kDaemon);
   // Before any thread exists. Cache blocks are mappings of their own (tiercache/block.cc). For
@@ -489,6 +513,7 @@ int ServeMount(const DaemonOptions& o, StartupPipe* pipe) {
   HupReopener hup;
   DaemonLogControl control(o.cache_dir, TIERFS_VERSION);  // outlives `c` (user.tierfs.log_level)
   log.info("tierfs {} starting: {}", TIERFS_VERSION, DescribeOptions(o));
+  RaiseOpenFileLimit();
   NotifyStatus(
       fmt::format("starting: opening the cache at {} and listing {}", o.cache_dir, o.source));
   Components c;

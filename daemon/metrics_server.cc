@@ -153,20 +153,30 @@ class MetricsServer::Impl {
     SteadyClock::time_point deadline;
   };
 
+  // At most this many connections are served at once; up to Overflow() more are accepted only to
+  // be answered 503; beyond that nothing is accepted until one closes.
+  size_t Cap() const { return static_cast<size_t>(std::max(1, options_.max_connections)); }
+  size_t Overflow() const { return std::max<size_t>(1, Cap() / 8); }
+
   void Loop(std::stop_token st) {
     pthread_setname_np(pthread_self(), "tierfs-metrics");
     std::vector<Conn> conns;
     std::vector<pollfd> fds;
     while (!st.stop_requested()) {
-      fds.clear();
-      fds.push_back({listen_fd_, POLLIN, 0});
-      fds.push_back({wake_fd_, POLLIN, 0});
       auto now = SteadyClock::now();
-      int timeout_ms = -1;
+      // Not polling the listening socket is how the server stops accepting: above the limit the
+      // kernel's listen queue holds new connections (and refuses them once it is full), and
+      // while accept is backing off a pending connection would wake poll at once, again and
+      // again.
+      const bool room = conns.size() < Cap() + Overflow();
+      const bool accepting = room && now >= accept_resume_;
+      fds.clear();
+      fds.push_back({accepting ? listen_fd_ : -1, POLLIN, 0});
+      fds.push_back({wake_fd_, POLLIN, 0});
+      int timeout_ms = room && !accepting ? MillisUntil(accept_resume_, now) : -1;
       for (const Conn& c : conns) {
         fds.push_back({c.fd, static_cast<short>(c.state == State::kWriting ? POLLOUT : POLLIN), 0});
-        const auto left = std::chrono::ceil<std::chrono::milliseconds>(c.deadline - now).count();
-        const int ms = static_cast<int>(std::clamp<int64_t>(left, 0, 60'000));
+        const int ms = MillisUntil(c.deadline, now);
         timeout_ms = timeout_ms < 0 ? ms : std::min(timeout_ms, ms);
       }
       const int n = poll(fds.data(), fds.size(), timeout_ms);
@@ -194,25 +204,51 @@ class MetricsServer::Impl {
     for (Conn& c : conns) CloseFd(c.fd);
   }
 
+  static int MillisUntil(SteadyClock::time_point t, SteadyClock::time_point now) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(t - now).count();
+    return static_cast<int>(std::clamp<int64_t>(left, 0, 60'000));
+  }
+
   void Accept(std::vector<Conn>* conns, SteadyClock::time_point now) {
-    while (true) {
+    while (conns->size() < Cap() + Overflow()) {
       const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) {
-        if (errno == EINTR) continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != ECONNABORTED) {
-          Logger(Module::kDaemon).warn("metrics server: accept: {}", std::strerror(errno));
-        }
+        const int err = errno;
+        if (err == EINTR || err == ECONNABORTED) continue;
+        if (err != EAGAIN && err != EWOULDBLOCK) AcceptFailed(err, now);
         return;
       }
+      accept_backoff_ = std::chrono::milliseconds(0);
       Conn c;
       c.fd = fd;
       c.deadline = now + options_.read_timeout;
-      if (conns->size() >= static_cast<size_t>(std::max(1, options_.max_connections))) {
+      if (conns->size() >= Cap()) {
         // Too many at once: told so, without waiting for its request.
         StartAnswer(&c, ErrorResponse(503), now);
       }
       conns->push_back(std::move(c));
     }
+  }
+
+  // accept(2) failed with `err`: out of descriptors (EMFILE, ENFILE: most likely taken by the
+  // rest of the daemon, not by this server, which holds at most Cap() + Overflow()), out of
+  // memory (ENOBUFS, ENOMEM), or something unexpected. The connection stays queued and the
+  // listening socket readable, so trying again at once would spin: the server stops accepting
+  // for 10 ms, doubling up to 1 s (a success starts again at 10 ms), and says so in the log at
+  // most every 10 s.
+  void AcceptFailed(int err, SteadyClock::time_point now) {
+    using std::chrono::milliseconds;
+    accept_backoff_ = std::clamp(accept_backoff_ * 2, milliseconds(10), milliseconds(1000));
+    accept_resume_ = now + accept_backoff_;
+    ++accept_failures_unlogged_;
+    if (now < next_accept_log_) return;
+    Logger(Module::kDaemon)
+        .warn(
+            "metrics server: accept: {}; not accepting for {} ms ({} failed accepts since the "
+            "last such line; at most one line every 10 s)",
+            std::strerror(err), accept_backoff_.count(), accept_failures_unlogged_);
+    accept_failures_unlogged_ = 0;
+    next_accept_log_ = now + std::chrono::seconds(10);
   }
 
   void StartAnswer(Conn* c, std::string response, SteadyClock::time_point now) {
@@ -324,6 +360,13 @@ class MetricsServer::Impl {
   const int wake_fd_;
   const uint16_t port_;
   const std::string address_;
+
+  // State below is used only by the serving thread.
+  std::chrono::milliseconds accept_backoff_{0};  // 0: the last accept succeeded
+  SteadyClock::time_point accept_resume_{};      // accept nothing before this
+  SteadyClock::time_point next_accept_log_{};    // log no failed accept before this
+  uint64_t accept_failures_unlogged_ = 0;
+
   std::jthread thread_;  // last: started once everything above is set
 };
 

@@ -5,9 +5,10 @@
 // so the cache survives restarts) ordered as an LRU list; reads consult the mirror, not LMDB.
 // Inserts are transactional: the file is written under a temp name and renamed, then the index
 // record is written, and only then does the block enter the mirror and become readable. Every
-// read verifies length and checksum; a block that fails (or whose file vanished) is dropped
-// from flash and index, counted as a corruption and reported as NotFound so the caller
-// refetches it.
+// read verifies length and checksum; a block that fails (or whose file vanished, or that the
+// cache disk cannot read back) is dropped from flash and index, counted as a corruption and
+// reported as NotFound so the caller refetches it. A block that cannot be read for want of
+// descriptors or memory is kept: that read goes to the next tier (ReadFailed).
 //
 // Space: used bytes (indexed + inserts in progress) never exceed capacity_bytes, and the cache
 // filesystem keeps min_free_bytes free (statvfs every free_check_interval, estimated in
@@ -203,7 +204,7 @@ class FlashTier final : public Tier {
     } else if (BlockChecksum(block->mutable_data().first(length)) != checksum) {
       problem = "checksum mismatch";
     }
-    if (problem) return DropDamaged(key, gen, problem, n.status());
+    if (problem) return ReadFailed(key, gen, problem, n.status());
     block->set_size(length);
     MarkVerified(key, gen);
     return Served(std::move(block));
@@ -275,7 +276,7 @@ class FlashTier final : public Tier {
     } else if (!VerifyChunks(data, sums)) {
       problem = "chunk checksum mismatch";
     }
-    if (problem) return DropDamaged(key, gen, problem, st);
+    if (problem) return ReadFailed(key, gen, problem, st);
     auto out = Block::Allocate(length);
     std::memcpy(out->mutable_data().data(), data.data() + (offset - cs.data_begin), length);
     out->set_size(length);
@@ -477,8 +478,8 @@ class FlashTier final : public Tier {
     const bool verified = found->verified, exact = found->exact;
     Result<int> fd = flash_->OpenForRead(BlockPath(key));
     if (!fd.ok()) {
-      return DropDamaged(key, gen, fd.status().IsNotFound() ? "file missing" : "open failed",
-                         fd.status());
+      return ReadFailed(key, gen, fd.status().IsNotFound() ? "file missing" : "open failed",
+                        fd.status());
     }
     auto extent = std::make_shared<const FileExtent>(*fd, 0, length, exact);
     if (!verified) {
@@ -502,7 +503,7 @@ class FlashTier final : public Tier {
             } else if (*sum != checksum) {
               problem = "checksum mismatch";
             }
-            if (problem) return DropDamaged(key, gen, problem, st);
+            if (problem) return ReadFailed(key, gen, problem, st);
             MarkVerified(key, gen);
             return true;
           },
@@ -537,8 +538,38 @@ class FlashTier final : public Tier {
     return BlockRef(std::move(b));
   }
 
-  // The end of a Read / ReadRange that found the block unreadable or damaged (`problem`; `io`:
-  // the I/O status): the block is dropped and the read is a miss, so the caller refetches it.
+  // The end of a Read / ReadRange / OpenExtent that found the block damaged or could not read
+  // it (`problem`; `io`: the I/O status, OK for a checksum mismatch). The read is a miss either
+  // way and the caller goes to the next tier. Damage drops the block, so it is fetched again
+  // and rewritten: a checksum mismatch or short file (`io` OK or Corruption), a missing file
+  // (NotFound), or an I/O error of the cache disk (IOError, e.g. EIO: a block that cannot be
+  // read back is as good as lost, and its rewrite goes to other sectors). Anything else, above
+  // all a transient shortage (Unavailable: EMFILE, ENFILE, ENOMEM, ENOBUFS), says nothing about
+  // the block: it stays indexed (pinned or not) and the next read tries its file again.
+  Status ReadFailed(const BlockKey& key, uint64_t gen, const char* problem, const Status& io)
+      EXCLUDES(mu_) {
+    const bool damage = io.ok() || io.IsNotFound() || io.code() == Status::Code::kCorruption ||
+                        io.code() == Status::Code::kIOError;
+    if (damage) return DropDamaged(key, gen, problem, io);
+    ++stats_.errors;
+    ++stats_.misses;
+    // Not a log line per read: under a descriptor shortage every read would write one.
+    const int64_t now = clock_->MonotonicNanos();
+    int64_t next = next_read_error_log_mono_.load();
+    if (now >= next &&
+        next_read_error_log_mono_.compare_exchange_strong(
+            next, now + std::chrono::nanoseconds(std::chrono::seconds(10)).count())) {
+      Logger(Module::kTierCache)
+          .warn(
+              "l2 block {} not readable now ({}: {}); kept, this read goes to the next tier "
+              "(at most one such line every 10 s; l2.errors counts them)",
+              BlockKeyHex(key), problem, io.ToString());
+    }
+    return io;
+  }
+
+  // ReadFailed's damage case: the block is dropped and the read is a miss (NotFound), so the
+  // caller refetches it.
   Status DropDamaged(const BlockKey& key, uint64_t gen, const char* problem, const Status& io)
       EXCLUDES(mu_) {
     // Drop only the entry we looked at: if it was evicted (or replaced) meanwhile, a missing
@@ -717,6 +748,7 @@ class FlashTier final : public Tier {
   TierStats stats_;
   std::atomic<uint64_t> extent_reads_{0};  // hits served as a FileExtent (spliced)
   std::atomic<int64_t> last_free_check_mono_{0};
+  std::atomic<int64_t> next_read_error_log_mono_{0};  // ReadFailed logs no kept block before
 
   Mutex mu_;
   List list_ GUARDED_BY(mu_);                    // the mirror of the index, in eviction order

@@ -39,6 +39,10 @@ TEST(StatusTest, FromErrnoMapsCommonCodes) {
   EXPECT_EQ(Status::FromErrno(ENOSPC, "write").code(), Status::Code::kNoSpace);
   EXPECT_EQ(Status::FromErrno(EACCES, "open").code(), Status::Code::kPermissionDenied);
   EXPECT_EQ(Status::FromErrno(EIO, "read").code(), Status::Code::kIOError);
+  // Out of descriptors or memory is transient and says nothing about the file.
+  EXPECT_EQ(Status::FromErrno(EMFILE, "open").code(), Status::Code::kUnavailable);
+  EXPECT_EQ(Status::FromErrno(ENFILE, "open").code(), Status::Code::kUnavailable);
+  EXPECT_EQ(Status::FromErrno(ENOMEM, "read").code(), Status::Code::kUnavailable);
   EXPECT_NE(Status::FromErrno(ENOENT, "open x").message().find("open x"), std::string::npos);
 }
 

@@ -2,16 +2,26 @@
 #include "daemon/metrics_server.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <iterator>
+#include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
+
+#include "base/logging.h"
 
 namespace tierfs {
 namespace {
@@ -22,13 +32,18 @@ using SteadyClock = std::chrono::steady_clock;
 // A connected client socket, closed on destruction.
 class Client {
  public:
-  explicit Client(uint16_t port) {
+  // Connects at once unless `connect_now` is false (then Connect() does).
+  explicit Client(uint16_t port, bool connect_now = true) : port_(port) {
     fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (connect_now) Connect();
+  }
+  bool Connect() {
     sockaddr_in a{};
     a.sin_family = AF_INET;
-    a.sin_port = htons(port);
+    a.sin_port = htons(port_);
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     connected_ = connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+    return connected_;
   }
   ~Client() {
     if (fd_ >= 0) close(fd_);
@@ -63,6 +78,7 @@ class Client {
   bool closed() const { return closed_; }
 
  private:
+  uint16_t port_;
   int fd_ = -1;
   bool connected_ = false;
   bool closed_ = false;
@@ -181,6 +197,90 @@ TEST_F(MetricsServerTest, TooManyConnectionsGet503) {
   ASSERT_TRUE(first.Send("GET"));  // holds the only slot
   std::this_thread::sleep_for(milliseconds(50));
   EXPECT_TRUE(Get(server_->port(), "GET /metrics HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 503 "));
+}
+
+size_t OpenFds() {
+  return static_cast<size_t>(std::distance(std::filesystem::directory_iterator("/proc/self/fd"),
+                                           std::filesystem::directory_iterator()));
+}
+
+// A flood of clients holds a bounded number of descriptors: max_connections served, and
+// max_connections / 8 (at least 1) more answered 503; the rest wait in the kernel's listen
+// queue until one closes.
+TEST_F(MetricsServerTest, AFloodHoldsBoundedDescriptors) {
+  MetricsServerOptions o;
+  o.max_connections = 8;  // and 1 more answered 503
+  o.read_timeout = milliseconds(3000);
+  StartServer(o);
+  const size_t before = OpenFds();
+  constexpr size_t kClients = 40;  // below the listen queue of 64: every connect completes
+  std::vector<std::unique_ptr<Client>> clients;
+  for (size_t i = 0; i < kClients; ++i) {
+    clients.push_back(std::make_unique<Client>(server_->port()));
+    ASSERT_TRUE(clients.back()->connected());
+    ASSERT_TRUE(clients.back()->Send("GET /metr"));
+  }
+  auto held = [&] { return OpenFds() - before - kClients; };  // the server's share
+  const auto deadline = SteadyClock::now() + milliseconds(2000);
+  while (held() < 9 && SteadyClock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  EXPECT_EQ(held(), 9u);
+  // And no more while they are held (the first connections time out only after 3 s).
+  size_t most = 0;
+  for (const auto end = SteadyClock::now() + milliseconds(300); SteadyClock::now() < end;) {
+    most = std::max(most, held());
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  EXPECT_EQ(most, 9u);
+  clients.clear();
+  // Once they are gone, the server answers again.
+  EXPECT_TRUE(Get(server_->port(), "GET /metrics HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 200 "));
+}
+
+// Out of descriptors, accept(2) fails with EMFILE while the connection stays queued: the server
+// backs off (no busy loop: little CPU), logs one line rather than one per attempt, and serves
+// the queued client once descriptors are back.
+TEST_F(MetricsServerTest, OutOfDescriptorsBacksOffAndLogsOnce) {
+  std::ostringstream captured;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(captured);
+  spdlog::logger& log = Logger(Module::kDaemon);
+  log.sinks().push_back(sink);
+  StartServer();
+  Client waiting(server_->port(), /*connect_now=*/false);  // its socket, before the limit
+  rlimit old{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &old), 0);
+  // The lowest free descriptor: every new one would be at least this.
+  const int lowest = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(lowest, 0);
+  close(lowest);
+  rlimit low = old;
+  low.rlim_cur = static_cast<rlim_t>(lowest);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  ASSERT_TRUE(waiting.Connect());  // queued: the server cannot accept it now
+  ASSERT_TRUE(waiting.Send("GET /metrics HTTP/1.1\r\n\r\n"));
+  rusage r0{}, r1{};
+  getrusage(RUSAGE_SELF, &r0);
+  std::this_thread::sleep_for(milliseconds(1000));  // the window to observe
+  getrusage(RUSAGE_SELF, &r1);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
+  auto cpu_us = [](const rusage& r) {
+    return (r.ru_utime.tv_sec + r.ru_stime.tv_sec) * 1'000'000 + r.ru_utime.tv_usec +
+           r.ru_stime.tv_usec;
+  };
+  EXPECT_LT(cpu_us(r1) - cpu_us(r0), 100'000) << "the accept loop spins";
+  const std::string answer = waiting.ReadAll(milliseconds(3000));
+  EXPECT_TRUE(answer.starts_with("HTTP/1.1 200 ")) << answer.substr(0, 100);
+  server_->Stop();
+  log.sinks().pop_back();
+  const std::string text = captured.str();
+  size_t lines = 0;
+  const std::string_view what = "metrics server: accept:";
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) {
+    ++lines;
+  }
+  EXPECT_GE(lines, 1u) << "accept never failed: " << text;
+  EXPECT_LE(lines, 1u) << text.substr(0, 500);
 }
 
 TEST_F(MetricsServerTest, StopJoinsWithOpenConnectionsAndRefusesNewOnes) {

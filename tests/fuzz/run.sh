@@ -14,7 +14,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
-all_targets=(list_xml_fuzz config_fuzz units_fuzz xattr_fuzz l2_trailer_fuzz l3_header_fuzz l3_listing_fuzz)
+all_targets=(list_xml_fuzz config_fuzz units_fuzz xattr_fuzz l2_trailer_fuzz l3_header_fuzz l3_listing_fuzz
+  metrics_http_fuzz)
 time_per="${FUZZ_TIME:-10}"
 runs="${FUZZ_RUNS:-5000000}"
 jobs="${JOBS:-2}"

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -584,6 +585,38 @@ TEST_F(FlashTierTest, ReadErrorDropsTheBlock) {
   EXPECT_FALSE(t->Read(Key(1)).ok());
   EXPECT_FALSE(t->Contains(Key(1)));
   EXPECT_EQ(t->Stats().errors, 1u);
+}
+
+// Out of descriptors or memory (Unavailable: what EMFILE, ENFILE, ENOMEM and ENOBUFS become)
+// says nothing about the block: every read path fails with that error (not NotFound: the caller
+// goes to the next tier), counts it in errors, and keeps the block indexed, pinned or not; once
+// descriptors are back the block is served.
+TEST_F(FlashTierTest, AResourceShortageKeepsTheBlock) {
+  options_.capacity_bytes = 1 << 20;
+  auto t = Open();
+  const std::string data = Pattern(100000, 5);
+  TC_ASSERT_OK(t->Insert(Key(1), MakeBlock(data), {}));
+  TC_ASSERT_OK(t->Insert(Key(2), MakeBlock(data), Placement{.pinned = true}));
+  const Status emfile = Status::FromErrno(EMFILE, "open blocks/x");
+  for (int key : {1, 2}) {
+    faulty_->FailReads(1, emfile);
+    EXPECT_EQ(t->Read(Key(key)).status().code(), Status::Code::kUnavailable);
+    faulty_->FailReads(1, emfile);
+    EXPECT_EQ(t->OpenExtent(Key(key)).status().code(), Status::Code::kUnavailable);
+    faulty_->FailReads(1, Status::FromErrno(ENOMEM, "read blocks/x"));
+    EXPECT_EQ(t->ReadRange(Key(key), 10, 20).status().code(), Status::Code::kUnavailable);
+    EXPECT_TRUE(t->Contains(Key(key))) << key;
+  }
+  EXPECT_EQ(t->Stats().errors, 6u);
+  EXPECT_EQ(t->Stats().corruptions, 0u);
+  EXPECT_TRUE(meta_->GetBlock(Key(1))->has_value());
+  EXPECT_TRUE(std::filesystem::exists(Abs(Key(1))));
+  auto r = t->Read(Key(1));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(testing::AsString((*r)->data()), data);
+  auto e = t->OpenExtent(Key(2));
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_EQ(ExtentBytes(*e), data);
 }
 
 TEST_F(FlashTierTest, StartupSweepRemovesOrphansTempsAndDanglingRecords) {
