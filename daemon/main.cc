@@ -291,7 +291,12 @@ Status Build(const DaemonOptions& o, Components* c) {
   auto lock = PrepareCacheDir(o.cache_dir);
   if (!lock.ok()) return lock.status();
   c->cache_lock = std::move(*lock);
-  auto m = OpenMetaStore(o.meta);
+  // Everything under the cache directory is opened through the directory verified and held
+  // open above, never again through its name (which another user could have swapped since).
+  const std::string anchored = c->cache_lock->anchored_path();
+  MetaStoreOptions meta_options = o.meta;
+  meta_options.path = anchored + "/meta";
+  auto m = OpenMetaStore(meta_options);
   if (!m.ok()) return m.status().WithContext("opening the metadata store at " + o.meta.path);
   c->meta = std::move(*m);
 
@@ -312,14 +317,14 @@ Status Build(const DaemonOptions& o, Components* c) {
   if (o.l2.capacity_bytes > 0) {
     // Block files live in CACHE_DIR/blocks, apart from CACHE_DIR/meta: the L2 start-up sweep
     // removes files it does not know, and must never see the LMDB files.
-    auto f = NewPosixFlashStore(o.cache_dir + "/blocks", o.l2_fsync);
+    auto f = NewPosixFlashStore(anchored + "/blocks", o.l2_fsync);
     if (!f.ok()) return f.status().WithContext("opening the flash cache at " + o.cache_dir);
     c->flash = std::move(*f);
     auto l2 = NewFlashTier(o.l2, c->flash.get(), c->meta.get(), clock);
     if (!l2.ok() && l2.status().code() == Status::Code::kCorruption) {
       // The store opened but its block index is unreadable: same recovery as a failed open.
       c->meta.reset();
-      auto again = RecreateMetaStore(o.meta, l2.status());
+      auto again = RecreateMetaStore(meta_options, l2.status());
       if (!again.ok()) return again.status().WithContext("reopening the metadata store");
       c->meta = std::move(*again);
       l2 = NewFlashTier(o.l2, c->flash.get(), c->meta.get(), clock);
