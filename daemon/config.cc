@@ -1299,6 +1299,12 @@ Status Validate(const DaemonOptions& o) {
                fmt::format("{} is smaller than one block ({}); use 0 to disable L2",
                            FormatSize(o.l2.capacity_bytes), FormatSize(bs)));
   }
+  if (o.cache.admission.ghost_bytes > AdmissionOptions::kMaxGhostBytes) {
+    return bad("cache.admit_ghost_bytes",
+               fmt::format("{} is more than {} (8 bytes per remembered block)",
+                           FormatSize(o.cache.admission.ghost_bytes),
+                           FormatSize(AdmissionOptions::kMaxGhostBytes)));
+  }
   if (o.l1.shards < 1 || o.l1.shards > 1024) return bad("cache.l1_shards", "must be 1..1024");
   if (o.cache.prefetch_threads < 0 || o.cache.prefetch_threads > 256) {
     return bad("cache.prefetch_threads", "must be 0..256");

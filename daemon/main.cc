@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/vfs.h>
+#include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -36,8 +37,10 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <new>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -47,6 +50,7 @@
 #include "base/units.h"
 #include "daemon/cache_dir.h"
 #include "daemon/config.h"
+#include "daemon/host_limits.h"
 #include "daemon/log_control.h"
 #include "daemon/manifest_cli.h"
 #include "daemon/metrics_server.h"
@@ -452,6 +456,25 @@ Status Build(const DaemonOptions& o, Components* c) {
   return Status::OK();
 }
 
+// Build, with an exception (an allocation the host cannot satisfy) turned into a Status that
+// names it, so it reaches the log, the waiting parent and systemd like any other failure.
+Status BuildOrExplain(const DaemonOptions& o, Components* c) {
+  try {
+    return Build(o, c);
+  } catch (const std::bad_alloc&) {
+    return Status::Internal(
+        "out of memory while opening the caches (std::bad_alloc): check the size settings "
+        "(cache.l1_size, cache.l2_size, cache.readahead_budget) against this host");
+  } catch (const std::system_error& e) {
+    return Status::Internal(fmt::format(
+        "while opening the caches: {} (a thread or another resource could not be created: "
+        "check the process limits, ulimit -v and -u)",
+        e.what()));
+  } catch (const std::exception& e) {
+    return Status::Internal(fmt::format("while opening the caches: {}", e.what()));
+  }
+}
+
 // Blocks SIGINT, SIGTERM and SIGHUP, or unblocks SIGINT and SIGTERM: SIGHUP stays blocked in
 // every thread and is taken by the HupReopener's sigwait (log reopen), never by the FUSE loop.
 void SetSignalsBlocked(bool blocked) {
@@ -494,7 +517,7 @@ int ServeMount(const DaemonOptions& o, StartupPipe* pipe) {
   NotifyStatus(
       fmt::format("starting: opening the cache at {} and listing {}", o.cache_dir, o.source));
   Components c;
-  Status s = Build(o, &c);
+  Status s = BuildOrExplain(o, &c);
   if (!s.ok()) {
     log.error("{}", s.ToString());
     NotifyStatus("mount failed: " + s.ToString());
@@ -540,9 +563,24 @@ int ServeMount(const DaemonOptions& o, StartupPipe* pipe) {
   return code;
 }
 
+// How a child that closed the start-up pipe without a report ended (it has exited, or is about
+// to: waited for).
+std::string ChildEnd(pid_t pid) {
+  int status = 0;
+  pid_t r;
+  while ((r = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
+  }
+  if (r != pid) return fmt::format("the daemon (pid {}) ended", pid);
+  if (WIFSIGNALED(status)) {
+    return fmt::format("the daemon (pid {}) was killed by signal {} ({})", pid, WTERMSIG(status),
+                       strsignal(WTERMSIG(status)));
+  }
+  return fmt::format("the daemon (pid {}) exited with status {}", pid, WEXITSTATUS(status));
+}
+
 // Forks; the parent waits for the child's start-up report and returns its exit code. The child
-// returns -1 from here with *child_pipe set.
-int Daemonize(UniqueFd* child_pipe, pid_t* child_pid) {
+// returns -1 from here with *child_pipe set. `log` names where the child logs.
+int Daemonize(UniqueFd* child_pipe, pid_t* child_pid, const std::string& log) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) {
     std::fprintf(stderr, "tierfs: pipe: %s\n", std::strerror(errno));
@@ -581,7 +619,10 @@ int Daemonize(UniqueFd* child_pipe, pid_t* child_pid) {
     std::fprintf(stderr, "tierfs: %s\n", text.c_str());
     return code > 0 ? code : kExitRuntime;
   }
-  std::fprintf(stderr, "tierfs: the daemon exited before the mount was ready (see the log)\n");
+  // Its own messages, if it could write any, went to the terminal (stderr is detached only once
+  // the mount is ready) and to the log.
+  std::fprintf(stderr, "tierfs: %s before the mount was ready (its log: %s)\n",
+               ChildEnd(pid).c_str(), log.c_str());
   return kExitRuntime;
 }
 
@@ -633,6 +674,15 @@ int RunMount(DaemonOptions o, const std::string& config_path, const MountFlags& 
     return usage(
         Status::InvalidArgument(fmt::format("MOUNTPOINT {} is not a directory", o.mountpoint)));
   }
+  // Sizes the host cannot give: memory budgets above its memory are refused; an L2 above the
+  // cache file system only warned about (the free-space floor, cache.l2_min_free, bounds it).
+  const HostLimits host = ReadHostLimits(o.cache_dir);
+  if (Status s = CheckMemorySizes(o, host); !s.ok()) return usage(s);
+  if (o.l2.capacity_bytes > 0) {
+    if (std::string w = L2SizeWarning(o.l2.capacity_bytes, o.cache_dir, host); !w.empty()) {
+      std::fprintf(stderr, "tierfs mount: warning: %s\n", w.c_str());
+    }
+  }
   // Credentials other than anonymous ones come from the credential chain, built in Build() once
   // daemonized (it may start threads and talk to STS or IMDS).
   if (o.source_uri.scheme == SourceUri::Scheme::kS3 && o.no_sign_request) {
@@ -667,7 +717,7 @@ int RunMount(DaemonOptions o, const std::string& config_path, const MountFlags& 
   if (!ConfigureLogging(lo, &err)) return usage(Status::InvalidArgument("--log-file: " + err));
   UniqueFd child_fd;
   pid_t child = -1;
-  int rc = Daemonize(&child_fd, &child);
+  int rc = Daemonize(&child_fd, &child, lo.destination);
   if (rc == kExitOk) {
     std::printf("tierfs: mounted %s at %s (pid %d, cache %s, log %s)\n", o.source.c_str(),
                 o.mountpoint.c_str(), static_cast<int>(child), o.cache_dir.c_str(),
@@ -879,6 +929,21 @@ int RunConfigCheck(const std::string& path) {
     return kExitUsage;
   }
   std::printf("%s", text->c_str());
+  // What this host can give, as a mount here would check it: memory budgets above its memory
+  // are errors, an L2 above the cache file system a warning.
+  DaemonOptions o;
+  if (Status s = ApplyConfigFile(path, &o); !s.ok()) return kExitUsage;  // checked above
+  const HostLimits host = ReadHostLimits(o.cache_dir);
+  if (Status s = CheckMemorySizes(o, host); !s.ok()) {
+    std::fprintf(stderr, "tierfs config check: %s (a mount on this host refuses it)\n",
+                 s.message().c_str());
+    return kExitUsage;
+  }
+  if (o.l2.capacity_bytes > 0) {
+    if (std::string w = L2SizeWarning(o.l2.capacity_bytes, o.cache_dir, host); !w.empty()) {
+      std::fprintf(stderr, "tierfs config check: warning: %s\n", w.c_str());
+    }
+  }
   return kExitOk;
 }
 
@@ -1456,4 +1521,24 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace tierfs
 
-int main(int argc, char** argv) { return tierfs::Main(argc, argv); }
+// Nothing ends with an unexplained abort: an exception that escapes (an allocation the host
+// cannot satisfy) is reported on stderr and in the log, and the exit code is 1.
+int main(int argc, char** argv) {
+  std::string what;
+  try {
+    return tierfs::Main(argc, argv);
+  } catch (const std::bad_alloc&) {
+    what =
+        "out of memory (std::bad_alloc): check the size settings (cache.l1_size, "
+        "cache.l2_size, cache.readahead_budget) against this host";
+  } catch (const std::exception& e) {
+    what = std::string("unexpected error: ") + e.what();
+  }
+  std::fprintf(stderr, "tierfs: %s\n", what.c_str());
+  try {
+    tierfs::Logger(tierfs::Module::kDaemon).critical("{}", what);
+    spdlog::shutdown();
+  } catch (...) {
+  }
+  return 1;
+}

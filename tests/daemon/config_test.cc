@@ -470,6 +470,11 @@ TEST(ConfigTest, ValidateNamesKeys) {
   c.l1.capacity_bytes = 0;  // disabled is fine
   EXPECT_TRUE(Validate(c).ok());
   c = o;
+  c.cache.admission.ghost_bytes = AdmissionOptions::kMaxGhostBytes;
+  EXPECT_TRUE(Validate(c).ok());
+  c.cache.admission.ghost_bytes = AdmissionOptions::kMaxGhostBytes + 1;
+  EXPECT_TRUE(Contains(Err(Validate(c)), "cache.admit_ghost_bytes"));
+  c = o;
   c.fuse.max_threads = 0;
   EXPECT_TRUE(Contains(Err(Validate(c)), "fuse.max_threads"));
   c = o;
