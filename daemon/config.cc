@@ -859,6 +859,8 @@ Status ApplyMountOptions(std::string_view list, DaemonOptions* out) {
                     name == "file_mode" ? &out->fs.file_mode : &out->fs.dir_mode));
     } else if (opt == "debug") {
       out->fuse.debug = true;
+    } else if (opt == "nonempty") {
+      out->allow_nonempty = true;
     } else if (name == "uid" || name == "gid") {
       uint64_t v;
       TIERFS_RETURN_IF_ERROR(ParseUint(fmt::format("-o {}", name), value, 0xffffffffULL, &v));
@@ -874,7 +876,7 @@ Status ApplyMountOptions(std::string_view list, DaemonOptions* out) {
           "-o: unknown mount option '{}' (tierfs: allow_other, noallow_other, allow_root, "
           "default_permissions, "
           "nodefault_permissions, uid=N, gid=N, file_mode=OCTAL, dir_mode=OCTAL, max_threads=N, "
-          "debug; libfuse: nodev, nosuid, noexec, noatime, "
+          "debug, nonempty; libfuse: nodev, nosuid, noexec, noatime, "
           "auto_unmount, ...)",
           opt));
     }

@@ -518,6 +518,8 @@ int ServeMount(const DaemonOptions& o, StartupPipe* pipe) {
       fmt::format("starting: opening the cache at {} and listing {}", o.cache_dir, o.source));
   Components c;
   Status s = BuildOrExplain(o, &c);
+  // Checked again right before mounting: building may have taken a while.
+  if (s.ok()) s = CheckMountpoint(o.mountpoint, o.allow_nonempty);
   if (!s.ok()) {
     log.error("{}", s.ToString());
     NotifyStatus("mount failed: " + s.ToString());
@@ -674,6 +676,7 @@ int RunMount(DaemonOptions o, const std::string& config_path, const MountFlags& 
     return usage(
         Status::InvalidArgument(fmt::format("MOUNTPOINT {} is not a directory", o.mountpoint)));
   }
+  if (Status s = CheckMountpoint(o.mountpoint, o.allow_nonempty); !s.ok()) return usage(s);
   // Sizes the host cannot give: memory budgets above its memory are refused; an L2 above the
   // cache file system only warned about (the free-space floor, cache.l2_min_free, bounds it).
   const HostLimits host = ReadHostLimits(o.cache_dir);
@@ -1143,7 +1146,8 @@ int Main(int argc, char** argv) {
   bool read_only = false;
   MountFlags flags;
   mount->add_option("SOURCE", source, "s3://BUCKET[/PREFIX] or file:///ABSOLUTE/PATH")->required();
-  mount->add_option("MOUNTPOINT", mountpoint, "An existing empty directory")->required();
+  mount->add_option("MOUNTPOINT", mountpoint, "An existing empty directory (see -o nonempty)")
+      ->required();
   mount->add_option("--config", config_path,
                     "TOML config file (see /etc/tierfs/tierfs.toml); flags "
                     "override its settings");
@@ -1270,7 +1274,8 @@ int Main(int argc, char** argv) {
                    "Mount options, comma-separated: allow_other (other users may enter; off by "
                    "default), noallow_other, allow_root, default_permissions (on with "
                    "allow_other), nodefault_permissions, uid=N, gid=N, file_mode=OCTAL (0644), "
-                   "dir_mode=OCTAL (0755), max_threads=N, debug, and libfuse's nodev, nosuid, "
+                   "dir_mode=OCTAL (0755), max_threads=N, debug, nonempty (mount over a "
+                   "directory that holds files), and libfuse's nodev, nosuid, "
                    "noexec, noatime, auto_unmount, ...")
       ->allow_extra_args(false)
       ->group(g_fuse);

@@ -382,6 +382,9 @@ TEST(ConfigTest, MountOptions) {
   EXPECT_TRUE(Contains(Err(ApplyMountOptions("bogus", &b)), "'bogus'"));
   EXPECT_TRUE(Contains(Err(ApplyMountOptions("uid=abc", &b)), "-o uid"));
   EXPECT_TRUE(Contains(Err(ApplyMountOptions("rw", &b)), "read-only"));
+  EXPECT_FALSE(b.allow_nonempty);
+  ASSERT_TRUE(ApplyMountOptions("nonempty", &b).ok());
+  EXPECT_TRUE(b.allow_nonempty);
 }
 
 TEST(ConfigTest, PrivateByDefaultAndAllowOtherTurnsOnDefaultPermissions) {
