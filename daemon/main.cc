@@ -154,19 +154,21 @@ struct Components {
 // can start with an empty index: the cache is a cache, and a power loss under MDB_NOSYNC must
 // cost a cold cache, never the mount. The L2 start-up sweep then removes the block files the new
 // index does not know. Stored policies and prefetch jobs are lost with it (logged).
-Status MoveMetaStoreAside(const std::string& path, const Status& why) {
+Status MoveMetaStoreAside(const MetaStoreOptions& options, const Status& why) {
+  const std::string& path = options.path;
+  const std::string& shown = options.display_path.empty() ? path : options.display_path;
   const std::string aside = path + ".corrupt";
   Logger(Module::kDaemon)
       .error(
-          "the metadata store at {} is damaged ({}); moving it to {} and starting with an "
-          "empty cache index (cached blocks, stored policies and prefetch jobs are dropped)",
-          path, why.ToString(), aside);
+          "the metadata store at {} is damaged ({}); moving it to {}.corrupt and starting with "
+          "an empty cache index (cached blocks, stored policies and prefetch jobs are dropped)",
+          shown, why.ToString(), shown);
   std::error_code ec;
   std::filesystem::remove_all(aside, ec);
   std::filesystem::rename(path, aside, ec);
   if (ec) {
     return Status::IOError(
-        fmt::format("cannot move the damaged metadata store {} aside: {}", path, ec.message()));
+        fmt::format("cannot move the damaged metadata store {} aside: {}", shown, ec.message()));
   }
   return Status::OK();
 }
@@ -174,7 +176,7 @@ Status MoveMetaStoreAside(const std::string& path, const Status& why) {
 // Replaces a damaged metadata store (`why`) with a new, empty one (MoveMetaStoreAside).
 Result<std::unique_ptr<MetaStore>> RecreateMetaStore(const MetaStoreOptions& options,
                                                      const Status& why) {
-  TIERFS_RETURN_IF_ERROR(MoveMetaStoreAside(options.path, why));
+  TIERFS_RETURN_IF_ERROR(MoveMetaStoreAside(options, why));
   return NewLmdbMetaStore(options);
 }
 
@@ -300,6 +302,7 @@ Status Build(const DaemonOptions& o, Components* c) {
   const std::string anchored = c->cache_lock->anchored_path();
   MetaStoreOptions meta_options = o.meta;
   meta_options.path = anchored + "/meta";
+  meta_options.display_path = o.meta.path;
   auto m = OpenMetaStore(meta_options);
   if (!m.ok()) return m.status().WithContext("opening the metadata store at " + o.meta.path);
   c->meta = std::move(*m);
