@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end: the root daemon's cache directory against another local user (`nobody`).
 #   * nobody plants CACHE -> VICTIM (a root-owned directory holding `precious` and a `lock`) in a
-#     directory others may write without the sticky bit, and in a sticky one: both mounts are
-#     refused with a message naming the way in, and VICTIM keeps its mode, its `lock` and its
+#     directory others may write without the sticky bit, in a sticky one, and in a directory of
+#     its own: every mount is refused with a message naming the way in, and VICTIM keeps its mode, its `lock` and its
 #     contents (no meta/ or blocks/ appear in it);
 #   * root's own symlink to a cache directory, and a cache directory in a sticky directory, work;
 #   * once mounted, swapping the cache directory's name for a symlink to VICTIM changes nothing:
@@ -61,6 +61,13 @@ chmod 1777 "$W/sticky"
 as_nobody ln -s "$victim" "$W/sticky/cache"
 refused sticky-symlink "$W/sticky/cache" \
   "cache directory $W/sticky/cache: $W/sticky/cache is a symlink owned by uid 65534"
+
+# nobody's own directory (in the sticky one), open to all, holding its symlink: refused at the
+# directory nobody owns, before the symlink is looked at.
+as_nobody mkdir -m 0777 "$W/sticky/x"
+as_nobody ln -s "$victim" "$W/sticky/x/cache"
+refused nobody-dir "$W/sticky/x/cache" \
+  "cache directory $W/sticky/x/cache: $W/sticky/x is owned by uid 65534 (nobody)"
 
 # 3. Root's own symlink is followed (the cache lands in its target), and a cache directory of its
 #    own in the sticky directory works.
