@@ -641,6 +641,22 @@ bool UserAllowOtherConfigured() {
   return false;
 }
 
+// What `tierfs mount` checks about the place and the host before anything is opened: the mount
+// point is no mount point and empty (unless -o nonempty); the memory budgets fit the host's
+// memory; an L2 above the cache file system is only warned about on stderr (the free-space
+// floor, cache.l2_min_free, bounds it).
+Status CheckMountpointAndSizes(const DaemonOptions& o) {
+  TIERFS_RETURN_IF_ERROR(CheckMountpoint(o.mountpoint, o.allow_nonempty));
+  const HostLimits host = ReadHostLimits(o.cache_dir);
+  TIERFS_RETURN_IF_ERROR(CheckMemorySizes(o, host));
+  if (o.l2.capacity_bytes > 0) {
+    if (std::string w = L2SizeWarning(o.l2.capacity_bytes, o.cache_dir, host); !w.empty()) {
+      std::fprintf(stderr, "tierfs mount: warning: %s\n", w.c_str());
+    }
+  }
+  return Status::OK();
+}
+
 int RunMount(DaemonOptions o, const std::string& config_path, const MountFlags& flags) {
   auto usage = [](const Status& s) {
     std::fprintf(stderr, "tierfs mount: %s\n", s.message().c_str());
@@ -679,16 +695,7 @@ int RunMount(DaemonOptions o, const std::string& config_path, const MountFlags& 
     return usage(
         Status::InvalidArgument(fmt::format("MOUNTPOINT {} is not a directory", o.mountpoint)));
   }
-  if (Status s = CheckMountpoint(o.mountpoint, o.allow_nonempty); !s.ok()) return usage(s);
-  // Sizes the host cannot give: memory budgets above its memory are refused; an L2 above the
-  // cache file system only warned about (the free-space floor, cache.l2_min_free, bounds it).
-  const HostLimits host = ReadHostLimits(o.cache_dir);
-  if (Status s = CheckMemorySizes(o, host); !s.ok()) return usage(s);
-  if (o.l2.capacity_bytes > 0) {
-    if (std::string w = L2SizeWarning(o.l2.capacity_bytes, o.cache_dir, host); !w.empty()) {
-      std::fprintf(stderr, "tierfs mount: warning: %s\n", w.c_str());
-    }
-  }
+  if (Status s = CheckMountpointAndSizes(o); !s.ok()) return usage(s);
   // Credentials other than anonymous ones come from the credential chain, built in Build() once
   // daemonized (it may start threads and talk to STS or IMDS).
   if (o.source_uri.scheme == SourceUri::Scheme::kS3 && o.no_sign_request) {
