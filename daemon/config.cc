@@ -862,6 +862,8 @@ Status ApplyMountOptions(std::string_view list, DaemonOptions* out) {
       (name == "file_mode" ? out->fs.file_mode_set : out->fs.dir_mode_set) = true;
     } else if (opt == "debug") {
       out->fuse.debug = true;
+    } else if (opt == "nonempty") {
+      out->allow_nonempty = true;
     } else if (name == "uid" || name == "gid") {
       uint64_t v;
       TIERFS_RETURN_IF_ERROR(ParseUint(fmt::format("-o {}", name), value, 0xffffffffULL, &v));
@@ -877,7 +879,7 @@ Status ApplyMountOptions(std::string_view list, DaemonOptions* out) {
           "-o: unknown mount option '{}' (tierfs: allow_other, noallow_other, allow_root, "
           "default_permissions, "
           "nodefault_permissions, uid=N, gid=N, file_mode=OCTAL, dir_mode=OCTAL, max_threads=N, "
-          "debug; libfuse: nodev, nosuid, noexec, noatime, "
+          "debug, nonempty; libfuse: nodev, nosuid, noexec, noatime, "
           "auto_unmount, ...)",
           opt));
     }
@@ -1310,6 +1312,12 @@ Status Validate(const DaemonOptions& o) {
     return bad("cache.l2_size (--l2-size)",
                fmt::format("{} is smaller than one block ({}); use 0 to disable L2",
                            FormatSize(o.l2.capacity_bytes), FormatSize(bs)));
+  }
+  if (o.cache.admission.ghost_bytes > AdmissionOptions::kMaxGhostBytes) {
+    return bad("cache.admit_ghost_bytes",
+               fmt::format("{} is more than {} (8 bytes per remembered block)",
+                           FormatSize(o.cache.admission.ghost_bytes),
+                           FormatSize(AdmissionOptions::kMaxGhostBytes)));
   }
   if (o.l1.shards < 1 || o.l1.shards > 1024) return bad("cache.l1_shards", "must be 1..1024");
   if (o.cache.prefetch_threads < 0 || o.cache.prefetch_threads > 256) {

@@ -63,6 +63,8 @@ struct DaemonOptions {
   std::string source;      // "s3://BUCKET[/PREFIX]" or "file:///PATH"
   SourceUri source_uri{};  // parsed from `source` by FinishOptions
   std::string mountpoint;
+  // -o nonempty: mount over a directory that holds entries (hiding them); refused otherwise.
+  bool allow_nonempty = false;
   std::string cache_dir = kDefaultCacheDir;  // L2 block files + CACHE_DIR/meta (LMDB)
   bool foreground = false;
   bool l2_fsync = false;  // fsync every L2 block file (a lost block is only a cache miss)
@@ -201,7 +203,7 @@ Status ApplyFlags(const MountFlags& flags, DaemonOptions* out);
 
 // Applies one comma-separated -o list: tierfs's own (allow_other, noallow_other,
 // default_permissions, nodefault_permissions, uid=N, gid=N, file_mode=OCTAL, dir_mode=OCTAL,
-// max_threads=N, debug, ro) and libfuse mount options passed
+// max_threads=N, debug, nonempty, ro) and libfuse mount options passed
 // through (nodev, nosuid, noexec, noatime, nodiratime, auto_unmount, ...). fstab-only words
 // (defaults, auto, noauto, user, users, nouser, nofail, _netdev, x-*, comment=*) are ignored.
 // "rw" is refused: the file system is read-only.

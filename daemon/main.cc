@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/vfs.h>
+#include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -37,8 +38,10 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <new>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -48,6 +51,7 @@
 #include "base/units.h"
 #include "daemon/cache_dir.h"
 #include "daemon/config.h"
+#include "daemon/host_limits.h"
 #include "daemon/log_control.h"
 #include "daemon/manifest_cli.h"
 #include "daemon/metrics_server.h"
@@ -151,19 +155,21 @@ struct Components {
 // can start with an empty index: the cache is a cache, and a power loss under MDB_NOSYNC must
 // cost a cold cache, never the mount. The L2 start-up sweep then removes the block files the new
 // index does not know. Stored policies and prefetch jobs are lost with it (logged).
-Status MoveMetaStoreAside(const std::string& path, const Status& why) {
+Status MoveMetaStoreAside(const MetaStoreOptions& options, const Status& why) {
+  const std::string& path = options.path;
+  const std::string& shown = options.display_path.empty() ? path : options.display_path;
   const std::string aside = path + ".corrupt";
   Logger(Module::kDaemon)
       .error(
-          "the metadata store at {} is damaged ({}); moving it to {} and starting with an "
-          "empty cache index (cached blocks, stored policies and prefetch jobs are dropped)",
-          path, why.ToString(), aside);
+          "the metadata store at {} is damaged ({}); moving it to {}.corrupt and starting with "
+          "an empty cache index (cached blocks, stored policies and prefetch jobs are dropped)",
+          shown, why.ToString(), shown);
   std::error_code ec;
   std::filesystem::remove_all(aside, ec);
   std::filesystem::rename(path, aside, ec);
   if (ec) {
     return Status::IOError(
-        fmt::format("cannot move the damaged metadata store {} aside: {}", path, ec.message()));
+        fmt::format("cannot move the damaged metadata store {} aside: {}", shown, ec.message()));
   }
   return Status::OK();
 }
@@ -171,7 +177,7 @@ Status MoveMetaStoreAside(const std::string& path, const Status& why) {
 // Replaces a damaged metadata store (`why`) with a new, empty one (MoveMetaStoreAside).
 Result<std::unique_ptr<MetaStore>> RecreateMetaStore(const MetaStoreOptions& options,
                                                      const Status& why) {
-  TIERFS_RETURN_IF_ERROR(MoveMetaStoreAside(options.path, why));
+  TIERFS_RETURN_IF_ERROR(MoveMetaStoreAside(options, why));
   return NewLmdbMetaStore(options);
 }
 
@@ -292,7 +298,13 @@ Status Build(const DaemonOptions& o, Components* c) {
   auto lock = PrepareCacheDir(o.cache_dir);
   if (!lock.ok()) return lock.status();
   c->cache_lock = std::move(*lock);
-  auto m = OpenMetaStore(o.meta);
+  // Everything under the cache directory is opened through the directory verified and held
+  // open above, never again through its name (which another user could have swapped since).
+  const std::string anchored = c->cache_lock->anchored_path();
+  MetaStoreOptions meta_options = o.meta;
+  meta_options.path = anchored + "/meta";
+  meta_options.display_path = o.meta.path;
+  auto m = OpenMetaStore(meta_options);
   if (!m.ok()) return m.status().WithContext("opening the metadata store at " + o.meta.path);
   c->meta = std::move(*m);
 
@@ -313,14 +325,14 @@ Status Build(const DaemonOptions& o, Components* c) {
   if (o.l2.capacity_bytes > 0) {
     // Block files live in CACHE_DIR/blocks, apart from CACHE_DIR/meta: the L2 start-up sweep
     // removes files it does not know, and must never see the LMDB files.
-    auto f = NewPosixFlashStore(o.cache_dir + "/blocks", o.l2_fsync);
+    auto f = NewPosixFlashStore(anchored + "/blocks", o.l2_fsync);
     if (!f.ok()) return f.status().WithContext("opening the flash cache at " + o.cache_dir);
     c->flash = std::move(*f);
     auto l2 = NewFlashTier(o.l2, c->flash.get(), c->meta.get(), clock);
     if (!l2.ok() && l2.status().code() == Status::Code::kCorruption) {
       // The store opened but its block index is unreadable: same recovery as a failed open.
       c->meta.reset();
-      auto again = RecreateMetaStore(o.meta, l2.status());
+      auto again = RecreateMetaStore(meta_options, l2.status());
       if (!again.ok()) return again.status().WithContext("reopening the metadata store");
       c->meta = std::move(*again);
       l2 = NewFlashTier(o.l2, c->flash.get(), c->meta.get(), clock);
@@ -451,6 +463,25 @@ Status Build(const DaemonOptions& o, Components* c) {
   return Status::OK();
 }
 
+// Build, with an exception (an allocation the host cannot satisfy) turned into a Status that
+// names it, so it reaches the log, the waiting parent and systemd like any other failure.
+Status BuildOrExplain(const DaemonOptions& o, Components* c) {
+  try {
+    return Build(o, c);
+  } catch (const std::bad_alloc&) {
+    return Status::Internal(
+        "out of memory while opening the caches (std::bad_alloc): check the size settings "
+        "(cache.l1_size, cache.l2_size, cache.readahead_budget) against this host");
+  } catch (const std::system_error& e) {
+    return Status::Internal(fmt::format(
+        "while opening the caches: {} (a thread or another resource could not be created: "
+        "check the process limits, ulimit -v and -u)",
+        e.what()));
+  } catch (const std::exception& e) {
+    return Status::Internal(fmt::format("while opening the caches: {}", e.what()));
+  }
+}
+
 // Blocks SIGINT, SIGTERM and SIGHUP, or unblocks SIGINT and SIGTERM: SIGHUP stays blocked in
 // every thread and is taken by the HupReopener's sigwait (log reopen), never by the FUSE loop.
 void SetSignalsBlocked(bool blocked) {
@@ -517,7 +548,9 @@ int ServeMount(const DaemonOptions& o, StartupPipe* pipe) {
   NotifyStatus(
       fmt::format("starting: opening the cache at {} and listing {}", o.cache_dir, o.source));
   Components c;
-  Status s = Build(o, &c);
+  Status s = BuildOrExplain(o, &c);
+  // Checked again right before mounting: building may have taken a while.
+  if (s.ok()) s = CheckMountpoint(o.mountpoint, o.allow_nonempty);
   if (!s.ok()) {
     log.error("{}", s.ToString());
     NotifyStatus("mount failed: " + s.ToString());
@@ -563,9 +596,24 @@ int ServeMount(const DaemonOptions& o, StartupPipe* pipe) {
   return code;
 }
 
+// How a child that closed the start-up pipe without a report ended (it has exited, or is about
+// to: waited for).
+std::string ChildEnd(pid_t pid) {
+  int status = 0;
+  pid_t r;
+  while ((r = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
+  }
+  if (r != pid) return fmt::format("the daemon (pid {}) ended", pid);
+  if (WIFSIGNALED(status)) {
+    return fmt::format("the daemon (pid {}) was killed by signal {} ({})", pid, WTERMSIG(status),
+                       strsignal(WTERMSIG(status)));
+  }
+  return fmt::format("the daemon (pid {}) exited with status {}", pid, WEXITSTATUS(status));
+}
+
 // Forks; the parent waits for the child's start-up report and returns its exit code. The child
-// returns -1 from here with *child_pipe set.
-int Daemonize(UniqueFd* child_pipe, pid_t* child_pid) {
+// returns -1 from here with *child_pipe set. `log` names where the child logs.
+int Daemonize(UniqueFd* child_pipe, pid_t* child_pid, const std::string& log) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) {
     std::fprintf(stderr, "tierfs: pipe: %s\n", std::strerror(errno));
@@ -604,7 +652,10 @@ int Daemonize(UniqueFd* child_pipe, pid_t* child_pid) {
     std::fprintf(stderr, "tierfs: %s\n", text.c_str());
     return code > 0 ? code : kExitRuntime;
   }
-  std::fprintf(stderr, "tierfs: the daemon exited before the mount was ready (see the log)\n");
+  // Its own messages, if it could write any, went to the terminal (stderr is detached only once
+  // the mount is ready) and to the log.
+  std::fprintf(stderr, "tierfs: %s before the mount was ready (its log: %s)\n",
+               ChildEnd(pid).c_str(), log.c_str());
   return kExitRuntime;
 }
 
@@ -616,6 +667,22 @@ bool UserAllowOtherConfigured() {
     if (start != std::string::npos && line.compare(start, 16, "user_allow_other") == 0) return true;
   }
   return false;
+}
+
+// What `tierfs mount` checks about the place and the host before anything is opened: the mount
+// point is no mount point and empty (unless -o nonempty); the memory budgets fit the host's
+// memory; an L2 above the cache file system is only warned about on stderr (the free-space
+// floor, cache.l2_min_free, bounds it).
+Status CheckMountpointAndSizes(const DaemonOptions& o) {
+  TIERFS_RETURN_IF_ERROR(CheckMountpoint(o.mountpoint, o.allow_nonempty));
+  const HostLimits host = ReadHostLimits(o.cache_dir);
+  TIERFS_RETURN_IF_ERROR(CheckMemorySizes(o, host));
+  if (o.l2.capacity_bytes > 0) {
+    if (std::string w = L2SizeWarning(o.l2.capacity_bytes, o.cache_dir, host); !w.empty()) {
+      std::fprintf(stderr, "tierfs mount: warning: %s\n", w.c_str());
+    }
+  }
+  return Status::OK();
 }
 
 int RunMount(DaemonOptions o, const std::string& config_path, const MountFlags& flags) {
@@ -656,6 +723,7 @@ int RunMount(DaemonOptions o, const std::string& config_path, const MountFlags& 
     return usage(
         Status::InvalidArgument(fmt::format("MOUNTPOINT {} is not a directory", o.mountpoint)));
   }
+  if (Status s = CheckMountpointAndSizes(o); !s.ok()) return usage(s);
   // Credentials other than anonymous ones come from the credential chain, built in Build() once
   // daemonized (it may start threads and talk to STS or IMDS).
   if (o.source_uri.scheme == SourceUri::Scheme::kS3 && o.no_sign_request) {
@@ -690,7 +758,7 @@ int RunMount(DaemonOptions o, const std::string& config_path, const MountFlags& 
   if (!ConfigureLogging(lo, &err)) return usage(Status::InvalidArgument("--log-file: " + err));
   UniqueFd child_fd;
   pid_t child = -1;
-  int rc = Daemonize(&child_fd, &child);
+  int rc = Daemonize(&child_fd, &child, lo.destination);
   if (rc == kExitOk) {
     std::printf("tierfs: mounted %s at %s (pid %d, cache %s, log %s)\n", o.source.c_str(),
                 o.mountpoint.c_str(), static_cast<int>(child), o.cache_dir.c_str(),
@@ -902,6 +970,21 @@ int RunConfigCheck(const std::string& path) {
     return kExitUsage;
   }
   std::printf("%s", text->c_str());
+  // What this host can give, as a mount here would check it: memory budgets above its memory
+  // are errors, an L2 above the cache file system a warning.
+  DaemonOptions o;
+  if (Status s = ApplyConfigFile(path, &o); !s.ok()) return kExitUsage;  // checked above
+  const HostLimits host = ReadHostLimits(o.cache_dir);
+  if (Status s = CheckMemorySizes(o, host); !s.ok()) {
+    std::fprintf(stderr, "tierfs config check: %s (a mount on this host refuses it)\n",
+                 s.message().c_str());
+    return kExitUsage;
+  }
+  if (o.l2.capacity_bytes > 0) {
+    if (std::string w = L2SizeWarning(o.l2.capacity_bytes, o.cache_dir, host); !w.empty()) {
+      std::fprintf(stderr, "tierfs config check: warning: %s\n", w.c_str());
+    }
+  }
   return kExitOk;
 }
 
@@ -1101,7 +1184,8 @@ int Main(int argc, char** argv) {
   bool read_only = false;
   MountFlags flags;
   mount->add_option("SOURCE", source, "s3://BUCKET[/PREFIX] or file:///ABSOLUTE/PATH")->required();
-  mount->add_option("MOUNTPOINT", mountpoint, "An existing empty directory")->required();
+  mount->add_option("MOUNTPOINT", mountpoint, "An existing empty directory (see -o nonempty)")
+      ->required();
   mount->add_option("--config", config_path,
                     "TOML config file (see /etc/tierfs/tierfs.toml); flags "
                     "override its settings");
@@ -1228,7 +1312,8 @@ int Main(int argc, char** argv) {
                    "Mount options, comma-separated: allow_other (other users may enter; off by "
                    "default), noallow_other, allow_root, default_permissions (on with "
                    "allow_other), nodefault_permissions, uid=N, gid=N, file_mode=OCTAL (0644), "
-                   "dir_mode=OCTAL (0755), max_threads=N, debug, and libfuse's nodev, nosuid, "
+                   "dir_mode=OCTAL (0755), max_threads=N, debug, nonempty (mount over a "
+                   "directory that holds files), and libfuse's nodev, nosuid, "
                    "noexec, noatime, auto_unmount, ...")
       ->allow_extra_args(false)
       ->group(g_fuse);
@@ -1479,4 +1564,24 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace tierfs
 
-int main(int argc, char** argv) { return tierfs::Main(argc, argv); }
+// Nothing ends with an unexplained abort: an exception that escapes (an allocation the host
+// cannot satisfy) is reported on stderr and in the log, and the exit code is 1.
+int main(int argc, char** argv) {
+  std::string what;
+  try {
+    return tierfs::Main(argc, argv);
+  } catch (const std::bad_alloc&) {
+    what =
+        "out of memory (std::bad_alloc): check the size settings (cache.l1_size, "
+        "cache.l2_size, cache.readahead_budget) against this host";
+  } catch (const std::exception& e) {
+    what = std::string("unexpected error: ") + e.what();
+  }
+  std::fprintf(stderr, "tierfs: %s\n", what.c_str());
+  try {
+    tierfs::Logger(tierfs::Module::kDaemon).critical("{}", what);
+    spdlog::shutdown();
+  } catch (...) {
+  }
+  return 1;
+}

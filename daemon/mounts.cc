@@ -1,10 +1,14 @@
 #include "daemon/mounts.h"
 
+#include <dirent.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/xattr.h>
 
 #include <cerrno>
+#include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -115,6 +119,64 @@ Result<MountInfo> TierfsMountOf(const std::string& path) {
       fmt::format("{} is not on a tierfs mount (it is on {}{})", path,
                   found ? found->fstype : std::string("an unknown file system"),
                   found ? fmt::format(" mounted at {}", found->mountpoint) : std::string()));
+}
+
+const MountInfo* MountAt(const std::vector<MountInfo>& mounts, const std::string& mountpoint) {
+  const MountInfo* found = nullptr;
+  for (const auto& m : mounts) {
+    if (m.mountpoint == mountpoint) found = &m;  // the last one is on top
+  }
+  return found;
+}
+
+namespace {
+
+// "tierfs pid N" for a tierfs mount (its daemon answers user.tierfs.daemon), else "fstype X, SRC".
+std::string DescribeMount(const MountInfo& m, const std::string& path) {
+  if (m.fstype != kTierfsFsType) {
+    return fmt::format("fstype {}, {}", EscapeForLog(m.fstype, 64), EscapeForLog(m.source, 256));
+  }
+  std::string value(512, '\0');
+  const ssize_t n = ::getxattr(path.c_str(), "user.tierfs.daemon", value.data(), value.size());
+  std::string pid = "unknown";
+  if (n > 0) {
+    value.resize(static_cast<size_t>(n));
+    if (value.starts_with("pid=")) pid = value.substr(4, value.find(' ') - 4);
+  }
+  return fmt::format("tierfs pid {}, {}", EscapeForLog(pid, 32), EscapeForLog(m.source, 256));
+}
+
+}  // namespace
+
+Status CheckMountpoint(const std::string& mountpoint, bool allow_nonempty) {
+  char resolved[PATH_MAX];
+  const std::string path =
+      ::realpath(mountpoint.c_str(), resolved) != nullptr ? std::string(resolved) : mountpoint;
+  auto all = ReadMountInfo();
+  if (!all.ok()) return all.status();
+  if (const MountInfo* m = MountAt(*all, path)) {
+    const bool fuse = m->fstype == "fuse" || m->fstype.starts_with("fuse.");
+    return Status::InvalidArgument(fmt::format(
+        "MOUNTPOINT {} is already a mount point ({}); unmount it first ({} {})", mountpoint,
+        DescribeMount(*m, path), fuse ? "fusermount3 -u" : "umount", mountpoint));
+  }
+  if (allow_nonempty) return Status::OK();
+  DIR* d = ::opendir(path.c_str());
+  if (d == nullptr) return Status::FromErrno(errno, "MOUNTPOINT " + mountpoint);
+  std::string first;
+  uint64_t count = 0;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string_view name = e->d_name;
+    if (name == "." || name == "..") continue;
+    if (count++ == 0) first = name;
+  }
+  ::closedir(d);
+  if (count == 0) return Status::OK();
+  return Status::InvalidArgument(fmt::format(
+      "MOUNTPOINT {} is not empty (it holds '{}'{}); the mount would hide what it holds: use "
+      "an empty directory, or -o nonempty to mount over it anyway",
+      mountpoint, EscapeForLog(first, 255),
+      count > 1 ? fmt::format(" and {} more", count - 1) : std::string()));
 }
 
 }  // namespace tierfs

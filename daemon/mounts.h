@@ -46,4 +46,16 @@ std::vector<MountInfo> TierfsMounts(const std::vector<MountInfo>& all);
 // is on another file system; IOError when it cannot be stat'ed (a stale mount gives ENOTCONN).
 Result<MountInfo> TierfsMountOf(const std::string& path);
 
+// The mount on top at `mountpoint` (an absolute path, symlinks resolved), if there is one, in
+// `mounts` (ReadMountInfo).
+const MountInfo* MountAt(const std::vector<MountInfo>& mounts, const std::string& mountpoint);
+
+// Whether `tierfs mount` may mount at `mountpoint` (an existing directory). InvalidArgument:
+//   - when it already is a mount point, whatever `allow_nonempty` says: "MNT is already a mount
+//     point (tierfs pid N)" or "(fstype X, SOURCE)"; unmount it first (a second mount on top would
+//     hide the first, whose daemon lives on unseen);
+//   - when it holds any entry and `allow_nonempty` (-o nonempty) is false: the mount would hide
+//     them.
+Status CheckMountpoint(const std::string& mountpoint, bool allow_nonempty);
+
 }  // namespace tierfs

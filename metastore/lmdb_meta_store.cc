@@ -19,6 +19,11 @@ namespace tierfs {
 namespace metastore_internal {
 namespace {
 
+// The store's name in messages (MetaStoreOptions::display_path).
+const std::string& ShownPath(const MetaStoreOptions& o) {
+  return o.display_path.empty() ? o.path : o.display_path;
+}
+
 using Clock = std::chrono::steady_clock;
 
 constexpr std::string_view kSchemaVersionKey = "schema_version";
@@ -367,16 +372,17 @@ Result<std::unique_ptr<LmdbMetaStore>> LmdbMetaStore::Open(const MetaStoreOption
   std::error_code ec;
   const std::filesystem::path parent = std::filesystem::path(options.path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-  if (ec) return Status::FromErrno(ec.value(), "creating meta store directory " + options.path);
+  if (ec)
+    return Status::FromErrno(ec.value(), "creating meta store directory " + ShownPath(options));
   if (::mkdir(options.path.c_str(), 0700) != 0 && errno != EEXIST) {
-    return Status::FromErrno(errno, "creating meta store directory " + options.path);
+    return Status::FromErrno(errno, "creating meta store directory " + ShownPath(options));
   }
 
   MDB_env* raw = nullptr;
   int rc = mdb_env_create(&raw);
   if (rc != MDB_SUCCESS) return MdbStatus(rc, "mdb_env_create");
   std::unique_ptr<MDB_env, EnvCloser> env(raw);
-  const std::string where = "meta store " + options.path;
+  const std::string where = "meta store " + ShownPath(options);
   if ((rc = mdb_env_set_maxdbs(env.get(), 8)) != MDB_SUCCESS ||
       (rc = mdb_env_set_maxreaders(env.get(), kMaxReaders)) != MDB_SUCCESS ||
       (rc = mdb_env_set_mapsize(env.get(), options.map_size)) != MDB_SUCCESS) {
@@ -588,7 +594,8 @@ Status LmdbMetaStore::ScanBlocks(const std::function<bool(const BlockRecord&)>& 
   }
   if (bad > 0) {
     Logger(Module::kMetaStore)
-        .warn("meta store {}: skipped {} undecodable block record(s) in scan", options_.path, bad);
+        .warn("meta store {}: skipped {} undecodable block record(s) in scan", ShownPath(options_),
+              bad);
   }
   return Status::OK();
 }
@@ -882,8 +889,9 @@ void LmdbMetaStore::ApplyBatch(std::span<WriteOp* const> ops) {
   if (now - last_failure_log_ >= std::chrono::seconds(10)) {
     last_failure_log_ = now;
     Logger(Module::kMetaStore)
-        .warn("meta store {}: write transaction of {} operation(s) failed: {}{}", options_.path,
-              ops.size(), s.ToString(), ops.size() > 1 ? "; retrying one by one" : "");
+        .warn("meta store {}: write transaction of {} operation(s) failed: {}{}",
+              ShownPath(options_), ops.size(), s.ToString(),
+              ops.size() > 1 ? "; retrying one by one" : "");
   }
   if (ops.size() == 1) {
     ops[0]->status = s;
@@ -901,7 +909,7 @@ Status LmdbMetaStore::RunTxn(std::span<WriteOp* const> ops) {
   if (std::any_of(ops.begin(), ops.end(), [](const WriteOp* op) { return op->grows; })) {
     TIERFS_ASSIGN_OR_RETURN(bool full, OverSoftLimit());
     if (full) {
-      return Status::NoSpace("meta store " + options_.path +
+      return Status::NoSpace("meta store " + ShownPath(options_) +
                              " is full (the last 1/16 of map_size is kept for deletes)");
     }
   }
@@ -964,7 +972,7 @@ Status LmdbMetaStore::SyncEnv(const char* why) {
   Status s = MdbStatus(mdb_env_sync(env_.get(), /*force=*/1), "mdb_env_sync");
   if (!s.ok()) {
     Logger(Module::kMetaStore)
-        .error("meta store {}: {} sync failed: {}", options_.path, why, s.ToString());
+        .error("meta store {}: {} sync failed: {}", ShownPath(options_), why, s.ToString());
   }
   return s;
 }

@@ -93,7 +93,10 @@ struct BlockRecord {
 inline constexpr size_t kMaxMetaKeyBytes = 511;
 
 struct MetaStoreOptions {
-  std::string path;                 // directory holding data.mdb/lock.mdb; created if missing
+  std::string path;  // directory holding data.mdb/lock.mdb; created if missing
+  // How messages name the store; empty: `path`. For a `path` an operator would not recognise
+  // (the daemon opens its store through /proc/self/fd/N/meta).
+  std::string display_path;
   uint64_t map_size = 64ULL << 30;  // LMDB map size (virtual; sparse on disk)
   // Writes are committed by a single writer thread in batches; durability of the last few
   // milliseconds of index updates is traded for throughput (MDB_NOSYNC + periodic sync). A lost

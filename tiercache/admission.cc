@@ -53,7 +53,7 @@ Admission::Admission(const AdmissionOptions& options, uint64_t l2_capacity, uint
                                                l2_capacity / 100 * options.scan_percent)) {
   uint64_t entries = options.ghost_bytes / sizeof(uint64_t);
   if (options.ghost_bytes == 0) entries = 2 * (l2_capacity / block_size_);
-  entries = std::clamp<uint64_t>(entries, 64, uint64_t{1} << 32);
+  entries = std::clamp<uint64_t>(entries, 64, AdmissionOptions::kMaxGhostBytes / sizeof(uint64_t));
   buckets_ = std::bit_floor(static_cast<size_t>(entries / kWays));
   slots_ = std::make_unique<std::atomic<uint64_t>[]>(buckets_ * kWays);
   cursor_ = std::make_unique<std::atomic<uint8_t>[]>(buckets_);

@@ -22,7 +22,8 @@
 //
 // The ghost list: ghost_bytes / 8 fingerprints (64 bits of the block key each) in 8-way buckets,
 // replaced round-robin within a bucket, so the window is about that many distinct blocks seen
-// (by default twice as many blocks as L2 holds: 256 KiB for a 16 GiB L2 of 1 MiB blocks).
+// (by default twice as many blocks as L2 holds: 256 KiB for a 16 GiB L2 of 1 MiB blocks; never
+// more than AdmissionOptions::kMaxGhostBytes, so a huge L2 does not size it past the host).
 // Lock-free; a lost race only forgets or repeats one fingerprint.
 //
 // Thread-safe; no external synchronization needed.
@@ -43,8 +44,12 @@ namespace tierfs {
 struct AdmissionOptions {
   // The policy of blocks whose object has none set (cache.admit). kDefault means kAlways.
   AdmitPolicy default_policy = AdmitPolicy::kAlways;
+  // The most memory the ghost list takes, whatever L2's size (a window of 8M blocks: twice the
+  // blocks of a 4 TiB L2 of 1 MiB blocks); cache.admit_ghost_bytes above it is refused.
+  static constexpr uint64_t kMaxGhostBytes = 64ULL << 20;
   // Bytes of the ghost list (cache.admit_ghost_bytes): 8 bytes per remembered block (at least
-  // 64 blocks). 0: twice as many blocks as L2 holds.
+  // 64 blocks, at most kMaxGhostBytes). 0: twice as many blocks as L2 holds, up to
+  // kMaxGhostBytes.
   uint64_t ghost_bytes = 0;
   // A sequential reader of a file of at least this percentage of L2's capacity (and of at least
   // Admission::kScanMinBlocks blocks) is a scan (cache.admit_scan_percent); 0: no scan detection.

@@ -382,6 +382,9 @@ TEST(ConfigTest, MountOptions) {
   EXPECT_TRUE(Contains(Err(ApplyMountOptions("bogus", &b)), "'bogus'"));
   EXPECT_TRUE(Contains(Err(ApplyMountOptions("uid=abc", &b)), "-o uid"));
   EXPECT_TRUE(Contains(Err(ApplyMountOptions("rw", &b)), "read-only"));
+  EXPECT_FALSE(b.allow_nonempty);
+  ASSERT_TRUE(ApplyMountOptions("nonempty", &b).ok());
+  EXPECT_TRUE(b.allow_nonempty);
 }
 
 TEST(ConfigTest, PrivateByDefaultAndAllowOtherTurnsOnDefaultPermissions) {
@@ -469,6 +472,11 @@ TEST(ConfigTest, ValidateNamesKeys) {
   c = o;
   c.l1.capacity_bytes = 0;  // disabled is fine
   EXPECT_TRUE(Validate(c).ok());
+  c = o;
+  c.cache.admission.ghost_bytes = AdmissionOptions::kMaxGhostBytes;
+  EXPECT_TRUE(Validate(c).ok());
+  c.cache.admission.ghost_bytes = AdmissionOptions::kMaxGhostBytes + 1;
+  EXPECT_TRUE(Contains(Err(Validate(c)), "cache.admit_ghost_bytes"));
   c = o;
   c.fuse.max_threads = 0;
   EXPECT_TRUE(Contains(Err(Validate(c)), "fuse.max_threads"));

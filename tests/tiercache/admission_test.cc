@@ -73,6 +73,18 @@ TEST(Admission, NeverAndAlwaysAndTheDefault) {
   EXPECT_EQ(a.ghost_entries(), 512u);
 }
 
+TEST(Admission, TheGhostListIsCappedWhateverTheL2Size) {
+  AdmissionOptions o;
+  // 1 PiB and 1 EiB of 1 MiB blocks would ask for 16 GiB and 16 TiB of fingerprints.
+  for (uint64_t l2 : {uint64_t{1} << 50, uint64_t{1} << 60, UINT64_MAX}) {
+    Admission a(o, l2, 1 << 20);
+    EXPECT_EQ(a.ghost_entries() * sizeof(uint64_t), AdmissionOptions::kMaxGhostBytes) << l2;
+  }
+  o.ghost_bytes = uint64_t{1} << 40;  // refused by config; capped here all the same
+  Admission explicit_size(o, 1 << 30, kBs);
+  EXPECT_EQ(explicit_size.ghost_entries() * sizeof(uint64_t), AdmissionOptions::kMaxGhostBytes);
+}
+
 TEST(Admission, SequentialReadersOfLargeFilesAreScans) {
   AdmissionOptions o;
   o.scan_percent = 10;

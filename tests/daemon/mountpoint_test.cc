@@ -1,0 +1,61 @@
+// daemon/mounts CheckMountpoint: a mount point that is already one is refused
+// (even with -o nonempty), a non-empty directory needs -o nonempty.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "daemon/mounts.h"
+
+namespace tierfs {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "tierfs-mountpoint-XXXXXX").string();
+    EXPECT_NE(::mkdtemp(tmpl.data()), nullptr);
+    path_ = tmpl;
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+void Write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+TEST(CheckMountpoint, ANonEmptyDirectoryNeedsNonempty) {
+  TempDir dir;
+  EXPECT_TRUE(CheckMountpoint(dir.path(), false).ok());
+  Write(dir.path() + "/a", "x");
+  Write(dir.path() + "/b", "x");
+  Status s = CheckMountpoint(dir.path(), false);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(s.message().find(dir.path() + " is not empty (it holds '"), std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("and 1 more"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("-o nonempty"), std::string::npos) << s.message();
+  EXPECT_TRUE(CheckMountpoint(dir.path(), true).ok());
+}
+
+TEST(CheckMountpoint, AMountPointIsRefusedEvenWithNonempty) {
+  auto mounts = ReadMountInfo();
+  ASSERT_TRUE(mounts.ok()) << mounts.status().ToString();
+  const MountInfo* root = MountAt(*mounts, "/");
+  ASSERT_NE(root, nullptr);
+  Status s = CheckMountpoint("/", true);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("MOUNTPOINT / is already a mount point (fstype " + root->fstype),
+            std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("unmount it first"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace tierfs
