@@ -1442,12 +1442,28 @@ void ListXattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
   ReplyXattrValue(req, *v, size);
 }
 
+// The caller of `req` with its groups: the request's gid and the supplementary groups libfuse
+// reads from /proc/PID/task/TID/status (none when that fails, e.g. the caller has exited).
+XattrCaller CallerOf(fuse_req_t req) {
+  const fuse_ctx* c = fuse_req_ctx(req);
+  XattrCaller caller{static_cast<uint32_t>(c->uid), {static_cast<uint32_t>(c->gid)}};
+  if (c->uid == 0) return caller;
+  std::vector<gid_t> groups(64);
+  int n = fuse_req_getgroups(req, static_cast<int>(groups.size()), groups.data());
+  if (n > static_cast<int>(groups.size())) {
+    groups.resize(static_cast<size_t>(n));
+    n = fuse_req_getgroups(req, static_cast<int>(groups.size()), groups.data());
+  }
+  for (int i = 0; i < std::min(n, static_cast<int>(groups.size())); ++i) {
+    caller.gids.push_back(static_cast<uint32_t>(groups[static_cast<size_t>(i)]));
+  }
+  return caller;
+}
+
 void SetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size,
               int flags) {
   OpTimer timer(Ctx(req), Op::kSetXattr);
-  const fuse_ctx* caller = fuse_req_ctx(req);
-  Status s = Ctx(req)->fs->SetXattr(ino, name, std::string_view(value, size),
-                                    static_cast<uint32_t>(caller->uid));
+  Status s = Ctx(req)->fs->SetXattr(ino, name, std::string_view(value, size), CallerOf(req));
   fuse_reply_err(req, ToErrno(s, ErrnoContext::kXattr));
 }
 

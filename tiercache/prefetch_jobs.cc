@@ -72,6 +72,9 @@ struct Task {
 struct Job {
   PrefetchJobStatus st;  // guarded by PrefetchJobsImpl::mu_
   std::atomic<bool> cancel{false};
+  // The uid that started it through StartAs (counted against its max_jobs_per_user); unset for
+  // Start and for jobs resumed from the MetaStore. Guarded by PrefetchJobsImpl::mu_.
+  std::optional<uint32_t> owner;
 };
 
 // The job being executed. Fields guarded by PrefetchJobsImpl::mu_ except the constants.
@@ -396,6 +399,15 @@ class PrefetchJobsImpl final : public PrefetchJobs {
   }
 
   Status Start(std::string_view path, std::string_view tier) override {
+    return StartJob(path, tier, std::nullopt);
+  }
+
+  Status StartAs(uint32_t uid, std::string_view path, std::string_view tier) override {
+    return StartJob(path, tier, uid);
+  }
+
+  Status StartJob(std::string_view path, std::string_view tier, std::optional<uint32_t> owner)
+      EXCLUDES(mu_) {
     TIERFS_ASSIGN_OR_RETURN(size_t target, TierIndex(tier));
     (void)target;
     PrefetchJobStatus snapshot;
@@ -406,10 +418,19 @@ class PrefetchJobsImpl final : public PrefetchJobs {
                                 it->second->st.state == PrefetchState::kRunning)) {
         return Status::OK();
       }
+      if (owner && ActiveJobsOfLocked(*owner) >= options_.max_jobs_per_user) {
+        Logger(Module::kTierCache)
+            .warn("prefetch of '{}' by uid {} refused: it has {} jobs queued or running", path,
+                  *owner, options_.max_jobs_per_user);
+        return Status::NoSpace(fmt::format(
+            "uid {} already has {} prefetch jobs queued or running (the most one user may have)",
+            *owner, options_.max_jobs_per_user));
+      }
       auto job = std::make_shared<Job>();
       job->st.path = std::string(path);
       job->st.tier = std::string(tier);
       job->st.state = PrefetchState::kQueued;
+      job->owner = owner;
       snapshot = job->st;
       jobs_[std::string(path)] = std::move(job);
       queue_.push_back(std::string(path));
@@ -418,6 +439,15 @@ class PrefetchJobsImpl final : public PrefetchJobs {
     Logger(Module::kTierCache).info("prefetch of '{}' into {} queued", path, tier);
     cv_.SignalAll();
     return Status::OK();
+  }
+
+  // Queued or running jobs `uid` started (StartAs).
+  size_t ActiveJobsOfLocked(uint32_t uid) REQUIRES(mu_) {
+    size_t n = 0;
+    for (const auto& [p, job] : jobs_) {
+      if (job->owner == uid && !Finished(job->st.state)) ++n;
+    }
+    return n;
   }
 
   Status AppendList(std::string_view tier, const std::vector<std::string>& paths) override {

@@ -42,6 +42,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -107,6 +108,9 @@ struct PrefetchJobsOptions {
   uint64_t blocks_per_task = 4;
   // Jobs running at once (their tasks are handed out round-robin); the others wait in FIFO.
   int max_running_jobs = 4;
+  // Jobs one user may have queued or running through StartAs (the control group's members);
+  // beyond it StartAs is refused with NoSpace (ENOSPC), so no user can queue without bound.
+  size_t max_jobs_per_user = 16;
   // The bytes of the runs in flight are also bounded by memory_budget (one run always may go).
   uint64_t memory_budget = 64ull << 20;
   // The origin's current adaptive concurrency limit (BlobStoreStats::concurrency_limit; 0 or
@@ -145,6 +149,11 @@ class PrefetchJobs {
   // tier name or no such tier in this daemon (e.g. "l3" without an L3). A queued or running job
   // of the same path is left as it is (OK).
   virtual Status Start(std::string_view path, std::string_view tier) = 0;
+  // Start on behalf of `uid` (a member of the mount's control group): the job counts against
+  // the uid's max_jobs_per_user while queued or running; NoSpace when the uid is at that cap (a
+  // job of the same path already queued or running is OK, as for Start). Not persisted: a job
+  // resumed after a restart has no owner.
+  virtual Status StartAs(uint32_t uid, std::string_view path, std::string_view tier) = 0;
   // NotFound when `path` has no job.
   virtual Result<PrefetchJobStatus> Get(std::string_view path) = 0;
   // Cancels the job of `path` (queued or running). NotFound: no job; OK for a finished one.
