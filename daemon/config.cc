@@ -479,6 +479,14 @@ const std::vector<KeySpec>& Schema() {
          o->gid = g;
          return Status::OK();
        }},
+      {"fuse", "shutdown_grace", Kind::kDuration,
+       [](const Value& v, DaemonOptions* o) {
+         if (v.duration > std::chrono::hours(1)) {
+           return Status::InvalidArgument("must be at most 1h");
+         }
+         o->fuse.shutdown_grace = v.duration;
+         return Status::OK();
+       }},
       {"fuse", "control_group", Kind::kString,
        [](const Value& v, DaemonOptions* o) {
          o->control_group = v.str;

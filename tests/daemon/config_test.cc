@@ -428,6 +428,18 @@ TEST(ConfigTest, ControlGroupOwnsTheInodesWithGroupWrite) {
   EXPECT_TRUE(FinishOptions(&same, FakeEnv({})).ok());
 }
 
+TEST(ConfigTest, ShutdownGrace) {
+  DaemonOptions d = Base();
+  EXPECT_EQ(d.fuse.shutdown_grace, std::chrono::seconds(5));
+  ASSERT_TRUE(ApplyConfigText("[fuse]\nshutdown_grace = \"20s\"\n", "t.toml", &d).ok());
+  EXPECT_EQ(d.fuse.shutdown_grace, std::chrono::seconds(20));
+  DaemonOptions b = Base();
+  EXPECT_TRUE(Contains(Err(ApplyConfigText("[fuse]\nshutdown_grace = \"2h\"\n", "t.toml", &b)),
+                       "fuse.shutdown_grace"));
+  EXPECT_TRUE(Contains(Err(ApplyConfigText("[fuse]\nshutdown_grace = \"soon\"\n", "t.toml", &b)),
+                       "fuse.shutdown_grace"));
+}
+
 TEST(ConfigTest, PrivateByDefaultAndAllowOtherTurnsOnDefaultPermissions) {
   DaemonOptions d = Base();
   ASSERT_TRUE(FinishOptions(&d, FakeEnv({})).ok());
