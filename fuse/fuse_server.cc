@@ -1831,7 +1831,15 @@ Status FuseServer::Run() {
     supervisor = std::thread([this] { Supervise(); });
     pthread_sigmask(SIG_SETMASK, &old, nullptr);
   }
+  // This thread takes SIGINT/SIGTERM while the loop runs: its sem_wait is what the drain's
+  // pthread_kill interrupts.
+  sigset_t stop_signals, before;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_UNBLOCK, &stop_signals, &before);
   int rc = fuse_session_loop_mt(se_, cfg);
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
   fuse_loop_cfg_destroy(cfg);
   loop_done_.store(true);
   WakeSupervisor();
