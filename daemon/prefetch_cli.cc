@@ -61,8 +61,8 @@ const char* SetErrorHint(int err) {
          : err == EPERM || err == EACCES ? " (only root and the user who mounted may start or "
                                            "cancel prefetch jobs, and members of the mount's "
                                            "control group, tierfs mount --control-group)"
-         : err == ENOSPC ? " (this user has as many prefetch jobs queued or running as one user "
-                           "may; wait for one or cancel one)"
+         : err == ENOSPC ? " (this user has as many prefetch jobs, or files in the list job, "
+                           "queued as one user may; wait for them or cancel one)"
                          : "";
 }
 

@@ -195,7 +195,8 @@ class PrefetchListHandler final : public XattrHandler {
       Status s = jobs->Cancel(kPrefetchListJob);
       return s.IsNotFound() ? Status::OK() : s;  // nothing queued: nothing to drop
     }
-    Status s = jobs->AppendList(req->tier, req->paths);
+    Status s = t.job_owner ? jobs->AppendListAs(*t.job_owner, req->tier, req->paths)
+                           : jobs->AppendList(req->tier, req->paths);
     if (!s.ok()) return Refused(name(), t, raw.substr(0, 200), s);
     return Status::OK();
   }

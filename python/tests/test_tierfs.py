@@ -204,7 +204,7 @@ class PrefetchTest(FakeFSTest):
         with self.assertRaises(OSError) as cm:
             tierfs.prefetch(["/mnt/data/train/00/s000.bin"])
         self.assertEqual(cm.exception.errno, errno.ENOSPC)
-        self.assertIn("as many prefetch jobs queued or running as one user may", str(cm.exception))
+        self.assertIn("files in the list job, queued as one user may", str(cm.exception))
 
     def test_an_invalid_list_says_why(self):
         self.d.refuse_list = errno.EINVAL

@@ -55,8 +55,8 @@ def _getxattr(path, name):
 _REFUSED_HINT = ("uid %d may not start prefetches on this mount: root, the user who mounted it "
                  "and members of its control group (tierfs mount --control-group, "
                  "fuse.control_group) may")
-_CAP_HINT = ("uid %d has as many prefetch jobs queued or running as one user may; wait for one "
-             "to finish or cancel one")
+_CAP_HINT = ("uid %d has as many prefetch jobs, or files in the list job, queued as one user "
+             "may; wait for them or cancel one")
 
 
 def _setxattr(path, name, value, einval_hint=None):

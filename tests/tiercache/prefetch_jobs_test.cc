@@ -578,6 +578,32 @@ TEST_F(PrefetchEngineTest, JobsPerUserAreCapped) {
   EXPECT_EQ(WaitDone("d/sub").state, PrefetchState::kDone);
 }
 
+// One user (AppendListAs) may have max_list_files_per_user files queued in the list job; an
+// append past it is refused whole. Other users and AppendList (root, the mounting user) are not
+// held up; dropping the list (cancel) frees the count. The one runner is busy with a job whose
+// reads are held: the list job stays queued, its files untaken.
+TEST_F(PrefetchEngineTest, ListFilesPerUserAreCapped) {
+  PrefetchJobsOptions o = Options();
+  o.max_list_files_per_user = 3;
+  o.max_running_jobs = 1;
+  OpenJobsWith(o);
+  origin_.HoldReads();
+  TC_ASSERT_OK(jobs_->Start("more", "l2"));
+  origin_.WaitForBlockedReads(1);
+  TC_ASSERT_OK(jobs_->AppendListAs(1000, "l2", {"many/f00", "many/f01"}));
+  Status s = jobs_->AppendListAs(1000, "l2", {"many/f02", "many/f03"});
+  EXPECT_EQ(s.code(), Status::Code::kNoSpace) << s.ToString();
+  EXPECT_NE(s.message().find("uid 1000 already has 2 files queued"), std::string::npos)
+      << s.ToString();
+  TC_ASSERT_OK(jobs_->AppendListAs(1000, "l2", {"many/f02"}));  // exactly at the cap
+  TC_ASSERT_OK(jobs_->AppendListAs(1001, "l2", {"many/f10", "many/f11", "many/f12"}));
+  TC_ASSERT_OK(jobs_->AppendList("l2", {"many/f13", "many/f14", "many/f15", "many/f16"}));
+  EXPECT_EQ(jobs_->Get(kPrefetchListJob)->state, PrefetchState::kQueued);
+  EXPECT_EQ(jobs_->Get(kPrefetchListJob)->files_total, 10u);  // the refused append queued nothing
+  TC_ASSERT_OK(jobs_->Cancel(kPrefetchListJob));
+  TC_ASSERT_OK(jobs_->AppendListAs(1000, "l2", {"many/f03", "many/f04", "many/f05"}));
+}
+
 TEST_F(PrefetchEngineTest, MemoryBudgetAndOriginLimitBoundTheBlocksInFlight) {
   PrefetchJobsOptions o = Options();
   o.memory_budget = 300;  // the files of many/ are 100 bytes: three at once
