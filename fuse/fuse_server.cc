@@ -51,6 +51,14 @@
 // dies with the request. Dispatch() runs the work inline while a remote slot is free, else
 // queues it for the remote pool, which replies from its own thread (libfuse allows replying from
 // any thread). Local reads (every block in L1/L2, Filesystem::ReadIsLocal) take no slot.
+//
+// Stopping (FuseServer::Drain). libfuse's SIGINT/SIGTERM handler would end the loop at once and
+// leave the requests in flight to the kernel's ENOTCONN; ours only wakes a supervisor thread
+// through a pipe. It stops new network-bound work (EIO at once), waits up to
+// FuseOptions::shutdown_grace for the dispatched requests, cancels the rest "for shutdown" (their
+// Cancelled maps to EIO, not EINTR, through the thread's t_ended_by_shutdown), detaches the
+// mount, lets the loop answer for a moment more while open files are closed, then ends the loop
+// (fuse_session_exit, and pthread_kill to wake its sem_wait).
 
 #define FUSE_USE_VERSION FUSE_MAKE_VERSION(3, 12)  // fuse_loop_cfg_* (libfuse >= 3.12)
 #include "fuse/fuse_server.h"
