@@ -1854,6 +1854,13 @@ Status FuseServer::Run() {
   supervisor.join();
   // 0: unmounted (fusermount3 -u / umount, or by the drain); < 0: the loop failed.
   if (rc > 0) Logger(Module::kFuse).info("signal {}: unmounting {}", rc, mountpoint_);
+  if (rc == -ECONNABORTED && detached_.load()) {
+    // The drain detached the mount and the last open file was closed while a worker was taking
+    // a request (the kernel's RELEASE racing the connection's end): the session is over, as
+    // with ENODEV, which libfuse itself takes as the end.
+    Logger(Module::kFuse).info("the connection of {} ended while a request was read", mountpoint_);
+    return Status::OK();
+  }
   if (rc < 0) return Status::FromErrno(-rc, "fuse session loop");
   return Status::OK();
 }
