@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <grp.h>
 #include <sys/stat.h>
 #include <toml++/toml.h>
 #include <unistd.h>
@@ -480,6 +481,19 @@ const std::vector<KeySpec>& Schema() {
          o->gid = g;
          return Status::OK();
        }},
+      {"fuse", "shutdown_grace", Kind::kDuration,
+       [](const Value& v, DaemonOptions* o) {
+         if (v.duration > std::chrono::hours(1)) {
+           return Status::InvalidArgument("must be at most 1h");
+         }
+         o->fuse.shutdown_grace = v.duration;
+         return Status::OK();
+       }},
+      {"fuse", "control_group", Kind::kString,
+       [](const Value& v, DaemonOptions* o) {
+         o->control_group = v.str;
+         return Status::OK();
+       }},
       {"fuse", "options", Kind::kString,
        [](const Value& v, DaemonOptions* o) { return ApplyMountOptions(v.str, o); }},
       {"fuse", "debug", Kind::kBool,
@@ -932,6 +946,7 @@ Status ApplyFlags(const MountFlags& f, DaemonOptions* out) {
     TIERFS_RETURN_IF_ERROR(ParseUint(flag, **text, 0xffffffffULL, &v));
     *dst = static_cast<uint32_t>(v);
   }
+  if (f.control_group) out->control_group = *f.control_group;
   if (f.file_mode) {
     TIERFS_RETURN_IF_ERROR(ParseMode("--file-mode", *f.file_mode, &out->fs.file_mode));
     out->fs.file_mode_set = true;
@@ -971,6 +986,49 @@ static Status FinishManifestOption(DaemonOptions* o) {
   std::error_code ec;
   auto abs = std::filesystem::absolute(path, ec);
   o->manifest = ec ? path : abs.lexically_normal().string();
+  return Status::OK();
+}
+
+// fuse.control_group: the gid of a group name or number. Its members may set the prefetch
+// controls; with default_permissions the kernel lets a user's setxattr through only with write
+// permission on the inode, so every inode belongs to that group and has its group write bit
+// (writes still fail with EROFS).
+static Status FinishControlGroup(DaemonOptions* o) {
+  if (!o->control_group) return Status::OK();
+  const std::string& name = *o->control_group;
+  constexpr std::string_view kWhat = "fuse.control_group (--control-group)";
+  uint32_t gid = 0;
+  if (!name.empty() && name.find_first_not_of("0123456789") == std::string::npos) {
+    uint64_t v = 0;
+    TIERFS_RETURN_IF_ERROR(ParseUint(kWhat, name, 0xfffffffeULL, &v));
+    gid = static_cast<uint32_t>(v);
+  } else {
+    if (name.empty()) return Status::InvalidArgument(fmt::format("{}: empty group name", kWhat));
+    group g{};
+    group* found = nullptr;
+    std::vector<char> buf(16384);
+    int err = 0;
+    while ((err = getgrnam_r(name.c_str(), &g, buf.data(), buf.size(), &found)) == ERANGE &&
+           buf.size() < (1U << 24)) {
+      buf.resize(buf.size() * 2);
+    }
+    if (found == nullptr) {
+      return Status::InvalidArgument(
+          fmt::format("{}: no group '{}'{}", kWhat, EscapeForLog(name),
+                      err != 0 ? fmt::format(" ({})", std::strerror(err)) : std::string()));
+    }
+    gid = static_cast<uint32_t>(g.gr_gid);
+  }
+  if (o->gid && *o->gid != gid) {
+    return Status::InvalidArgument(fmt::format(
+        "fuse.gid (--gid) {} differs from {} '{}' (gid {}): the files belong to the control "
+        "group; leave fuse.gid unset",
+        *o->gid, kWhat, EscapeForLog(name), gid));
+  }
+  o->fs.control_gid = gid;
+  o->fs.gid = gid;
+  o->fs.file_mode |= S_IWGRP;
+  o->fs.dir_mode |= S_IWGRP;
   return Status::OK();
 }
 
@@ -1060,6 +1118,7 @@ Status FinishOptions(DaemonOptions* o, const GetEnvFn& getenv) {
   o->fs.gid_set = o->gid.has_value();
   // Root and the mounting user (the daemon's uid) may set user.tierfs.* controls.
   o->fs.control_uid = static_cast<uint32_t>(getuid());
+  TIERFS_RETURN_IF_ERROR(FinishControlGroup(o));
   // Other users get in only with allow_other, and then the kernel checks modes and owner
   // (fuse.file_mode / fuse.dir_mode / fuse.uid / fuse.gid) unless told otherwise.
   o->fuse.default_permissions =

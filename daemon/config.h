@@ -90,6 +90,9 @@ struct DaemonOptions {
   // Owner of every inode; unset: the mounting user.
   std::optional<uint32_t> uid;
   std::optional<uint32_t> gid;
+  // fuse.control_group / --control-group: a group name or numeric gid whose members may set the
+  // prefetch controls (FilesystemOptions::control_gid); FinishOptions resolves it.
+  std::optional<std::string> control_group;
   // fuse.default_permissions / -o [no]default_permissions; unset: on exactly when allow_other
   // is (FinishOptions sets fuse.default_permissions).
   std::optional<bool> default_permissions;
@@ -168,6 +171,7 @@ struct MountFlags {
   bool allow_root = false;                     // --allow-root (fuse.allow_root)
   std::optional<std::string> uid;              // --uid (fuse.uid)
   std::optional<std::string> gid;              // --gid (fuse.gid)
+  std::optional<std::string> control_group;    // --control-group (fuse.control_group)
   std::optional<std::string> file_mode;        // --file-mode (fuse.file_mode)
   std::optional<std::string> dir_mode;         // --dir-mode (fuse.dir_mode)
   std::optional<std::string> log_format;       // --log-format (log.format)

@@ -186,6 +186,12 @@ const std::map<std::string, Getter, std::less<>>& Getters() {
       {"fuse.dir_mode", [](const DaemonOptions& o) { return Mode(o.fs.dir_mode); }},
       {"fuse.uid", [](const DaemonOptions& o) { return Opt(o.uid, "the mounting user"); }},
       {"fuse.gid", [](const DaemonOptions& o) { return Opt(o.gid, "the mounting user's group"); }},
+      {"fuse.shutdown_grace", [](const DaemonOptions& o) { return Dur(o.fuse.shutdown_grace); }},
+      {"fuse.control_group",
+       [](const DaemonOptions& o) {
+         return o.control_group ? Quote(*o.control_group)
+                                : std::string("(unset: only root and the mounting user)");
+       }},
       {"fuse.options",
        [](const DaemonOptions& o) {
          std::string list;

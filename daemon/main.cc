@@ -1180,7 +1180,7 @@ int Main(int argc, char** argv) {
   const std::string g_log = "Logging and process";
   std::string source, mountpoint, config_path;
   std::string endpoint, region, cache_dir, l1, l2, ttl, block, level, log_file, profile;
-  std::string uid, gid, file_mode, dir_mode, log_format;
+  std::string uid, gid, control_group, file_mode, dir_mode, log_format;
   bool read_only = false;
   MountFlags flags;
   mount->add_option("SOURCE", source, "s3://BUCKET[/PREFIX] or file:///ABSOLUTE/PATH")->required();
@@ -1287,6 +1287,12 @@ int Main(int argc, char** argv) {
                                  "Group of every file and directory (fuse.gid; default: the "
                                  "mounting user's group)")
                     ->group(g_fuse);
+  auto* o_control_group =
+      mount
+          ->add_option("--control-group", control_group,
+                       "Group (name or gid) whose members may start prefetches "
+                       "(user.tierfs.prefetch, prefetch_list; fuse.control_group)")
+          ->group(g_fuse);
   auto* o_file_mode =
       mount
           ->add_option("--file-mode", file_mode,
@@ -1550,6 +1556,7 @@ int Main(int argc, char** argv) {
   set(o_l3_endpoint, l3_endpoint, &flags.l3_endpoint);
   set(o_uid, uid, &flags.uid);
   set(o_gid, gid, &flags.gid);
+  set(o_control_group, control_group, &flags.control_group);
   set(o_file_mode, file_mode, &flags.file_mode);
   set(o_dir_mode, dir_mode, &flags.dir_mode);
   (void)read_only;  // tierfs is read-only whatever it says

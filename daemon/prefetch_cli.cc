@@ -59,8 +59,11 @@ std::string Bar(const PrefetchProgress& p, int width) {
 const char* SetErrorHint(int err) {
   return err == ENOTSUP                  ? " (not on a tierfs mount?)"
          : err == EPERM || err == EACCES ? " (only root and the user who mounted may start or "
-                                           "cancel prefetch jobs)"
-                                         : "";
+                                           "cancel prefetch jobs, and members of the mount's "
+                                           "control group, tierfs mount --control-group)"
+         : err == ENOSPC ? " (this user has as many prefetch jobs, or files in the list job, "
+                           "queued as one user may; wait for them or cancel one)"
+                         : "";
 }
 
 // Polls `attr` of `path` until its job finished; false if it did not end "done".

@@ -695,20 +695,25 @@ Result<std::vector<std::string>> Filesystem::ListXattr(InodeId ino) {
 }
 
 Status Filesystem::SetXattr(InodeId ino, std::string_view name, std::string_view value,
-                            uint32_t caller_uid) {
+                            const XattrCaller& caller) {
   auto n = FindInode(ino);
   if (!n) return Status::FailedPrecondition(fmt::format("setxattr of unknown inode {}", ino));
-  if (name.starts_with(kXattrPrefix) && caller_uid != 0 && caller_uid != options_.control_uid) {
-    // The controls (evict, prefetch, pin, ttl, ...) act for every user of the mount: only root
-    // and the mounting user may use them.
-    Logger(Module::kFuse)
-        .warn(
-            "setxattr {} on '{}' by uid {} refused: only root and the mounting user (uid {}) "
-            "may set user.tierfs.* attributes",
-            EscapeForLog(name), EscapeForLog(n->path), caller_uid, options_.control_uid);
-    return Status::PermissionDenied(fmt::format("uid {} may not set {}", caller_uid, name));
-  }
   const XattrHandler* h = xattrs_->Find(name);
+  XattrTarget t = XattrTargetFor(ino, *n);
+  if (name.starts_with(kXattrPrefix) && caller.uid != 0 && caller.uid != options_.control_uid) {
+    // The controls (evict, prefetch, pin, ttl, ...) act for every user of the mount: only root
+    // and the mounting user may use them, and the control group the prefetch names.
+    const bool member = options_.control_gid &&
+                        std::find(caller.gids.begin(), caller.gids.end(), *options_.control_gid) !=
+                            caller.gids.end();
+    if (!member || h == nullptr || !h->GroupSettable()) {
+      Logger(Module::kFuse)
+          .warn("setxattr {} on '{}' by uid {} refused: {}", EscapeForLog(name),
+                EscapeForLog(n->path), caller.uid, WhoMaySet(h));
+      return Status::PermissionDenied(fmt::format("uid {} may not set {}", caller.uid, name));
+    }
+    t.job_owner = caller.uid;
+  }
   if (!h) {
     if (name.starts_with(kXattrPrefix)) {
       Logger(Module::kFuse)
@@ -717,8 +722,18 @@ Status Filesystem::SetXattr(InodeId ino, std::string_view name, std::string_view
     }
     return Status::NotSupported(fmt::format("attribute {} cannot be set", name));
   }
-  XattrTarget t = XattrTargetFor(ino, *n);
   return h->Set(t, value);
+}
+
+// Who may set the attribute of `h` (null: unknown name), for the refusal's log line.
+std::string Filesystem::WhoMaySet(const XattrHandler* h) const {
+  std::string who = fmt::format("only root and the mounting user (uid {})", options_.control_uid);
+  if (h != nullptr && h->GroupSettable()) {
+    who += options_.control_gid
+               ? fmt::format(" and members of the control group (gid {})", *options_.control_gid)
+               : std::string(" (no fuse.control_group is set)");
+  }
+  return who + " may set it";
 }
 
 Status Filesystem::RemoveXattr(InodeId ino, std::string_view name) {

@@ -31,6 +31,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -47,6 +48,7 @@
 
 namespace tierfs {
 
+class XattrHandler;
 class XattrRegistry;
 struct XattrTarget;
 class PrefetchJobs;
@@ -92,8 +94,19 @@ struct FilesystemOptions {
   // Who may set user.tierfs.* attributes besides root: the mounting user (daemon/: the daemon's
   // uid). Others get PermissionDenied (EPERM); reading the attributes stays open to all.
   uint32_t control_uid = 0;
+  // The control group (daemon/: fuse.control_group): a caller whose primary or supplementary
+  // groups hold this gid may set the names XattrHandler::GroupSettable() allows (the prefetch
+  // names), as owner of the jobs it starts. Unset: nobody but root and control_uid.
+  std::optional<uint32_t> control_gid;
   // Readahead and the next-files prefetch (tiercache/prefetcher.h), driven by opens and reads.
   PrefetcherOptions prefetch;
+};
+
+// Who sets an attribute, as the kernel names the caller of a request: its uid, and its primary
+// and supplementary gids (fuse/: the request's gid and /proc/PID/status's Groups).
+struct XattrCaller {
+  uint32_t uid = 0;
+  std::vector<uint32_t> gids;
 };
 
 // The attributes of an inode, as stat(2) shows them.
@@ -245,9 +258,15 @@ class Filesystem {
   // Names that apply to the inode.
   Result<std::vector<std::string>> ListXattr(InodeId ino);
   // NotSupported: unknown name (ENOTSUP). InvalidArgument: read-only name or bad value (EINVAL).
-  // PermissionDenied (EPERM): a user.tierfs.* name set by a `caller_uid` other than root and
-  // FilesystemOptions::control_uid.
-  Status SetXattr(InodeId ino, std::string_view name, std::string_view value, uint32_t caller_uid);
+  // PermissionDenied (EPERM): a user.tierfs.* name set by a caller other than root and
+  // FilesystemOptions::control_uid, unless the name is GroupSettable() and the caller is in
+  // FilesystemOptions::control_gid.
+  Status SetXattr(InodeId ino, std::string_view name, std::string_view value,
+                  const XattrCaller& caller);
+  // The same for a caller known by its uid only (no group membership).
+  Status SetXattr(InodeId ino, std::string_view name, std::string_view value, uint32_t caller_uid) {
+    return SetXattr(ino, name, value, XattrCaller{caller_uid, {}});
+  }
   // NotFound for unknown names (ENODATA); InvalidArgument for the read-only tierfs names.
   Status RemoveXattr(InodeId ino, std::string_view name);
 
@@ -283,6 +302,7 @@ class Filesystem {
 
   std::shared_ptr<Inode> FindInode(InodeId ino) const;
   XattrTarget XattrTargetFor(InodeId ino, const Inode& n) EXCLUDES(mu_);
+  std::string WhoMaySet(const XattrHandler* h) const;
   // Finds or creates the inode of `path` with `entry`'s attributes; adds one lookup.
   LookupEntry Obtain(const std::string& path, const DirEntry& entry);
   // Whether `node` is a file last opened at another version than `entry` names.

@@ -51,18 +51,30 @@
 // dies with the request. Dispatch() runs the work inline while a remote slot is free, else
 // queues it for the remote pool, which replies from its own thread (libfuse allows replying from
 // any thread). Local reads (every block in L1/L2, Filesystem::ReadIsLocal) take no slot.
+//
+// Stopping (FuseServer::Drain). libfuse's SIGINT/SIGTERM handler would end the loop at once and
+// leave the requests in flight to the kernel's ENOTCONN; ours only wakes a supervisor thread
+// through a pipe. It stops new network-bound work (EIO at once), waits up to
+// FuseOptions::shutdown_grace for the dispatched requests, cancels the rest "for shutdown" (their
+// Cancelled maps to EIO, not EINTR, through the thread's t_ended_by_shutdown), detaches the
+// mount, lets the loop answer for a moment more while open files are closed, then ends the loop
+// (fuse_session_exit, and pthread_kill to wake its sem_wait).
 
 #define FUSE_USE_VERSION FUSE_MAKE_VERSION(3, 12)  // fuse_loop_cfg_* (libfuse >= 3.12)
 #include "fuse/fuse_server.h"
 
 #include <fcntl.h>
 #include <fuse3/fuse_lowlevel.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -85,6 +97,7 @@
 #include <vector>
 
 #include "base/cancel.h"
+#include "base/fd.h"
 #include "base/logging.h"
 #include "base/metrics.h"
 #include "base/mutex.h"
@@ -92,6 +105,12 @@
 #include "fuse/filesystem.h"
 
 namespace tierfs {
+
+namespace {
+// Set while a network-bound request's job runs on this thread (RemoteWork::Run): the flag its
+// RequestToken raises when the daemon's shutdown, not the reader, cancelled it.
+thread_local const std::atomic<bool>* t_ended_by_shutdown = nullptr;
+}  // namespace
 
 int ToErrno(const Status& status, ErrnoContext context) {
   switch (status.code()) {
@@ -125,8 +144,12 @@ int ToErrno(const Status& status, ErrnoContext context) {
       // A tier or quota is full → ENOSPC.
       return ENOSPC;
     case Status::Code::kCancelled:
-      // Cancelled by shutdown or an interrupt → EINTR (as 3FS does; ECANCELED is for AIO).
-      return EINTR;
+      // Cancelled by the reader's interrupt → EINTR (as 3FS does; ECANCELED is for AIO). A
+      // request the daemon gave up on because it is stopping (SIGTERM, after the shutdown grace)
+      // → EIO: its reader interrupted nothing.
+      return t_ended_by_shutdown != nullptr && t_ended_by_shutdown->load(std::memory_order_acquire)
+                 ? EIO
+                 : EINTR;
     case Status::Code::kNotSupported:
       // Operation not supported here (setxattr of an unknown name) → ENOTSUP.
       return ENOTSUP;
@@ -172,12 +195,19 @@ class RequestToken {
   }
   const CancelToken* token() const { return &token_; }
   void Cancel() { token_.Cancel(); }
+  // Cancels the request because the daemon is stopping: it then fails with EIO, not EINTR.
+  void CancelForShutdown() {
+    ended_by_shutdown_.store(true, std::memory_order_release);
+    token_.Cancel();
+  }
+  const std::atomic<bool>* ended_by_shutdown() const { return &ended_by_shutdown_; }
 
  private:
   static void OnInterrupt(fuse_req_t, void* data) { static_cast<CancelToken*>(data)->Cancel(); }
 
   fuse_req_t req_;
   CancelToken token_;
+  std::atomic<bool> ended_by_shutdown_{false};
 };
 
 // Network-bound work of one request: runs with the token installed as the thread's current one,
@@ -197,6 +227,17 @@ class RemoteWork {
 
   void Dispatch(fuse_req_t req, RemoteJob job) EXCLUDES(mu_) {
     auto tok = std::make_shared<RequestToken>(req, timeout_);
+    bool refuse = false;
+    {
+      MutexLock l(&mu_);
+      refuse = draining_;
+    }
+    if (refuse) {
+      // The daemon is stopping: nothing new waits on the network (cached reads still answer).
+      tok->Detach();
+      fuse_reply_err(req, EIO);
+      return;
+    }
     const bool slot = TakeSlot();
     {
       MutexLock l(&mu_);
@@ -211,8 +252,33 @@ class RemoteWork {
     // A free slot (or no pool, or shutting down): on this libfuse worker.
     Run(req, tok.get(), job);
     if (slot) free_slots_.fetch_add(1, std::memory_order_acq_rel);
+    Done(tok.get());
+  }
+
+  // The daemon is stopping (FuseServer::Drain): from now on a request that would wait on the
+  // network is answered EIO at once; those dispatched before go on.
+  void BeginShutdown() EXCLUDES(mu_) {
     MutexLock l(&mu_);
-    active_.erase(tok.get());
+    draining_ = true;
+  }
+  // Waits until no dispatched request is unanswered, or `deadline`; true if none is.
+  bool WaitIdle(std::chrono::steady_clock::time_point deadline) EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    while (!active_.empty()) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= deadline) return false;
+      idle_cv_.WaitFor(deadline - now);
+    }
+    return true;
+  }
+  size_t ActiveCount() EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    return active_.size();
+  }
+  // Ends every dispatched request with EIO (RequestToken::CancelForShutdown).
+  void CancelAllForShutdown() EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    for (RequestToken* t : active_) t->CancelForShutdown();
   }
 
   // Runs `job` on this libfuse worker without a remote slot (work that does not wait on the
@@ -226,8 +292,7 @@ class RemoteWork {
       active_.insert(&tok);
     }
     Run(req, &tok, job);
-    MutexLock l(&mu_);
-    active_.erase(&tok);
+    Done(&tok);
   }
 
   // The session is over (unmounted or a signal): cancels every request waiting on the network,
@@ -267,14 +332,22 @@ class RemoteWork {
   }
 
   static void Run(fuse_req_t req, RequestToken* tok, const RemoteJob& job) {
+    t_ended_by_shutdown = tok->ended_by_shutdown();
     // Interrupted (or past its deadline) while queued: reply at once.
     if (Status s = tok->token()->Check("request"); !s.ok()) {
       tok->Detach();
       fuse_reply_err(req, ToErrno(s));
-      return;
+    } else {
+      CancelToken::Scope scope(tok->token());
+      job(req, tok);
     }
-    CancelToken::Scope scope(tok->token());
-    job(req, tok);
+    t_ended_by_shutdown = nullptr;
+  }
+
+  void Done(RequestToken* tok) EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    active_.erase(tok);
+    if (active_.empty()) idle_cv_.SignalAll();
   }
 
   void Loop(int n) EXCLUDES(mu_) {
@@ -290,8 +363,7 @@ class RemoteWork {
         queue_.pop_front();
       }
       Run(item.req, item.tok.get(), item.job);
-      MutexLock l(&mu_);
-      active_.erase(item.tok.get());
+      Done(item.tok.get());
     }
   }
 
@@ -299,9 +371,11 @@ class RemoteWork {
   const std::chrono::nanoseconds timeout_;
   Mutex mu_;
   CondVar cv_{&mu_};
+  CondVar idle_cv_{&mu_};  // active_ became empty
   std::deque<Item> queue_ GUARDED_BY(mu_);
   std::unordered_set<RequestToken*> active_ GUARDED_BY(mu_);  // dispatched, not yet replied
   bool cancel_all_ GUARDED_BY(mu_) = false;
+  bool draining_ GUARDED_BY(mu_) = false;  // BeginShutdown
   bool stopping_ GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;  // written only by the constructor and Stop()
 };
@@ -343,6 +417,10 @@ struct FuseServer::Context {
   fuse_session* se = nullptr;  // set once the session exists, before the loop runs
   std::unique_ptr<RemoteWork> remote;
   std::string mountpoint;
+  // The stop pipe: SIGINT/SIGTERM (OnStopSignal) and the loop's end write a byte, the
+  // supervisor (FuseServer::Supervise) waits on it.
+  UniqueFd stop_read;
+  UniqueFd stop_write;
   double entry_timeout = 60;
   double attr_timeout = 60;
   double negative_timeout = 60;
@@ -1457,17 +1535,34 @@ void ListXattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
   ReplyXattrValue(req, *v, size);
 }
 
+// The caller of `req` with its groups: the request's gid and the supplementary groups libfuse
+// reads from /proc/PID/task/TID/status (none when that fails, e.g. the caller has exited).
+XattrCaller CallerOf(fuse_req_t req) {
+  const fuse_ctx* c = fuse_req_ctx(req);
+  XattrCaller caller{static_cast<uint32_t>(c->uid), {static_cast<uint32_t>(c->gid)}};
+  if (c->uid == 0) return caller;
+  std::vector<gid_t> groups(64);
+  int n = fuse_req_getgroups(req, static_cast<int>(groups.size()), groups.data());
+  if (n > static_cast<int>(groups.size())) {
+    groups.resize(static_cast<size_t>(n));
+    n = fuse_req_getgroups(req, static_cast<int>(groups.size()), groups.data());
+  }
+  for (int i = 0; i < std::min(n, static_cast<int>(groups.size())); ++i) {
+    caller.gids.push_back(static_cast<uint32_t>(groups[static_cast<size_t>(i)]));
+  }
+  return caller;
+}
+
 // Evict and pin walk the files below a directory and the blocks the host holds of each: run with
 // a token, so that an interrupt or the end of the session stops the walk (EINTR).
 void SetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size,
               int flags) {
   Context* ctx = Ctx(req);
   const auto start = OpTimer::Start(ctx);
-  const auto uid = static_cast<uint32_t>(fuse_req_ctx(req)->uid);
-  ctx->remote->RunInline(req, [ctx, ino, n = std::string(name), v = std::string(value, size), uid,
-                               start](fuse_req_t r, RequestToken* t) {
+  ctx->remote->RunInline(req, [ctx, ino, n = std::string(name), v = std::string(value, size),
+                               caller = CallerOf(req), start](fuse_req_t r, RequestToken* t) {
     OpTimer timer(ctx, Op::kSetXattr, start);
-    Status s = ctx->fs->SetXattr(ino, n, v, uid);
+    Status s = ctx->fs->SetXattr(ino, n, v, caller);
     t->Detach();
     fuse_reply_err(r, ToErrno(s, ErrnoContext::kXattr));
   });
@@ -1564,6 +1659,73 @@ uint32_t FitReadToPipe(uint32_t max_read, size_t pipe) {
   return static_cast<uint32_t>(std::min<size_t>(max_read, (pipe - overhead) / page * page));
 }
 
+namespace {
+
+// The SIGINT/SIGTERM handler's state (one FuseServer serves per process): the first stop
+// signal, and the write end of the server's stop pipe, which wakes the supervisor thread
+// (FuseServer::Supervise). Lock-free atomics: async-signal-safe.
+std::atomic<int> g_stop_signal{0};
+std::atomic<int> g_stop_fd{-1};
+
+extern "C" void OnStopSignal(int sig) {
+  const int saved_errno = errno;
+  int none = 0;
+  g_stop_signal.compare_exchange_strong(none, sig);
+  const int fd = g_stop_fd.load();
+  if (fd >= 0) {
+    const char c = 1;
+    [[maybe_unused]] ssize_t n = ::write(fd, &c, 1);  // a full pipe already holds a wakeup
+  }
+  errno = saved_errno;
+}
+
+// SIGINT and SIGTERM → OnStopSignal, in place of libfuse's handler (which would end the loop at
+// once, abandoning the requests in flight). No SA_RESTART: the loop's sem_wait wakes up.
+bool InstallStopHandlers() {
+  struct sigaction sa {};
+  sa.sa_handler = OnStopSignal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;
+  return sigaction(SIGINT, &sa, nullptr) == 0 && sigaction(SIGTERM, &sa, nullptr) == 0;
+}
+
+// Puts SIGINT/SIGTERM back to the default, dropping one that is pending (sent to wake the loop).
+void RemoveStopHandlers() {
+  struct sigaction sa {};
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM}) {
+    sa.sa_handler = SIG_IGN;  // discards a pending one
+    sigaction(sig, &sa, nullptr);
+    sa.sa_handler = SIG_DFL;
+    sigaction(sig, &sa, nullptr);
+  }
+}
+
+// Detaches the mount at `mountpoint` (MNT_DETACH; fusermount3 -u -z when not root): no new
+// path reaches it; files still open keep their connection until closed.
+Status DetachMount(const std::string& mountpoint) {
+  if (geteuid() == 0) {
+    if (umount2(mountpoint.c_str(), MNT_DETACH) == 0) return Status::OK();
+    return Status::FromErrno(errno, "umount2(MNT_DETACH) " + mountpoint);
+  }
+  std::vector<std::string> args = {"fusermount3", "-u", "-q", "-z", "--", mountpoint};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  if (int err = posix_spawnp(&pid, "fusermount3", nullptr, nullptr, argv.data(), environ);
+      err != 0) {
+    return Status::FromErrno(err, "spawning fusermount3 -u -z " + mountpoint);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return Status::OK();
+  return Status::IOError("fusermount3 -u -z " + mountpoint + " failed");
+}
+
+}  // namespace
+
 FuseServer::FuseServer(const FuseOptions& options, std::unique_ptr<Context> ctx, fuse_session* se,
                        std::string mountpoint)
     : options_(options), ctx_(std::move(ctx)), se_(se), mountpoint_(std::move(mountpoint)) {}
@@ -1635,8 +1797,27 @@ Result<std::unique_ptr<FuseServer>> FuseServer::Mount(const FuseOptions& options
     return Status::Internal("cannot install the FUSE signal handlers");
   }
   sigaction(SIGHUP, &hup_before, nullptr);
+  // SIGINT/SIGTERM start the drain (FuseServer::Drain) instead of ending the loop at once.
+  int stop_pipe[2];
+  if (pipe2(stop_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+    fuse_remove_signal_handlers(se);
+    fuse_session_destroy(se);
+    return Status::FromErrno(errno, "pipe for the stop signals");
+  }
+  ctx->stop_read = UniqueFd(stop_pipe[0]);
+  ctx->stop_write = UniqueFd(stop_pipe[1]);
+  g_stop_signal.store(0);
+  g_stop_fd.store(stop_pipe[1]);
+  if (!InstallStopHandlers()) {
+    g_stop_fd.store(-1);
+    fuse_remove_signal_handlers(se);
+    fuse_session_destroy(se);
+    return Status::Internal("cannot install the SIGINT/SIGTERM handlers");
+  }
   if (fuse_session_mount(se, mountpoint.c_str()) != 0) {
     std::string why = TakeLastFuseError();
+    g_stop_fd.store(-1);
+    RemoveStopHandlers();
     fuse_remove_signal_handlers(se);
     fuse_session_destroy(se);
     return Status::IOError("cannot mount at " + mountpoint + (why.empty() ? "" : ": " + why));
@@ -1666,39 +1847,128 @@ Status FuseServer::Run() {
                                                 std::max(0, options_.remote_threads),
                                                 options_.request_timeout);
   }
-  // libfuse joins its workers before fuse_session_loop_mt returns: once the session has ended
-  // (unmount, signal), the requests still waiting on the network are cancelled so that the
-  // join does not wait for their deadlines.
-  Mutex watch_mu;
-  CondVar watch_cv(&watch_mu);
-  bool loop_done = false;
-  std::thread watcher([&] {
-    MutexLock l(&watch_mu);
-    while (!loop_done) {
-      if (fuse_session_exited(se_)) {
-        ctx_->remote->CancelAll();
-        return;
-      }
-      watch_cv.WaitFor(std::chrono::milliseconds(200));
-    }
-  });
-  int rc = fuse_session_loop_mt(se_, cfg);
-  fuse_loop_cfg_destroy(cfg);
+  // Beside the loop: the supervisor ends the session on SIGINT/SIGTERM once the requests in
+  // flight are answered (Drain), and cancels the requests still waiting on the network once the
+  // session has ended otherwise (unmounted), so that libfuse's join of its workers does not wait
+  // for their deadlines. Its thread takes no signal.
+  loop_thread_ = pthread_self();
+  loop_done_.store(false);
+  std::thread supervisor;
   {
-    MutexLock l(&watch_mu);
-    loop_done = true;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    supervisor = std::thread([this] { Supervise(); });
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
   }
-  watch_cv.SignalAll();
-  watcher.join();
-  // 0: unmounted (fusermount3 -u / umount); > 0: the signal that ended the loop.
+  // This thread takes SIGINT/SIGTERM while the loop runs: its sem_wait is what the drain's
+  // pthread_kill interrupts.
+  sigset_t stop_signals, before;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_UNBLOCK, &stop_signals, &before);
+  int rc = fuse_session_loop_mt(se_, cfg);
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  fuse_loop_cfg_destroy(cfg);
+  loop_done_.store(true);
+  WakeSupervisor();
+  supervisor.join();
+  // 0: unmounted (fusermount3 -u / umount, or by the drain); < 0: the loop failed.
   if (rc > 0) Logger(Module::kFuse).info("signal {}: unmounting {}", rc, mountpoint_);
+  if (rc == -ECONNABORTED && detached_.load()) {
+    // The drain detached the mount and the last open file was closed while a worker was taking
+    // a request (the kernel's RELEASE racing the connection's end): the session is over, as
+    // with ENODEV, which libfuse itself takes as the end.
+    Logger(Module::kFuse).info("the connection of {} ended while a request was read", mountpoint_);
+    return Status::OK();
+  }
   if (rc < 0) return Status::FromErrno(-rc, "fuse session loop");
   return Status::OK();
+}
+
+void FuseServer::WakeSupervisor() {
+  const char c = 0;
+  [[maybe_unused]] ssize_t n = ::write(ctx_->stop_write.get(), &c, 1);
+}
+
+// Waits up to `d` for a byte on the stop pipe (a signal, or the loop's end); drains the pipe.
+static void WaitStopPipe(int fd, std::chrono::milliseconds d) {
+  struct pollfd p = {fd, POLLIN, 0};
+  if (poll(&p, 1, static_cast<int>(d.count())) > 0) {
+    char buf[64];
+    while (::read(fd, buf, sizeof(buf)) > 0) {
+    }
+  }
+}
+
+void FuseServer::Supervise() {
+  pthread_setname_np(pthread_self(), "tierfs-stop");
+  while (!loop_done_.load()) {
+    if (const int sig = g_stop_signal.load(); sig != 0) {
+      Drain(sig);
+      return;
+    }
+    if (fuse_session_exited(se_)) {
+      ctx_->remote->CancelAll();
+      return;
+    }
+    WaitStopPipe(ctx_->stop_read.get(), std::chrono::milliseconds(200));
+  }
+}
+
+void FuseServer::Drain(int sig) {
+  using SteadyClock = std::chrono::steady_clock;
+  const auto grace = std::chrono::duration_cast<std::chrono::milliseconds>(options_.shutdown_grace);
+  RemoteWork* remote = ctx_->remote.get();
+  // 1. Nothing new waits on the network; what was asked before gets up to the grace period.
+  remote->BeginShutdown();
+  const size_t waiting = remote->ActiveCount();
+  Logger(Module::kFuse)
+      .info(
+          "signal {}: stopping; {} requests wait on the network (answered within {} ms, else "
+          "EIO), then unmounting {}",
+          sig, waiting, grace.count(), mountpoint_);
+  if (!remote->WaitIdle(SteadyClock::now() + grace)) {
+    Logger(Module::kFuse)
+        .warn("{} requests still wait on the network {} ms after signal {}: answering them EIO",
+              remote->ActiveCount(), grace.count(), sig);
+    remote->CancelAllForShutdown();
+    if (!remote->WaitIdle(SteadyClock::now() + std::chrono::seconds(5))) {
+      Logger(Module::kFuse)
+          .error("{} requests did not end 5 s after their cancellation", remote->ActiveCount());
+    }
+  }
+  // 2. Every request asked before the signal is answered. Detach the mount: no new path reaches
+  // it, and the kernel ends the session once the files still open are closed. A reader whose
+  // read just failed asks again at once (the kernel retries a failed readahead page): the loop
+  // keeps answering (EIO for what would wait on the network) for up to kLinger.
+  constexpr auto kLinger = std::chrono::seconds(1);
+  if (Status s = DetachMount(mountpoint_); s.ok()) {
+    detached_.store(true);
+  } else {
+    Logger(Module::kFuse).warn("detaching {}: {}", mountpoint_, s.ToString());
+  }
+  const auto linger_end = SteadyClock::now() + kLinger;
+  while (!fuse_session_exited(se_) && !loop_done_.load() && SteadyClock::now() < linger_end) {
+    WaitStopPipe(ctx_->stop_read.get(), std::chrono::milliseconds(20));
+  }
+  // 3. End the loop: its main thread waits in sem_wait, which a signal interrupts (our handler
+  // only notes it); repeated until the loop has returned, so a wakeup cannot be lost.
+  fuse_session_exit(se_);
+  while (!loop_done_.load()) {
+    pthread_kill(loop_thread_, SIGTERM);
+    WaitStopPipe(ctx_->stop_read.get(), std::chrono::milliseconds(50));
+  }
+  Logger(Module::kFuse).info("signal {}: unmounted {}", sig, mountpoint_);
 }
 
 void FuseServer::Unmount() {
   if (!mounted_) return;
   mounted_ = false;
+  // Detached by the drain already: the path may hold another mount by now; the session's fd is
+  // closed by fuse_session_destroy.
+  if (detached_.load()) return;
   fuse_session_unmount(se_);
   Logger(Module::kFuse).info("unmounted {}", mountpoint_);
 }
@@ -1709,6 +1979,8 @@ FuseServer::~FuseServer() {
   // session they reply on still exists.
   if (ctx_->remote) ctx_->remote->Stop();
   Unmount();
+  g_stop_fd.store(-1);
+  RemoveStopHandlers();
   fuse_remove_signal_handlers(se_);
   fuse_session_destroy(se_);
 }

@@ -23,6 +23,9 @@
 // Filesystem.
 #pragma once
 
+#include <pthread.h>
+
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -107,6 +110,13 @@ struct FuseOptions {
   // a 1 MiB O_DIRECT read becomes two requests. daemon/: fuse.splice_sized_reads (off by
   // default), only with an L2 and cache.l2_splice.
   bool fit_reads_to_splice_pipe = false;
+  // SIGINT/SIGTERM: how long the requests waiting on the network when the signal came (reads of
+  // blocks no host tier holds, lookups and opens that list or HEAD the origin) may take to be
+  // answered; those still waiting then get EIO. Meanwhile new requests that would wait on the
+  // network get EIO at once and cached ones are answered. Then the mount is detached, the loop
+  // answers for up to 1 s more (until the last open file is closed), and Run() returns: no
+  // request the kernel sent before the signal is left unanswered (ENOTCONN).
+  std::chrono::nanoseconds shutdown_grace = std::chrono::seconds(5);
   // libfuse debug output (every request) through the fuse logger.
   bool debug = false;
   // Where the server publishes tierfs_fuse_requests_total{op} and
@@ -135,9 +145,10 @@ uint32_t FitReadToPipe(uint32_t max_read, size_t pipe_bytes);
 class FuseServer {
  public:
   // Creates the FUSE session with `options`, installs the signal handlers (SIGINT and SIGTERM
-  // end Run(); SIGHUP is left as it was, for the daemon) and mounts at `mountpoint`. When this
-  // returns OK the mount is in place: the kernel queues requests until Run() serves them. `fs` is
-  // not owned and must outlive the server.
+  // end Run() after the drain, see FuseOptions::shutdown_grace; SIGHUP is left as it was, for the
+  // daemon) and mounts at `mountpoint`. When this returns OK the mount is in place: the kernel
+  // queues requests until Run() serves them. `fs` is not owned and must outlive the server. One
+  // server per process (the signal handlers are the process's).
   static Result<std::unique_ptr<FuseServer>> Mount(const FuseOptions& options, Filesystem* fs,
                                                    const std::string& mountpoint);
   // Unmounts if still mounted and destroys the session.
@@ -146,7 +157,8 @@ class FuseServer {
   FuseServer& operator=(const FuseServer&) = delete;
 
   // Serves requests on max_threads workers until the file system is unmounted (fusermount3 -u,
-  // umount) or a signal arrives. OK on either; an error only if the loop failed.
+  // umount) or a signal arrives and the requests in flight are answered (then the mount is
+  // already detached). OK on either; an error only if the loop failed.
   Status Run();
 
   // Unmounts now (idempotent). Run() then returns.
@@ -158,11 +170,20 @@ class FuseServer {
   FuseServer(const FuseOptions& options, std::unique_ptr<Context> ctx, fuse_session* se,
              std::string mountpoint);
 
+  // The supervisor thread of Run(): waits for a stop signal (then Drain) or the session's end.
+  void Supervise();
+  // The orderly stop after SIGINT/SIGTERM `sig` (FuseOptions::shutdown_grace).
+  void Drain(int sig);
+  void WakeSupervisor();
+
   const FuseOptions options_;
   const std::unique_ptr<Context> ctx_;
   fuse_session* const se_;
   const std::string mountpoint_;
   bool mounted_ = true;
+  std::atomic<bool> detached_{false};   // the drain detached the mount
+  std::atomic<bool> loop_done_{false};  // fuse_session_loop_mt returned
+  pthread_t loop_thread_{};             // the thread running the loop (Run's caller)
 };
 
 }  // namespace tierfs

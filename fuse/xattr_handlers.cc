@@ -85,6 +85,7 @@ class PrefetchHandler final : public XattrHandler {
  public:
   std::string_view name() const override { return "user.tierfs.prefetch"; }
   bool AppliesTo(const XattrTarget&) const override { return true; }
+  bool GroupSettable() const override { return true; }
   Result<std::string> Get(const XattrTarget& t) const override {
     PrefetchJobs* jobs = t.fs->prefetch_jobs();
     if (jobs != nullptr) {
@@ -104,7 +105,7 @@ class PrefetchHandler final : public XattrHandler {
       s = jobs->Cancel(t.path);
       if (s.IsNotFound()) s = Status::InvalidArgument(s.message());
     } else if (v == "l1" || v == "l2" || v == "l3") {
-      s = jobs->Start(t.path, v);
+      s = t.job_owner ? jobs->StartAs(*t.job_owner, t.path, v) : jobs->Start(t.path, v);
     } else {
       s = Status::InvalidArgument(fmt::format("bad value '{}' (l1, l2, l3 or cancel)", v));
     }
@@ -183,6 +184,7 @@ class PrefetchListHandler final : public XattrHandler {
  public:
   std::string_view name() const override { return "user.tierfs.prefetch_list"; }
   bool AppliesTo(const XattrTarget& t) const override { return t.is_root; }
+  bool GroupSettable() const override { return true; }
   Result<std::string> Get(const XattrTarget& t) const override {
     PrefetchJobs* jobs = t.fs->prefetch_jobs();
     if (jobs != nullptr) {
@@ -208,7 +210,8 @@ class PrefetchListHandler final : public XattrHandler {
       Status s = jobs->Cancel(kPrefetchListJob);
       return s.IsNotFound() ? Status::OK() : s;  // nothing queued: nothing to drop
     }
-    Status s = jobs->AppendList(req->tier, req->paths);
+    Status s = t.job_owner ? jobs->AppendListAs(*t.job_owner, req->tier, req->paths)
+                           : jobs->AppendList(req->tier, req->paths);
     if (!s.ok()) return Refused(name(), t, raw.substr(0, 200), s);
     return Status::OK();
   }

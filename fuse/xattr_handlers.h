@@ -28,6 +28,11 @@
 //                          the mount serves (--manifest); not there (ENODATA, not listed) on
 //                          a mount of live listings.
 //
+// Who may set: root and the mounting user set every name; members of the control group
+// (FilesystemOptions::control_gid) set user.tierfs.prefetch and user.tierfs.prefetch_list only
+// (a prefetch adds to the cache for everyone; pin, ttl, policy, admit and evict change what the
+// host keeps for every user, and log_level the daemon). Everyone may get.
+//
 // Values are short and machine-parseable. Unknown names: get → NotFound (ENODATA), set →
 // NotSupported (ENOTSUP). Setting a read-only name → InvalidArgument (EINVAL) and a log line.
 //
@@ -37,6 +42,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -58,6 +64,10 @@ struct XattrTarget {
   ObjectRef object;          // files: key and the last seen version (size, ETag, mtime)
   std::string_view source;   // files: tier name of the last read, "" before any
   Filesystem* fs = nullptr;  // for the catalog, the cache and the FUSE counters
+  // Set when the caller may set the name only as a member of the control group
+  // (FilesystemOptions::control_gid): the uid that owns the prefetch jobs it starts (capped per
+  // user, PrefetchJobsOptions::max_jobs_per_user). Unset for root and the mounting user.
+  std::optional<uint32_t> job_owner;
 };
 
 class XattrHandler {
@@ -70,6 +80,9 @@ class XattrHandler {
   virtual Status Set(const XattrTarget& target, std::string_view value) const;
   // Whether listxattr shows the name (false for set-only names such as evict).
   virtual bool Listed() const { return true; }
+  // Whether members of the control group may set the name (prefetch, prefetch_list); the others
+  // stay with root and the mounting user.
+  virtual bool GroupSettable() const { return false; }
 };
 
 // Value parsing shared by the handlers (unit-tested): the value with one trailing NUL or newline

@@ -65,6 +65,7 @@ struct FileItem {
 struct ListItem {
   std::string path;
   std::optional<DirEntry> entry;
+  std::optional<uint32_t> owner;  // appended by AppendListAs(owner): counted until taken
 };
 
 struct Task {
@@ -87,6 +88,9 @@ uint64_t TaskBlocks(uint64_t left, uint64_t per) {
 struct Job {
   PrefetchJobStatus st;  // guarded by PrefetchJobsImpl::mu_
   std::atomic<bool> cancel{false};
+  // The uid that started it through StartAs (counted against its max_jobs_per_user); unset for
+  // Start and for jobs resumed from the MetaStore. Guarded by PrefetchJobsImpl::mu_.
+  std::optional<uint32_t> owner;
 };
 
 // The job being executed. Fields guarded by PrefetchJobsImpl::mu_ except the constants.
@@ -311,7 +315,8 @@ class PrefetchJobsImpl final : public PrefetchJobs {
         continue;
       }
       for (size_t i = 0; i < paths.size(); ++i) {
-        if (first + i >= next) list_pending_.push_back(ListItem{std::move(paths[i]), {}});
+        if (first + i >= next)
+          list_pending_.push_back(ListItem{std::move(paths[i]), {}, std::nullopt});
       }
       list_chunks_.emplace_back(first, paths.size());
       end = std::max(end, first + paths.size());
@@ -351,6 +356,7 @@ class PrefetchJobsImpl final : public PrefetchJobs {
     for (const auto& c : list_chunks_) keys.push_back(ListChunkKey(c.first));
     list_chunks_.clear();
     list_pending_.clear();
+    list_queued_by_uid_.clear();
     return keys;
   }
 
@@ -411,6 +417,15 @@ class PrefetchJobsImpl final : public PrefetchJobs {
   }
 
   Status Start(std::string_view path, std::string_view tier) override {
+    return StartJob(path, tier, std::nullopt);
+  }
+
+  Status StartAs(uint32_t uid, std::string_view path, std::string_view tier) override {
+    return StartJob(path, tier, uid);
+  }
+
+  Status StartJob(std::string_view path, std::string_view tier, std::optional<uint32_t> owner)
+      EXCLUDES(mu_) {
     TIERFS_ASSIGN_OR_RETURN(size_t target, TierIndex(tier));
     (void)target;
     PrefetchJobStatus snapshot;
@@ -421,10 +436,19 @@ class PrefetchJobsImpl final : public PrefetchJobs {
                                 it->second->st.state == PrefetchState::kRunning)) {
         return Status::OK();
       }
+      if (owner && ActiveJobsOfLocked(*owner) >= options_.max_jobs_per_user) {
+        Logger(Module::kTierCache)
+            .warn("prefetch of '{}' by uid {} refused: it has {} jobs queued or running", path,
+                  *owner, options_.max_jobs_per_user);
+        return Status::NoSpace(fmt::format(
+            "uid {} already has {} prefetch jobs queued or running (the most one user may have)",
+            *owner, options_.max_jobs_per_user));
+      }
       auto job = std::make_shared<Job>();
       job->st.path = std::string(path);
       job->st.tier = std::string(tier);
       job->st.state = PrefetchState::kQueued;
+      job->owner = owner;
       snapshot = job->st;
       jobs_[std::string(path)] = std::move(job);
       queue_.push_back(std::string(path));
@@ -435,12 +459,30 @@ class PrefetchJobsImpl final : public PrefetchJobs {
     return Status::OK();
   }
 
+  // Queued or running jobs `uid` started (StartAs).
+  size_t ActiveJobsOfLocked(uint32_t uid) REQUIRES(mu_) {
+    size_t n = 0;
+    for (const auto& [p, job] : jobs_) {
+      if (job->owner == uid && !Finished(job->st.state)) ++n;
+    }
+    return n;
+  }
+
   Status AppendList(std::string_view tier, const std::vector<std::string>& paths) override {
-    TIERFS_ASSIGN_OR_RETURN(size_t target, TierIndex(tier));
-    (void)target;
+    return AppendListFor(std::nullopt, tier, paths);
+  }
+
+  Status AppendListAs(uint32_t uid, std::string_view tier,
+                      const std::vector<std::string>& paths) override {
+    return AppendListFor(uid, tier, paths);
+  }
+
+  // The Catalog entries of `paths` (relative to the root), their sizes added to *bytes.
+  // InvalidArgument for a path that does not exist or is a directory (named in the message).
+  Result<std::vector<ListItem>> LookUpListFiles(const std::vector<std::string>& paths,
+                                                uint64_t* bytes) {
     std::vector<ListItem> items;
     items.reserve(paths.size());
-    uint64_t bytes = 0;
     for (const std::string& p : paths) {
       if (p.empty()) return Status::InvalidArgument("'/' is the mount root, a directory");
       const size_t slash = p.rfind('/');
@@ -458,9 +500,18 @@ class PrefetchJobsImpl final : public PrefetchJobs {
       if (e->type == EntryType::kDir) {
         return Status::InvalidArgument(fmt::format("'{}' is a directory", EscapeForLog(p)));
       }
-      bytes += e->size;
-      items.push_back(ListItem{p, std::move(*e)});
+      *bytes += e->size;
+      items.push_back(ListItem{p, std::move(*e), std::nullopt});
     }
+    return items;
+  }
+
+  Status AppendListFor(std::optional<uint32_t> owner, std::string_view tier,
+                       const std::vector<std::string>& paths) EXCLUDES(mu_) {
+    TIERFS_ASSIGN_OR_RETURN(size_t target, TierIndex(tier));
+    (void)target;
+    uint64_t bytes = 0;
+    TIERFS_ASSIGN_OR_RETURN(std::vector<ListItem> items, LookUpListFiles(paths, &bytes));
     if (items.empty()) return Status::OK();
     MutexLock append(&append_mu_);  // chunks are written in position order
     uint64_t first = 0;
@@ -469,6 +520,16 @@ class PrefetchJobsImpl final : public PrefetchJobs {
     std::vector<std::string> dropped;
     {
       MutexLock l(&mu_);
+      if (owner) {
+        const auto q = list_queued_by_uid_.find(*owner);
+        const size_t queued = q == list_queued_by_uid_.end() ? 0 : q->second;
+        if (queued + items.size() > options_.max_list_files_per_user) {
+          return Status::NoSpace(fmt::format(
+              "uid {} already has {} files queued in the list job; {} more would pass the most "
+              "one user may queue ({})",
+              *owner, queued, items.size(), options_.max_list_files_per_user));
+        }
+      }
       auto it = jobs_.find(kPrefetchListJob);
       if (it != jobs_.end() && !Finished(it->second->st.state)) {
         job = it->second;
@@ -486,6 +547,10 @@ class PrefetchJobsImpl final : public PrefetchJobs {
         jobs_[std::string(kPrefetchListJob)] = job;
         queue_.push_back(std::string(kPrefetchListJob));
         created = true;
+      }
+      if (owner) {
+        list_queued_by_uid_[*owner] += items.size();
+        for (ListItem& i : items) i.owner = owner;
       }
       first = list_next_pos_;
       list_next_pos_ += items.size();
@@ -711,6 +776,10 @@ class PrefetchJobsImpl final : public PrefetchJobs {
       if (list_pending_.empty()) return false;
       item = std::move(list_pending_.front());
       list_pending_.pop_front();
+      if (item.owner) {
+        auto it = list_queued_by_uid_.find(*item.owner);
+        if (it != list_queued_by_uid_.end() && --it->second == 0) list_queued_by_uid_.erase(it);
+      }
     }
     if (!item.entry) {
       const size_t slash = item.path.rfind('/');
@@ -1068,6 +1137,8 @@ class PrefetchJobsImpl final : public PrefetchJobs {
   // The list job's queued files (not yet in a batch), its stored chunks (first position, count)
   // not yet passed by its cursor, and the position of the next file appended.
   std::deque<ListItem> list_pending_ GUARDED_BY(mu_);
+  // Files of list_pending_ each AppendListAs uid queued (max_list_files_per_user).
+  std::map<uint32_t, size_t> list_queued_by_uid_ GUARDED_BY(mu_);
   std::deque<std::pair<uint64_t, uint64_t>> list_chunks_ GUARDED_BY(mu_);
   uint64_t list_next_pos_ GUARDED_BY(mu_) = 0;
   std::vector<std::string> stale_chunks_ GUARDED_BY(mu_);  // found by Load, deleted after

@@ -42,6 +42,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -107,6 +108,14 @@ struct PrefetchJobsOptions {
   uint64_t blocks_per_task = 4;
   // Jobs running at once (their tasks are handed out round-robin); the others wait in FIFO.
   int max_running_jobs = 4;
+  // Jobs one user may have queued or running through StartAs (the control group's members);
+  // beyond it StartAs is refused with NoSpace (ENOSPC), so no user can queue without bound.
+  size_t max_jobs_per_user = 16;
+  // Files one user may have queued in the list job through AppendListAs (not yet taken for
+  // fetching); an append past it is refused whole with NoSpace (ENOSPC). A PrefetchSampler keeps
+  // about `ahead` files queued; a whole-dataset list of more files is appended in steps, or by
+  // root or the mounting user.
+  size_t max_list_files_per_user = 1 << 20;
   // The bytes of the runs in flight are also bounded by memory_budget (one run always may go).
   uint64_t memory_budget = 64ull << 20;
   // The origin's current adaptive concurrency limit (BlobStoreStats::concurrency_limit; 0 or
@@ -145,6 +154,11 @@ class PrefetchJobs {
   // tier name or no such tier in this daemon (e.g. "l3" without an L3). A queued or running job
   // of the same path is left as it is (OK).
   virtual Status Start(std::string_view path, std::string_view tier) = 0;
+  // Start on behalf of `uid` (a member of the mount's control group): the job counts against
+  // the uid's max_jobs_per_user while queued or running; NoSpace when the uid is at that cap (a
+  // job of the same path already queued or running is OK, as for Start). Not persisted: a job
+  // resumed after a restart has no owner.
+  virtual Status StartAs(uint32_t uid, std::string_view path, std::string_view tier) = 0;
   // NotFound when `path` has no job.
   virtual Result<PrefetchJobStatus> Get(std::string_view path) = 0;
   // Cancels the job of `path` (queued or running). NotFound: no job; OK for a finished one.
@@ -154,6 +168,11 @@ class PrefetchJobs {
   // path that does not exist or is a directory (named in the message), a bad tier, or a tier other
   // than that of the queued/running list job. Other Catalog errors are returned as they are.
   virtual Status AppendList(std::string_view tier, const std::vector<std::string>& paths) = 0;
+  // AppendList on behalf of `uid` (a member of the mount's control group): NoSpace, and nothing
+  // queued, when the uid's files queued and not yet taken would pass max_list_files_per_user.
+  // Not persisted: files resumed after a restart have no owner.
+  virtual Status AppendListAs(uint32_t uid, std::string_view tier,
+                              const std::vector<std::string>& paths) = 0;
   // Whether the list job is queued or running: a loader is handing tierfs the exact order it will
   // read in (PrefetchSampler), so guessing it (next-files prefetch, tiercache/prefetcher.h) only
   // takes the origin's capacity from the files it names.

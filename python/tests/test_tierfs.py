@@ -196,6 +196,15 @@ class PrefetchTest(FakeFSTest):
             tierfs.prefetch(["/mnt/data/train/00/s000.bin"])
         self.assertEqual(cm.exception.filename, "/mnt/data")
         self.assertIn("user.tierfs.prefetch_list", str(cm.exception))
+        self.assertIn("uid %d may not start prefetches" % os.getuid(), str(cm.exception))
+        self.assertIn("--control-group", str(cm.exception))
+
+    def test_a_user_at_the_job_cap_is_told(self):
+        self.d.refuse_list = errno.ENOSPC
+        with self.assertRaises(OSError) as cm:
+            tierfs.prefetch(["/mnt/data/train/00/s000.bin"])
+        self.assertEqual(cm.exception.errno, errno.ENOSPC)
+        self.assertIn("files in the list job, queued as one user may", str(cm.exception))
 
     def test_an_invalid_list_says_why(self):
         self.d.refuse_list = errno.EINVAL

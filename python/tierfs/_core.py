@@ -51,15 +51,28 @@ def _getxattr(path, name):
         raise _error(e, path, "reading %s" % name) from None
 
 
+# Why the daemon (EPERM) or the kernel (EACCES, under default_permissions) refuses a control set.
+_REFUSED_HINT = ("uid %d may not start prefetches on this mount: root, the user who mounted it "
+                 "and members of its control group (tierfs mount --control-group, "
+                 "fuse.control_group) may")
+_CAP_HINT = ("uid %d has as many prefetch jobs, or files in the list job, queued as one user "
+             "may; wait for them or cancel one")
+
+
 def _setxattr(path, name, value, einval_hint=None):
     """Sets xattr name on path; an OSError names path and the attribute (and, for EINVAL,
-    einval_hint: what the daemon refuses)."""
+    einval_hint: what the daemon refuses). A refused control is a PermissionError saying who
+    may set it."""
     try:
         _os.SYS.setxattr(path, name, value)
     except OSError as e:
         what = "setting %s" % name
         if einval_hint and e.errno == errno.EINVAL:
             what += " (%s)" % einval_hint
+        elif e.errno in (errno.EPERM, errno.EACCES):
+            what += " refused (%s)" % (_REFUSED_HINT % os.getuid())
+        elif e.errno == errno.ENOSPC and name in (XATTR_PREFETCH, XATTR_PREFETCH_LIST):
+            what += " refused (%s)" % (_CAP_HINT % os.getuid())
         raise _error(e, path, what) from None
 
 

@@ -18,9 +18,10 @@ and a setxattr per 64 KiB of paths); the sampler waits for that thread only in t
 that the loader would otherwise reach a sample the daemon has not been told yet. The thread
 lives for one epoch.
 
-When the paths are on no tierfs mount, or the daemon refuses the list (no prefetch_list support,
-EPERM for a user that is neither root nor the mounting user), the wrapper warns once and passes
-the order through unchanged: it never stops an epoch.
+When the paths are on no tierfs mount, or the daemon refuses the list (no prefetch_list support;
+EPERM or EACCES for a user that is neither root, the mounting user nor a member of the mount's
+control group, `tierfs mount --control-group`), the wrapper warns once, saying why and who may,
+and passes the order through unchanged: it never stops an epoch.
 """
 import threading
 import warnings

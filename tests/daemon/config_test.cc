@@ -387,6 +387,62 @@ TEST(ConfigTest, MountOptions) {
   EXPECT_TRUE(b.allow_nonempty);
 }
 
+// fuse.control_group: a name or a gid; its members pass the kernel's write check under
+// default_permissions because every inode is the group's with g+w. Bad values name the key.
+TEST(ConfigTest, ControlGroupOwnsTheInodesWithGroupWrite) {
+  DaemonOptions d = Base();
+  ASSERT_TRUE(FinishOptions(&d, FakeEnv({})).ok());
+  EXPECT_FALSE(d.fs.control_gid.has_value());
+
+  DaemonOptions n = Base();
+  ASSERT_TRUE(
+      ApplyConfigText("[fuse]\ncontrol_group = \"2000\"\nfile_mode = \"0640\"\n", "t.toml", &n)
+          .ok());
+  ASSERT_TRUE(FinishOptions(&n, FakeEnv({})).ok());
+  EXPECT_EQ(n.fs.control_gid, 2000u);
+  EXPECT_EQ(n.fs.gid, 2000u);
+  EXPECT_EQ(n.fs.file_mode, 0660u);
+  EXPECT_EQ(n.fs.dir_mode, 0775u);
+
+  DaemonOptions named = Base();
+  MountFlags f;
+  f.control_group = "daemon";  // gid 1 in every base passwd
+  ASSERT_TRUE(ApplyFlags(f, &named).ok());
+  ASSERT_TRUE(FinishOptions(&named, FakeEnv({})).ok());
+  EXPECT_EQ(named.fs.control_gid, 1u);
+
+  DaemonOptions missing = Base();
+  missing.control_group = "no-such-group-tierfs";
+  EXPECT_TRUE(Contains(Err(FinishOptions(&missing, FakeEnv({}))),
+                       "fuse.control_group (--control-group): no group 'no-such-group-tierfs'"));
+  DaemonOptions empty = Base();
+  empty.control_group = "";
+  EXPECT_TRUE(Contains(Err(FinishOptions(&empty, FakeEnv({}))), "--control-group"));
+  DaemonOptions huge = Base();
+  huge.control_group = "4294967295";
+  EXPECT_TRUE(Contains(Err(FinishOptions(&huge, FakeEnv({}))), "--control-group"));
+  DaemonOptions clash = Base();
+  clash.control_group = "2000";
+  clash.gid = 3000;
+  EXPECT_TRUE(Contains(Err(FinishOptions(&clash, FakeEnv({}))), "fuse.gid (--gid) 3000"));
+  DaemonOptions same = Base();
+  same.control_group = "2000";
+  same.gid = 2000;
+  EXPECT_TRUE(FinishOptions(&same, FakeEnv({})).ok());
+}
+
+TEST(ConfigTest, ShutdownGrace) {
+  DaemonOptions d = Base();
+  EXPECT_EQ(d.fuse.shutdown_grace, std::chrono::seconds(5));
+  ASSERT_TRUE(ApplyConfigText("[fuse]\nshutdown_grace = \"20s\"\n", "t.toml", &d).ok());
+  EXPECT_EQ(d.fuse.shutdown_grace, std::chrono::seconds(20));
+  DaemonOptions b = Base();
+  EXPECT_TRUE(Contains(Err(ApplyConfigText("[fuse]\nshutdown_grace = \"2h\"\n", "t.toml", &b)),
+                       "fuse.shutdown_grace"));
+  EXPECT_TRUE(Contains(Err(ApplyConfigText("[fuse]\nshutdown_grace = \"soon\"\n", "t.toml", &b)),
+                       "fuse.shutdown_grace"));
+}
+
 TEST(ConfigTest, PrivateByDefaultAndAllowOtherTurnsOnDefaultPermissions) {
   DaemonOptions d = Base();
   ASSERT_TRUE(FinishOptions(&d, FakeEnv({})).ok());

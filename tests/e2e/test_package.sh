@@ -170,8 +170,12 @@ pm = pod["containers"][0]["volumeMounts"][0]
 assert pm["mountPropagation"] == "HostToContainer"
 pv = {v["name"]: v for v in pod["volumes"]}[pm["name"]]
 assert pv["hostPath"]["path"] == vols["mnt"]["hostPath"]["path"]
+# The pod may start prefetches: one of its groups is the mount's control group.
+ctl = tomllib.loads(cm["data"]["tierfs.toml"])["fuse"]["control_group"]
+assert int(ctl) in pod["securityContext"]["supplementalGroups"], (ctl, pod["securityContext"])
 print("k8s: %d documents parse; DaemonSet privileged, /dev/fuse, hostPath cache, Bidirectional, "
-      "readiness tierfs status, preStop unmount; pod HostToContainer" % len(docs))
+      "readiness tierfs status, preStop unmount; pod HostToContainer, in the control group"
+      % len(docs))
 PYEOF
 "$TIERFS" config check "$E2E_WORK/k8s-tierfs.toml" >"$E2E_WORK/k8s-config-check.out" 2>&1 ||
   { cat "$E2E_WORK/k8s-config-check.out"; fail "tierfs config check rejects the DaemonSet's ConfigMap"; }

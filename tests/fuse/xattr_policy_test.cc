@@ -287,5 +287,47 @@ TEST_F(XattrPolicyTest, OnlyRootAndTheMountingUserMaySetControls) {
   EXPECT_EQ(ToErrno(Status::PermissionDenied("x")), EACCES);
 }
 
+// Members of the control group (by any of their gids) may set the prefetch names, as owners of
+// the jobs they start; every other control stays with root and the mounting user. Without a
+// control group, group membership counts for nothing.
+TEST_F(XattrPolicyTest, TheControlGroupMayStartPrefetches) {
+  constexpr uint32_t kGroup = 2000;
+  const XattrCaller member{kOther, {kOther, 5, kGroup}};
+  const XattrCaller outsider{kOther, {kOther, 5}};
+  auto set = [&](Filesystem* fs, InodeId ino, std::string_view name, std::string_view value,
+                 const XattrCaller& c) {
+    return ToErrno(fs->SetXattr(ino, name, value, c), ErrnoContext::kXattr);
+  };
+  EXPECT_EQ(set(fs_.get(), file_, "user.tierfs.prefetch", "l1", member), EPERM);
+
+  FilesystemOptions fo;
+  fo.control_uid = kMounter;
+  fo.control_gid = kGroup;
+  Filesystem fs(fo, catalog_.get(), cache_.get(), &clock_);
+  fs.AttachPrefetchJobs(jobs_.get());
+  fs.AttachPolicies(policies_.get());
+  const InodeId dir = fs.Lookup(kRootInode, "d")->attr.ino;
+  const InodeId file = fs.Lookup(dir, "a.bin")->attr.ino;
+  EXPECT_EQ(set(&fs, file, "user.tierfs.prefetch", "l1", outsider), EPERM);
+  EXPECT_EQ(set(&fs, kRootInode, "user.tierfs.prefetch_list", "top.bin", outsider), EPERM);
+  for (InodeId ino : {file, dir, kRootInode}) {
+    EXPECT_EQ(set(&fs, ino, "user.tierfs.evict", "1", member), EPERM) << ino;
+    EXPECT_EQ(set(&fs, ino, "user.tierfs.pin", "1", member), EPERM) << ino;
+    EXPECT_EQ(set(&fs, ino, "user.tierfs.ttl", "1ns", member), EPERM) << ino;
+    EXPECT_EQ(set(&fs, ino, "user.tierfs.policy", "ttl", member), EPERM) << ino;
+    EXPECT_EQ(set(&fs, ino, "user.tierfs.admit", "never", member), EPERM) << ino;
+    EXPECT_EQ(set(&fs, ino, "user.tierfs.nosuch", "1", member), EPERM) << ino;
+  }
+  EXPECT_EQ(set(&fs, kRootInode, "user.tierfs.log_level", "debug", member), EPERM);
+  EXPECT_EQ(set(&fs, file, "user.tierfs.prefetch", "bogus", member), EINVAL);
+  ASSERT_EQ(set(&fs, file, "user.tierfs.prefetch", "l1", member), 0);
+  ASSERT_EQ(set(&fs, kRootInode, "user.tierfs.prefetch_list", "tier=l1\ntop.bin", member), 0);
+  ASSERT_TRUE(jobs_->TEST_WaitIdle(10s));
+  EXPECT_EQ(Get(file, "user.tierfs.residency"), "l1=3/3");
+  EXPECT_EQ(Get(kRootInode, "user.tierfs.prefetch_list").substr(0, 10), "state=done");
+  EXPECT_EQ(policies_->pinned_bytes(), 0u);
+  fs.AttachPrefetchJobs(nullptr);
+}
+
 }  // namespace
 }  // namespace tierfs

@@ -573,6 +573,58 @@ TEST_F(PrefetchEngineTest, SmallFilesAreFetchedManyAtOnce) {
   EXPECT_EQ(st.files_done, 40u);
 }
 
+// One user (StartAs) may have max_jobs_per_user jobs queued or running; the next is NoSpace
+// (ENOSPC) until one finishes. Another user, and Start (root, the mounting user), are not held up
+// by it; restarting a path already queued or running is OK and costs nothing.
+TEST_F(PrefetchEngineTest, JobsPerUserAreCapped) {
+  PrefetchJobsOptions o = Options();
+  o.max_jobs_per_user = 2;
+  OpenJobsWith(o);
+  origin_.HoldReads();
+  TC_ASSERT_OK(jobs_->StartAs(1000, "many", "l2"));
+  TC_ASSERT_OK(jobs_->StartAs(1000, "more", "l2"));
+  TC_ASSERT_OK(jobs_->StartAs(1000, "many", "l2"));  // already running: OK, not a third job
+  Status s = jobs_->StartAs(1000, "d", "l2");
+  EXPECT_EQ(s.code(), Status::Code::kNoSpace) << s.ToString();
+  EXPECT_NE(s.message().find("uid 1000 already has 2 prefetch jobs"), std::string::npos)
+      << s.ToString();
+  EXPECT_TRUE(jobs_->Get("d").status().IsNotFound());  // nothing queued for the refused one
+  TC_ASSERT_OK(jobs_->StartAs(1001, "d", "l2"));       // another user
+  TC_ASSERT_OK(jobs_->Start("other.bin", "l2"));       // root / the mounting user
+  origin_.ReleaseReads();
+  ASSERT_TRUE(jobs_->TEST_WaitIdle(20s));
+  EXPECT_EQ(jobs_->Get("many")->state, PrefetchState::kDone);
+  // Finished jobs no longer count.
+  TC_ASSERT_OK(jobs_->StartAs(1000, "d/sub", "l2"));
+  EXPECT_EQ(WaitDone("d/sub").state, PrefetchState::kDone);
+}
+
+// One user (AppendListAs) may have max_list_files_per_user files queued in the list job; an
+// append past it is refused whole. Other users and AppendList (root, the mounting user) are not
+// held up; dropping the list (cancel) frees the count. The one runner is busy with a job whose
+// reads are held: the list job stays queued, its files untaken.
+TEST_F(PrefetchEngineTest, ListFilesPerUserAreCapped) {
+  PrefetchJobsOptions o = Options();
+  o.max_list_files_per_user = 3;
+  o.max_running_jobs = 1;
+  OpenJobsWith(o);
+  origin_.HoldReads();
+  TC_ASSERT_OK(jobs_->Start("more", "l2"));
+  origin_.WaitForBlockedReads(1);
+  TC_ASSERT_OK(jobs_->AppendListAs(1000, "l2", {"many/f00", "many/f01"}));
+  Status s = jobs_->AppendListAs(1000, "l2", {"many/f02", "many/f03"});
+  EXPECT_EQ(s.code(), Status::Code::kNoSpace) << s.ToString();
+  EXPECT_NE(s.message().find("uid 1000 already has 2 files queued"), std::string::npos)
+      << s.ToString();
+  TC_ASSERT_OK(jobs_->AppendListAs(1000, "l2", {"many/f02"}));  // exactly at the cap
+  TC_ASSERT_OK(jobs_->AppendListAs(1001, "l2", {"many/f10", "many/f11", "many/f12"}));
+  TC_ASSERT_OK(jobs_->AppendList("l2", {"many/f13", "many/f14", "many/f15", "many/f16"}));
+  EXPECT_EQ(jobs_->Get(kPrefetchListJob)->state, PrefetchState::kQueued);
+  EXPECT_EQ(jobs_->Get(kPrefetchListJob)->files_total, 10u);  // the refused append queued nothing
+  TC_ASSERT_OK(jobs_->Cancel(kPrefetchListJob));
+  TC_ASSERT_OK(jobs_->AppendListAs(1000, "l2", {"many/f03", "many/f04", "many/f05"}));
+}
+
 TEST_F(PrefetchEngineTest, MemoryBudgetAndOriginLimitBoundTheBlocksInFlight) {
   PrefetchJobsOptions o = Options();
   o.memory_budget = 300;  // the files of many/ are 100 bytes: three at once
