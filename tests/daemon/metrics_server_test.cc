@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "base/logging.h"
+#include "tests/testing/sanitizers.h"
 
 namespace tierfs {
 namespace {
@@ -221,18 +222,20 @@ TEST_F(MetricsServerTest, AFloodHoldsBoundedDescriptors) {
     ASSERT_TRUE(clients.back()->Send("GET /metr"));
   }
   auto held = [&] { return OpenFds() - before - kClients; };  // the server's share
-  const auto deadline = SteadyClock::now() + milliseconds(2000);
-  while (held() < 9 && SteadyClock::now() < deadline) {
+  // The 8 served connections are held; the ninth slot takes the others one at a time, each
+  // answered 503 and closed at once, so it is held only now and then.
+  const auto deadline = SteadyClock::now() + milliseconds(10000);
+  while (held() < 8 && SteadyClock::now() < deadline) {
     std::this_thread::sleep_for(milliseconds(5));
   }
-  EXPECT_EQ(held(), 9u);
-  // And no more while they are held (the first connections time out only after 3 s).
+  EXPECT_GE(held(), 8u);
+  // And never more while they are held (the first connections time out only after 3 s).
   size_t most = 0;
   for (const auto end = SteadyClock::now() + milliseconds(300); SteadyClock::now() < end;) {
     most = std::max(most, held());
     std::this_thread::sleep_for(milliseconds(5));
   }
-  EXPECT_EQ(most, 9u);
+  EXPECT_LE(most, 9u);
   clients.clear();
   // Once they are gone, the server answers again.
   EXPECT_TRUE(Get(server_->port(), "GET /metrics HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 200 "));
@@ -242,6 +245,7 @@ TEST_F(MetricsServerTest, AFloodHoldsBoundedDescriptors) {
 // backs off (no busy loop: little CPU), logs one line rather than one per attempt, and serves
 // the queued client once descriptors are back.
 TEST_F(MetricsServerTest, OutOfDescriptorsBacksOffAndLogsOnce) {
+  TIERFS_SKIP_WHEN_SANITIZER_NEEDS_DESCRIPTORS();
   std::ostringstream captured;
   auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(captured);
   spdlog::logger& log = Logger(Module::kDaemon);
