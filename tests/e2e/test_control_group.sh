@@ -11,7 +11,9 @@
 #   * a member still gets EPERM from the daemon for pin, ttl, policy, evict and log_level;
 #   * a non-member gets EACCES from the kernel (EPERM from the daemon without
 #     default_permissions), the Python package says who may, and nothing is started;
-#   * a group that does not exist stops the mount naming the flag.
+#   * a group that does not exist stops the mount naming the flag;
+#   * on an S3 source (objects have no owner) every inode belongs to the group with g+w, and a
+#     member prefetches a directory below the root.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 e2e_init
@@ -140,4 +142,25 @@ as_supp setfattr -n user.tierfs.prefetch -v l2 "$mnt/c" || fail "member (numeric
 wait_job "$mnt/c" user.tierfs.prefetch
 wait_residency "$mnt/c/f2.bin" "l2=1/1"
 log "ok without default_permissions: non-member EPERM from the daemon, member by gid works"
+tierfs_umount "$mnt" "$pid" || { print_log_tail "$logf"; fail "unclean unmount"; }
+
+# ---- an S3 source: objects have no owner, so every inode is the group's, with g+w ----
+BUCKET=tierfs-ctl
+s3rver_start "$BUCKET"
+step "upload test objects" 60 env AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER \
+  "$PY" "$E2E_DIR/s3put.py" --endpoint "$S3_ENDPOINT" --bucket "$BUCKET" \
+  "d/one.bin=3000000:1" "d/two.bin=5000:2"
+logf="$E2E_WORK/daemon3.log"
+tierfs_mount "s3://$BUCKET" "$mnt" "$E2E_WORK/cache3" "$logf" --endpoint "$S3_ENDPOINT" \
+  -o allow_other --control-group "$GROUP"
+pid=$TIERFS_PID
+[[ "$(stat -c %g:%a "$mnt/d/one.bin")" == "$GID:664" ]] || fail "S3 file: $(stat -c %g:%a "$mnt/d/one.bin")"
+[[ "$(stat -c %g:%a "$mnt/d")" == "$GID:775" ]] || fail "S3 dir: $(stat -c %g:%a "$mnt/d")"
+refused "Permission denied" as_other setfattr -n user.tierfs.prefetch -v l2 "$mnt/d"
+as_supp setfattr -n user.tierfs.prefetch -v l2 "$mnt/d" || fail "member refused on an S3 directory"
+wait_job "$mnt/d" user.tierfs.prefetch
+wait_residency "$mnt/d/one.bin" "l2=3/3"
+want="$("$PY" "$E2E_DIR/s3put.py" --sha "d/one.bin=3000000:1")"
+[[ "$(as_other sha256sum <"$mnt/d/one.bin" | cut -d' ' -f1)" == "$want" ]] || fail "d/one.bin bytes differ"
+log "ok an S3 source: every inode is group $GID with g+w; a member prefetches d/"
 tierfs_umount "$mnt" "$pid" || { print_log_tail "$logf"; fail "unclean unmount"; }
