@@ -492,7 +492,7 @@ class OpTimer {
   const TimePoint start_;
 };
 
-// tierfs_fuse_* of README "Metrics": the op histograms, and the Filesystem's and its
+// tierfs_fuse_* of docs/operations.md, "Metrics": the op histograms, and the Filesystem's and its
 // Prefetcher's counters (the same atomics as the fuse.* fields of user.tierfs.stats).
 void CollectFuseMetrics(const Context& ctx, metrics::Exposition* e) {
   for (size_t i = 0; i < ctx.op_latency.size(); ++i) {

@@ -95,7 +95,7 @@ struct FuseOptions {
   // INIT flag and the backing-file ioctls are sent by hand (libfuse 3.14 predates them). Off by
   // default: it pays where a dataset is read from L2 again and again because the page cache
   // cannot hold it, and costs where it can (a passthrough read marks the inode's atime stale on
-  // this writable mount, so each later stat(2) of the file is a getattr; README "Semantics").
+  // this writable mount, so each later stat(2) of the file is a getattr; docs/semantics.md).
   // Not with open_in_kernel (there is no open to answer).
   bool passthrough = false;
   // Largest read request and kernel readahead (the kernel may lower both).

@@ -295,7 +295,7 @@ TEST_F(FileBlobStoreTest, EtagCoversCtimeAndReadsRecheckIt) {
 
   // A rewrite in place (same inode) during a read is caught by the fstat after the read: with
   // no If-Match given, the only way to get FailedPrecondition is that re-check. (Writes land
-  // within one timestamp tick of each other can slip past it: see the README.)
+  // within one timestamp tick of each other can slip past it: see docs/semantics.md.)
   const std::string a(4 << 20, 'a'), b(4 << 20, 'b');
   Write("big", a);
   std::atomic<bool> stop{false};

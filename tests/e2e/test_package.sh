@@ -99,7 +99,8 @@ awk '{ print $NF }' "$E2E_WORK/listing" | sed 's#^\./#/#' >"$E2E_WORK/contents"
 for f in /usr/bin/tierfs /sbin/mount.tierfs "/lib/systemd/system/tierfs@.service" \
   /usr/libexec/tierfs/tierfs-instance /etc/tierfs/tierfs.toml /etc/logrotate.d/tierfs \
   /usr/share/man/man1/tierfs.1.gz \
-  /usr/share/doc/tierfs/copyright /usr/share/doc/tierfs/README.md; do
+  /usr/share/doc/tierfs/copyright /usr/share/doc/tierfs/README.md \
+  /usr/share/doc/tierfs/docs/configuration.md /usr/share/doc/tierfs/docs/operations.md; do
   grep -qxF "$f" "$E2E_WORK/contents" || fail "the package lacks $f"
 done
 grep -q '^-rwxr-xr-x root/root .* ./sbin/mount.tierfs$' "$E2E_WORK/listing" ||
