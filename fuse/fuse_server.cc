@@ -919,7 +919,7 @@ void Init(void* userdata, struct fuse_conn_info* conn) {
   // not "auto": the kernel's heuristic sends READDIRPLUS only for the first page and for pages
   // read after a lookup in the directory, and ls -l / find read a large directory (find: up to
   // 100,000 names) before they stat it, so a cold listing of 200,000 files became ~190,000
-  // LOOKUPs (issue 10: 9.1 s; 6.2 s with every page a READDIRPLUS). The cost: a warm listing
+  // LOOKUPs (9.1 s; 6.2 s with every page a READDIRPLUS). The cost: a warm listing
   // passes the attributes again (0.9 s -> 1.3 s for 200,000 names), and a names-only listing
   // makes the entries' inodes too.
   if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;

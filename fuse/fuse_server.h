@@ -7,7 +7,7 @@
 //
 // The mount is read-only: every write operation gets EROFS.
 //
-// Interrupts and isolation (issue 7). Requests that may wait on the network (a read of blocks
+// Interrupts and isolation. Requests that may wait on the network (a read of blocks
 // no host tier holds; lookup, getattr, open and readdir, whose catalog may list or HEAD the
 // origin) get a CancelToken: a FUSE interrupt (the reader's ^C or SIGKILL) cancels it and the
 // request replies EINTR at once; its deadline (request_timeout) ends it with EIO. Such a request

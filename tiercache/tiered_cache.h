@@ -9,7 +9,7 @@
 // Readahead and prefetch run on a bounded pool of owned threads ("tierfs-prefetch-N") below demand
 // reads in priority.
 //
-// Interrupts and deadlines (issue 7). A demand read given a CancelToken never waits on the
+// Interrupts and deadlines. A demand read given a CancelToken never waits on the
 // network on its own thread: the single-flight leader reads the host tiers itself (L1, L2: local,
 // fast) and hands the remote part (L3, origin) to an owned fetch pool ("tierfs-fetch-N",
 // fetch_threads); every reader of the block, leader included, then waits for the result with

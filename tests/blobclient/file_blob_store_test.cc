@@ -174,8 +174,8 @@ TEST_F(FileBlobStoreTest, ListPaginatesInByteOrder) {
                                                              "o:ds/c/1", "o:ds/d/x/y", "o:ds/zz"}));
 }
 
-// A listing walks the directory once and pages through the names it read (issue 10: one walk
-// per page made a 200,000-entry directory quadratic); each page stats its files when served.
+// A listing walks the directory once and pages through the names it read (one walk per
+// page would make a 200,000-entry directory quadratic); each page stats its files when served.
 TEST_F(FileBlobStoreTest, LaterPagesReuseTheFirstPagesScanAndStatWhenServed) {
   for (int i = 0; i < 2500; ++i) {
     char name[32];

@@ -145,7 +145,7 @@ sync_every_commit = true
   EXPECT_EQ(o.meta.path, "/srv/cache/meta");
 }
 
-// Every wait on the network has a deadline derived from the stores' timeouts (issue 7).
+// Every wait on the network has a deadline derived from the stores' timeouts.
 TEST(ConfigTest, NetworkDeadlinesFollowTheStoreTimeouts) {
   DaemonOptions o = Base();
   ASSERT_TRUE(ApplyConfigText("[s3]\nrequest_timeout = \"20s\"\nconnect_timeout = \"3s\"\n"

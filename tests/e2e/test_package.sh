@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# End-to-end: the Debian package (issue 8, item 3). Builds dist/tierfs_<version>_amd64.deb with
+# End-to-end: the Debian package. Builds dist/tierfs_<version>_amd64.deb with
 # scripts/package.sh (reusing the Release build in build/), checks its contents, the man page
 # against `tierfs mount --help` and the Kubernetes YAML, installs it with dpkg -i, mounts s3rver
 # through `mount -t tierfs` and through an fstab line (mount -T), runs the unit's ExecStart under
