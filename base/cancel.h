@@ -1,4 +1,4 @@
-// CancelToken — cancellation and a deadline for one request (issue 7, "interrupts").
+// CancelToken — cancellation and a deadline for one request (interrupts and deadlines).
 //
 // fuse/ creates one token per kernel request that may wait on the network, cancels it from the
 // request's FUSE interrupt callback (a reader's ^C or SIGKILL), and passes it down

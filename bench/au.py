@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Accelerator utilization (AU) on MLPerf-Storage-shaped workloads (issue 12).
+"""Accelerator utilization (AU) on MLPerf-Storage-shaped workloads.
 
 MLPerf Storage emulates each accelerator with a real data loader that "computes" by sleeping a
 fixed time per batch, with a barrier across accelerators every step; the figure of merit is how
@@ -524,7 +524,7 @@ def markdown(summary, runs):
             tl.append("- %s: tierfs cold + prefetch peak MiB/s = %.2f× the origin ceiling (target ≥ 0.8×): %s"
                       % (shape, x["ratio"], "met" if x["met"] else "missed"))
     if tl:
-        lines += ["", "Targets (issue 12):"] + tl
+        lines += ["", "Goals:"] + tl
     return "\n".join(lines)
 
 

@@ -1,5 +1,5 @@
 // first_touch: what the first access to fresh anonymous memory costs on this machine, the
-// measurement behind `cache.l1_prefault` (README, "Memory").
+// measurement behind `cache.l1_prefault` (docs/configuration.md, "Memory").
 //
 // A daemon whose L1 is empty fills it with 128 KiB copies into memory it has never touched. On a
 // bare-metal host the page faults cost little; on some VMs (this project's PVM guest) each page's

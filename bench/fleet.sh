@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Multi-host simulation (issue 10 item 3; not part of the test suite): N tierfs daemons on this
+# Multi-host simulation (not part of the test suite): N tierfs daemons on this
 # machine, each with its own cache dir and mount point, all sharing one L3 bucket on an s3rver and
 # one origin s3rver behind bench/delay_proxy.py (DELAY ms each way), read the same dataset. Every
 # origin request is attributed to its host: the proxy logs the pid of the daemon owning each

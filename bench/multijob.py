@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""One job of the multi-job hit-rate workload (run.sh --workload multijob, issue 11).
+"""One job of the multi-job hit-rate workload (run.sh --workload multijob).
 
   multijob.py hot    OUT FILE...   re-reads FILES sequentially in 1 MiB reads, pass after pass:
                                    at least --passes passes, and more while --while-file exists

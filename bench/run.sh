@@ -3,18 +3,18 @@
 # mounts each tool on empty caches, runs the same workloads, and writes JSON + markdown + PNG.
 #
 #   bench/run.sh [--quick] [--stall] [--tools tierfs,s3fs,rclone,local,nullfs,raw] [--delay-ms 5]
-#   bench/run.sh --workload prefetch   # only the deep prefetch workload (issue 13), a few min
+#   bench/run.sh --workload prefetch   # only the deep prefetch workload, a few min
 #                [--cap SECONDS] [--out DIR]
-#   bench/run.sh --workload multijob   # only the multi-job hit-rate workload (issue 11): on one
+#   bench/run.sh --workload multijob   # only the multi-job hit-rate workload: on one
 #                mount (L1 128 MiB, L2 256 MiB) at once a hot job reading hot/ (128 MiB) 4 times
 #                (MJ_HOT_PASSES) while a stream job reads big/ (1 GiB) once and a projection job reads
 #                25% of proj/ (4 x 16 MiB) in 16-64 KiB ranges; per admission mode (MJ_MODES,
-#                default "always default"; "always" is as before issue 11: no scan detection
+#                default "always default"; "always" is cache.admit "always" with no scan detection
 #                and no projected reads; MJ_REPEAT runs each, default 1). Per job: bytes by
 #                serving tier, origin bytes per byte read (counted by the delay proxy), MiB/s,
 #                p99/max read latency. Results: raw/multijob/*.json and multijob.md, ~1-2 min a run
 #   bench/run.sh --au [--only unet3d,resnet50,cosmoflow] [--quick] [--out DIR]
-#                accelerator utilization on MLPerf-Storage-shaped workloads (issue 12, bench/au.py):
+#                accelerator utilization on MLPerf-Storage-shaped workloads (bench/au.py):
 #                per shape, R = 1, 2, 4 emulated accelerators on local disk, tierfs warm from L2,
 #                tierfs cold and tierfs cold with a prefetch running ahead, and the origin's ceiling;
 #                ~10 min for the three shapes, --only one shape 2-4 min, --quick R = 1, 2 only.
@@ -1137,7 +1137,7 @@ run_tool() {
 }
 
 # ---------------------------------------------------------------------------------------------
-# The prefetch workload (--workload prefetch, issue 13): deep prefetch against copying.
+# The prefetch workload (--workload prefetch): deep prefetch against copying.
 #  - small: `tierfs prefetch --tier l2 --wait` of small/ (4,000 x 128 KiB) vs
 #    `rclone copy --transfers 32` of small/ to local disk;
 #  - large: `tierfs prefetch --tier l2 --wait` of big/ (2 x 256 MiB) vs the origin's 8-way
@@ -1214,9 +1214,9 @@ run_prefetch_workload() {
 }
 
 # ---------------------------------------------------------------------------------------------
-# l2 workload (--only l2): L2 at flash speed (issue 9). L2_REPEAT (default 5) pairs, each pair
-# measured back to back so both halves see the same disk (a VM's disk speed drifts by 2-3x from
-# minute to minute here), and the median of the pairs' ratios reported:
+# l2 workload (--only l2): warm reads from L2 against the same bytes from a plain file.
+# L2_REPEAT (default 5) pairs, each pair measured back to back so both halves see the same disk
+# (a VM's disk speed drifts by 2-3x from minute to minute here), and the median of the pairs' ratios reported:
 #  plain:  BIG0 copied once to one plain file on the cache's filesystem; per pair, page cache
 #          dropped, fio seq (raw/l2/plain-seq-N.json);
 #  fuse:   with nullfs among the tools, per pair, the same plain file through nullfs --backing on
@@ -1326,7 +1326,7 @@ EOF2
 }
 
 # ---------------------------------------------------------------------------------------------
-# multijob workload (--workload multijob, issue 11): three jobs at once on one mount; see the top.
+# multijob workload (--workload multijob): three jobs at once on one mount; see the top.
 origin_counts() { # OUT: the delay proxy's ranged-GET bytes per top directory, now
   [[ -n $PROXY_PID ]] || { echo '{}' >"$1"; return; }
   rm -f "$PROXY_COUNT_FILE"
@@ -1344,7 +1344,7 @@ run_multijob() {
     for mode in ${MJ_MODES:-always default}; do
       cfg="$WORK/multijob-$mode.toml"
       case "$mode" in
-        always) printf '[cache]\nadmit = "always"\nadmit_scan_percent = 0\nsparse_read_max = 0\n' ;;  # before issue 11
+        always) printf '[cache]\nadmit = "always"\nadmit_scan_percent = 0\nsparse_read_max = 0\n' ;;  # no scan detection, no projected reads
         default) printf '# the defaults\n' ;;
         noproj) printf '[cache]\nsparse_read_max = 0\n' ;;  # the defaults without projected reads
         reuse) printf '[cache]\nadmit = "reuse"\n' ;;
@@ -1375,7 +1375,7 @@ run_multijob() {
 }
 
 # ---------------------------------------------------------------------------------------------
-# --au (issue 12): bench/au.py per shape and source; one epoch per R, page cache dropped before each.
+# --au: bench/au.py per shape and source; one epoch per R, page cache dropped before each.
 #  local:           the local copy;
 #  tierfs-l2:       one mount (L1 = AU_L1), the shape prefetched into L2 (tierfs prefetch --wait),
 #                   then every R on it (page cache dropped, L1 smaller than the shape's data);

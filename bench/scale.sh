@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Dataset scale (issue 10 item 4): a file:// origin with 200,000 files in one directory and a
+# Dataset scale: a file:// origin with 200,000 files in one directory and a
 # 2,000,000-file tree (2,000 dirs x 1,000 files), served by tierfs beside local disk.
 #
 #   bench/scale.sh [--cases flat,tree] [--out DIR] [--keep]

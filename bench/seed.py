@@ -33,11 +33,11 @@ LAYOUTS = {
     "quick": [("big", 0, 2, 256 << 20), ("small", 10, 40, 128 << 10), ("tiny", 10, 50, 1024)],
     # run.sh --workload prefetch: 4,000 small files (10 dirs of 400) and two large ones
     "prefetch": [("big", 0, 2, 256 << 20), ("small", 10, 400, 128 << 10), ("tiny", 1, 1, 1024)],
-    # run.sh --workload multijob (issue 11), for an L2 of 256 MiB: stream = big/ (4 x 256 MiB, 4x L2),
+    # run.sh --workload multijob, for an L2 of 256 MiB: stream = big/ (4 x 256 MiB, 4x L2),
     # hot/ (8 x 16 MiB, half of L2), proj/ (4 x 16 MiB "Parquet-like" files, 25% read)
     "multijob": [("big", 0, 4, 256 << 20), ("hot", 0, 8, 16 << 20), ("proj", 0, 4, 16 << 20),
                  ("tiny", 1, 1, 1024)],
-    # run.sh --au (bench/au.py, issue 12): the MLPerf-Storage-shaped datasets, scaled (au.py's
+    # run.sh --au (bench/au.py): the MLPerf-Storage-shaped datasets, scaled (au.py's
     # docstring says how): unet3d 224 x 4.375 MiB (140 MiB / 32), resnet50 8 record files of
     # 1,251 x 114,660 B, cosmoflow 320 x 2.7 MiB
     "au": [("unet3d", 0, 224, (140 << 20) // 32), ("resnet50", 0, 8, 1251 * 114660),

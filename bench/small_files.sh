@@ -98,7 +98,7 @@ for tool in ${TOOLS//,/ }; do
   esac
   drop_caches
   # One loader run per epoch, each counted for FUSE ops: epoch 1 fills the cache; the first warm
-  # epoch after it still costs a getattr per file (see the README's loader notes), later ones not.
+  # epoch after it still costs a getattr per file (docs/semantics.md), later ones not.
   for ((e = 1; e <= EPOCHS; e++)); do
     [[ -n $DROP_EACH && $e -gt 1 ]] && drop_caches
     before=""; [[ -n $port ]] && before="$(fuse_ops "$port")"

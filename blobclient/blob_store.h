@@ -107,7 +107,8 @@ struct BlobStoreStats {
   uint64_t throttled = 0;                    // answers 503 SlowDown or 429 (each attempt)
 };
 
-// Appends the tierfs_store_* metrics of `s` (README "Metrics") with the label store=`store`
+// Appends the tierfs_store_* metrics of `s` (docs/operations.md, "Metrics") with the label
+// store=`store`
 // ("origin", "l3").
 void CollectStoreMetrics(const BlobStoreStats& s, std::string_view store, metrics::Exposition* e);
 
@@ -332,7 +333,8 @@ struct S3Options {
   int max_connections = 64;  // per store
   // 64: a fresh mount starts at the full default parallelism. Starting at 16 and doubling per
   // round trip cost a cold loader's first batch the two round trips to 64 (0.43-0.71 s against
-  // 0.22-0.41 s, six pairs, README "Performance"); the first push-back still halves it.
+  // 0.22-0.41 s, six pairs;
+  // bench/results/2026-12-06-origin-concurrency-start.md); the first push-back still halves it.
   int initial_concurrency = 64;
   // Hedged GETs: a ranged GET of at most hedge_max_bytes still unanswered after
   // max(hedge_min_delay, the store's recent p95 for that size) gets one duplicate, unless its body

@@ -72,8 +72,8 @@ int64_t Nanos(const struct timespec& ts) {
 
 // The ETag of a file: 90 bits of XXH3-128 over (size, mtime ns, ctime ns, inode, device), as
 // 15 characters of the URL-safe base64 alphabet. 15 characters fit in std::string's inline
-// buffer, so the copies of it in listings and inodes cost no allocation (issue 10: memory per
-// cached entry); 90 bits make two versions of a file colliding a 2^-90 chance.
+// buffer, so the copies of it in listings and inodes cost no allocation (memory per cached
+// entry); 90 bits make two versions of a file colliding a 2^-90 chance.
 std::string MakeEtag(const struct stat& st) {
   const uint64_t fields[5] = {static_cast<uint64_t>(st.st_size),
                               static_cast<uint64_t>(Nanos(st.st_mtim)),

@@ -1,5 +1,5 @@
-// The tierfs_store_* metrics of a BlobStore (README "Metrics"), from BlobStore::Stats(): the same
-// numbers user.tierfs.stats shows as origin.* and l3.*.
+// The tierfs_store_* metrics of a BlobStore (docs/operations.md, "Metrics"), from
+// BlobStore::Stats(): the same numbers user.tierfs.stats shows as origin.* and l3.*.
 #include <string>
 
 #include "base/metrics.h"

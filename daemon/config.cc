@@ -1124,7 +1124,7 @@ Status FinishOptions(DaemonOptions* o, const GetEnvFn& getenv) {
   o->fuse.default_permissions =
       o->default_permissions.value_or(o->fuse.allow_other || o->fuse.allow_root);
   TIERFS_RETURN_IF_ERROR(FinishL3Options(o, getenv));
-  // Every wait on the network has a deadline (README, "Semantics"): a reader waits for a block
+  // Every wait on the network has a deadline (docs/semantics.md): a reader waits for a block
   // at most as long as the fetch itself may take, and a request at most that plus one more
   // request timeout (its own HEAD or listing page). The timeouts are checked before they are
   // added up.

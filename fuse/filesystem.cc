@@ -20,7 +20,7 @@ constexpr int kNoRead = -2;
 }  // namespace
 
 // One per inode the kernel knows: a listing of 200,000 files read with readdirplus makes 200,000
-// of them, so it stays small (issue 10: memory per cached entry). What only opened or read files
+// of them, so it stays small (memory per cached entry). What only opened or read files
 // need lives in `used`, made at the first Open or ReadInode.
 struct Filesystem::Inode {
   Inode(InodeId i, std::string p, bool d) : ino(i), path(std::move(p)), is_dir(d) {}

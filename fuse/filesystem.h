@@ -340,7 +340,8 @@ class Filesystem {
 
   // The inode table is two sets keyed by a field of the inode itself (looked up by InodeId and by
   // path): a node holds one pointer, 32 bytes with malloc's header where a map node of key and
-  // value took 48 (issue 10: memory per cached entry; one per inode the kernel knows).
+  // value took 48 (memory per cached entry matters at dataset scale: one per inode the kernel
+  // knows).
   struct InoHash {
     using is_transparent = void;
     size_t operator()(InodeId ino) const noexcept { return std::hash<InodeId>()(ino); }

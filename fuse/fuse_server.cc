@@ -492,7 +492,7 @@ class OpTimer {
   const TimePoint start_;
 };
 
-// tierfs_fuse_* of README "Metrics": the op histograms, and the Filesystem's and its
+// tierfs_fuse_* of docs/operations.md, "Metrics": the op histograms, and the Filesystem's and its
 // Prefetcher's counters (the same atomics as the fuse.* fields of user.tierfs.stats).
 void CollectFuseMetrics(const Context& ctx, metrics::Exposition* e) {
   for (size_t i = 0; i < ctx.op_latency.size(); ++i) {
@@ -919,7 +919,7 @@ void Init(void* userdata, struct fuse_conn_info* conn) {
   // not "auto": the kernel's heuristic sends READDIRPLUS only for the first page and for pages
   // read after a lookup in the directory, and ls -l / find read a large directory (find: up to
   // 100,000 names) before they stat it, so a cold listing of 200,000 files became ~190,000
-  // LOOKUPs (issue 10: 9.1 s; 6.2 s with every page a READDIRPLUS). The cost: a warm listing
+  // LOOKUPs (9.1 s; 6.2 s with every page a READDIRPLUS). The cost: a warm listing
   // passes the attributes again (0.9 s -> 1.3 s for 200,000 names), and a names-only listing
   // makes the entries' inodes too.
   if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;

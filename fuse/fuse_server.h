@@ -7,7 +7,7 @@
 //
 // The mount is read-only: every write operation gets EROFS.
 //
-// Interrupts and isolation (issue 7). Requests that may wait on the network (a read of blocks
+// Interrupts and isolation. Requests that may wait on the network (a read of blocks
 // no host tier holds; lookup, getattr, open and readdir, whose catalog may list or HEAD the
 // origin) get a CancelToken: a FUSE interrupt (the reader's ^C or SIGKILL) cancels it and the
 // request replies EINTR at once; its deadline (request_timeout) ends it with EIO. Such a request
@@ -95,7 +95,7 @@ struct FuseOptions {
   // INIT flag and the backing-file ioctls are sent by hand (libfuse 3.14 predates them). Off by
   // default: it pays where a dataset is read from L2 again and again because the page cache
   // cannot hold it, and costs where it can (a passthrough read marks the inode's atime stale on
-  // this writable mount, so each later stat(2) of the file is a getattr; README "Semantics").
+  // this writable mount, so each later stat(2) of the file is a getattr; docs/semantics.md).
   // Not with open_in_kernel (there is no open to answer).
   bool passthrough = false;
   // Largest read request and kernel readahead (the kernel may lower both).

@@ -1,4 +1,4 @@
-// Admission (issue 11): which blocks read from below (L3, the origin) the host's flash tier (L2)
+// Admission: which blocks read from below (L3, the origin) the host's flash tier (L2)
 // keeps. L1 keeps every block it is offered whatever the policy: it is where readahead puts the
 // blocks a reader is about to ask for, and a small LRU that a scan only churns; a policy decides
 // what reaches flash, where one pass over a large dataset would evict every other job's hot data.

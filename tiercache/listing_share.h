@@ -1,4 +1,4 @@
-// ListingShare — directory listings shared by the hosts of a region (issue 10, item 1).
+// ListingShare — directory listings shared by the hosts of a region .
 //
 // A host that lists a directory from the origin offers the listing (Publish); another host that
 // needs the same directory asks first (Fetch) and takes the stored listing when it is young

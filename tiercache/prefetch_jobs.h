@@ -101,7 +101,8 @@ struct PrefetchJobsOptions {
   // Worker threads: the most blocks the jobs fetch at once (one GET each; a small file is one
   // block, a large one is spread over many workers as runs of blocks_per_task blocks). 64: as
   // many as the origin's connections (s3.max_connections); a cold PrefetchSampler epoch of
-  // 128 KiB files read the origin at 32 GETs in flight slower than at 64 (README "Performance").
+  // 128 KiB files read the origin at 32 GETs in flight slower than at 64
+  // (bench/results/2026-12-05-prefetch-gets-in-flight.md).
   int threads = 64;
   // A worker takes this many consecutive blocks of a file (a tail of less than half as many
   // joins the task before it: a file of 5 blocks is one task).
@@ -135,7 +136,8 @@ struct PrefetchJobsOptions {
   // Files walked per batch (the most the job holds in memory at once).
   size_t batch_files = 256;
   // Where tierfs_prefetch_jobs{state} and tierfs_prefetch_jobs_finished_total{state} are
-  // published (README "Metrics"). Not owned; must outlive the object. Null: not published.
+  // published (docs/operations.md, "Metrics"). Not owned; must outlive the object. Null: not
+  // published.
   metrics::Registry* metrics = nullptr;
 };
 

@@ -12,7 +12,7 @@
 // the caches it is about to fill: a previous leader may have finished between the caller's own
 // miss and its call to Do().
 //
-// Waits are bounded (issue 7, "every wait on the network has a deadline"): a follower stops
+// Waits are bounded (every wait on the network has a deadline): a follower stops
 // waiting when its CancelToken is cancelled (Cancelled, → EINTR) or when the token's deadline or
 // its own `deadline` passes (TimedOut, → EIO). By default the token is the thread's current one
 // (CancelToken::Scope), so layers without a token parameter (the catalog) observe a FUSE

@@ -49,7 +49,7 @@
 // may have filled since). Why: the kernel answers a failed readahead FUSE READ by reading the page
 // its reader waits on again, synchronously, right away; without the record that READ started a
 // second fetch of the block, and a stalled origin held a reader for two or three fetch budgets
-// (README, "Failure behaviour"). Readahead failures no reader saw are not recorded.
+// (docs/failure-and-security.md). Readahead failures no reader saw are not recorded.
 #include "tiercache/tiered_cache.h"
 
 #include <pthread.h>
@@ -685,8 +685,8 @@ class TieredCacheImpl final : public TieredCache {
   const std::vector<std::unique_ptr<Tier>>& tiers() const override { return tiers_; }
   const CacheStats& Stats() const override { return stats_; }
 
-  // The metrics of README "Metrics", read from the counters that StatsText (user.tierfs.stats)
-  // prints, so both always agree.
+  // The metrics of docs/operations.md, "Metrics", read from the counters that StatsText
+  // (user.tierfs.stats) prints, so both always agree.
   void Collect(metrics::Exposition* e) const {
     using metrics::Labels;
     for (size_t i = 0; i < tiers_.size(); ++i) {

@@ -9,7 +9,7 @@
 // Readahead and prefetch run on a bounded pool of owned threads ("tierfs-prefetch-N") below demand
 // reads in priority.
 //
-// Interrupts and deadlines (issue 7). A demand read given a CancelToken never waits on the
+// Interrupts and deadlines. A demand read given a CancelToken never waits on the
 // network on its own thread: the single-flight leader reads the host tiers itself (L1, L2: local,
 // fast) and hands the remote part (L3, origin) to an owned fetch pool ("tierfs-fetch-N",
 // fetch_threads); every reader of the block, leader included, then waits for the result with
@@ -93,7 +93,8 @@ struct TieredCacheOptions {
   // cache.l2_promote_hits.
   uint32_t promote_hits = 2;
   // Block size. 1 MiB: matches the kernel's largest FUSE read, so one read touches at most two
-  // blocks, and is large enough that per-request latency amortises (see README, "Block size").
+  // blocks, and is large enough that per-request latency amortises (docs/configuration.md,
+  // `cache.block_size`).
   uint64_t block_size = 1ULL << 20;
   // The readahead/prefetch pool: up to this many origin requests in flight (16 while readers
   // wait for fetches of their own, until SetGuessesProven), but at most 16 runs' bytes (16 x the
@@ -158,9 +159,9 @@ struct TieredCacheOptions {
   // cache.admit_ghost_bytes, cache.admit_scan_percent.
   AdmissionOptions admission;
   // Where the cache publishes its metrics (per tier hits, misses, bytes, occupancy, evictions,
-  // corruptions; read latency by serving tier; readahead and fetch queues; see README
-  // "Metrics"): not owned, must outlive the cache. Null: no metrics (the read latency is then
-  // not measured).
+  // corruptions; read latency by serving tier; readahead and fetch queues; see
+  // docs/operations.md, "Metrics"): not owned, must outlive the cache. Null: no metrics (the read
+  // latency is then not measured).
   metrics::Registry* metrics = nullptr;
 };
 

@@ -1,6 +1,6 @@
 """The control plane of a tierfs mount, through its user.tierfs.* extended attributes.
 
-See the README's "Extended attributes" and "Python package" sections for the values.
+See docs/xattrs.md and docs/python.md for the values.
 """
 import errno
 import os

@@ -175,8 +175,8 @@ TEST_F(FileBlobStoreTest, ListPaginatesInByteOrder) {
                                                              "o:ds/c/1", "o:ds/d/x/y", "o:ds/zz"}));
 }
 
-// A listing walks the directory once and pages through the names it read (issue 10: one walk
-// per page made a 200,000-entry directory quadratic); each page stats its files when served.
+// A listing walks the directory once and pages through the names it read (one walk per
+// page would make a 200,000-entry directory quadratic); each page stats its files when served.
 TEST_F(FileBlobStoreTest, LaterPagesReuseTheFirstPagesScanAndStatWhenServed) {
   for (int i = 0; i < 2500; ++i) {
     char name[32];
@@ -296,7 +296,7 @@ TEST_F(FileBlobStoreTest, EtagCoversCtimeAndReadsRecheckIt) {
 
   // A rewrite in place (same inode) during a read is caught by the fstat after the read: with
   // no If-Match given, the only way to get FailedPrecondition is that re-check. (Writes land
-  // within one timestamp tick of each other can slip past it: see the README.)
+  // within one timestamp tick of each other can slip past it: see docs/semantics.md.)
   const std::string a(4 << 20, 'a'), b(4 << 20, 'b');
   Write("big", a);
   std::atomic<bool> stop{false};

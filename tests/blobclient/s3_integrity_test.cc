@@ -1,4 +1,4 @@
-// Version integrity of S3 reads (issue 7, item 1): every GET answer is checked against what was
+// Version integrity of S3 reads: every GET answer is checked against what was
 // asked (ETag, Content-Range start/end/total, body length), over loopback HTTP with real libcurl.
 // The origin here behaves like s3rver and some proxies: it can ignore If-Match and Range, lie in
 // Content-Range, send short bodies, weak or no ETags, and replace the object between requests.

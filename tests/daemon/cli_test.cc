@@ -1,4 +1,4 @@
-// The pure parts of the command line (issue 8, items 5 and 6): the mountpoint-s3 style flags and
+// The pure parts of the command line: the mountpoint-s3 style flags and
 // their mapping onto fuse.* keys, mountinfo parsing, the status report (text, JSON, rates) and
 // `tierfs config check`.
 #include <fmt/format.h>

@@ -145,7 +145,7 @@ sync_every_commit = true
   EXPECT_EQ(o.meta.path, "/srv/cache/meta");
 }
 
-// Every wait on the network has a deadline derived from the stores' timeouts (issue 7).
+// Every wait on the network has a deadline derived from the stores' timeouts.
 TEST(ConfigTest, NetworkDeadlinesFollowTheStoreTimeouts) {
   DaemonOptions o = Base();
   ASSERT_TRUE(ApplyConfigText("[s3]\nrequest_timeout = \"20s\"\nconnect_timeout = \"3s\"\n"
@@ -747,14 +747,14 @@ TEST(ConfigTest, ShippedConfigDocumentsEveryKey) {
   }
 }
 
-// README names every key too, as `section.key` (in its configuration tables and lists).
-TEST(ConfigTest, ReadmeNamesEveryKey) {
-  const std::string readme = RepoFile("README.md");
+// The configuration reference names every key too, as `section.key` (in its tables and lists).
+TEST(ConfigTest, ConfigurationDocNamesEveryKey) {
+  const std::string doc = RepoFile("docs/configuration.md");
   for (const std::string& k : ConfigKeys()) {
-    EXPECT_TRUE(readme.find("`" + k + "`") != std::string::npos ||
-                readme.find("`" + k + " ") != std::string::npos ||
-                readme.find("`" + k + "=") != std::string::npos)
-        << k << " is not named in README.md";
+    EXPECT_TRUE(doc.find("`" + k + "`") != std::string::npos ||
+                doc.find("`" + k + " ") != std::string::npos ||
+                doc.find("`" + k + "=") != std::string::npos)
+        << k << " is not named in docs/configuration.md";
   }
 }
 

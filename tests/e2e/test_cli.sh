@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# End-to-end (issue 8, items 5 and 6): the command line around a live mount.
+# End-to-end: the command line around a live mount.
 #   two mounts of one s3rver bucket (one daemonized, one in the foreground) → `tierfs status`
 #   lists both, `--json` parses, `--watch` shows rates → the log level changes at run time through
 #   the xattr (a debug line appears) and `tierfs log-level` → SIGHUP after moving the log file

@@ -148,7 +148,7 @@ fault_read "L3 and origin down: an uncached file fails with EIO in bounded time"
 log "EIO after $((SECONDS - t0)) s"
 fault_set origin '{}'
 fault_set l3 '{}'
-sleep 1  # a block's origin failure is replayed to its readers for 1 s (README, "Failure behaviour")
+sleep 1  # a block's origin failure is replayed to its readers for 1 s (docs/failure-and-security.md)
 fault_read "both back: the uncached file byte-exact without a remount" 60 "$MNT" --files "$UNCACHED" --require ok --max-seconds 30
 fault_read "both back: every file byte-exact" 60 "$MNT" --require ok
 umount_ok

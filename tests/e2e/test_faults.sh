@@ -68,10 +68,10 @@ transient_and_persistent() {
   replayed="$(stat_value "$(stats_xattr "$MNT")" fetch.failures_replayed)"
   log "$name: EIO after $((SECONDS - t0))s (reads answered with a block's recent failure: $replayed)"
   # The kernel's synchronous retry of the failed readahead READ got the block's failure, not a
-  # second fetch (README, "Failure behaviour").
+  # second fetch (docs/failure-and-security.md).
   (( ${replayed:-0} >= 1 )) || fail "$name: no read got the block's recent failure (did the kernel's retry fetch it again?)"
   fault_set origin '{}'
-  sleep 1  # a block's origin failure is replayed to its readers for 1 s (README, "Failure behaviour")
+  sleep 1  # a block's origin failure is replayed to its readers for 1 s (docs/failure-and-security.md)
   read_step "$name cleared: the uncached file reads byte-exact without a remount" 40 \
     --files "$UNCACHED" --require ok --max-seconds 30
   scenario_umount
@@ -147,7 +147,7 @@ run_scenario short transient_and_persistent short '{"action":"short","kind":"ran
 # backoff and waits for an origin connection slot: 6-13 s here). It took 15-30 s in CI (9-15 s
 # here): the kernel answers a failed readahead FUSE READ with a synchronous READ of the reader's
 # page at once, which fetched the block a second time; now that READ gets the block's recent
-# failure (README, "Failure behaviour"). 20 s stays under two budgets (with margin for a loaded machine), and
+# failure (docs/failure-and-security.md). 20 s stays under two budgets (with margin for a loaded machine), and
 # fetch.failures_replayed shows the kernel's retry was answered without a second fetch.
 run_scenario stall transient_and_persistent stall '{"action":"stall","kind":"range","seconds":20}' 20
 run_scenario stall_body transient_and_persistent stall_body '{"action":"stall_body","kind":"range","seconds":20}' 20

@@ -88,7 +88,7 @@ tierfs_umount "$mnt" "$TIERFS_PID" || { print_log_tail "$logf"; fail "unclean un
 if grep -q "L1 memory faulted in: 8GiB" "$logf"; then fail "the prefault was not stopped by the unmount"; fi
 log "ok L1 prefaulted at start (RSS ${rss_kib} KiB), bytes right; an unmount stops a prefault"
 
-# A directory of 20,000 files (issue 10, dataset scale): listed completely and every entry
+# A directory of 20,000 files (dataset scale): listed completely and every entry
 # stat'able, its 20 pages of 1,000 names served from one walk of the origin directory.
 wide="$E2E_WORK/wide"
 mkdir -p "$wide/big"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# End-to-end: interrupts and isolation (issue 7). s3rver behind a proxy that can stall (accepts,
+# End-to-end: interrupts and isolation. s3rver behind a proxy that can stall (accepts,
 # never answers) → mount → list and read one file (cached) → stall the origin → 24 concurrent
 # `cat`s of uncached files and a lookup in a never-listed directory hang → a cached file still
 # reads (bytes checked) and a lookup of a listed name is answered, within seconds →

@@ -80,7 +80,7 @@ step "host B: pread at block boundaries" 180 "$PY" "$E2E_DIR/verify.py" ranges "
 check_stats "$MNT" --eq origin.requests=0 --eq origin.bytes=0 --gt l3.hits=0 --eq l3.corruptions=0 \
   --eq l3.inserts=0 --eq catalog.list_requests=0
 log "ok host B: zero origin block requests"
-# df is this host's cache, L2, however much L3 holds (README "Semantics").
+# df is this host's cache, L2, however much L3 holds (docs/semantics.md).
 read -r df_blocks df_bsize < <(stat -f -c '%b %S' "$MNT")
 l2_capacity="$(stat_value "$(stats_xattr "$MNT")" l2.capacity)"
 (( df_blocks == l2_capacity / df_bsize )) ||

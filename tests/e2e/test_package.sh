@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# End-to-end: the Debian package (issue 8, item 3). Builds dist/tierfs_<version>_amd64.deb with
+# End-to-end: the Debian package. Builds dist/tierfs_<version>_amd64.deb with
 # scripts/package.sh (reusing the Release build in build/), checks its contents, the man page
 # against `tierfs mount --help` and the Kubernetes YAML, installs it with dpkg -i, mounts s3rver
 # through `mount -t tierfs` and through an fstab line (mount -T), runs the unit's ExecStart under
@@ -99,7 +99,8 @@ awk '{ print $NF }' "$E2E_WORK/listing" | sed 's#^\./#/#' >"$E2E_WORK/contents"
 for f in /usr/bin/tierfs /sbin/mount.tierfs "/lib/systemd/system/tierfs@.service" \
   /usr/libexec/tierfs/tierfs-instance /etc/tierfs/tierfs.toml /etc/logrotate.d/tierfs \
   /usr/share/man/man1/tierfs.1.gz \
-  /usr/share/doc/tierfs/copyright /usr/share/doc/tierfs/README.md; do
+  /usr/share/doc/tierfs/copyright /usr/share/doc/tierfs/README.md \
+  /usr/share/doc/tierfs/docs/configuration.md /usr/share/doc/tierfs/docs/operations.md; do
   grep -qxF "$f" "$E2E_WORK/contents" || fail "the package lacks $f"
 done
 grep -q '^-rwxr-xr-x root/root .* ./sbin/mount.tierfs$' "$E2E_WORK/listing" ||

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# End-to-end FUSE passthrough (fuse.passthrough, README "Semantics"): files L2 holds whole are
+# End-to-end FUSE passthrough (fuse.passthrough, docs/semantics.md): files L2 holds whole are
 # opened with their L2 file as the backing file, and the kernel reads them without the daemon.
 #   * prefetch a directory of small files into L2, drop the page cache: every file reads
 #     byte-exact (whole, past EOF, pread, mmap, two opens at once), as root and as nobody
@@ -69,7 +69,7 @@ if (( on )); then
   cmp "$mnt/d/f005.bin" "$src/d/f005.bin" || fail "f005.bin differs when read a fifth time"
   check_stats "$mnt" --eq "fuse.open_stores=$stores" --eq "fuse.passthrough_opens=$pts"
   # Its pages out of the page cache, so that its next open is passthrough (a file read lately
-  # is opened cached: README "Semantics").
+  # is opened cached: docs/semantics.md).
   echo 3 >/proc/sys/vm/drop_caches
   before="$(stat_of "$mnt" fuse.passthrough_opens)"
   step "a changed object beside an open of the old version" 60 \

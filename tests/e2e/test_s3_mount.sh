@@ -11,7 +11,7 @@ s3rver_start "$BUCKET"
 s3_upload "$BUCKET"
 mount_cycle "s3://$BUCKET" --endpoint "$S3_ENDPOINT"
 
-# ---- dataset manifests (issue 10): create one from s3rver, mount with it (stored as an object,
+# ---- dataset manifests: create one from s3rver, mount with it (stored as an object,
 # through a counting proxy): the tree of the manifest, bytes exact, zero LIST and HEAD at the
 # origin; an object overwritten behind it reads as ESTALE (every time); diff of two manifests;
 # a damaged manifest fails the mount naming the file.

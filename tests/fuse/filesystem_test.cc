@@ -926,7 +926,7 @@ TEST_F(FilesystemTest, ConcurrentLookupsReadsAndForgets) {
 
 // ---- ToErrno: the one Status → errno table ----
 
-// Interrupts (issue 7): a read waiting on a stalled origin ends with Cancelled (EINTR) when its
+// Interrupts: a read waiting on a stalled origin ends with Cancelled (EINTR) when its
 // token is cancelled, while reads of cached files go on; ReadIsLocal tells them apart.
 TEST_F(FilesystemTest, InterruptedReadIsEintrAndCachedReadsGoOn) {
   FilesystemOptions o;

@@ -1,4 +1,4 @@
-// Catalog over wide directories and large trees (issue 10, dataset scale), with the fake store.
+// Catalog over wide directories and large trees (dataset scale), with the fake store.
 //
 // The first test runs in CI: a 5,000-entry directory listed in 1,000-key pages, stored in LMDB in
 // several transactions, read back in readdir-sized chunks, looked up and snapshotted. The

@@ -1,4 +1,4 @@
-// Version integrity in the cache (issue 7, item 1): block keys never version-less, a read that
+// Version integrity in the cache: block keys never version-less, a read that
 // meets another version inserts nothing into any tier, the catalog forgets a changed file even
 // with metadata.ttl = forever, and lengths handed between layers are bounds-checked.
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// Interrupts and isolation of TieredCache (issue 7): the fetch pool, cancellable and bounded
+// Interrupts and isolation of TieredCache: the fetch pool, cancellable and bounded
 // waits. The origin is a FakeBlobStore whose reads block at a gate until released (a stalled
 // origin), so every wait here is on a real blocked fetch, never on a sleep.
 #include <gtest/gtest.h>
