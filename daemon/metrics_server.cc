@@ -124,10 +124,11 @@ class MetricsServer::Impl {
 
   ~Impl() {
     Stop();
-    CloseFd(listen_fd_);
     CloseFd(wake_fd_);
   }
 
+  // Joins the thread, which closes every connection it holds, then closes the listening socket:
+  // connections the kernel queued but nobody accepted are reset, and new ones are refused.
   void Stop() {
     if (!thread_.joinable()) return;
     thread_.request_stop();
@@ -137,6 +138,8 @@ class MetricsServer::Impl {
       Logger(Module::kDaemon).warn("metrics server: waking the thread: {}", std::strerror(errno));
     }
     thread_.join();
+    CloseFd(listen_fd_);
+    listen_fd_ = -1;
   }
 
   uint16_t port() const { return port_; }
@@ -356,7 +359,7 @@ class MetricsServer::Impl {
 
   const MetricsServerOptions options_;
   const metrics::Registry* const registry_;
-  const int listen_fd_;
+  int listen_fd_;  // -1 once stopped
   const int wake_fd_;
   const uint16_t port_;
   const std::string address_;
