@@ -17,526 +17,18 @@
 
 #include "base/strings.h"
 #include "base/units.h"
+#include "daemon/internal/config_table.h"
 #include "daemon/metrics_server.h"
 
 namespace tierfs {
 namespace {
 
-// ---- the schema: every key of the config file, its type and where it goes ----
-
-enum class Kind { kString, kBool, kInt, kSize, kDuration };
-
-struct Value {
-  std::string str;
-  bool b = false;
-  int64_t i = 0;
-  uint64_t size = 0;
-  std::chrono::nanoseconds duration{0};
-};
-
-using Setter = std::function<Status(const Value&, DaemonOptions*)>;
-
-struct KeySpec {
-  std::string_view table;
-  std::string_view name;
-  Kind kind;
-  Setter set;
-};
-
-std::chrono::milliseconds ToMillis(std::chrono::nanoseconds d) {
-  if (d == kForever) return std::chrono::milliseconds(std::chrono::hours(24 * 365));
-  return std::chrono::duration_cast<std::chrono::milliseconds>(d);
-}
-
-Status ParseAddressing(std::string_view v, S3Options::Addressing* out) {
-  if (v == "auto") {
-    *out = S3Options::Addressing::kAuto;
-  } else if (v == "path") {
-    *out = S3Options::Addressing::kPath;
-  } else if (v == "virtual" || v == "virtual-host") {
-    *out = S3Options::Addressing::kVirtualHost;
-  } else {
-    return Status::InvalidArgument(
-        fmt::format("'{}' is not an addressing style (auto, path, virtual)", v));
-  }
-  return Status::OK();
-}
-
-// An integer key's value, range-checked before it is narrowed (a 2^40 given for an int must be
-// an error, not a wrapped 0). The caller's message names the key.
-template <typename T>
-Status NarrowInt(int64_t v, int64_t lo, int64_t hi, T* out) {
-  static_assert(std::is_integral_v<T>);
-  if (v < lo || v > hi) {
-    return Status::InvalidArgument(fmt::format("{} is out of range (must be {}..{})", v, lo, hi));
-  }
-  *out = static_cast<T>(v);
-  return Status::OK();
-}
-
-// A permission mode in octal ("0644", "640"): at most 0777, no setuid/setgid/sticky bits.
-Status ParseMode(std::string_view what, std::string_view text, uint32_t* out) {
-  uint32_t v = 0;
-  if (text.empty() || text.size() > 4) {
-    return Status::InvalidArgument(
-        fmt::format("{}: '{}' is not an octal mode such as \"0644\"", what, text));
-  }
-  for (char c : text) {
-    if (c < '0' || c > '7') {
-      return Status::InvalidArgument(
-          fmt::format("{}: '{}' is not an octal mode such as \"0644\"", what, text));
-    }
-    v = v * 8 + static_cast<uint32_t>(c - '0');
-  }
-  if (v > 0777) {
-    return Status::InvalidArgument(
-        fmt::format("{}: '{}' has bits beyond 0777 (no setuid, setgid or sticky bit)", what, text));
-  }
-  *out = v;
-  return Status::OK();
-}
-
-const std::vector<KeySpec>& Schema() {
-  static const std::vector<KeySpec> kSchema = {
-      // [cache]
-      {"cache", "dir", Kind::kString,
-       [](const Value& v, DaemonOptions* o) {
-         o->cache_dir = v.str;
-         return Status::OK();
-       }},
-      {"cache", "block_size", Kind::kSize,
-       [](const Value& v, DaemonOptions* o) {
-         o->cache.block_size = v.size;
-         return Status::OK();
-       }},
-      {"cache", "l1_size", Kind::kSize,
-       [](const Value& v, DaemonOptions* o) {
-         o->l1.capacity_bytes = v.size;
-         return Status::OK();
-       }},
-      {"cache", "l1_shards", Kind::kInt,
-       [](const Value& v, DaemonOptions* o) {
-         return NarrowInt(v.i, 1, 1024, &o->l1.shards);
-       }},
-      {"cache", "l1_prefault", Kind::kBool,
-       [](const Value& v, DaemonOptions* o) {
-         o->l1_prefault = v.b;
-         return Status::OK();
-       }},
-      {"cache", "l2_size", Kind::kSize,
-       [](const Value& v, DaemonOptions* o) {
-         o->l2.capacity_bytes = v.size;
-         return Status::OK();
-       }},
-      {"cache", "l2_min_free", Kind::kSize,
-       [](const Value& v, DaemonOptions* o) {
-         o->l2.min_free_bytes = v.size;
-         return Status::OK();
-       }},
-      {"cache", "l2_fsync", Kind::kBool,
-       [](const Value& v, DaemonOptions* o) {
-         o->l2_fsync = v.b;
-         return Status::OK();
-       }},
-      {"cache", "l2_splice", Kind::kBool,
-       [](const Value& v, DaemonOptions* o) {
-         o->cache.file_slices = v.b;
-         return Status::OK();
-       }},
-      {"cache", "l2_promote_hits", Kind::kInt,
-       [](const Value& v, DaemonOptions* o) {
-         return NarrowInt(v.i, 0, 1000000, &o->cache.promote_hits);
-       }},
-      {"cache", "whole_object_max", Kind::kSize,
-       [](const Value& v, DaemonOptions* o) {
-         // Capped at one readahead run when the cache is built (TieredCache::small_object_bytes).
-         if (v.size > (1ULL << 30)) return Status::InvalidArgument("must be at most 1GiB");
-         o->cache.small_object_bytes = v.size;
-         return Status::OK();
-       }},
-      {"cache", "sparse_read_max", Kind::kSize,
-       [](const Value& v, DaemonOptions* o) {
-         if (v.size > (1ULL << 30)) return Status::InvalidArgument("must be at most 1GiB");
-         o->cache.sparse_read_max = v.size;
-         return Status::OK();
-       }},
-      {"cache", "admit", Kind::kString,
-       [](const Value& v, DaemonOptions* o) {
-         TIERFS_ASSIGN_OR_RETURN(o->cache.admission.default_policy, ParseAdmitPolicy(v.str));
-         return Status::OK();
-       }},
-      {"cache", "admit_ghost_bytes", Kind::kSize,
-       [](const Value& v, DaemonOptions* o) {
-         o->cache.admission.ghost_bytes = v.size;
-         return Status::OK();
-       }},
-      {"cache", "admit_scan_percent", Kind::kInt,
-       [](const Value& v, DaemonOptions* o) {
-         return NarrowInt(v.i, 0, 100, &o->cache.admission.scan_percent);
-       }},
-      {"cache", "pin_quota", Kind::kSize,
-       [](const Value& v, DaemonOptions* o) {
-         if (v.size == 0) return Status::InvalidArgument("must be > 0");
-         o->policies.pin_quota_bytes = v.size;
-         return Status::OK();
-       }},
-      {"cache", "prefetch_job_threads", Kind::kInt,
-       [](const Value& v, DaemonOptions* o) {
-         return NarrowInt(v.i, 1, 64, &o->prefetch_jobs.threads);
-       }},
-      {"cache", "fetch_threads", Kind::kInt,
-       [](const Value& v, DaemonOptions* o) {
-         return NarrowInt(v.i, 1, 1024, &o->cache.fetch_threads);
-       }},
-      {"cache", "prefetch_threads", Kind::kInt,
-       [](const Value& v, DaemonOptions* o) {
-         return NarrowInt(v.i, 0, 256, &o->cache.prefetch_threads);
-       }},
-      {"cache", "readahead_max", Kind::kSize,
-       [](const Value& v, DaemonOptions* o) {
-         o->cache.readahead_max_bytes = v.size;
-         return Status::OK();
-       }},
-      {"cache", "prefetch_next_files", Kind::kInt,
-       [](const Value& v, DaemonOptions* o) {
-         return NarrowInt(v.i, 0, 1024, &o->fs.prefetch.next_files);
-       }},
-      {"cache", "random_hydrate_misses", Kind::kInt,
-       [](const Value& v, DaemonOptions* o) {
-         return NarrowInt(v.i, 0, 1000000, &o->fs.prefetch.random_hydrate_misses);
-       }},
-      {"cache", "prefetch_job_memory", Kind::kSize,
-       [](const Value& v, DaemonOptions* o) {
-         if (v.size == 0) return Status::InvalidArgument("must be > 0");
-         o->prefetch_jobs.memory_budget = v.size;
-         return Status::OK();
-       }},
-      {"cache", "readahead_budget", Kind::kSize,
-       [](const Value& v, DaemonOptions* o) {
-         o->cache.readahead_budget_bytes = v.size;
-         return Status::OK();
-       }},
-      {"cache", "readahead_run", Kind::kSize,
-       [](const Value& v, DaemonOptions* o) {
-         if (v.size == 0) return Status::InvalidArgument("must be > 0");
-         o->cache.readahead_run_bytes = v.size;
-         return Status::OK();
-       }},
-      // [cache] L3, the regional tier
-      {"cache", "l3", Kind::kString,
-       [](const Value& v, DaemonOptions* o) {
-         o->l3 = v.str;
-         return Status::OK();
-       }},
-      {"cache", "l3_endpoint", Kind::kString,
-       [](const Value& v, DaemonOptions* o) {
-         o->l3_endpoint = v.str;
-         return Status::OK();
-       }},
-      {"cache", "l3_region", Kind::kString,
-       [](const Value& v, DaemonOptions* o) {
-         o->l3_region = v.str;
-         return Status::OK();
-       }},
-      {"cache", "l3_profile", Kind::kString,
-       [](const Value& v, DaemonOptions* o) {
-         o->l3_profile = v.str;
-         return Status::OK();
-       }},
-      {"cache", "l3_access_key_id_env", Kind::kString,
-       [](const Value& v, DaemonOptions* o) {
-         o->l3_access_key_id_env = v.str;
-         return Status::OK();
-       }},
-      {"cache", "l3_secret_access_key_env", Kind::kString,
-       [](const Value& v, DaemonOptions* o) {
-         o->l3_secret_access_key_env = v.str;
-         return Status::OK();
-       }},
-      {"cache", "l3_no_sign_request", Kind::kBool,
-       [](const Value& v, DaemonOptions* o) {
-         o->l3_no_sign_request = v.b;
-         return Status::OK();
-       }},
-      {"cache", "l3_ttl", Kind::kDuration,
-       [](const Value& v, DaemonOptions* o) {
-         o->l3_tier.ttl = v.duration;
-         return Status::OK();
-       }},
-      {"cache", "l3_max_bytes", Kind::kSize,
-       [](const Value& v, DaemonOptions* o) {
-         o->l3_gc.max_bytes = v.size == 0 ? UINT64_MAX : v.size;  // 0: no bound
-         return Status::OK();
-       }},
-      {"cache", "l3_write_queue", Kind::kInt,
-       [](const Value& v, DaemonOptions* o) {
-         return NarrowInt(v.i, 1, 65536, &o->l3_tier.write_queue);
-       }},
-      {"cache", "l3_write_threads", Kind::kInt,
-       [](const Value& v, DaemonOptions* o) {
-         return NarrowInt(v.i, 1, 64, &o->l3_tier.write_threads);
-       }},
-      {"cache", "l3_request_timeout", Kind::kDuration,
-       [](const Value& v, DaemonOptions* o) {
-         o->l3_store.request_timeout = ToMillis(v.duration);
-         return Status::OK();
-       }},
-      {"cache", "l3_max_attempts", Kind::kInt,
-       [](const Value& v, DaemonOptions* o) {
-         return NarrowInt(v.i, 1, 100, &o->l3_store.max_attempts);
-       }},
-      {"cache", "l3_key_file", Kind::kString,
-       [](const Value& v, DaemonOptions* o) {
-         if (v.str.empty()) return Status::InvalidArgument("must not be empty (leave it out)");
-         o->l3_key_file = v.str;
-         return Status::OK();
-       }},
-      // [metadata]
-      {"metadata", "ttl", Kind::kDuration,
-       [](const Value& v, DaemonOptions* o) {
-         o->catalog.metadata_ttl = v.duration;
-         return Status::OK();
-       }},
-      {"metadata", "manifest", Kind::kString,
-       [](const Value& v, DaemonOptions* o) {
-         if (v.str.empty()) return Status::InvalidArgument("must not be empty (leave it out)");
-         o->manifest = v.str;
-         return Status::OK();
-       }},
-      // [s3]
-      {"s3", "endpoint", Kind::kString,
-       [](const Value& v, DaemonOptions* o) {
-         o->endpoint = v.str;
-         return Status::OK();
-       }},
-      {"s3", "region", Kind::kString,
-       [](const Value& v, DaemonOptions* o) {
-         o->region = v.str;
-         return Status::OK();
-       }},
-      {"s3", "addressing", Kind::kString,
-       [](const Value& v, DaemonOptions* o) {
-         return ParseAddressing(v.str, &o->origin.addressing);
-       }},
-      {"s3", "profile", Kind::kString,
-       [](const Value& v, DaemonOptions* o) {
-         o->profile = v.str;
-         return Status::OK();
-       }},
-      {"s3", "no_sign_request", Kind::kBool,
-       [](const Value& v, DaemonOptions* o) {
-         o->no_sign_request = v.b;
-         return Status::OK();
-       }},
-      {"s3", "ca_bundle", Kind::kString,
-       [](const Value& v, DaemonOptions* o) {
-         o->origin.ca_bundle = v.str;
-         return Status::OK();
-       }},
-      {"s3", "connect_timeout", Kind::kDuration,
-       [](const Value& v, DaemonOptions* o) {
-         o->origin.connect_timeout = ToMillis(v.duration);
-         return Status::OK();
-       }},
-      {"s3", "request_timeout", Kind::kDuration,
-       [](const Value& v, DaemonOptions* o) {
-         o->origin.request_timeout = ToMillis(v.duration);
-         return Status::OK();
-       }},
-      {"s3", "low_speed_time", Kind::kDuration,
-       [](const Value& v, DaemonOptions* o) {
-         o->origin.low_speed_time = ToMillis(v.duration);
-         return Status::OK();
-       }},
-      {"s3", "max_attempts", Kind::kInt,
-       [](const Value& v, DaemonOptions* o) {
-         return NarrowInt(v.i, 1, 100, &o->origin.max_attempts);
-       }},
-      {"s3", "backoff_base", Kind::kDuration,
-       [](const Value& v, DaemonOptions* o) {
-         o->origin.backoff_base = ToMillis(v.duration);
-         return Status::OK();
-       }},
-      {"s3", "backoff_max", Kind::kDuration,
-       [](const Value& v, DaemonOptions* o) {
-         o->origin.backoff_max = ToMillis(v.duration);
-         return Status::OK();
-       }},
-      {"s3", "max_connections", Kind::kInt,
-       [](const Value& v, DaemonOptions* o) {
-         TIERFS_RETURN_IF_ERROR(NarrowInt(v.i, 1, 4096, &o->origin.max_connections));
-         o->http.max_host_connections = o->origin.max_connections;
-         o->http.max_total_connections =
-             std::max<int>(o->http.max_total_connections, o->origin.max_connections);
-         return Status::OK();
-       }},
-      {"s3", "initial_concurrency", Kind::kInt,
-       [](const Value& v, DaemonOptions* o) {
-         return NarrowInt(v.i, 1, 4096, &o->origin.initial_concurrency);
-       }},
-      {"s3", "hedge", Kind::kBool,
-       [](const Value& v, DaemonOptions* o) {
-         o->origin.hedge = v.b;
-         o->l3_store.hedge = v.b;
-         return Status::OK();
-       }},
-      {"s3", "hedge_min_delay", Kind::kDuration,
-       [](const Value& v, DaemonOptions* o) {
-         o->origin.hedge_min_delay = ToMillis(v.duration);
-         o->l3_store.hedge_min_delay = ToMillis(v.duration);
-         return Status::OK();
-       }},
-      {"s3", "hedge_percent", Kind::kInt,
-       [](const Value& v, DaemonOptions* o) {
-         TIERFS_RETURN_IF_ERROR(NarrowInt(v.i, 0, 100, &o->origin.hedge_percent));
-         o->l3_store.hedge_percent = o->origin.hedge_percent;
-         return Status::OK();
-       }},
-      {"s3", "hedge_max_size", Kind::kSize,
-       [](const Value& v, DaemonOptions* o) {
-         o->origin.hedge_max_bytes = v.size;
-         o->l3_store.hedge_max_bytes = v.size;
-         return Status::OK();
-       }},
-      {"s3", "part_size", Kind::kSize,
-       [](const Value& v, DaemonOptions* o) {
-         o->origin.part_size = v.size;
-         return Status::OK();
-       }},
-      {"s3", "max_parts_in_flight", Kind::kInt,
-       [](const Value& v, DaemonOptions* o) {
-         return NarrowInt(v.i, 1, 256, &o->origin.max_parts_in_flight);
-       }},
-      // [fuse]
-      {"fuse", "max_threads", Kind::kInt,
-       [](const Value& v, DaemonOptions* o) {
-         return NarrowInt(v.i, 1, 1024, &o->fuse.max_threads);
-       }},
-      {"fuse", "remote_threads", Kind::kInt,
-       [](const Value& v, DaemonOptions* o) {
-         return NarrowInt(v.i, 1, 4096, &o->fuse.remote_threads);
-       }},
-      {"fuse", "clone_fd", Kind::kBool,
-       [](const Value& v, DaemonOptions* o) {
-         o->fuse.clone_fd = v.b;
-         return Status::OK();
-       }},
-      {"fuse", "open_in_kernel", Kind::kBool,
-       [](const Value& v, DaemonOptions* o) {
-         o->fuse.open_in_kernel = v.b;
-         return Status::OK();
-       }},
-      {"fuse", "passthrough", Kind::kBool,
-       [](const Value& v, DaemonOptions* o) {
-         o->fuse.passthrough = v.b;
-         return Status::OK();
-       }},
-      {"fuse", "splice_sized_reads", Kind::kBool,
-       [](const Value& v, DaemonOptions* o) {
-         o->fuse.fit_reads_to_splice_pipe = v.b;
-         return Status::OK();
-       }},
-      {"fuse", "store_on_open_max", Kind::kSize,
-       [](const Value& v, DaemonOptions* o) {
-         if (v.size > (4ULL << 20)) return Status::InvalidArgument("must be at most 4MiB");
-         o->fuse.store_on_open_max = v.size;
-         return Status::OK();
-       }},
-      {"fuse", "allow_other", Kind::kBool,
-       [](const Value& v, DaemonOptions* o) {
-         o->fuse.allow_other = v.b;
-         return Status::OK();
-       }},
-      {"fuse", "allow_root", Kind::kBool,
-       [](const Value& v, DaemonOptions* o) {
-         o->fuse.allow_root = v.b;
-         return Status::OK();
-       }},
-      {"fuse", "default_permissions", Kind::kBool,
-       [](const Value& v, DaemonOptions* o) {
-         o->default_permissions = v.b;
-         return Status::OK();
-       }},
-      {"fuse", "file_mode", Kind::kString,
-       [](const Value& v, DaemonOptions* o) {
-         o->fs.file_mode_set = true;
-         return ParseMode("fuse.file_mode", v.str, &o->fs.file_mode);
-       }},
-      {"fuse", "dir_mode", Kind::kString,
-       [](const Value& v, DaemonOptions* o) {
-         o->fs.dir_mode_set = true;
-         return ParseMode("fuse.dir_mode", v.str, &o->fs.dir_mode);
-       }},
-      {"fuse", "uid", Kind::kInt,
-       [](const Value& v, DaemonOptions* o) {
-         uint32_t u = 0;
-         TIERFS_RETURN_IF_ERROR(NarrowInt<uint32_t>(v.i, 0, 0xffffffffLL, &u));
-         o->uid = u;
-         return Status::OK();
-       }},
-      {"fuse", "gid", Kind::kInt,
-       [](const Value& v, DaemonOptions* o) {
-         uint32_t g = 0;
-         TIERFS_RETURN_IF_ERROR(NarrowInt<uint32_t>(v.i, 0, 0xffffffffLL, &g));
-         o->gid = g;
-         return Status::OK();
-       }},
-      {"fuse", "shutdown_grace", Kind::kDuration,
-       [](const Value& v, DaemonOptions* o) {
-         if (v.duration > std::chrono::hours(1)) {
-           return Status::InvalidArgument("must be at most 1h");
-         }
-         o->fuse.shutdown_grace = v.duration;
-         return Status::OK();
-       }},
-      {"fuse", "control_group", Kind::kString,
-       [](const Value& v, DaemonOptions* o) {
-         o->control_group = v.str;
-         return Status::OK();
-       }},
-      {"fuse", "options", Kind::kString,
-       [](const Value& v, DaemonOptions* o) { return ApplyMountOptions(v.str, o); }},
-      {"fuse", "debug", Kind::kBool,
-       [](const Value& v, DaemonOptions* o) {
-         o->fuse.debug = v.b;
-         return Status::OK();
-       }},
-      // [log]
-      {"log", "level", Kind::kString,
-       [](const Value& v, DaemonOptions* o) {
-         o->log.level = v.str;
-         return Status::OK();
-       }},
-      {"log", "file", Kind::kString,
-       [](const Value& v, DaemonOptions* o) {
-         o->log.destination = v.str;
-         return Status::OK();
-       }},
-      {"log", "format", Kind::kString,
-       [](const Value& v, DaemonOptions* o) {
-         o->log.format = v.str;
-         return Status::OK();
-       }},
-      // [metastore]
-      {"metastore", "map_size", Kind::kSize,
-       [](const Value& v, DaemonOptions* o) {
-         o->meta.map_size = v.size;
-         return Status::OK();
-       }},
-      {"metastore", "sync_every_commit", Kind::kBool,
-       [](const Value& v, DaemonOptions* o) {
-         o->meta.sync_every_commit = v.b;
-         return Status::OK();
-       }},
-      // [metrics]
-      {"metrics", "address", Kind::kString,
-       [](const Value& v, DaemonOptions* o) {
-         o->metrics_address = v.str;
-         return Status::OK();
-       }},
-  };
-  return kSchema;
-}
+// The keys themselves are the table of daemon/config_table.cc.
+using config::ConfigKey;
+using config::ConfigTable;
+using config::Kind;
+using config::ParseMode;
+using config::Value;
 
 std::string_view KindName(Kind k) {
   switch (k) {
@@ -597,8 +89,8 @@ size_t EditDistance(std::string_view a, std::string_view b) {
 std::string Suggest(std::string_view full_key) {
   std::string best;
   size_t best_d = 3;
-  for (const KeySpec& k : Schema()) {
-    std::string cand = fmt::format("{}.{}", k.table, k.name);
+  for (const ConfigKey& k : ConfigTable()) {
+    std::string cand = k.FullName();
     size_t d = EditDistance(full_key, cand);
     if (d < best_d) {
       best_d = d;
@@ -778,8 +270,8 @@ Status ApplyConfigText(std::string_view toml_text, std::string_view file_name, D
       if (origins) (*origins)["policy"] = Where(file_name, tkey.source());
       continue;
     }
-    const bool known_table = std::any_of(Schema().begin(), Schema().end(),
-                                         [&](const KeySpec& k) { return k.table == tname; });
+    const bool known_table = std::any_of(ConfigTable().begin(), ConfigTable().end(),
+                                         [&](const ConfigKey& k) { return k.table == tname; });
     if (!tnode.is_table() || !known_table) {
       return Status::InvalidArgument(
           fmt::format("{}: unknown key '{}'{} (settings live in the tables {})",
@@ -788,10 +280,8 @@ Status ApplyConfigText(std::string_view toml_text, std::string_view file_name, D
     for (auto&& [key, node] : *tnode.as_table()) {
       const std::string kname(key.str());
       const std::string full = fmt::format("{}.{}", tname, kname);
-      auto spec = std::find_if(Schema().begin(), Schema().end(), [&](const KeySpec& k) {
-        return k.table == tname && k.name == kname;
-      });
-      if (spec == Schema().end()) {
+      const ConfigKey* spec = config::FindConfigKey(tname, kname);
+      if (spec == nullptr) {
         return Status::InvalidArgument(fmt::format(
             "{}: unknown key '{}'{}", Where(file_name, key.source()), full, Suggest(full)));
       }
@@ -807,7 +297,8 @@ Status ApplyConfigText(std::string_view toml_text, std::string_view file_name, D
         return Status::InvalidArgument(
             fmt::format("{}: key '{}': {}", Where(file_name, node.source()), full, why));
       }
-      s = spec->set(v, out);
+      s = config::CheckRange(*spec, v);
+      if (s.ok()) s = spec->set(v, out);
       if (!s.ok()) {
         return Status::InvalidArgument(
             fmt::format("{}: key '{}': {}", Where(file_name, node.source()), full, s.message()));
@@ -831,7 +322,7 @@ Status ApplyConfigFile(const std::string& path, DaemonOptions* out, ConfigOrigin
 
 std::vector<std::string> ConfigKeys() {
   std::vector<std::string> keys;
-  for (const auto& k : Schema()) keys.push_back(fmt::format("{}.{}", k.table, k.name));
+  for (const ConfigKey& k : ConfigTable()) keys.push_back(k.FullName());
   return keys;
 }
 

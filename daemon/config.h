@@ -2,7 +2,9 @@
 // place: defaults, then the TOML config file, then the command-line flags, then (only for what
 // neither set) the environment. Validate() names the bad key or flag.
 //
-// The config file's keys are the schema in config.cc (ConfigKeys() lists them, sections
+// The config file's keys are the table in config_table.cc, one row per key with its type,
+// range, default (read from DaemonOptions), flag and documentation (ConfigKeys() lists them,
+// `tierfs config reference` prints them as docs/config-reference.md; sections
 // [cache], [metadata], [s3], [fuse], [log], [metastore], [metrics], and [[policy]] tables of
 // prefix, pin, ttl, policy, quota). packaging/tierfs.toml documents every key with its default
 // (ConfigTest.ShippedConfigDocumentsEveryKey holds it to that), and `tierfs config check` prints
@@ -199,6 +201,10 @@ std::vector<std::string> ConfigKeys();
 // then the [[policy]] tables. InvalidArgument with the usual message naming the key otherwise.
 // `getenv` is injectable for tests (the environment fills what the file leaves unset).
 Result<std::string> CheckConfigFile(const std::string& path, const GetEnvFn& getenv);
+// `tierfs config reference`: a Markdown table of every config key (type, default, range, flag,
+// one line of documentation), generated from the key table; committed as
+// docs/config-reference.md.
+std::string ConfigReferenceMarkdown();
 // Whether CheckConfigFile can show the value of `key` (every key of ConfigKeys() should).
 bool ConfigKeyHasGetter(std::string_view key);
 

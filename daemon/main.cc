@@ -1419,6 +1419,10 @@ int Main(int argc, char** argv) {
       "error naming the key and line on a bad file.");
   std::string check_file;
   check->add_option("FILE", check_file, "A TOML config file")->required();
+  CLI::App* reference = config_cmd->add_subcommand(
+      "reference",
+      "Print every config key as a Markdown table: type, default, range, the flag of tierfs "
+      "mount that sets it, and what it does (the source of docs/config-reference.md).");
 
   // ---- manifest ----
   CLI::App* manifest_cmd = app.add_subcommand(
@@ -1517,6 +1521,10 @@ int Main(int argc, char** argv) {
   if (*prefetch) return RunPrefetchCli(pf_paths, pf);
   if (*loglevel) return RunLogLevel(ll_level, ll_mnt);
   if (*check) return RunConfigCheck(check_file);
+  if (*reference) {
+    std::printf("%s", ConfigReferenceMarkdown().c_str());
+    return kExitOk;
+  }
   if (*mf_create) {
     if (mf_o_endpoint->count() > 0) mf_flags.endpoint = mf_endpoint;
     if (mf_o_region->count() > 0) mf_flags.region = mf_region;
