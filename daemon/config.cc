@@ -286,6 +286,7 @@ Status ApplyConfigText(std::string_view toml_text, std::string_view file_name, D
             "{}: unknown key '{}'{}", Where(file_name, key.source()), full, Suggest(full)));
       }
       Value v;
+      v.what = full;
       std::string why;
       Status s = ConvertValue(node, spec->kind, &v, &why);
       if (!s.ok()) {
@@ -392,61 +393,67 @@ Status ApplyMountOptions(std::string_view list, DaemonOptions* out) {
   return Status::OK();
 }
 
-Status ApplyFlags(const MountFlags& f, DaemonOptions* out) {
-  auto size = [](const char* flag, const std::optional<std::string>& text,
-                 uint64_t* dst) -> Status {
-    if (!text) return Status::OK();
-    auto r = ParseSize(*text);
-    if (!r.ok()) return Status::InvalidArgument(fmt::format("{}: {}", flag, r.status().message()));
-    *dst = *r;
-    return Status::OK();
+namespace {
+
+// A flag's text as the value of its key; messages name the flag.
+Status ConvertFlag(const ConfigKey& k, const std::string& text, Value* v) {
+  v->what = k.flag;
+  auto bad = [&](std::string_view why) {
+    return Status::InvalidArgument(fmt::format("{}: {}", k.flag, why));
   };
-  if (f.endpoint) out->endpoint = *f.endpoint;
-  if (f.region) out->region = *f.region;
-  if (f.profile) out->profile = *f.profile;
-  if (f.cache_dir) out->cache_dir = *f.cache_dir;
-  TIERFS_RETURN_IF_ERROR(size("--l1-size", f.l1_size, &out->l1.capacity_bytes));
-  TIERFS_RETURN_IF_ERROR(size("--l2-size", f.l2_size, &out->l2.capacity_bytes));
-  TIERFS_RETURN_IF_ERROR(size("--block-size", f.block_size, &out->cache.block_size));
-  if (f.metadata_ttl) {
-    auto r = ParseDuration(*f.metadata_ttl);
-    if (!r.ok()) {
-      return Status::InvalidArgument(fmt::format("--metadata-ttl: {}", r.status().message()));
+  switch (k.kind) {
+    case Kind::kString:
+      if (k.non_empty && text.empty()) return bad("must not be empty");
+      v->str = text;
+      break;
+    case Kind::kBool:
+      return Status::Internal(fmt::format("{} takes no value", k.flag));
+    case Kind::kInt: {
+      // Only the owner ids have flags: non-negative, so "-1" is not a number.
+      uint64_t u = 0;
+      TIERFS_RETURN_IF_ERROR(ParseUint(k.flag, text, static_cast<uint64_t>(k.max), &u));
+      v->i = static_cast<int64_t>(u);
+      break;
     }
-    out->catalog.metadata_ttl = *r;
+    case Kind::kSize: {
+      auto r = ParseSize(text);
+      if (!r.ok()) return bad(r.status().message());
+      v->size = *r;
+      break;
+    }
+    case Kind::kDuration: {
+      auto r = ParseDuration(text);
+      if (!r.ok()) return bad(r.status().message());
+      v->duration = *r;
+      break;
+    }
   }
-  if (f.log_level) out->log.level = *f.log_level;
-  if (f.log_file) out->log.destination = *f.log_file;
-  if (f.no_sign_request) out->no_sign_request = true;
-  if (f.foreground) out->foreground = true;
-  if (f.l3) out->l3 = *f.l3;
-  if (f.l3_endpoint) out->l3_endpoint = *f.l3_endpoint;
-  if (f.metrics_address) out->metrics_address = *f.metrics_address;
-  if (f.manifest) {
-    if (f.manifest->empty()) return Status::InvalidArgument("--manifest: must not be empty");
-    out->manifest = *f.manifest;
-  }
+  if (Status s = config::CheckRange(k, *v); !s.ok()) return bad(s.message());
+  return Status::OK();
+}
+
+}  // namespace
+
+Status ApplyFlags(const MountFlags& f, DaemonOptions* out) {
+  // -o first: a named flag is the more specific (--uid over -o uid=N).
   for (const auto& o : f.options) TIERFS_RETURN_IF_ERROR(ApplyMountOptions(o, out));
-  // After -o: a named flag is the more specific.
-  if (f.allow_other) out->fuse.allow_other = true;
-  if (f.allow_root) out->fuse.allow_root = true;
-  for (const auto& [flag, text, dst] :
-       {std::tuple{"--uid", &f.uid, &out->uid}, std::tuple{"--gid", &f.gid, &out->gid}}) {
-    if (!*text) continue;
-    uint64_t v;
-    TIERFS_RETURN_IF_ERROR(ParseUint(flag, **text, 0xffffffffULL, &v));
-    *dst = static_cast<uint32_t>(v);
+  for (const ConfigKey& k : ConfigTable()) {
+    Value v;
+    if (k.flag_on != nullptr) {
+      if (!(f.*k.flag_on)) continue;
+      v.what = k.flag;
+      v.b = true;
+    } else if (k.flag_text != nullptr) {
+      const std::optional<std::string>& text = f.*k.flag_text;
+      if (!text) continue;
+      TIERFS_RETURN_IF_ERROR(ConvertFlag(k, *text, &v));
+    } else {
+      continue;
+    }
+    // A setter that can fail names v.what, the flag.
+    TIERFS_RETURN_IF_ERROR(k.set(v, out));
   }
-  if (f.control_group) out->control_group = *f.control_group;
-  if (f.file_mode) {
-    TIERFS_RETURN_IF_ERROR(ParseMode("--file-mode", *f.file_mode, &out->fs.file_mode));
-    out->fs.file_mode_set = true;
-  }
-  if (f.dir_mode) {
-    TIERFS_RETURN_IF_ERROR(ParseMode("--dir-mode", *f.dir_mode, &out->fs.dir_mode));
-    out->fs.dir_mode_set = true;
-  }
-  if (f.log_format) out->log.format = *f.log_format;
+  if (f.foreground) out->foreground = true;
   return Status::OK();
 }
 

@@ -152,6 +152,8 @@ struct DaemonOptions {
 };
 
 // Flags of `tierfs mount`, as typed (parsed and checked by ApplyFlags, so messages name the flag).
+// Those that set a config key are registered from the key table (config_table.cc), whose row
+// names the member here.
 struct MountFlags {
   std::optional<std::string> endpoint;      // --endpoint
   std::optional<std::string> region;        // --region
@@ -208,7 +210,9 @@ std::string ConfigReferenceMarkdown();
 // Whether CheckConfigFile can show the value of `key` (every key of ConfigKeys() should).
 bool ConfigKeyHasGetter(std::string_view key);
 
-// Overlays the command-line flags. InvalidArgument naming the flag ("--l1-size: ...").
+// Overlays the command-line flags: the -o lists, then every flag of the key table (so a named
+// flag wins over -o), each converted and range-checked as its key is in the config file.
+// InvalidArgument naming the flag ("--l1-size: ...").
 Status ApplyFlags(const MountFlags& flags, DaemonOptions* out);
 
 // Applies one comma-separated -o list: tierfs's own (allow_other, noallow_other,

@@ -119,9 +119,18 @@ class Row {
     k_.is_set = [](const DaemonOptions&) { return true; };
   }
 
-  Row& Flag(std::string_view flag, std::string_view alias = {}) {
+  // The flag of `tierfs mount` that sets the key, as typed into `member` of MountFlags.
+  Row& Flag(std::string_view flag, std::optional<std::string> MountFlags::*member,
+            std::string_view alias = {}) {
     k_.flag = flag;
     k_.flag_alias = alias;
+    k_.flag_text = member;
+    return *this;
+  }
+  // A flag without a value that sets a boolean key to true.
+  Row& Flag(std::string_view flag, bool MountFlags::*member) {
+    k_.flag = flag;
+    k_.flag_on = member;
     return *this;
   }
   Row& Range(int64_t lo, int64_t hi) {
@@ -197,9 +206,9 @@ constexpr uint64_t kGiB = 1ULL << 30;
 constexpr uint64_t kMiB = 1ULL << 20;
 constexpr int64_t kMaxId = 0xffffffffLL;
 
-Status SetMode(std::string_view key, const Value& v, uint32_t* mode, bool* set) {
+Status SetMode(const Value& v, uint32_t* mode, bool* set) {
   *set = true;
-  return ParseMode(key, v.str, mode);
+  return ParseMode(v.what, v.str, mode);
 }
 std::string ModeText(uint32_t m) { return Quote(fmt::format("{:04o}", m)); }
 
@@ -208,20 +217,20 @@ std::vector<ConfigKey> CacheKeys() {
       Row(kStr, "cache", "dir", FIELD(cache_dir),
           "Cache directory: L2 block files and the metadata store; private (0700) and locked, "
           "one daemon per directory")
-          .Flag("--cache-dir"),
+          .Flag("--cache-dir", &MountFlags::cache_dir),
       Row(kSize, "cache", "block_size", FIELD(cache.block_size),
           "Cache block size, a power of two between 4KiB and 64MiB")
-          .Flag("--block-size"),
+          .Flag("--block-size", &MountFlags::block_size),
       Row(kSize, "cache", "l1_size", FIELD(l1.capacity_bytes),
           "Memory cache (L1) size; 0 disables L1")
-          .Flag("--l1-size"),
+          .Flag("--l1-size", &MountFlags::l1_size),
       Row(kInt, "cache", "l1_shards", FIELD(l1.shards), "Number of L1 shards (LRU lists)")
           .Range(1, 1024),
       Row(kBool, "cache", "l1_prefault", FIELD(l1_prefault),
           "Fault L1's memory in at start, on an idle-priority thread, and keep it resident"),
       Row(kSize, "cache", "l2_size", FIELD(l2.capacity_bytes),
           "Flash cache (L2) size; 0 disables L2")
-          .Flag("--l2-size"),
+          .Flag("--l2-size", &MountFlags::l2_size),
       Row(kSize, "cache", "l2_min_free", FIELD(l2.min_free_bytes),
           "L2 stops admitting (and evicts) below this much free space on its file system"),
       Row(kBool, "cache", "l2_fsync", FIELD(l2_fsync), "fsync every L2 block file"),
@@ -300,11 +309,13 @@ std::vector<ConfigKey> CachePrefetchKeys() {
 std::vector<ConfigKey> L3Keys() {
   return {
       Row(kStr, "cache", "l3", FIELD(l3),
-          "Regional L3 tier: s3://BUCKET[/PREFIX] or memcached://HOST:PORT,...; empty: no L3")
-          .Flag("--l3"),
+          "Regional L3 tier shared by the hosts of a region: s3://BUCKET[/PREFIX] on any "
+          "S3-compatible store, or memcached://HOST:PORT,HOST:PORT,... (servers need -I above the "
+          "block size + 80 bytes)")
+          .Flag("--l3", &MountFlags::l3),
       Row(kStr, "cache", "l3_endpoint", FIELD(l3_endpoint),
           "Endpoint URL of the L3 store (not for memcached://)")
-          .Flag("--l3-endpoint")
+          .Flag("--l3-endpoint", &MountFlags::l3_endpoint)
           .Unset("AWS S3 for the region"),
       Row(kStr, "cache", "l3_region", FIELD(l3_region), "Region for signing L3 requests")
           .Unset("the origin's region"),
@@ -345,19 +356,23 @@ std::vector<ConfigKey> L3Keys() {
 std::vector<ConfigKey> MetadataAndS3Keys() {
   return {
       Row(kDur, "metadata", "ttl", FIELD(catalog.metadata_ttl),
-          "How long listings and object metadata are trusted (also the kernel's cache lifetime)")
-          .Flag("--metadata-ttl"),
+          "How long listings and object metadata are trusted (also the kernel's cache lifetime): "
+          "30s, 10m, 7d or forever")
+          .Flag("--metadata-ttl", &MountFlags::metadata_ttl),
       Row(kStr, "metadata", "manifest", FIELD(manifest),
-          "Serve exactly the tree of this dataset manifest (a file or s3://BUCKET/KEY)")
-          .Flag("--manifest")
+          "Serve exactly the tree of this dataset manifest made by tierfs manifest create (a file, "
+          "or "
+          "s3://BUCKET/KEY read with the origin's settings): no LIST or HEAD to the origin, every "
+          "file pinned to its ETag")
+          .Flag("--manifest", &MountFlags::manifest)
           .NonEmpty()
           .Unset("live listings"),
       Row(kStr, "s3", "endpoint", FIELD(endpoint), "S3 endpoint URL, with scheme")
-          .Flag("--endpoint", "--endpoint-url")
+          .Flag("--endpoint", &MountFlags::endpoint, "--endpoint-url")
           .Unset("AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, else AWS S3")
           .Env({"AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"}),
       Row(kStr, "s3", "region", FIELD(region), "Region for request signing")
-          .Flag("--region")
+          .Flag("--region", &MountFlags::region)
           .Unset("AWS_REGION, AWS_DEFAULT_REGION, else us-east-1")
           .Env({"AWS_REGION", "AWS_DEFAULT_REGION"}),
       Row(
@@ -376,13 +391,15 @@ std::vector<ConfigKey> MetadataAndS3Keys() {
             }
           },
           "URL style: auto, path or virtual"),
-      Row(kStr, "s3", "profile", FIELD(profile), "AWS profile of ~/.aws/config and credentials")
-          .Flag("--profile")
+      Row(kStr, "s3", "profile", FIELD(profile),
+          "AWS profile of ~/.aws/config and ~/.aws/credentials; set, it skips the "
+          "AWS_ACCESS_KEY_ID environment keys")
+          .Flag("--profile", &MountFlags::profile)
           .Unset("AWS_PROFILE, else default")
           .Env({"AWS_PROFILE"}),
       Row(kBool, "s3", "no_sign_request", FIELD(no_sign_request),
           "Send anonymous requests (public buckets)")
-          .Flag("--no-sign-request"),
+          .Flag("--no-sign-request", &MountFlags::no_sign_request),
       Row(kStr, "s3", "ca_bundle", FIELD(origin.ca_bundle),
           "CA bundle file for https endpoints; empty: AWS_CA_BUNDLE, else the system store"),
       Row(kDur, "s3", "connect_timeout", FIELD(origin.connect_timeout),
@@ -454,44 +471,47 @@ std::vector<ConfigKey> FuseKeys() {
       Row(kSize, "fuse", "store_on_open_max", FIELD(fuse.store_on_open_max),
           "Write a cached small file into the page cache at its first open; 0: off")
           .MaxSize(4 * kMiB),
-      Row(kBool, "fuse", "allow_other", FIELD(fuse.allow_other), "Let other users use the mount")
-          .Flag("--allow-other"),
+      Row(kBool, "fuse", "allow_other", FIELD(fuse.allow_other),
+          "Let other users use the mount (turns on default_permissions); needs "
+          "user_allow_other in /etc/fuse.conf unless root")
+          .Flag("--allow-other", &MountFlags::allow_other),
       Row(kBool, "fuse", "allow_root", FIELD(fuse.allow_root),
-          "Let root use the mount besides the mounting user")
-          .Flag("--allow-root"),
+          "Let root use the mount besides the mounting user (not with allow_other)")
+          .Flag("--allow-root", &MountFlags::allow_root),
       Row(kBool, "fuse", "default_permissions", FIELD(default_permissions),
           "Let the kernel enforce the owner and mode bits")
           .Unset("on with allow_other/allow_root"),
       Row(
           kStr, "fuse", "file_mode",
           [](const Value& v, DaemonOptions* o) {
-            return SetMode("fuse.file_mode", v, &o->fs.file_mode, &o->fs.file_mode_set);
+            return SetMode(v, &o->fs.file_mode, &o->fs.file_mode_set);
           },
           [](const DaemonOptions& o) { return ModeText(o.fs.file_mode); },
           "Permission bits of every file, octal")
-          .Flag("--file-mode"),
+          .Flag("--file-mode", &MountFlags::file_mode),
       Row(
           kStr, "fuse", "dir_mode",
           [](const Value& v, DaemonOptions* o) {
-            return SetMode("fuse.dir_mode", v, &o->fs.dir_mode, &o->fs.dir_mode_set);
+            return SetMode(v, &o->fs.dir_mode, &o->fs.dir_mode_set);
           },
           [](const DaemonOptions& o) { return ModeText(o.fs.dir_mode); },
           "Permission bits of every directory, octal")
-          .Flag("--dir-mode"),
+          .Flag("--dir-mode", &MountFlags::dir_mode),
       Row(kInt, "fuse", "uid", FIELD(uid), "Owner of every file and directory")
           .Range(0, kMaxId)
-          .Flag("--uid")
+          .Flag("--uid", &MountFlags::uid)
           .Unset("the mounting user"),
       Row(kInt, "fuse", "gid", FIELD(gid), "Group of every file and directory")
           .Range(0, kMaxId)
-          .Flag("--gid")
+          .Flag("--gid", &MountFlags::gid)
           .Unset("the mounting user's group"),
       Row(kDur, "fuse", "shutdown_grace", FIELD(fuse.shutdown_grace),
           "On SIGTERM, how long requests waiting on the origin may still take")
           .MaxDuration(std::chrono::hours(1)),
       Row(kStr, "fuse", "control_group", FIELD(control_group),
-          "Group (name or gid) whose members may start prefetches")
-          .Flag("--control-group")
+          "Group (name or gid) whose members may start prefetches (user.tierfs.prefetch, "
+          "prefetch_list)")
+          .Flag("--control-group", &MountFlags::control_group)
           .Unset("only root and the mounting user"),
       Row(
           kStr, "fuse", "options",
@@ -509,20 +529,22 @@ std::vector<ConfigKey> FuseKeys() {
 std::vector<ConfigKey> OtherKeys() {
   return {
       Row(kStr, "log", "level", FIELD(log.level),
-          "trace, debug, info, warn, error, critical or off")
-          .Flag("--log-level"),
+          "trace, debug, info, warn, error, critical or off; changeable later with tierfs "
+          "log-level")
+          .Flag("--log-level", &MountFlags::log_level),
       Row(kStr, "log", "file", FIELD(log.destination), "Log file; SIGHUP reopens it")
-          .Flag("--log-file")
+          .Flag("--log-file", &MountFlags::log_file)
           .Unset("stderr with -f, syslog otherwise"),
-      Row(kStr, "log", "format", FIELD(log.format), "text or json (one object per line)")
-          .Flag("--log-format"),
+      Row(kStr, "log", "format", FIELD(log.format),
+          "text, or json: one object per line with time, level, thread, logger, message")
+          .Flag("--log-format", &MountFlags::log_format),
       Row(kSize, "metastore", "map_size", FIELD(meta.map_size),
           "LMDB map size: the upper bound of the metadata store"),
       Row(kBool, "metastore", "sync_every_commit", FIELD(meta.sync_every_commit),
           "fsync every metadata commit"),
       Row(kStr, "metrics", "address", FIELD(metrics_address),
           "HOST:PORT of the Prometheus /metrics endpoint")
-          .Flag("--metrics-address")
+          .Flag("--metrics-address", &MountFlags::metrics_address)
           .Unset("no metrics endpoint"),
   };
 }
@@ -583,6 +605,23 @@ Status CheckRange(const ConfigKey& k, const Value& v) {
       break;
   }
   return Status::OK();
+}
+
+std::string FlagHelp(const ConfigKey& k) {
+  if (k.flag_on != nullptr) return fmt::format("{} ({})", k.doc, k.FullName());
+  const DaemonOptions defaults;
+  std::string d;
+  if (!k.unset.empty() && !k.is_set(defaults)) {
+    d = k.unset;
+  } else {
+    d = k.get(defaults);
+    if (d == "\"\"") {
+      d = "none";
+    } else if (d.size() >= 2 && d.front() == '"' && d.back() == '"') {
+      d = d.substr(1, d.size() - 2);
+    }
+  }
+  return fmt::format("{} ({}; default: {})", k.doc, k.FullName(), d);
 }
 
 std::string Show(const ConfigKey& k, const DaemonOptions& o) {

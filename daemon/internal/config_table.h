@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,6 +25,7 @@ enum class Kind { kString, kBool, kInt, kSize, kDuration };
 
 // A key's value after its TOML node was converted for its Kind (only the Kind's field is set).
 struct Value {
+  std::string_view what;  // the key or flag the value came from, for messages
   std::string str;
   bool b = false;
   int64_t i = 0;
@@ -40,6 +42,10 @@ struct ConfigKey {
   // when the key has no flag.
   std::string_view flag;
   std::string_view flag_alias;
+  // Where the flag's text is in MountFlags (a flag with a value), or its presence (a flag
+  // without one, for a boolean key); both null for a key without a flag.
+  std::optional<std::string> MountFlags::*flag_text = nullptr;
+  bool MountFlags::*flag_on = nullptr;
   // Ranges, checked by CheckRange before `set` runs. kInt: [min, max]. kSize: at most max_size,
   // and above 0 with `positive`. kDuration: at most max_duration. kString: `non_empty`.
   int64_t min = 0;
@@ -58,7 +64,8 @@ struct ConfigKey {
   // credentials come from the environment or files the config only names.
   bool secret = false;
   // Stores a checked value into the options; InvalidArgument with the reason (the caller names
-  // the key and line).
+  // the key and line; a custom setter that names it too uses Value::what, so a flag's message
+  // names the flag).
   std::function<Status(const Value&, DaemonOptions*)> set;
   // The value as `config check` prints it: a TOML value ("1GiB" quoted, 16, true); an unset
   // optional gives "" (Show adds the `unset` text).
@@ -78,6 +85,9 @@ Status CheckRange(const ConfigKey& key, const Value& v);
 
 // The value of `key` in `o` as `config check` prints it, "(unset: ...)" included.
 std::string Show(const ConfigKey& key, const DaemonOptions& o);
+
+// The help of the key's flag: its documentation, the key and its default.
+std::string FlagHelp(const ConfigKey& key);
 
 // A string as a TOML basic string, escaped for a terminal.
 std::string Quote(std::string_view s);
