@@ -183,6 +183,49 @@ Status ParseUint(std::string_view what, std::string_view text, uint64_t max, uin
 
 bool IsPowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
+// One key `k` of a [[policy]] table into `pp`. InvalidArgument with the reason; NotFound for a
+// key a [[policy]] table does not take.
+Status ApplyPolicyKey(std::string_view k, const toml::node& v, PrefixPolicy* pp) {
+  auto bad = [](std::string_view why) { return Status::InvalidArgument(why); };
+  if (k == "prefix") {
+    if (!v.is_string()) return bad("must be a string");
+    pp->prefix = *v.value<std::string>();
+    while (!pp->prefix.empty() && pp->prefix.front() == '/') pp->prefix.erase(0, 1);
+  } else if (k == "pin") {
+    if (!v.is_boolean()) return bad("must be a boolean (true or false)");
+    pp->policy.pin = *v.value<bool>();
+  } else if (k == "ttl") {
+    Value val;
+    std::string why;
+    if (!ConvertValue(v, Kind::kDuration, &val, &why).ok()) {
+      return bad(why.empty() ? "must be a duration (\"30s\", \"10m\", \"forever\")" : why);
+    }
+    if (val.duration.count() <= 0) return bad("must be > 0");
+    pp->policy.ttl = val.duration;
+  } else if (k == "policy") {
+    if (!v.is_string()) return bad("must be a string (lru or ttl)");
+    auto e = ParseEvictionOrder(*v.value<std::string>());
+    if (!e.ok()) return bad(e.status().message());
+    pp->policy.eviction = *e;
+  } else if (k == "admit") {
+    if (!v.is_string()) return bad("must be a string (always, reuse or never)");
+    auto a = ParseAdmitPolicy(*v.value<std::string>());
+    if (!a.ok()) return bad(a.status().message());
+    pp->policy.admit = *a;
+  } else if (k == "quota") {
+    Value val;
+    std::string why;
+    if (!ConvertValue(v, Kind::kSize, &val, &why).ok()) {
+      return bad(why.empty() ? "must be a size (\"50GiB\")" : why);
+    }
+    if (val.size == 0) return bad("must be > 0 (leave it out for no quota)");
+    pp->quota_bytes = val.size;
+  } else {
+    return Status::NotFound(k);
+  }
+  return Status::OK();
+}
+
 // [[policy]] tables: prefix (required), pin, ttl, policy, admit, quota. Every key is checked.
 Status ApplyPolicyTables(const toml::node& node, std::string_view file_name, DaemonOptions* out) {
   if (!node.is_array_of_tables()) {
@@ -196,50 +239,18 @@ Status ApplyPolicyTables(const toml::node& node, std::string_view file_name, Dae
     bool has_prefix = false;
     for (auto&& [key, v] : t) {
       const std::string k(key.str());
-      const std::string where = Where(file_name, v.source());
-      auto bad = [&](std::string_view why) {
-        return Status::InvalidArgument(fmt::format("{}: key 'policy.{}': {}", where, k, why));
-      };
-      if (k == "prefix") {
-        if (!v.is_string()) return bad("must be a string");
-        pp.prefix = *v.value<std::string>();
-        while (!pp.prefix.empty() && pp.prefix.front() == '/') pp.prefix.erase(0, 1);
-        has_prefix = true;
-      } else if (k == "pin") {
-        if (!v.is_boolean()) return bad("must be a boolean (true or false)");
-        pp.policy.pin = *v.value<bool>();
-      } else if (k == "ttl") {
-        Value val;
-        std::string why;
-        if (!ConvertValue(v, Kind::kDuration, &val, &why).ok()) {
-          return bad(why.empty() ? "must be a duration (\"30s\", \"10m\", \"forever\")" : why);
-        }
-        if (val.duration.count() <= 0) return bad("must be > 0");
-        pp.policy.ttl = val.duration;
-      } else if (k == "policy") {
-        if (!v.is_string()) return bad("must be a string (lru or ttl)");
-        auto e = ParseEvictionOrder(*v.value<std::string>());
-        if (!e.ok()) return bad(e.status().message());
-        pp.policy.eviction = *e;
-      } else if (k == "admit") {
-        if (!v.is_string()) return bad("must be a string (always, reuse or never)");
-        auto a = ParseAdmitPolicy(*v.value<std::string>());
-        if (!a.ok()) return bad(a.status().message());
-        pp.policy.admit = *a;
-      } else if (k == "quota") {
-        Value val;
-        std::string why;
-        if (!ConvertValue(v, Kind::kSize, &val, &why).ok()) {
-          return bad(why.empty() ? "must be a size (\"50GiB\")" : why);
-        }
-        if (val.size == 0) return bad("must be > 0 (leave it out for no quota)");
-        pp.quota_bytes = val.size;
-      } else {
+      Status s = ApplyPolicyKey(k, v, &pp);
+      if (s.code() == Status::Code::kNotFound) {
         return Status::InvalidArgument(fmt::format(
             "{}: unknown key 'policy.{}' (a [[policy]] table takes prefix, pin, ttl, policy, "
             "admit, quota)",
             Where(file_name, key.source()), k));
       }
+      if (!s.ok()) {
+        return Status::InvalidArgument(
+            fmt::format("{}: key 'policy.{}': {}", Where(file_name, v.source()), k, s.message()));
+      }
+      has_prefix = has_prefix || k == "prefix";
     }
     if (!has_prefix) {
       return Status::InvalidArgument(
@@ -530,20 +541,9 @@ static Status FinishControlGroup(DaemonOptions* o) {
   return Status::OK();
 }
 
-Status FinishOptions(DaemonOptions* o, const GetEnvFn& getenv) {
-  if (o->source.empty())
-    return Status::InvalidArgument("SOURCE is required (s3://BUCKET[/PREFIX] or file:///PATH)");
-  if (o->mountpoint.empty()) return Status::InvalidArgument("MOUNTPOINT is required");
-  auto uri = ParseSourceUri(o->source);
-  if (!uri.ok()) return Status::InvalidArgument(fmt::format("SOURCE: {}", uri.status().message()));
-  o->source_uri = *uri;
-  if (uri->scheme == SourceUri::Scheme::kS3) {
-    o->origin.bucket = uri->bucket;
-    o->origin.prefix = uri->prefix;
-  } else {
-    o->file_origin.root = uri->path;
-  }
-  // Endpoint and region: flag > config file > environment > default.
+// The origin's endpoint, region, CA bundle and profile: flag > config file > environment >
+// default.
+static void FinishOriginFromEnvironment(DaemonOptions* o, const GetEnvFn& getenv) {
   if (o->endpoint) {
     o->origin.endpoint = *o->endpoint;
   } else if (auto e = getenv("AWS_ENDPOINT_URL_S3")) {
@@ -573,7 +573,10 @@ Status FinishOptions(DaemonOptions* o, const GetEnvFn& getenv) {
       o->profile_from_env = true;
     }
   }
-  // Absolute paths: the daemon changes to / after daemonizing.
+}
+
+// Absolute paths: the daemon changes to / after daemonizing.
+static void MakePathsAbsolute(DaemonOptions* o) {
   std::error_code ec;
   if (!o->cache_dir.empty()) {
     auto abs = std::filesystem::absolute(o->cache_dir, ec);
@@ -590,6 +593,23 @@ Status FinishOptions(DaemonOptions* o, const GetEnvFn& getenv) {
     auto abs = std::filesystem::absolute(o->log.destination, ec);
     if (!ec) o->log.destination = abs.string();
   }
+}
+
+Status FinishOptions(DaemonOptions* o, const GetEnvFn& getenv) {
+  if (o->source.empty())
+    return Status::InvalidArgument("SOURCE is required (s3://BUCKET[/PREFIX] or file:///PATH)");
+  if (o->mountpoint.empty()) return Status::InvalidArgument("MOUNTPOINT is required");
+  auto uri = ParseSourceUri(o->source);
+  if (!uri.ok()) return Status::InvalidArgument(fmt::format("SOURCE: {}", uri.status().message()));
+  o->source_uri = *uri;
+  if (uri->scheme == SourceUri::Scheme::kS3) {
+    o->origin.bucket = uri->bucket;
+    o->origin.prefix = uri->prefix;
+  } else {
+    o->file_origin.root = uri->path;
+  }
+  FinishOriginFromEnvironment(o, getenv);
+  MakePathsAbsolute(o);
   o->meta.path = o->cache_dir + "/meta";
   o->fuse.fsname = "tierfs:" + o->source;
   o->fuse.entry_timeout = o->catalog.metadata_ttl;
@@ -848,6 +868,78 @@ Status CheckNetworkTimeouts(const DaemonOptions& o) {
   return Status::OK();
 }
 
+namespace {
+
+Status Bad(std::string_view key, std::string_view why) {
+  return Status::InvalidArgument(fmt::format("{}: {}", key, why));
+}
+
+// The block size and the budgets measured in blocks.
+Status ValidateCacheSizes(const DaemonOptions& o) {
+  const uint64_t bs = o.cache.block_size;
+  if (!IsPowerOfTwo(bs) || bs < (4ULL << 10) || bs > (64ULL << 20)) {
+    return Bad("cache.block_size (--block-size)",
+               fmt::format("{} must be a power of two between 4KiB and 64MiB", FormatSize(bs)));
+  }
+  if (o.l1.capacity_bytes != 0 && o.l1.capacity_bytes < bs) {
+    return Bad("cache.l1_size (--l1-size)",
+               fmt::format("{} is smaller than one block ({}); use 0 to disable L1",
+                           FormatSize(o.l1.capacity_bytes), FormatSize(bs)));
+  }
+  if (o.l2.capacity_bytes != 0 && o.l2.capacity_bytes < bs) {
+    return Bad("cache.l2_size (--l2-size)",
+               fmt::format("{} is smaller than one block ({}); use 0 to disable L2",
+                           FormatSize(o.l2.capacity_bytes), FormatSize(bs)));
+  }
+  if (o.cache.admission.ghost_bytes > AdmissionOptions::kMaxGhostBytes) {
+    return Bad("cache.admit_ghost_bytes",
+               fmt::format("{} is more than {} (8 bytes per remembered block)",
+                           FormatSize(o.cache.admission.ghost_bytes),
+                           FormatSize(AdmissionOptions::kMaxGhostBytes)));
+  }
+  if (o.l1.shards < 1 || o.l1.shards > 1024) return Bad("cache.l1_shards", "must be 1..1024");
+  if (o.cache.prefetch_threads < 0 || o.cache.prefetch_threads > 256) {
+    return Bad("cache.prefetch_threads", "must be 0..256");
+  }
+  if (o.cache.readahead_max_bytes != 0 && o.cache.readahead_budget_bytes < bs) {
+    return Bad("cache.readahead_budget",
+               fmt::format("{} is smaller than one block ({}); set cache.readahead_max = 0 to "
+                           "disable readahead",
+                           FormatSize(o.cache.readahead_budget_bytes), FormatSize(bs)));
+  }
+  return Status::OK();
+}
+
+// The S3 origin's settings.
+Status ValidateOrigin(const DaemonOptions& o) {
+  if (o.source_uri.scheme == SourceUri::Scheme::kS3) {
+    if (o.origin.bucket.empty()) return Bad("SOURCE", "no bucket");
+    if (!o.origin.endpoint.empty() && !o.origin.endpoint.starts_with("http://") &&
+        !o.origin.endpoint.starts_with("https://")) {
+      return Bad("s3.endpoint (--endpoint)", fmt::format("'{}' must start with http:// or https://",
+                                                         RedactUrl(o.origin.endpoint)));
+    }
+    if (o.origin.region.empty()) return Bad("s3.region (--region)", "must not be empty");
+  }
+  if (o.origin.max_attempts < 1 || o.origin.max_attempts > 100) {
+    return Bad("s3.max_attempts", "must be 1..100");
+  }
+  if (o.origin.max_connections < 1 || o.origin.max_connections > 4096) {
+    return Bad("s3.max_connections", "must be 1..4096");
+  }
+  if (o.origin.initial_concurrency < 1 || o.origin.initial_concurrency > 4096) {
+    return Bad("s3.initial_concurrency", "must be 1..4096");
+  }
+  if (o.origin.hedge_min_delay.count() <= 0) return Bad("s3.hedge_min_delay", "must be positive");
+  if (o.origin.part_size < (64u << 10)) return Bad("s3.part_size", "must be at least 64KiB");
+  if (o.origin.max_parts_in_flight < 1 || o.origin.max_parts_in_flight > 256) {
+    return Bad("s3.max_parts_in_flight", "must be 1..256");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
 Status Validate(const DaemonOptions& o) {
   auto bad = [](std::string_view key, std::string_view why) {
     return Status::InvalidArgument(fmt::format("{}: {}", key, why));
@@ -855,63 +947,11 @@ Status Validate(const DaemonOptions& o) {
   if (o.source.empty()) return bad("SOURCE", "required");
   if (o.mountpoint.empty()) return bad("MOUNTPOINT", "required");
   if (o.cache_dir.empty()) return bad("cache.dir (--cache-dir)", "must not be empty");
-  const uint64_t bs = o.cache.block_size;
-  if (!IsPowerOfTwo(bs) || bs < (4ULL << 10) || bs > (64ULL << 20)) {
-    return bad("cache.block_size (--block-size)",
-               fmt::format("{} must be a power of two between 4KiB and 64MiB", FormatSize(bs)));
-  }
-  if (o.l1.capacity_bytes != 0 && o.l1.capacity_bytes < bs) {
-    return bad("cache.l1_size (--l1-size)",
-               fmt::format("{} is smaller than one block ({}); use 0 to disable L1",
-                           FormatSize(o.l1.capacity_bytes), FormatSize(bs)));
-  }
-  if (o.l2.capacity_bytes != 0 && o.l2.capacity_bytes < bs) {
-    return bad("cache.l2_size (--l2-size)",
-               fmt::format("{} is smaller than one block ({}); use 0 to disable L2",
-                           FormatSize(o.l2.capacity_bytes), FormatSize(bs)));
-  }
-  if (o.cache.admission.ghost_bytes > AdmissionOptions::kMaxGhostBytes) {
-    return bad("cache.admit_ghost_bytes",
-               fmt::format("{} is more than {} (8 bytes per remembered block)",
-                           FormatSize(o.cache.admission.ghost_bytes),
-                           FormatSize(AdmissionOptions::kMaxGhostBytes)));
-  }
-  if (o.l1.shards < 1 || o.l1.shards > 1024) return bad("cache.l1_shards", "must be 1..1024");
-  if (o.cache.prefetch_threads < 0 || o.cache.prefetch_threads > 256) {
-    return bad("cache.prefetch_threads", "must be 0..256");
-  }
-  if (o.cache.readahead_max_bytes != 0 && o.cache.readahead_budget_bytes < bs) {
-    return bad("cache.readahead_budget",
-               fmt::format("{} is smaller than one block ({}); set cache.readahead_max = 0 to "
-                           "disable readahead",
-                           FormatSize(o.cache.readahead_budget_bytes), FormatSize(bs)));
-  }
+  TIERFS_RETURN_IF_ERROR(ValidateCacheSizes(o));
   if (o.catalog.metadata_ttl <= std::chrono::nanoseconds(0)) {
     return bad("metadata.ttl (--metadata-ttl)", "must be positive (or \"forever\")");
   }
-  if (o.source_uri.scheme == SourceUri::Scheme::kS3) {
-    if (o.origin.bucket.empty()) return bad("SOURCE", "no bucket");
-    if (!o.origin.endpoint.empty() && !o.origin.endpoint.starts_with("http://") &&
-        !o.origin.endpoint.starts_with("https://")) {
-      return bad("s3.endpoint (--endpoint)", fmt::format("'{}' must start with http:// or https://",
-                                                         RedactUrl(o.origin.endpoint)));
-    }
-    if (o.origin.region.empty()) return bad("s3.region (--region)", "must not be empty");
-  }
-  if (o.origin.max_attempts < 1 || o.origin.max_attempts > 100) {
-    return bad("s3.max_attempts", "must be 1..100");
-  }
-  if (o.origin.max_connections < 1 || o.origin.max_connections > 4096) {
-    return bad("s3.max_connections", "must be 1..4096");
-  }
-  if (o.origin.initial_concurrency < 1 || o.origin.initial_concurrency > 4096) {
-    return bad("s3.initial_concurrency", "must be 1..4096");
-  }
-  if (o.origin.hedge_min_delay.count() <= 0) return bad("s3.hedge_min_delay", "must be positive");
-  if (o.origin.part_size < (64u << 10)) return bad("s3.part_size", "must be at least 64KiB");
-  if (o.origin.max_parts_in_flight < 1 || o.origin.max_parts_in_flight > 256) {
-    return bad("s3.max_parts_in_flight", "must be 1..256");
-  }
+  TIERFS_RETURN_IF_ERROR(ValidateOrigin(o));
   TIERFS_RETURN_IF_ERROR(CheckNetworkTimeouts(o));
   if (o.fs.prefetch.next_files < 0 || o.fs.prefetch.next_files > 1024) {
     return bad("cache.prefetch_next_files", "must be 0..1024 (0 disables it)");
