@@ -109,6 +109,12 @@ class Row {
     };
     k_.get = [field, kind](const DaemonOptions& o) { return Render(field(o), kind); };
     k_.is_set = [field](const DaemonOptions& o) { return IsSet(field(o)); };
+    using T = std::remove_cvref_t<decltype(field(std::declval<const DaemonOptions&>()))>;
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      if (kind == Kind::kInt) {
+        k_.int_value = [field](const DaemonOptions& o) { return static_cast<int64_t>(field(o)); };
+      }
+    }
   }
   // A key with custom logic: its setter and getter are given.
   Row(Kind kind, std::string_view table, std::string_view name, Setter set, Getter get,
@@ -136,6 +142,10 @@ class Row {
   Row& Range(int64_t lo, int64_t hi) {
     k_.min = lo;
     k_.max = hi;
+    return *this;
+  }
+  Row& ZeroDisables() {
+    k_.zero_disables = true;
     return *this;
   }
   Row& MaxSize(uint64_t bytes) {
@@ -291,10 +301,12 @@ std::vector<ConfigKey> CachePrefetchKeys() {
           "Upper bound of the per-file readahead window; 0 disables readahead"),
       Row(kInt, "cache", "prefetch_next_files", FIELD(fs.prefetch.next_files),
           "Opens of small files in a directory prefetch the next N of its listing; 0: off")
-          .Range(0, 1024),
+          .Range(0, 1024)
+          .ZeroDisables(),
       Row(kInt, "cache", "random_hydrate_misses", FIELD(fs.prefetch.random_hydrate_misses),
           "After this many random misses in one open file, fetch the rest of it; 0: off")
-          .Range(0, 1000000),
+          .Range(0, 1000000)
+          .ZeroDisables(),
       Row(kSize, "cache", "prefetch_job_memory", FIELD(prefetch_jobs.memory_budget),
           "Memory of the blocks the deep prefetch jobs have in flight")
           .Positive(),
@@ -607,6 +619,18 @@ Status CheckRange(const ConfigKey& k, const Value& v) {
   return Status::OK();
 }
 
+Status CheckIntRanges(const DaemonOptions& o) {
+  for (const ConfigKey& k : ConfigTable()) {
+    if (!k.int_value) continue;
+    const int64_t v = k.int_value(o);
+    if (v < k.min || v > k.max) {
+      return Status::InvalidArgument(fmt::format("{}: must be {}..{}{}", k.FullName(), k.min, k.max,
+                                                 k.zero_disables ? " (0 disables it)" : ""));
+    }
+  }
+  return Status::OK();
+}
+
 std::string FlagHelp(const ConfigKey& k) {
   if (k.flag_on != nullptr) return fmt::format("{} ({})", k.doc, k.FullName());
   const DaemonOptions defaults;
@@ -682,7 +706,8 @@ std::string RangeText(const ConfigKey& k) {
   std::vector<std::string> parts;
   switch (k.kind) {
     case Kind::kInt:
-      parts.push_back(fmt::format("{}..{}", k.min, k.max));
+      parts.push_back(
+          fmt::format("{}..{}{}", k.min, k.max, k.zero_disables ? " (0 disables it)" : ""));
       break;
     case Kind::kSize:
       if (k.positive) parts.push_back("> 0");

@@ -50,6 +50,7 @@ struct ConfigKey {
   // and above 0 with `positive`. kDuration: at most max_duration. kString: `non_empty`.
   int64_t min = 0;
   int64_t max = 0;
+  bool zero_disables = false;  // kInt: 0 turns the feature off (said in messages)
   uint64_t max_size = UINT64_MAX;
   bool positive = false;
   std::chrono::nanoseconds max_duration = std::chrono::nanoseconds::max();
@@ -71,6 +72,9 @@ struct ConfigKey {
   // optional gives "" (Show adds the `unset` text).
   std::function<std::string(const DaemonOptions&)> get;
   std::function<bool(const DaemonOptions&)> is_set;  // false: the value is unset
+  // kInt keys stored in one integer member: its value (for Validate's range check of values
+  // that did not come through the file, e.g. from -o or the code).
+  std::function<int64_t(const DaemonOptions&)> int_value;
 
   std::string FullName() const;
 };
@@ -82,6 +86,9 @@ const ConfigKey* FindConfigKey(std::string_view table, std::string_view name);
 
 // The range check of `key` for a converted value: InvalidArgument with the reason.
 Status CheckRange(const ConfigKey& key, const Value& v);
+
+// Every integer key's value in `o` within its range: InvalidArgument "KEY: must be MIN..MAX".
+Status CheckIntRanges(const DaemonOptions& o);
 
 // The value of `key` in `o` as `config check` prints it, "(unset: ...)" included.
 std::string Show(const ConfigKey& key, const DaemonOptions& o);

@@ -760,6 +760,23 @@ TEST(ConfigTest, ReadmeNamesEveryKey) {
 
 // docs/config-reference.md is generated from the key table: a key added, a default or range
 // changed without regenerating it fails here.
+// Validate holds integer settings that did not come through the file (-o, the code) to the
+// ranges of the key table too.
+TEST(ConfigTest, ValidateChecksIntegerRangesOfEveryKey) {
+  DaemonOptions o = Base();
+  MountFlags f;
+  f.options = {"max_threads=0"};
+  ASSERT_TRUE(ApplyFlags(f, &o).ok());
+  EXPECT_EQ(Err(FinishOptions(&o, FakeEnv({}))), "fuse.max_threads: must be 1..1024");
+  DaemonOptions p = Base();
+  p.fs.prefetch.next_files = 1025;
+  EXPECT_EQ(Err(FinishOptions(&p, FakeEnv({}))),
+            "cache.prefetch_next_files: must be 0..1024 (0 disables it)");
+  DaemonOptions q = Base();
+  q.cache.admission.scan_percent = 101;  // checked by no hand-written rule
+  EXPECT_EQ(Err(FinishOptions(&q, FakeEnv({}))), "cache.admit_scan_percent: must be 0..100");
+}
+
 TEST(ConfigTest, ReferenceDocMatchesTheKeyTable) {
   const std::string committed = RepoFile("docs/config-reference.md");
   const std::string generated = ConfigReferenceMarkdown();
