@@ -1154,12 +1154,13 @@ const char* FlagGroup(const config::ConfigKey& k) {
   return kGroupSource;
 }
 
-// Registers, from the key table, every flag that sets a config key; its text lands in `flags`
-// (checked by ApplyFlags), and its help is the key's documentation.
-void AddConfigKeyFlags(CLI::App* mount, MountFlags* flags) {
+// Registers, from the key table, every flag that sets a config key (of `table` only, if given);
+// its text lands in `flags` (checked by ApplyFlags), and its help is the key's documentation.
+void AddConfigKeyFlags(CLI::App* mount, MountFlags* flags, std::string_view table = {}) {
   for (const char* group : {kGroupSource, kGroupCache, kGroupL3, kGroupFuse, kGroupLog}) {
     for (const config::ConfigKey& k : config::ConfigTable()) {
       if (k.flag.empty() || FlagGroup(k) != group) continue;
+      if (!table.empty() && k.table != table) continue;
       std::string names(k.flag);
       if (!k.flag_alias.empty()) names += "," + std::string(k.flag_alias);
       const std::string help = config::FlagHelp(k);
@@ -1354,7 +1355,7 @@ int Main(int argc, char** argv) {
       "  tierfs manifest create s3://my-bucket/imagenet -o imagenet-2026-11.tfm\n"
       "  tierfs mount s3://my-bucket/imagenet /mnt/imagenet --manifest imagenet-2026-11.tfm\n"
       "  tierfs manifest create file:///srv/data -o data.tfm");
-  std::string mf_source, mf_out, mf_config, mf_endpoint, mf_region, mf_profile;
+  std::string mf_source, mf_out, mf_config;
   MountFlags mf_flags;
   mf_create->add_option("SOURCE", mf_source, "s3://BUCKET[/PREFIX] or file:///ABSOLUTE/PATH")
       ->required();
@@ -1362,14 +1363,7 @@ int Main(int argc, char** argv) {
       ->type_name("FILE")
       ->required();
   mf_create->add_option("--config", mf_config, "TOML config file with the s3.* keys");
-  auto* mf_o_endpoint = mf_create->add_option("--endpoint,--endpoint-url", mf_endpoint,
-                                              "S3 endpoint URL, as for tierfs mount");
-  auto* mf_o_region =
-      mf_create->add_option("--region", mf_region, "S3 region, as for tierfs mount");
-  auto* mf_o_profile =
-      mf_create->add_option("--profile", mf_profile, "AWS profile, as for tierfs mount");
-  mf_create->add_flag("--no-sign-request", mf_flags.no_sign_request,
-                      "Send anonymous requests (public buckets)");
+  AddConfigKeyFlags(mf_create, &mf_flags, "s3");  // --endpoint, --region, --profile, ...
   CLI::App* mf_diff = manifest_cmd->add_subcommand(
       "diff",
       "Compare two manifest files: one line per object added (+), removed (-) or changed in "
@@ -1438,9 +1432,6 @@ int Main(int argc, char** argv) {
     return kExitOk;
   }
   if (*mf_create) {
-    if (mf_o_endpoint->count() > 0) mf_flags.endpoint = mf_endpoint;
-    if (mf_o_region->count() > 0) mf_flags.region = mf_region;
-    if (mf_o_profile->count() > 0) mf_flags.profile = mf_profile;
     return RunManifestCreateCli(mf_source, mf_out, mf_config, mf_flags);
   }
   if (*mf_diff) {
