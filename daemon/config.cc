@@ -685,9 +685,7 @@ Status FinishMemcachedL3Options(DaemonOptions* o) {
   if (o->l3_tier.ttl <= std::chrono::nanoseconds(0)) {
     return Status::InvalidArgument("cache.l3_ttl: must be positive (or \"forever\")");
   }
-  if (o->l3_tier.write_threads < 1 || o->l3_tier.write_threads > 64) {
-    return Status::InvalidArgument("cache.l3_write_threads: must be 1..64");
-  }
+  TIERFS_RETURN_IF_ERROR(config::CheckIntRanges(*o));  // cache.l3_write_threads among them
   o->l3_memcached.servers = std::move(*servers);
   // memcached takes an exptime above 30 days as a Unix time: longer TTLs (and "forever") leave
   // the items to its LRU; RemoteTier still checks every block's age against l3_ttl.
@@ -746,12 +744,8 @@ Status FinishL3Options(DaemonOptions* o, const GetEnvFn& getenv) {
   if (o->l3_tier.ttl <= std::chrono::nanoseconds(0)) {
     return bad("cache.l3_ttl", "must be positive (or \"forever\")");
   }
-  if (o->l3_tier.write_threads < 1 || o->l3_tier.write_threads > 64) {
-    return bad("cache.l3_write_threads", "must be 1..64");
-  }
-  if (o->l3_store.max_attempts < 1 || o->l3_store.max_attempts > 100) {
-    return bad("cache.l3_max_attempts", "must be 1..100");
-  }
+  // cache.l3_write_threads, cache.l3_max_attempts among them (`tierfs l3 gc` runs no Validate).
+  TIERFS_RETURN_IF_ERROR(config::CheckIntRanges(*o));
   if (o->l3_store.request_timeout.count() <= 0) {
     return bad("cache.l3_request_timeout", "must be positive");
   }
