@@ -17,526 +17,18 @@
 
 #include "base/strings.h"
 #include "base/units.h"
+#include "daemon/internal/config_table.h"
 #include "daemon/metrics_server.h"
 
 namespace tierfs {
 namespace {
 
-// ---- the schema: every key of the config file, its type and where it goes ----
-
-enum class Kind { kString, kBool, kInt, kSize, kDuration };
-
-struct Value {
-  std::string str;
-  bool b = false;
-  int64_t i = 0;
-  uint64_t size = 0;
-  std::chrono::nanoseconds duration{0};
-};
-
-using Setter = std::function<Status(const Value&, DaemonOptions*)>;
-
-struct KeySpec {
-  std::string_view table;
-  std::string_view name;
-  Kind kind;
-  Setter set;
-};
-
-std::chrono::milliseconds ToMillis(std::chrono::nanoseconds d) {
-  if (d == kForever) return std::chrono::milliseconds(std::chrono::hours(24 * 365));
-  return std::chrono::duration_cast<std::chrono::milliseconds>(d);
-}
-
-Status ParseAddressing(std::string_view v, S3Options::Addressing* out) {
-  if (v == "auto") {
-    *out = S3Options::Addressing::kAuto;
-  } else if (v == "path") {
-    *out = S3Options::Addressing::kPath;
-  } else if (v == "virtual" || v == "virtual-host") {
-    *out = S3Options::Addressing::kVirtualHost;
-  } else {
-    return Status::InvalidArgument(
-        fmt::format("'{}' is not an addressing style (auto, path, virtual)", v));
-  }
-  return Status::OK();
-}
-
-// An integer key's value, range-checked before it is narrowed (a 2^40 given for an int must be
-// an error, not a wrapped 0). The caller's message names the key.
-template <typename T>
-Status NarrowInt(int64_t v, int64_t lo, int64_t hi, T* out) {
-  static_assert(std::is_integral_v<T>);
-  if (v < lo || v > hi) {
-    return Status::InvalidArgument(fmt::format("{} is out of range (must be {}..{})", v, lo, hi));
-  }
-  *out = static_cast<T>(v);
-  return Status::OK();
-}
-
-// A permission mode in octal ("0644", "640"): at most 0777, no setuid/setgid/sticky bits.
-Status ParseMode(std::string_view what, std::string_view text, uint32_t* out) {
-  uint32_t v = 0;
-  if (text.empty() || text.size() > 4) {
-    return Status::InvalidArgument(
-        fmt::format("{}: '{}' is not an octal mode such as \"0644\"", what, text));
-  }
-  for (char c : text) {
-    if (c < '0' || c > '7') {
-      return Status::InvalidArgument(
-          fmt::format("{}: '{}' is not an octal mode such as \"0644\"", what, text));
-    }
-    v = v * 8 + static_cast<uint32_t>(c - '0');
-  }
-  if (v > 0777) {
-    return Status::InvalidArgument(
-        fmt::format("{}: '{}' has bits beyond 0777 (no setuid, setgid or sticky bit)", what, text));
-  }
-  *out = v;
-  return Status::OK();
-}
-
-const std::vector<KeySpec>& Schema() {
-  static const std::vector<KeySpec> kSchema = {
-      // [cache]
-      {"cache", "dir", Kind::kString,
-       [](const Value& v, DaemonOptions* o) {
-         o->cache_dir = v.str;
-         return Status::OK();
-       }},
-      {"cache", "block_size", Kind::kSize,
-       [](const Value& v, DaemonOptions* o) {
-         o->cache.block_size = v.size;
-         return Status::OK();
-       }},
-      {"cache", "l1_size", Kind::kSize,
-       [](const Value& v, DaemonOptions* o) {
-         o->l1.capacity_bytes = v.size;
-         return Status::OK();
-       }},
-      {"cache", "l1_shards", Kind::kInt,
-       [](const Value& v, DaemonOptions* o) {
-         return NarrowInt(v.i, 1, 1024, &o->l1.shards);
-       }},
-      {"cache", "l1_prefault", Kind::kBool,
-       [](const Value& v, DaemonOptions* o) {
-         o->l1_prefault = v.b;
-         return Status::OK();
-       }},
-      {"cache", "l2_size", Kind::kSize,
-       [](const Value& v, DaemonOptions* o) {
-         o->l2.capacity_bytes = v.size;
-         return Status::OK();
-       }},
-      {"cache", "l2_min_free", Kind::kSize,
-       [](const Value& v, DaemonOptions* o) {
-         o->l2.min_free_bytes = v.size;
-         return Status::OK();
-       }},
-      {"cache", "l2_fsync", Kind::kBool,
-       [](const Value& v, DaemonOptions* o) {
-         o->l2_fsync = v.b;
-         return Status::OK();
-       }},
-      {"cache", "l2_splice", Kind::kBool,
-       [](const Value& v, DaemonOptions* o) {
-         o->cache.file_slices = v.b;
-         return Status::OK();
-       }},
-      {"cache", "l2_promote_hits", Kind::kInt,
-       [](const Value& v, DaemonOptions* o) {
-         return NarrowInt(v.i, 0, 1000000, &o->cache.promote_hits);
-       }},
-      {"cache", "whole_object_max", Kind::kSize,
-       [](const Value& v, DaemonOptions* o) {
-         // Capped at one readahead run when the cache is built (TieredCache::small_object_bytes).
-         if (v.size > (1ULL << 30)) return Status::InvalidArgument("must be at most 1GiB");
-         o->cache.small_object_bytes = v.size;
-         return Status::OK();
-       }},
-      {"cache", "sparse_read_max", Kind::kSize,
-       [](const Value& v, DaemonOptions* o) {
-         if (v.size > (1ULL << 30)) return Status::InvalidArgument("must be at most 1GiB");
-         o->cache.sparse_read_max = v.size;
-         return Status::OK();
-       }},
-      {"cache", "admit", Kind::kString,
-       [](const Value& v, DaemonOptions* o) {
-         TIERFS_ASSIGN_OR_RETURN(o->cache.admission.default_policy, ParseAdmitPolicy(v.str));
-         return Status::OK();
-       }},
-      {"cache", "admit_ghost_bytes", Kind::kSize,
-       [](const Value& v, DaemonOptions* o) {
-         o->cache.admission.ghost_bytes = v.size;
-         return Status::OK();
-       }},
-      {"cache", "admit_scan_percent", Kind::kInt,
-       [](const Value& v, DaemonOptions* o) {
-         return NarrowInt(v.i, 0, 100, &o->cache.admission.scan_percent);
-       }},
-      {"cache", "pin_quota", Kind::kSize,
-       [](const Value& v, DaemonOptions* o) {
-         if (v.size == 0) return Status::InvalidArgument("must be > 0");
-         o->policies.pin_quota_bytes = v.size;
-         return Status::OK();
-       }},
-      {"cache", "prefetch_job_threads", Kind::kInt,
-       [](const Value& v, DaemonOptions* o) {
-         return NarrowInt(v.i, 1, 64, &o->prefetch_jobs.threads);
-       }},
-      {"cache", "fetch_threads", Kind::kInt,
-       [](const Value& v, DaemonOptions* o) {
-         return NarrowInt(v.i, 1, 1024, &o->cache.fetch_threads);
-       }},
-      {"cache", "prefetch_threads", Kind::kInt,
-       [](const Value& v, DaemonOptions* o) {
-         return NarrowInt(v.i, 0, 256, &o->cache.prefetch_threads);
-       }},
-      {"cache", "readahead_max", Kind::kSize,
-       [](const Value& v, DaemonOptions* o) {
-         o->cache.readahead_max_bytes = v.size;
-         return Status::OK();
-       }},
-      {"cache", "prefetch_next_files", Kind::kInt,
-       [](const Value& v, DaemonOptions* o) {
-         return NarrowInt(v.i, 0, 1024, &o->fs.prefetch.next_files);
-       }},
-      {"cache", "random_hydrate_misses", Kind::kInt,
-       [](const Value& v, DaemonOptions* o) {
-         return NarrowInt(v.i, 0, 1000000, &o->fs.prefetch.random_hydrate_misses);
-       }},
-      {"cache", "prefetch_job_memory", Kind::kSize,
-       [](const Value& v, DaemonOptions* o) {
-         if (v.size == 0) return Status::InvalidArgument("must be > 0");
-         o->prefetch_jobs.memory_budget = v.size;
-         return Status::OK();
-       }},
-      {"cache", "readahead_budget", Kind::kSize,
-       [](const Value& v, DaemonOptions* o) {
-         o->cache.readahead_budget_bytes = v.size;
-         return Status::OK();
-       }},
-      {"cache", "readahead_run", Kind::kSize,
-       [](const Value& v, DaemonOptions* o) {
-         if (v.size == 0) return Status::InvalidArgument("must be > 0");
-         o->cache.readahead_run_bytes = v.size;
-         return Status::OK();
-       }},
-      // [cache] L3, the regional tier
-      {"cache", "l3", Kind::kString,
-       [](const Value& v, DaemonOptions* o) {
-         o->l3 = v.str;
-         return Status::OK();
-       }},
-      {"cache", "l3_endpoint", Kind::kString,
-       [](const Value& v, DaemonOptions* o) {
-         o->l3_endpoint = v.str;
-         return Status::OK();
-       }},
-      {"cache", "l3_region", Kind::kString,
-       [](const Value& v, DaemonOptions* o) {
-         o->l3_region = v.str;
-         return Status::OK();
-       }},
-      {"cache", "l3_profile", Kind::kString,
-       [](const Value& v, DaemonOptions* o) {
-         o->l3_profile = v.str;
-         return Status::OK();
-       }},
-      {"cache", "l3_access_key_id_env", Kind::kString,
-       [](const Value& v, DaemonOptions* o) {
-         o->l3_access_key_id_env = v.str;
-         return Status::OK();
-       }},
-      {"cache", "l3_secret_access_key_env", Kind::kString,
-       [](const Value& v, DaemonOptions* o) {
-         o->l3_secret_access_key_env = v.str;
-         return Status::OK();
-       }},
-      {"cache", "l3_no_sign_request", Kind::kBool,
-       [](const Value& v, DaemonOptions* o) {
-         o->l3_no_sign_request = v.b;
-         return Status::OK();
-       }},
-      {"cache", "l3_ttl", Kind::kDuration,
-       [](const Value& v, DaemonOptions* o) {
-         o->l3_tier.ttl = v.duration;
-         return Status::OK();
-       }},
-      {"cache", "l3_max_bytes", Kind::kSize,
-       [](const Value& v, DaemonOptions* o) {
-         o->l3_gc.max_bytes = v.size == 0 ? UINT64_MAX : v.size;  // 0: no bound
-         return Status::OK();
-       }},
-      {"cache", "l3_write_queue", Kind::kInt,
-       [](const Value& v, DaemonOptions* o) {
-         return NarrowInt(v.i, 1, 65536, &o->l3_tier.write_queue);
-       }},
-      {"cache", "l3_write_threads", Kind::kInt,
-       [](const Value& v, DaemonOptions* o) {
-         return NarrowInt(v.i, 1, 64, &o->l3_tier.write_threads);
-       }},
-      {"cache", "l3_request_timeout", Kind::kDuration,
-       [](const Value& v, DaemonOptions* o) {
-         o->l3_store.request_timeout = ToMillis(v.duration);
-         return Status::OK();
-       }},
-      {"cache", "l3_max_attempts", Kind::kInt,
-       [](const Value& v, DaemonOptions* o) {
-         return NarrowInt(v.i, 1, 100, &o->l3_store.max_attempts);
-       }},
-      {"cache", "l3_key_file", Kind::kString,
-       [](const Value& v, DaemonOptions* o) {
-         if (v.str.empty()) return Status::InvalidArgument("must not be empty (leave it out)");
-         o->l3_key_file = v.str;
-         return Status::OK();
-       }},
-      // [metadata]
-      {"metadata", "ttl", Kind::kDuration,
-       [](const Value& v, DaemonOptions* o) {
-         o->catalog.metadata_ttl = v.duration;
-         return Status::OK();
-       }},
-      {"metadata", "manifest", Kind::kString,
-       [](const Value& v, DaemonOptions* o) {
-         if (v.str.empty()) return Status::InvalidArgument("must not be empty (leave it out)");
-         o->manifest = v.str;
-         return Status::OK();
-       }},
-      // [s3]
-      {"s3", "endpoint", Kind::kString,
-       [](const Value& v, DaemonOptions* o) {
-         o->endpoint = v.str;
-         return Status::OK();
-       }},
-      {"s3", "region", Kind::kString,
-       [](const Value& v, DaemonOptions* o) {
-         o->region = v.str;
-         return Status::OK();
-       }},
-      {"s3", "addressing", Kind::kString,
-       [](const Value& v, DaemonOptions* o) {
-         return ParseAddressing(v.str, &o->origin.addressing);
-       }},
-      {"s3", "profile", Kind::kString,
-       [](const Value& v, DaemonOptions* o) {
-         o->profile = v.str;
-         return Status::OK();
-       }},
-      {"s3", "no_sign_request", Kind::kBool,
-       [](const Value& v, DaemonOptions* o) {
-         o->no_sign_request = v.b;
-         return Status::OK();
-       }},
-      {"s3", "ca_bundle", Kind::kString,
-       [](const Value& v, DaemonOptions* o) {
-         o->origin.ca_bundle = v.str;
-         return Status::OK();
-       }},
-      {"s3", "connect_timeout", Kind::kDuration,
-       [](const Value& v, DaemonOptions* o) {
-         o->origin.connect_timeout = ToMillis(v.duration);
-         return Status::OK();
-       }},
-      {"s3", "request_timeout", Kind::kDuration,
-       [](const Value& v, DaemonOptions* o) {
-         o->origin.request_timeout = ToMillis(v.duration);
-         return Status::OK();
-       }},
-      {"s3", "low_speed_time", Kind::kDuration,
-       [](const Value& v, DaemonOptions* o) {
-         o->origin.low_speed_time = ToMillis(v.duration);
-         return Status::OK();
-       }},
-      {"s3", "max_attempts", Kind::kInt,
-       [](const Value& v, DaemonOptions* o) {
-         return NarrowInt(v.i, 1, 100, &o->origin.max_attempts);
-       }},
-      {"s3", "backoff_base", Kind::kDuration,
-       [](const Value& v, DaemonOptions* o) {
-         o->origin.backoff_base = ToMillis(v.duration);
-         return Status::OK();
-       }},
-      {"s3", "backoff_max", Kind::kDuration,
-       [](const Value& v, DaemonOptions* o) {
-         o->origin.backoff_max = ToMillis(v.duration);
-         return Status::OK();
-       }},
-      {"s3", "max_connections", Kind::kInt,
-       [](const Value& v, DaemonOptions* o) {
-         TIERFS_RETURN_IF_ERROR(NarrowInt(v.i, 1, 4096, &o->origin.max_connections));
-         o->http.max_host_connections = o->origin.max_connections;
-         o->http.max_total_connections =
-             std::max<int>(o->http.max_total_connections, o->origin.max_connections);
-         return Status::OK();
-       }},
-      {"s3", "initial_concurrency", Kind::kInt,
-       [](const Value& v, DaemonOptions* o) {
-         return NarrowInt(v.i, 1, 4096, &o->origin.initial_concurrency);
-       }},
-      {"s3", "hedge", Kind::kBool,
-       [](const Value& v, DaemonOptions* o) {
-         o->origin.hedge = v.b;
-         o->l3_store.hedge = v.b;
-         return Status::OK();
-       }},
-      {"s3", "hedge_min_delay", Kind::kDuration,
-       [](const Value& v, DaemonOptions* o) {
-         o->origin.hedge_min_delay = ToMillis(v.duration);
-         o->l3_store.hedge_min_delay = ToMillis(v.duration);
-         return Status::OK();
-       }},
-      {"s3", "hedge_percent", Kind::kInt,
-       [](const Value& v, DaemonOptions* o) {
-         TIERFS_RETURN_IF_ERROR(NarrowInt(v.i, 0, 100, &o->origin.hedge_percent));
-         o->l3_store.hedge_percent = o->origin.hedge_percent;
-         return Status::OK();
-       }},
-      {"s3", "hedge_max_size", Kind::kSize,
-       [](const Value& v, DaemonOptions* o) {
-         o->origin.hedge_max_bytes = v.size;
-         o->l3_store.hedge_max_bytes = v.size;
-         return Status::OK();
-       }},
-      {"s3", "part_size", Kind::kSize,
-       [](const Value& v, DaemonOptions* o) {
-         o->origin.part_size = v.size;
-         return Status::OK();
-       }},
-      {"s3", "max_parts_in_flight", Kind::kInt,
-       [](const Value& v, DaemonOptions* o) {
-         return NarrowInt(v.i, 1, 256, &o->origin.max_parts_in_flight);
-       }},
-      // [fuse]
-      {"fuse", "max_threads", Kind::kInt,
-       [](const Value& v, DaemonOptions* o) {
-         return NarrowInt(v.i, 1, 1024, &o->fuse.max_threads);
-       }},
-      {"fuse", "remote_threads", Kind::kInt,
-       [](const Value& v, DaemonOptions* o) {
-         return NarrowInt(v.i, 1, 4096, &o->fuse.remote_threads);
-       }},
-      {"fuse", "clone_fd", Kind::kBool,
-       [](const Value& v, DaemonOptions* o) {
-         o->fuse.clone_fd = v.b;
-         return Status::OK();
-       }},
-      {"fuse", "open_in_kernel", Kind::kBool,
-       [](const Value& v, DaemonOptions* o) {
-         o->fuse.open_in_kernel = v.b;
-         return Status::OK();
-       }},
-      {"fuse", "passthrough", Kind::kBool,
-       [](const Value& v, DaemonOptions* o) {
-         o->fuse.passthrough = v.b;
-         return Status::OK();
-       }},
-      {"fuse", "splice_sized_reads", Kind::kBool,
-       [](const Value& v, DaemonOptions* o) {
-         o->fuse.fit_reads_to_splice_pipe = v.b;
-         return Status::OK();
-       }},
-      {"fuse", "store_on_open_max", Kind::kSize,
-       [](const Value& v, DaemonOptions* o) {
-         if (v.size > (4ULL << 20)) return Status::InvalidArgument("must be at most 4MiB");
-         o->fuse.store_on_open_max = v.size;
-         return Status::OK();
-       }},
-      {"fuse", "allow_other", Kind::kBool,
-       [](const Value& v, DaemonOptions* o) {
-         o->fuse.allow_other = v.b;
-         return Status::OK();
-       }},
-      {"fuse", "allow_root", Kind::kBool,
-       [](const Value& v, DaemonOptions* o) {
-         o->fuse.allow_root = v.b;
-         return Status::OK();
-       }},
-      {"fuse", "default_permissions", Kind::kBool,
-       [](const Value& v, DaemonOptions* o) {
-         o->default_permissions = v.b;
-         return Status::OK();
-       }},
-      {"fuse", "file_mode", Kind::kString,
-       [](const Value& v, DaemonOptions* o) {
-         o->fs.file_mode_set = true;
-         return ParseMode("fuse.file_mode", v.str, &o->fs.file_mode);
-       }},
-      {"fuse", "dir_mode", Kind::kString,
-       [](const Value& v, DaemonOptions* o) {
-         o->fs.dir_mode_set = true;
-         return ParseMode("fuse.dir_mode", v.str, &o->fs.dir_mode);
-       }},
-      {"fuse", "uid", Kind::kInt,
-       [](const Value& v, DaemonOptions* o) {
-         uint32_t u = 0;
-         TIERFS_RETURN_IF_ERROR(NarrowInt<uint32_t>(v.i, 0, 0xffffffffLL, &u));
-         o->uid = u;
-         return Status::OK();
-       }},
-      {"fuse", "gid", Kind::kInt,
-       [](const Value& v, DaemonOptions* o) {
-         uint32_t g = 0;
-         TIERFS_RETURN_IF_ERROR(NarrowInt<uint32_t>(v.i, 0, 0xffffffffLL, &g));
-         o->gid = g;
-         return Status::OK();
-       }},
-      {"fuse", "shutdown_grace", Kind::kDuration,
-       [](const Value& v, DaemonOptions* o) {
-         if (v.duration > std::chrono::hours(1)) {
-           return Status::InvalidArgument("must be at most 1h");
-         }
-         o->fuse.shutdown_grace = v.duration;
-         return Status::OK();
-       }},
-      {"fuse", "control_group", Kind::kString,
-       [](const Value& v, DaemonOptions* o) {
-         o->control_group = v.str;
-         return Status::OK();
-       }},
-      {"fuse", "options", Kind::kString,
-       [](const Value& v, DaemonOptions* o) { return ApplyMountOptions(v.str, o); }},
-      {"fuse", "debug", Kind::kBool,
-       [](const Value& v, DaemonOptions* o) {
-         o->fuse.debug = v.b;
-         return Status::OK();
-       }},
-      // [log]
-      {"log", "level", Kind::kString,
-       [](const Value& v, DaemonOptions* o) {
-         o->log.level = v.str;
-         return Status::OK();
-       }},
-      {"log", "file", Kind::kString,
-       [](const Value& v, DaemonOptions* o) {
-         o->log.destination = v.str;
-         return Status::OK();
-       }},
-      {"log", "format", Kind::kString,
-       [](const Value& v, DaemonOptions* o) {
-         o->log.format = v.str;
-         return Status::OK();
-       }},
-      // [metastore]
-      {"metastore", "map_size", Kind::kSize,
-       [](const Value& v, DaemonOptions* o) {
-         o->meta.map_size = v.size;
-         return Status::OK();
-       }},
-      {"metastore", "sync_every_commit", Kind::kBool,
-       [](const Value& v, DaemonOptions* o) {
-         o->meta.sync_every_commit = v.b;
-         return Status::OK();
-       }},
-      // [metrics]
-      {"metrics", "address", Kind::kString,
-       [](const Value& v, DaemonOptions* o) {
-         o->metrics_address = v.str;
-         return Status::OK();
-       }},
-  };
-  return kSchema;
-}
+// The keys themselves are the table of daemon/config_table.cc.
+using config::ConfigKey;
+using config::ConfigTable;
+using config::Kind;
+using config::ParseMode;
+using config::Value;
 
 std::string_view KindName(Kind k) {
   switch (k) {
@@ -597,8 +89,8 @@ size_t EditDistance(std::string_view a, std::string_view b) {
 std::string Suggest(std::string_view full_key) {
   std::string best;
   size_t best_d = 3;
-  for (const KeySpec& k : Schema()) {
-    std::string cand = fmt::format("{}.{}", k.table, k.name);
+  for (const ConfigKey& k : ConfigTable()) {
+    std::string cand = k.FullName();
     size_t d = EditDistance(full_key, cand);
     if (d < best_d) {
       best_d = d;
@@ -691,6 +183,49 @@ Status ParseUint(std::string_view what, std::string_view text, uint64_t max, uin
 
 bool IsPowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
+// One key `k` of a [[policy]] table into `pp`. InvalidArgument with the reason; NotFound for a
+// key a [[policy]] table does not take.
+Status ApplyPolicyKey(std::string_view k, const toml::node& v, PrefixPolicy* pp) {
+  auto bad = [](std::string_view why) { return Status::InvalidArgument(why); };
+  if (k == "prefix") {
+    if (!v.is_string()) return bad("must be a string");
+    pp->prefix = *v.value<std::string>();
+    while (!pp->prefix.empty() && pp->prefix.front() == '/') pp->prefix.erase(0, 1);
+  } else if (k == "pin") {
+    if (!v.is_boolean()) return bad("must be a boolean (true or false)");
+    pp->policy.pin = *v.value<bool>();
+  } else if (k == "ttl") {
+    Value val;
+    std::string why;
+    if (!ConvertValue(v, Kind::kDuration, &val, &why).ok()) {
+      return bad(why.empty() ? "must be a duration (\"30s\", \"10m\", \"forever\")" : why);
+    }
+    if (val.duration.count() <= 0) return bad("must be > 0");
+    pp->policy.ttl = val.duration;
+  } else if (k == "policy") {
+    if (!v.is_string()) return bad("must be a string (lru or ttl)");
+    auto e = ParseEvictionOrder(*v.value<std::string>());
+    if (!e.ok()) return bad(e.status().message());
+    pp->policy.eviction = *e;
+  } else if (k == "admit") {
+    if (!v.is_string()) return bad("must be a string (always, reuse or never)");
+    auto a = ParseAdmitPolicy(*v.value<std::string>());
+    if (!a.ok()) return bad(a.status().message());
+    pp->policy.admit = *a;
+  } else if (k == "quota") {
+    Value val;
+    std::string why;
+    if (!ConvertValue(v, Kind::kSize, &val, &why).ok()) {
+      return bad(why.empty() ? "must be a size (\"50GiB\")" : why);
+    }
+    if (val.size == 0) return bad("must be > 0 (leave it out for no quota)");
+    pp->quota_bytes = val.size;
+  } else {
+    return Status::NotFound(k);
+  }
+  return Status::OK();
+}
+
 // [[policy]] tables: prefix (required), pin, ttl, policy, admit, quota. Every key is checked.
 Status ApplyPolicyTables(const toml::node& node, std::string_view file_name, DaemonOptions* out) {
   if (!node.is_array_of_tables()) {
@@ -704,50 +239,18 @@ Status ApplyPolicyTables(const toml::node& node, std::string_view file_name, Dae
     bool has_prefix = false;
     for (auto&& [key, v] : t) {
       const std::string k(key.str());
-      const std::string where = Where(file_name, v.source());
-      auto bad = [&](std::string_view why) {
-        return Status::InvalidArgument(fmt::format("{}: key 'policy.{}': {}", where, k, why));
-      };
-      if (k == "prefix") {
-        if (!v.is_string()) return bad("must be a string");
-        pp.prefix = *v.value<std::string>();
-        while (!pp.prefix.empty() && pp.prefix.front() == '/') pp.prefix.erase(0, 1);
-        has_prefix = true;
-      } else if (k == "pin") {
-        if (!v.is_boolean()) return bad("must be a boolean (true or false)");
-        pp.policy.pin = *v.value<bool>();
-      } else if (k == "ttl") {
-        Value val;
-        std::string why;
-        if (!ConvertValue(v, Kind::kDuration, &val, &why).ok()) {
-          return bad(why.empty() ? "must be a duration (\"30s\", \"10m\", \"forever\")" : why);
-        }
-        if (val.duration.count() <= 0) return bad("must be > 0");
-        pp.policy.ttl = val.duration;
-      } else if (k == "policy") {
-        if (!v.is_string()) return bad("must be a string (lru or ttl)");
-        auto e = ParseEvictionOrder(*v.value<std::string>());
-        if (!e.ok()) return bad(e.status().message());
-        pp.policy.eviction = *e;
-      } else if (k == "admit") {
-        if (!v.is_string()) return bad("must be a string (always, reuse or never)");
-        auto a = ParseAdmitPolicy(*v.value<std::string>());
-        if (!a.ok()) return bad(a.status().message());
-        pp.policy.admit = *a;
-      } else if (k == "quota") {
-        Value val;
-        std::string why;
-        if (!ConvertValue(v, Kind::kSize, &val, &why).ok()) {
-          return bad(why.empty() ? "must be a size (\"50GiB\")" : why);
-        }
-        if (val.size == 0) return bad("must be > 0 (leave it out for no quota)");
-        pp.quota_bytes = val.size;
-      } else {
+      Status s = ApplyPolicyKey(k, v, &pp);
+      if (s.code() == Status::Code::kNotFound) {
         return Status::InvalidArgument(fmt::format(
             "{}: unknown key 'policy.{}' (a [[policy]] table takes prefix, pin, ttl, policy, "
             "admit, quota)",
             Where(file_name, key.source()), k));
       }
+      if (!s.ok()) {
+        return Status::InvalidArgument(
+            fmt::format("{}: key 'policy.{}': {}", Where(file_name, v.source()), k, s.message()));
+      }
+      has_prefix = has_prefix || k == "prefix";
     }
     if (!has_prefix) {
       return Status::InvalidArgument(
@@ -778,8 +281,8 @@ Status ApplyConfigText(std::string_view toml_text, std::string_view file_name, D
       if (origins) (*origins)["policy"] = Where(file_name, tkey.source());
       continue;
     }
-    const bool known_table = std::any_of(Schema().begin(), Schema().end(),
-                                         [&](const KeySpec& k) { return k.table == tname; });
+    const bool known_table = std::any_of(ConfigTable().begin(), ConfigTable().end(),
+                                         [&](const ConfigKey& k) { return k.table == tname; });
     if (!tnode.is_table() || !known_table) {
       return Status::InvalidArgument(
           fmt::format("{}: unknown key '{}'{} (settings live in the tables {})",
@@ -788,14 +291,13 @@ Status ApplyConfigText(std::string_view toml_text, std::string_view file_name, D
     for (auto&& [key, node] : *tnode.as_table()) {
       const std::string kname(key.str());
       const std::string full = fmt::format("{}.{}", tname, kname);
-      auto spec = std::find_if(Schema().begin(), Schema().end(), [&](const KeySpec& k) {
-        return k.table == tname && k.name == kname;
-      });
-      if (spec == Schema().end()) {
+      const ConfigKey* spec = config::FindConfigKey(tname, kname);
+      if (spec == nullptr) {
         return Status::InvalidArgument(fmt::format(
             "{}: unknown key '{}'{}", Where(file_name, key.source()), full, Suggest(full)));
       }
       Value v;
+      v.what = full;
       std::string why;
       Status s = ConvertValue(node, spec->kind, &v, &why);
       if (!s.ok()) {
@@ -807,7 +309,8 @@ Status ApplyConfigText(std::string_view toml_text, std::string_view file_name, D
         return Status::InvalidArgument(
             fmt::format("{}: key '{}': {}", Where(file_name, node.source()), full, why));
       }
-      s = spec->set(v, out);
+      s = config::CheckRange(*spec, v);
+      if (s.ok()) s = spec->set(v, out);
       if (!s.ok()) {
         return Status::InvalidArgument(
             fmt::format("{}: key '{}': {}", Where(file_name, node.source()), full, s.message()));
@@ -831,7 +334,7 @@ Status ApplyConfigFile(const std::string& path, DaemonOptions* out, ConfigOrigin
 
 std::vector<std::string> ConfigKeys() {
   std::vector<std::string> keys;
-  for (const auto& k : Schema()) keys.push_back(fmt::format("{}.{}", k.table, k.name));
+  for (const ConfigKey& k : ConfigTable()) keys.push_back(k.FullName());
   return keys;
 }
 
@@ -901,61 +404,67 @@ Status ApplyMountOptions(std::string_view list, DaemonOptions* out) {
   return Status::OK();
 }
 
-Status ApplyFlags(const MountFlags& f, DaemonOptions* out) {
-  auto size = [](const char* flag, const std::optional<std::string>& text,
-                 uint64_t* dst) -> Status {
-    if (!text) return Status::OK();
-    auto r = ParseSize(*text);
-    if (!r.ok()) return Status::InvalidArgument(fmt::format("{}: {}", flag, r.status().message()));
-    *dst = *r;
-    return Status::OK();
+namespace {
+
+// A flag's text as the value of its key; messages name the flag.
+Status ConvertFlag(const ConfigKey& k, const std::string& text, Value* v) {
+  v->what = k.flag;
+  auto bad = [&](std::string_view why) {
+    return Status::InvalidArgument(fmt::format("{}: {}", k.flag, why));
   };
-  if (f.endpoint) out->endpoint = *f.endpoint;
-  if (f.region) out->region = *f.region;
-  if (f.profile) out->profile = *f.profile;
-  if (f.cache_dir) out->cache_dir = *f.cache_dir;
-  TIERFS_RETURN_IF_ERROR(size("--l1-size", f.l1_size, &out->l1.capacity_bytes));
-  TIERFS_RETURN_IF_ERROR(size("--l2-size", f.l2_size, &out->l2.capacity_bytes));
-  TIERFS_RETURN_IF_ERROR(size("--block-size", f.block_size, &out->cache.block_size));
-  if (f.metadata_ttl) {
-    auto r = ParseDuration(*f.metadata_ttl);
-    if (!r.ok()) {
-      return Status::InvalidArgument(fmt::format("--metadata-ttl: {}", r.status().message()));
+  switch (k.kind) {
+    case Kind::kString:
+      if (k.non_empty && text.empty()) return bad("must not be empty");
+      v->str = text;
+      break;
+    case Kind::kBool:
+      return Status::Internal(fmt::format("{} takes no value", k.flag));
+    case Kind::kInt: {
+      // Only the owner ids have flags: non-negative, so "-1" is not a number.
+      uint64_t u = 0;
+      TIERFS_RETURN_IF_ERROR(ParseUint(k.flag, text, static_cast<uint64_t>(k.max), &u));
+      v->i = static_cast<int64_t>(u);
+      break;
     }
-    out->catalog.metadata_ttl = *r;
+    case Kind::kSize: {
+      auto r = ParseSize(text);
+      if (!r.ok()) return bad(r.status().message());
+      v->size = *r;
+      break;
+    }
+    case Kind::kDuration: {
+      auto r = ParseDuration(text);
+      if (!r.ok()) return bad(r.status().message());
+      v->duration = *r;
+      break;
+    }
   }
-  if (f.log_level) out->log.level = *f.log_level;
-  if (f.log_file) out->log.destination = *f.log_file;
-  if (f.no_sign_request) out->no_sign_request = true;
-  if (f.foreground) out->foreground = true;
-  if (f.l3) out->l3 = *f.l3;
-  if (f.l3_endpoint) out->l3_endpoint = *f.l3_endpoint;
-  if (f.metrics_address) out->metrics_address = *f.metrics_address;
-  if (f.manifest) {
-    if (f.manifest->empty()) return Status::InvalidArgument("--manifest: must not be empty");
-    out->manifest = *f.manifest;
-  }
+  if (Status s = config::CheckRange(k, *v); !s.ok()) return bad(s.message());
+  return Status::OK();
+}
+
+}  // namespace
+
+Status ApplyFlags(const MountFlags& f, DaemonOptions* out) {
+  // -o first: a named flag is the more specific (--uid over -o uid=N).
   for (const auto& o : f.options) TIERFS_RETURN_IF_ERROR(ApplyMountOptions(o, out));
-  // After -o: a named flag is the more specific.
-  if (f.allow_other) out->fuse.allow_other = true;
-  if (f.allow_root) out->fuse.allow_root = true;
-  for (const auto& [flag, text, dst] :
-       {std::tuple{"--uid", &f.uid, &out->uid}, std::tuple{"--gid", &f.gid, &out->gid}}) {
-    if (!*text) continue;
-    uint64_t v;
-    TIERFS_RETURN_IF_ERROR(ParseUint(flag, **text, 0xffffffffULL, &v));
-    *dst = static_cast<uint32_t>(v);
+  for (const ConfigKey& k : ConfigTable()) {
+    Value v;
+    if (k.flag_on != nullptr) {
+      if (!(f.*k.flag_on)) continue;
+      v.what = k.flag;
+      v.b = true;
+    } else if (k.flag_text != nullptr) {
+      const std::optional<std::string>& text = f.*k.flag_text;
+      if (!text) continue;
+      TIERFS_RETURN_IF_ERROR(ConvertFlag(k, *text, &v));
+    } else {
+      continue;
+    }
+    // A setter that can fail names v.what, the flag.
+    TIERFS_RETURN_IF_ERROR(k.set(v, out));
   }
-  if (f.control_group) out->control_group = *f.control_group;
-  if (f.file_mode) {
-    TIERFS_RETURN_IF_ERROR(ParseMode("--file-mode", *f.file_mode, &out->fs.file_mode));
-    out->fs.file_mode_set = true;
-  }
-  if (f.dir_mode) {
-    TIERFS_RETURN_IF_ERROR(ParseMode("--dir-mode", *f.dir_mode, &out->fs.dir_mode));
-    out->fs.dir_mode_set = true;
-  }
-  if (f.log_format) out->log.format = *f.log_format;
+  if (f.foreground) out->foreground = true;
   return Status::OK();
 }
 
@@ -1032,20 +541,9 @@ static Status FinishControlGroup(DaemonOptions* o) {
   return Status::OK();
 }
 
-Status FinishOptions(DaemonOptions* o, const GetEnvFn& getenv) {
-  if (o->source.empty())
-    return Status::InvalidArgument("SOURCE is required (s3://BUCKET[/PREFIX] or file:///PATH)");
-  if (o->mountpoint.empty()) return Status::InvalidArgument("MOUNTPOINT is required");
-  auto uri = ParseSourceUri(o->source);
-  if (!uri.ok()) return Status::InvalidArgument(fmt::format("SOURCE: {}", uri.status().message()));
-  o->source_uri = *uri;
-  if (uri->scheme == SourceUri::Scheme::kS3) {
-    o->origin.bucket = uri->bucket;
-    o->origin.prefix = uri->prefix;
-  } else {
-    o->file_origin.root = uri->path;
-  }
-  // Endpoint and region: flag > config file > environment > default.
+// The origin's endpoint, region, CA bundle and profile: flag > config file > environment >
+// default.
+static void FinishOriginFromEnvironment(DaemonOptions* o, const GetEnvFn& getenv) {
   if (o->endpoint) {
     o->origin.endpoint = *o->endpoint;
   } else if (auto e = getenv("AWS_ENDPOINT_URL_S3")) {
@@ -1075,7 +573,10 @@ Status FinishOptions(DaemonOptions* o, const GetEnvFn& getenv) {
       o->profile_from_env = true;
     }
   }
-  // Absolute paths: the daemon changes to / after daemonizing.
+}
+
+// Absolute paths: the daemon changes to / after daemonizing.
+static void MakePathsAbsolute(DaemonOptions* o) {
   std::error_code ec;
   if (!o->cache_dir.empty()) {
     auto abs = std::filesystem::absolute(o->cache_dir, ec);
@@ -1092,6 +593,23 @@ Status FinishOptions(DaemonOptions* o, const GetEnvFn& getenv) {
     auto abs = std::filesystem::absolute(o->log.destination, ec);
     if (!ec) o->log.destination = abs.string();
   }
+}
+
+Status FinishOptions(DaemonOptions* o, const GetEnvFn& getenv) {
+  if (o->source.empty())
+    return Status::InvalidArgument("SOURCE is required (s3://BUCKET[/PREFIX] or file:///PATH)");
+  if (o->mountpoint.empty()) return Status::InvalidArgument("MOUNTPOINT is required");
+  auto uri = ParseSourceUri(o->source);
+  if (!uri.ok()) return Status::InvalidArgument(fmt::format("SOURCE: {}", uri.status().message()));
+  o->source_uri = *uri;
+  if (uri->scheme == SourceUri::Scheme::kS3) {
+    o->origin.bucket = uri->bucket;
+    o->origin.prefix = uri->prefix;
+  } else {
+    o->file_origin.root = uri->path;
+  }
+  FinishOriginFromEnvironment(o, getenv);
+  MakePathsAbsolute(o);
   o->meta.path = o->cache_dir + "/meta";
   o->fuse.fsname = "tierfs:" + o->source;
   o->fuse.entry_timeout = o->catalog.metadata_ttl;
@@ -1167,9 +685,7 @@ Status FinishMemcachedL3Options(DaemonOptions* o) {
   if (o->l3_tier.ttl <= std::chrono::nanoseconds(0)) {
     return Status::InvalidArgument("cache.l3_ttl: must be positive (or \"forever\")");
   }
-  if (o->l3_tier.write_threads < 1 || o->l3_tier.write_threads > 64) {
-    return Status::InvalidArgument("cache.l3_write_threads: must be 1..64");
-  }
+  TIERFS_RETURN_IF_ERROR(config::CheckIntRanges(*o));  // cache.l3_write_threads among them
   o->l3_memcached.servers = std::move(*servers);
   // memcached takes an exptime above 30 days as a Unix time: longer TTLs (and "forever") leave
   // the items to its LRU; RemoteTier still checks every block's age against l3_ttl.
@@ -1228,12 +744,8 @@ Status FinishL3Options(DaemonOptions* o, const GetEnvFn& getenv) {
   if (o->l3_tier.ttl <= std::chrono::nanoseconds(0)) {
     return bad("cache.l3_ttl", "must be positive (or \"forever\")");
   }
-  if (o->l3_tier.write_threads < 1 || o->l3_tier.write_threads > 64) {
-    return bad("cache.l3_write_threads", "must be 1..64");
-  }
-  if (o->l3_store.max_attempts < 1 || o->l3_store.max_attempts > 100) {
-    return bad("cache.l3_max_attempts", "must be 1..100");
-  }
+  // cache.l3_write_threads, cache.l3_max_attempts among them (`tierfs l3 gc` runs no Validate).
+  TIERFS_RETURN_IF_ERROR(config::CheckIntRanges(*o));
   if (o->l3_store.request_timeout.count() <= 0) {
     return bad("cache.l3_request_timeout", "must be positive");
   }
@@ -1350,6 +862,62 @@ Status CheckNetworkTimeouts(const DaemonOptions& o) {
   return Status::OK();
 }
 
+namespace {
+
+Status Bad(std::string_view key, std::string_view why) {
+  return Status::InvalidArgument(fmt::format("{}: {}", key, why));
+}
+
+// The block size and the budgets measured in blocks.
+Status ValidateCacheSizes(const DaemonOptions& o) {
+  const uint64_t bs = o.cache.block_size;
+  if (!IsPowerOfTwo(bs) || bs < (4ULL << 10) || bs > (64ULL << 20)) {
+    return Bad("cache.block_size (--block-size)",
+               fmt::format("{} must be a power of two between 4KiB and 64MiB", FormatSize(bs)));
+  }
+  if (o.l1.capacity_bytes != 0 && o.l1.capacity_bytes < bs) {
+    return Bad("cache.l1_size (--l1-size)",
+               fmt::format("{} is smaller than one block ({}); use 0 to disable L1",
+                           FormatSize(o.l1.capacity_bytes), FormatSize(bs)));
+  }
+  if (o.l2.capacity_bytes != 0 && o.l2.capacity_bytes < bs) {
+    return Bad("cache.l2_size (--l2-size)",
+               fmt::format("{} is smaller than one block ({}); use 0 to disable L2",
+                           FormatSize(o.l2.capacity_bytes), FormatSize(bs)));
+  }
+  if (o.cache.admission.ghost_bytes > AdmissionOptions::kMaxGhostBytes) {
+    return Bad("cache.admit_ghost_bytes",
+               fmt::format("{} is more than {} (8 bytes per remembered block)",
+                           FormatSize(o.cache.admission.ghost_bytes),
+                           FormatSize(AdmissionOptions::kMaxGhostBytes)));
+  }
+  if (o.cache.readahead_max_bytes != 0 && o.cache.readahead_budget_bytes < bs) {
+    return Bad("cache.readahead_budget",
+               fmt::format("{} is smaller than one block ({}); set cache.readahead_max = 0 to "
+                           "disable readahead",
+                           FormatSize(o.cache.readahead_budget_bytes), FormatSize(bs)));
+  }
+  return Status::OK();
+}
+
+// The S3 origin's settings.
+Status ValidateOrigin(const DaemonOptions& o) {
+  if (o.source_uri.scheme == SourceUri::Scheme::kS3) {
+    if (o.origin.bucket.empty()) return Bad("SOURCE", "no bucket");
+    if (!o.origin.endpoint.empty() && !o.origin.endpoint.starts_with("http://") &&
+        !o.origin.endpoint.starts_with("https://")) {
+      return Bad("s3.endpoint (--endpoint)", fmt::format("'{}' must start with http:// or https://",
+                                                         RedactUrl(o.origin.endpoint)));
+    }
+    if (o.origin.region.empty()) return Bad("s3.region (--region)", "must not be empty");
+  }
+  if (o.origin.hedge_min_delay.count() <= 0) return Bad("s3.hedge_min_delay", "must be positive");
+  if (o.origin.part_size < (64u << 10)) return Bad("s3.part_size", "must be at least 64KiB");
+  return Status::OK();
+}
+
+}  // namespace
+
 Status Validate(const DaemonOptions& o) {
   auto bad = [](std::string_view key, std::string_view why) {
     return Status::InvalidArgument(fmt::format("{}: {}", key, why));
@@ -1357,73 +925,14 @@ Status Validate(const DaemonOptions& o) {
   if (o.source.empty()) return bad("SOURCE", "required");
   if (o.mountpoint.empty()) return bad("MOUNTPOINT", "required");
   if (o.cache_dir.empty()) return bad("cache.dir (--cache-dir)", "must not be empty");
-  const uint64_t bs = o.cache.block_size;
-  if (!IsPowerOfTwo(bs) || bs < (4ULL << 10) || bs > (64ULL << 20)) {
-    return bad("cache.block_size (--block-size)",
-               fmt::format("{} must be a power of two between 4KiB and 64MiB", FormatSize(bs)));
-  }
-  if (o.l1.capacity_bytes != 0 && o.l1.capacity_bytes < bs) {
-    return bad("cache.l1_size (--l1-size)",
-               fmt::format("{} is smaller than one block ({}); use 0 to disable L1",
-                           FormatSize(o.l1.capacity_bytes), FormatSize(bs)));
-  }
-  if (o.l2.capacity_bytes != 0 && o.l2.capacity_bytes < bs) {
-    return bad("cache.l2_size (--l2-size)",
-               fmt::format("{} is smaller than one block ({}); use 0 to disable L2",
-                           FormatSize(o.l2.capacity_bytes), FormatSize(bs)));
-  }
-  if (o.cache.admission.ghost_bytes > AdmissionOptions::kMaxGhostBytes) {
-    return bad("cache.admit_ghost_bytes",
-               fmt::format("{} is more than {} (8 bytes per remembered block)",
-                           FormatSize(o.cache.admission.ghost_bytes),
-                           FormatSize(AdmissionOptions::kMaxGhostBytes)));
-  }
-  if (o.l1.shards < 1 || o.l1.shards > 1024) return bad("cache.l1_shards", "must be 1..1024");
-  if (o.cache.prefetch_threads < 0 || o.cache.prefetch_threads > 256) {
-    return bad("cache.prefetch_threads", "must be 0..256");
-  }
-  if (o.cache.readahead_max_bytes != 0 && o.cache.readahead_budget_bytes < bs) {
-    return bad("cache.readahead_budget",
-               fmt::format("{} is smaller than one block ({}); set cache.readahead_max = 0 to "
-                           "disable readahead",
-                           FormatSize(o.cache.readahead_budget_bytes), FormatSize(bs)));
-  }
+  TIERFS_RETURN_IF_ERROR(ValidateCacheSizes(o));
   if (o.catalog.metadata_ttl <= std::chrono::nanoseconds(0)) {
     return bad("metadata.ttl (--metadata-ttl)", "must be positive (or \"forever\")");
   }
-  if (o.source_uri.scheme == SourceUri::Scheme::kS3) {
-    if (o.origin.bucket.empty()) return bad("SOURCE", "no bucket");
-    if (!o.origin.endpoint.empty() && !o.origin.endpoint.starts_with("http://") &&
-        !o.origin.endpoint.starts_with("https://")) {
-      return bad("s3.endpoint (--endpoint)", fmt::format("'{}' must start with http:// or https://",
-                                                         RedactUrl(o.origin.endpoint)));
-    }
-    if (o.origin.region.empty()) return bad("s3.region (--region)", "must not be empty");
-  }
-  if (o.origin.max_attempts < 1 || o.origin.max_attempts > 100) {
-    return bad("s3.max_attempts", "must be 1..100");
-  }
-  if (o.origin.max_connections < 1 || o.origin.max_connections > 4096) {
-    return bad("s3.max_connections", "must be 1..4096");
-  }
-  if (o.origin.initial_concurrency < 1 || o.origin.initial_concurrency > 4096) {
-    return bad("s3.initial_concurrency", "must be 1..4096");
-  }
-  if (o.origin.hedge_min_delay.count() <= 0) return bad("s3.hedge_min_delay", "must be positive");
-  if (o.origin.part_size < (64u << 10)) return bad("s3.part_size", "must be at least 64KiB");
-  if (o.origin.max_parts_in_flight < 1 || o.origin.max_parts_in_flight > 256) {
-    return bad("s3.max_parts_in_flight", "must be 1..256");
-  }
+  TIERFS_RETURN_IF_ERROR(ValidateOrigin(o));
   TIERFS_RETURN_IF_ERROR(CheckNetworkTimeouts(o));
-  if (o.fs.prefetch.next_files < 0 || o.fs.prefetch.next_files > 1024) {
-    return bad("cache.prefetch_next_files", "must be 0..1024 (0 disables it)");
-  }
-  if (o.fs.prefetch.random_hydrate_misses < 0 || o.fs.prefetch.random_hydrate_misses > 1000000) {
-    return bad("cache.random_hydrate_misses", "must be 0..1000000 (0 disables it)");
-  }
-  if (o.fuse.max_threads < 1 || o.fuse.max_threads > 1024) {
-    return bad("fuse.max_threads", "must be 1..1024");
-  }
+  // Every integer key within the range of its row (set by -o or the code, not only the file).
+  TIERFS_RETURN_IF_ERROR(config::CheckIntRanges(o));
   static const std::vector<std::string_view> kLevels = {"trace",   "debug", "info",     "warn",
                                                         "warning", "error", "critical", "off"};
   if (std::find(kLevels.begin(), kLevels.end(), o.log.level) == kLevels.end()) {

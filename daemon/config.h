@@ -2,7 +2,9 @@
 // place: defaults, then the TOML config file, then the command-line flags, then (only for what
 // neither set) the environment. Validate() names the bad key or flag.
 //
-// The config file's keys are the schema in config.cc (ConfigKeys() lists them, sections
+// The config file's keys are the table in config_table.cc, one row per key with its type,
+// range, default (read from DaemonOptions), flag and documentation (ConfigKeys() lists them,
+// `tierfs config reference` prints them as docs/config-reference.md; sections
 // [cache], [metadata], [s3], [fuse], [log], [metastore], [metrics], and [[policy]] tables of
 // prefix, pin, ttl, policy, quota). packaging/tierfs.toml documents every key with its default
 // (ConfigTest.ShippedConfigDocumentsEveryKey holds it to that), and `tierfs config check` prints
@@ -150,6 +152,8 @@ struct DaemonOptions {
 };
 
 // Flags of `tierfs mount`, as typed (parsed and checked by ApplyFlags, so messages name the flag).
+// Those that set a config key are registered from the key table (config_table.cc), whose row
+// names the member here.
 struct MountFlags {
   std::optional<std::string> endpoint;      // --endpoint
   std::optional<std::string> region;        // --region
@@ -199,10 +203,16 @@ std::vector<std::string> ConfigKeys();
 // then the [[policy]] tables. InvalidArgument with the usual message naming the key otherwise.
 // `getenv` is injectable for tests (the environment fills what the file leaves unset).
 Result<std::string> CheckConfigFile(const std::string& path, const GetEnvFn& getenv);
+// `tierfs config reference`: a Markdown table of every config key (type, default, range, flag,
+// one line of documentation), generated from the key table; committed as
+// docs/config-reference.md.
+std::string ConfigReferenceMarkdown();
 // Whether CheckConfigFile can show the value of `key` (every key of ConfigKeys() should).
 bool ConfigKeyHasGetter(std::string_view key);
 
-// Overlays the command-line flags. InvalidArgument naming the flag ("--l1-size: ...").
+// Overlays the command-line flags: the -o lists, then every flag of the key table (so a named
+// flag wins over -o), each converted and range-checked as its key is in the config file.
+// InvalidArgument naming the flag ("--l1-size: ...").
 Status ApplyFlags(const MountFlags& flags, DaemonOptions* out);
 
 // Applies one comma-separated -o list: tierfs's own (allow_other, noallow_other,

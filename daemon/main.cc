@@ -52,6 +52,7 @@
 #include "daemon/cache_dir.h"
 #include "daemon/config.h"
 #include "daemon/host_limits.h"
+#include "daemon/internal/config_table.h"
 #include "daemon/log_control.h"
 #include "daemon/manifest_cli.h"
 #include "daemon/metrics_server.h"
@@ -1138,6 +1139,98 @@ int RunL3Gc(const std::string& config_path, const MountFlags& flags,
   return kExitOk;
 }
 
+// ---- the flags of tierfs mount that set config keys ----
+
+constexpr const char* kGroupSource = "Source and S3";
+constexpr const char* kGroupCache = "Cache";
+constexpr const char* kGroupL3 = "Regional L3 tier";
+constexpr const char* kGroupFuse = "FUSE and permissions";
+constexpr const char* kGroupLog = "Logging and process";
+
+const char* FlagGroup(const config::ConfigKey& k) {
+  if (k.table == "cache") return k.name.starts_with("l3") ? kGroupL3 : kGroupCache;
+  if (k.table == "fuse") return kGroupFuse;
+  if (k.table == "log" || k.table == "metrics") return kGroupLog;
+  return kGroupSource;
+}
+
+// Registers, from the key table, every flag that sets a config key (of `table` only, if given);
+// its text lands in `flags` (checked by ApplyFlags), and its help is the key's documentation.
+void AddConfigKeyFlags(CLI::App* mount, MountFlags* flags, std::string_view table = {}) {
+  for (const char* group : {kGroupSource, kGroupCache, kGroupL3, kGroupFuse, kGroupLog}) {
+    for (const config::ConfigKey& k : config::ConfigTable()) {
+      if (k.flag.empty() || FlagGroup(k) != group) continue;
+      if (!table.empty() && k.table != table) continue;
+      std::string names(k.flag);
+      if (!k.flag_alias.empty()) names += "," + std::string(k.flag_alias);
+      const std::string help = config::FlagHelp(k);
+      CLI::Option* opt = nullptr;
+      if (k.flag_on != nullptr) {
+        opt = mount->add_flag(names, flags->*k.flag_on, help);
+      } else {
+        opt = mount->add_option_function<std::string>(
+            names, [flags, text = k.flag_text](const std::string& v) { flags->*text = v; }, help);
+      }
+      opt->group(group);
+    }
+  }
+}
+
+// What `tierfs mount` was given.
+struct MountCli {
+  std::string source;
+  std::string mountpoint;
+  std::string config_path;
+  bool read_only = false;  // accepted; tierfs is read-only whatever it says
+  MountFlags flags;
+};
+
+CLI::App* AddMountCommand(CLI::App* app, MountCli* cli) {
+  CLI::App* mount = app->add_subcommand(
+      "mount",
+      "Mount SOURCE (s3://BUCKET[/PREFIX] or file:///PATH) read-only at MOUNTPOINT. Returns once "
+      "the mount is usable; the daemon keeps serving in the background (-f: in the foreground). "
+      "Unmount with `fusermount3 -u MOUNTPOINT` or `umount MOUNTPOINT`.");
+  mount->footer(
+      "Examples:\n"
+      "  tierfs mount s3://my-bucket/imagenet /mnt/imagenet --region us-west-2\n"
+      "  tierfs mount s3://public-data /mnt/pub --no-sign-request --l1-size 4GiB\n"
+      "  tierfs mount s3://b /mnt/b --endpoint-url http://127.0.0.1:9000 --uid 1000 --gid 1000 \\\n"
+      "      --file-mode 0444 --dir-mode 0555 --allow-other\n"
+      "  tierfs mount file:///srv/datasets /mnt/ds -f --log-level debug\n"
+      "  tierfs mount s3://b /mnt/b --config /etc/tierfs/tierfs.toml --log-file "
+      "/var/log/tierfs/b.log --log-format json\n"
+      "Flags override the config file; the config file overrides the environment.");
+  mount->add_option("SOURCE", cli->source, "s3://BUCKET[/PREFIX] or file:///ABSOLUTE/PATH")
+      ->required();
+  mount->add_option("MOUNTPOINT", cli->mountpoint, "An existing empty directory (see -o nonempty)")
+      ->required();
+  mount->add_option("--config", cli->config_path,
+                    "TOML config file (see /etc/tierfs/tierfs.toml); flags "
+                    "override its settings");
+  AddConfigKeyFlags(mount, &cli->flags);
+  mount
+      ->add_flag("--read-only", cli->read_only,
+                 "Accepted for mountpoint-s3 compatibility; tierfs mounts are always read-only")
+      ->group(kGroupFuse);
+  mount
+      ->add_option("-o", cli->flags.options,
+                   "Mount options, comma-separated: allow_other (other users may enter; off by "
+                   "default), noallow_other, allow_root, default_permissions (on with "
+                   "allow_other), nodefault_permissions, uid=N, gid=N, file_mode=OCTAL (0644), "
+                   "dir_mode=OCTAL (0755), max_threads=N, debug, nonempty (mount over a "
+                   "directory that holds files), and libfuse's nodev, nosuid, "
+                   "noexec, noatime, auto_unmount, ...")
+      ->allow_extra_args(false)
+      ->group(kGroupFuse);
+  mount
+      ->add_flag("-f,--foreground", cli->flags.foreground,
+                 "Stay in the foreground, logging to stderr")
+      ->group(kGroupLog);
+
+  return mount;
+}
+
 int Main(int argc, char** argv) {
   CLI::App app{
       "tierfs: mounts an object-store bucket (S3 API or a local directory) as a read-only "
@@ -1158,188 +1251,8 @@ int Main(int argc, char** argv) {
       "Run `tierfs SUBCOMMAND --help` for the options of each.");
 
   // ---- mount ----
-  CLI::App* mount = app.add_subcommand(
-      "mount",
-      "Mount SOURCE (s3://BUCKET[/PREFIX] or file:///PATH) read-only at MOUNTPOINT. Returns once "
-      "the mount is usable; the daemon keeps serving in the background (-f: in the foreground). "
-      "Unmount with `fusermount3 -u MOUNTPOINT` or `umount MOUNTPOINT`.");
-  mount->footer(
-      "Examples:\n"
-      "  tierfs mount s3://my-bucket/imagenet /mnt/imagenet --region us-west-2\n"
-      "  tierfs mount s3://public-data /mnt/pub --no-sign-request --l1-size 4GiB\n"
-      "  tierfs mount s3://b /mnt/b --endpoint-url http://127.0.0.1:9000 --uid 1000 --gid 1000 \\\n"
-      "      --file-mode 0444 --dir-mode 0555 --allow-other\n"
-      "  tierfs mount file:///srv/datasets /mnt/ds -f --log-level debug\n"
-      "  tierfs mount s3://b /mnt/b --config /etc/tierfs/tierfs.toml --log-file "
-      "/var/log/tierfs/b.log --log-format json\n"
-      "Flags override the config file; the config file overrides the environment.");
-  const std::string g_source = "Source and S3";
-  const std::string g_cache = "Cache";
-  const std::string g_l3tier = "Regional L3 tier";
-  const std::string g_fuse = "FUSE and permissions";
-  const std::string g_log = "Logging and process";
-  std::string source, mountpoint, config_path;
-  std::string endpoint, region, cache_dir, l1, l2, ttl, block, level, log_file, profile;
-  std::string uid, gid, control_group, file_mode, dir_mode, log_format;
-  bool read_only = false;
-  MountFlags flags;
-  mount->add_option("SOURCE", source, "s3://BUCKET[/PREFIX] or file:///ABSOLUTE/PATH")->required();
-  mount->add_option("MOUNTPOINT", mountpoint, "An existing empty directory (see -o nonempty)")
-      ->required();
-  mount->add_option("--config", config_path,
-                    "TOML config file (see /etc/tierfs/tierfs.toml); flags "
-                    "override its settings");
-  auto* o_endpoint =
-      mount
-          ->add_option("--endpoint,--endpoint-url", endpoint,
-                       "S3 endpoint URL, e.g. http://127.0.0.1:9000 (s3.endpoint; default: AWS "
-                       "for the region; env AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL)")
-          ->group(g_source);
-  auto* o_region = mount
-                       ->add_option("--region", region,
-                                    "S3 region (s3.region; default: AWS_REGION, else the profile's "
-                                    "region, else the bucket's own region as S3 names it, else "
-                                    "us-east-1)")
-                       ->group(g_source);
-  auto* o_profile = mount
-                        ->add_option("--profile", profile,
-                                     "AWS profile of ~/.aws/config and ~/.aws/credentials: static "
-                                     "keys, credential_process, role_arn + source_profile, "
-                                     "web_identity_token_file, region (s3.profile; default: "
-                                     "AWS_PROFILE, else default; skips the AWS_ACCESS_KEY_ID "
-                                     "environment keys). Without a profile the chain is: "
-                                     "environment, web identity (IRSA), the default profile, "
-                                     "container credentials, EC2 instance role")
-                        ->group(g_source);
-  mount
-      ->add_flag("--no-sign-request", flags.no_sign_request,
-                 "Send anonymous requests (public buckets); no credentials are looked up")
-      ->group(g_source);
-  std::string manifest_arg;
-  auto* o_manifest =
-      mount
-          ->add_option("--manifest", manifest_arg,
-                       "Serve exactly the tree of this dataset manifest (a file, or "
-                       "s3://BUCKET/KEY read with the origin's settings), made by `tierfs "
-                       "manifest create` from SOURCE: no LIST or HEAD to the origin, every file "
-                       "pinned to the manifest's ETag (a changed object reads as ESTALE); "
-                       "user.tierfs.manifest on the root tells its checksum (metadata.manifest)")
-          ->type_name("MANIFEST")
-          ->group(g_source);
-  auto* o_ttl = mount
-                    ->add_option("--metadata-ttl", ttl,
-                                 "How long listings and object metadata are trusted: 30s, 10m, "
-                                 "7d or forever (metadata.ttl; default 60s)")
-                    ->group(g_source);
-  auto* o_cache = mount
-                      ->add_option("--cache-dir", cache_dir,
-                                   "Cache directory: L2 block files and the metadata store "
-                                   "(cache.dir; default /var/cache/tierfs). Private (0700, files "
-                                   "0600) and locked: one daemon per directory")
-                      ->group(g_cache);
-  auto* o_l1 = mount
-                   ->add_option("--l1-size", l1,
-                                "Memory cache size, e.g. 4GiB (cache.l1_size; default 1GiB; 0 "
-                                "disables)")
-                   ->group(g_cache);
-  auto* o_l2 = mount
-                   ->add_option("--l2-size", l2,
-                                "Flash cache size, e.g. 200GiB (cache.l2_size; default 10GiB; 0 "
-                                "disables)")
-                   ->group(g_cache);
-  auto* o_block = mount
-                      ->add_option("--block-size", block,
-                                   "Cache block size, a power of two (cache.block_size; default "
-                                   "1MiB)")
-                      ->group(g_cache);
-  std::string l3_uri, l3_endpoint;
-  auto* o_l3 = mount
-                   ->add_option("--l3", l3_uri,
-                                "Regional L3 tier shared by the hosts of a region: "
-                                "s3://BUCKET[/PREFIX] on any S3-compatible store, or "
-                                "memcached://HOST:PORT,HOST:PORT,... for a memcached pool in "
-                                "spare host memory (servers need -I above the block size + 80 "
-                                "bytes) (cache.l3; default: none)")
-                   ->group(g_l3tier);
-  auto* o_l3_endpoint = mount
-                            ->add_option("--l3-endpoint", l3_endpoint,
-                                         "Endpoint URL of the L3 store, e.g. "
-                                         "http://10.0.0.7:9000 (cache.l3_endpoint; not "
-                                         "for memcached://)")
-                            ->group(g_l3tier);
-  mount
-      ->add_flag("--allow-other", flags.allow_other,
-                 "Let other users use the mount (fuse.allow_other; turns on "
-                 "default_permissions). Needs user_allow_other in /etc/fuse.conf unless root")
-      ->group(g_fuse);
-  mount
-      ->add_flag("--allow-root", flags.allow_root,
-                 "Let root use the mount besides the mounting user (fuse.allow_root; not with "
-                 "--allow-other)")
-      ->group(g_fuse);
-  auto* o_uid = mount
-                    ->add_option("--uid", uid,
-                                 "Owner of every file and directory (fuse.uid; default: the "
-                                 "mounting user)")
-                    ->group(g_fuse);
-  auto* o_gid = mount
-                    ->add_option("--gid", gid,
-                                 "Group of every file and directory (fuse.gid; default: the "
-                                 "mounting user's group)")
-                    ->group(g_fuse);
-  auto* o_control_group =
-      mount
-          ->add_option("--control-group", control_group,
-                       "Group (name or gid) whose members may start prefetches "
-                       "(user.tierfs.prefetch, prefetch_list; fuse.control_group)")
-          ->group(g_fuse);
-  auto* o_file_mode =
-      mount
-          ->add_option("--file-mode", file_mode,
-                       "Permission bits of files, octal (fuse.file_mode; default 0644)")
-          ->group(g_fuse);
-  auto* o_dir_mode =
-      mount
-          ->add_option("--dir-mode", dir_mode,
-                       "Permission bits of directories, octal (fuse.dir_mode; default 0755)")
-          ->group(g_fuse);
-  mount
-      ->add_flag("--read-only", read_only,
-                 "Accepted for mountpoint-s3 compatibility; tierfs mounts are always read-only")
-      ->group(g_fuse);
-  std::string metrics_address;
-  auto* o_metrics = mount
-                        ->add_option("--metrics-address", metrics_address,
-                                     "Serve Prometheus metrics at http://HOST:PORT/metrics, e.g. "
-                                     "127.0.0.1:9464 (metrics.address; default: off)")
-                        ->group(g_log);
-  mount
-      ->add_option("-o", flags.options,
-                   "Mount options, comma-separated: allow_other (other users may enter; off by "
-                   "default), noallow_other, allow_root, default_permissions (on with "
-                   "allow_other), nodefault_permissions, uid=N, gid=N, file_mode=OCTAL (0644), "
-                   "dir_mode=OCTAL (0755), max_threads=N, debug, nonempty (mount over a "
-                   "directory that holds files), and libfuse's nodev, nosuid, "
-                   "noexec, noatime, auto_unmount, ...")
-      ->allow_extra_args(false)
-      ->group(g_fuse);
-  auto* o_level = mount
-                      ->add_option("--log-level", level,
-                                   "trace, debug, info, warn, error or off (log.level; default "
-                                   "info). Changeable later: tierfs log-level")
-                      ->group(g_log);
-  auto* o_logf = mount
-                     ->add_option("--log-file", log_file,
-                                  "Log to this file (log.file; default: stderr with -f, syslog "
-                                  "otherwise). SIGHUP reopens it (logrotate)")
-                     ->group(g_log);
-  auto* o_logfmt = mount
-                       ->add_option("--log-format", log_format,
-                                    "text or json: one JSON object per line with time, level, "
-                                    "thread, logger, message (log.format; default text)")
-                       ->group(g_log);
-  mount->add_flag("-f,--foreground", flags.foreground, "Stay in the foreground, logging to stderr")
-      ->group(g_log);
+  MountCli mount_cli;
+  AddMountCommand(&app, &mount_cli);  // the command when no other one was given
 
   // ---- status ----
   CLI::App* status = app.add_subcommand(
@@ -1419,6 +1332,10 @@ int Main(int argc, char** argv) {
       "error naming the key and line on a bad file.");
   std::string check_file;
   check->add_option("FILE", check_file, "A TOML config file")->required();
+  CLI::App* reference = config_cmd->add_subcommand(
+      "reference",
+      "Print every config key as a Markdown table: type, default, range, the flag of tierfs "
+      "mount that sets it, and what it does (the source of docs/config-reference.md).");
 
   // ---- manifest ----
   CLI::App* manifest_cmd = app.add_subcommand(
@@ -1438,7 +1355,7 @@ int Main(int argc, char** argv) {
       "  tierfs manifest create s3://my-bucket/imagenet -o imagenet-2026-11.tfm\n"
       "  tierfs mount s3://my-bucket/imagenet /mnt/imagenet --manifest imagenet-2026-11.tfm\n"
       "  tierfs manifest create file:///srv/data -o data.tfm");
-  std::string mf_source, mf_out, mf_config, mf_endpoint, mf_region, mf_profile;
+  std::string mf_source, mf_out, mf_config;
   MountFlags mf_flags;
   mf_create->add_option("SOURCE", mf_source, "s3://BUCKET[/PREFIX] or file:///ABSOLUTE/PATH")
       ->required();
@@ -1446,14 +1363,7 @@ int Main(int argc, char** argv) {
       ->type_name("FILE")
       ->required();
   mf_create->add_option("--config", mf_config, "TOML config file with the s3.* keys");
-  auto* mf_o_endpoint = mf_create->add_option("--endpoint,--endpoint-url", mf_endpoint,
-                                              "S3 endpoint URL, as for tierfs mount");
-  auto* mf_o_region =
-      mf_create->add_option("--region", mf_region, "S3 region, as for tierfs mount");
-  auto* mf_o_profile =
-      mf_create->add_option("--profile", mf_profile, "AWS profile, as for tierfs mount");
-  mf_create->add_flag("--no-sign-request", mf_flags.no_sign_request,
-                      "Send anonymous requests (public buckets)");
+  AddConfigKeyFlags(mf_create, &mf_flags, "s3");  // --endpoint, --region, --profile, ...
   CLI::App* mf_diff = manifest_cmd->add_subcommand(
       "diff",
       "Compare two manifest files: one line per object added (+), removed (-) or changed in "
@@ -1517,10 +1427,11 @@ int Main(int argc, char** argv) {
   if (*prefetch) return RunPrefetchCli(pf_paths, pf);
   if (*loglevel) return RunLogLevel(ll_level, ll_mnt);
   if (*check) return RunConfigCheck(check_file);
+  if (*reference) {
+    std::printf("%s", ConfigReferenceMarkdown().c_str());
+    return kExitOk;
+  }
   if (*mf_create) {
-    if (mf_o_endpoint->count() > 0) mf_flags.endpoint = mf_endpoint;
-    if (mf_o_region->count() > 0) mf_flags.region = mf_region;
-    if (mf_o_profile->count() > 0) mf_flags.profile = mf_profile;
     return RunManifestCreateCli(mf_source, mf_out, mf_config, mf_flags);
   }
   if (*mf_diff) {
@@ -1538,34 +1449,10 @@ int Main(int argc, char** argv) {
     return RunL3Gc(gc_config, gf, ttl_flag, max_flag, gc_dry);
   }
 
-  auto set = [](CLI::Option* opt, const std::string& v, std::optional<std::string>* dst) {
-    if (opt->count() > 0) *dst = v;
-  };
-  set(o_endpoint, endpoint, &flags.endpoint);
-  set(o_region, region, &flags.region);
-  set(o_profile, profile, &flags.profile);
-  set(o_cache, cache_dir, &flags.cache_dir);
-  set(o_l1, l1, &flags.l1_size);
-  set(o_l2, l2, &flags.l2_size);
-  set(o_ttl, ttl, &flags.metadata_ttl);
-  set(o_block, block, &flags.block_size);
-  set(o_level, level, &flags.log_level);
-  set(o_logf, log_file, &flags.log_file);
-  set(o_logfmt, log_format, &flags.log_format);
-  set(o_l3, l3_uri, &flags.l3);
-  set(o_l3_endpoint, l3_endpoint, &flags.l3_endpoint);
-  set(o_uid, uid, &flags.uid);
-  set(o_gid, gid, &flags.gid);
-  set(o_control_group, control_group, &flags.control_group);
-  set(o_file_mode, file_mode, &flags.file_mode);
-  set(o_dir_mode, dir_mode, &flags.dir_mode);
-  (void)read_only;  // tierfs is read-only whatever it says
-  set(o_metrics, metrics_address, &flags.metrics_address);
-  set(o_manifest, manifest_arg, &flags.manifest);
   DaemonOptions options;
-  options.source = source;
-  options.mountpoint = mountpoint;
-  return RunMount(std::move(options), config_path, flags);
+  options.source = mount_cli.source;
+  options.mountpoint = mount_cli.mountpoint;
+  return RunMount(std::move(options), mount_cli.config_path, mount_cli.flags);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon/config.h"
+#include "daemon/internal/config_table.h"
 #include "daemon/mounts.h"
 #include "daemon/prefetch_cli.h"
 #include "daemon/status.h"
@@ -108,6 +109,55 @@ TEST(CliFlagsTest, BadValuesNameTheFlag) {
     EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
     EXPECT_TRUE(Contains(s.message(), c.flag)) << s.message();
   }
+}
+
+// A flag sets its key exactly as the config file does: the same text through the flag and
+// through the file gives the same value for every key that has a flag.
+TEST(CliFlagsTest, EveryKeyFlagSetsItsKeyAsTheFileDoes) {
+  int checked = 0;
+  for (const config::ConfigKey& k : config::ConfigTable()) {
+    if (k.flag.empty()) continue;
+    std::string text, toml;
+    switch (k.kind) {
+      case config::Kind::kSize:
+        text = "3MiB";
+        toml = "\"3MiB\"";
+        break;
+      case config::Kind::kDuration:
+        text = "90s";
+        toml = "\"90s\"";
+        break;
+      case config::Kind::kInt:
+        text = "77";
+        toml = "77";
+        break;
+      case config::Kind::kBool:
+        toml = "true";
+        break;
+      case config::Kind::kString:
+        text = k.name.ends_with("_mode") ? "0600" : "x-" + std::string(k.name);
+        toml = "\"" + text + "\"";
+        break;
+    }
+    DaemonOptions by_flag = Base();
+    MountFlags f;
+    if (k.flag_on != nullptr) {
+      f.*k.flag_on = true;
+    } else {
+      ASSERT_NE(k.flag_text, nullptr) << k.flag;
+      f.*k.flag_text = text;
+    }
+    ASSERT_TRUE(ApplyFlags(f, &by_flag).ok()) << k.flag;
+    DaemonOptions by_file = Base();
+    ASSERT_TRUE(
+        ApplyConfigText(fmt::format("[{}]\n{} = {}\n", k.table, k.name, toml), "t.toml", &by_file)
+            .ok())
+        << k.FullName();
+    EXPECT_EQ(config::Show(k, by_flag), config::Show(k, by_file)) << k.flag;
+    EXPECT_NE(config::Show(k, by_flag), config::Show(k, Base())) << k.flag << " changed nothing";
+    ++checked;
+  }
+  EXPECT_GE(checked, 20);
 }
 
 TEST(CliFlagsTest, AllowRootIsALibfuseOptionAndExcludesAllowOther) {

@@ -758,5 +758,77 @@ TEST(ConfigTest, ConfigurationDocNamesEveryKey) {
   }
 }
 
+// docs/config-reference.md is generated from the key table: a key added, a default or range
+// changed without regenerating it fails here.
+// Validate holds integer settings that did not come through the file (-o, the code) to the
+// ranges of the key table too.
+TEST(ConfigTest, ValidateChecksIntegerRangesOfEveryKey) {
+  DaemonOptions o = Base();
+  MountFlags f;
+  f.options = {"max_threads=0"};
+  ASSERT_TRUE(ApplyFlags(f, &o).ok());
+  EXPECT_EQ(Err(FinishOptions(&o, FakeEnv({}))), "fuse.max_threads: must be 1..1024");
+  DaemonOptions p = Base();
+  p.fs.prefetch.next_files = 1025;
+  EXPECT_EQ(Err(FinishOptions(&p, FakeEnv({}))),
+            "cache.prefetch_next_files: must be 0..1024 (0 disables it)");
+  DaemonOptions q = Base();
+  q.cache.admission.scan_percent = 101;  // checked by no hand-written rule
+  EXPECT_EQ(Err(FinishOptions(&q, FakeEnv({}))), "cache.admit_scan_percent: must be 0..100");
+}
+
+TEST(ConfigTest, ReferenceDocMatchesTheKeyTable) {
+  const std::string committed = RepoFile("docs/config-reference.md");
+  const std::string generated = ConfigReferenceMarkdown();
+  EXPECT_TRUE(committed == generated)
+      << "docs/config-reference.md differs from the key table (daemon/config_table.cc); "
+         "regenerate it from the repository root with:\n"
+         "  build/daemon/tierfs config reference > docs/config-reference.md";
+  for (const std::string& k : ConfigKeys()) {
+    EXPECT_TRUE(generated.find("| `" + k + "` |") != std::string::npos) << k;
+  }
+}
+
+// The ranges the reference prints are the ones parsing enforces: each integer key takes the
+// ends of its printed range and refuses one beyond either.
+TEST(ConfigTest, IntegerRangesOfTheReferenceAreEnforced) {
+  const std::string ref = ConfigReferenceMarkdown();
+  int checked = 0;
+  for (const std::string& k : ConfigKeys()) {
+    const size_t row = ref.find("| `" + k + "` | integer | ");
+    if (row == std::string::npos) continue;
+    // | `KEY` | integer | `DEFAULT` | MIN..MAX | FLAG | DOC |
+    const std::string line = ref.substr(row, ref.find('\n', row) - row);
+    std::vector<std::string> cells;
+    for (size_t at = 0; at != std::string::npos;) {
+      const size_t next = line.find(" | ", at);
+      cells.push_back(line.substr(at, next == std::string::npos ? next : next - at));
+      at = next == std::string::npos ? next : next + 3;
+    }
+    ASSERT_GE(cells.size(), 4u) << line;
+    const std::string range = cells[3];
+    const size_t dots = range.find("..");
+    ASSERT_NE(dots, std::string::npos) << k << ": " << range;
+    const int64_t lo = std::stoll(range.substr(0, dots));
+    const int64_t hi = std::stoll(range.substr(dots + 2));
+    const std::string table = k.substr(0, k.find('.'));
+    const std::string name = k.substr(k.find('.') + 1);
+    auto apply = [&](int64_t v) {
+      DaemonOptions o = Base();
+      return ApplyConfigText(fmt::format("[{}]\n{} = {}\n", table, name, v), "t.toml", &o);
+    };
+    EXPECT_TRUE(apply(lo).ok()) << k << " = " << lo;
+    EXPECT_TRUE(apply(hi).ok()) << k << " = " << hi;
+    Status below = apply(lo - 1);
+    EXPECT_FALSE(below.ok()) << k << " = " << lo - 1;
+    EXPECT_NE(below.message().find(fmt::format("is out of range (must be {}..{})", lo, hi)),
+              std::string::npos)
+        << below.message();
+    EXPECT_FALSE(apply(hi + 1).ok()) << k << " = " << hi + 1;
+    ++checked;
+  }
+  EXPECT_GE(checked, 20);  // every integer key
+}
+
 }  // namespace
 }  // namespace tierfs

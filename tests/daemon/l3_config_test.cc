@@ -152,6 +152,24 @@ TEST(L3ConfigTest, BadValuesNameTheKey) {
   EXPECT_NE(e.message().find("cache.l3_ttl"), std::string::npos) << e.ToString();
 }
 
+// FinishL3Options alone (as `tierfs l3 gc` runs it, without Validate) holds the L3 counts to
+// the ranges of their keys, for an S3 and a memcached L3.
+TEST(L3ConfigTest, FinishL3OptionsChecksTheRangesAlone) {
+  for (const char* l3 : {"s3://b", "memcached://10.0.0.7:11211"}) {
+    DaemonOptions o = L3Base();
+    o.l3 = l3;
+    o.l3_region = "eu-west-1";
+    o.l3_tier.write_threads = 0;
+    Status s = FinishL3Options(&o, L3Env({}));
+    EXPECT_EQ(s.message(), "cache.l3_write_threads: must be 1..64") << l3;
+  }
+  DaemonOptions o = L3Base();
+  o.l3 = "s3://b";
+  o.l3_region = "eu-west-1";
+  o.l3_store.max_attempts = 101;
+  EXPECT_EQ(FinishL3Options(&o, L3Env({})).message(), "cache.l3_max_attempts: must be 1..100");
+}
+
 // ---- cache.l3 = memcached://... ----
 
 TEST(L3ConfigTest, MemcachedPool) {
