@@ -7,25 +7,13 @@
 #include <fstream>
 
 #include "daemon/mounts.h"
+#include "tests/testing/temp_dir.h"
 
 namespace tierfs {
 namespace {
 
 namespace fs = std::filesystem;
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "tierfs-mountpoint-XXXXXX").string();
-    EXPECT_NE(::mkdtemp(tmpl.data()), nullptr);
-    path_ = tmpl;
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using ::tierfs::testing::TempDir;
 
 void Write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 

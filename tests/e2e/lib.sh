@@ -386,6 +386,34 @@ mount_cycle() {
 # fault_proxy_start NAME UPSTREAM_PORT: starts a fault proxy in front of 127.0.0.1:UPSTREAM_PORT
 # (log in $E2E_WORK/NAME.log); sets PROXY_PORT, PROXY_ENDPOINT, PROXY_PID. Control it with
 # fault_set NAME / fault_stats NAME.
+# stall_proxy_start: starts tests/e2e/stall_proxy.py in front of the s3rver of s3rver_start
+# (S3_PORT); it stalls every request while $E2E_WORK/stall exists. Sets PROXY (its URL) and
+# PROXY_PID. A test stops it with stall_proxy_stop in its own EXIT trap, before e2e_cleanup
+# unmounts (a daemon waiting on a stalled origin would hold up the unmount).
+stall_proxy_start() {
+  local deadline
+  rm -f "$E2E_WORK/proxy.port"
+  "$PY" "$E2E_DIR/stall_proxy.py" --upstream-port "$S3_PORT" --stall-file "$E2E_WORK/stall" \
+    --port-file "$E2E_WORK/proxy.port" &
+  PROXY_PID=$!
+  deadline=$((SECONDS + 10))
+  until [[ -s "$E2E_WORK/proxy.port" ]]; do
+    pid_alive "$PROXY_PID" || fail "the stall proxy exited"
+    (( SECONDS < deadline )) || fail "the stall proxy did not start"
+    sleep 0.1
+  done
+  PROXY="http://127.0.0.1:$(cat "$E2E_WORK/proxy.port")"
+}
+
+# stall_proxy_stop: ends the stall and stops the proxy of stall_proxy_start (if it runs).
+stall_proxy_stop() {
+  [[ -n "${PROXY_PID:-}" ]] || return 0
+  rm -f "$E2E_WORK/stall"
+  kill -TERM "$PROXY_PID" 2>/dev/null || true
+  wait_pid_exit "$PROXY_PID" 5 || kill -KILL "$PROXY_PID" 2>/dev/null || true
+  PROXY_PID=""
+}
+
 fault_proxy_start() {
   local name="$1" up="$2" pf="$E2E_WORK/$1.port" deadline
   rm -f "$pf"

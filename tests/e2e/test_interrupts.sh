@@ -17,11 +17,7 @@ READERS=()
 stop_extras() {
   local p
   for p in "${READERS[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
-  if [[ -n "$PROXY_PID" ]]; then
-    rm -f "$E2E_WORK/stall"
-    kill -TERM "$PROXY_PID" 2>/dev/null || true
-    wait_pid_exit "$PROXY_PID" 5 || kill -KILL "$PROXY_PID" 2>/dev/null || true
-  fi
+  stall_proxy_stop
 }
 trap 'rc=$?; stop_extras; e2e_cleanup $rc' EXIT
 
@@ -34,12 +30,7 @@ sha_of() { "$PY" "$E2E_DIR/s3put.py" --sha "$1"; }
 warm_sha="$(sha_of warm.bin=4194304:1)"
 new_sha="$(sha_of fresh/new.bin=1048576:2)"
 
-"$PY" "$E2E_DIR/stall_proxy.py" --upstream-port "$S3_PORT" --stall-file "$E2E_WORK/stall" \
-  --port-file "$E2E_WORK/proxy.port" &
-PROXY_PID=$!
-for _ in $(seq 100); do [[ -s "$E2E_WORK/proxy.port" ]] && break; sleep 0.1; done
-[[ -s "$E2E_WORK/proxy.port" ]] || fail "the stall proxy did not start"
-PROXY="http://127.0.0.1:$(cat "$E2E_WORK/proxy.port")"
+stall_proxy_start
 
 # One attempt of at most 20 s per request: an uncached read on a stalled origin gives EIO after
 # about a minute at most (NetworkWaitBound); the interrupts below must act long before that.

@@ -16,22 +16,13 @@ PROXY_PID=""
 READER=""
 stop_extras() {
   [[ -z "$READER" ]] || kill -KILL "$READER" 2>/dev/null || true
-  if [[ -n "$PROXY_PID" ]]; then
-    rm -f "$E2E_WORK/stall"
-    kill -TERM "$PROXY_PID" 2>/dev/null || true
-    wait_pid_exit "$PROXY_PID" 5 || kill -KILL "$PROXY_PID" 2>/dev/null || true
-  fi
+  stall_proxy_stop
 }
 trap 'rc=$?; stop_extras; e2e_cleanup $rc' EXIT
 
 step "upload" 60 "$PY" "$E2E_DIR/s3put.py" --endpoint "$S3_ENDPOINT" --bucket "$BUCKET" \
   a.bin=1048576:1 b.bin=1048576:2
-"$PY" "$E2E_DIR/stall_proxy.py" --upstream-port "$S3_PORT" --stall-file "$E2E_WORK/stall" \
-  --port-file "$E2E_WORK/proxy.port" &
-PROXY_PID=$!
-for _ in $(seq 100); do [[ -s "$E2E_WORK/proxy.port" ]] && break; sleep 0.1; done
-[[ -s "$E2E_WORK/proxy.port" ]] || fail "the stall proxy did not start"
-PROXY="http://127.0.0.1:$(cat "$E2E_WORK/proxy.port")"
+stall_proxy_start
 
 # 1: a stall that ends resets the connections and the retry reads the bytes. 2: one attempt of
 # 8 s: longer than the shutdown's wait (fuse.shutdown_grace, 2 s here), so the shutdown answers
