@@ -67,6 +67,7 @@
 #include "base/metrics.h"
 #include "base/mutex.h"
 #include "tiercache/internal/block_key_hash.h"
+#include "tiercache/internal/cache_stats.h"
 #include "tiercache/single_flight.h"
 
 namespace tierfs {
@@ -190,6 +191,10 @@ class TieredCacheImpl final : public TieredCache {
                          [](const auto& t) { return t->kind() != TierKind::kHost; }) -
             tiers_.begin())),
         admission_(options.admission, AdmittedTierCapacity(tiers_), options.block_size),
+        stats_src_(&tiers_, host_tiers_, origin, &admission_, &read_latency_,
+                   [this] { return QueueDepthsNow(); }),
+        stats_(stats_src_.stats()),
+        counters_(stats_src_.counters()),
         queue_cv_(&queue_mu_),
         fetch_cv_(&fetch_mu_) {
     if (options_.metrics != nullptr) {
@@ -281,7 +286,7 @@ class TieredCacheImpl final : public TieredCache {
       tiers_[0]->Erase(key);
       ++dropped;
     }
-    handoffs_ += dropped;
+    counters_.handoffs += dropped;
     return dropped;
   }
 
@@ -409,7 +414,7 @@ class TieredCacheImpl final : public TieredCache {
       MutexLock l(&queue_mu_);
       for (PrefetchTask& t : tasks) {
         if (queued_blocks_ + t.count > queue_limit_) {
-          prefetch_dropped_ += t.count;
+          counters_.prefetch_dropped += t.count;
           dropped += t.count;
           continue;
         }
@@ -503,13 +508,13 @@ class TieredCacheImpl final : public TieredCache {
         st = tiers_[t]->Insert(key, b, h);
       }
       if (!st.ok()) {
-        ++insert_errors_;
+        ++counters_.insert_errors;
         if (t == target) last = st;
       }
     }
     if (last.ok()) {
-      ++hydrated_blocks_;
-      hydrated_bytes_ += b->size();
+      ++counters_.hydrated_blocks;
+      counters_.hydrated_bytes += b->size();
     }
     return last;
   }
@@ -687,226 +692,19 @@ class TieredCacheImpl final : public TieredCache {
 
   // The metrics of docs/operations.md, "Metrics", read from the counters that StatsText
   // (user.tierfs.stats) prints, so both always agree.
-  void Collect(metrics::Exposition* e) const {
-    using metrics::Labels;
-    for (size_t i = 0; i < tiers_.size(); ++i) {
-      const Tier& t = *tiers_[i];
-      const TierStats& ts = t.Stats();
-      const Labels l = {{"tier", std::string(t.name())}};
-      e->AddCounter("tierfs_tier_hits_total", "Block reads the tier answered.", l, ts.hits);
-      e->AddCounter("tierfs_tier_misses_total", "Block reads the tier did not hold.", l, ts.misses);
-      e->AddCounter("tierfs_tier_served_bytes_total",
-                    "Bytes read from the tier (origin: downloaded from the origin).", l,
-                    ts.bytes_read);
-      e->AddGauge("tierfs_tier_used_bytes", "Bytes the tier holds now.", l, ts.bytes_used);
-      e->AddGauge("tierfs_tier_capacity_bytes", "Byte budget of the tier.", l, ts.capacity);
-      e->AddCounter("tierfs_tier_inserts_total", "Blocks inserted into the tier.", l, ts.inserts);
-      e->AddCounter("tierfs_tier_inserted_bytes_total", "Bytes inserted into the tier.", l,
-                    ts.bytes_inserted);
-      e->AddCounter("tierfs_tier_evictions_total", "Blocks evicted from the tier.", l,
-                    ts.evictions);
-      e->AddCounter("tierfs_tier_corruptions_total",
-                    "Blocks that failed their checksum or MAC (dropped, read from below).", l,
-                    ts.corruptions);
-      e->AddCounter("tierfs_tier_errors_total", "Tier operations that failed.", l, ts.errors);
-      if (t.kind() == TierKind::kShared) {
-        std::vector<std::pair<std::string, uint64_t>> extra;
-        t.AppendExtraStats(&extra);
-        for (const auto& [k, v] : extra) {
-          if (k == "write.pending") {
-            e->AddGauge("tierfs_l3_write_queue_blocks", "Blocks waiting for upload to L3.", l, v);
-          } else if (k == "write.dropped") {
-            e->AddCounter("tierfs_l3_write_dropped_total",
-                          "L3 uploads dropped (queue full or breaker open).", l, v);
-          } else if (k == "write.errors") {
-            e->AddCounter("tierfs_l3_write_errors_total", "L3 uploads that failed.", l, v);
-          } else if (k == "breaker.open") {
-            e->AddGauge("tierfs_l3_breaker_open", "1 while the L3 circuit breaker is open.", l, v);
-          } else if (k == "breaker.trips") {
-            e->AddCounter("tierfs_l3_breaker_trips_total", "Times the L3 breaker opened.", l, v);
-          } else if (k == "listings.hits") {
-            e->AddCounter("tierfs_l3_listings_hits_total",
-                          "Directory listings taken from L3 instead of the origin.", l, v);
-          } else if (k == "listings.stored") {
-            e->AddCounter("tierfs_l3_listings_stored_total",
-                          "Directory listings stored to L3 for the other hosts.", l, v);
-          } else if (k == "listings.rejected") {
-            e->AddCounter("tierfs_l3_listings_rejected_total",
-                          "L3 listings refused (corrupt, foreign or MAC mismatch).", l, v);
-          }
-        }
-      }
-    }
-    const Labels origin = {{"tier", "origin"}};
-    e->AddCounter("tierfs_tier_served_bytes_total", "", origin, stats_.origin_bytes);
-    for (size_t i = 0; i < read_latency_.size(); ++i) {
-      const Labels l = {{"tier", i < tiers_.size() ? std::string(tiers_[i]->name()) : "origin"}};
-      e->AddHistogram("tierfs_read_duration_seconds",
-                      "Latency of reads by the slowest tier that served them (L0, the kernel "
-                      "page cache, is not seen).",
-                      l, read_latency_[i]->Snap());
-    }
-    e->AddCounter("tierfs_reads_total", "Reads served by the cache.", {}, stats_.read_calls);
-    e->AddCounter("tierfs_read_bytes_total", "Bytes served by the cache.", {}, stats_.bytes_served);
-    e->AddCounter("tierfs_origin_fetches_total", "Block fetches from the origin.", {},
-                  stats_.origin_requests);
-    e->AddCounter("tierfs_origin_fetch_errors_total", "Block fetches from the origin that failed.",
-                  {}, stats_.origin_errors);
-    e->AddCounter("tierfs_singleflight_merged_total",
-                  "Reads that waited for another reader's fetch of the same block.", {},
-                  stats_.singleflight_merged);
-    uint64_t queued = 0;
+  void Collect(metrics::Exposition* e) const { stats_src_.Collect(e); }
+
+  std::string StatsText() const override { return stats_src_.Text(); }
+
+  tiercache_internal::QueueDepths QueueDepthsNow() const {
+    tiercache_internal::QueueDepths q;
     {
       MutexLock l(&queue_mu_);
-      queued = queued_blocks_;
+      q.readahead_blocks = queued_blocks_;
     }
-    size_t fetch_queued = 0;
-    {
-      MutexLock l(&fetch_mu_);
-      fetch_queued = fetch_queue_.size();
-    }
-    e->AddGauge("tierfs_readahead_queue_blocks", "Blocks queued for readahead.", {}, queued);
-    e->AddCounter("tierfs_readahead_blocks_total", "Blocks brought in by readahead.", {},
-                  stats_.readahead_blocks);
-    e->AddCounter("tierfs_readahead_prefetched_bytes_total",
-                  "Bytes brought in by readahead (from the origin or a lower tier).", {},
-                  readahead_bytes_);
-    e->AddCounter("tierfs_readahead_dropped_blocks_total",
-                  "Readahead blocks dropped: the queue was full.", {}, prefetch_dropped_);
-    e->AddCounter("tierfs_readahead_runs_total", "Origin reads of several blocks at once.", {},
-                  readahead_runs_);
-    e->AddCounter("tierfs_readahead_below_l1_blocks_total",
-                  "Small files fetched ahead into L2 (and the page cache) and not into L1.", {},
-                  readahead_below_l1_);
-    e->AddCounter("tierfs_handoff_blocks_total",
-                  "L1 blocks dropped once the kernel's page cache and L2 held them.", {},
-                  handoffs_);
-    e->AddCounter("tierfs_fetch_whole_objects_total",
-                  "Small objects fetched whole (one request) by a demand read.", {},
-                  whole_fetches_);
-    e->AddCounter("tierfs_sparse_fetches_total",
-                  "Projected reads that fetched only the chunks they read (one request each).", {},
-                  sparse_fetches_);
-    e->AddCounter("tierfs_sparse_fetch_bytes_total", "Bytes projected reads fetched.", {},
-                  sparse_fetch_bytes_);
-    e->AddCounter("tierfs_sparse_hits_total",
-                  "Projected reads served whole from the sparse entries of the host tiers.", {},
-                  sparse_hits_);
-    e->AddCounter(
-        "tierfs_sparse_dense_total",
-        "Projected reads that fetched their whole block: three quarters of its chunks read.", {},
-        sparse_dense_);
-    e->AddGauge("tierfs_fetch_queue_depth", "Demand fetches queued for the fetch pool.", {},
-                static_cast<double>(fetch_queued));
-    e->AddCounter("tierfs_fetch_abandoned_total", "Queued fetches no reader waited for any more.",
-                  {}, stats_.fetch_abandoned);
-    e->AddCounter("tierfs_fetch_failures_replayed_total",
-                  "Reads answered with their block's origin failure of the last second.", {},
-                  stats_.failures_replayed);
-    e->AddCounter("tierfs_read_waits_cancelled_total", "Reads that stopped waiting: interrupted.",
-                  {}, stats_.waits_cancelled);
-    e->AddCounter("tierfs_read_waits_timed_out_total",
-                  "Reads that stopped waiting: the wait timeout passed.", {},
-                  stats_.waits_timed_out);
-    e->AddCounter("tierfs_prefetch_blocks_total", "Blocks hydrated by deep prefetch jobs.", {},
-                  hydrated_blocks_);
-    e->AddCounter("tierfs_prefetch_bytes_total", "Bytes hydrated by deep prefetch jobs.", {},
-                  hydrated_bytes_);
-    e->AddCounter("tierfs_insert_errors_total", "Tier inserts declined or failed.", {},
-                  insert_errors_);
-    const AdmissionStats& as = admission_.stats();
-    e->AddCounter("tierfs_admit_admitted_blocks_total",
-                  "Blocks read from below that admission let into L2.", {}, as.admitted);
-    e->AddCounter("tierfs_admit_rejected_blocks_total",
-                  "Blocks read from below that admission kept out of L2 (served through L1).", {},
-                  as.rejected);
-    e->AddCounter("tierfs_admit_ghost_hits_total",
-                  "Blocks admitted by the reuse policy because the ghost list had seen them.", {},
-                  as.ghost_hits);
-    e->AddCounter("tierfs_admit_scans_total",
-                  "Sequential passes over large files detected (admitted as reuse).", {}, as.scans);
-    e->AddCounter("tierfs_ttl_expired_blocks_total", "Blocks dropped because their TTL passed.", {},
-                  ttl_expired_);
-    e->AddGauge("tierfs_block_mapped_bytes", "Bytes of storage held by the process's live blocks.",
-                {}, static_cast<double>(Block::MappedBytes()));
-    const Block::PoolStats pool = Block::Pool();
-    e->AddGauge("tierfs_block_pool_slab_bytes", "Bytes mapped in the block arena's slabs.", {},
-                static_cast<double>(pool.slab_bytes));
-    e->AddGauge("tierfs_block_pool_free_bytes",
-                "Freed block storage the arena keeps resident for reuse (at most 64 MiB).", {},
-                static_cast<double>(pool.free_resident_bytes));
-    e->AddCounter("tierfs_block_pool_reused_total",
-                  "Block allocations served by resident storage freed earlier.", {}, pool.reused);
-    e->AddCounter("tierfs_block_pool_fresh_total",
-                  "Block allocations that took fresh pages (first touch faults them in).", {},
-                  pool.fresh);
-  }
-
-  std::string StatsText() const override {
-    std::string s;
-    auto add = [&s](std::string_view k, uint64_t v) {
-      if (!s.empty()) s += ' ';
-      s += k;
-      s += '=';
-      s += std::to_string(v);
-    };
-    for (const auto& t : tiers_) {
-      const TierStats& ts = t->Stats();
-      const std::string n(t->name());
-      add(n + ".hits", ts.hits);
-      add(n + ".misses", ts.misses);
-      add(n + ".bytes", ts.bytes_read);
-      add(n + ".used", ts.bytes_used);
-      add(n + ".capacity", ts.capacity);
-      add(n + ".inserts", ts.inserts);
-      add(n + ".evictions", ts.evictions);
-      add(n + ".corruptions", ts.corruptions);
-      add(n + ".errors", ts.errors);
-      std::vector<std::pair<std::string, uint64_t>> extra;
-      t->AppendExtraStats(&extra);
-      for (const auto& [k, v] : extra) add(n + "." + k, v);
-    }
-    add("origin.requests", stats_.origin_requests);
-    add("origin.bytes", stats_.origin_bytes);
-    add("origin.errors", stats_.origin_errors);
-    if (origin_ != nullptr) {
-      std::vector<std::pair<std::string, uint64_t>> store;
-      AppendStoreStats(origin_->Stats(), &store);
-      for (const auto& [k, v] : store) add("origin." + k, v);
-    }
-    add("singleflight.merged", stats_.singleflight_merged);
-    add("readahead.blocks", stats_.readahead_blocks);
-    add("readahead.dropped", prefetch_dropped_);
-    add("readahead.runs", readahead_runs_);
-    add("fetch.whole_objects", whole_fetches_);
-    add("sparse.fetches", sparse_fetches_);
-    add("sparse.fetch_bytes", sparse_fetch_bytes_);
-    add("sparse.hits", sparse_hits_);
-    add("sparse.dense", sparse_dense_);
-    add("blocks.mapped_bytes", Block::MappedBytes());
-    const Block::PoolStats pool = Block::Pool();
-    add("blocks.pool_slab_bytes", pool.slab_bytes);
-    add("blocks.pool_free_bytes", pool.free_resident_bytes);
-    add("blocks.pool_reused", pool.reused);
-    add("blocks.pool_fresh", pool.fresh);
-    add("prefetch.blocks", hydrated_blocks_);
-    add("ttl.expired", ttl_expired_);
-    add("promotions", promotions_);
-    add("handoffs", handoffs_);
-    add("readahead.below_l1", readahead_below_l1_);
-    const AdmissionStats& as = admission_.stats();
-    add("admit.admitted", as.admitted);
-    add("admit.rejected", as.rejected);
-    add("admit.ghost_hits", as.ghost_hits);
-    add("admit.scans", as.scans);
-    add("insert.errors", insert_errors_);
-    add("fetch.abandoned", stats_.fetch_abandoned);
-    add("fetch.failures_replayed", stats_.failures_replayed);
-    add("waits.cancelled", stats_.waits_cancelled);
-    add("waits.timed_out", stats_.waits_timed_out);
-    add("read.calls", stats_.read_calls);
-    add("read.bytes", stats_.bytes_served);
-    return s;
+    MutexLock l(&fetch_mu_);
+    q.fetch_jobs = fetch_queue_.size();
+    return q;
   }
 
  private:
@@ -987,7 +785,7 @@ class TieredCacheImpl final : public TieredCache {
       if (at && now - *at > ttl.count()) expired = true;
     }
     if (!expired) return false;
-    ++ttl_expired_;
+    ++counters_.ttl_expired;
     for (const auto& t : tiers_) {
       if (t->kind() == TierKind::kHost) t->Erase(key);
     }
@@ -1122,7 +920,7 @@ class TieredCacheImpl final : public TieredCache {
       leases.push_back(std::move(*l));
     }
     job->leases = std::move(leases);
-    if (job->leases.size() > 1) ++whole_fetches_;
+    if (job->leases.size() > 1) ++counters_.whole_fetches;
   }
 
   // Claims block `i` of `obj` for a fetch when no host tier holds it and no one else fetches it
@@ -1318,7 +1116,7 @@ class TieredCacheImpl final : public TieredCache {
         if ((c < missing || c > c1) && ChunkHolder(key, block_len, c, 0)) ++present;
       }
       if (4 * present >= 3 * nchunks) {
-        ++sparse_dense_;
+        ++counters_.sparse_dense;
         return kWholeBlock;
       }
       if (std::optional<Status> failed = RecentFailure(key)) {
@@ -1335,7 +1133,7 @@ class TieredCacheImpl final : public TieredCache {
       fetched = std::move(r->block);
       tier = kOriginTier;
     } else {
-      ++sparse_hits_;
+      ++counters_.sparse_hits;
     }
     // One slice: a part of one buffer when one holds it all, else a copy of the pieces.
     if (have.empty()) {
@@ -1385,12 +1183,12 @@ class TieredCacheImpl final : public TieredCache {
     DemandInFlight demand(&stats_, clock_);
     const uint64_t len = end - begin;
     auto buf = Block::Allocate(len);
-    ++sparse_fetches_;
+    ++counters_.sparse_fetches;
     TIERFS_RETURN_IF_ERROR(
         ReadOriginExact(obj, index * options_.block_size + begin, buf->mutable_data().first(len),
                         "bytes " + std::to_string(begin) + "+" + std::to_string(len) +
                             " of block " + std::to_string(index)));
-    sparse_fetch_bytes_ += len;
+    counters_.sparse_fetch_bytes += len;
     buf->set_size(len);
     BlockRef fetched(std::move(buf));
     const BlockKey key = KeyFor(obj, index);
@@ -1483,7 +1281,7 @@ class TieredCacheImpl final : public TieredCache {
     if (reuse && !soon) p.uses = 1;
     if (!reuse || !soon || ++p.uses < options_.promote_hits) return false;
     promote_window_.erase(it);
-    ++promotions_;
+    ++counters_.promotions;
     return true;
   }
 
@@ -1680,7 +1478,7 @@ class TieredCacheImpl final : public TieredCache {
       }
       Status st = tiers_[t]->Insert(key, block, hint);
       if (!st.ok()) {
-        ++insert_errors_;
+        ++counters_.insert_errors;
         SPDLOG_LOGGER_DEBUG(&Logger(Module::kTierCache), "{} insert declined: {}",
                             tiers_[t]->name(), st.ToString());
       }
@@ -1728,7 +1526,7 @@ class TieredCacheImpl final : public TieredCache {
       Result<Served> r = GetBlock(obj, i);
       if (r.ok()) {
         ++stats_.readahead_blocks;
-        readahead_bytes_ += r->block->size();
+        counters_.readahead_bytes += r->block->size();
       } else {
         SPDLOG_LOGGER_DEBUG(&Logger(Module::kTierCache), "prefetch of '{}' block {} failed: {}",
                             obj.key, i, r.status().ToString());
@@ -1878,7 +1676,7 @@ class TieredCacheImpl final : public TieredCache {
                             blocks.status().ToString());
         for (uint64_t j = k; j < k + m; ++j) leases[j].Complete(blocks.status());
       } else {
-        if (m > 1) ++readahead_runs_;
+        if (m > 1) ++counters_.readahead_runs;
         for (uint64_t j = 0; j < m; ++j) got[k + j] = Served{(*blocks)[j], kOriginTier};
       }
       k += m;
@@ -1897,7 +1695,7 @@ class TieredCacheImpl final : public TieredCache {
     for (uint64_t k = 0; k < n; ++k) {
       if (!got[k].block) continue;  // its lease is complete (the origin's error)
       if (readahead) {
-        readahead_bytes_ += got[k].block->size();
+        counters_.readahead_bytes += got[k].block->size();
         ++stats_.readahead_blocks;
       }
       const BlockKey& key = leases[k].key();
@@ -1905,7 +1703,7 @@ class TieredCacheImpl final : public TieredCache {
         CopyUp(obj, key, OwnerOf(obj, first + k), got[k].block, upto(got[k]), 1);
         stored[k] = true;
         if (HostTierBelowHolds(0, key)) {
-          ++readahead_below_l1_;
+          ++counters_.readahead_below_l1;
           leases[k].Complete(got[k]);
           continue;
         }
@@ -2001,23 +1799,13 @@ class TieredCacheImpl final : public TieredCache {
   const uint64_t small_object_bytes_;
   const size_t host_tiers_;  // tiers_[0, host_tiers_) are host tiers (L1, L2), the rest shared
 
-  CacheStats stats_;
   Admission admission_;
-  std::atomic<uint64_t> prefetch_dropped_{0};
-  std::atomic<uint64_t> insert_errors_{0};
-  std::atomic<uint64_t> hydrated_blocks_{0};
-  std::atomic<uint64_t> ttl_expired_{0};
-  std::atomic<uint64_t> readahead_runs_{0};      // origin reads of more than one block
-  std::atomic<uint64_t> whole_fetches_{0};       // small objects fetched whole by a demand miss
-  std::atomic<uint64_t> sparse_fetches_{0};      // projected reads' origin requests
-  std::atomic<uint64_t> sparse_fetch_bytes_{0};  // their bytes
-  std::atomic<uint64_t> sparse_hits_{0};         // projected reads served from sparse entries
-  std::atomic<uint64_t> sparse_dense_{0};        // projected reads that took the whole block
-  std::atomic<uint64_t> readahead_bytes_{0};     // bytes of the blocks in readahead_blocks
-  std::atomic<uint64_t> hydrated_bytes_{0};
-  std::atomic<uint64_t> promotions_{0};          // L2 blocks copied into L1 on reuse (file_slices)
-  std::atomic<uint64_t> readahead_below_l1_{0};  // small files fetched ahead into L2, not L1
-  std::atomic<uint64_t> handoffs_{0};  // L1 blocks dropped once the kernel and L2 held them
+  // One per tier, then the origin's; empty without options_.metrics.
+  std::vector<std::unique_ptr<metrics::Histogram>> read_latency_;
+  // Every counter of the cache, and both renderings of them (StatsText, Collect).
+  tiercache_internal::CacheStatsSource stats_src_;
+  CacheStats& stats_;
+  tiercache_internal::EngineCounters& counters_;
   static constexpr size_t kPromoteWindow = 65536;
   // A reuse counts towards promotion when fewer than L1's capacity / this many bytes were read
   // since the block's previous use.
@@ -2035,8 +1823,6 @@ class TieredCacheImpl final : public TieredCache {
   };
   std::unordered_map<BlockKey, PromoteState, tiercache_internal::BlockKeyHash> promote_window_
       GUARDED_BY(promote_mu_);
-  // One per tier, then the origin's; empty without options_.metrics.
-  std::vector<std::unique_ptr<metrics::Histogram>> read_latency_;
   metrics::Registry::Registration metrics_reg_;
   Flights flights_;
 
