@@ -68,6 +68,7 @@
 #include "base/mutex.h"
 #include "tiercache/internal/block_key_hash.h"
 #include "tiercache/internal/cache_stats.h"
+#include "tiercache/internal/failure_memory.h"
 #include "tiercache/single_flight.h"
 
 namespace tierfs {
@@ -195,6 +196,7 @@ class TieredCacheImpl final : public TieredCache {
                    [this] { return QueueDepthsNow(); }),
         stats_(stats_src_.stats()),
         counters_(stats_src_.counters()),
+        failures_(options.origin_failure_ttl, clock),
         queue_cv_(&queue_mu_),
         fetch_cv_(&fetch_mu_) {
     if (options_.metrics != nullptr) {
@@ -807,14 +809,14 @@ class TieredCacheImpl final : public TieredCache {
       if (auto b = TryTier(0, key, expected)) return Served{std::move(b), 0};
     }
     if (demand) {
-      if (std::optional<Status> failed = RecentFailure(key)) {
+      if (std::optional<Status> failed = failures_.Recent(key)) {
         if (Served b = FetchFromHostTiers(obj, index, key, expected); b.block) return b;
         ++stats_.failures_replayed;
         return *failed;
       }
     }
     Result<Served> r = FetchOrJoin(obj, index, key, expected, token);
-    if (demand && IsRetryable(r.status())) RememberFailure(key, r.status());
+    if (demand && IsRetryable(r.status())) failures_.Remember(key, r.status());
     return r;
   }
 
@@ -856,34 +858,6 @@ class TieredCacheImpl final : public TieredCache {
       ++stats_.singleflight_merged;
     }
     return CountWaitEnd(Flights::Wait(j.call, token, deadline));
-  }
-
-  // The error a demand read of `key` got within the last origin_failure_ttl, if any.
-  std::optional<Status> RecentFailure(const BlockKey& key) EXCLUDES(failures_mu_) {
-    if (options_.origin_failure_ttl <= std::chrono::nanoseconds::zero()) return std::nullopt;
-    const int64_t now = clock_->MonotonicNanos();
-    MutexLock l(&failures_mu_);
-    auto it = failures_.find(key);
-    if (it == failures_.end()) return std::nullopt;
-    if (now >= it->second.until_ns) {
-      failures_.erase(it);
-      return std::nullopt;
-    }
-    return it->second.status.WithContext("the origin failed for this block " +
-                                         std::to_string((now - it->second.at_ns) / 1'000'000) +
-                                         " ms ago; not fetched again yet");
-  }
-
-  void RememberFailure(const BlockKey& key, const Status& st) EXCLUDES(failures_mu_) {
-    if (options_.origin_failure_ttl <= std::chrono::nanoseconds::zero()) return;
-    const int64_t now = clock_->MonotonicNanos();
-    MutexLock l(&failures_mu_);
-    if (failures_.size() >= kFailuresMax) {
-      std::erase_if(failures_, [now](const auto& kv) { return now >= kv.second.until_ns; });
-      if (failures_.size() >= kFailuresMax) failures_.clear();  // an outage across many blocks
-    }
-    failures_.insert_or_assign(
-        key, Failure{st, now, now + static_cast<int64_t>(options_.origin_failure_ttl.count())});
   }
 
   Result<Served> CountWaitEnd(Result<Served> r) {
@@ -1119,7 +1093,7 @@ class TieredCacheImpl final : public TieredCache {
         ++counters_.sparse_dense;
         return kWholeBlock;
       }
-      if (std::optional<Status> failed = RecentFailure(key)) {
+      if (std::optional<Status> failed = failures_.Recent(key)) {
         ++stats_.failures_replayed;
         return *failed;
       }
@@ -1127,7 +1101,7 @@ class TieredCacheImpl final : public TieredCache {
       const uint64_t fetch_end = std::min(block_len, (end + kPage - 1) / kPage * kPage);
       Result<Served> r = FetchSparseOrJoin(obj, index, key, fetch_begin, fetch_end, token);
       if (!r.ok()) {
-        if (IsRetryable(r.status())) RememberFailure(key, r.status());
+        if (IsRetryable(r.status())) failures_.Remember(key, r.status());
         return r.status();
       }
       fetched = std::move(r->block);
@@ -1826,16 +1800,8 @@ class TieredCacheImpl final : public TieredCache {
   metrics::Registry::Registration metrics_reg_;
   Flights flights_;
 
-  // Blocks whose demand read failed recently (RecentFailure); at most kFailuresMax entries.
-  struct Failure {
-    Status status;
-    int64_t at_ns = 0;     // Clock::MonotonicNanos when it was recorded
-    int64_t until_ns = 0;  // replayed until then
-  };
-  static constexpr size_t kFailuresMax = 4096;
-  Mutex failures_mu_;
-  std::unordered_map<BlockKey, Failure, tiercache_internal::BlockKeyHash> failures_
-      GUARDED_BY(failures_mu_);
+  // Blocks whose demand read failed recently (FailureMemory::Recent).
+  tiercache_internal::FailureMemory failures_;
 
   mutable Mutex queue_mu_;
   CondVar queue_cv_;
