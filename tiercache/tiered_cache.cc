@@ -69,6 +69,7 @@
 #include "tiercache/internal/block_key_hash.h"
 #include "tiercache/internal/cache_stats.h"
 #include "tiercache/internal/failure_memory.h"
+#include "tiercache/internal/readahead_budget.h"
 #include "tiercache/single_flight.h"
 
 namespace tierfs {
@@ -121,7 +122,7 @@ CancelToken::TimePoint DeadlineAfter(std::chrono::nanoseconds d) {
   return now + std::chrono::duration_cast<CancelToken::SteadyClock::duration>(d);
 }
 
-// Readahead bytes being fetched stay within this many runs (TieredCacheImpl::inflight_cap_).
+// Readahead bytes being fetched stay within this many runs (ReadaheadBudget).
 constexpr uint64_t kRunsInFlight = 16;
 
 // Blocks in one readahead run: readahead_run_bytes, shrunk so that the runs that may be fetched
@@ -181,9 +182,8 @@ class TieredCacheImpl final : public TieredCache {
         queue_limit_(std::max<uint64_t>(
             1, options.readahead_budget_bytes / std::max<uint64_t>(1, options.block_size))),
         run_blocks_(RunBlocks(options)),
-        inflight_cap_(
-            std::min(options.readahead_budget_bytes,
-                     kRunsInFlight * run_blocks_ * std::max<uint64_t>(1, options.block_size))),
+        budget_(std::min(options.readahead_budget_bytes,
+                         kRunsInFlight * run_blocks_ * std::max<uint64_t>(1, options.block_size))),
         small_object_bytes_(
             std::min(options.small_object_bytes,
                      RunBlocks(options) * std::max<uint64_t>(1, options.block_size))),
@@ -223,7 +223,7 @@ class TieredCacheImpl final : public TieredCache {
     }
     dropped.clear();
     fetch_cv_.SignalAll();
-    WakeInflightWaiter(/*all=*/true);
+    budget_.WakeAll();
     workers_.clear();  // joins; a worker finishes the fetch it is in, then exits
     fetch_workers_.clear();
   }
@@ -434,10 +434,7 @@ class TieredCacheImpl final : public TieredCache {
     return dropped;
   }
 
-  void SetGuessesProven(bool proven) override {
-    if (guesses_proven_.exchange(proven) || !proven) return;
-    WakeInflightWaiter(/*all=*/false);  // the demand limit no longer holds the first waiter
-  }
+  void SetGuessesProven(bool proven) override { budget_.SetGuessesProven(proven); }
 
   std::vector<std::pair<std::string, uint64_t>> Residency(const ObjectRef& obj) override {
     std::vector<std::pair<std::string, uint64_t>> out;
@@ -920,7 +917,7 @@ class TieredCacheImpl final : public TieredCache {
       MutexLock l(&fetch_mu_);
       if (fetch_queue_.size() < options_.fetch_queue_limit) {
         fetch_queue_.push_back(std::move(job));
-        ++demand_jobs_;
+        budget_.DemandJobQueued();
         fetch_cv_.Signal();
         return;
       }
@@ -945,7 +942,7 @@ class TieredCacheImpl final : public TieredCache {
         job.emplace(std::move(fetch_queue_.front()));
         fetch_queue_.pop_front();
       }
-      const DemandJobDone done(this);
+      const tiercache_internal::ReadaheadBudget::DemandJobDone done(&budget_);
       if (job->sparse_end > 0) {
         if (flights_.AbandonIfUnwaited(job->leases[0],
                                        Status::Cancelled("every reader of the range gave up"))) {
@@ -1519,7 +1516,7 @@ class TieredCacheImpl final : public TieredCache {
     const uint64_t bs = options_.block_size;
     const uint64_t most = std::min(end - first, run_blocks_);
     const uint64_t bytes = std::min(most * bs, obj.info.size - std::min(obj.info.size, first * bs));
-    if (!AcquireInflight(bytes, seq, st)) return 0;
+    if (!budget_.Acquire(bytes, seq, st)) return 0;
     std::vector<Flights::Lease> leases;
     for (uint64_t j = first; j < end && leases.size() < run_blocks_; ++j) {
       std::optional<Flights::Lease> lease =
@@ -1528,83 +1525,9 @@ class TieredCacheImpl final : public TieredCache {
       leases.push_back(std::move(*lease));
     }
     if (!leases.empty()) FetchClaimedRun(obj, first, leases, /*readahead=*/true);
-    ReleaseInflight(bytes);
+    budget_.Release(bytes);
     return leases.size();
   }
-
-  // Waits until `bytes` more fit in inflight_cap_ (or nothing is in flight: one run always may
-  // go), and, while readers wait for fetches of their own (demand_jobs_), until fewer than
-  // kFetchesWhileDemand readahead fetches are in flight; then takes them. False when the cache
-  // shuts down first.
-  //
-  // Up to prefetch_threads workers wait here at once (a loader's next files queue many small
-  // fetches; several sequential readers each queue their window's runs). They get in in queue
-  // order (the task's `seq`), not in the order the scheduler happens to wake them: with two
-  // streams the runs just ahead of one reader waited behind runs far ahead of both, the reader
-  // caught up with its readahead and fetched block after block on demand, a round trip each.
-  // Only the first waiter in that order is woken (a freed slot wakes it, and each that gets in
-  // wakes the next while room is left: a baton), instead of waking them all on every release
-  // (with 16 waiting, a thundering herd of 16 wakeups per fetch: 8% of the daemon's CPU in a cold
-  // small-file epoch went to switching them in). A woken worker whose run does not fit yet waits
-  // for the next release; once nothing is in flight any request fits, so none waits for ever.
-  bool InflightBlocked(uint64_t bytes) const REQUIRES(inflight_mu_) {
-    return (inflight_bytes_ > 0 && inflight_bytes_ + bytes > inflight_cap_) ||
-           (inflight_fetches_ >= kFetchesWhileDemand && demand_jobs_.load() > 0 &&
-            !guesses_proven_.load(std::memory_order_relaxed));
-  }
-  bool AcquireInflight(uint64_t bytes, uint64_t seq, const std::stop_token& st) {
-    MutexLock l(&inflight_mu_);
-    CondVar mine(&inflight_mu_);
-    bool waiting = false, stopped = false;
-    while (InflightBlocked(bytes) ||
-           (!inflight_waiting_.empty() && inflight_waiting_.begin()->first < seq)) {
-      if ((stopped = st.stop_requested())) break;
-      // seq is unique (one worker runs a task): registered once, erased below.
-      if (!waiting) waiting = inflight_waiting_.emplace(seq, &mine).second;
-      mine.WaitFor(kInflightRecheck);
-    }
-    if (waiting) inflight_waiting_.erase(seq);
-    if (stopped) return false;
-    inflight_bytes_ += bytes;
-    ++inflight_fetches_;
-    // Pass the baton: the next waiter in order looks whether its run fits too.
-    WakeFirstInflightWaiter();
-    return true;
-  }
-  void ReleaseInflight(uint64_t bytes) {
-    MutexLock l(&inflight_mu_);
-    inflight_bytes_ -= bytes;
-    --inflight_fetches_;
-    WakeFirstInflightWaiter();
-  }
-  void WakeFirstInflightWaiter() REQUIRES(inflight_mu_) {
-    if (!inflight_waiting_.empty()) inflight_waiting_.begin()->second->Signal();
-  }
-  // Wakes the first worker waiting for room (the demand fetches drained), or all of them (the
-  // cache shuts down).
-  void WakeInflightWaiter(bool all) {
-    MutexLock l(&inflight_mu_);  // not between a waiter's check and its wait
-    if (all) {
-      for (auto& [seq, cv] : inflight_waiting_) cv->Signal();
-    } else {
-      WakeFirstInflightWaiter();
-    }
-  }
-
-  // A demand fetch taken off the fetch queue is done (FetchLoop): the last one lets readahead
-  // take all its threads again (one waiting worker at a time, AcquireInflight's baton).
-  class DemandJobDone {
-   public:
-    explicit DemandJobDone(TieredCacheImpl* c) : c_(c) {}
-    ~DemandJobDone() {
-      if (--c_->demand_jobs_ == 0) c_->WakeInflightWaiter(/*all=*/false);
-    }
-    DemandJobDone(const DemandJobDone&) = delete;
-    DemandJobDone& operator=(const DemandJobDone&) = delete;
-
-   private:
-    TieredCacheImpl* const c_;
-  };
 
   // Reads the claimed blocks [first, first + leases.size()): from the remote tiers (L3) with one
   // ReadMany each, then the rest from the origin, one request per stretch of adjacent blocks;
@@ -1743,33 +1666,9 @@ class TieredCacheImpl final : public TieredCache {
   const std::string source_;
   const size_t queue_limit_;  // in blocks
   const uint64_t run_blocks_;
-  // Readahead bytes being fetched (FetchRun) stay within kRunsInFlight runs (and the readahead
-  // budget), however many prefetch threads there are: the pool's memory is that of 16 runs of
-  // 8 MiB, two sequential readers' whole windows (cache.readahead_max, 64 MiB each; with 8 runs
-  // two cold streams shared one window's worth, their runs waited for room until the readers
-  // caught up and fetched block by block on demand), while small objects (a loader's next
-  // files, one GET each) keep up to prefetch_threads requests in flight, but only
-  // kFetchesWhileDemand while readers wait for fetches of their own (demand_jobs_), so that a
-  // reader's GET does not queue at the origin behind 64 guesses (a plain shuffled loader's cold
-  // epoch: 8 of them gave 388-402 samples/s and a first batch after 2.0 s, 32 always 499-533
-  // and 4.3-6.9 s, 16 while readers wait 465-483 and 3.0 s), until the guesses are proven read
-  // (SetGuessesProven: with 64 threads, a cold epoch with 20 ms of compute per batch took a
-  // median 17.5 s instead of 20.3 over 11 runs each, its first batch 3.10 s as 3.12, its longest
-  // wait 2.7 s instead of 1.9; with no limit from the start, 15.8-17.3 s, first batch 5.3 s).
-  static constexpr uint64_t kFetchesWhileDemand = 16;
-  const uint64_t inflight_cap_;
-  // A waiting worker looks again after this long even unwoken (a safety net, not the signal).
-  static constexpr std::chrono::milliseconds kInflightRecheck{100};
-  Mutex inflight_mu_;  // leaf
-  uint64_t inflight_bytes_ GUARDED_BY(inflight_mu_) = 0;
-  uint64_t inflight_fetches_ GUARDED_BY(inflight_mu_) = 0;
-  // The workers waiting for room, by their task's seq: each waits on a CondVar of its own, so
-  // that the first in queue order is the one woken.
-  std::map<uint64_t, CondVar*> inflight_waiting_ GUARDED_BY(inflight_mu_);
-  // Demand fetches queued for or running on the fetch pool (SubmitFetch .. FetchLoop).
-  std::atomic<int64_t> demand_jobs_{0};
-  // SetGuessesProven: readahead is not held to kFetchesWhileDemand while readers wait.
-  std::atomic<bool> guesses_proven_{false};
+  // The readahead fetches' bytes in flight, and their count while readers wait for fetches of
+  // their own.
+  tiercache_internal::ReadaheadBudget budget_;
   const uint64_t small_object_bytes_;
   const size_t host_tiers_;  // tiers_[0, host_tiers_) are host tiers (L1, L2), the rest shared
 
