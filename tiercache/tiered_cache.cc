@@ -137,18 +137,40 @@ uint64_t RunBlocks(const TieredCacheOptions& o) {
   return std::max<uint64_t>(1, bytes / bs);
 }
 
-// Admission (tiercache/admission.h) guards the host tiers below L1 (L2), and only when there is
-// an L1: without one, a block kept out of L2 would be kept nowhere, not even by the readahead
-// that fetched it for the reader.
-bool IsAdmittedTier(const std::vector<std::unique_ptr<Tier>>& tiers, size_t t) {
-  return t > 0 && tiers[0] && tiers[0]->name() == "l1" && tiers[t] &&
-         tiers[t]->kind() == TierKind::kHost;
+// Which tier is which, decided once when the cache is opened: the roles below use tier indexes
+// and never ask a tier what it is.
+struct TierLayout {
+  size_t host_tiers = 0;  // tiers [0, host_tiers) are host tiers (L1, L2); the rest shared (L3)
+  bool has_l1 = false;    // tiers[0] is the memory tier L1 (not L2 alone)
+
+  // Admission (tiercache/admission.h) guards the host tiers below L1 (L2), and only when there
+  // is an L1: without one, a block kept out of L2 would be kept nowhere, not even by the
+  // readahead that fetched it for the reader.
+  bool Admitted(size_t t) const { return has_l1 && t > 0 && t < host_tiers; }
+};
+
+// The layout of `tiers` (fast→slow); InvalidArgument unless every host tier comes before every
+// shared one.
+Result<TierLayout> LayoutOf(const std::vector<std::unique_ptr<Tier>>& tiers) {
+  TierLayout layout;
+  while (layout.host_tiers < tiers.size() && tiers[layout.host_tiers]->kind() == TierKind::kHost) {
+    ++layout.host_tiers;
+  }
+  for (size_t t = layout.host_tiers; t < tiers.size(); ++t) {
+    if (tiers[t]->kind() == TierKind::kHost) {
+      return Status::InvalidArgument("tiered cache: host tier '" + std::string(tiers[t]->name()) +
+                                     "' below a shared tier");
+    }
+  }
+  layout.has_l1 = !tiers.empty() && tiers[0]->name() == "l1";
+  return layout;
 }
 
 // The capacity of the tier admission guards (its scan threshold); 0 if there is none.
-uint64_t AdmittedTierCapacity(const std::vector<std::unique_ptr<Tier>>& tiers) {
+uint64_t AdmittedTierCapacity(const TierLayout& layout,
+                              const std::vector<std::unique_ptr<Tier>>& tiers) {
   for (size_t t = 0; t < tiers.size(); ++t) {
-    if (IsAdmittedTier(tiers, t)) return tiers[t]->Stats().capacity.load();
+    if (layout.Admitted(t)) return tiers[t]->Stats().capacity.load();
   }
   return 0;
 }
@@ -172,8 +194,8 @@ class DemandInFlight {
 
 class TieredCacheImpl final : public TieredCache {
  public:
-  TieredCacheImpl(const TieredCacheOptions& options, std::vector<std::unique_ptr<Tier>> tiers,
-                  BlobStore* origin, Clock* clock)
+  TieredCacheImpl(const TieredCacheOptions& options, const TierLayout& layout,
+                  std::vector<std::unique_ptr<Tier>> tiers, BlobStore* origin, Clock* clock)
       : options_(options),
         tiers_(std::move(tiers)),
         origin_(origin),
@@ -187,11 +209,9 @@ class TieredCacheImpl final : public TieredCache {
         small_object_bytes_(
             std::min(options.small_object_bytes,
                      RunBlocks(options) * std::max<uint64_t>(1, options.block_size))),
-        host_tiers_(static_cast<size_t>(
-            std::find_if(tiers_.begin(), tiers_.end(),
-                         [](const auto& t) { return t->kind() != TierKind::kHost; }) -
-            tiers_.begin())),
-        admission_(options.admission, AdmittedTierCapacity(tiers_), options.block_size),
+        layout_(layout),
+        host_tiers_(layout.host_tiers),
+        admission_(options.admission, AdmittedTierCapacity(layout, tiers_), options.block_size),
         stats_src_(&tiers_, host_tiers_, origin, &admission_, &read_latency_,
                    [this] { return QueueDepthsNow(); }),
         stats_(stats_src_.stats()),
@@ -271,8 +291,7 @@ class TieredCacheImpl final : public TieredCache {
 
   uint64_t HandOff(const ObjectRef& obj, uint64_t offset, uint64_t length) override {
     const uint64_t size = obj.info.size;
-    if (tiers_.size() < 2 || tiers_[0]->kind() != TierKind::kHost || length == 0 ||
-        offset >= size) {
+    if (tiers_.size() < 2 || host_tiers_ == 0 || length == 0 || offset >= size) {
       return 0;
     }
     if (options_.placement && options_.placement(obj.key).pinned) return 0;
@@ -482,7 +501,7 @@ class TieredCacheImpl final : public TieredCache {
   // The copy of `key` a host tier above `target` holds, or null.
   BlockRef FromHostTierAbove(size_t target, const BlockKey& key, uint64_t expected) {
     for (size_t t = 0; t < target; ++t) {
-      if (tiers_[t]->kind() != TierKind::kHost || !tiers_[t]->Contains(key)) continue;
+      if (t >= host_tiers_ || !tiers_[t]->Contains(key)) continue;
       if (BlockRef b = TryTier(t, key, expected)) return b;
     }
     return nullptr;
@@ -500,8 +519,7 @@ class TieredCacheImpl final : public TieredCache {
     Status last = Status::OK();
     for (size_t t = target; t < upto; ++t) {
       Status st = tiers_[t]->Insert(key, b, h);
-      for (int tries = 0; st.code() == Status::Code::kNoSpace &&
-                          tiers_[t]->kind() == TierKind::kShared && tries < 500;
+      for (int tries = 0; st.code() == Status::Code::kNoSpace && t >= host_tiers_ && tries < 500;
            ++tries) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
         st = tiers_[t]->Insert(key, b, h);
@@ -552,7 +570,7 @@ class TieredCacheImpl final : public TieredCache {
     // A remote tier below the target (L3 under L2) may hold them: one ReadMany (its GETs at once)
     // per tier, then the rest from the origin.
     for (size_t t = target + 1; t < tiers_.size() && !need.empty(); ++t) {
-      if (tiers_[t]->kind() != TierKind::kShared) continue;
+      if (t < host_tiers_) continue;
       std::vector<BlockKey> keys;
       for (uint64_t i : need) keys.push_back(KeyFor(obj, i));
       std::vector<Result<BlockRef>> rs = tiers_[t]->ReadMany(keys);
@@ -664,8 +682,7 @@ class TieredCacheImpl final : public TieredCache {
 
   HostSpaceInfo HostSpace() const override {
     HostSpaceInfo h;
-    for (const auto& t : tiers_) {
-      if (t->kind() != TierKind::kHost) continue;
+    for (const auto& t : HostTiers()) {
       const TierStats& ts = t->Stats();
       h.tier = std::string(t->name());
       h.capacity_bytes = ts.capacity.load();
@@ -707,6 +724,9 @@ class TieredCacheImpl final : public TieredCache {
   }
 
  private:
+  // The host tiers (L1, L2), fast→slow.
+  std::span<const std::unique_ptr<Tier>> HostTiers() const { return {tiers_.data(), host_tiers_}; }
+
   uint64_t NumBlocks(const ObjectRef& obj) const {
     return (obj.info.size + options_.block_size - 1) / options_.block_size;
   }
@@ -727,7 +747,7 @@ class TieredCacheImpl final : public TieredCache {
   // Block `index` of `obj` was read from tier `t`: a shared tier (L3) learns its owner, so that it
   // counts the block for the object (Residency) although this process did not upload it.
   void NoteSharedHit(size_t t, const ObjectRef& obj, uint64_t index, const BlockKey& key) {
-    if (tiers_[t]->kind() == TierKind::kShared) tiers_[t]->NoteOwner(key, OwnerOf(obj, index));
+    if (t >= host_tiers_) tiers_[t]->NoteOwner(key, OwnerOf(obj, index));
   }
 
   // Bytes block `index` of `obj` holds: block_size, or less for the last block.
@@ -739,16 +759,16 @@ class TieredCacheImpl final : public TieredCache {
   // In a host tier (L1/L2). A block in L3 still gets prefetched: prefetch brings blocks to the
   // host, and L3's Contains() is only a hint.
   bool CachedAnywhere(const BlockKey& key) {
-    for (const auto& t : tiers_) {
-      if (t->kind() == TierKind::kHost && t->Contains(key)) return true;
+    for (const auto& t : HostTiers()) {
+      if (t->Contains(key)) return true;
     }
     return false;
   }
 
   // A host tier below tier `t` (L2 below L1) holds the block.
   bool HostTierBelowHolds(size_t t, const BlockKey& key) {
-    for (size_t u = t + 1; u < tiers_.size(); ++u) {
-      if (tiers_[u]->kind() == TierKind::kHost && tiers_[u]->Contains(key)) return true;
+    for (size_t u = t + 1; u < host_tiers_; ++u) {
+      if (tiers_[u]->Contains(key)) return true;
     }
     return false;
   }
@@ -763,14 +783,11 @@ class TieredCacheImpl final : public TieredCache {
   // (file_slices), an L1 above a host tier, the file's block whole, and the file not pinned (L1
   // keeps a pinned file's blocks, as HandOff does).
   bool SmallFileBelowL1(const ObjectRef& obj) const {
-    return options_.file_slices && host_tiers_ > 1 && tiers_[0]->name() == "l1" &&
-           obj.info.size > 0 && obj.info.size <= options_.block_size &&
-           !InsertPlacement(obj).pinned;
+    return options_.file_slices && host_tiers_ > 1 && layout_.has_l1 && obj.info.size > 0 &&
+           obj.info.size <= options_.block_size && !InsertPlacement(obj).pinned;
   }
 
-  bool InFastestTier(const BlockKey& key) {
-    return !tiers_.empty() && tiers_[0]->kind() == TierKind::kHost && tiers_[0]->Contains(key);
-  }
+  bool InFastestTier(const BlockKey& key) { return host_tiers_ > 0 && tiers_[0]->Contains(key); }
 
   // TTL policy: drops the block from the host tiers when a tier stored it longer ago than
   // `ttl`, so the read that follows refetches it from below (the origin, with If-Match).
@@ -778,16 +795,13 @@ class TieredCacheImpl final : public TieredCache {
   bool ExpireIfOlder(const BlockKey& key, std::chrono::nanoseconds ttl) {
     const int64_t now = clock_->NowUnixNanos();
     bool expired = false;
-    for (const auto& t : tiers_) {
-      if (t->kind() == TierKind::kShared) continue;
+    for (const auto& t : HostTiers()) {
       std::optional<int64_t> at = t->StoredAt(key);
       if (at && now - *at > ttl.count()) expired = true;
     }
     if (!expired) return false;
     ++counters_.ttl_expired;
-    for (const auto& t : tiers_) {
-      if (t->kind() == TierKind::kHost) t->Erase(key);
-    }
+    for (const auto& t : HostTiers()) t->Erase(key);
     return true;
   }
 
@@ -1036,8 +1050,7 @@ class TieredCacheImpl final : public TieredCache {
   void ForEachHostKey(const ObjectRef& obj, Fn fn) {
     const ObjectId id = IdOf(obj);
     const CancelToken* token = CancelToken::Current();
-    for (auto& t : tiers_) {
-      if (t->kind() != TierKind::kHost) continue;
+    for (const auto& t : HostTiers()) {
       std::vector<BlockKey> keys;
       t->HeldOf(id, &keys);
       for (size_t k = 0; k < keys.size(); ++k) {
@@ -1185,7 +1198,7 @@ class TieredCacheImpl final : public TieredCache {
     const BlockKey key = KeyFor(obj, index);
     for (size_t t = 0; t < tiers_.size(); ++t) {
       Tier* tier = tiers_[t].get();
-      if (tier->kind() != TierKind::kHost) return nullptr;
+      if (t >= host_tiers_) return nullptr;
       if (!tier->Contains(key)) continue;
       if (options_.placement) {
         const Placement p = options_.placement(obj.key);
@@ -1259,7 +1272,7 @@ class TieredCacheImpl final : public TieredCache {
   // True when a lower host tier (L2) holds `key`: with file slices on, readahead leaves such a
   // block where it is (HintLowerHostTiers) instead of copying it to L1.
   bool LowerHostTierHolds(const BlockKey& key) {
-    for (size_t t = 1; t < tiers_.size() && tiers_[t]->kind() == TierKind::kHost; ++t) {
+    for (size_t t = 1; t < host_tiers_; ++t) {
       if (tiers_[t]->Contains(key)) return true;
     }
     return false;
@@ -1269,7 +1282,7 @@ class TieredCacheImpl final : public TieredCache {
   // not: the tier is asked to have them ready (Tier::WillNeed: page cache, verified), all of a
   // task's at once so that their files' disk reads overlap.
   void HintLowerHostTiers(const ObjectRef& obj, uint64_t first, uint64_t end) {
-    for (size_t t = 1; t < tiers_.size() && tiers_[t]->kind() == TierKind::kHost; ++t) {
+    for (size_t t = 1; t < host_tiers_; ++t) {
       std::vector<BlockKey> keys;
       for (uint64_t i = first; i < end; ++i) {
         const BlockKey key = KeyFor(obj, i);
@@ -1288,7 +1301,7 @@ class TieredCacheImpl final : public TieredCache {
     const BlockKey key = KeyFor(obj, index);
     for (size_t t = 0; t < tiers_.size(); ++t) {
       Tier* tier = tiers_[t].get();
-      if (tier->kind() == TierKind::kShared) return nullptr;
+      if (t >= host_tiers_) return nullptr;
       if (!tier->Contains(key)) continue;
       if (!tier->SupportsRanges()) return nullptr;  // L1 holds it: take the block from there
       if (options_.placement) {
@@ -1345,7 +1358,7 @@ class TieredCacheImpl final : public TieredCache {
     if (!tiers_.empty() && tiers_[0]->Contains(key)) {
       if (auto b = TryTier(0, key, expected)) return Served{std::move(b), 0};
     }
-    for (size_t t = 1; t < tiers_.size() && tiers_[t]->kind() == TierKind::kHost; ++t) {
+    for (size_t t = 1; t < host_tiers_; ++t) {
       if (auto b = TryTier(t, key, expected)) {
         CopyUp(obj, key, OwnerOf(obj, index), b, t);
         return Served{std::move(b), static_cast<int>(t)};
@@ -1359,8 +1372,7 @@ class TieredCacheImpl final : public TieredCache {
                                  uint64_t expected) {
     // Demand traffic on the network: deep prefetch watches these to yield (prefetch_jobs.cc).
     DemandInFlight demand(&stats_, clock_);
-    for (size_t t = 0; t < tiers_.size(); ++t) {
-      if (tiers_[t]->kind() == TierKind::kHost) continue;
+    for (size_t t = host_tiers_; t < tiers_.size(); ++t) {
       if (auto b = TryTier(t, key, expected)) {
         NoteSharedHit(t, obj, index, key);
         CopyUp(obj, key, OwnerOf(obj, index), b, t);
@@ -1424,7 +1436,7 @@ class TieredCacheImpl final : public TieredCache {
                             " bytes into a buffer of " + std::to_string(room));
   }
 
-  bool Admitted(size_t t) const { return IsAdmittedTier(tiers_, t); }
+  bool Admitted(size_t t) const { return layout_.Admitted(t); }
 
   // The placement of a block of `obj` inserted now: the object's policy (pin, TTL, quota), the
   // time, and whether the block is the whole object (L2 then stores it without a chunk trailer,
@@ -1539,8 +1551,7 @@ class TieredCacheImpl final : public TieredCache {
     // Readahead serves readers: it counts as demand traffic for deep prefetch, too.
     DemandInFlight demand(&stats_, clock_);
     std::vector<Served> got(n);  // a null block: not read yet
-    for (size_t t = 0; t < tiers_.size(); ++t) {
-      if (tiers_[t]->kind() == TierKind::kHost) continue;
+    for (size_t t = host_tiers_; t < tiers_.size(); ++t) {
       std::vector<BlockKey> keys;
       std::vector<uint64_t> which;
       for (uint64_t k = 0; k < n; ++k) {
@@ -1670,6 +1681,7 @@ class TieredCacheImpl final : public TieredCache {
   // their own.
   tiercache_internal::ReadaheadBudget budget_;
   const uint64_t small_object_bytes_;
+  const TierLayout layout_;
   const size_t host_tiers_;  // tiers_[0, host_tiers_) are host tiers (L1, L2), the rest shared
 
   Admission admission_;
@@ -1750,7 +1762,8 @@ Result<std::unique_ptr<TieredCache>> TieredCache::Open(const TieredCacheOptions&
   for (const auto& t : tiers) {
     if (!t) return Status::InvalidArgument("tiered cache: null tier");
   }
-  auto cache = std::make_unique<TieredCacheImpl>(options, std::move(tiers), origin, clock);
+  TIERFS_ASSIGN_OR_RETURN(const TierLayout layout, LayoutOf(tiers));
+  auto cache = std::make_unique<TieredCacheImpl>(options, layout, std::move(tiers), origin, clock);
   cache->StartWorkers();
   cache->RegisterMetrics();
   return std::unique_ptr<TieredCache>(std::move(cache));

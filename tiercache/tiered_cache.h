@@ -187,8 +187,9 @@ struct CacheStats {
 
 class TieredCache {
  public:
-  // `tiers` ordered fast→slow (L1, L2, ...); may be empty. `origin` and `clock` are not owned and
-  // must outlive the cache.
+  // `tiers` ordered fast→slow (L1, L2, ...), the host tiers before the shared one (L3);
+  // may be empty. InvalidArgument for a host tier below a shared one. `origin` and `clock` are
+  // not owned and must outlive the cache.
   static Result<std::unique_ptr<TieredCache>> Open(const TieredCacheOptions& options,
                                                    std::vector<std::unique_ptr<Tier>> tiers,
                                                    BlobStore* origin, Clock* clock);
