@@ -69,6 +69,7 @@
 #include "tiercache/internal/block_key_hash.h"
 #include "tiercache/internal/cache_stats.h"
 #include "tiercache/internal/failure_memory.h"
+#include "tiercache/internal/job_pool.h"
 #include "tiercache/internal/readahead_budget.h"
 #include "tiercache/single_flight.h"
 
@@ -218,7 +219,7 @@ class TieredCacheImpl final : public TieredCache {
         counters_(stats_src_.counters()),
         failures_(options.origin_failure_ttl, clock),
         queue_cv_(&queue_mu_),
-        fetch_cv_(&fetch_mu_) {
+        fetch_pool_("tierfs-fetch", options.fetch_queue_limit) {
     if (options_.metrics != nullptr) {
       for (size_t i = 0; i <= tiers_.size(); ++i) {
         read_latency_.push_back(std::make_unique<metrics::Histogram>());
@@ -229,23 +230,16 @@ class TieredCacheImpl final : public TieredCache {
   ~TieredCacheImpl() override {
     metrics_reg_.Reset();  // no scrape reads this cache any more
     for (auto& t : workers_) t.request_stop();
-    for (auto& t : fetch_workers_) t.request_stop();
     {
       MutexLock l(&queue_mu_);
       queue_.clear();
       queued_blocks_ = 0;
     }
     queue_cv_.SignalAll();
-    std::deque<FetchJob> dropped;  // their leases publish "abandoned" to any reader still waiting
-    {
-      MutexLock l(&fetch_mu_);
-      dropped.swap(fetch_queue_);
-    }
-    dropped.clear();
-    fetch_cv_.SignalAll();
+    fetch_pool_.RequestStop();  // queued jobs' leases publish "abandoned" to readers still waiting
     budget_.WakeAll();
     workers_.clear();  // joins; a worker finishes the fetch it is in, then exits
-    fetch_workers_.clear();
+    fetch_pool_.Join();
   }
 
   void RegisterMetrics() {
@@ -257,9 +251,7 @@ class TieredCacheImpl final : public TieredCache {
     for (int i = 0; i < options_.prefetch_threads; ++i) {
       workers_.emplace_back([this, i](std::stop_token st) { WorkerLoop(st, i); });
     }
-    for (int i = 0; i < options_.fetch_threads; ++i) {
-      fetch_workers_.emplace_back([this, i](std::stop_token st) { FetchLoop(st, i); });
-    }
+    fetch_pool_.Start(options_.fetch_threads, [this](FetchJob& job) { RunFetchJob(job); });
   }
 
   bool HostHolds(const ObjectRef& obj, uint64_t offset, uint64_t length) override {
@@ -718,8 +710,7 @@ class TieredCacheImpl final : public TieredCache {
       MutexLock l(&queue_mu_);
       q.readahead_blocks = queued_blocks_;
     }
-    MutexLock l(&fetch_mu_);
-    q.fetch_jobs = fetch_queue_.size();
+    q.fetch_jobs = fetch_pool_.queued();
     return q;
   }
 
@@ -855,7 +846,7 @@ class TieredCacheImpl final : public TieredCache {
   Result<Served> JoinFlight(const BlockKey& fkey, const CancelToken* token, std::string_view what,
                             Fetch&& fetch, Lead&& lead) {
     const auto deadline = DeadlineAfter(options_.wait_timeout);
-    if (token == nullptr || fetch_workers_.empty()) {
+    if (token == nullptr || fetch_pool_.threads() == 0) {
       bool merged = false;
       Result<Served> r = flights_.Do(fkey, std::forward<Fetch>(fetch), &merged, token, deadline);
       if (merged) ++stats_.singleflight_merged;
@@ -927,15 +918,9 @@ class TieredCacheImpl final : public TieredCache {
 
   // Queues `job` for the fetch pool; a full queue completes it with Unavailable at once.
   void SubmitFetch(FetchJob job) {
-    {
-      MutexLock l(&fetch_mu_);
-      if (fetch_queue_.size() < options_.fetch_queue_limit) {
-        fetch_queue_.push_back(std::move(job));
-        budget_.DemandJobQueued();
-        fetch_cv_.Signal();
-        return;
-      }
-    }
+    budget_.DemandJobQueued();  // before a fetch thread can take it (and end it)
+    if (fetch_pool_.TrySubmit(std::move(job))) return;
+    { const tiercache_internal::ReadaheadBudget::DemandJobDone undo(&budget_); }
     Logger(Module::kTierCache)
         .warn("{} origin fetches queued: failing the read of '{}' block {}",
               options_.fetch_queue_limit, job.obj->key, job.index);
@@ -944,43 +929,31 @@ class TieredCacheImpl final : public TieredCache {
     }
   }
 
-  void FetchLoop(std::stop_token st, int n) {
-    const std::string name = "tierfs-fetch-" + std::to_string(n);
-    pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
-    while (true) {
-      std::optional<FetchJob> job;
-      {
-        MutexLock l(&fetch_mu_);
-        while (fetch_queue_.empty() && !st.stop_requested()) fetch_cv_.Wait();
-        if (st.stop_requested()) return;
-        job.emplace(std::move(fetch_queue_.front()));
-        fetch_queue_.pop_front();
-      }
-      const tiercache_internal::ReadaheadBudget::DemandJobDone done(&budget_);
-      if (job->sparse_end > 0) {
-        if (flights_.AbandonIfUnwaited(job->leases[0],
-                                       Status::Cancelled("every reader of the range gave up"))) {
-          ++stats_.fetch_abandoned;
-          continue;
-        }
-        job->leases[0].Complete(
-            FetchSparse(*job->obj, job->index, job->sparse_begin, job->sparse_end));
-        continue;
-      }
-      if (job->leases.size() > 1) {
-        // A small object fetched whole (other readers may wait for its other blocks: it is
-        // fetched even when this block's reader gave up).
-        FetchClaimedRun(*job->obj, job->run_first, job->leases, /*readahead=*/false);
-        continue;
-      }
-      if (flights_.AbandonIfUnwaited(job->demand(),
-                                     Status::Cancelled("every reader of the block gave up"))) {
+  // One job of the fetch pool, on one of its threads.
+  void RunFetchJob(FetchJob& job) {
+    const tiercache_internal::ReadaheadBudget::DemandJobDone done(&budget_);
+    if (job.sparse_end > 0) {
+      if (flights_.AbandonIfUnwaited(job.leases[0],
+                                     Status::Cancelled("every reader of the range gave up"))) {
         ++stats_.fetch_abandoned;
-        continue;
+        return;
       }
-      const BlockKey key = job->demand().key();
-      job->demand().Complete(FetchFromRemote(*job->obj, job->index, key, job->expected));
+      job.leases[0].Complete(FetchSparse(*job.obj, job.index, job.sparse_begin, job.sparse_end));
+      return;
     }
+    if (job.leases.size() > 1) {
+      // A small object fetched whole (other readers may wait for its other blocks: it is
+      // fetched even when this block's reader gave up).
+      FetchClaimedRun(*job.obj, job.run_first, job.leases, /*readahead=*/false);
+      return;
+    }
+    if (flights_.AbandonIfUnwaited(job.demand(),
+                                   Status::Cancelled("every reader of the block gave up"))) {
+      ++stats_.fetch_abandoned;
+      return;
+    }
+    const BlockKey key = job.demand().key();
+    job.demand().Complete(FetchFromRemote(*job.obj, job.index, key, job.expected));
   }
 
   // Projected reads (TieredCacheOptions::sparse_read_max). A sparse entry is the prefix of one
@@ -1720,13 +1693,9 @@ class TieredCacheImpl final : public TieredCache {
   uint64_t queued_blocks_ GUARDED_BY(queue_mu_) = 0;
   uint64_t next_task_seq_ GUARDED_BY(queue_mu_) = 0;
 
-  mutable Mutex fetch_mu_;
-  CondVar fetch_cv_;
-  std::deque<FetchJob> fetch_queue_ GUARDED_BY(fetch_mu_);
-
   // Declared last: destroyed (joined) first, while everything they use is alive.
   std::vector<std::jthread> workers_;
-  std::vector<std::jthread> fetch_workers_;
+  tiercache_internal::JobPool<FetchJob> fetch_pool_;
 };
 
 }  // namespace
