@@ -70,6 +70,7 @@
 #include "tiercache/internal/cache_stats.h"
 #include "tiercache/internal/failure_memory.h"
 #include "tiercache/internal/job_pool.h"
+#include "tiercache/internal/promotion_window.h"
 #include "tiercache/internal/readahead_budget.h"
 #include "tiercache/single_flight.h"
 
@@ -217,6 +218,7 @@ class TieredCacheImpl final : public TieredCache {
                    [this] { return QueueDepthsNow(); }),
         stats_(stats_src_.stats()),
         counters_(stats_src_.counters()),
+        promotion_(options.promote_hits, &counters_.promotions),
         failures_(options.origin_failure_ttl, clock),
         queue_cv_(&queue_mu_),
         fetch_pool_("tierfs-fetch", options.fetch_queue_limit) {
@@ -1179,7 +1181,9 @@ class TieredCacheImpl final : public TieredCache {
           return nullptr;
         }
       }
-      if (t > 0 && promote != nullptr && PromoteNow(key, in_block, length)) {
+      if (t > 0 && promote != nullptr &&
+          promotion_.Use(key, in_block, length, stats_.bytes_served.load(std::memory_order_relaxed),
+                         tiers_[0]->Stats().capacity.load())) {
         *promote = true;
         return nullptr;
       }
@@ -1196,50 +1200,6 @@ class TieredCacheImpl final : public TieredCache {
       return std::move(r).value();
     }
     return nullptr;
-  }
-
-  // Promote on reuse: true when this hit of `key` in a lower host tier, a read of bytes
-  // [in_block, in_block + length) of the block, is its promote_hits-th use within the window
-  // (then it is forgotten: the copy-up follows). A use is a new pass over the block: a read of
-  // bytes the current pass has read already, or one that goes back before the pass's first byte
-  // after at least kReorderBytes were read since the block's previous hit. Anything else is the
-  // same pass going on: small sequential reads through a block, and a sequential reader's
-  // requests that arrive out of order (the kernel has several reads of a file in flight; with
-  // reads smaller than a block (FuseOptions::fit_reads_to_splice_pipe) the one that reads a
-  // block's tail may be served before the one that read its head, and counting that as a reuse
-  // copied about one block in twenty into L1 on a warm read from L2). A use that comes after
-  // more than L1's capacity / kPromoteReuseShare bytes were read since the block's previous one
-  // starts the count again: L1 would evict the copy before it pays for itself (a shuffled reader
-  // of a dataset many times L1 comes back to each block only after L1 has turned over, and
-  // promoting such blocks copied several times the bytes read into L1 just to evict them).
-  bool PromoteNow(const BlockKey& key, uint64_t in_block, uint64_t length) {
-    if (options_.promote_hits == 0) return false;
-    if (options_.promote_hits == 1) return true;
-    const uint64_t now = stats_.bytes_served.load(std::memory_order_relaxed);
-    const uint64_t near = tiers_[0]->Stats().capacity.load() / kPromoteReuseShare;
-    const uint64_t begin = in_block, end = in_block + std::max<uint64_t>(length, 1);
-    MutexLock l(&promote_mu_);
-    if (promote_window_.size() >= kPromoteWindow) promote_window_.clear();
-    auto [it, fresh] = promote_window_.try_emplace(key, PromoteState{1, begin, end, now});
-    if (fresh) return false;
-    PromoteState& p = it->second;
-    const bool again = begin < p.pass_end && p.pass_begin < end;
-    const bool back = begin < p.pass_begin && now - p.last_use >= kReorderBytes;
-    const bool reuse = again || back;
-    const bool soon = now - p.last_use < near;
-    p.last_use = now;
-    if (reuse) {
-      p.pass_begin = begin;
-      p.pass_end = end;
-    } else {
-      p.pass_begin = std::min(p.pass_begin, begin);
-      p.pass_end = std::max(p.pass_end, end);
-    }
-    if (reuse && !soon) p.uses = 1;
-    if (!reuse || !soon || ++p.uses < options_.promote_hits) return false;
-    promote_window_.erase(it);
-    ++counters_.promotions;
-    return true;
   }
 
   // True when a lower host tier (L2) holds `key`: with file slices on, readahead leaves such a
@@ -1664,23 +1624,8 @@ class TieredCacheImpl final : public TieredCache {
   tiercache_internal::CacheStatsSource stats_src_;
   CacheStats& stats_;
   tiercache_internal::EngineCounters& counters_;
-  static constexpr size_t kPromoteWindow = 65536;
-  // A reuse counts towards promotion when fewer than L1's capacity / this many bytes were read
-  // since the block's previous use.
-  static constexpr uint64_t kPromoteReuseShare = 4;
-  Mutex promote_mu_;
-  // Bytes read (by anyone) after a block's previous hit beyond which a read going back before
-  // the current pass is a new pass, not a request of the same pass served out of order.
-  static constexpr uint64_t kReorderBytes = 8ULL << 20;
-  struct PromoteState {
-    uint32_t uses = 0;  // reuses counted (the first hit is 1)
-    // The bytes of the block the current pass read, as one span.
-    uint64_t pass_begin = 0;
-    uint64_t pass_end = 0;
-    uint64_t last_use = 0;  // stats_.bytes_served at the previous hit
-  };
-  std::unordered_map<BlockKey, PromoteState, tiercache_internal::BlockKeyHash> promote_window_
-      GUARDED_BY(promote_mu_);
+  // Which L2 hits are reuses that earn a copy in L1 (file_slices).
+  tiercache_internal::PromotionWindow promotion_;
   metrics::Registry::Registration metrics_reg_;
   Flights flights_;
 
