@@ -387,25 +387,6 @@ class TieredCacheImpl final : public TieredCache {
     return slices;
   }
 
-  Result<size_t> ReadInto(const ObjectRef& obj, uint64_t offset,
-                          std::span<std::byte> out) override {
-    TIERFS_ASSIGN_OR_RETURN(auto slices, Read(obj, offset, out.size(), nullptr));
-    size_t done = 0;
-    for (const auto& s : slices) {
-      const uint64_t have = s.file ? s.file->length() : s.block->size();
-      if (s.length > out.size() - done || s.offset + s.length > have) {
-        return Status::Internal("a slice of '" + obj.key + "' does not fit its block or buffer");
-      }
-      if (s.file) {
-        TIERFS_RETURN_IF_ERROR(s.file->ReadAt(s.offset, out.subspan(done, s.length)));
-      } else {
-        std::memcpy(out.data() + done, s.block->data().data() + s.offset, s.length);
-      }
-      done += s.length;
-    }
-    return done;
-  }
-
   uint64_t Prefetch(const ObjectRef& obj, uint64_t first_block, uint64_t count) override {
     if (workers_.empty() || count == 0) return 0;
     const uint64_t nblocks = NumBlocks(obj);

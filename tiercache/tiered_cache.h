@@ -226,10 +226,6 @@ class TieredCache {
   // block stored with a trailer (before this existed), or file_slices off.
   virtual Result<FileExtentRef> OpenWholeFile(const ObjectRef& obj) = 0;
 
-  // Copying convenience over Read(): fills `out`, returns bytes read.
-  virtual Result<size_t> ReadInto(const ObjectRef& obj, uint64_t offset,
-                                  std::span<std::byte> out) = 0;
-
   // Starts background fetches of blocks [first, first + count) of `obj` into the host tiers, at
   // prefetch priority: from the origin (runs of adjacent blocks share one request), or from L2
   // into L1 ahead of the reader. Returns at once; blocks already in the fastest tier or in flight
