@@ -73,6 +73,7 @@ std::string CacheStatsSource::Text() const {
 void CacheStatsSource::Collect(metrics::Exposition* e) const {
   CollectTiers(e);
   CollectEngines(e);
+  CollectHousekeeping(e);
 }
 
 // Per tier (and the origin's bytes and the read latency by serving tier).
@@ -136,7 +137,7 @@ void CacheStatsSource::CollectTiers(metrics::Exposition* e) const {
   }
 }
 
-// The engines' counters, the queues, admission and the block arena.
+// Reads, the origin, single-flight, readahead, sparse reads and the fetch pool.
 void CacheStatsSource::CollectEngines(metrics::Exposition* e) const {
   e->AddCounter("tierfs_reads_total", "Reads served by the cache.", {}, stats_.read_calls);
   e->AddCounter("tierfs_read_bytes_total", "Bytes served by the cache.", {}, stats_.bytes_served);
@@ -192,6 +193,10 @@ void CacheStatsSource::CollectEngines(metrics::Exposition* e) const {
                 stats_.waits_cancelled);
   e->AddCounter("tierfs_read_waits_timed_out_total",
                 "Reads that stopped waiting: the wait timeout passed.", {}, stats_.waits_timed_out);
+}
+
+// Deep prefetch, inserts, admission, TTL expiry and the block arena.
+void CacheStatsSource::CollectHousekeeping(metrics::Exposition* e) const {
   e->AddCounter("tierfs_prefetch_blocks_total", "Blocks hydrated by deep prefetch jobs.", {},
                 counters_.hydrated_blocks);
   e->AddCounter("tierfs_prefetch_bytes_total", "Bytes hydrated by deep prefetch jobs.", {},

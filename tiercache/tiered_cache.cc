@@ -70,6 +70,7 @@
 #include "tiercache/internal/cache_stats.h"
 #include "tiercache/internal/failure_memory.h"
 #include "tiercache/internal/job_pool.h"
+#include "tiercache/internal/origin_reader.h"
 #include "tiercache/internal/promotion_window.h"
 #include "tiercache/internal/readahead_budget.h"
 #include "tiercache/single_flight.h"
@@ -200,7 +201,6 @@ class TieredCacheImpl final : public TieredCache {
                   std::vector<std::unique_ptr<Tier>> tiers, BlobStore* origin, Clock* clock)
       : options_(options),
         tiers_(std::move(tiers)),
-        origin_(origin),
         clock_(clock),
         source_(origin->Describe()),
         queue_limit_(std::max<uint64_t>(
@@ -218,6 +218,7 @@ class TieredCacheImpl final : public TieredCache {
                    [this] { return QueueDepthsNow(); }),
         stats_(stats_src_.stats()),
         counters_(stats_src_.counters()),
+        origin_reader_(origin, options.block_size, &stats_),
         promotion_(options.promote_hits, &counters_.promotions),
         failures_(options.origin_failure_ttl, clock),
         queue_cv_(&queue_mu_),
@@ -468,7 +469,7 @@ class TieredCacheImpl final : public TieredCache {
       }
     }
     if (!b) {
-      TIERFS_ASSIGN_OR_RETURN(b, FetchFromOrigin(obj, index, expected));
+      TIERFS_ASSIGN_OR_RETURN(b, origin_reader_.FetchBlock(obj, index, expected));
     }
     return InsertHydrated(obj, index, b, h, target, from);
   }
@@ -598,7 +599,7 @@ class TieredCacheImpl final : public TieredCache {
       while (k + n < claimed_index.size() && claimed_index[k + n] == claimed_index[k] + n) ++n;
       // After a failure the rest is not fetched: their readers get that error.
       Result<std::vector<BlockRef>> blocks =
-          failed.ok() ? FetchRunFromOrigin(obj, claimed_index[k], n) : failed;
+          failed.ok() ? origin_reader_.FetchRun(obj, claimed_index[k], n) : failed;
       if (!blocks.ok()) {
         failed = blocks.status();
         for (size_t j = k; j < k + n; ++j) leases[j].Complete(failed);
@@ -627,7 +628,7 @@ class TieredCacheImpl final : public TieredCache {
         if (b.block) {
           j.lease->Complete(std::move(b));
         } else {
-          Result<BlockRef> f = FetchFromOrigin(obj, i, expected);
+          Result<BlockRef> f = origin_reader_.FetchBlock(obj, i, expected);
           j.lease->Complete(f.ok() ? Result<Served>(Served{*f, kOriginTier})
                                    : Result<Served>(f.status()));
         }
@@ -1124,10 +1125,10 @@ class TieredCacheImpl final : public TieredCache {
     const uint64_t len = end - begin;
     auto buf = Block::Allocate(len);
     ++counters_.sparse_fetches;
-    TIERFS_RETURN_IF_ERROR(
-        ReadOriginExact(obj, index * options_.block_size + begin, buf->mutable_data().first(len),
-                        "bytes " + std::to_string(begin) + "+" + std::to_string(len) +
-                            " of block " + std::to_string(index)));
+    TIERFS_RETURN_IF_ERROR(origin_reader_.ReadExact(
+        obj, index * options_.block_size + begin, buf->mutable_data().first(len),
+        "bytes " + std::to_string(begin) + "+" + std::to_string(len) + " of block " +
+            std::to_string(index)));
     counters_.sparse_fetch_bytes += len;
     buf->set_size(len);
     BlockRef fetched(std::move(buf));
@@ -1293,61 +1294,9 @@ class TieredCacheImpl final : public TieredCache {
         return Served{std::move(b), static_cast<int>(t)};
       }
     }
-    TIERFS_ASSIGN_OR_RETURN(BlockRef b, FetchFromOrigin(obj, index, expected));
+    TIERFS_ASSIGN_OR_RETURN(BlockRef b, origin_reader_.FetchBlock(obj, index, expected));
     CopyUp(obj, key, OwnerOf(obj, index), b, tiers_.size());
     return Served{std::move(b), kOriginTier};
-  }
-
-  Result<BlockRef> FetchFromOrigin(const ObjectRef& obj, uint64_t index, uint64_t expected) {
-    auto block = Block::Allocate(expected);
-    TIERFS_RETURN_IF_ERROR(ReadOriginExact(obj, index * options_.block_size,
-                                           block->mutable_data().first(expected),
-                                           "block " + std::to_string(index)));
-    block->set_size(expected);
-    return BlockRef(std::move(block));
-  }
-
-  // Fills `out` with the bytes of `obj` at `offset` from the origin, pinned to its version (one
-  // request, more only if the origin returns short reads), counted in the origin stats. Fewer
-  // bytes than asked for means the object changed: FailedPrecondition (`what` names the part in
-  // the log).
-  Status ReadOriginExact(const ObjectRef& obj, uint64_t offset, std::span<std::byte> out,
-                         const std::string& what) {
-    return ReadOriginExact(obj, offset, ScatterBuffer(out), what);
-  }
-  // The same into storage in pieces (a run of blocks that are not adjacent in memory).
-  Status ReadOriginExact(const ObjectRef& obj, uint64_t offset, const ScatterBuffer& out,
-                         const std::string& what) {
-    size_t got = 0;
-    while (got < out.size()) {
-      ++stats_.origin_requests;
-      const ScatterBuffer rest = out.Slice(got, out.size() - got);
-      Result<size_t> n = origin_->ReadPinnedScatter(obj.key, offset + got, rest, obj.info);
-      if (!n.ok()) {
-        ++stats_.origin_errors;
-        return n.status().WithContext("reading '" + obj.key + "' at " + std::to_string(offset));
-      }
-      if (*n > rest.size()) return OriginOverrun(obj, *n, rest.size());
-      if (*n == 0) break;
-      got += *n;
-      stats_.origin_bytes += *n;
-    }
-    if (got != out.size()) {
-      ++stats_.origin_errors;
-      Logger(Module::kTierCache)
-          .warn("origin returned {} bytes for {} of '{}' (expected {}); the object changed", got,
-                what, obj.key, out.size());
-      return Status::FailedPrecondition("object '" + obj.key + "' is shorter than its size " +
-                                        std::to_string(obj.info.size) + "; it changed");
-    }
-    return Status::OK();
-  }
-
-  // A BlobStore claimed more bytes than the buffer it was given: a bug below us, never copied.
-  Status OriginOverrun(const ObjectRef& obj, size_t n, size_t room) {
-    ++stats_.origin_errors;
-    return Status::Internal("origin read of '" + obj.key + "' returned " + std::to_string(n) +
-                            " bytes into a buffer of " + std::to_string(room));
   }
 
   bool Admitted(size_t t) const { return layout_.Admitted(t); }
@@ -1491,7 +1440,7 @@ class TieredCacheImpl final : public TieredCache {
       }
       uint64_t m = 1;
       while (k + m < n && !got[k + m].block) ++m;
-      Result<std::vector<BlockRef>> blocks = FetchRunFromOrigin(obj, first + k, m);
+      Result<std::vector<BlockRef>> blocks = origin_reader_.FetchRun(obj, first + k, m);
       if (!blocks.ok()) {
         SPDLOG_LOGGER_DEBUG(&Logger(Module::kTierCache),
                             "readahead of '{}' blocks {}+{} failed: {}", obj.key, first + k, m,
@@ -1544,49 +1493,9 @@ class TieredCacheImpl final : public TieredCache {
     }
   }
 
-  // Blocks [first, first + n) of `obj` with one origin read (more only if the origin returns
-  // short reads), checked like FetchFromOrigin. REQUIRES: n >= 1, first + n <= NumBlocks(obj).
-  Result<std::vector<BlockRef>> FetchRunFromOrigin(const ObjectRef& obj, uint64_t first,
-                                                   uint64_t n) {
-    if (n == 1) {
-      TIERFS_ASSIGN_OR_RETURN(BlockRef b, FetchFromOrigin(obj, first, ExpectedLength(obj, first)));
-      return std::vector<BlockRef>{std::move(b)};
-    }
-    const uint64_t bs = options_.block_size;
-    const uint64_t last = ExpectedLength(obj, first + n - 1);
-    const std::string what = "blocks " + std::to_string(first) + "+" + std::to_string(n);
-    // Each block gets storage of its own and the origin's answer is written straight into those
-    // pieces in order (ReadPinnedScatter): no buffer for the whole run, no copy. The full blocks
-    // come adjacent from the arena when it has them (then the pieces are one span: the GETs write
-    // one region), else one by one (in a steady state resident storage freed by others, no fresh
-    // page); each block stays independent of the others in L1 either way (one kept block never
-    // holds its whole run's memory). A run at the end of the object gives its short last block
-    // storage of its own size (L1 charges a block's size).
-    const uint64_t full = last < bs ? n - 1 : n;
-    std::vector<std::shared_ptr<Block>> blocks = Block::AllocateAdjacent(bs, full);
-    blocks.reserve(n);
-    while (blocks.size() < full) blocks.push_back(Block::Allocate(bs));
-    if (full < n) blocks.push_back(Block::Allocate(last));
-    std::vector<std::span<std::byte>> pieces;
-    pieces.reserve(n);
-    for (uint64_t k = 0; k < n; ++k) {
-      pieces.push_back(blocks[k]->mutable_data().first(k + 1 == n ? last : bs));
-    }
-    TIERFS_RETURN_IF_ERROR(
-        ReadOriginExact(obj, first * bs, ScatterBuffer(std::move(pieces)), what));
-    std::vector<BlockRef> out;
-    out.reserve(n);
-    for (uint64_t k = 0; k < n; ++k) {
-      blocks[k]->set_size(k + 1 == n ? last : bs);
-      out.push_back(std::move(blocks[k]));
-    }
-    return out;
-  }
-
   // Constant after construction.
   const TieredCacheOptions options_;
   const std::vector<std::unique_ptr<Tier>> tiers_;
-  BlobStore* const origin_;
   Clock* const clock_;
   const std::string source_;
   const size_t queue_limit_;  // in blocks
@@ -1605,6 +1514,8 @@ class TieredCacheImpl final : public TieredCache {
   tiercache_internal::CacheStatsSource stats_src_;
   CacheStats& stats_;
   tiercache_internal::EngineCounters& counters_;
+  // Reads blocks and ranges of the pinned version of an object from the origin.
+  tiercache_internal::OriginReader origin_reader_;
   // Which L2 hits are reuses that earn a copy in L1 (file_slices).
   tiercache_internal::PromotionWindow promotion_;
   metrics::Registry::Registration metrics_reg_;

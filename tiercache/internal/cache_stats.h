@@ -81,6 +81,7 @@ class CacheStatsSource {
  private:
   void CollectTiers(metrics::Exposition* e) const;
   void CollectEngines(metrics::Exposition* e) const;
+  void CollectHousekeeping(metrics::Exposition* e) const;
 
   // Constant after construction.
   const std::vector<std::unique_ptr<Tier>>* const tiers_;
