@@ -67,6 +67,12 @@
 #include "base/metrics.h"
 #include "base/mutex.h"
 #include "tiercache/internal/block_key_hash.h"
+#include "tiercache/internal/cache_stats.h"
+#include "tiercache/internal/failure_memory.h"
+#include "tiercache/internal/job_pool.h"
+#include "tiercache/internal/origin_reader.h"
+#include "tiercache/internal/promotion_window.h"
+#include "tiercache/internal/readahead_budget.h"
 #include "tiercache/single_flight.h"
 
 namespace tierfs {
@@ -119,7 +125,7 @@ CancelToken::TimePoint DeadlineAfter(std::chrono::nanoseconds d) {
   return now + std::chrono::duration_cast<CancelToken::SteadyClock::duration>(d);
 }
 
-// Readahead bytes being fetched stay within this many runs (TieredCacheImpl::inflight_cap_).
+// Readahead bytes being fetched stay within this many runs (ReadaheadBudget).
 constexpr uint64_t kRunsInFlight = 16;
 
 // Blocks in one readahead run: readahead_run_bytes, shrunk so that the runs that may be fetched
@@ -134,18 +140,40 @@ uint64_t RunBlocks(const TieredCacheOptions& o) {
   return std::max<uint64_t>(1, bytes / bs);
 }
 
-// Admission (tiercache/admission.h) guards the host tiers below L1 (L2), and only when there is
-// an L1: without one, a block kept out of L2 would be kept nowhere, not even by the readahead
-// that fetched it for the reader.
-bool IsAdmittedTier(const std::vector<std::unique_ptr<Tier>>& tiers, size_t t) {
-  return t > 0 && tiers[0] && tiers[0]->name() == "l1" && tiers[t] &&
-         tiers[t]->kind() == TierKind::kHost;
+// Which tier is which, decided once when the cache is opened: the roles below use tier indexes
+// and never ask a tier what it is.
+struct TierLayout {
+  size_t host_tiers = 0;  // tiers [0, host_tiers) are host tiers (L1, L2); the rest shared (L3)
+  bool has_l1 = false;    // tiers[0] is the memory tier L1 (not L2 alone)
+
+  // Admission (tiercache/admission.h) guards the host tiers below L1 (L2), and only when there
+  // is an L1: without one, a block kept out of L2 would be kept nowhere, not even by the
+  // readahead that fetched it for the reader.
+  bool Admitted(size_t t) const { return has_l1 && t > 0 && t < host_tiers; }
+};
+
+// The layout of `tiers` (fast→slow); InvalidArgument unless every host tier comes before every
+// shared one.
+Result<TierLayout> LayoutOf(const std::vector<std::unique_ptr<Tier>>& tiers) {
+  TierLayout layout;
+  while (layout.host_tiers < tiers.size() && tiers[layout.host_tiers]->kind() == TierKind::kHost) {
+    ++layout.host_tiers;
+  }
+  for (size_t t = layout.host_tiers; t < tiers.size(); ++t) {
+    if (tiers[t]->kind() == TierKind::kHost) {
+      return Status::InvalidArgument("tiered cache: host tier '" + std::string(tiers[t]->name()) +
+                                     "' below a shared tier");
+    }
+  }
+  layout.has_l1 = !tiers.empty() && tiers[0]->name() == "l1";
+  return layout;
 }
 
 // The capacity of the tier admission guards (its scan threshold); 0 if there is none.
-uint64_t AdmittedTierCapacity(const std::vector<std::unique_ptr<Tier>>& tiers) {
+uint64_t AdmittedTierCapacity(const TierLayout& layout,
+                              const std::vector<std::unique_ptr<Tier>>& tiers) {
   for (size_t t = 0; t < tiers.size(); ++t) {
-    if (IsAdmittedTier(tiers, t)) return tiers[t]->Stats().capacity.load();
+    if (layout.Admitted(t)) return tiers[t]->Stats().capacity.load();
   }
   return 0;
 }
@@ -169,29 +197,32 @@ class DemandInFlight {
 
 class TieredCacheImpl final : public TieredCache {
  public:
-  TieredCacheImpl(const TieredCacheOptions& options, std::vector<std::unique_ptr<Tier>> tiers,
-                  BlobStore* origin, Clock* clock)
+  TieredCacheImpl(const TieredCacheOptions& options, const TierLayout& layout,
+                  std::vector<std::unique_ptr<Tier>> tiers, BlobStore* origin, Clock* clock)
       : options_(options),
         tiers_(std::move(tiers)),
-        origin_(origin),
         clock_(clock),
         source_(origin->Describe()),
         queue_limit_(std::max<uint64_t>(
             1, options.readahead_budget_bytes / std::max<uint64_t>(1, options.block_size))),
         run_blocks_(RunBlocks(options)),
-        inflight_cap_(
-            std::min(options.readahead_budget_bytes,
-                     kRunsInFlight * run_blocks_ * std::max<uint64_t>(1, options.block_size))),
+        budget_(std::min(options.readahead_budget_bytes,
+                         kRunsInFlight * run_blocks_ * std::max<uint64_t>(1, options.block_size))),
         small_object_bytes_(
             std::min(options.small_object_bytes,
                      RunBlocks(options) * std::max<uint64_t>(1, options.block_size))),
-        host_tiers_(static_cast<size_t>(
-            std::find_if(tiers_.begin(), tiers_.end(),
-                         [](const auto& t) { return t->kind() != TierKind::kHost; }) -
-            tiers_.begin())),
-        admission_(options.admission, AdmittedTierCapacity(tiers_), options.block_size),
+        layout_(layout),
+        host_tiers_(layout.host_tiers),
+        admission_(options.admission, AdmittedTierCapacity(layout, tiers_), options.block_size),
+        stats_src_(&tiers_, host_tiers_, origin, &admission_, &read_latency_,
+                   [this] { return QueueDepthsNow(); }),
+        stats_(stats_src_.stats()),
+        counters_(stats_src_.counters()),
+        origin_reader_(origin, options.block_size, &stats_),
+        promotion_(options.promote_hits, &counters_.promotions),
+        failures_(options.origin_failure_ttl, clock),
         queue_cv_(&queue_mu_),
-        fetch_cv_(&fetch_mu_) {
+        fetch_pool_("tierfs-fetch", options.fetch_queue_limit) {
     if (options_.metrics != nullptr) {
       for (size_t i = 0; i <= tiers_.size(); ++i) {
         read_latency_.push_back(std::make_unique<metrics::Histogram>());
@@ -202,23 +233,16 @@ class TieredCacheImpl final : public TieredCache {
   ~TieredCacheImpl() override {
     metrics_reg_.Reset();  // no scrape reads this cache any more
     for (auto& t : workers_) t.request_stop();
-    for (auto& t : fetch_workers_) t.request_stop();
     {
       MutexLock l(&queue_mu_);
       queue_.clear();
       queued_blocks_ = 0;
     }
     queue_cv_.SignalAll();
-    std::deque<FetchJob> dropped;  // their leases publish "abandoned" to any reader still waiting
-    {
-      MutexLock l(&fetch_mu_);
-      dropped.swap(fetch_queue_);
-    }
-    dropped.clear();
-    fetch_cv_.SignalAll();
-    WakeInflightWaiter(/*all=*/true);
+    fetch_pool_.RequestStop();  // queued jobs' leases publish "abandoned" to readers still waiting
+    budget_.WakeAll();
     workers_.clear();  // joins; a worker finishes the fetch it is in, then exits
-    fetch_workers_.clear();
+    fetch_pool_.Join();
   }
 
   void RegisterMetrics() {
@@ -230,9 +254,7 @@ class TieredCacheImpl final : public TieredCache {
     for (int i = 0; i < options_.prefetch_threads; ++i) {
       workers_.emplace_back([this, i](std::stop_token st) { WorkerLoop(st, i); });
     }
-    for (int i = 0; i < options_.fetch_threads; ++i) {
-      fetch_workers_.emplace_back([this, i](std::stop_token st) { FetchLoop(st, i); });
-    }
+    fetch_pool_.Start(options_.fetch_threads, [this](FetchJob& job) { RunFetchJob(job); });
   }
 
   bool HostHolds(const ObjectRef& obj, uint64_t offset, uint64_t length) override {
@@ -264,8 +286,7 @@ class TieredCacheImpl final : public TieredCache {
 
   uint64_t HandOff(const ObjectRef& obj, uint64_t offset, uint64_t length) override {
     const uint64_t size = obj.info.size;
-    if (tiers_.size() < 2 || tiers_[0]->kind() != TierKind::kHost || length == 0 ||
-        offset >= size) {
+    if (tiers_.size() < 2 || host_tiers_ == 0 || length == 0 || offset >= size) {
       return 0;
     }
     if (options_.placement && options_.placement(obj.key).pinned) return 0;
@@ -281,7 +302,7 @@ class TieredCacheImpl final : public TieredCache {
       tiers_[0]->Erase(key);
       ++dropped;
     }
-    handoffs_ += dropped;
+    counters_.handoffs += dropped;
     return dropped;
   }
 
@@ -367,25 +388,6 @@ class TieredCacheImpl final : public TieredCache {
     return slices;
   }
 
-  Result<size_t> ReadInto(const ObjectRef& obj, uint64_t offset,
-                          std::span<std::byte> out) override {
-    TIERFS_ASSIGN_OR_RETURN(auto slices, Read(obj, offset, out.size(), nullptr));
-    size_t done = 0;
-    for (const auto& s : slices) {
-      const uint64_t have = s.file ? s.file->length() : s.block->size();
-      if (s.length > out.size() - done || s.offset + s.length > have) {
-        return Status::Internal("a slice of '" + obj.key + "' does not fit its block or buffer");
-      }
-      if (s.file) {
-        TIERFS_RETURN_IF_ERROR(s.file->ReadAt(s.offset, out.subspan(done, s.length)));
-      } else {
-        std::memcpy(out.data() + done, s.block->data().data() + s.offset, s.length);
-      }
-      done += s.length;
-    }
-    return done;
-  }
-
   uint64_t Prefetch(const ObjectRef& obj, uint64_t first_block, uint64_t count) override {
     if (workers_.empty() || count == 0) return 0;
     const uint64_t nblocks = NumBlocks(obj);
@@ -409,7 +411,7 @@ class TieredCacheImpl final : public TieredCache {
       MutexLock l(&queue_mu_);
       for (PrefetchTask& t : tasks) {
         if (queued_blocks_ + t.count > queue_limit_) {
-          prefetch_dropped_ += t.count;
+          counters_.prefetch_dropped += t.count;
           dropped += t.count;
           continue;
         }
@@ -427,10 +429,7 @@ class TieredCacheImpl final : public TieredCache {
     return dropped;
   }
 
-  void SetGuessesProven(bool proven) override {
-    if (guesses_proven_.exchange(proven) || !proven) return;
-    WakeInflightWaiter(/*all=*/false);  // the demand limit no longer holds the first waiter
-  }
+  void SetGuessesProven(bool proven) override { budget_.SetGuessesProven(proven); }
 
   std::vector<std::pair<std::string, uint64_t>> Residency(const ObjectRef& obj) override {
     std::vector<std::pair<std::string, uint64_t>> out;
@@ -470,7 +469,7 @@ class TieredCacheImpl final : public TieredCache {
       }
     }
     if (!b) {
-      TIERFS_ASSIGN_OR_RETURN(b, FetchFromOrigin(obj, index, expected));
+      TIERFS_ASSIGN_OR_RETURN(b, origin_reader_.FetchBlock(obj, index, expected));
     }
     return InsertHydrated(obj, index, b, h, target, from);
   }
@@ -478,7 +477,7 @@ class TieredCacheImpl final : public TieredCache {
   // The copy of `key` a host tier above `target` holds, or null.
   BlockRef FromHostTierAbove(size_t target, const BlockKey& key, uint64_t expected) {
     for (size_t t = 0; t < target; ++t) {
-      if (tiers_[t]->kind() != TierKind::kHost || !tiers_[t]->Contains(key)) continue;
+      if (t >= host_tiers_ || !tiers_[t]->Contains(key)) continue;
       if (BlockRef b = TryTier(t, key, expected)) return b;
     }
     return nullptr;
@@ -496,20 +495,19 @@ class TieredCacheImpl final : public TieredCache {
     Status last = Status::OK();
     for (size_t t = target; t < upto; ++t) {
       Status st = tiers_[t]->Insert(key, b, h);
-      for (int tries = 0; st.code() == Status::Code::kNoSpace &&
-                          tiers_[t]->kind() == TierKind::kShared && tries < 500;
+      for (int tries = 0; st.code() == Status::Code::kNoSpace && t >= host_tiers_ && tries < 500;
            ++tries) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
         st = tiers_[t]->Insert(key, b, h);
       }
       if (!st.ok()) {
-        ++insert_errors_;
+        ++counters_.insert_errors;
         if (t == target) last = st;
       }
     }
     if (last.ok()) {
-      ++hydrated_blocks_;
-      hydrated_bytes_ += b->size();
+      ++counters_.hydrated_blocks;
+      counters_.hydrated_bytes += b->size();
     }
     return last;
   }
@@ -548,7 +546,7 @@ class TieredCacheImpl final : public TieredCache {
     // A remote tier below the target (L3 under L2) may hold them: one ReadMany (its GETs at once)
     // per tier, then the rest from the origin.
     for (size_t t = target + 1; t < tiers_.size() && !need.empty(); ++t) {
-      if (tiers_[t]->kind() != TierKind::kShared) continue;
+      if (t < host_tiers_) continue;
       std::vector<BlockKey> keys;
       for (uint64_t i : need) keys.push_back(KeyFor(obj, i));
       std::vector<Result<BlockRef>> rs = tiers_[t]->ReadMany(keys);
@@ -601,7 +599,7 @@ class TieredCacheImpl final : public TieredCache {
       while (k + n < claimed_index.size() && claimed_index[k + n] == claimed_index[k] + n) ++n;
       // After a failure the rest is not fetched: their readers get that error.
       Result<std::vector<BlockRef>> blocks =
-          failed.ok() ? FetchRunFromOrigin(obj, claimed_index[k], n) : failed;
+          failed.ok() ? origin_reader_.FetchRun(obj, claimed_index[k], n) : failed;
       if (!blocks.ok()) {
         failed = blocks.status();
         for (size_t j = k; j < k + n; ++j) leases[j].Complete(failed);
@@ -630,7 +628,7 @@ class TieredCacheImpl final : public TieredCache {
         if (b.block) {
           j.lease->Complete(std::move(b));
         } else {
-          Result<BlockRef> f = FetchFromOrigin(obj, i, expected);
+          Result<BlockRef> f = origin_reader_.FetchBlock(obj, i, expected);
           j.lease->Complete(f.ok() ? Result<Served>(Served{*f, kOriginTier})
                                    : Result<Served>(f.status()));
         }
@@ -660,8 +658,7 @@ class TieredCacheImpl final : public TieredCache {
 
   HostSpaceInfo HostSpace() const override {
     HostSpaceInfo h;
-    for (const auto& t : tiers_) {
-      if (t->kind() != TierKind::kHost) continue;
+    for (const auto& t : HostTiers()) {
       const TierStats& ts = t->Stats();
       h.tier = std::string(t->name());
       h.capacity_bytes = ts.capacity.load();
@@ -687,229 +684,24 @@ class TieredCacheImpl final : public TieredCache {
 
   // The metrics of docs/operations.md, "Metrics", read from the counters that StatsText
   // (user.tierfs.stats) prints, so both always agree.
-  void Collect(metrics::Exposition* e) const {
-    using metrics::Labels;
-    for (size_t i = 0; i < tiers_.size(); ++i) {
-      const Tier& t = *tiers_[i];
-      const TierStats& ts = t.Stats();
-      const Labels l = {{"tier", std::string(t.name())}};
-      e->AddCounter("tierfs_tier_hits_total", "Block reads the tier answered.", l, ts.hits);
-      e->AddCounter("tierfs_tier_misses_total", "Block reads the tier did not hold.", l, ts.misses);
-      e->AddCounter("tierfs_tier_served_bytes_total",
-                    "Bytes read from the tier (origin: downloaded from the origin).", l,
-                    ts.bytes_read);
-      e->AddGauge("tierfs_tier_used_bytes", "Bytes the tier holds now.", l, ts.bytes_used);
-      e->AddGauge("tierfs_tier_capacity_bytes", "Byte budget of the tier.", l, ts.capacity);
-      e->AddCounter("tierfs_tier_inserts_total", "Blocks inserted into the tier.", l, ts.inserts);
-      e->AddCounter("tierfs_tier_inserted_bytes_total", "Bytes inserted into the tier.", l,
-                    ts.bytes_inserted);
-      e->AddCounter("tierfs_tier_evictions_total", "Blocks evicted from the tier.", l,
-                    ts.evictions);
-      e->AddCounter("tierfs_tier_corruptions_total",
-                    "Blocks that failed their checksum or MAC (dropped, read from below).", l,
-                    ts.corruptions);
-      e->AddCounter("tierfs_tier_errors_total", "Tier operations that failed.", l, ts.errors);
-      if (t.kind() == TierKind::kShared) {
-        std::vector<std::pair<std::string, uint64_t>> extra;
-        t.AppendExtraStats(&extra);
-        for (const auto& [k, v] : extra) {
-          if (k == "write.pending") {
-            e->AddGauge("tierfs_l3_write_queue_blocks", "Blocks waiting for upload to L3.", l, v);
-          } else if (k == "write.dropped") {
-            e->AddCounter("tierfs_l3_write_dropped_total",
-                          "L3 uploads dropped (queue full or breaker open).", l, v);
-          } else if (k == "write.errors") {
-            e->AddCounter("tierfs_l3_write_errors_total", "L3 uploads that failed.", l, v);
-          } else if (k == "breaker.open") {
-            e->AddGauge("tierfs_l3_breaker_open", "1 while the L3 circuit breaker is open.", l, v);
-          } else if (k == "breaker.trips") {
-            e->AddCounter("tierfs_l3_breaker_trips_total", "Times the L3 breaker opened.", l, v);
-          } else if (k == "listings.hits") {
-            e->AddCounter("tierfs_l3_listings_hits_total",
-                          "Directory listings taken from L3 instead of the origin.", l, v);
-          } else if (k == "listings.stored") {
-            e->AddCounter("tierfs_l3_listings_stored_total",
-                          "Directory listings stored to L3 for the other hosts.", l, v);
-          } else if (k == "listings.rejected") {
-            e->AddCounter("tierfs_l3_listings_rejected_total",
-                          "L3 listings refused (corrupt, foreign or MAC mismatch).", l, v);
-          }
-        }
-      }
-    }
-    const Labels origin = {{"tier", "origin"}};
-    e->AddCounter("tierfs_tier_served_bytes_total", "", origin, stats_.origin_bytes);
-    for (size_t i = 0; i < read_latency_.size(); ++i) {
-      const Labels l = {{"tier", i < tiers_.size() ? std::string(tiers_[i]->name()) : "origin"}};
-      e->AddHistogram("tierfs_read_duration_seconds",
-                      "Latency of reads by the slowest tier that served them (L0, the kernel "
-                      "page cache, is not seen).",
-                      l, read_latency_[i]->Snap());
-    }
-    e->AddCounter("tierfs_reads_total", "Reads served by the cache.", {}, stats_.read_calls);
-    e->AddCounter("tierfs_read_bytes_total", "Bytes served by the cache.", {}, stats_.bytes_served);
-    e->AddCounter("tierfs_origin_fetches_total", "Block fetches from the origin.", {},
-                  stats_.origin_requests);
-    e->AddCounter("tierfs_origin_fetch_errors_total", "Block fetches from the origin that failed.",
-                  {}, stats_.origin_errors);
-    e->AddCounter("tierfs_singleflight_merged_total",
-                  "Reads that waited for another reader's fetch of the same block.", {},
-                  stats_.singleflight_merged);
-    uint64_t queued = 0;
+  void Collect(metrics::Exposition* e) const { stats_src_.Collect(e); }
+
+  std::string StatsText() const override { return stats_src_.Text(); }
+
+  tiercache_internal::QueueDepths QueueDepthsNow() const {
+    tiercache_internal::QueueDepths q;
     {
       MutexLock l(&queue_mu_);
-      queued = queued_blocks_;
+      q.readahead_blocks = queued_blocks_;
     }
-    size_t fetch_queued = 0;
-    {
-      MutexLock l(&fetch_mu_);
-      fetch_queued = fetch_queue_.size();
-    }
-    e->AddGauge("tierfs_readahead_queue_blocks", "Blocks queued for readahead.", {}, queued);
-    e->AddCounter("tierfs_readahead_blocks_total", "Blocks brought in by readahead.", {},
-                  stats_.readahead_blocks);
-    e->AddCounter("tierfs_readahead_prefetched_bytes_total",
-                  "Bytes brought in by readahead (from the origin or a lower tier).", {},
-                  readahead_bytes_);
-    e->AddCounter("tierfs_readahead_dropped_blocks_total",
-                  "Readahead blocks dropped: the queue was full.", {}, prefetch_dropped_);
-    e->AddCounter("tierfs_readahead_runs_total", "Origin reads of several blocks at once.", {},
-                  readahead_runs_);
-    e->AddCounter("tierfs_readahead_below_l1_blocks_total",
-                  "Small files fetched ahead into L2 (and the page cache) and not into L1.", {},
-                  readahead_below_l1_);
-    e->AddCounter("tierfs_handoff_blocks_total",
-                  "L1 blocks dropped once the kernel's page cache and L2 held them.", {},
-                  handoffs_);
-    e->AddCounter("tierfs_fetch_whole_objects_total",
-                  "Small objects fetched whole (one request) by a demand read.", {},
-                  whole_fetches_);
-    e->AddCounter("tierfs_sparse_fetches_total",
-                  "Projected reads that fetched only the chunks they read (one request each).", {},
-                  sparse_fetches_);
-    e->AddCounter("tierfs_sparse_fetch_bytes_total", "Bytes projected reads fetched.", {},
-                  sparse_fetch_bytes_);
-    e->AddCounter("tierfs_sparse_hits_total",
-                  "Projected reads served whole from the sparse entries of the host tiers.", {},
-                  sparse_hits_);
-    e->AddCounter(
-        "tierfs_sparse_dense_total",
-        "Projected reads that fetched their whole block: three quarters of its chunks read.", {},
-        sparse_dense_);
-    e->AddGauge("tierfs_fetch_queue_depth", "Demand fetches queued for the fetch pool.", {},
-                static_cast<double>(fetch_queued));
-    e->AddCounter("tierfs_fetch_abandoned_total", "Queued fetches no reader waited for any more.",
-                  {}, stats_.fetch_abandoned);
-    e->AddCounter("tierfs_fetch_failures_replayed_total",
-                  "Reads answered with their block's origin failure of the last second.", {},
-                  stats_.failures_replayed);
-    e->AddCounter("tierfs_read_waits_cancelled_total", "Reads that stopped waiting: interrupted.",
-                  {}, stats_.waits_cancelled);
-    e->AddCounter("tierfs_read_waits_timed_out_total",
-                  "Reads that stopped waiting: the wait timeout passed.", {},
-                  stats_.waits_timed_out);
-    e->AddCounter("tierfs_prefetch_blocks_total", "Blocks hydrated by deep prefetch jobs.", {},
-                  hydrated_blocks_);
-    e->AddCounter("tierfs_prefetch_bytes_total", "Bytes hydrated by deep prefetch jobs.", {},
-                  hydrated_bytes_);
-    e->AddCounter("tierfs_insert_errors_total", "Tier inserts declined or failed.", {},
-                  insert_errors_);
-    const AdmissionStats& as = admission_.stats();
-    e->AddCounter("tierfs_admit_admitted_blocks_total",
-                  "Blocks read from below that admission let into L2.", {}, as.admitted);
-    e->AddCounter("tierfs_admit_rejected_blocks_total",
-                  "Blocks read from below that admission kept out of L2 (served through L1).", {},
-                  as.rejected);
-    e->AddCounter("tierfs_admit_ghost_hits_total",
-                  "Blocks admitted by the reuse policy because the ghost list had seen them.", {},
-                  as.ghost_hits);
-    e->AddCounter("tierfs_admit_scans_total",
-                  "Sequential passes over large files detected (admitted as reuse).", {}, as.scans);
-    e->AddCounter("tierfs_ttl_expired_blocks_total", "Blocks dropped because their TTL passed.", {},
-                  ttl_expired_);
-    e->AddGauge("tierfs_block_mapped_bytes", "Bytes of storage held by the process's live blocks.",
-                {}, static_cast<double>(Block::MappedBytes()));
-    const Block::PoolStats pool = Block::Pool();
-    e->AddGauge("tierfs_block_pool_slab_bytes", "Bytes mapped in the block arena's slabs.", {},
-                static_cast<double>(pool.slab_bytes));
-    e->AddGauge("tierfs_block_pool_free_bytes",
-                "Freed block storage the arena keeps resident for reuse (at most 64 MiB).", {},
-                static_cast<double>(pool.free_resident_bytes));
-    e->AddCounter("tierfs_block_pool_reused_total",
-                  "Block allocations served by resident storage freed earlier.", {}, pool.reused);
-    e->AddCounter("tierfs_block_pool_fresh_total",
-                  "Block allocations that took fresh pages (first touch faults them in).", {},
-                  pool.fresh);
-  }
-
-  std::string StatsText() const override {
-    std::string s;
-    auto add = [&s](std::string_view k, uint64_t v) {
-      if (!s.empty()) s += ' ';
-      s += k;
-      s += '=';
-      s += std::to_string(v);
-    };
-    for (const auto& t : tiers_) {
-      const TierStats& ts = t->Stats();
-      const std::string n(t->name());
-      add(n + ".hits", ts.hits);
-      add(n + ".misses", ts.misses);
-      add(n + ".bytes", ts.bytes_read);
-      add(n + ".used", ts.bytes_used);
-      add(n + ".capacity", ts.capacity);
-      add(n + ".inserts", ts.inserts);
-      add(n + ".evictions", ts.evictions);
-      add(n + ".corruptions", ts.corruptions);
-      add(n + ".errors", ts.errors);
-      std::vector<std::pair<std::string, uint64_t>> extra;
-      t->AppendExtraStats(&extra);
-      for (const auto& [k, v] : extra) add(n + "." + k, v);
-    }
-    add("origin.requests", stats_.origin_requests);
-    add("origin.bytes", stats_.origin_bytes);
-    add("origin.errors", stats_.origin_errors);
-    if (origin_ != nullptr) {
-      std::vector<std::pair<std::string, uint64_t>> store;
-      AppendStoreStats(origin_->Stats(), &store);
-      for (const auto& [k, v] : store) add("origin." + k, v);
-    }
-    add("singleflight.merged", stats_.singleflight_merged);
-    add("readahead.blocks", stats_.readahead_blocks);
-    add("readahead.dropped", prefetch_dropped_);
-    add("readahead.runs", readahead_runs_);
-    add("fetch.whole_objects", whole_fetches_);
-    add("sparse.fetches", sparse_fetches_);
-    add("sparse.fetch_bytes", sparse_fetch_bytes_);
-    add("sparse.hits", sparse_hits_);
-    add("sparse.dense", sparse_dense_);
-    add("blocks.mapped_bytes", Block::MappedBytes());
-    const Block::PoolStats pool = Block::Pool();
-    add("blocks.pool_slab_bytes", pool.slab_bytes);
-    add("blocks.pool_free_bytes", pool.free_resident_bytes);
-    add("blocks.pool_reused", pool.reused);
-    add("blocks.pool_fresh", pool.fresh);
-    add("prefetch.blocks", hydrated_blocks_);
-    add("ttl.expired", ttl_expired_);
-    add("promotions", promotions_);
-    add("handoffs", handoffs_);
-    add("readahead.below_l1", readahead_below_l1_);
-    const AdmissionStats& as = admission_.stats();
-    add("admit.admitted", as.admitted);
-    add("admit.rejected", as.rejected);
-    add("admit.ghost_hits", as.ghost_hits);
-    add("admit.scans", as.scans);
-    add("insert.errors", insert_errors_);
-    add("fetch.abandoned", stats_.fetch_abandoned);
-    add("fetch.failures_replayed", stats_.failures_replayed);
-    add("waits.cancelled", stats_.waits_cancelled);
-    add("waits.timed_out", stats_.waits_timed_out);
-    add("read.calls", stats_.read_calls);
-    add("read.bytes", stats_.bytes_served);
-    return s;
+    q.fetch_jobs = fetch_pool_.queued();
+    return q;
   }
 
  private:
+  // The host tiers (L1, L2), fast→slow.
+  std::span<const std::unique_ptr<Tier>> HostTiers() const { return {tiers_.data(), host_tiers_}; }
+
   uint64_t NumBlocks(const ObjectRef& obj) const {
     return (obj.info.size + options_.block_size - 1) / options_.block_size;
   }
@@ -930,7 +722,7 @@ class TieredCacheImpl final : public TieredCache {
   // Block `index` of `obj` was read from tier `t`: a shared tier (L3) learns its owner, so that it
   // counts the block for the object (Residency) although this process did not upload it.
   void NoteSharedHit(size_t t, const ObjectRef& obj, uint64_t index, const BlockKey& key) {
-    if (tiers_[t]->kind() == TierKind::kShared) tiers_[t]->NoteOwner(key, OwnerOf(obj, index));
+    if (t >= host_tiers_) tiers_[t]->NoteOwner(key, OwnerOf(obj, index));
   }
 
   // Bytes block `index` of `obj` holds: block_size, or less for the last block.
@@ -942,16 +734,16 @@ class TieredCacheImpl final : public TieredCache {
   // In a host tier (L1/L2). A block in L3 still gets prefetched: prefetch brings blocks to the
   // host, and L3's Contains() is only a hint.
   bool CachedAnywhere(const BlockKey& key) {
-    for (const auto& t : tiers_) {
-      if (t->kind() == TierKind::kHost && t->Contains(key)) return true;
+    for (const auto& t : HostTiers()) {
+      if (t->Contains(key)) return true;
     }
     return false;
   }
 
   // A host tier below tier `t` (L2 below L1) holds the block.
   bool HostTierBelowHolds(size_t t, const BlockKey& key) {
-    for (size_t u = t + 1; u < tiers_.size(); ++u) {
-      if (tiers_[u]->kind() == TierKind::kHost && tiers_[u]->Contains(key)) return true;
+    for (size_t u = t + 1; u < host_tiers_; ++u) {
+      if (tiers_[u]->Contains(key)) return true;
     }
     return false;
   }
@@ -966,14 +758,11 @@ class TieredCacheImpl final : public TieredCache {
   // (file_slices), an L1 above a host tier, the file's block whole, and the file not pinned (L1
   // keeps a pinned file's blocks, as HandOff does).
   bool SmallFileBelowL1(const ObjectRef& obj) const {
-    return options_.file_slices && host_tiers_ > 1 && tiers_[0]->name() == "l1" &&
-           obj.info.size > 0 && obj.info.size <= options_.block_size &&
-           !InsertPlacement(obj).pinned;
+    return options_.file_slices && host_tiers_ > 1 && layout_.has_l1 && obj.info.size > 0 &&
+           obj.info.size <= options_.block_size && !InsertPlacement(obj).pinned;
   }
 
-  bool InFastestTier(const BlockKey& key) {
-    return !tiers_.empty() && tiers_[0]->kind() == TierKind::kHost && tiers_[0]->Contains(key);
-  }
+  bool InFastestTier(const BlockKey& key) { return host_tiers_ > 0 && tiers_[0]->Contains(key); }
 
   // TTL policy: drops the block from the host tiers when a tier stored it longer ago than
   // `ttl`, so the read that follows refetches it from below (the origin, with If-Match).
@@ -981,16 +770,13 @@ class TieredCacheImpl final : public TieredCache {
   bool ExpireIfOlder(const BlockKey& key, std::chrono::nanoseconds ttl) {
     const int64_t now = clock_->NowUnixNanos();
     bool expired = false;
-    for (const auto& t : tiers_) {
-      if (t->kind() == TierKind::kShared) continue;
+    for (const auto& t : HostTiers()) {
       std::optional<int64_t> at = t->StoredAt(key);
       if (at && now - *at > ttl.count()) expired = true;
     }
     if (!expired) return false;
-    ++ttl_expired_;
-    for (const auto& t : tiers_) {
-      if (t->kind() == TierKind::kHost) t->Erase(key);
-    }
+    ++counters_.ttl_expired;
+    for (const auto& t : HostTiers()) t->Erase(key);
     return true;
   }
 
@@ -1009,14 +795,14 @@ class TieredCacheImpl final : public TieredCache {
       if (auto b = TryTier(0, key, expected)) return Served{std::move(b), 0};
     }
     if (demand) {
-      if (std::optional<Status> failed = RecentFailure(key)) {
+      if (std::optional<Status> failed = failures_.Recent(key)) {
         if (Served b = FetchFromHostTiers(obj, index, key, expected); b.block) return b;
         ++stats_.failures_replayed;
         return *failed;
       }
     }
     Result<Served> r = FetchOrJoin(obj, index, key, expected, token);
-    if (demand && IsRetryable(r.status())) RememberFailure(key, r.status());
+    if (demand && IsRetryable(r.status())) failures_.Remember(key, r.status());
     return r;
   }
 
@@ -1044,7 +830,7 @@ class TieredCacheImpl final : public TieredCache {
   Result<Served> JoinFlight(const BlockKey& fkey, const CancelToken* token, std::string_view what,
                             Fetch&& fetch, Lead&& lead) {
     const auto deadline = DeadlineAfter(options_.wait_timeout);
-    if (token == nullptr || fetch_workers_.empty()) {
+    if (token == nullptr || fetch_pool_.threads() == 0) {
       bool merged = false;
       Result<Served> r = flights_.Do(fkey, std::forward<Fetch>(fetch), &merged, token, deadline);
       if (merged) ++stats_.singleflight_merged;
@@ -1058,34 +844,6 @@ class TieredCacheImpl final : public TieredCache {
       ++stats_.singleflight_merged;
     }
     return CountWaitEnd(Flights::Wait(j.call, token, deadline));
-  }
-
-  // The error a demand read of `key` got within the last origin_failure_ttl, if any.
-  std::optional<Status> RecentFailure(const BlockKey& key) EXCLUDES(failures_mu_) {
-    if (options_.origin_failure_ttl <= std::chrono::nanoseconds::zero()) return std::nullopt;
-    const int64_t now = clock_->MonotonicNanos();
-    MutexLock l(&failures_mu_);
-    auto it = failures_.find(key);
-    if (it == failures_.end()) return std::nullopt;
-    if (now >= it->second.until_ns) {
-      failures_.erase(it);
-      return std::nullopt;
-    }
-    return it->second.status.WithContext("the origin failed for this block " +
-                                         std::to_string((now - it->second.at_ns) / 1'000'000) +
-                                         " ms ago; not fetched again yet");
-  }
-
-  void RememberFailure(const BlockKey& key, const Status& st) EXCLUDES(failures_mu_) {
-    if (options_.origin_failure_ttl <= std::chrono::nanoseconds::zero()) return;
-    const int64_t now = clock_->MonotonicNanos();
-    MutexLock l(&failures_mu_);
-    if (failures_.size() >= kFailuresMax) {
-      std::erase_if(failures_, [now](const auto& kv) { return now >= kv.second.until_ns; });
-      if (failures_.size() >= kFailuresMax) failures_.clear();  // an outage across many blocks
-    }
-    failures_.insert_or_assign(
-        key, Failure{st, now, now + static_cast<int64_t>(options_.origin_failure_ttl.count())});
   }
 
   Result<Served> CountWaitEnd(Result<Served> r) {
@@ -1122,7 +880,7 @@ class TieredCacheImpl final : public TieredCache {
       leases.push_back(std::move(*l));
     }
     job->leases = std::move(leases);
-    if (job->leases.size() > 1) ++whole_fetches_;
+    if (job->leases.size() > 1) ++counters_.whole_fetches;
   }
 
   // Claims block `i` of `obj` for a fetch when no host tier holds it and no one else fetches it
@@ -1144,15 +902,9 @@ class TieredCacheImpl final : public TieredCache {
 
   // Queues `job` for the fetch pool; a full queue completes it with Unavailable at once.
   void SubmitFetch(FetchJob job) {
-    {
-      MutexLock l(&fetch_mu_);
-      if (fetch_queue_.size() < options_.fetch_queue_limit) {
-        fetch_queue_.push_back(std::move(job));
-        ++demand_jobs_;
-        fetch_cv_.Signal();
-        return;
-      }
-    }
+    budget_.DemandJobQueued();  // before a fetch thread can take it (and end it)
+    if (fetch_pool_.TrySubmit(std::move(job))) return;
+    { const tiercache_internal::ReadaheadBudget::DemandJobDone undo(&budget_); }
     Logger(Module::kTierCache)
         .warn("{} origin fetches queued: failing the read of '{}' block {}",
               options_.fetch_queue_limit, job.obj->key, job.index);
@@ -1161,43 +913,31 @@ class TieredCacheImpl final : public TieredCache {
     }
   }
 
-  void FetchLoop(std::stop_token st, int n) {
-    const std::string name = "tierfs-fetch-" + std::to_string(n);
-    pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
-    while (true) {
-      std::optional<FetchJob> job;
-      {
-        MutexLock l(&fetch_mu_);
-        while (fetch_queue_.empty() && !st.stop_requested()) fetch_cv_.Wait();
-        if (st.stop_requested()) return;
-        job.emplace(std::move(fetch_queue_.front()));
-        fetch_queue_.pop_front();
-      }
-      const DemandJobDone done(this);
-      if (job->sparse_end > 0) {
-        if (flights_.AbandonIfUnwaited(job->leases[0],
-                                       Status::Cancelled("every reader of the range gave up"))) {
-          ++stats_.fetch_abandoned;
-          continue;
-        }
-        job->leases[0].Complete(
-            FetchSparse(*job->obj, job->index, job->sparse_begin, job->sparse_end));
-        continue;
-      }
-      if (job->leases.size() > 1) {
-        // A small object fetched whole (other readers may wait for its other blocks: it is
-        // fetched even when this block's reader gave up).
-        FetchClaimedRun(*job->obj, job->run_first, job->leases, /*readahead=*/false);
-        continue;
-      }
-      if (flights_.AbandonIfUnwaited(job->demand(),
-                                     Status::Cancelled("every reader of the block gave up"))) {
+  // One job of the fetch pool, on one of its threads.
+  void RunFetchJob(FetchJob& job) {
+    const tiercache_internal::ReadaheadBudget::DemandJobDone done(&budget_);
+    if (job.sparse_end > 0) {
+      if (flights_.AbandonIfUnwaited(job.leases[0],
+                                     Status::Cancelled("every reader of the range gave up"))) {
         ++stats_.fetch_abandoned;
-        continue;
+        return;
       }
-      const BlockKey key = job->demand().key();
-      job->demand().Complete(FetchFromRemote(*job->obj, job->index, key, job->expected));
+      job.leases[0].Complete(FetchSparse(*job.obj, job.index, job.sparse_begin, job.sparse_end));
+      return;
     }
+    if (job.leases.size() > 1) {
+      // A small object fetched whole (other readers may wait for its other blocks: it is
+      // fetched even when this block's reader gave up).
+      FetchClaimedRun(*job.obj, job.run_first, job.leases, /*readahead=*/false);
+      return;
+    }
+    if (flights_.AbandonIfUnwaited(job.demand(),
+                                   Status::Cancelled("every reader of the block gave up"))) {
+      ++stats_.fetch_abandoned;
+      return;
+    }
+    const BlockKey key = job.demand().key();
+    job.demand().Complete(FetchFromRemote(*job.obj, job.index, key, job.expected));
   }
 
   // Projected reads (TieredCacheOptions::sparse_read_max). A sparse entry is the prefix of one
@@ -1267,8 +1007,7 @@ class TieredCacheImpl final : public TieredCache {
   void ForEachHostKey(const ObjectRef& obj, Fn fn) {
     const ObjectId id = IdOf(obj);
     const CancelToken* token = CancelToken::Current();
-    for (auto& t : tiers_) {
-      if (t->kind() != TierKind::kHost) continue;
+    for (const auto& t : HostTiers()) {
       std::vector<BlockKey> keys;
       t->HeldOf(id, &keys);
       for (size_t k = 0; k < keys.size(); ++k) {
@@ -1318,10 +1057,10 @@ class TieredCacheImpl final : public TieredCache {
         if ((c < missing || c > c1) && ChunkHolder(key, block_len, c, 0)) ++present;
       }
       if (4 * present >= 3 * nchunks) {
-        ++sparse_dense_;
+        ++counters_.sparse_dense;
         return kWholeBlock;
       }
-      if (std::optional<Status> failed = RecentFailure(key)) {
+      if (std::optional<Status> failed = failures_.Recent(key)) {
         ++stats_.failures_replayed;
         return *failed;
       }
@@ -1329,13 +1068,13 @@ class TieredCacheImpl final : public TieredCache {
       const uint64_t fetch_end = std::min(block_len, (end + kPage - 1) / kPage * kPage);
       Result<Served> r = FetchSparseOrJoin(obj, index, key, fetch_begin, fetch_end, token);
       if (!r.ok()) {
-        if (IsRetryable(r.status())) RememberFailure(key, r.status());
+        if (IsRetryable(r.status())) failures_.Remember(key, r.status());
         return r.status();
       }
       fetched = std::move(r->block);
       tier = kOriginTier;
     } else {
-      ++sparse_hits_;
+      ++counters_.sparse_hits;
     }
     // One slice: a part of one buffer when one holds it all, else a copy of the pieces.
     if (have.empty()) {
@@ -1385,12 +1124,12 @@ class TieredCacheImpl final : public TieredCache {
     DemandInFlight demand(&stats_, clock_);
     const uint64_t len = end - begin;
     auto buf = Block::Allocate(len);
-    ++sparse_fetches_;
-    TIERFS_RETURN_IF_ERROR(
-        ReadOriginExact(obj, index * options_.block_size + begin, buf->mutable_data().first(len),
-                        "bytes " + std::to_string(begin) + "+" + std::to_string(len) +
-                            " of block " + std::to_string(index)));
-    sparse_fetch_bytes_ += len;
+    ++counters_.sparse_fetches;
+    TIERFS_RETURN_IF_ERROR(origin_reader_.ReadExact(
+        obj, index * options_.block_size + begin, buf->mutable_data().first(len),
+        "bytes " + std::to_string(begin) + "+" + std::to_string(len) + " of block " +
+            std::to_string(index)));
+    counters_.sparse_fetch_bytes += len;
     buf->set_size(len);
     BlockRef fetched(std::move(buf));
     const BlockKey key = KeyFor(obj, index);
@@ -1416,7 +1155,7 @@ class TieredCacheImpl final : public TieredCache {
     const BlockKey key = KeyFor(obj, index);
     for (size_t t = 0; t < tiers_.size(); ++t) {
       Tier* tier = tiers_[t].get();
-      if (tier->kind() != TierKind::kHost) return nullptr;
+      if (t >= host_tiers_) return nullptr;
       if (!tier->Contains(key)) continue;
       if (options_.placement) {
         const Placement p = options_.placement(obj.key);
@@ -1424,7 +1163,9 @@ class TieredCacheImpl final : public TieredCache {
           return nullptr;
         }
       }
-      if (t > 0 && promote != nullptr && PromoteNow(key, in_block, length)) {
+      if (t > 0 && promote != nullptr &&
+          promotion_.Use(key, in_block, length, stats_.bytes_served.load(std::memory_order_relaxed),
+                         tiers_[0]->Stats().capacity.load())) {
         *promote = true;
         return nullptr;
       }
@@ -1443,54 +1184,10 @@ class TieredCacheImpl final : public TieredCache {
     return nullptr;
   }
 
-  // Promote on reuse: true when this hit of `key` in a lower host tier, a read of bytes
-  // [in_block, in_block + length) of the block, is its promote_hits-th use within the window
-  // (then it is forgotten: the copy-up follows). A use is a new pass over the block: a read of
-  // bytes the current pass has read already, or one that goes back before the pass's first byte
-  // after at least kReorderBytes were read since the block's previous hit. Anything else is the
-  // same pass going on: small sequential reads through a block, and a sequential reader's
-  // requests that arrive out of order (the kernel has several reads of a file in flight; with
-  // reads smaller than a block (FuseOptions::fit_reads_to_splice_pipe) the one that reads a
-  // block's tail may be served before the one that read its head, and counting that as a reuse
-  // copied about one block in twenty into L1 on a warm read from L2). A use that comes after
-  // more than L1's capacity / kPromoteReuseShare bytes were read since the block's previous one
-  // starts the count again: L1 would evict the copy before it pays for itself (a shuffled reader
-  // of a dataset many times L1 comes back to each block only after L1 has turned over, and
-  // promoting such blocks copied several times the bytes read into L1 just to evict them).
-  bool PromoteNow(const BlockKey& key, uint64_t in_block, uint64_t length) {
-    if (options_.promote_hits == 0) return false;
-    if (options_.promote_hits == 1) return true;
-    const uint64_t now = stats_.bytes_served.load(std::memory_order_relaxed);
-    const uint64_t near = tiers_[0]->Stats().capacity.load() / kPromoteReuseShare;
-    const uint64_t begin = in_block, end = in_block + std::max<uint64_t>(length, 1);
-    MutexLock l(&promote_mu_);
-    if (promote_window_.size() >= kPromoteWindow) promote_window_.clear();
-    auto [it, fresh] = promote_window_.try_emplace(key, PromoteState{1, begin, end, now});
-    if (fresh) return false;
-    PromoteState& p = it->second;
-    const bool again = begin < p.pass_end && p.pass_begin < end;
-    const bool back = begin < p.pass_begin && now - p.last_use >= kReorderBytes;
-    const bool reuse = again || back;
-    const bool soon = now - p.last_use < near;
-    p.last_use = now;
-    if (reuse) {
-      p.pass_begin = begin;
-      p.pass_end = end;
-    } else {
-      p.pass_begin = std::min(p.pass_begin, begin);
-      p.pass_end = std::max(p.pass_end, end);
-    }
-    if (reuse && !soon) p.uses = 1;
-    if (!reuse || !soon || ++p.uses < options_.promote_hits) return false;
-    promote_window_.erase(it);
-    ++promotions_;
-    return true;
-  }
-
   // True when a lower host tier (L2) holds `key`: with file slices on, readahead leaves such a
   // block where it is (HintLowerHostTiers) instead of copying it to L1.
   bool LowerHostTierHolds(const BlockKey& key) {
-    for (size_t t = 1; t < tiers_.size() && tiers_[t]->kind() == TierKind::kHost; ++t) {
+    for (size_t t = 1; t < host_tiers_; ++t) {
       if (tiers_[t]->Contains(key)) return true;
     }
     return false;
@@ -1500,7 +1197,7 @@ class TieredCacheImpl final : public TieredCache {
   // not: the tier is asked to have them ready (Tier::WillNeed: page cache, verified), all of a
   // task's at once so that their files' disk reads overlap.
   void HintLowerHostTiers(const ObjectRef& obj, uint64_t first, uint64_t end) {
-    for (size_t t = 1; t < tiers_.size() && tiers_[t]->kind() == TierKind::kHost; ++t) {
+    for (size_t t = 1; t < host_tiers_; ++t) {
       std::vector<BlockKey> keys;
       for (uint64_t i = first; i < end; ++i) {
         const BlockKey key = KeyFor(obj, i);
@@ -1519,7 +1216,7 @@ class TieredCacheImpl final : public TieredCache {
     const BlockKey key = KeyFor(obj, index);
     for (size_t t = 0; t < tiers_.size(); ++t) {
       Tier* tier = tiers_[t].get();
-      if (tier->kind() == TierKind::kShared) return nullptr;
+      if (t >= host_tiers_) return nullptr;
       if (!tier->Contains(key)) continue;
       if (!tier->SupportsRanges()) return nullptr;  // L1 holds it: take the block from there
       if (options_.placement) {
@@ -1576,7 +1273,7 @@ class TieredCacheImpl final : public TieredCache {
     if (!tiers_.empty() && tiers_[0]->Contains(key)) {
       if (auto b = TryTier(0, key, expected)) return Served{std::move(b), 0};
     }
-    for (size_t t = 1; t < tiers_.size() && tiers_[t]->kind() == TierKind::kHost; ++t) {
+    for (size_t t = 1; t < host_tiers_; ++t) {
       if (auto b = TryTier(t, key, expected)) {
         CopyUp(obj, key, OwnerOf(obj, index), b, t);
         return Served{std::move(b), static_cast<int>(t)};
@@ -1590,72 +1287,19 @@ class TieredCacheImpl final : public TieredCache {
                                  uint64_t expected) {
     // Demand traffic on the network: deep prefetch watches these to yield (prefetch_jobs.cc).
     DemandInFlight demand(&stats_, clock_);
-    for (size_t t = 0; t < tiers_.size(); ++t) {
-      if (tiers_[t]->kind() == TierKind::kHost) continue;
+    for (size_t t = host_tiers_; t < tiers_.size(); ++t) {
       if (auto b = TryTier(t, key, expected)) {
         NoteSharedHit(t, obj, index, key);
         CopyUp(obj, key, OwnerOf(obj, index), b, t);
         return Served{std::move(b), static_cast<int>(t)};
       }
     }
-    TIERFS_ASSIGN_OR_RETURN(BlockRef b, FetchFromOrigin(obj, index, expected));
+    TIERFS_ASSIGN_OR_RETURN(BlockRef b, origin_reader_.FetchBlock(obj, index, expected));
     CopyUp(obj, key, OwnerOf(obj, index), b, tiers_.size());
     return Served{std::move(b), kOriginTier};
   }
 
-  Result<BlockRef> FetchFromOrigin(const ObjectRef& obj, uint64_t index, uint64_t expected) {
-    auto block = Block::Allocate(expected);
-    TIERFS_RETURN_IF_ERROR(ReadOriginExact(obj, index * options_.block_size,
-                                           block->mutable_data().first(expected),
-                                           "block " + std::to_string(index)));
-    block->set_size(expected);
-    return BlockRef(std::move(block));
-  }
-
-  // Fills `out` with the bytes of `obj` at `offset` from the origin, pinned to its version (one
-  // request, more only if the origin returns short reads), counted in the origin stats. Fewer
-  // bytes than asked for means the object changed: FailedPrecondition (`what` names the part in
-  // the log).
-  Status ReadOriginExact(const ObjectRef& obj, uint64_t offset, std::span<std::byte> out,
-                         const std::string& what) {
-    return ReadOriginExact(obj, offset, ScatterBuffer(out), what);
-  }
-  // The same into storage in pieces (a run of blocks that are not adjacent in memory).
-  Status ReadOriginExact(const ObjectRef& obj, uint64_t offset, const ScatterBuffer& out,
-                         const std::string& what) {
-    size_t got = 0;
-    while (got < out.size()) {
-      ++stats_.origin_requests;
-      const ScatterBuffer rest = out.Slice(got, out.size() - got);
-      Result<size_t> n = origin_->ReadPinnedScatter(obj.key, offset + got, rest, obj.info);
-      if (!n.ok()) {
-        ++stats_.origin_errors;
-        return n.status().WithContext("reading '" + obj.key + "' at " + std::to_string(offset));
-      }
-      if (*n > rest.size()) return OriginOverrun(obj, *n, rest.size());
-      if (*n == 0) break;
-      got += *n;
-      stats_.origin_bytes += *n;
-    }
-    if (got != out.size()) {
-      ++stats_.origin_errors;
-      Logger(Module::kTierCache)
-          .warn("origin returned {} bytes for {} of '{}' (expected {}); the object changed", got,
-                what, obj.key, out.size());
-      return Status::FailedPrecondition("object '" + obj.key + "' is shorter than its size " +
-                                        std::to_string(obj.info.size) + "; it changed");
-    }
-    return Status::OK();
-  }
-
-  // A BlobStore claimed more bytes than the buffer it was given: a bug below us, never copied.
-  Status OriginOverrun(const ObjectRef& obj, size_t n, size_t room) {
-    ++stats_.origin_errors;
-    return Status::Internal("origin read of '" + obj.key + "' returned " + std::to_string(n) +
-                            " bytes into a buffer of " + std::to_string(room));
-  }
-
-  bool Admitted(size_t t) const { return IsAdmittedTier(tiers_, t); }
+  bool Admitted(size_t t) const { return layout_.Admitted(t); }
 
   // The placement of a block of `obj` inserted now: the object's policy (pin, TTL, quota), the
   // time, and whether the block is the whole object (L2 then stores it without a chunk trailer,
@@ -1680,7 +1324,7 @@ class TieredCacheImpl final : public TieredCache {
       }
       Status st = tiers_[t]->Insert(key, block, hint);
       if (!st.ok()) {
-        ++insert_errors_;
+        ++counters_.insert_errors;
         SPDLOG_LOGGER_DEBUG(&Logger(Module::kTierCache), "{} insert declined: {}",
                             tiers_[t]->name(), st.ToString());
       }
@@ -1728,7 +1372,7 @@ class TieredCacheImpl final : public TieredCache {
       Result<Served> r = GetBlock(obj, i);
       if (r.ok()) {
         ++stats_.readahead_blocks;
-        readahead_bytes_ += r->block->size();
+        counters_.readahead_bytes += r->block->size();
       } else {
         SPDLOG_LOGGER_DEBUG(&Logger(Module::kTierCache), "prefetch of '{}' block {} failed: {}",
                             obj.key, i, r.status().ToString());
@@ -1747,7 +1391,7 @@ class TieredCacheImpl final : public TieredCache {
     const uint64_t bs = options_.block_size;
     const uint64_t most = std::min(end - first, run_blocks_);
     const uint64_t bytes = std::min(most * bs, obj.info.size - std::min(obj.info.size, first * bs));
-    if (!AcquireInflight(bytes, seq, st)) return 0;
+    if (!budget_.Acquire(bytes, seq, st)) return 0;
     std::vector<Flights::Lease> leases;
     for (uint64_t j = first; j < end && leases.size() < run_blocks_; ++j) {
       std::optional<Flights::Lease> lease =
@@ -1756,83 +1400,9 @@ class TieredCacheImpl final : public TieredCache {
       leases.push_back(std::move(*lease));
     }
     if (!leases.empty()) FetchClaimedRun(obj, first, leases, /*readahead=*/true);
-    ReleaseInflight(bytes);
+    budget_.Release(bytes);
     return leases.size();
   }
-
-  // Waits until `bytes` more fit in inflight_cap_ (or nothing is in flight: one run always may
-  // go), and, while readers wait for fetches of their own (demand_jobs_), until fewer than
-  // kFetchesWhileDemand readahead fetches are in flight; then takes them. False when the cache
-  // shuts down first.
-  //
-  // Up to prefetch_threads workers wait here at once (a loader's next files queue many small
-  // fetches; several sequential readers each queue their window's runs). They get in in queue
-  // order (the task's `seq`), not in the order the scheduler happens to wake them: with two
-  // streams the runs just ahead of one reader waited behind runs far ahead of both, the reader
-  // caught up with its readahead and fetched block after block on demand, a round trip each.
-  // Only the first waiter in that order is woken (a freed slot wakes it, and each that gets in
-  // wakes the next while room is left: a baton), instead of waking them all on every release
-  // (with 16 waiting, a thundering herd of 16 wakeups per fetch: 8% of the daemon's CPU in a cold
-  // small-file epoch went to switching them in). A woken worker whose run does not fit yet waits
-  // for the next release; once nothing is in flight any request fits, so none waits for ever.
-  bool InflightBlocked(uint64_t bytes) const REQUIRES(inflight_mu_) {
-    return (inflight_bytes_ > 0 && inflight_bytes_ + bytes > inflight_cap_) ||
-           (inflight_fetches_ >= kFetchesWhileDemand && demand_jobs_.load() > 0 &&
-            !guesses_proven_.load(std::memory_order_relaxed));
-  }
-  bool AcquireInflight(uint64_t bytes, uint64_t seq, const std::stop_token& st) {
-    MutexLock l(&inflight_mu_);
-    CondVar mine(&inflight_mu_);
-    bool waiting = false, stopped = false;
-    while (InflightBlocked(bytes) ||
-           (!inflight_waiting_.empty() && inflight_waiting_.begin()->first < seq)) {
-      if ((stopped = st.stop_requested())) break;
-      // seq is unique (one worker runs a task): registered once, erased below.
-      if (!waiting) waiting = inflight_waiting_.emplace(seq, &mine).second;
-      mine.WaitFor(kInflightRecheck);
-    }
-    if (waiting) inflight_waiting_.erase(seq);
-    if (stopped) return false;
-    inflight_bytes_ += bytes;
-    ++inflight_fetches_;
-    // Pass the baton: the next waiter in order looks whether its run fits too.
-    WakeFirstInflightWaiter();
-    return true;
-  }
-  void ReleaseInflight(uint64_t bytes) {
-    MutexLock l(&inflight_mu_);
-    inflight_bytes_ -= bytes;
-    --inflight_fetches_;
-    WakeFirstInflightWaiter();
-  }
-  void WakeFirstInflightWaiter() REQUIRES(inflight_mu_) {
-    if (!inflight_waiting_.empty()) inflight_waiting_.begin()->second->Signal();
-  }
-  // Wakes the first worker waiting for room (the demand fetches drained), or all of them (the
-  // cache shuts down).
-  void WakeInflightWaiter(bool all) {
-    MutexLock l(&inflight_mu_);  // not between a waiter's check and its wait
-    if (all) {
-      for (auto& [seq, cv] : inflight_waiting_) cv->Signal();
-    } else {
-      WakeFirstInflightWaiter();
-    }
-  }
-
-  // A demand fetch taken off the fetch queue is done (FetchLoop): the last one lets readahead
-  // take all its threads again (one waiting worker at a time, AcquireInflight's baton).
-  class DemandJobDone {
-   public:
-    explicit DemandJobDone(TieredCacheImpl* c) : c_(c) {}
-    ~DemandJobDone() {
-      if (--c_->demand_jobs_ == 0) c_->WakeInflightWaiter(/*all=*/false);
-    }
-    DemandJobDone(const DemandJobDone&) = delete;
-    DemandJobDone& operator=(const DemandJobDone&) = delete;
-
-   private:
-    TieredCacheImpl* const c_;
-  };
 
   // Reads the claimed blocks [first, first + leases.size()): from the remote tiers (L3) with one
   // ReadMany each, then the rest from the origin, one request per stretch of adjacent blocks;
@@ -1844,8 +1414,7 @@ class TieredCacheImpl final : public TieredCache {
     // Readahead serves readers: it counts as demand traffic for deep prefetch, too.
     DemandInFlight demand(&stats_, clock_);
     std::vector<Served> got(n);  // a null block: not read yet
-    for (size_t t = 0; t < tiers_.size(); ++t) {
-      if (tiers_[t]->kind() == TierKind::kHost) continue;
+    for (size_t t = host_tiers_; t < tiers_.size(); ++t) {
       std::vector<BlockKey> keys;
       std::vector<uint64_t> which;
       for (uint64_t k = 0; k < n; ++k) {
@@ -1871,14 +1440,14 @@ class TieredCacheImpl final : public TieredCache {
       }
       uint64_t m = 1;
       while (k + m < n && !got[k + m].block) ++m;
-      Result<std::vector<BlockRef>> blocks = FetchRunFromOrigin(obj, first + k, m);
+      Result<std::vector<BlockRef>> blocks = origin_reader_.FetchRun(obj, first + k, m);
       if (!blocks.ok()) {
         SPDLOG_LOGGER_DEBUG(&Logger(Module::kTierCache),
                             "readahead of '{}' blocks {}+{} failed: {}", obj.key, first + k, m,
                             blocks.status().ToString());
         for (uint64_t j = k; j < k + m; ++j) leases[j].Complete(blocks.status());
       } else {
-        if (m > 1) ++readahead_runs_;
+        if (m > 1) ++counters_.readahead_runs;
         for (uint64_t j = 0; j < m; ++j) got[k + j] = Served{(*blocks)[j], kOriginTier};
       }
       k += m;
@@ -1897,7 +1466,7 @@ class TieredCacheImpl final : public TieredCache {
     for (uint64_t k = 0; k < n; ++k) {
       if (!got[k].block) continue;  // its lease is complete (the origin's error)
       if (readahead) {
-        readahead_bytes_ += got[k].block->size();
+        counters_.readahead_bytes += got[k].block->size();
         ++stats_.readahead_blocks;
       }
       const BlockKey& key = leases[k].key();
@@ -1905,7 +1474,7 @@ class TieredCacheImpl final : public TieredCache {
         CopyUp(obj, key, OwnerOf(obj, first + k), got[k].block, upto(got[k]), 1);
         stored[k] = true;
         if (HostTierBelowHolds(0, key)) {
-          ++readahead_below_l1_;
+          ++counters_.readahead_below_l1;
           leases[k].Complete(got[k]);
           continue;
         }
@@ -1924,132 +1493,36 @@ class TieredCacheImpl final : public TieredCache {
     }
   }
 
-  // Blocks [first, first + n) of `obj` with one origin read (more only if the origin returns
-  // short reads), checked like FetchFromOrigin. REQUIRES: n >= 1, first + n <= NumBlocks(obj).
-  Result<std::vector<BlockRef>> FetchRunFromOrigin(const ObjectRef& obj, uint64_t first,
-                                                   uint64_t n) {
-    if (n == 1) {
-      TIERFS_ASSIGN_OR_RETURN(BlockRef b, FetchFromOrigin(obj, first, ExpectedLength(obj, first)));
-      return std::vector<BlockRef>{std::move(b)};
-    }
-    const uint64_t bs = options_.block_size;
-    const uint64_t last = ExpectedLength(obj, first + n - 1);
-    const std::string what = "blocks " + std::to_string(first) + "+" + std::to_string(n);
-    // Each block gets storage of its own and the origin's answer is written straight into those
-    // pieces in order (ReadPinnedScatter): no buffer for the whole run, no copy. The full blocks
-    // come adjacent from the arena when it has them (then the pieces are one span: the GETs write
-    // one region), else one by one (in a steady state resident storage freed by others, no fresh
-    // page); each block stays independent of the others in L1 either way (one kept block never
-    // holds its whole run's memory). A run at the end of the object gives its short last block
-    // storage of its own size (L1 charges a block's size).
-    const uint64_t full = last < bs ? n - 1 : n;
-    std::vector<std::shared_ptr<Block>> blocks = Block::AllocateAdjacent(bs, full);
-    blocks.reserve(n);
-    while (blocks.size() < full) blocks.push_back(Block::Allocate(bs));
-    if (full < n) blocks.push_back(Block::Allocate(last));
-    std::vector<std::span<std::byte>> pieces;
-    pieces.reserve(n);
-    for (uint64_t k = 0; k < n; ++k) {
-      pieces.push_back(blocks[k]->mutable_data().first(k + 1 == n ? last : bs));
-    }
-    TIERFS_RETURN_IF_ERROR(
-        ReadOriginExact(obj, first * bs, ScatterBuffer(std::move(pieces)), what));
-    std::vector<BlockRef> out;
-    out.reserve(n);
-    for (uint64_t k = 0; k < n; ++k) {
-      blocks[k]->set_size(k + 1 == n ? last : bs);
-      out.push_back(std::move(blocks[k]));
-    }
-    return out;
-  }
-
   // Constant after construction.
   const TieredCacheOptions options_;
   const std::vector<std::unique_ptr<Tier>> tiers_;
-  BlobStore* const origin_;
   Clock* const clock_;
   const std::string source_;
   const size_t queue_limit_;  // in blocks
   const uint64_t run_blocks_;
-  // Readahead bytes being fetched (FetchRun) stay within kRunsInFlight runs (and the readahead
-  // budget), however many prefetch threads there are: the pool's memory is that of 16 runs of
-  // 8 MiB, two sequential readers' whole windows (cache.readahead_max, 64 MiB each; with 8 runs
-  // two cold streams shared one window's worth, their runs waited for room until the readers
-  // caught up and fetched block by block on demand), while small objects (a loader's next
-  // files, one GET each) keep up to prefetch_threads requests in flight, but only
-  // kFetchesWhileDemand while readers wait for fetches of their own (demand_jobs_), so that a
-  // reader's GET does not queue at the origin behind 64 guesses (a plain shuffled loader's cold
-  // epoch: 8 of them gave 388-402 samples/s and a first batch after 2.0 s, 32 always 499-533
-  // and 4.3-6.9 s, 16 while readers wait 465-483 and 3.0 s), until the guesses are proven read
-  // (SetGuessesProven: with 64 threads, a cold epoch with 20 ms of compute per batch took a
-  // median 17.5 s instead of 20.3 over 11 runs each, its first batch 3.10 s as 3.12, its longest
-  // wait 2.7 s instead of 1.9; with no limit from the start, 15.8-17.3 s, first batch 5.3 s).
-  static constexpr uint64_t kFetchesWhileDemand = 16;
-  const uint64_t inflight_cap_;
-  // A waiting worker looks again after this long even unwoken (a safety net, not the signal).
-  static constexpr std::chrono::milliseconds kInflightRecheck{100};
-  Mutex inflight_mu_;  // leaf
-  uint64_t inflight_bytes_ GUARDED_BY(inflight_mu_) = 0;
-  uint64_t inflight_fetches_ GUARDED_BY(inflight_mu_) = 0;
-  // The workers waiting for room, by their task's seq: each waits on a CondVar of its own, so
-  // that the first in queue order is the one woken.
-  std::map<uint64_t, CondVar*> inflight_waiting_ GUARDED_BY(inflight_mu_);
-  // Demand fetches queued for or running on the fetch pool (SubmitFetch .. FetchLoop).
-  std::atomic<int64_t> demand_jobs_{0};
-  // SetGuessesProven: readahead is not held to kFetchesWhileDemand while readers wait.
-  std::atomic<bool> guesses_proven_{false};
+  // The readahead fetches' bytes in flight, and their count while readers wait for fetches of
+  // their own.
+  tiercache_internal::ReadaheadBudget budget_;
   const uint64_t small_object_bytes_;
+  const TierLayout layout_;
   const size_t host_tiers_;  // tiers_[0, host_tiers_) are host tiers (L1, L2), the rest shared
 
-  CacheStats stats_;
   Admission admission_;
-  std::atomic<uint64_t> prefetch_dropped_{0};
-  std::atomic<uint64_t> insert_errors_{0};
-  std::atomic<uint64_t> hydrated_blocks_{0};
-  std::atomic<uint64_t> ttl_expired_{0};
-  std::atomic<uint64_t> readahead_runs_{0};      // origin reads of more than one block
-  std::atomic<uint64_t> whole_fetches_{0};       // small objects fetched whole by a demand miss
-  std::atomic<uint64_t> sparse_fetches_{0};      // projected reads' origin requests
-  std::atomic<uint64_t> sparse_fetch_bytes_{0};  // their bytes
-  std::atomic<uint64_t> sparse_hits_{0};         // projected reads served from sparse entries
-  std::atomic<uint64_t> sparse_dense_{0};        // projected reads that took the whole block
-  std::atomic<uint64_t> readahead_bytes_{0};     // bytes of the blocks in readahead_blocks
-  std::atomic<uint64_t> hydrated_bytes_{0};
-  std::atomic<uint64_t> promotions_{0};          // L2 blocks copied into L1 on reuse (file_slices)
-  std::atomic<uint64_t> readahead_below_l1_{0};  // small files fetched ahead into L2, not L1
-  std::atomic<uint64_t> handoffs_{0};  // L1 blocks dropped once the kernel and L2 held them
-  static constexpr size_t kPromoteWindow = 65536;
-  // A reuse counts towards promotion when fewer than L1's capacity / this many bytes were read
-  // since the block's previous use.
-  static constexpr uint64_t kPromoteReuseShare = 4;
-  Mutex promote_mu_;
-  // Bytes read (by anyone) after a block's previous hit beyond which a read going back before
-  // the current pass is a new pass, not a request of the same pass served out of order.
-  static constexpr uint64_t kReorderBytes = 8ULL << 20;
-  struct PromoteState {
-    uint32_t uses = 0;  // reuses counted (the first hit is 1)
-    // The bytes of the block the current pass read, as one span.
-    uint64_t pass_begin = 0;
-    uint64_t pass_end = 0;
-    uint64_t last_use = 0;  // stats_.bytes_served at the previous hit
-  };
-  std::unordered_map<BlockKey, PromoteState, tiercache_internal::BlockKeyHash> promote_window_
-      GUARDED_BY(promote_mu_);
   // One per tier, then the origin's; empty without options_.metrics.
   std::vector<std::unique_ptr<metrics::Histogram>> read_latency_;
+  // Every counter of the cache, and both renderings of them (StatsText, Collect).
+  tiercache_internal::CacheStatsSource stats_src_;
+  CacheStats& stats_;
+  tiercache_internal::EngineCounters& counters_;
+  // Reads blocks and ranges of the pinned version of an object from the origin.
+  tiercache_internal::OriginReader origin_reader_;
+  // Which L2 hits are reuses that earn a copy in L1 (file_slices).
+  tiercache_internal::PromotionWindow promotion_;
   metrics::Registry::Registration metrics_reg_;
   Flights flights_;
 
-  // Blocks whose demand read failed recently (RecentFailure); at most kFailuresMax entries.
-  struct Failure {
-    Status status;
-    int64_t at_ns = 0;     // Clock::MonotonicNanos when it was recorded
-    int64_t until_ns = 0;  // replayed until then
-  };
-  static constexpr size_t kFailuresMax = 4096;
-  Mutex failures_mu_;
-  std::unordered_map<BlockKey, Failure, tiercache_internal::BlockKeyHash> failures_
-      GUARDED_BY(failures_mu_);
+  // Blocks whose demand read failed recently (FailureMemory::Recent).
+  tiercache_internal::FailureMemory failures_;
 
   mutable Mutex queue_mu_;
   CondVar queue_cv_;
@@ -2057,13 +1530,9 @@ class TieredCacheImpl final : public TieredCache {
   uint64_t queued_blocks_ GUARDED_BY(queue_mu_) = 0;
   uint64_t next_task_seq_ GUARDED_BY(queue_mu_) = 0;
 
-  mutable Mutex fetch_mu_;
-  CondVar fetch_cv_;
-  std::deque<FetchJob> fetch_queue_ GUARDED_BY(fetch_mu_);
-
   // Declared last: destroyed (joined) first, while everything they use is alive.
   std::vector<std::jthread> workers_;
-  std::vector<std::jthread> fetch_workers_;
+  tiercache_internal::JobPool<FetchJob> fetch_pool_;
 };
 
 }  // namespace
@@ -2099,7 +1568,8 @@ Result<std::unique_ptr<TieredCache>> TieredCache::Open(const TieredCacheOptions&
   for (const auto& t : tiers) {
     if (!t) return Status::InvalidArgument("tiered cache: null tier");
   }
-  auto cache = std::make_unique<TieredCacheImpl>(options, std::move(tiers), origin, clock);
+  TIERFS_ASSIGN_OR_RETURN(const TierLayout layout, LayoutOf(tiers));
+  auto cache = std::make_unique<TieredCacheImpl>(options, layout, std::move(tiers), origin, clock);
   cache->StartWorkers();
   cache->RegisterMetrics();
   return std::unique_ptr<TieredCache>(std::move(cache));

@@ -187,8 +187,9 @@ struct CacheStats {
 
 class TieredCache {
  public:
-  // `tiers` ordered fast→slow (L1, L2, ...); may be empty. `origin` and `clock` are not owned and
-  // must outlive the cache.
+  // `tiers` ordered fast→slow (L1, L2, ...), the host tiers before the shared one (L3);
+  // may be empty. InvalidArgument for a host tier below a shared one. `origin` and `clock` are
+  // not owned and must outlive the cache.
   static Result<std::unique_ptr<TieredCache>> Open(const TieredCacheOptions& options,
                                                    std::vector<std::unique_ptr<Tier>> tiers,
                                                    BlobStore* origin, Clock* clock);
@@ -224,10 +225,6 @@ class TieredCache {
   // larger object, a faster tier (L1) holds the block (memory is the faster source), a miss, a
   // block stored with a trailer (before this existed), or file_slices off.
   virtual Result<FileExtentRef> OpenWholeFile(const ObjectRef& obj) = 0;
-
-  // Copying convenience over Read(): fills `out`, returns bytes read.
-  virtual Result<size_t> ReadInto(const ObjectRef& obj, uint64_t offset,
-                                  std::span<std::byte> out) = 0;
 
   // Starts background fetches of blocks [first, first + count) of `obj` into the host tiers, at
   // prefetch priority: from the origin (runs of adjacent blocks share one request), or from L2

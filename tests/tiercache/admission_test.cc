@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tests/fakes/fake_blob_store.h"
+#include "tests/testing/read_into.h"
 #include "tests/tiercache/test_util.h"
 #include "tiercache/tiered_cache.h"
 
@@ -190,7 +191,7 @@ class AdmissionCacheTest : public ::testing::Test {
 
   static void ReadBlock(TieredCache* c, const ObjectRef& o, uint64_t i) {
     std::string buf(kBs, '\0');
-    auto n = c->ReadInto(o, i * kBs, std::as_writable_bytes(std::span(buf)));
+    auto n = tierfs::testing::ReadInto(*c, o, i * kBs, std::as_writable_bytes(std::span(buf)));
     ASSERT_TRUE(n.ok()) << n.status().ToString();
   }
   static uint64_t InL2(TieredCache* c, const ObjectRef& o) { return c->Residency(o)[1].second; }
@@ -327,7 +328,9 @@ TEST_F(AdmissionCacheTest, AReaderJoinsTheHydrationsFetchInsteadOfSendingItsOwn)
   origin_.WaitForBlockedReads(1);
   std::string buf(kBs, '\0');
   Result<size_t> got = Status::Internal("not read");
-  std::thread r([&] { got = c->ReadInto(o, 2 * kBs, std::as_writable_bytes(std::span(buf))); });
+  std::thread r([&] {
+    got = tierfs::testing::ReadInto(*c, o, 2 * kBs, std::as_writable_bytes(std::span(buf)));
+  });
   // Give the reader time to get to its fetch: one of its own would wait at the gate too.
   for (int i = 0; i < 30 && origin_.blocked_reads() < 2; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));

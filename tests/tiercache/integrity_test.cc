@@ -13,6 +13,7 @@
 #include "tests/fakes/fake_blob_store.h"
 #include "tests/fakes/http_server_test.h"
 #include "tests/fakes/http_test_server.h"
+#include "tests/testing/read_into.h"
 #include "tests/tiercache/test_util.h"
 #include "tiercache/catalog.h"
 #include "tiercache/tiered_cache.h"
@@ -112,12 +113,12 @@ TEST_F(CacheOverS3Test, NothingFromAnAnswerOfAnotherVersionLandsInTheCache) {
   obj.info.etag = "v1";
   // Block 0 of v1 is read and cached; then the object is replaced at the same size.
   std::vector<std::byte> buf(kBs);
-  auto first = c->ReadInto(obj, 0, buf);
+  auto first = tierfs::testing::ReadInto(*c, obj, 0, buf);
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   EXPECT_EQ(testing::AsString(buf), v1_.substr(0, kBs));
   version_ = 2;
   std::vector<std::byte> rest(3 * kBs);
-  auto r = c->ReadInto(obj, kBs, rest);
+  auto r = tierfs::testing::ReadInto(*c, obj, kBs, rest);
   ASSERT_FALSE(r.ok()) << "served bytes of v2 under v1's name";
   EXPECT_EQ(r.status().code(), Status::Code::kFailedPrecondition) << r.status().ToString();
   // Readahead runs (one origin read of several blocks) are checked the same way.

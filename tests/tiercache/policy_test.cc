@@ -7,6 +7,7 @@
 
 #include "base/units.h"
 #include "tests/fakes/fake_blob_store.h"
+#include "tests/testing/read_into.h"
 #include "tests/tiercache/test_util.h"
 #include "tiercache/tiered_cache.h"
 
@@ -234,25 +235,25 @@ TEST(PolicyPlumbing, PinnedBlocksSurviveL1PressureAndTtlRefetches) {
   };
   std::string buf(kBs, '\0');
   auto span = std::span(reinterpret_cast<std::byte*>(buf.data()), buf.size());
-  ASSERT_TRUE(cache->ReadInto(ref("pinned"), 0, span).ok());
+  ASSERT_TRUE(tierfs::testing::ReadInto(*cache, ref("pinned"), 0, span).ok());
   for (int i = 1; i < 4; ++i)
-    ASSERT_TRUE(cache->ReadInto(ref("f" + std::to_string(i)), 0, span).ok());
+    ASSERT_TRUE(tierfs::testing::ReadInto(*cache, ref("f" + std::to_string(i)), 0, span).ok());
   EXPECT_EQ(cache->Residency(ref("pinned"))[0].second, 1u);  // survived the pressure
   EXPECT_EQ(cache->Residency(ref("f1"))[0].second, 0u);      // evicted
   // Unpinned, it is evicted like any other block.
   cache->SetPinned(ref("pinned"), false);
   for (int i = 1; i < 4; ++i)
-    ASSERT_TRUE(cache->ReadInto(ref("f" + std::to_string(i)), 0, span).ok());
+    ASSERT_TRUE(tierfs::testing::ReadInto(*cache, ref("f" + std::to_string(i)), 0, span).ok());
   EXPECT_EQ(cache->Residency(ref("pinned"))[0].second, 0u);
 
   // TTL: a read within the TTL is a hit, after it a refetch from the origin.
-  ASSERT_TRUE(cache->ReadInto(ref("f0"), 0, span).ok());
+  ASSERT_TRUE(tierfs::testing::ReadInto(*cache, ref("f0"), 0, span).ok());
   origin.ResetCounters();
   clock.Advance(5s);
-  ASSERT_TRUE(cache->ReadInto(ref("f0"), 0, span).ok());
+  ASSERT_TRUE(tierfs::testing::ReadInto(*cache, ref("f0"), 0, span).ok());
   EXPECT_EQ(origin.read_calls(), 0u);
   clock.Advance(6s);
-  ASSERT_TRUE(cache->ReadInto(ref("f0"), 0, span).ok());
+  ASSERT_TRUE(tierfs::testing::ReadInto(*cache, ref("f0"), 0, span).ok());
   EXPECT_EQ(origin.read_calls(), 1u);
   EXPECT_EQ(buf, testing::Pattern(kBs, 10));
   EXPECT_NE(cache->StatsText().find("ttl.expired=1"), std::string::npos) << cache->StatsText();

@@ -11,6 +11,7 @@
 
 #include "tests/fakes/fake_blob_store.h"
 #include "tests/fakes/faulty_flash_store.h"
+#include "tests/testing/read_into.h"
 #include "tests/tiercache/test_util.h"
 #include "tiercache/catalog.h"
 #include "tiercache/tiered_cache.h"
@@ -132,8 +133,9 @@ TEST_F(PrefetchJobsTest, DirectoryIntoL2IsRecursiveAndSkipsL1) {
   // Every byte is now served without the origin.
   origin_.ResetCounters();
   std::string out(3 * kBs + 7, '\0');
-  auto n = cache_->ReadInto(Ref("d/sub/c.bin"), 0,
-                            std::span(reinterpret_cast<std::byte*>(out.data()), out.size()));
+  auto n =
+      tierfs::testing::ReadInto(*cache_, Ref("d/sub/c.bin"), 0,
+                                std::span(reinterpret_cast<std::byte*>(out.data()), out.size()));
   ASSERT_TRUE(n.ok());
   EXPECT_EQ(out, Pattern(3 * kBs + 7, 3));
   EXPECT_EQ(origin_.read_calls(), 0u);
@@ -549,10 +551,10 @@ class PrefetchEngineTest : public PrefetchJobsTest {
     OpenJobsWith(o);
     clock_.Advance(10s);
     std::string out(100, '\0');
-    ASSERT_TRUE(cache_
-                    ->ReadInto(Ref("other.bin"), 0,
-                               std::span(reinterpret_cast<std::byte*>(out.data()), out.size()))
-                    .ok());
+    ASSERT_TRUE(
+        tierfs::testing::ReadInto(*cache_, Ref("other.bin"), 0,
+                                  std::span(reinterpret_cast<std::byte*>(out.data()), out.size()))
+            .ok());
   }
   // Reads blocked at the gate, after the workers had time to start more than allowed.
   int SettledBlocked(int n) {

@@ -16,6 +16,7 @@
 
 #include "metastore/meta_store.h"
 #include "tests/fakes/fake_blob_store.h"
+#include "tests/testing/read_into.h"
 #include "tests/tiercache/test_util.h"
 
 namespace tierfs {
@@ -430,7 +431,7 @@ TEST_F(PrefetcherTest, HydrationSkipsHeldBlocksAndEndsAtAShortLastBlock) {
   EXPECT_EQ(WaitHeld("eight.bin", 8), 8u);  // blocks 2..7 (two runs, capped at 8 outstanding)
   EXPECT_EQ(origin_.read_calls(), 2u);
   std::string got(8 * kBs - 10, '\0');
-  auto n = cache_->ReadInto(obj, 0, std::as_writable_bytes(std::span(got)));
+  auto n = tierfs::testing::ReadInto(*cache_, obj, 0, std::as_writable_bytes(std::span(got)));
   ASSERT_TRUE(n.ok());
   EXPECT_EQ(got, Pattern(8 * kBs - 10, 5));
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tests/fakes/fake_blob_store.h"
+#include "tests/testing/read_into.h"
 #include "tests/tiercache/test_util.h"
 #include "tiercache/internal/l3_object.h"
 #include "tiercache/tier.h"
@@ -541,7 +542,8 @@ class SharedL3Test : public ::testing::Test {
   }
   std::string ReadAll(TieredCache* c, const ObjectRef& o) {
     std::string out(o.info.size, '\0');
-    auto n = c->ReadInto(o, 0, {reinterpret_cast<std::byte*>(out.data()), out.size()});
+    auto n =
+        tierfs::testing::ReadInto(*c, o, 0, {reinterpret_cast<std::byte*>(out.data()), out.size()});
     EXPECT_TRUE(n.ok()) << n.status().ToString();
     return out;
   }

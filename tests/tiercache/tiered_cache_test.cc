@@ -18,6 +18,7 @@
 #include "base/metrics.h"
 #include "tests/fakes/fake_blob_store.h"
 #include "tests/fakes/faulty_flash_store.h"
+#include "tests/testing/read_into.h"
 #include "tests/tiercache/test_util.h"
 #include "tiercache/single_flight.h"
 
@@ -160,7 +161,8 @@ TEST_F(TieredCacheTest, ReadIntoCopies) {
   const std::string data = Pattern(2 * kBs + 7);
   ObjectRef o = Put("obj", data);
   std::string buf(3 * kBs, '\0');
-  auto n = c->ReadInto(o, 5, {reinterpret_cast<std::byte*>(buf.data()), buf.size()});
+  auto n =
+      tierfs::testing::ReadInto(*c, o, 5, {reinterpret_cast<std::byte*>(buf.data()), buf.size()});
   ASSERT_TRUE(n.ok());
   EXPECT_EQ(*n, data.size() - 5);
   EXPECT_EQ(buf.substr(0, *n), data.substr(5));
@@ -442,7 +444,7 @@ TEST_F(TieredCacheTest, FileSlicesServeL2HitsFromTheFileAndPromoteOnReuse) {
   EXPECT_TRUE(c->tiers()[0]->Contains(k2));
   // ReadInto copies file slices too.
   std::string all(data.size(), '\0');
-  auto n = c->ReadInto(o, 0, std::as_writable_bytes(std::span(all)));
+  auto n = tierfs::testing::ReadInto(*c, o, 0, std::as_writable_bytes(std::span(all)));
   ASSERT_TRUE(n.ok());
   EXPECT_EQ(*n, data.size());
   EXPECT_EQ(all, data);
@@ -1532,7 +1534,8 @@ TEST(TieredCacheLmdbTest, RemountOverLmdbReadsNothingFromOrigin) {
     auto c = open(&meta, &flash);
     ASSERT_TRUE(c);
     std::string buf(data.size(), '\0');
-    auto n = c->ReadInto(o, 0, {reinterpret_cast<std::byte*>(buf.data()), buf.size()});
+    auto n =
+        tierfs::testing::ReadInto(*c, o, 0, {reinterpret_cast<std::byte*>(buf.data()), buf.size()});
     ASSERT_TRUE(n.ok());
     EXPECT_EQ(buf, data);
     c.reset();  // tiers flush before the metastore closes
@@ -1543,7 +1546,8 @@ TEST(TieredCacheLmdbTest, RemountOverLmdbReadsNothingFromOrigin) {
   auto c = open(&meta, &flash);
   ASSERT_TRUE(c);
   std::string buf(data.size(), '\0');
-  auto n = c->ReadInto(o, 0, {reinterpret_cast<std::byte*>(buf.data()), buf.size()});
+  auto n =
+      tierfs::testing::ReadInto(*c, o, 0, {reinterpret_cast<std::byte*>(buf.data()), buf.size()});
   ASSERT_TRUE(n.ok());
   EXPECT_EQ(buf, data);
   EXPECT_EQ(origin.read_calls(), 0u);
