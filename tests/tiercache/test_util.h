@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "base/status.h"
+#include "tests/testing/temp_dir.h"
 
 #define TC_ASSERT_OK(expr)                                          \
   do {                                                              \
@@ -39,28 +40,8 @@ bool Eventually(Pred done) {
   return done();
 }
 
-// A directory made with mkdtemp under $TMPDIR (or /tmp), removed recursively on destruction.
-// Not thread-safe; one owner.
-class TcTempDir {
- public:
-  TcTempDir() {
-    const char* base = getenv("TMPDIR");
-    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/tierfs-tc-XXXXXX";
-    if (mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
-  }
-  ~TcTempDir() {
-    if (!path_.empty()) {
-      std::error_code ec;
-      std::filesystem::remove_all(path_, ec);
-    }
-  }
-  TcTempDir(const TcTempDir&) = delete;
-  TcTempDir& operator=(const TcTempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+// The tiercache tests' name for the shared TempDir.
+using TcTempDir = TempDir;
 
 // Deterministic, position-dependent bytes: every offset of every object differs from its
 // neighbours, so a misplaced block or slice shows up as a mismatch.
