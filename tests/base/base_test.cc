@@ -18,6 +18,7 @@
 #include "base/status.h"
 #include "base/strings.h"
 #include "base/units.h"
+#include "tests/testing/status_matchers.h"
 
 namespace tierfs {
 namespace {
@@ -25,7 +26,7 @@ namespace {
 using namespace std::chrono_literals;
 
 TEST(StatusTest, OkAndCodes) {
-  EXPECT_TRUE(Status::OK().ok());
+  EXPECT_OK(Status::OK());
   Status s = Status::NotFound("key a/b");
   EXPECT_FALSE(s.ok());
   EXPECT_TRUE(s.IsNotFound());
@@ -72,19 +73,19 @@ Status CheckEven(int x) {
 
 TEST(ResultTest, ValueAndErrorPropagation) {
   Result<int> r = Quarter(8);
-  ASSERT_TRUE(r.ok());
+  ASSERT_OK(r);
   EXPECT_EQ(*r, 2);
   Result<int> bad = Quarter(6);
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), Status::Code::kInvalidArgument);
   EXPECT_EQ(bad.value_or(-1), -1);
-  EXPECT_TRUE(CheckEven(4).ok());
+  EXPECT_OK(CheckEven(4));
   EXPECT_FALSE(CheckEven(5).ok());
 }
 
 TEST(ResultTest, MoveOnlyValues) {
   Result<std::unique_ptr<int>> r = std::make_unique<int>(7);
-  ASSERT_TRUE(r.ok());
+  ASSERT_OK(r);
   std::unique_ptr<int> p = std::move(r).value();
   EXPECT_EQ(*p, 7);
 }
@@ -314,7 +315,7 @@ TEST(LoggingTest, LevelChangesAtRunTimeAndFileReopens) {
   ASSERT_TRUE(ConfigureLogging(LogOptions{"info", path}, &err)) << err;
   Logger(Module::kTierCache).debug("hidden");
   SPDLOG_LOGGER_DEBUG(&Logger(Module::kTierCache), "hidden macro");
-  ASSERT_TRUE(SetLogLevel("debug").ok());
+  ASSERT_OK(SetLogLevel("debug"));
   EXPECT_EQ(CurrentLogLevel(), "debug");
   EXPECT_EQ(CurrentLogOptions().level, "debug");
   // Compiled into release builds (SPDLOG_ACTIVE_LEVEL is DEBUG).
@@ -324,11 +325,11 @@ TEST(LoggingTest, LevelChangesAtRunTimeAndFileReopens) {
   // logrotate: the file is moved away, then SIGHUP → ReopenLogFile.
   ASSERT_EQ(::rename(path.c_str(), (path + ".1").c_str()), 0);
   Logger(Module::kTierCache).info("still to the moved file");
-  ASSERT_TRUE(ReopenLogFile().ok());
+  ASSERT_OK(ReopenLogFile());
   Logger(Module::kTierCache).info("to the new file");
-  ASSERT_TRUE(SetLogLevel("info").ok());
+  ASSERT_OK(SetLogLevel("info"));
   ASSERT_TRUE(ConfigureLogging(LogOptions{"info", "stderr"}, &err)) << err;
-  EXPECT_TRUE(ReopenLogFile().ok());  // stderr: nothing to do
+  EXPECT_OK(ReopenLogFile());  // stderr: nothing to do
   const std::string old_text = ReadAll(path + ".1");
   const std::string new_text = ReadAll(path);
   EXPECT_EQ(old_text.find("hidden"), std::string::npos) << old_text;

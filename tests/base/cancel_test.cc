@@ -6,6 +6,8 @@
 #include <future>
 #include <thread>
 
+#include "tests/testing/status_matchers.h"
+
 namespace tierfs {
 namespace {
 
@@ -13,14 +15,14 @@ constexpr auto kPrompt = std::chrono::seconds(10);
 
 TEST(CancelTokenTest, CheckReportsCancelAndDeadline) {
   CancelToken t;
-  EXPECT_TRUE(t.Check("x").ok());
+  EXPECT_OK(t.Check("x"));
   t.Cancel();
   t.Cancel();  // idempotent
   EXPECT_EQ(t.Check("x").code(), Status::Code::kCancelled);
   CancelToken expired(std::chrono::nanoseconds(0));
   EXPECT_EQ(expired.Check("x").code(), Status::Code::kTimedOut);
   CancelToken far(std::chrono::nanoseconds::max());  // no overflow
-  EXPECT_TRUE(far.Check("x").ok());
+  EXPECT_OK(far.Check("x"));
   EXPECT_EQ(far.deadline(), CancelToken::TimePoint::max());
 }
 
@@ -52,7 +54,7 @@ TEST(CancelTokenTest, WaitEndsWhenDoneOrAtTheDeadline) {
     cv.SignalAll();
   }
   ASSERT_EQ(w.wait_for(kPrompt), std::future_status::ready);
-  EXPECT_TRUE(w.get().ok());
+  EXPECT_OK(w.get());
 
   CancelToken t(std::chrono::milliseconds(30));
   const auto start = std::chrono::steady_clock::now();

@@ -24,6 +24,7 @@
 #include "blobclient/sigv4.h"
 #include "tests/blobclient/test_util.h"
 #include "tests/fakes/http_test_server.h"
+#include "tests/testing/status_matchers.h"
 
 namespace tierfs {
 namespace {
@@ -100,10 +101,10 @@ class CredentialChainTest : public ::testing::Test {
     env_["HOME"] = dir_;
     env_["AWS_EC2_METADATA_DISABLED"] = "true";
     auto t = NewHttpTransport(HttpTransportOptions{});
-    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    ASSERT_OK(t);
     transport_ = std::move(*t);
     auto s = HttpTestServer::Start();
-    ASSERT_TRUE(s.ok());
+    ASSERT_OK(s);
     server_ = std::move(*s);
   }
   void TearDown() override {
@@ -142,7 +143,7 @@ class CredentialChainTest : public ::testing::Test {
 
   static std::shared_ptr<const Credentials> Now(const CredentialChain& c) {
     auto r = c.provider->Current();
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_OK(r);
     return r.ok() ? *r : std::make_shared<const Credentials>();
   }
 
@@ -185,7 +186,7 @@ TEST_F(CredentialChainTest, EnvironmentKeysAreStatic) {
   env_["AWS_SECRET_ACCESS_KEY"] = "secretenv";
   env_["AWS_SESSION_TOKEN"] = "tokenenv";
   auto c = Chain();
-  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_OK(c);
   EXPECT_FALSE(c->provider->temporary());
   EXPECT_EQ(Now(*c)->access_key_id, "AKENV");
   EXPECT_EQ(Now(*c)->session_token, "tokenenv");
@@ -204,20 +205,20 @@ TEST_F(CredentialChainTest, SharedFilesProfilesAndRegion) {
         "[default]\nregion = us-west-2\n[profile work]\nregion = eu-central-1\n"
         "[profile cfgonly]\naws_access_key_id = AKCFG\naws_secret_access_key = scfg\n");
   auto d = Chain();
-  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  ASSERT_OK(d);
   EXPECT_EQ(Now(*d)->access_key_id, "AKDEF");
   EXPECT_EQ(d->profile_region, "us-west-2");
 
   env_["AWS_PROFILE"] = "work";
   auto w = Chain();
-  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  ASSERT_OK(w);
   EXPECT_EQ(Now(*w)->access_key_id, "AKWORK");
   EXPECT_EQ(Now(*w)->session_token, "twork");
   EXPECT_EQ(w->profile_region, "eu-central-1");
   EXPECT_NE(w->provider->source().find("profile work"), std::string::npos);
 
   auto cfg = Chain("cfgonly", true);  // keys in the config file count too
-  ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+  ASSERT_OK(cfg);
   EXPECT_EQ(Now(*cfg)->access_key_id, "AKCFG");
 
   // An explicit profile beats the environment keys; an implicit one does not.
@@ -249,7 +250,7 @@ TEST_F(CredentialChainTest, FileVariablesAndNoHome) {
   const std::string pwhome = dir_ + "/pwhome";
   o.passwd_home = [pwhome]() -> std::optional<std::string> { return pwhome; };
   auto c = NewCredentialChain(o);
-  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_OK(c);
   EXPECT_EQ(Now(*c)->access_key_id, "AKPW");
 }
 
@@ -272,13 +273,13 @@ TEST_F(CredentialChainTest, CredentialProcessJsonWithAndWithoutExpiration) {
                                             " arg\n[profile plain]\ncredential_process = " + plain +
                                             "\n");
   auto c = Chain();
-  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_OK(c);
   EXPECT_TRUE(c->provider->temporary());
   EXPECT_EQ(Now(*c)->access_key_id, "AKPROC");
   EXPECT_EQ(Now(*c)->session_token, "tproc");
   EXPECT_NE(c->provider->source().find("credential_process '" + script + "'"), std::string::npos);
   auto p = Chain("plain", true);
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_OK(p);
   EXPECT_FALSE(p->provider->temporary());  // no Expiration: never refreshed (as the SDKs do)
   EXPECT_EQ(Now(*p)->access_key_id, "AKPLAIN");
 }
@@ -329,7 +330,7 @@ TEST_F(CredentialChainTest, CredentialProcessFailuresNameTheCause) {
 
 TEST(StsParseTest, AnswersAndErrors) {
   auto ok = blobclient::ParseStsAnswer(200, StsXml("AssumeRole", "ASIA1", 2 * kSec), "AssumeRole");
-  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  ASSERT_OK(ok);
   EXPECT_EQ(ok->credentials.access_key_id, "ASIA1");
   EXPECT_EQ(ok->credentials.session_token, "token-ASIA1");
   EXPECT_EQ(*ok->expiration_unix_ns, 2 * kSec);
@@ -371,7 +372,7 @@ TEST_F(CredentialChainTest, WebIdentityFromTheEnvironment) {
   Write(fs::path(dir_) / ".aws/credentials",
         "[default]\naws_access_key_id = AKDEF\naws_secret_access_key = s\n");
   auto c = Chain();
-  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_OK(c);
   EXPECT_TRUE(c->provider->temporary());
   EXPECT_EQ(Now(*c)->access_key_id, "ASIAWEB");
   EXPECT_EQ(c->provider->Stats().expiration_unix_ns, clock_.NowUnixNanos() + 3600 * kSec);
@@ -421,7 +422,7 @@ TEST_F(CredentialChainTest, AssumeRoleViaSourceProfileIsSignedWithTheSourceKeys)
         "[profile b]\nrole_arn = arn:aws:iam::1:role/b\nsource_profile = a\n"
         "[profile norole]\nrole_arn = arn:aws:iam::1:role/x\n");
   auto outer = Chain("outer", true);
-  ASSERT_TRUE(outer.ok()) << outer.status().ToString();
+  ASSERT_OK(outer);
   EXPECT_EQ(Now(*outer)->access_key_id, "ASIAOUTER");
   {
     MutexLock l(&mu);
@@ -480,7 +481,7 @@ TEST_F(CredentialChainTest, AssumeRoleSignatureVerifies) {
         "[default]\nrole_arn = arn:aws:iam::1:role/r\nsource_profile = base\n"
         "[profile base]\naws_access_key_id = AKBASE\naws_secret_access_key = sbase\n");
   auto c = Chain();
-  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_OK(c);
   EXPECT_TRUE(verified.load());
   EXPECT_EQ(Now(*c)->access_key_id, "ASIAOK");
 }
@@ -502,7 +503,7 @@ TEST_F(CredentialChainTest, ContainerEndpointWithTokenAndTokenFile) {
   env_["AWS_CONTAINER_CREDENTIALS_FULL_URI"] = server_->base_url() + "/v2/credentials";
   env_["AWS_CONTAINER_AUTHORIZATION_TOKEN"] = "tok-env";
   auto c = Chain();
-  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_OK(c);
   EXPECT_EQ(Now(*c)->access_key_id, "ASIACT1-tok-env");
   EXPECT_EQ(Now(*c)->session_token, "token-ASIACT1-tok-env");
 
@@ -510,7 +511,7 @@ TEST_F(CredentialChainTest, ContainerEndpointWithTokenAndTokenFile) {
   Write(fs::path(dir_) / "eks-token", "tok-file-1\n");
   env_["AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"] = dir_ + "/eks-token";
   auto f = Chain();
-  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  ASSERT_OK(f);
   auto first = Now(*f);
   EXPECT_EQ(first->access_key_id, "ASIACT2-tok-file-1");
   Write(fs::path(dir_) / "eks-token", "tok-file-2\n");
@@ -530,8 +531,8 @@ TEST_F(CredentialChainTest, ContainerEndpointWithTokenAndTokenFile) {
   // Plain http only to loopback or the ECS/EKS addresses.
   env_["AWS_CONTAINER_CREDENTIALS_FULL_URI"] = "http://203.0.113.9/creds";
   EXPECT_EQ(Chain().status().code(), Status::Code::kInvalidArgument);
-  EXPECT_TRUE(blobclient::CheckContainerUrl("http://169.254.170.23/v1/credentials").ok());
-  EXPECT_TRUE(blobclient::CheckContainerUrl("https://creds.example.com/x").ok());
+  EXPECT_OK(blobclient::CheckContainerUrl("http://169.254.170.23/v1/credentials"));
+  EXPECT_OK(blobclient::CheckContainerUrl("https://creds.example.com/x"));
 }
 
 // ---- IMDSv2 ----
@@ -575,7 +576,7 @@ TEST_F(CredentialChainTest, ImdsV2TokenDanceAndRole) {
   env_.erase("AWS_EC2_METADATA_DISABLED");
   env_["AWS_EC2_METADATA_SERVICE_ENDPOINT"] = server_->base_url() + "/";
   auto c = Chain();
-  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_OK(c);
   EXPECT_TRUE(c->provider->temporary());
   EXPECT_EQ(Now(*c)->access_key_id, "ASIAIMDS1");
   EXPECT_NE(c->provider->source().find("role gpu-node"), std::string::npos);
@@ -639,7 +640,7 @@ TEST_F(CredentialChainTest, AHigherSourceWins) {
   std::vector<std::string> order;
   for (int i = 0; i < 5; ++i) {
     auto c = Chain();
-    ASSERT_TRUE(c.ok()) << i << ": " << c.status().ToString();
+    ASSERT_OK(c) << i;
     order.push_back(Now(*c)->access_key_id);
     if (i == 0) env_.erase("AWS_ACCESS_KEY_ID"), env_.erase("AWS_SECRET_ACCESS_KEY");
     if (i == 1) env_.erase("AWS_WEB_IDENTITY_TOKEN_FILE"), env_.erase("AWS_ROLE_ARN");
@@ -681,7 +682,7 @@ TEST_F(CredentialChainTest, RefreshedAtTheRuleTimeAndKeptOnFailure) {
   env_.erase("AWS_EC2_METADATA_DISABLED");
   env_["AWS_EC2_METADATA_SERVICE_ENDPOINT"] = server_->base_url();
   auto c = Chain();
-  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_OK(c);
   const int64_t start = clock_.NowUnixNanos();
   const int64_t expires = start + 6 * 3600 * kSec;
   EXPECT_EQ(c->provider->Stats().expiration_unix_ns, expires);
@@ -717,7 +718,7 @@ TEST_F(CredentialChainTest, RefreshedAtTheRuleTimeAndKeptOnFailure) {
   // The service comes back: the next Current() gets fresh credentials.
   broken = false;
   auto back = c->provider->Current();
-  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_OK(back);
   EXPECT_NE((*back)->access_key_id, "ASIAIMDS2");
 }
 
@@ -737,7 +738,7 @@ TEST_F(CredentialChainTest, ASlowRefreshDoesNotStallSigning) {
   CredentialChainOptions o = Options();
   o.imds_timeout = std::chrono::milliseconds(5000);
   auto c = NewCredentialChain(o);
-  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_OK(c);
   slow = true;
   clock_.Advance(std::chrono::seconds(6 * 3600 - 200));
   ASSERT_TRUE(Eventually([&] { return imds.fetches.load() == 2; }));  // refresh under way
@@ -746,7 +747,7 @@ TEST_F(CredentialChainTest, ASlowRefreshDoesNotStallSigning) {
     auto now = c->provider->Current();
     // Far below the 3 s the refresh takes (a loaded machine may add scheduling delay).
     EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(500));
-    ASSERT_TRUE(now.ok());
+    ASSERT_OK(now);
     EXPECT_EQ((*now)->access_key_id, "ASIAIMDS1");
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -778,7 +779,7 @@ TEST_F(CredentialChainTest, ExpiredToken403ForcesOneRefreshAndOneRetry) {
   env_.erase("AWS_EC2_METADATA_DISABLED");
   env_["AWS_EC2_METADATA_SERVICE_ENDPOINT"] = server_->base_url();
   auto c = Chain();
-  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_OK(c);
   S3Options o;
   o.bucket = "bkt";
   o.endpoint = server_->base_url();
@@ -787,12 +788,12 @@ TEST_F(CredentialChainTest, ExpiredToken403ForcesOneRefreshAndOneRetry) {
   o.backoff_max = std::chrono::milliseconds(20);
   o.hedge = false;
   auto store = NewS3BlobStore(o, transport_.get(), &clock_);
-  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  ASSERT_OK(store);
 
   // GET: 400 ExpiredToken once, then a refresh (IMDS again) and 200.
   std::vector<std::byte> buf(100);
   auto r = (*store)->Read("k", 10, buf, "");
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   EXPECT_EQ(testing::AsString(std::span<const std::byte>(buf.data(), *r)), data.substr(10, 100));
   EXPECT_EQ(imds.fetches.load(), 2);
   EXPECT_EQ((*store)->Stats().credential_forced_refreshes, 1u);
@@ -810,7 +811,7 @@ TEST_F(CredentialChainTest, ExpiredToken403ForcesOneRefreshAndOneRetry) {
   EXPECT_EQ(imds.fetches.load(), 3);
   always_expired = false;
   auto again = (*store)->Head("k");
-  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  ASSERT_OK(again);
   EXPECT_EQ(again->size, 1000u);
 }
 
@@ -840,7 +841,7 @@ TEST_F(CredentialChainTest, StaleAnswerToAHedgedGetWaitsForItsDuplicate) {
   env_.erase("AWS_EC2_METADATA_DISABLED");
   env_["AWS_EC2_METADATA_SERVICE_ENDPOINT"] = server_->base_url();
   auto c = Chain();
-  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_OK(c);
   S3Options o;
   o.bucket = "bkt";
   o.endpoint = server_->base_url();
@@ -848,13 +849,13 @@ TEST_F(CredentialChainTest, StaleAnswerToAHedgedGetWaitsForItsDuplicate) {
   o.hedge = true;
   o.hedge_min_delay = std::chrono::milliseconds(20);
   auto store = NewS3BlobStore(o, transport_.get(), &clock_);
-  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  ASSERT_OK(store);
   std::vector<std::byte> buf(100);
   // Quick answers first, so the store knows its latency and hedges the slow one.
-  for (int i = 0; i < 30; ++i) ASSERT_TRUE((*store)->Read("k", 0, buf, "").ok());
+  for (int i = 0; i < 30; ++i) ASSERT_OK((*store)->Read("k", 0, buf, ""));
   rotated = true;
   auto r = (*store)->Read("k", 10, buf, "");
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   EXPECT_EQ(testing::AsString(std::span<const std::byte>(buf.data(), *r)), data.substr(10, 100));
   EXPECT_EQ(stale_answers.load(), 2) << "the slow GET was not hedged: the case did not happen";
   EXPECT_EQ(imds.fetches.load(), 2);
@@ -872,7 +873,7 @@ TEST_F(CredentialChainTest, StaticCredentialsAreNotRefreshedOn403) {
   o.credentials.access_key_id = "AKSTATIC";
   o.credentials.secret_access_key = "s";
   auto store = NewS3BlobStore(o, transport_.get(), &clock_);
-  ASSERT_TRUE(store.ok());
+  ASSERT_OK(store);
   EXPECT_EQ((*store)->Head("k").status().code(), Status::Code::kPermissionDenied);
   EXPECT_EQ(server_->request_count(), 1u);
 }

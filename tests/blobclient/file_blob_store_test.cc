@@ -15,6 +15,7 @@
 #include "blobclient/blob_store.h"
 #include "tests/blobclient/test_util.h"
 #include "tests/testing/sanitizers.h"
+#include "tests/testing/status_matchers.h"
 
 namespace tierfs {
 namespace {
@@ -30,7 +31,7 @@ class FileBlobStoreTest : public ::testing::Test {
     ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
     root_ = tmpl;
     auto s = NewFileBlobStore(FileStoreOptions{root_});
-    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    ASSERT_OK(s);
     store_ = std::move(*s);
   }
   void TearDown() override { fs::remove_all(root_); }
@@ -54,7 +55,7 @@ class FileBlobStoreTest : public ::testing::Test {
     std::string token;
     for (int pages = 0; pages < 100; ++pages) {
       auto page = store_->List(prefix, delim, token, max);
-      EXPECT_TRUE(page.ok()) << page.status().ToString();
+      EXPECT_OK(page);
       if (!page.ok()) break;
       // Merge this page's objects and prefixes in key order, as S3 interleaves them.
       std::map<std::string, std::string> merged;
@@ -75,7 +76,7 @@ class FileBlobStoreTest : public ::testing::Test {
 TEST_F(FileBlobStoreTest, HeadAndRead) {
   Write("a/b.bin", "0123456789");
   auto info = store_->Head("a/b.bin");
-  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  ASSERT_OK(info);
   EXPECT_EQ(info->size, 10u);
   EXPECT_EQ(info->etag.size(), 15u);  // short enough for std::string's inline buffer
   EXPECT_GT(info->mtime_ns, 0);
@@ -92,12 +93,12 @@ TEST_F(FileBlobStoreTest, HeadAndRead) {
 TEST_F(FileBlobStoreTest, ChangedFileGetsANewEtagAndIfMatchFails) {
   Write("f", "version one");
   auto before = store_->Head("f");
-  ASSERT_TRUE(before.ok());
+  ASSERT_OK(before);
   // Same size, new content: the mtime (ns) or inode differs, so the ETag must too.
   std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  ASSERT_TRUE(store_->Put("f", AsBytes("version two")).ok());
+  ASSERT_OK(store_->Put("f", AsBytes("version two")));
   auto after = store_->Head("f");
-  ASSERT_TRUE(after.ok());
+  ASSERT_OK(after);
   EXPECT_NE(before->etag, after->etag);
   auto r = Read("f", 0, 4, before->etag);
   EXPECT_EQ(r.status().code(), Status::Code::kFailedPrecondition);
@@ -109,17 +110,17 @@ TEST_F(FileBlobStoreTest, ChangedFileGetsANewEtagAndIfMatchFails) {
 TEST_F(FileBlobStoreTest, ScatterReadFillsThePiecesInOrder) {
   Write("s", "0123456789abcdef");
   auto info = store_->Head("s");
-  ASSERT_TRUE(info.ok());
+  ASSERT_OK(info);
   std::vector<std::byte> a(3), b(5), c(20, std::byte{'.'});
   ScatterBuffer buf({std::span<std::byte>(a), std::span<std::byte>(b), std::span<std::byte>(c)});
   auto n = store_->ReadPinnedScatter("s", 2, buf, *info);
-  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  ASSERT_OK(n);
   EXPECT_EQ(*n, 14u);
   EXPECT_EQ(AsString(a), "234");
   EXPECT_EQ(AsString(b), "56789");
   EXPECT_EQ(AsString(c), "abcdef" + std::string(14, '.'));
   std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  ASSERT_TRUE(store_->Put("s", AsBytes("fedcba9876543210")).ok());
+  ASSERT_OK(store_->Put("s", AsBytes("fedcba9876543210")));
   EXPECT_EQ(store_->ReadPinnedScatter("s", 0, buf, *info).status().code(),
             Status::Code::kFailedPrecondition);
   EXPECT_EQ(AsString(a), "234");  // nothing of the new version
@@ -154,7 +155,7 @@ TEST_F(FileBlobStoreTest, ListWithDelimiterMakesDirectoriesPrefixes) {
   // A partial last component matches by name prefix.
   EXPECT_EQ(ListAll("ds", "/", 1000), (std::vector<std::string>{"o:ds-other", "p:ds/"}));
   auto page = store_->List("ds/", "/", "", 1000);
-  ASSERT_TRUE(page.ok());
+  ASSERT_OK(page);
   ASSERT_EQ(page->objects.size(), 3u);
   EXPECT_EQ(page->objects[1].info.size, 2u);
   EXPECT_TRUE(page->next_token.empty());
@@ -184,7 +185,7 @@ TEST_F(FileBlobStoreTest, LaterPagesReuseTheFirstPagesScanAndStatWhenServed) {
     Write(name, "x");
   }
   auto p1 = store_->List("big/", "/", "", 1000);
-  ASSERT_TRUE(p1.ok()) << p1.status().ToString();
+  ASSERT_OK(p1);
   ASSERT_EQ(p1->objects.size(), 1000u);
   EXPECT_EQ(p1->objects.front().key, "big/f00000");
   EXPECT_EQ(p1->next_token, "big/f00999");
@@ -194,13 +195,13 @@ TEST_F(FileBlobStoreTest, LaterPagesReuseTheFirstPagesScanAndStatWhenServed) {
   fs::remove(fs::path(root_) / "big/f01000");
   Write("big/f01001", "longer");
   auto p2 = store_->List("big/", "/", p1->next_token, 1000);
-  ASSERT_TRUE(p2.ok());
+  ASSERT_OK(p2);
   ASSERT_EQ(p2->objects.size(), 1000u);
   EXPECT_EQ(p2->objects.front().key, "big/f01001");
   EXPECT_EQ(p2->objects.front().info.size, 6u);
   for (const auto& o : p2->objects) EXPECT_NE(o.key, "big/f01500-new");
   auto p3 = store_->List("big/", "/", p2->next_token, 1000);
-  ASSERT_TRUE(p3.ok());
+  ASSERT_OK(p3);
   EXPECT_EQ(p3->objects.size(), 499u);
   EXPECT_EQ(p3->objects.back().key, "big/f02499");
   EXPECT_TRUE(p3->next_token.empty());
@@ -210,16 +211,16 @@ TEST_F(FileBlobStoreTest, LaterPagesReuseTheFirstPagesScanAndStatWhenServed) {
   EXPECT_NE(std::find(all.begin(), all.end(), "o:big/f01500-new"), all.end());
   // A token from a listing whose names were dropped (or another store) still works: a walk.
   auto fresh = NewFileBlobStore(FileStoreOptions{root_});
-  ASSERT_TRUE(fresh.ok());
+  ASSERT_OK(fresh);
   auto q = (*fresh)->List("big/", "/", "big/f02497", 1000);
-  ASSERT_TRUE(q.ok());
+  ASSERT_OK(q);
   ASSERT_EQ(q->objects.size(), 2u);
   EXPECT_EQ(q->objects[0].key, "big/f02498");
 }
 
 TEST_F(FileBlobStoreTest, PutCreatesDirectoriesAndDeleteRemoves) {
   const std::string body = ::tierfs::testing::Pattern(100000);
-  ASSERT_TRUE(store_->Put("new/deep/dir/obj", AsBytes(body)).ok());
+  ASSERT_OK(store_->Put("new/deep/dir/obj", AsBytes(body)));
   EXPECT_EQ(*Read("new/deep/dir/obj", 0, body.size()), body);
   // No temp files are left behind or listed.
   EXPECT_EQ(ListAll("new/deep/dir/", "/", 10), (std::vector<std::string>{"o:new/deep/dir/obj"}));
@@ -229,9 +230,9 @@ TEST_F(FileBlobStoreTest, PutCreatesDirectoriesAndDeleteRemoves) {
     ++n;
   }
   EXPECT_EQ(n, 1u);
-  ASSERT_TRUE(store_->Delete("new/deep/dir/obj").ok());
+  ASSERT_OK(store_->Delete("new/deep/dir/obj"));
   EXPECT_EQ(store_->Head("new/deep/dir/obj").status().code(), Status::Code::kNotFound);
-  EXPECT_TRUE(store_->Delete("new/deep/dir/obj").ok());
+  EXPECT_OK(store_->Delete("new/deep/dir/obj"));
   BlobStoreStats st = store_->Stats();
   EXPECT_EQ(st.bytes_written, body.size());
   EXPECT_EQ(st.bytes_read, body.size());
@@ -262,7 +263,7 @@ TEST_F(FileBlobStoreTest, SymlinksAndSpecialFilesAreNeitherListedNorServed) {
   for (bool use_openat2 : {true, false}) {
     SCOPED_TRACE(use_openat2 ? "openat2" : "O_NOFOLLOW walk");
     auto st = NewFileBlobStore(FileStoreOptions{root_, use_openat2});
-    ASSERT_TRUE(st.ok()) << st.status().ToString();
+    ASSERT_OK(st);
     store_ = std::move(*st);
     EXPECT_EQ(ListAll("", "/", 1000), (std::vector<std::string>{"p:dir/", "o:top.bin"}));
     EXPECT_EQ(ListAll("dir/", "/", 1000), (std::vector<std::string>{"o:dir/real.bin"}));
@@ -284,12 +285,12 @@ TEST_F(FileBlobStoreTest, SymlinksAndSpecialFilesAreNeitherListedNorServed) {
 TEST_F(FileBlobStoreTest, EtagCoversCtimeAndReadsRecheckIt) {
   Write("f", "0123456789");
   auto before = store_->Head("f");
-  ASSERT_TRUE(before.ok());
+  ASSERT_OK(before);
   // A metadata-only change (chmod) moves ctime: a new ETag, the old one fails If-Match.
   std::this_thread::sleep_for(std::chrono::milliseconds(5));
   ASSERT_EQ(::chmod((root_ + "/f").c_str(), 0600), 0);
   auto after = store_->Head("f");
-  ASSERT_TRUE(after.ok());
+  ASSERT_OK(after);
   EXPECT_NE(before->etag, after->etag);
   EXPECT_EQ(Read("f", 0, 4, before->etag).status().code(), Status::Code::kFailedPrecondition);
   EXPECT_EQ(*Read("f", 0, 4, after->etag), "0123");
@@ -360,7 +361,7 @@ TEST_F(FileBlobStoreTest, DirectoryThatCannotBeOpenedFailsTheListing) {
 TEST_F(FileBlobStoreTest, RootRenamedOverIsServedFromTheNextListing) {
   Write("f", "old!");
   auto old_info = store_->Head("f");
-  ASSERT_TRUE(old_info.ok());
+  ASSERT_OK(old_info);
   const std::string next = root_ + ".next", prev = root_ + ".prev";
   fs::create_directories(next + "/sub");
   std::ofstream(next + "/f", std::ios::binary) << "new!";
@@ -373,7 +374,7 @@ TEST_F(FileBlobStoreTest, RootRenamedOverIsServedFromTheNextListing) {
   EXPECT_EQ(ListAll("", "/", 1000), (std::vector<std::string>{"o:f", "p:sub/"}));
   EXPECT_EQ(*Read("f", 0, 4), "new!");
   auto new_info = store_->Head("f");
-  ASSERT_TRUE(new_info.ok());
+  ASSERT_OK(new_info);
   EXPECT_NE(new_info->etag, old_info->etag);
   EXPECT_EQ(Read("f", 0, 4, old_info->etag).status().code(), Status::Code::kFailedPrecondition);
   EXPECT_EQ(*Read("sub/g", 0, 1), "g");
@@ -394,13 +395,13 @@ TEST_F(FileBlobStoreTest, OwnerGroupAndModeAreReported) {
   ASSERT_EQ(::chmod((root_ + "/f").c_str(), 0640), 0);
   ASSERT_EQ(::chmod((root_ + "/d").c_str(), 0710), 0);
   auto head = store_->Head("f");
-  ASSERT_TRUE(head.ok());
+  ASSERT_OK(head);
   EXPECT_TRUE(head->owner.known);
   EXPECT_EQ(head->owner.mode, 0640u);
   EXPECT_EQ(head->owner.uid, static_cast<uint32_t>(::geteuid()));
   EXPECT_EQ(head->owner.gid, static_cast<uint32_t>(::getegid()));
   auto page = store_->List("", "/", "", 1000);
-  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  ASSERT_OK(page);
   ASSERT_EQ(page->prefixes, (std::vector<std::string>{"d/"}));
   ASSERT_EQ(page->prefix_owners.size(), 1u);
   EXPECT_TRUE(page->prefix_owners[0].known);

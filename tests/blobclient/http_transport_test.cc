@@ -20,6 +20,7 @@
 #include "tests/blobclient/test_util.h"
 #include "tests/fakes/http_server_test.h"
 #include "tests/fakes/http_test_server.h"
+#include "tests/testing/status_matchers.h"
 
 namespace tierfs::blobclient {
 namespace {
@@ -57,7 +58,7 @@ TEST_F(HttpTransportTest, GetIntoStringAndHeaders) {
   HttpRequest req = Get("/a");
   req.headers.emplace_back("X-Custom", "yes");
   auto r = engine_->Execute(req);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   EXPECT_EQ(r->status, 200);
   EXPECT_EQ(r->body, "hello /a");
   ASSERT_NE(r->Header("x-thing"), nullptr);
@@ -80,7 +81,7 @@ TEST_F(HttpTransportTest, RangedGetStreamsIntoSink) {
   req.sink = &sink;
   req.range_offset = 5000;
   auto r = engine_->Execute(req);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   EXPECT_EQ(r->status, 206);
   EXPECT_EQ(r->sink_bytes, 1000u);
   EXPECT_TRUE(r->body.empty());
@@ -98,7 +99,7 @@ TEST_F(HttpTransportTest, A200ToARangedGetYieldsOnlyTheRange) {
   req.sink = &sink;
   req.range_offset = 123456;
   auto r = engine_->Execute(req);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   EXPECT_EQ(r->status, 200);
   EXPECT_EQ(r->sink_bytes, 777u);
   EXPECT_EQ(::tierfs::testing::AsString(buf), data.substr(123456, 777));
@@ -125,7 +126,7 @@ TEST_F(HttpTransportTest, ScatteredSinkReceivesTheBodyInOrderAcrossItsPieces) {
     req.sink = &sink;
     req.range_offset = 150000;
     auto r = engine_->Execute(req);
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_OK(r);
     EXPECT_EQ(r->status, ignore ? 200 : 206);
     EXPECT_EQ(r->sink_bytes, 100000u);
     std::string got = ::tierfs::testing::AsString(a) + ::tierfs::testing::AsString(b) +
@@ -143,7 +144,7 @@ TEST_F(HttpTransportTest, ErrorBodyDoesNotGoIntoTheSink) {
   HttpRequest req = Get("/missing");
   req.sink = &sink;
   auto r = engine_->Execute(req);
-  ASSERT_TRUE(r.ok());
+  ASSERT_OK(r);
   EXPECT_EQ(r->status, 404);
   EXPECT_EQ(r->sink_bytes, 0u);
   EXPECT_EQ(buf[0], std::byte{0x55});
@@ -159,7 +160,7 @@ TEST_F(HttpTransportTest, BodyOverMaxBodyFailsAndBodyAtTheCapIsKept) {
   HttpRequest at = Get("/exact");
   at.max_body = 4096;
   auto ok = engine_->Execute(at);
-  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  ASSERT_OK(ok);
   EXPECT_EQ(ok->body.size(), 4096u);
 
   HttpRequest over = Get("/big");
@@ -187,7 +188,7 @@ TEST_F(HttpTransportTest, ErrorBodyIsCutAtItsCapAndTheAnswerStillCounts) {
   auto handler =
       server_->Scoped([&](const HttpTestRequest&) { return HttpTestResponse::Make(503, body); });
   auto r = engine_->Execute(Get("/err"));
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   EXPECT_EQ(r->status, 503);
   EXPECT_TRUE(r->error_body_cut);
   EXPECT_EQ(r->body.size(), kMaxErrorBody);
@@ -200,7 +201,7 @@ TEST_F(HttpTransportTest, ErrorBodyIsCutAtItsCapAndTheAnswerStillCounts) {
   HttpRequest req = Get("/err");
   req.sink = &sink;
   auto r2 = engine_->Execute(req);
-  ASSERT_TRUE(r2.ok()) << r2.status().ToString();
+  ASSERT_OK(r2);
   EXPECT_EQ(r2->status, 503);
   EXPECT_EQ(r2->body.size(), kMaxErrorBody);
   EXPECT_EQ(r2->sink_bytes, 0u);
@@ -218,7 +219,7 @@ TEST_F(HttpTransportTest, HeaderBlockOverItsCapFails) {
     return r;
   });
   auto some = engine_->Execute(Get("/some"));
-  ASSERT_TRUE(some.ok()) << some.status().ToString();
+  ASSERT_OK(some);
   EXPECT_EQ(some->body, "ok");
   auto r = engine_->Execute(Get("/many"));
   ASSERT_FALSE(r.ok());
@@ -276,12 +277,12 @@ TEST(HttpTransportCreateTest, OutOfDescriptorsIsAnErrorNotAnEngineThatCannotWait
   EXPECT_NE(t.status().message().find("http transport"), std::string::npos)
       << t.status().ToString();
   // With descriptors back, an engine is made as usual.
-  EXPECT_TRUE(NewHttpTransport(HttpTransportOptions{}).ok());
+  EXPECT_OK(NewHttpTransport(HttpTransportOptions{}));
 }
 
 TEST(HttpStatusToStatusTest, Table) {
-  EXPECT_TRUE(HttpStatusToStatus(200, "", "").ok());
-  EXPECT_TRUE(HttpStatusToStatus(206, "", "").ok());
+  EXPECT_OK(HttpStatusToStatus(200, "", ""));
+  EXPECT_OK(HttpStatusToStatus(206, "", ""));
   EXPECT_EQ(HttpStatusToStatus(404, "", "").code(), Status::Code::kNotFound);
   EXPECT_EQ(HttpStatusToStatus(412, "", "").code(), Status::Code::kFailedPrecondition);
   EXPECT_EQ(HttpStatusToStatus(403, "", "").code(), Status::Code::kPermissionDenied);
@@ -409,9 +410,9 @@ TEST_F(HttpTransportTest, CaBundleEnvironmentDoesNotBreakPlainHttp) {
     else
       ::unsetenv(s.name);
   }
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   EXPECT_EQ(r->body, "ok");
-  ASSERT_TRUE(r2.ok()) << r2.status().ToString();
+  ASSERT_OK(r2);
   EXPECT_EQ(r2->body, "ok");
 }
 
@@ -419,7 +420,7 @@ TEST_F(HttpTransportTest, ConnectionsAndHandlesAreReused) {
   server_->SetHandler([](const HttpTestRequest&) { return HttpTestResponse::Make(200, "ok"); });
   for (int i = 0; i < 20; ++i) {
     auto r = engine_->Execute(Get("/k" + std::to_string(i)));
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_OK(r);
     ASSERT_EQ(r->body, "ok");
   }
   EXPECT_EQ(server_->request_count(), 20u);
@@ -436,7 +437,7 @@ TEST_F(HttpTransportTest, PutSendsTheBody) {
   req.method = "PUT";
   req.body = ::tierfs::testing::AsBytes(payload);
   auto r = engine_->Execute(req);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   EXPECT_EQ(r->body, "70000");
   auto reqs = server_->requests();
   ASSERT_EQ(reqs.size(), 1u);
@@ -452,14 +453,14 @@ TEST_F(HttpTransportTest, HeadAndDelete) {
   HttpRequest head = Get("/o");
   head.method = "HEAD";
   auto r = engine_->Execute(head);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   EXPECT_EQ(r->status, 200);
   ASSERT_NE(r->Header("content-length"), nullptr);
   EXPECT_EQ(*r->Header("content-length"), "10");
   HttpRequest del = Get("/o");
   del.method = "DELETE";
   auto d = engine_->Execute(del);
-  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  ASSERT_OK(d);
   EXPECT_EQ(d->status, 204);
   // Both went over the same connection (HEAD's body-less answer must not confuse keep-alive).
   EXPECT_EQ(server_->connections_accepted(), 1u);
@@ -539,7 +540,7 @@ TEST_F(HttpTransportTest, CancelEndsAStalledRequestAndStopsItsSink) {
   engine_->Cancel(id);
   engine_->Cancel(987654321);
   auto r = engine_->Execute(Get("/fast"));
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   EXPECT_EQ(r->body, "quick");
   EXPECT_GT(r->total.count(), 0);
   EXPECT_LE(r->ttfb, r->total);
@@ -552,9 +553,9 @@ TEST_F(HttpTransportTest, CancelAfterCompletionIsANoOp) {
       engine_->Submit(Get("/"), [&done](Status st, HttpResponse) { done.set_value(st); });
   auto f = done.get_future();
   ASSERT_EQ(f.wait_for(std::chrono::seconds(5)), std::future_status::ready);
-  EXPECT_TRUE(f.get().ok());
+  EXPECT_OK(f.get());
   engine_->Cancel(id);  // the callback must not run a second time (the promise would throw)
-  EXPECT_TRUE(engine_->Execute(Get("/")).ok());
+  EXPECT_OK(engine_->Execute(Get("/")));
 }
 
 bool ThreadNamed(const std::string& wanted) {
@@ -573,7 +574,7 @@ bool ThreadNamed(const std::string& wanted) {
 TEST_F(HttpTransportTest, IoThreadIsNamed) {
   // The thread names itself when it starts; one round trip guarantees it has.
   server_->SetHandler([](const HttpTestRequest&) { return HttpTestResponse::Make(200, "ok"); });
-  ASSERT_TRUE(engine_->Execute(Get("/")).ok());
+  ASSERT_OK(engine_->Execute(Get("/")));
   EXPECT_TRUE(ThreadNamed("tierfs-http"));
 }
 

@@ -8,6 +8,7 @@
 #include "blobclient/blob_store.h"
 #include "tests/blobclient/test_util.h"
 #include "tests/fakes/fake_blob_store.h"
+#include "tests/testing/status_matchers.h"
 
 namespace tierfs {
 namespace {
@@ -56,7 +57,7 @@ Status CountPages(BlobStore* store, int* pages, uint64_t max_pages = kMaxListPag
 TEST(ListPagesTest, FollowsEveryPageToTheEnd) {
   ScriptedTokenStore store({{"", "A"}, {"A", "B"}, {"B", "C"}});
   int pages = 0;
-  TIERFS_ASSERT_OK(CountPages(&store, &pages));
+  ASSERT_OK(CountPages(&store, &pages));
   EXPECT_EQ(pages, 4);
   EXPECT_EQ(store.calls, 4);
 }
@@ -95,7 +96,7 @@ TEST(ListPagesTest, PageCapEndsAnEndlessListing) {
 TEST(ListPagesTest, ExactlyMaxPagesIsFine) {
   ScriptedTokenStore store({{"", "A"}, {"A", "B"}});
   int pages = 0;
-  TIERFS_ASSERT_OK(CountPages(&store, &pages, /*max_pages=*/3));
+  ASSERT_OK(CountPages(&store, &pages, /*max_pages=*/3));
   EXPECT_EQ(pages, 3);
 }
 

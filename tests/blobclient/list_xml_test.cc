@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/testing/status_matchers.h"
+
 namespace tierfs::blobclient {
 namespace {
 
@@ -16,7 +18,7 @@ TEST(ListXmlTest, ParsesAPage) {
       "<Contents><Key>other/x</Key><Size>1</Size></Contents>"
       "<CommonPrefixes><Prefix>pre/d%2F/</Prefix></CommonPrefixes></ListBucketResult>",
       "pre/", "LIST t");
-  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  ASSERT_OK(page);
   ASSERT_EQ(page->objects.size(), 1u);
   EXPECT_EQ(page->objects[0].key, "a b+c");
   EXPECT_EQ(page->objects[0].info.size, UINT64_MAX);
@@ -51,7 +53,7 @@ TEST(ListXmlTest, DatesBeyondInt64NanosecondsAreZeroNotWrapped) {
         std::string("<ListBucketResult><Contents><Key>k</Key><Size>1</Size><LastModified>") + date +
             "</LastModified></Contents></ListBucketResult>",
         "", "LIST t");
-    ASSERT_TRUE(page.ok()) << date;
+    ASSERT_OK(page) << date;
     EXPECT_EQ(page->objects[0].info.mtime_ns, 0) << date;
   }
 }

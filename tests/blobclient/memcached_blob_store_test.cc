@@ -15,13 +15,14 @@
 
 #include "blobclient/memcached_store.h"
 #include "gtest/gtest.h"
+#include "tests/testing/status_matchers.h"
 
 namespace tierfs {
 namespace {
 
 TEST(MemcachedUri, ParsesServers) {
   auto s = ParseMemcachedUri("memcached://10.0.0.1:11311,host-b,[::1]:11212,[fe80::1]");
-  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_OK(s);
   ASSERT_EQ(s->size(), 4u);
   EXPECT_EQ((*s)[0].host, "10.0.0.1");
   EXPECT_EQ((*s)[0].port, 11311);
@@ -32,7 +33,7 @@ TEST(MemcachedUri, ParsesServers) {
   EXPECT_EQ((*s)[3].host, "fe80::1");
   EXPECT_EQ((*s)[3].port, 11211);
   auto trailing = ParseMemcachedUri("memcached://a:1/");
-  ASSERT_TRUE(trailing.ok());
+  ASSERT_OK(trailing);
   EXPECT_EQ(trailing->size(), 1u);
 }
 
@@ -164,27 +165,27 @@ TEST(MemcachedStore, GetSetDeleteAgainstARealServer) {
   MemcachedOptions o;
   o.servers.push_back({"127.0.0.1", server.port()});
   auto store = NewMemcachedBlobStore(o);
-  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  ASSERT_OK(store);
   BlobStore* s = store->get();
   EXPECT_EQ(s->Describe(), "memcached://127.0.0.1:" + std::to_string(server.port()));
 
   std::vector<std::byte> buf(100);
   EXPECT_TRUE(s->Read("blocks/none", 0, buf, "").status().IsNotFound());
   const auto data = Bytes(5000, 3);
-  ASSERT_TRUE(s->Put("blocks/a", data).ok());
+  ASSERT_OK(s->Put("blocks/a", data));
   auto n = s->Read("blocks/a", 0, buf, "");
-  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  ASSERT_OK(n);
   EXPECT_EQ(*n, 100u);
   EXPECT_EQ(0, std::memcmp(buf.data(), data.data(), 100));
   n = s->Read("blocks/a", 4950, buf, "");  // short at the end
-  ASSERT_TRUE(n.ok());
+  ASSERT_OK(n);
   EXPECT_EQ(*n, 50u);
   EXPECT_EQ(0, std::memcmp(buf.data(), data.data() + 4950, 50));
   n = s->Read("blocks/a", 6000, buf, "");
-  ASSERT_TRUE(n.ok());
+  ASSERT_OK(n);
   EXPECT_EQ(*n, 0u);
   auto h = s->Head("blocks/a");
-  ASSERT_TRUE(h.ok());
+  ASSERT_OK(h);
   EXPECT_EQ(h->size, 5000u);
   EXPECT_EQ(s->Read("blocks/a", 0, buf, "etag").status().code(), Status::Code::kNotSupported);
   EXPECT_EQ(s->List("blocks/", "", "").status().code(), Status::Code::kNotSupported);
@@ -195,9 +196,9 @@ TEST(MemcachedStore, GetSetDeleteAgainstARealServer) {
   EXPECT_EQ(GetMemcachedStats(*s).too_large, 1u);
   EXPECT_EQ(s->Stats().errors, 0u);
 
-  ASSERT_TRUE(s->Delete("blocks/a").ok());
+  ASSERT_OK(s->Delete("blocks/a"));
   EXPECT_TRUE(s->Read("blocks/a", 0, buf, "").status().IsNotFound());
-  EXPECT_TRUE(s->Delete("blocks/a").ok());  // already gone: OK
+  EXPECT_OK(s->Delete("blocks/a"));  // already gone: OK
 
   // Every server dead: Unavailable (an L3 failure), not a miss.
   server.Stop();
@@ -213,7 +214,7 @@ TEST(MemcachedStore, ConcurrentCallsShareThePool) {
   o.servers.push_back({"127.0.0.1", server.port()});
   o.max_connections = 3;
   auto store = NewMemcachedBlobStore(o);
-  ASSERT_TRUE(store.ok());
+  ASSERT_OK(store);
   BlobStore* s = store->get();
   std::atomic<int> bad{0};
   std::vector<std::thread> threads;
@@ -241,10 +242,10 @@ TEST(MemcachedStore, OneDeadServerOfTwoIsAMiss) {
   o.servers.push_back({"127.0.0.1", a.port()});
   o.servers.push_back({"127.0.0.1", b.port()});
   auto store = NewMemcachedBlobStore(o);
-  ASSERT_TRUE(store.ok());
+  ASSERT_OK(store);
   BlobStore* s = store->get();
   const auto data = Bytes(1000, 9);
-  for (int i = 0; i < 40; ++i) ASSERT_TRUE(s->Put("blocks/" + std::to_string(i), data).ok());
+  for (int i = 0; i < 40; ++i) ASSERT_OK(s->Put("blocks/" + std::to_string(i), data));
   a.Stop();
   std::vector<std::byte> buf(1000);
   int hits = 0, misses = 0;
@@ -266,9 +267,9 @@ TEST(MemcachedStore, OneDeadServerOfTwoIsAMiss) {
   // The dead server is out of the continuum now: writes and reads go to the live one.
   for (int i = 0; i < 10; ++i) {
     const std::string key = "blocks/after" + std::to_string(i);
-    ASSERT_TRUE(s->Put(key, data).ok()) << key;
+    ASSERT_OK(s->Put(key, data)) << key;
     auto n = s->Read(key, 0, buf, "");
-    ASSERT_TRUE(n.ok()) << key << ": " << n.status().ToString();
+    ASSERT_OK(n) << key;
   }
 }
 

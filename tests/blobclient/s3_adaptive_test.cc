@@ -16,6 +16,7 @@
 #include "tests/blobclient/test_util.h"
 #include "tests/fakes/http_server_test.h"
 #include "tests/fakes/http_test_server.h"
+#include "tests/testing/status_matchers.h"
 
 namespace tierfs {
 namespace {
@@ -218,7 +219,7 @@ class S3AdaptiveTest : public ::tierfs::testing::HttpServerTest {
 
   std::unique_ptr<BlobStore> Open(const S3Options& o) {
     auto s = NewS3BlobStore(o, transport_.get(), &clock_);
-    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    EXPECT_OK(s);
     return s.ok() ? std::move(*s) : nullptr;
   }
 
@@ -228,7 +229,7 @@ class S3AdaptiveTest : public ::tierfs::testing::HttpServerTest {
     auto start = SteadyClock::now();
     auto n = store->Read("slow", 4096, buf, "e1");
     auto took = SteadyClock::now() - start;
-    EXPECT_TRUE(n.ok()) << n.status().ToString();
+    EXPECT_OK(n);
     EXPECT_EQ(n.ok() ? *n : 0, buf.size());
     EXPECT_TRUE(AsString(buf) == data.substr(4096, buf.size()));
     return took;
@@ -237,7 +238,7 @@ class S3AdaptiveTest : public ::tierfs::testing::HttpServerTest {
   // Enough fast GETs for the store's latency tracker to form an opinion.
   void WarmUp(BlobStore* store, const std::string& key, size_t n = 40) {
     std::vector<std::byte> buf(4096);
-    for (size_t i = 0; i < n; ++i) ASSERT_TRUE(store->Read(key, 0, buf, "").ok());
+    for (size_t i = 0; i < n; ++i) ASSERT_OK(store->Read(key, 0, buf, ""));
   }
 
   // Serves `data` (ETag e1) for every key, except that the first GET of "slow" starts answering
@@ -292,7 +293,7 @@ TEST_F(S3AdaptiveTest, SlowFirstAnswerIsHedgedAndTheHedgeWinsWithExactBytes) {
 
   // The store keeps working normally afterwards (the loser's connection was dropped cleanly).
   auto again = store->Read("slow", 0, buf, "e1");
-  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  ASSERT_OK(again);
   EXPECT_TRUE(AsString(buf) == data.substr(0, buf.size()));
 }
 
@@ -336,7 +337,7 @@ TEST_F(S3AdaptiveTest, NoHedgeWhenRequestsAreFast) {
   std::vector<std::byte> buf(16 * 1024);
   for (int i = 0; i < 100; ++i) {
     auto n = store->Read("k", static_cast<uint64_t>(i) * 100, buf, "e");
-    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    ASSERT_OK(n);
   }
   const BlobStoreStats st = store->Stats();
   EXPECT_EQ(st.hedges_issued, 0u);
@@ -363,7 +364,7 @@ TEST_F(S3AdaptiveTest, HedgingOffOrColdStoreSendsNoDuplicate) {
   auto store = Open(o);
   WarmUp(store.get(), "k");
   std::vector<std::byte> buf(4096);
-  ASSERT_TRUE(store->Read("k", 0, buf, "").ok());
+  ASSERT_OK(store->Read("k", 0, buf, ""));
   EXPECT_EQ(store->Stats().hedges_issued, 0u);
   EXPECT_EQ(server_->request_count(), 41u);
 }
@@ -475,7 +476,7 @@ TEST_F(S3AdaptiveTest, LargeReadIsSplitIntoParallelRangedGets) {
   auto store = Open(o);
   std::vector<std::byte> buf(data.size() + 12345);  // asks past the end: a short read
   auto n = store->Read("big", 0, buf, "big-etag");
-  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  ASSERT_OK(n);
   ASSERT_EQ(*n, data.size());
   EXPECT_TRUE(AsString(std::span<const std::byte>(buf.data(), *n)) == data);
 
@@ -500,7 +501,7 @@ TEST_F(S3AdaptiveTest, LargeReadIsSplitIntoParallelRangedGets) {
   // An unaligned large read from the middle, byte-exact.
   std::vector<std::byte> mid(20 << 20);
   n = store->Read("big", 3'000'001, mid, "big-etag");
-  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  ASSERT_OK(n);
   ASSERT_EQ(*n, mid.size());
   EXPECT_TRUE(AsString(mid) == data.substr(3'000'001, mid.size()));
 }
@@ -532,7 +533,7 @@ TEST_F(S3AdaptiveTest, ScatterReadPutsEveryPartIntoItsSliceOfThePieces) {
   std::vector<std::span<std::byte>> pieces;
   for (auto& v : storage) pieces.emplace_back(v);
   auto n = store->ReadPinnedScatter("obj", start, ScatterBuffer(pieces), pinned);
-  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  ASSERT_OK(n);
   ASSERT_EQ(*n, data.size() - start);
   std::string got;
   for (auto& v : storage) got += AsString(v);
@@ -566,7 +567,7 @@ TEST_F(S3AdaptiveTest, AHedgeThatWinsAScatterReadFillsEveryPiece) {
   auto start = SteadyClock::now();
   auto n = store->ReadPinnedScatter("slow", 4096, buf, pinned);
   EXPECT_LT(SteadyClock::now() - start, std::chrono::seconds(10));
-  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  ASSERT_OK(n);
   EXPECT_EQ(*n, 256u << 10);
   EXPECT_EQ(store->Stats().hedges_won - before.hedges_won, 1u);
   EXPECT_TRUE(AsString(a) + AsString(b) + AsString(c) == data.substr(4096, 256 << 10));
@@ -591,7 +592,7 @@ TEST_F(S3AdaptiveTest, AFailingPartIsRetriedAndAPermanentFailureFailsTheRead) {
   auto store = Open(o);
   std::vector<std::byte> buf(data.size());
   auto n = store->Read("obj", 0, buf, "e");
-  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  ASSERT_OK(n);
   ASSERT_EQ(*n, data.size());
   EXPECT_TRUE(AsString(buf) == data);
   EXPECT_EQ(store->Stats().retries, 1u);

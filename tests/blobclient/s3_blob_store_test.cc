@@ -17,6 +17,7 @@
 #include "blobclient/sigv4.h"
 #include "tests/blobclient/test_util.h"
 #include "tests/fakes/http_test_server.h"
+#include "tests/testing/status_matchers.h"
 
 namespace tierfs {
 namespace {
@@ -166,10 +167,10 @@ class S3BlobStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto s = HttpTestServer::Start([this](const HttpTestRequest& req) { return s3_.Handle(req); });
-    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    ASSERT_OK(s);
     server_ = std::move(*s);
     auto t = NewHttpTransport(HttpTransportOptions{});
-    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    ASSERT_OK(t);
     transport_ = std::move(*t);
   }
 
@@ -187,7 +188,7 @@ class S3BlobStoreTest : public ::testing::Test {
 
   std::unique_ptr<BlobStore> Open(const S3Options& o) {
     auto s = NewS3BlobStore(o, transport_.get(), &clock_);
-    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    EXPECT_OK(s);
     return s.ok() ? std::move(*s) : nullptr;
   }
 
@@ -208,7 +209,7 @@ TEST_F(S3BlobStoreTest, HeadReturnsSizeEtagAndMtime) {
   s3_.Put("a/b.bin", Pattern(1234));
   auto store = Open(Options());
   auto info = store->Head("a/b.bin");
-  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  ASSERT_OK(info);
   EXPECT_EQ(info->size, 1234u);
   EXPECT_EQ(info->etag, s3_.Etag("a/b.bin"));              // quotes stripped
   EXPECT_EQ(info->mtime_ns, 1'255'369'800'000'000'000LL);  // Wed, 12 Oct 2009 17:50:00 GMT
@@ -221,7 +222,7 @@ TEST_F(S3BlobStoreTest, HeadReturnsSizeEtagAndMtime) {
 TEST_F(S3BlobStoreTest, SignedRequestsCarrySigV4Headers) {
   s3_.Put("k", "v");
   auto store = Open(Options());
-  ASSERT_TRUE(store->Head("k").ok());
+  ASSERT_OK(store->Head("k"));
   auto reqs = server_->requests();
   ASSERT_EQ(reqs.size(), 1u);
   const std::string* auth = reqs[0].Header("authorization");
@@ -243,7 +244,7 @@ TEST_F(S3BlobStoreTest, SignatureMatchesAnIndependentRecomputation) {
   // decoded once, query, signed headers), as a verifying S3 server does.
   s3_.Put("dir/a b+c.txt", "0123456789");
   auto store = Open(Options());
-  ASSERT_TRUE(ReadAll(store.get(), "dir/a b+c.txt", 2, 3).ok());
+  ASSERT_OK(ReadAll(store.get(), "dir/a b+c.txt", 2, 3));
   auto reqs = server_->requests();
   ASSERT_EQ(reqs.size(), 1u);
   const HttpTestRequest& r = reqs[0];
@@ -268,7 +269,7 @@ TEST_F(S3BlobStoreTest, AnonymousSendsNoAuthorization) {
   o.credentials = Credentials{};
   o.credentials.anonymous = true;
   auto store = Open(o);
-  ASSERT_TRUE(store->Head("k").ok());
+  ASSERT_OK(store->Head("k"));
   auto reqs = server_->requests();
   ASSERT_EQ(reqs.size(), 1u);
   EXPECT_FALSE(reqs[0].HasHeader("authorization"));
@@ -313,7 +314,7 @@ TEST_F(S3BlobStoreTest, RangedReadSendsRangeAndIfMatch) {
   s3_.Put("obj", data);
   auto store = Open(Options());
   auto got = ReadAll(store.get(), "obj", 4096, 1000, s3_.Etag("obj"));
-  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_OK(got);
   EXPECT_EQ(*got, data.substr(4096, 1000));
   auto reqs = server_->requests();
   ASSERT_EQ(reqs.size(), 1u);
@@ -326,13 +327,13 @@ TEST_F(S3BlobStoreTest, ShortReadAtEndAndZeroPastEnd) {
   s3_.Put("obj", "0123456789");
   auto store = Open(Options());
   auto tail = ReadAll(store.get(), "obj", 7, 100);
-  ASSERT_TRUE(tail.ok()) << tail.status().ToString();
+  ASSERT_OK(tail);
   EXPECT_EQ(*tail, "789");
   auto past = ReadAll(store.get(), "obj", 10, 100);
-  ASSERT_TRUE(past.ok()) << past.status().ToString();
+  ASSERT_OK(past);
   EXPECT_EQ(*past, "");
   auto far = ReadAll(store.get(), "obj", 1000, 5);
-  ASSERT_TRUE(far.ok()) << far.status().ToString();
+  ASSERT_OK(far);
   EXPECT_EQ(*far, "");
 }
 
@@ -393,10 +394,10 @@ TEST_F(S3BlobStoreTest, A200InsteadOf206YieldsOnlyTheRequestedRange) {
   });
   auto store = Open(Options());
   auto got = ReadAll(store.get(), "obj", 30000, 64);
-  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_OK(got);
   EXPECT_EQ(*got, data.substr(30000, 64));
   auto tail = ReadAll(store.get(), "obj", 49990, 64);
-  ASSERT_TRUE(tail.ok()) << tail.status().ToString();
+  ASSERT_OK(tail);
   EXPECT_EQ(*tail, data.substr(49990));
 }
 
@@ -409,7 +410,7 @@ TEST_F(S3BlobStoreTest, Transient503IsRetried) {
   });
   auto store = Open(Options());
   auto got = ReadAll(store.get(), "obj", 0, 7);
-  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_OK(got);
   EXPECT_EQ(*got, "payload");
   EXPECT_EQ(calls.load(), 3);
   BlobStoreStats st = store->Stats();
@@ -429,7 +430,7 @@ TEST_F(S3BlobStoreTest, ResetMidBodyIsRetried) {
   });
   auto store = Open(Options());
   auto got = ReadAll(store.get(), "obj", 0, data.size());
-  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_OK(got);
   EXPECT_EQ(*got, data);
   EXPECT_EQ(store->Stats().retries, 1u);
 }
@@ -565,14 +566,14 @@ TEST_F(S3BlobStoreTest, SpecialKeysRoundTrip) {
                                          "a//double"};
   auto store = Open(Options());
   for (const auto& k : keys) {
-    ASSERT_TRUE(store->Put(k, AsBytes("data:" + k)).ok()) << k;
+    ASSERT_OK(store->Put(k, AsBytes("data:" + k))) << k;
   }
   for (const auto& k : keys) {
     auto got = ReadAll(store.get(), k, 0, 1000);
-    ASSERT_TRUE(got.ok()) << k << ": " << got.status().ToString();
+    ASSERT_OK(got) << k;
     EXPECT_EQ(*got, "data:" + k);
     auto info = store->Head(k);
-    ASSERT_TRUE(info.ok()) << k;
+    ASSERT_OK(info) << k;
     EXPECT_EQ(info->size, ("data:" + k).size());
   }
   // The wire form is SigV4's: everything but unreserved bytes and '/' percent-encoded.
@@ -586,7 +587,7 @@ TEST_F(S3BlobStoreTest, SpecialKeysRoundTrip) {
   std::string token;
   do {
     auto page = store->List("", "", token, 2);
-    ASSERT_TRUE(page.ok()) << page.status().ToString();
+    ASSERT_OK(page);
     for (const auto& e : page->objects) listed.insert(e.key);
     token = page->next_token;
   } while (!token.empty());
@@ -606,7 +607,7 @@ TEST_F(S3BlobStoreTest, ListPaginatesWithCommonPrefixesRelativeToStorePrefix) {
   int pages = 0;
   do {
     auto page = store->List("", "/", token, 2);
-    ASSERT_TRUE(page.ok()) << page.status().ToString();
+    ASSERT_OK(page);
     for (const auto& e : page->objects) {
       objects.push_back(e.key);
       EXPECT_EQ(e.info.size, 1u);
@@ -633,7 +634,7 @@ TEST_F(S3BlobStoreTest, ListPaginatesWithCommonPrefixesRelativeToStorePrefix) {
   EXPECT_TRUE(reqs[1].QueryParam("continuation-token").has_value());
 
   auto sub = store->List("c/", "/", "", 1000);
-  ASSERT_TRUE(sub.ok());
+  ASSERT_OK(sub);
   ASSERT_EQ(sub->objects.size(), 2u);
   EXPECT_EQ(sub->objects[0].key, "c/1");
   EXPECT_TRUE(sub->prefixes.empty());
@@ -653,7 +654,7 @@ TEST_F(S3BlobStoreTest, ListDecodesAwsStylePlusAndLeavesUnencodedAnswersAlone) {
       "<CommonPrefixes><Prefix>d%2Fe%2F</Prefix></CommonPrefixes>"
       "<IsTruncated>false</IsTruncated></ListBucketResult>";
   auto page = store->List("", "/", "", 1000);
-  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  ASSERT_OK(page);
   ASSERT_EQ(page->objects.size(), 1u);
   EXPECT_EQ(page->objects[0].key, "a b+c");
   EXPECT_EQ(page->objects[0].info.etag, "e");
@@ -664,7 +665,7 @@ TEST_F(S3BlobStoreTest, ListDecodesAwsStylePlusAndLeavesUnencodedAnswersAlone) {
       "<ListBucketResult><Contents><Key>a+b%2Bc</Key><Size>3</Size></Contents>"
       "<IsTruncated>false</IsTruncated></ListBucketResult>";
   page = store->List("", "/", "", 1000);
-  ASSERT_TRUE(page.ok());
+  ASSERT_OK(page);
   ASSERT_EQ(page->objects.size(), 1u);
   EXPECT_EQ(page->objects[0].key, "a+b%2Bc");
   // Garbage is Corruption, not a crash.
@@ -690,7 +691,7 @@ TEST_F(S3BlobStoreTest, ListPageOverItsCapFailsAtOnceWithoutRetries) {
 TEST_F(S3BlobStoreTest, PutHeadDelete) {
   auto store = Open(Options());
   const std::string body = Pattern(4321);
-  ASSERT_TRUE(store->Put("p/q", AsBytes(body)).ok());
+  ASSERT_OK(store->Put("p/q", AsBytes(body)));
   auto reqs = server_->requests();
   ASSERT_EQ(reqs.size(), 1u);
   EXPECT_EQ(reqs[0].method, "PUT");
@@ -698,16 +699,16 @@ TEST_F(S3BlobStoreTest, PutHeadDelete) {
   EXPECT_EQ(*reqs[0].Header("x-amz-content-sha256"), blobclient::Sha256Hex(body));
   EXPECT_EQ(store->Head("p/q")->size, 4321u);
   EXPECT_EQ(store->Stats().bytes_written, 4321u);
-  ASSERT_TRUE(store->Delete("p/q").ok());
+  ASSERT_OK(store->Delete("p/q"));
   EXPECT_EQ(store->Head("p/q").status().code(), Status::Code::kNotFound);
-  EXPECT_TRUE(store->Delete("p/q").ok());  // deleting a missing object is OK
+  EXPECT_OK(store->Delete("p/q"));  // deleting a missing object is OK
 }
 
 TEST_F(S3BlobStoreTest, ConnectionsAreReused) {
   s3_.Put("obj", Pattern(100000));
   auto store = Open(Options());
   for (int i = 0; i < 30; ++i) {
-    ASSERT_TRUE(ReadAll(store.get(), "obj", i * 1000, 1000).ok());
+    ASSERT_OK(ReadAll(store.get(), "obj", i * 1000, 1000));
   }
   EXPECT_EQ(server_->request_count(), 30u);
   EXPECT_LT(server_->connections_accepted(), 30u);
@@ -770,7 +771,7 @@ TEST_F(S3BlobStoreTest, MaxConnectionsBoundsRequestsInFlight) {
   std::vector<std::thread> threads;
   for (int t = 0; t < 6; ++t) {
     threads.emplace_back([&] {
-      for (int i = 0; i < 3; ++i) EXPECT_TRUE(store->Head("k").ok());
+      for (int i = 0; i < 3; ++i) EXPECT_OK(store->Head("k"));
     });
   }
   for (auto& th : threads) th.join();
@@ -788,7 +789,7 @@ TEST_F(S3BlobStoreTest, VirtualHostAddressingPutsTheBucketInTheHost) {
   o.addressing = S3Options::Addressing::kVirtualHost;
   auto store = Open(o);
   auto info = store->Head("k/e y");
-  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  ASSERT_OK(info);
   auto reqs = server_->requests();
   ASSERT_EQ(reqs.size(), 1u);
   EXPECT_EQ(*reqs[0].Header("host"), "bkt.localhost:" + std::to_string(server_->port()));

@@ -15,6 +15,7 @@
 #include "tests/blobclient/test_util.h"
 #include "tests/fakes/http_server_test.h"
 #include "tests/fakes/http_test_server.h"
+#include "tests/testing/status_matchers.h"
 
 namespace tierfs {
 namespace {
@@ -225,9 +226,9 @@ TEST_F(S3ErrorsStoreTest, RegionDiscoveredFrom301AndUsedForSigning) {
   S3Options o = Options();
   o.discover_region = true;  // no region given by the user
   auto store = NewS3BlobStore(o, transport_.get(), &clock_);
-  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  ASSERT_OK(store);
   auto page = (*store)->List("", "/", "", 1);
-  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  ASSERT_OK(page);
   auto reqs = server_->requests();
   ASSERT_EQ(reqs.size(), 2u);
   EXPECT_EQ(reqs[0].method, "HEAD");  // HeadBucket, signed for the default region
@@ -242,9 +243,9 @@ TEST_F(S3ErrorsStoreTest, RegionDiscoveredFrom400AuthorizationHeaderMalformed) {
   S3Options o = Options();
   o.discover_region = true;
   auto store = NewS3BlobStore(o, transport_.get(), &clock_);
-  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  ASSERT_OK(store);
   auto page = (*store)->List("", "/", "", 1);
-  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  ASSERT_OK(page);
   EXPECT_EQ(SignedRegion(server_->requests().back()), "ap-southeast-2");
 }
 
@@ -252,7 +253,7 @@ TEST_F(S3ErrorsStoreTest, RegionSetByTheUserIsNotOverriddenAndTheErrorSaysWhichT
   auto scoped = server_->Scoped(RegionalBucket("eu-west-2", 301, true));
   S3Options o = Options();  // discover_region = false: the user gave us-east-1
   auto store = NewS3BlobStore(o, transport_.get(), &clock_);
-  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  ASSERT_OK(store);
   auto page = (*store)->List("", "/", "", 1);
   ASSERT_FALSE(page.ok());
   EXPECT_NE(page.status().message().find(
@@ -268,7 +269,7 @@ TEST_F(S3ErrorsStoreTest, RedirectWithoutRegionIsAClearError) {
   S3Options o = Options();
   o.discover_region = true;
   auto store = NewS3BlobStore(o, transport_.get(), &clock_);
-  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  ASSERT_OK(store);
   auto page = (*store)->List("", "/", "", 1);
   ASSERT_FALSE(page.ok());
   const std::string& m = page.status().message();
@@ -286,7 +287,7 @@ TEST_F(S3ErrorsStoreTest, RefusedKeysNameKeyIdAndSourceNeverTheSecret) {
       return HttpTestResponse::Make(403, ErrorXml(code, "no"));
     });
     auto store = NewS3BlobStore(Options(), transport_.get(), &clock_);
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    ASSERT_OK(store);
     auto page = (*store)->List("", "/", "", 1);
     ASSERT_FALSE(page.ok());
     EXPECT_EQ(page.status().code(), Status::Code::kPermissionDenied);
@@ -302,7 +303,7 @@ TEST_F(S3ErrorsStoreTest, NoSuchBucketNamesBucketAndEndpoint) {
     return HttpTestResponse::Make(404, ErrorXml("NoSuchBucket", "The specified bucket does not"));
   });
   auto store = NewS3BlobStore(Options(), transport_.get(), &clock_);
-  ASSERT_TRUE(store.ok());
+  ASSERT_OK(store);
   auto page = (*store)->List("", "/", "", 1);
   ASSERT_FALSE(page.ok());
   EXPECT_EQ(page.status().code(), Status::Code::kNotFound);
@@ -317,7 +318,7 @@ TEST_F(S3ErrorsStoreTest, ReadErrorsAreExplainedToo) {
     return HttpTestResponse::Make(400, ErrorXml("ExpiredToken", "The provided token has expired."));
   });
   auto store = NewS3BlobStore(Options(), transport_.get(), &clock_);
-  ASSERT_TRUE(store.ok());
+  ASSERT_OK(store);
   std::vector<std::byte> buf(10);
   auto got = (*store)->Read("a.bin", 0, buf, "");
   ASSERT_FALSE(got.ok());
@@ -339,11 +340,11 @@ TEST_F(S3ErrorsStoreTest, EveryRequestCarriesTheUserAgent) {
   S3Options o = Options();
   o.discover_region = true;
   auto store = NewS3BlobStore(o, transport_.get(), &clock_);
-  ASSERT_TRUE(store.ok());
-  ASSERT_TRUE((*store)->Head("k").ok());
-  ASSERT_TRUE((*store)->List("", "/", "", 1).ok());
+  ASSERT_OK(store);
+  ASSERT_OK((*store)->Head("k"));
+  ASSERT_OK((*store)->List("", "/", "", 1));
   std::vector<std::byte> buf(4);
-  ASSERT_TRUE((*store)->Read("k", 2, buf, "").ok());
+  ASSERT_OK((*store)->Read("k", 2, buf, ""));
   const std::string want = "tierfs/" + std::string(Version());
   EXPECT_EQ(blobclient::UserAgent(), want);
   EXPECT_FALSE(Version().empty());
@@ -362,9 +363,9 @@ TEST_F(S3ErrorsStoreTest, CaBundleDoesNotBreakPlainHttp) {
   S3Options o = Options();
   o.ca_bundle = "/nonexistent/tierfs-test-ca.pem";
   auto store = NewS3BlobStore(o, transport_.get(), &clock_);
-  ASSERT_TRUE(store.ok());
+  ASSERT_OK(store);
   auto page = (*store)->List("", "/", "", 1);
-  EXPECT_TRUE(page.ok()) << page.status().ToString();
+  EXPECT_OK(page);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "tests/blobclient/test_util.h"
 #include "tests/fakes/http_server_test.h"
 #include "tests/fakes/http_test_server.h"
+#include "tests/testing/status_matchers.h"
 
 namespace tierfs {
 namespace {
@@ -94,7 +95,7 @@ class S3IntegrityTest : public ::tierfs::testing::HttpServerTest {
     o.max_parts_in_flight = 1;  // parts in order: "replaced between parts" is deterministic
     o.hedge = false;
     auto s = NewS3BlobStore(o, transport_.get(), &clock_);
-    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    EXPECT_OK(s);
     return s.ok() ? std::move(*s) : nullptr;
   }
 
@@ -152,7 +153,7 @@ TEST_F(S3IntegrityTest, IfMatchIsSentStrongAnd412IsAVersionChange) {
   auto store = Open();
   ObjectInfo pin = Pin(v1, "v1");
   auto ok = Get(store.get(), 0, 5000, &pin);
-  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  ASSERT_OK(ok);
   EXPECT_EQ(*ok, v1);
   EXPECT_EQ(*server_->requests().back().Header("if-match"), "\"v1\"");
   pin.etag = "v0";
@@ -223,10 +224,10 @@ TEST_F(S3IntegrityTest, ServerIgnoringRangeGivesTheRightSliceOfThePinnedVersionO
   auto store = Open(/*part_size=*/8192);
   const ObjectInfo pin = Pin(v1, "v1");
   auto mid = Get(store.get(), 30000, 20000, &pin);  // three parts, each a 200 of everything
-  ASSERT_TRUE(mid.ok()) << mid.status().ToString();
+  ASSERT_OK(mid);
   EXPECT_EQ(*mid, v1.substr(30000));
   auto tail = Get(store.get(), 49990, 64, &pin);
-  ASSERT_TRUE(tail.ok()) << tail.status().ToString();
+  ASSERT_OK(tail);
   EXPECT_EQ(*tail, v1.substr(49990));
   // The whole object is now another size (or another ETag): refused, not sliced.
   origin_.Set({v1 + "more", "\"v1\""});
@@ -258,14 +259,14 @@ TEST_F(S3IntegrityTest, WeakEtagsCompareStrippedAndAreNotSentInIfMatch) {
   auto store = Open();
   ObjectInfo pin = Pin(v1, "W/\"v1\"");
   auto r = Get(store.get(), 10, 100, &pin);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   EXPECT_EQ(*r, v1.substr(10, 100));
   EXPECT_FALSE(server_->requests().back().HasHeader("if-match"));
   // A strong pin matches the weak answer of the same value (from a server that does not
   // evaluate If-Match; one that does compares strongly and answers 412) ...
   origin_.honor_if_match = false;
   pin.etag = "v1";
-  ASSERT_TRUE(Get(store.get(), 10, 100, &pin).ok());
+  ASSERT_OK(Get(store.get(), 10, 100, &pin));
   // ... and a changed weak ETag is a version change.
   origin_.Set({v1, "W/\"v2\""});
   pin.etag = "W/\"v1\"";
@@ -279,7 +280,7 @@ TEST_F(S3IntegrityTest, WithoutEtagTheVersionIsSizeAndLastModified) {
   auto store = Open();
   const ObjectInfo pin = Pin(v1, "", kDate1Ns);
   auto r = Get(store.get(), 0, 3000, &pin);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   EXPECT_EQ(*r, v1);
   EXPECT_FALSE(server_->requests().back().HasHeader("if-match"));
   // Rewritten at the same size: Last-Modified moved.
@@ -308,7 +309,7 @@ TEST_F(S3IntegrityTest, PinnedReadsStopAtThePinnedSizeAndA416MeansItShrank) {
   EXPECT_EQ(Get(store.get(), 2000, 500, &pin).status().code(), Status::Code::kFailedPrecondition);
   server_->ClearRequests();
   auto past = Get(store.get(), 3000, 500, &pin);  // at the pinned end: no request at all
-  ASSERT_TRUE(past.ok());
+  ASSERT_OK(past);
   EXPECT_EQ(*past, "");
   EXPECT_EQ(server_->request_count(), 0u);
 }

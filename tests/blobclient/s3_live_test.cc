@@ -14,6 +14,7 @@
 
 #include "blobclient/blob_store.h"
 #include "tests/blobclient/test_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace tierfs {
 namespace {
@@ -30,7 +31,7 @@ TEST(S3LiveTest, RoundTripAgainstARealServer) {
   const std::string endpoint = Env("TIERFS_TEST_S3_ENDPOINT");
   if (endpoint.empty()) GTEST_SKIP() << "TIERFS_TEST_S3_ENDPOINT not set";
   auto transport = NewHttpTransport(HttpTransportOptions{});
-  ASSERT_TRUE(transport.ok());
+  ASSERT_OK(transport);
   S3Options o;
   o.endpoint = endpoint;
   o.bucket = Env("TIERFS_TEST_S3_BUCKET");
@@ -41,22 +42,22 @@ TEST(S3LiveTest, RoundTripAgainstARealServer) {
              std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()) + "/";
   o.max_attempts = 2;
   auto s = NewS3BlobStore(o, transport->get(), SystemClock());
-  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_OK(s);
   BlobStore* store = s->get();
 
   const std::vector<std::string> keys = {"plain.bin", "dir/a b+c=d.txt", "dir/sub/x",
                                          "\xC3\xBCnicode/f\xC3\xA9.txt", "only/sub/dirs/y"};
   const std::string body = ::tierfs::testing::Pattern(100000);
-  for (const auto& k : keys) ASSERT_TRUE(store->Put(k, AsBytes(body)).ok()) << k;
+  for (const auto& k : keys) ASSERT_OK(store->Put(k, AsBytes(body))) << k;
 
   for (const auto& k : keys) {
     auto info = store->Head(k);
-    ASSERT_TRUE(info.ok()) << k << ": " << info.status().ToString();
+    ASSERT_OK(info) << k;
     EXPECT_EQ(info->size, body.size());
     EXPECT_FALSE(info->etag.empty());
     std::vector<std::byte> buf(1000);
     auto n = store->Read(k, 5000, buf, info->etag);
-    ASSERT_TRUE(n.ok()) << k << ": " << n.status().ToString();
+    ASSERT_OK(n) << k;
     ASSERT_EQ(*n, 1000u);
     EXPECT_EQ(AsString(buf), body.substr(5000, 1000));
   }
@@ -70,7 +71,7 @@ TEST(S3LiveTest, RoundTripAgainstARealServer) {
   EXPECT_EQ(store->Head("missing").status().code(), Status::Code::kNotFound);
 
   auto top = store->List("", "/", "", 1000);
-  ASSERT_TRUE(top.ok()) << top.status().ToString();
+  ASSERT_OK(top);
   std::set<std::string> objects, prefixes;
   for (const auto& e : top->objects) objects.insert(e.key);
   for (const auto& p : top->prefixes) prefixes.insert(p);
@@ -80,13 +81,13 @@ TEST(S3LiveTest, RoundTripAgainstARealServer) {
   std::string token;
   do {
     auto page = store->List("", "", token, 2);
-    ASSERT_TRUE(page.ok()) << page.status().ToString();
+    ASSERT_OK(page);
     for (const auto& e : page->objects) all.insert(e.key);
     token = page->next_token;
   } while (!token.empty());
   EXPECT_EQ(all, std::set<std::string>(keys.begin(), keys.end()));
 
-  for (const auto& k : keys) EXPECT_TRUE(store->Delete(k).ok()) << k;
+  for (const auto& k : keys) EXPECT_OK(store->Delete(k)) << k;
   EXPECT_EQ(store->Head("plain.bin").status().code(), Status::Code::kNotFound);
 }
 

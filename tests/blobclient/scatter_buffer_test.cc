@@ -8,6 +8,7 @@
 #include "blobclient/blob_store.h"
 #include "tests/blobclient/test_util.h"
 #include "tests/fakes/fake_blob_store.h"
+#include "tests/testing/status_matchers.h"
 
 namespace tierfs {
 namespace {
@@ -79,13 +80,13 @@ TEST(ScatterBufferTest, DefaultScatterReadIsOneReadCopiedIntoThePieces) {
   const std::string data = Pattern(1000);
   store.PutObject("k", data);
   Result<ObjectInfo> info = store.Head("k");
-  ASSERT_TRUE(info.ok());
+  ASSERT_OK(info);
   std::vector<std::byte> a(100), b(250), c(700);
   ScatterBuffer buf({std::span<std::byte>(a), std::span<std::byte>(b), std::span<std::byte>(c)});
   store.ResetCounters();
   // Bytes 50..999: the last piece is cut short by the end of the object.
   Result<size_t> n = store.ReadPinnedScatter("k", 50, buf, *info);
-  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  ASSERT_OK(n);
   EXPECT_EQ(*n, 950u);
   EXPECT_EQ(store.read_calls(), 1u);
   EXPECT_EQ(store.scatter_reads(), 1u);

@@ -4,35 +4,36 @@
 #include <string>
 
 #include "blobclient/blob_store.h"
+#include "tests/testing/status_matchers.h"
 
 namespace tierfs {
 namespace {
 
 TEST(ParseSourceUriTest, S3) {
   auto a = ParseSourceUri("s3://bucket");
-  ASSERT_TRUE(a.ok());
+  ASSERT_OK(a);
   EXPECT_EQ(a->scheme, SourceUri::Scheme::kS3);
   EXPECT_EQ(a->bucket, "bucket");
   EXPECT_EQ(a->prefix, "");
   auto b = ParseSourceUri("s3://bucket/");
-  ASSERT_TRUE(b.ok());
+  ASSERT_OK(b);
   EXPECT_EQ(b->prefix, "");
   auto c = ParseSourceUri("s3://bucket/data/train");
-  ASSERT_TRUE(c.ok());
+  ASSERT_OK(c);
   EXPECT_EQ(c->bucket, "bucket");
   EXPECT_EQ(c->prefix, "data/train/");
   auto d = ParseSourceUri("s3://bucket/data/");
-  ASSERT_TRUE(d.ok());
+  ASSERT_OK(d);
   EXPECT_EQ(d->prefix, "data/");
 }
 
 TEST(ParseSourceUriTest, File) {
   auto a = ParseSourceUri("file:///data/sets/");
-  ASSERT_TRUE(a.ok());
+  ASSERT_OK(a);
   EXPECT_EQ(a->scheme, SourceUri::Scheme::kFile);
   EXPECT_EQ(a->path, "/data/sets");
   auto root = ParseSourceUri("file:///");
-  ASSERT_TRUE(root.ok());
+  ASSERT_OK(root);
   EXPECT_EQ(root->path, "/");
 }
 

@@ -10,24 +10,7 @@
 
 #include "base/status.h"
 
-#define TIERFS_ASSERT_OK(expr)                                 \
-  do {                                                         \
-    const auto& _st = (expr);                                  \
-    ASSERT_TRUE(_st.ok()) << ::tierfs::testing::StatusOf(_st); \
-  } while (0)
-#define TIERFS_EXPECT_OK(expr)                                 \
-  do {                                                         \
-    const auto& _st = (expr);                                  \
-    EXPECT_TRUE(_st.ok()) << ::tierfs::testing::StatusOf(_st); \
-  } while (0)
-
 namespace tierfs::testing {
-
-inline std::string StatusOf(const Status& s) { return s.ToString(); }
-template <typename R>
-std::string StatusOf(const R& r) {
-  return r.status().ToString();
-}
 
 inline std::span<const std::byte> AsBytes(std::string_view s) {
   return {reinterpret_cast<const std::byte*>(s.data()), s.size()};

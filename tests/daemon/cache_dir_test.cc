@@ -14,6 +14,8 @@
 #include <iomanip>
 #include <sstream>
 
+#include "tests/testing/status_matchers.h"
+
 namespace tierfs {
 namespace {
 
@@ -40,7 +42,7 @@ class CacheDirTest : public ::testing::Test {
 TEST_F(CacheDirTest, CreatesPrivateDirectoriesAndALockFileHoldingThePid) {
   const std::string dir = base_ + "/a/b/cache";
   auto lock = PrepareCacheDir(dir);
-  ASSERT_TRUE(lock.ok()) << lock.status().ToString();
+  ASSERT_OK(lock);
   EXPECT_EQ(Mode(base_ + "/a"), 0700u);
   EXPECT_EQ(Mode(dir), 0700u);
   EXPECT_EQ(Mode(dir + "/lock"), 0600u);
@@ -53,7 +55,7 @@ TEST_F(CacheDirTest, CreatesPrivateDirectoriesAndALockFileHoldingThePid) {
 TEST_F(CacheDirTest, SecondHolderIsRefusedWithTheFirstPidUntilReleased) {
   const std::string dir = base_ + "/cache";
   auto first = PrepareCacheDir(dir);
-  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_OK(first);
   // flock locks belong to the open file description: a second open in this process conflicts
   // exactly as a second daemon does.
   auto second = PrepareCacheDir(dir);
@@ -64,7 +66,7 @@ TEST_F(CacheDirTest, SecondHolderIsRefusedWithTheFirstPidUntilReleased) {
   EXPECT_NE(msg.find(dir), std::string::npos) << msg;
   first->reset();
   auto third = PrepareCacheDir(dir);
-  EXPECT_TRUE(third.ok()) << third.status().ToString();
+  EXPECT_OK(third);
 }
 
 TEST_F(CacheDirTest, GroupOrOtherWritableIsRefusedAndReadableIsNarrowed) {
@@ -83,7 +85,7 @@ TEST_F(CacheDirTest, GroupOrOtherWritableIsRefusedAndReadableIsNarrowed) {
   }
   ASSERT_EQ(::chmod(dir.c_str(), 0755), 0);
   auto ok = PrepareCacheDir(dir);
-  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  ASSERT_OK(ok);
   EXPECT_EQ(Mode(dir), 0700u);
 }
 
@@ -163,7 +165,7 @@ TEST_F(HostileCacheDirTest, AnotherUsersSymlinkInAStickyDirectoryIsRefused) {
   ExpectVictimUntouched();
   // Our own directory in the sticky one is fine (nobody else can rename it).
   auto ok = PrepareCacheDir(sticky + "/mine");
-  EXPECT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_OK(ok);
 }
 
 TEST_F(HostileCacheDirTest, AParentOwnedByAnotherUserIsRefused) {
@@ -186,7 +188,7 @@ TEST_F(CacheDirTest, OwnSymlinksAreFollowedAndTheLockLandsInTheTarget) {
   ASSERT_EQ(::symlink(real.c_str(), (base_ + "/abs").c_str()), 0);
   for (const char* name : {"/rel", "/abs"}) {
     auto lock = PrepareCacheDir(base_ + name);
-    ASSERT_TRUE(lock.ok()) << name << ": " << lock.status().ToString();
+    ASSERT_OK(lock) << name;
     EXPECT_TRUE(fs::is_regular_file(real + "/lock"));
   }
   ASSERT_EQ(::symlink("loop", (base_ + "/loop").c_str()), 0);
@@ -198,7 +200,7 @@ TEST_F(CacheDirTest, TheAnchoredPathKeepsNamingTheVerifiedDirectoryAfterASwap) {
   const std::string victim = base_ + "/victim";
   ASSERT_EQ(::mkdir(victim.c_str(), 0755), 0);
   auto lock = PrepareCacheDir(dir);
-  ASSERT_TRUE(lock.ok()) << lock.status().ToString();
+  ASSERT_OK(lock);
   // The name is swapped for a symlink once the directory was checked.
   ASSERT_EQ(::rename(dir.c_str(), (base_ + "/moved").c_str()), 0);
   ASSERT_EQ(::symlink(victim.c_str(), dir.c_str()), 0);

@@ -18,6 +18,7 @@
 #include "daemon/mounts.h"
 #include "daemon/prefetch_cli.h"
 #include "daemon/status.h"
+#include "tests/testing/status_matchers.h"
 
 namespace tierfs {
 namespace {
@@ -48,8 +49,8 @@ TEST(CliFlagsTest, MountpointS3FlagsMapOntoFuseKeys) {
   f.file_mode = "0440";
   f.dir_mode = "550";
   f.log_format = "json";
-  ASSERT_TRUE(ApplyFlags(f, &o).ok());
-  ASSERT_TRUE(FinishOptions(&o, NoEnv()).ok());
+  ASSERT_OK(ApplyFlags(f, &o));
+  ASSERT_OK(FinishOptions(&o, NoEnv()));
   EXPECT_TRUE(o.fuse.allow_other);
   EXPECT_TRUE(o.fuse.default_permissions);  // on with allow_other, as with -o allow_other
   EXPECT_EQ(o.fs.uid, 1234u);
@@ -64,14 +65,14 @@ TEST(CliFlagsTest, MountpointS3FlagsMapOntoFuseKeys) {
 // Unset, a file:// origin's owner, group and mode show; each flag or -o option replaces its own.
 TEST(CliFlagsTest, OwnerAndModeAreSetOnlyWhenGiven) {
   DaemonOptions o = Base();
-  ASSERT_TRUE(ApplyFlags(MountFlags{}, &o).ok());
-  ASSERT_TRUE(FinishOptions(&o, NoEnv()).ok());
+  ASSERT_OK(ApplyFlags(MountFlags{}, &o));
+  ASSERT_OK(FinishOptions(&o, NoEnv()));
   EXPECT_FALSE(o.fs.uid_set || o.fs.gid_set || o.fs.file_mode_set || o.fs.dir_mode_set);
   DaemonOptions p = Base();
   MountFlags f;
   f.options = {"gid=5,dir_mode=0700"};
-  ASSERT_TRUE(ApplyFlags(f, &p).ok());
-  ASSERT_TRUE(FinishOptions(&p, NoEnv()).ok());
+  ASSERT_OK(ApplyFlags(f, &p));
+  ASSERT_OK(FinishOptions(&p, NoEnv()));
   EXPECT_FALSE(p.fs.uid_set);
   EXPECT_TRUE(p.fs.gid_set);
   EXPECT_FALSE(p.fs.file_mode_set);
@@ -83,7 +84,7 @@ TEST(CliFlagsTest, NamedFlagsWinOverMinusO) {
   MountFlags f;
   f.options = {"uid=5,file_mode=0600"};
   f.uid = "7";
-  ASSERT_TRUE(ApplyFlags(f, &o).ok());
+  ASSERT_OK(ApplyFlags(f, &o));
   EXPECT_EQ(*o.uid, 7u);
   EXPECT_EQ(o.fs.file_mode, 0600u);
 }
@@ -147,11 +148,10 @@ TEST(CliFlagsTest, EveryKeyFlagSetsItsKeyAsTheFileDoes) {
       ASSERT_NE(k.flag_text, nullptr) << k.flag;
       f.*k.flag_text = text;
     }
-    ASSERT_TRUE(ApplyFlags(f, &by_flag).ok()) << k.flag;
+    ASSERT_OK(ApplyFlags(f, &by_flag)) << k.flag;
     DaemonOptions by_file = Base();
-    ASSERT_TRUE(
-        ApplyConfigText(fmt::format("[{}]\n{} = {}\n", k.table, k.name, toml), "t.toml", &by_file)
-            .ok())
+    ASSERT_OK(
+        ApplyConfigText(fmt::format("[{}]\n{} = {}\n", k.table, k.name, toml), "t.toml", &by_file))
         << k.FullName();
     EXPECT_EQ(config::Show(k, by_flag), config::Show(k, by_file)) << k.flag;
     EXPECT_NE(config::Show(k, by_flag), config::Show(k, Base())) << k.flag << " changed nothing";
@@ -164,34 +164,34 @@ TEST(CliFlagsTest, AllowRootIsALibfuseOptionAndExcludesAllowOther) {
   DaemonOptions o = Base();
   MountFlags f;
   f.allow_root = true;
-  ASSERT_TRUE(ApplyFlags(f, &o).ok());
-  ASSERT_TRUE(FinishOptions(&o, NoEnv()).ok());
+  ASSERT_OK(ApplyFlags(f, &o));
+  ASSERT_OK(FinishOptions(&o, NoEnv()));
   EXPECT_TRUE(o.fuse.allow_root);
   EXPECT_TRUE(o.fuse.default_permissions);
 
   DaemonOptions both = Base();
   f.allow_other = true;
-  ASSERT_TRUE(ApplyFlags(f, &both).ok());
+  ASSERT_OK(ApplyFlags(f, &both));
   Status s = FinishOptions(&both, NoEnv());
   ASSERT_FALSE(s.ok());
   EXPECT_TRUE(Contains(s.message(), "--allow-root")) << s.message();
 
   DaemonOptions viao = Base();
-  ASSERT_TRUE(ApplyMountOptions("allow_root", &viao).ok());
+  ASSERT_OK(ApplyMountOptions("allow_root", &viao));
   EXPECT_TRUE(viao.fuse.allow_root);
-  ASSERT_TRUE(ApplyConfigText("[fuse]\nallow_root = true\n", "t.toml", &viao).ok());
+  ASSERT_OK(ApplyConfigText("[fuse]\nallow_root = true\n", "t.toml", &viao));
 }
 
 TEST(CliFlagsTest, LogFormatIsCheckedAndNamed) {
   DaemonOptions o = Base();
   MountFlags f;
   f.log_format = "xml";
-  ASSERT_TRUE(ApplyFlags(f, &o).ok());
+  ASSERT_OK(ApplyFlags(f, &o));
   Status s = FinishOptions(&o, NoEnv());
   ASSERT_FALSE(s.ok());
   EXPECT_TRUE(Contains(s.message(), "--log-format")) << s.message();
   DaemonOptions fromfile = Base();
-  ASSERT_TRUE(ApplyConfigText("[log]\nformat = \"json\"\n", "t.toml", &fromfile).ok());
+  ASSERT_OK(ApplyConfigText("[log]\nformat = \"json\"\n", "t.toml", &fromfile));
   EXPECT_EQ(fromfile.log.format, "json");
 }
 
@@ -453,7 +453,7 @@ TEST(ConfigCheckTest, EveryKeyWithItsValueAndOrigin) {
       "[cache]\nl1_size = \"2GiB\"\n\n[fuse]\nfile_mode = \"0440\"\n[[policy]]\n"
       "prefix = \"train/\"\npin = true\n");
   auto out = CheckConfigFile(path, NoEnv());
-  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ASSERT_OK(out);
   for (const auto& key : ConfigKeys()) {
     EXPECT_TRUE(ConfigKeyHasGetter(key)) << key << " has no getter in daemon/config_check.cc";
     EXPECT_TRUE(Contains(*out, "\n" + key + " ")) << key;
@@ -471,7 +471,7 @@ TEST(ConfigCheckTest, EnvironmentFillsUnsetRegion) {
     if (std::string(n) == "AWS_REGION") return "eu-west-1";
     return std::nullopt;
   });
-  ASSERT_TRUE(out.ok());
+  ASSERT_OK(out);
   EXPECT_TRUE(Contains(*out, "\"eu-west-1\"  # environment AWS_REGION")) << *out;
   std::remove(path.c_str());
 }

@@ -13,6 +13,7 @@
 
 #include "base/strings.h"
 #include "base/units.h"
+#include "tests/testing/status_matchers.h"
 
 namespace tierfs {
 namespace {
@@ -47,7 +48,7 @@ bool Contains(const std::string& haystack, const std::string& needle) {
 
 TEST(ConfigTest, DefaultsAreValid) {
   DaemonOptions o = Base();
-  ASSERT_TRUE(FinishOptions(&o, FakeEnv({})).ok());
+  ASSERT_OK(FinishOptions(&o, FakeEnv({})));
   EXPECT_EQ(o.cache_dir, "/var/cache/tierfs");
   EXPECT_EQ(o.meta.path, "/var/cache/tierfs/meta");
   EXPECT_EQ(o.origin.bucket, "bucket");
@@ -106,8 +107,8 @@ map_size = "8GiB"
 sync_every_commit = true
 )",
                              "tierfs.toml", &o);
-  ASSERT_TRUE(s.ok()) << s.ToString();
-  ASSERT_TRUE(FinishOptions(&o, FakeEnv({})).ok());
+  ASSERT_OK(s);
+  ASSERT_OK(FinishOptions(&o, FakeEnv({})));
   EXPECT_EQ(o.cache_dir, "/srv/cache");
   EXPECT_EQ(o.cache.block_size, 4u << 20);
   EXPECT_EQ(o.l1.capacity_bytes, 512u << 20);
@@ -148,12 +149,12 @@ sync_every_commit = true
 // Every wait on the network has a deadline derived from the stores' timeouts.
 TEST(ConfigTest, NetworkDeadlinesFollowTheStoreTimeouts) {
   DaemonOptions o = Base();
-  ASSERT_TRUE(ApplyConfigText("[s3]\nrequest_timeout = \"20s\"\nconnect_timeout = \"3s\"\n"
-                              "max_attempts = 2\nbackoff_max = \"1s\"\n"
-                              "[cache]\nfetch_threads = 4\n[fuse]\nremote_threads = 8\n",
-                              "t.toml", &o)
-                  .ok());
-  ASSERT_TRUE(FinishOptions(&o, FakeEnv({})).ok());
+  ASSERT_OK(
+      ApplyConfigText("[s3]\nrequest_timeout = \"20s\"\nconnect_timeout = \"3s\"\n"
+                      "max_attempts = 2\nbackoff_max = \"1s\"\n"
+                      "[cache]\nfetch_threads = 4\n[fuse]\nremote_threads = 8\n",
+                      "t.toml", &o));
+  ASSERT_OK(FinishOptions(&o, FakeEnv({})));
   // 2 attempts x (20s slot wait + 20s request + 3s connect) + 1 backoff of 1s.
   EXPECT_EQ(o.cache.wait_timeout, std::chrono::seconds(87));
   EXPECT_EQ(o.fuse.request_timeout, std::chrono::seconds(107));
@@ -251,7 +252,7 @@ TEST(ConfigTest, IntegersAreRangeCheckedBeforeNarrowing) {
     }
   }
   DaemonOptions o = Base();
-  ASSERT_TRUE(ApplyConfigText("[fuse]\nuid = 4294967295\nmax_threads = 1024\n", "t.toml", &o).ok());
+  ASSERT_OK(ApplyConfigText("[fuse]\nuid = 4294967295\nmax_threads = 1024\n", "t.toml", &o));
   EXPECT_EQ(*o.uid, 4294967295u);
   EXPECT_EQ(o.fuse.max_threads, 1024);
   EXPECT_TRUE(
@@ -269,13 +270,12 @@ TEST(ConfigTest, DurationsAndSizesRefuseOverflow) {
   EXPECT_TRUE(Contains(m, "too long")) << m;
   m = Err(ApplyConfigText("[cache]\nl3_ttl = 9300000000\n", "t.toml", &o));
   EXPECT_TRUE(Contains(m, "key 'cache.l3_ttl'")) << m;
-  ASSERT_TRUE(ApplyConfigText("[cache]\nl3_ttl = 9000000000\n", "t.toml", &o).ok());
+  ASSERT_OK(ApplyConfigText("[cache]\nl3_ttl = 9000000000\n", "t.toml", &o));
   EXPECT_EQ(o.l3_tier.ttl, std::chrono::seconds(9000000000LL));
   // Sizes: up to 2^64 - 1 exactly, one more is an error naming the key.
-  ASSERT_TRUE(
-      ApplyConfigText("[cache]\nl3_max_bytes = \"18446744073709551615\"\n", "t.toml", &o).ok());
+  ASSERT_OK(ApplyConfigText("[cache]\nl3_max_bytes = \"18446744073709551615\"\n", "t.toml", &o));
   EXPECT_EQ(o.l3_gc.max_bytes, UINT64_MAX);
-  ASSERT_TRUE(ApplyConfigText("[cache]\nl2_size = \"9007199254740993\"\n", "t.toml", &o).ok());
+  ASSERT_OK(ApplyConfigText("[cache]\nl2_size = \"9007199254740993\"\n", "t.toml", &o));
   EXPECT_EQ(o.l2.capacity_bytes, 9007199254740993ULL);  // exact: not rounded through a double
   m = Err(ApplyConfigText("[cache]\nl2_size = \"18446744073709551616\"\n", "t.toml", &o));
   EXPECT_TRUE(Contains(m, "key 'cache.l2_size'")) << m;
@@ -299,7 +299,7 @@ TEST(ConfigTest, SyntaxErrorNamesLine) {
 
 TEST(ConfigTest, FlagsOverrideFileWhichOverridesEnvironment) {
   DaemonOptions o = Base();
-  ASSERT_TRUE(ApplyConfigText(R"(
+  ASSERT_OK(ApplyConfigText(R"(
 [cache]
 l1_size = "1GiB"
 l2_size = "8GiB"
@@ -308,16 +308,14 @@ region = "from-file"
 [metadata]
 ttl = "5m"
 )",
-                              "t.toml", &o)
-                  .ok());
+                            "t.toml", &o));
   MountFlags f;
   f.l1_size = "256MiB";
   f.endpoint = "http://127.0.0.1:4568";
   f.cache_dir = "/tmp/c";
-  ASSERT_TRUE(ApplyFlags(f, &o).ok());
-  ASSERT_TRUE(
-      FinishOptions(&o, FakeEnv({{"AWS_REGION", "from-env"}, {"AWS_ENDPOINT_URL", "http://env:1"}}))
-          .ok());
+  ASSERT_OK(ApplyFlags(f, &o));
+  ASSERT_OK(FinishOptions(
+      &o, FakeEnv({{"AWS_REGION", "from-env"}, {"AWS_ENDPOINT_URL", "http://env:1"}})));
   EXPECT_EQ(o.l1.capacity_bytes, 256u << 20);             // flag beats file
   EXPECT_EQ(o.l2.capacity_bytes, 8ULL << 30);             // file beats default
   EXPECT_EQ(o.origin.region, "from-file");                // file beats environment
@@ -326,10 +324,9 @@ ttl = "5m"
   EXPECT_EQ(o.cache_dir, "/tmp/c");
 
   DaemonOptions e = Base();
-  ASSERT_TRUE(FinishOptions(&e, FakeEnv({{"AWS_REGION", "from-env"},
-                                         {"AWS_ENDPOINT_URL", "http://env:1"},
-                                         {"AWS_PROFILE", "work"}}))
-                  .ok());
+  ASSERT_OK(FinishOptions(&e, FakeEnv({{"AWS_REGION", "from-env"},
+                                       {"AWS_ENDPOINT_URL", "http://env:1"},
+                                       {"AWS_PROFILE", "work"}})));
   EXPECT_EQ(e.origin.region, "from-env");
   EXPECT_EQ(e.origin.endpoint, "http://env:1");
   EXPECT_EQ(e.profile, "work");
@@ -345,17 +342,17 @@ TEST(ConfigTest, FlagErrorsNameTheFlag) {
   EXPECT_TRUE(Contains(Err(ApplyFlags(f, &o)), "--metadata-ttl"));
   f = {};
   f.block_size = "3000";
-  ASSERT_TRUE(ApplyFlags(f, &o).ok());
+  ASSERT_OK(ApplyFlags(f, &o));
   EXPECT_TRUE(Contains(Err(FinishOptions(&o, FakeEnv({}))), "--block-size"));
   o = Base();
   f = {};
   f.log_level = "chatty";
-  ASSERT_TRUE(ApplyFlags(f, &o).ok());
+  ASSERT_OK(ApplyFlags(f, &o));
   EXPECT_TRUE(Contains(Err(FinishOptions(&o, FakeEnv({}))), "--log-level"));
   o = Base();
   f = {};
   f.endpoint = "127.0.0.1:9000";
-  ASSERT_TRUE(ApplyFlags(f, &o).ok());
+  ASSERT_OK(ApplyFlags(f, &o));
   EXPECT_TRUE(Contains(Err(FinishOptions(&o, FakeEnv({}))), "--endpoint"));
   o = Base();
   o.cache.readahead_budget_bytes = 4096;  // below one 1MiB block
@@ -363,7 +360,7 @@ TEST(ConfigTest, FlagErrorsNameTheFlag) {
   o = Base();
   o.cache.readahead_budget_bytes = 0;
   o.cache.readahead_max_bytes = 0;  // no readahead: the budget does not matter
-  EXPECT_TRUE(FinishOptions(&o, FakeEnv({})).ok());
+  EXPECT_OK(FinishOptions(&o, FakeEnv({})));
 }
 
 TEST(ConfigTest, MountOptions) {
@@ -371,8 +368,8 @@ TEST(ConfigTest, MountOptions) {
   MountFlags f;
   f.options = {"allow_other,uid=42", "gid=7,max_threads=4,noatime,_netdev,x-systemd.automount",
                "defaults,ro"};
-  ASSERT_TRUE(ApplyFlags(f, &o).ok());
-  ASSERT_TRUE(FinishOptions(&o, FakeEnv({})).ok());
+  ASSERT_OK(ApplyFlags(f, &o));
+  ASSERT_OK(FinishOptions(&o, FakeEnv({})));
   EXPECT_TRUE(o.fuse.allow_other);
   EXPECT_EQ(o.fs.uid, 42u);
   EXPECT_EQ(o.fs.gid, 7u);
@@ -383,7 +380,7 @@ TEST(ConfigTest, MountOptions) {
   EXPECT_TRUE(Contains(Err(ApplyMountOptions("uid=abc", &b)), "-o uid"));
   EXPECT_TRUE(Contains(Err(ApplyMountOptions("rw", &b)), "read-only"));
   EXPECT_FALSE(b.allow_nonempty);
-  ASSERT_TRUE(ApplyMountOptions("nonempty", &b).ok());
+  ASSERT_OK(ApplyMountOptions("nonempty", &b));
   EXPECT_TRUE(b.allow_nonempty);
 }
 
@@ -391,14 +388,13 @@ TEST(ConfigTest, MountOptions) {
 // default_permissions because every inode is the group's with g+w. Bad values name the key.
 TEST(ConfigTest, ControlGroupOwnsTheInodesWithGroupWrite) {
   DaemonOptions d = Base();
-  ASSERT_TRUE(FinishOptions(&d, FakeEnv({})).ok());
+  ASSERT_OK(FinishOptions(&d, FakeEnv({})));
   EXPECT_FALSE(d.fs.control_gid.has_value());
 
   DaemonOptions n = Base();
-  ASSERT_TRUE(
-      ApplyConfigText("[fuse]\ncontrol_group = \"2000\"\nfile_mode = \"0640\"\n", "t.toml", &n)
-          .ok());
-  ASSERT_TRUE(FinishOptions(&n, FakeEnv({})).ok());
+  ASSERT_OK(
+      ApplyConfigText("[fuse]\ncontrol_group = \"2000\"\nfile_mode = \"0640\"\n", "t.toml", &n));
+  ASSERT_OK(FinishOptions(&n, FakeEnv({})));
   EXPECT_EQ(n.fs.control_gid, 2000u);
   EXPECT_EQ(n.fs.gid, 2000u);
   EXPECT_EQ(n.fs.file_mode, 0660u);
@@ -407,8 +403,8 @@ TEST(ConfigTest, ControlGroupOwnsTheInodesWithGroupWrite) {
   DaemonOptions named = Base();
   MountFlags f;
   f.control_group = "daemon";  // gid 1 in every base passwd
-  ASSERT_TRUE(ApplyFlags(f, &named).ok());
-  ASSERT_TRUE(FinishOptions(&named, FakeEnv({})).ok());
+  ASSERT_OK(ApplyFlags(f, &named));
+  ASSERT_OK(FinishOptions(&named, FakeEnv({})));
   EXPECT_EQ(named.fs.control_gid, 1u);
 
   DaemonOptions missing = Base();
@@ -428,13 +424,13 @@ TEST(ConfigTest, ControlGroupOwnsTheInodesWithGroupWrite) {
   DaemonOptions same = Base();
   same.control_group = "2000";
   same.gid = 2000;
-  EXPECT_TRUE(FinishOptions(&same, FakeEnv({})).ok());
+  EXPECT_OK(FinishOptions(&same, FakeEnv({})));
 }
 
 TEST(ConfigTest, ShutdownGrace) {
   DaemonOptions d = Base();
   EXPECT_EQ(d.fuse.shutdown_grace, std::chrono::seconds(5));
-  ASSERT_TRUE(ApplyConfigText("[fuse]\nshutdown_grace = \"20s\"\n", "t.toml", &d).ok());
+  ASSERT_OK(ApplyConfigText("[fuse]\nshutdown_grace = \"20s\"\n", "t.toml", &d));
   EXPECT_EQ(d.fuse.shutdown_grace, std::chrono::seconds(20));
   DaemonOptions b = Base();
   EXPECT_TRUE(Contains(Err(ApplyConfigText("[fuse]\nshutdown_grace = \"2h\"\n", "t.toml", &b)),
@@ -445,7 +441,7 @@ TEST(ConfigTest, ShutdownGrace) {
 
 TEST(ConfigTest, PrivateByDefaultAndAllowOtherTurnsOnDefaultPermissions) {
   DaemonOptions d = Base();
-  ASSERT_TRUE(FinishOptions(&d, FakeEnv({})).ok());
+  ASSERT_OK(FinishOptions(&d, FakeEnv({})));
   EXPECT_FALSE(d.fuse.allow_other);
   EXPECT_FALSE(d.fuse.default_permissions);
   EXPECT_EQ(d.fs.file_mode, 0644u);
@@ -453,8 +449,8 @@ TEST(ConfigTest, PrivateByDefaultAndAllowOtherTurnsOnDefaultPermissions) {
   EXPECT_EQ(d.fs.control_uid, static_cast<uint32_t>(getuid()));
 
   DaemonOptions o = Base();
-  ASSERT_TRUE(ApplyMountOptions("allow_other,file_mode=0640,dir_mode=750", &o).ok());
-  ASSERT_TRUE(FinishOptions(&o, FakeEnv({})).ok());
+  ASSERT_OK(ApplyMountOptions("allow_other,file_mode=0640,dir_mode=750", &o));
+  ASSERT_OK(FinishOptions(&o, FakeEnv({})));
   EXPECT_TRUE(o.fuse.allow_other);
   EXPECT_TRUE(o.fuse.default_permissions);
   EXPECT_EQ(o.fs.file_mode, 0640u);
@@ -462,21 +458,21 @@ TEST(ConfigTest, PrivateByDefaultAndAllowOtherTurnsOnDefaultPermissions) {
 
   // Explicitly off stays off (the operator's choice), in the file or with -o.
   DaemonOptions f = Base();
-  ASSERT_TRUE(ApplyConfigText("[fuse]\nallow_other = true\ndefault_permissions = false\n"
-                              "file_mode = \"0600\"\n",
-                              "t.toml", &f)
-                  .ok());
-  ASSERT_TRUE(FinishOptions(&f, FakeEnv({})).ok());
+  ASSERT_OK(
+      ApplyConfigText("[fuse]\nallow_other = true\ndefault_permissions = false\n"
+                      "file_mode = \"0600\"\n",
+                      "t.toml", &f));
+  ASSERT_OK(FinishOptions(&f, FakeEnv({})));
   EXPECT_TRUE(f.fuse.allow_other);
   EXPECT_FALSE(f.fuse.default_permissions);
   EXPECT_EQ(f.fs.file_mode, 0600u);
   DaemonOptions g = Base();
-  ASSERT_TRUE(ApplyMountOptions("allow_other,nodefault_permissions", &g).ok());
-  ASSERT_TRUE(FinishOptions(&g, FakeEnv({})).ok());
+  ASSERT_OK(ApplyMountOptions("allow_other,nodefault_permissions", &g));
+  ASSERT_OK(FinishOptions(&g, FakeEnv({})));
   EXPECT_FALSE(g.fuse.default_permissions);
   DaemonOptions h = Base();
-  ASSERT_TRUE(ApplyMountOptions("default_permissions", &h).ok());
-  ASSERT_TRUE(FinishOptions(&h, FakeEnv({})).ok());
+  ASSERT_OK(ApplyMountOptions("default_permissions", &h));
+  ASSERT_OK(FinishOptions(&h, FakeEnv({})));
   EXPECT_FALSE(h.fuse.allow_other);
   EXPECT_TRUE(h.fuse.default_permissions);
 
@@ -496,7 +492,7 @@ TEST(ConfigTest, DescribeOptionsRedactsEndpointUserinfo) {
   o.endpoint = "http://user:TopSecret99@127.0.0.1:9000";
   o.l3 = "s3://l3bucket";
   o.l3_endpoint = "https://k:L3Secret77@10.0.0.7:9000";
-  ASSERT_TRUE(FinishOptions(&o, FakeEnv({})).ok());
+  ASSERT_OK(FinishOptions(&o, FakeEnv({})));
   const std::string d = DescribeOptions(o);
   EXPECT_EQ(d.find("TopSecret99"), std::string::npos) << d;
   EXPECT_EQ(d.find("L3Secret77"), std::string::npos) << d;
@@ -509,7 +505,7 @@ TEST(ConfigTest, DescribeOptionsRedactsEndpointUserinfo) {
 
 TEST(ConfigTest, SourcesAndRequiredArguments) {
   DaemonOptions o = Base("file:///data/set");
-  ASSERT_TRUE(FinishOptions(&o, FakeEnv({})).ok());
+  ASSERT_OK(FinishOptions(&o, FakeEnv({})));
   EXPECT_EQ(o.source_uri.scheme, SourceUri::Scheme::kFile);
   EXPECT_EQ(o.file_origin.root, "/data/set");
   DaemonOptions bad = Base("ftp://x");
@@ -521,16 +517,16 @@ TEST(ConfigTest, SourcesAndRequiredArguments) {
 
 TEST(ConfigTest, ValidateNamesKeys) {
   DaemonOptions o = Base();
-  ASSERT_TRUE(FinishOptions(&o, FakeEnv({})).ok());
+  ASSERT_OK(FinishOptions(&o, FakeEnv({})));
   DaemonOptions c = o;
   c.l1.capacity_bytes = 1000;
   EXPECT_TRUE(Contains(Err(Validate(c)), "cache.l1_size"));
   c = o;
   c.l1.capacity_bytes = 0;  // disabled is fine
-  EXPECT_TRUE(Validate(c).ok());
+  EXPECT_OK(Validate(c));
   c = o;
   c.cache.admission.ghost_bytes = AdmissionOptions::kMaxGhostBytes;
-  EXPECT_TRUE(Validate(c).ok());
+  EXPECT_OK(Validate(c));
   c.cache.admission.ghost_bytes = AdmissionOptions::kMaxGhostBytes + 1;
   EXPECT_TRUE(Contains(Err(Validate(c)), "cache.admit_ghost_bytes"));
   c = o;
@@ -566,7 +562,7 @@ TEST(ConfigTest, NetworkTimeoutsOfMoreThanADayNameTheKey) {
        {"[s3]\nrequest_timeout = 9203372903\n", "[s3]\nconnect_timeout = \"25h\"\n",
         "[s3]\nbackoff_max = \"1000000h\"\n", "[cache]\nl3_request_timeout = \"48h\"\n"}) {
     DaemonOptions o = Base();
-    ASSERT_TRUE(ApplyConfigText(text, "tierfs.toml", &o).ok()) << text;
+    ASSERT_OK(ApplyConfigText(text, "tierfs.toml", &o)) << text;
     const std::string key =
         std::string(text).find("l3_") != std::string::npos
             ? "cache.l3_request_timeout"
@@ -575,8 +571,8 @@ TEST(ConfigTest, NetworkTimeoutsOfMoreThanADayNameTheKey) {
         << text;
   }
   DaemonOptions o = Base();
-  ASSERT_TRUE(ApplyConfigText("[s3]\nrequest_timeout = \"24h\"\n", "tierfs.toml", &o).ok());
-  EXPECT_TRUE(FinishOptions(&o, FakeEnv({})).ok());
+  ASSERT_OK(ApplyConfigText("[s3]\nrequest_timeout = \"24h\"\n", "tierfs.toml", &o));
+  EXPECT_OK(FinishOptions(&o, FakeEnv({})));
 }
 
 TEST(ConfigTest, ConfigFileOnDisk) {
@@ -589,7 +585,7 @@ TEST(ConfigTest, ConfigFileOnDisk) {
     out << "[cache]\nl1_size = \"3GiB\"\n";
   }
   DaemonOptions o = Base();
-  ASSERT_TRUE(ApplyConfigFile(path, &o).ok());
+  ASSERT_OK(ApplyConfigFile(path, &o));
   EXPECT_EQ(o.l1.capacity_bytes, 3ULL << 30);
   std::remove(path);
   EXPECT_TRUE(Contains(Err(ApplyConfigFile(path, &o)), "--config"));
@@ -597,18 +593,18 @@ TEST(ConfigTest, ConfigFileOnDisk) {
 
 TEST(ConfigTest, MetricsAddressFromFileAndFlag) {
   DaemonOptions o = Base();
-  ASSERT_TRUE(FinishOptions(&o, FakeEnv({})).ok());
+  ASSERT_OK(FinishOptions(&o, FakeEnv({})));
   EXPECT_EQ(o.metrics_address, "");  // off by default
-  ASSERT_TRUE(ApplyConfigText("[metrics]\naddress = \"127.0.0.1:9464\"\n", "t.toml", &o).ok());
+  ASSERT_OK(ApplyConfigText("[metrics]\naddress = \"127.0.0.1:9464\"\n", "t.toml", &o));
   EXPECT_EQ(o.metrics_address, "127.0.0.1:9464");
   MountFlags f;
   f.metrics_address = "[::1]:9500";
-  ASSERT_TRUE(ApplyFlags(f, &o).ok());
-  ASSERT_TRUE(FinishOptions(&o, FakeEnv({})).ok());
+  ASSERT_OK(ApplyFlags(f, &o));
+  ASSERT_OK(FinishOptions(&o, FakeEnv({})));
   EXPECT_EQ(o.metrics_address, "[::1]:9500");
   EXPECT_TRUE(Contains(DescribeOptions(o), "metrics=[::1]:9500"));
   DaemonOptions bad = Base();
-  ASSERT_TRUE(ApplyConfigText("[metrics]\naddress = \"9464\"\n", "t.toml", &bad).ok());
+  ASSERT_OK(ApplyConfigText("[metrics]\naddress = \"9464\"\n", "t.toml", &bad));
   const std::string e = Err(FinishOptions(&bad, FakeEnv({})));
   EXPECT_TRUE(Contains(e, "metrics.address (--metrics-address)")) << e;
   EXPECT_TRUE(Contains(e, "HOST:PORT")) << e;
@@ -618,9 +614,9 @@ TEST(ConfigTest, MetricsAddressFromFileAndFlag) {
 
 TEST(ConfigTest, WholeObjectMaxSetsTheSmallObjectSizeAndNamesTheKeyWhenTooLarge) {
   DaemonOptions o = Base();
-  ASSERT_TRUE(ApplyConfigText("[cache]\nwhole_object_max = \"8MiB\"\n", "t.toml", &o).ok());
+  ASSERT_OK(ApplyConfigText("[cache]\nwhole_object_max = \"8MiB\"\n", "t.toml", &o));
   EXPECT_EQ(o.cache.small_object_bytes, 8ULL << 20);
-  ASSERT_TRUE(ApplyConfigText("[cache]\nwhole_object_max = 0\n", "t.toml", &o).ok());
+  ASSERT_OK(ApplyConfigText("[cache]\nwhole_object_max = 0\n", "t.toml", &o));
   EXPECT_EQ(o.cache.small_object_bytes, 0u);
   const std::string m =
       Err(ApplyConfigText("[cache]\nwhole_object_max = \"2GiB\"\n", "t.toml", &o));
@@ -631,9 +627,9 @@ TEST(ConfigTest, WholeObjectMaxSetsTheSmallObjectSizeAndNamesTheKeyWhenTooLarge)
 TEST(ConfigTest, StoreOnOpenMaxIsASizeOfAtMost4MiB) {
   DaemonOptions o = Base();
   EXPECT_EQ(o.fuse.store_on_open_max, 1ULL << 20);
-  ASSERT_TRUE(ApplyConfigText("[fuse]\nstore_on_open_max = \"256KiB\"\n", "t.toml", &o).ok());
+  ASSERT_OK(ApplyConfigText("[fuse]\nstore_on_open_max = \"256KiB\"\n", "t.toml", &o));
   EXPECT_EQ(o.fuse.store_on_open_max, 256ULL << 10);
-  ASSERT_TRUE(ApplyConfigText("[fuse]\nstore_on_open_max = 0\n", "t.toml", &o).ok());
+  ASSERT_OK(ApplyConfigText("[fuse]\nstore_on_open_max = 0\n", "t.toml", &o));
   EXPECT_EQ(o.fuse.store_on_open_max, 0u);
   const std::string m =
       Err(ApplyConfigText("[fuse]\nstore_on_open_max = \"8MiB\"\n", "t.toml", &o));
@@ -645,7 +641,7 @@ TEST(ConfigTest, StoreOnOpenMaxIsASizeOfAtMost4MiB) {
 TEST(ConfigTest, PassthroughIsOffUnlessAsked) {
   DaemonOptions o = Base();
   EXPECT_FALSE(o.fuse.passthrough);
-  ASSERT_TRUE(ApplyConfigText("[fuse]\npassthrough = true\n", "t.toml", &o).ok());
+  ASSERT_OK(ApplyConfigText("[fuse]\npassthrough = true\n", "t.toml", &o));
   EXPECT_TRUE(o.fuse.passthrough);
   const std::string m = Err(ApplyConfigText("[fuse]\npassthrough = \"yes\"\n", "t.toml", &o));
   EXPECT_TRUE(Contains(m, "key 'fuse.passthrough'")) << m;
@@ -654,15 +650,14 @@ TEST(ConfigTest, PassthroughIsOffUnlessAsked) {
 TEST(ConfigTest, SpliceSizedReadsAreOffUnlessAskedAndNeedAnL2ServedFromFiles) {
   DaemonOptions o = Base();
   EXPECT_FALSE(o.fuse.fit_reads_to_splice_pipe);
-  ASSERT_TRUE(ApplyConfigText("[fuse]\nsplice_sized_reads = true\n", "t.toml", &o).ok());
+  ASSERT_OK(ApplyConfigText("[fuse]\nsplice_sized_reads = true\n", "t.toml", &o));
   EXPECT_TRUE(o.fuse.fit_reads_to_splice_pipe);
-  ASSERT_TRUE(FinishOptions(&o, FakeEnv({})).ok());
+  ASSERT_OK(FinishOptions(&o, FakeEnv({})));
   EXPECT_EQ(o.fuse.fit_reads_to_splice_pipe, o.l2.capacity_bytes != 0 && o.cache.file_slices);
   DaemonOptions off = Base();
-  ASSERT_TRUE(ApplyConfigText("[fuse]\nsplice_sized_reads = true\n[cache]\nl2_splice = false\n",
-                              "t.toml", &off)
-                  .ok());
-  ASSERT_TRUE(FinishOptions(&off, FakeEnv({})).ok());
+  ASSERT_OK(ApplyConfigText("[fuse]\nsplice_sized_reads = true\n[cache]\nl2_splice = false\n",
+                            "t.toml", &off));
+  ASSERT_OK(FinishOptions(&off, FakeEnv({})));
   EXPECT_FALSE(off.fuse.fit_reads_to_splice_pipe);
   const std::string m = Err(ApplyConfigText("[fuse]\nsplice_sized_reads = 2\n", "t.toml", &o));
   EXPECT_TRUE(Contains(m, "key 'fuse.splice_sized_reads'")) << m;
@@ -671,7 +666,7 @@ TEST(ConfigTest, SpliceSizedReadsAreOffUnlessAskedAndNeedAnL2ServedFromFiles) {
 TEST(ConfigTest, L1PrefaultIsOffUnlessAsked) {
   DaemonOptions o = Base();
   EXPECT_FALSE(o.l1_prefault);
-  ASSERT_TRUE(ApplyConfigText("[cache]\nl1_prefault = true\n", "t.toml", &o).ok());
+  ASSERT_OK(ApplyConfigText("[cache]\nl1_prefault = true\n", "t.toml", &o));
   EXPECT_TRUE(o.l1_prefault);
   const std::string m = Err(ApplyConfigText("[cache]\nl1_prefault = 1\n", "t.toml", &o));
   EXPECT_TRUE(Contains(m, "key 'cache.l1_prefault'")) << m;
@@ -694,10 +689,10 @@ TEST(ConfigTest, ShippedDefaultConfigParses) {
   // packaging/tierfs.toml documents every key with its default: it must parse and change nothing.
   DaemonOptions o = Base();
   Status s = ApplyConfigText(ShippedConfig(), "packaging/tierfs.toml", &o);
-  ASSERT_TRUE(s.ok()) << s.ToString();
-  ASSERT_TRUE(FinishOptions(&o, FakeEnv({})).ok());
+  ASSERT_OK(s);
+  ASSERT_OK(FinishOptions(&o, FakeEnv({})));
   DaemonOptions d = Base();
-  ASSERT_TRUE(FinishOptions(&d, FakeEnv({})).ok());
+  ASSERT_OK(FinishOptions(&d, FakeEnv({})));
   EXPECT_EQ(DescribeOptions(o), DescribeOptions(d));
   EXPECT_EQ(o.l2.min_free_bytes, d.l2.min_free_bytes);
   EXPECT_EQ(o.cache.readahead_budget_bytes, d.cache.readahead_budget_bytes);
@@ -766,7 +761,7 @@ TEST(ConfigTest, ValidateChecksIntegerRangesOfEveryKey) {
   DaemonOptions o = Base();
   MountFlags f;
   f.options = {"max_threads=0"};
-  ASSERT_TRUE(ApplyFlags(f, &o).ok());
+  ASSERT_OK(ApplyFlags(f, &o));
   EXPECT_EQ(Err(FinishOptions(&o, FakeEnv({}))), "fuse.max_threads: must be 1..1024");
   DaemonOptions p = Base();
   p.fs.prefetch.next_files = 1025;
@@ -817,8 +812,8 @@ TEST(ConfigTest, IntegerRangesOfTheReferenceAreEnforced) {
       DaemonOptions o = Base();
       return ApplyConfigText(fmt::format("[{}]\n{} = {}\n", table, name, v), "t.toml", &o);
     };
-    EXPECT_TRUE(apply(lo).ok()) << k << " = " << lo;
-    EXPECT_TRUE(apply(hi).ok()) << k << " = " << hi;
+    EXPECT_OK(apply(lo)) << k << " = " << lo;
+    EXPECT_OK(apply(hi)) << k << " = " << hi;
     Status below = apply(lo - 1);
     EXPECT_FALSE(below.ok()) << k << " = " << lo - 1;
     EXPECT_NE(below.message().find(fmt::format("is out of range (must be {}..{})", lo, hi)),

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/testing/status_matchers.h"
 #include "tests/testing/temp_dir.h"
 
 namespace tierfs {
@@ -46,7 +47,7 @@ TEST(HostLimits, MemoryBudgetsAboveTheMemoryAreRefusedNamingTheKey) {
   host.memory_what = "physical memory";
   DaemonOptions o;
   o.l1.capacity_bytes = 24ULL << 30;
-  EXPECT_TRUE(CheckMemorySizes(o, host).ok());
+  EXPECT_OK(CheckMemorySizes(o, host));
   o.l1.capacity_bytes = 100ULL << 30;
   Status s = CheckMemorySizes(o, host);
   ASSERT_FALSE(s.ok());
@@ -64,7 +65,7 @@ TEST(HostLimits, MemoryBudgetsAboveTheMemoryAreRefusedNamingTheKey) {
   s = CheckMemorySizes(o, host);
   EXPECT_NE(s.message().find("cache.prefetch_job_memory"), std::string::npos) << s.message();
   // Unknown memory: nothing to check against.
-  EXPECT_TRUE(CheckMemorySizes(o, HostLimits{}).ok());
+  EXPECT_OK(CheckMemorySizes(o, HostLimits{}));
 }
 
 TEST(HostLimits, AnL2AboveItsFileSystemIsAWarning) {

@@ -10,6 +10,7 @@
 
 #include "base/units.h"
 #include "daemon/config.h"
+#include "tests/testing/status_matchers.h"
 
 namespace tierfs {
 namespace {
@@ -33,10 +34,10 @@ DaemonOptions L3Base() {
 
 TEST(L3ConfigTest, AbsentByDefault) {
   DaemonOptions o = L3Base();
-  ASSERT_TRUE(FinishOptions(&o, L3Env({})).ok());
+  ASSERT_OK(FinishOptions(&o, L3Env({})));
   EXPECT_TRUE(o.l3.empty());
   EXPECT_TRUE(o.l3_store.bucket.empty());
-  EXPECT_TRUE(ResolveL3Credentials(&o, L3Env({})).ok());
+  EXPECT_OK(ResolveL3Credentials(&o, L3Env({})));
   EXPECT_EQ(DescribeOptions(o).find("l3="), std::string::npos);
 }
 
@@ -58,8 +59,8 @@ l3_access_key_id_env = "L3_KEY"
 l3_secret_access_key_env = "L3_SECRET"
 )",
                              "t.toml", &o);
-  ASSERT_TRUE(s.ok()) << s.ToString();
-  ASSERT_TRUE(FinishOptions(&o, L3Env({{"AWS_REGION", "us-west-2"}})).ok());
+  ASSERT_OK(s);
+  ASSERT_OK(FinishOptions(&o, L3Env({{"AWS_REGION", "us-west-2"}})));
   EXPECT_EQ(o.l3_store.bucket, "regional-cache");
   EXPECT_EQ(o.l3_store.prefix, "tierfs/");
   EXPECT_EQ(o.l3_store.endpoint, "http://10.0.0.7:9000");
@@ -74,7 +75,7 @@ l3_secret_access_key_env = "L3_SECRET"
   EXPECT_EQ(o.l3_tier.block_size, 4ULL << 20);
 
   // Own credentials from the named variables; secrets never in the description.
-  ASSERT_TRUE(ResolveL3Credentials(&o, L3Env({{"L3_KEY", "AKL3"}, {"L3_SECRET", "s3cr3t"}})).ok());
+  ASSERT_OK(ResolveL3Credentials(&o, L3Env({{"L3_KEY", "AKL3"}, {"L3_SECRET", "s3cr3t"}})));
   EXPECT_EQ(o.l3_store.credentials.access_key_id, "AKL3");
   EXPECT_EQ(o.l3_store.credentials.secret_access_key, "s3cr3t");
   const std::string d = DescribeOptions(o);
@@ -94,8 +95,8 @@ TEST(L3ConfigTest, FlagsAndDefaults) {
   MountFlags f;
   f.l3 = "s3://l3bucket";
   f.l3_endpoint = "http://127.0.0.1:4569";
-  ASSERT_TRUE(ApplyFlags(f, &o).ok());
-  ASSERT_TRUE(FinishOptions(&o, L3Env({})).ok());
+  ASSERT_OK(ApplyFlags(f, &o));
+  ASSERT_OK(FinishOptions(&o, L3Env({})));
   EXPECT_EQ(o.l3_store.bucket, "l3bucket");
   EXPECT_EQ(o.l3_store.prefix, "");
   EXPECT_EQ(o.l3_store.endpoint, "http://127.0.0.1:4569");
@@ -105,7 +106,7 @@ TEST(L3ConfigTest, FlagsAndDefaults) {
   EXPECT_LE(o.l3_store.request_timeout, std::chrono::seconds(5));
 
   o.l3_no_sign_request = true;
-  ASSERT_TRUE(ResolveL3Credentials(&o, L3Env({})).ok());
+  ASSERT_OK(ResolveL3Credentials(&o, L3Env({})));
   EXPECT_TRUE(o.l3_store.credentials.anonymous);
 }
 
@@ -115,8 +116,8 @@ TEST(L3ConfigTest, ChainCredentialsAreLeftToTheDaemon) {
   DaemonOptions o = L3Base();
   o.l3 = "s3://l3bucket";
   o.l3_profile = "regional";
-  ASSERT_TRUE(FinishOptions(&o, L3Env({{"AWS_PROFILE", "envprofile"}})).ok());
-  ASSERT_TRUE(ResolveL3Credentials(&o, L3Env({})).ok());
+  ASSERT_OK(FinishOptions(&o, L3Env({{"AWS_PROFILE", "envprofile"}})));
+  ASSERT_OK(ResolveL3Credentials(&o, L3Env({})));
   EXPECT_TRUE(o.l3_store.credentials.access_key_id.empty());
   EXPECT_FALSE(o.l3_store.credentials.anonymous);
   EXPECT_EQ(o.profile, "envprofile");
@@ -125,8 +126,8 @@ TEST(L3ConfigTest, ChainCredentialsAreLeftToTheDaemon) {
 
   DaemonOptions e = L3Base();
   e.profile = "work";
-  ASSERT_TRUE(
-      FinishOptions(&e, L3Env({{"AWS_PROFILE", "envprofile"}, {"AWS_REGION", "eu-north-1"}})).ok());
+  ASSERT_OK(
+      FinishOptions(&e, L3Env({{"AWS_PROFILE", "envprofile"}, {"AWS_REGION", "eu-north-1"}})));
   EXPECT_EQ(e.profile, "work");
   EXPECT_FALSE(e.profile_from_env);
   EXPECT_TRUE(e.origin_region_set);
@@ -176,8 +177,8 @@ TEST(L3ConfigTest, MemcachedPool) {
   DaemonOptions o = L3Base();
   MountFlags f;
   f.l3 = "memcached://10.0.0.7:11311,10.0.0.8";
-  ASSERT_TRUE(ApplyFlags(f, &o).ok());
-  ASSERT_TRUE(FinishOptions(&o, L3Env({})).ok());
+  ASSERT_OK(ApplyFlags(f, &o));
+  ASSERT_OK(FinishOptions(&o, L3Env({})));
   EXPECT_TRUE(o.l3_is_memcached);
   ASSERT_EQ(o.l3_memcached.servers.size(), 2u);
   EXPECT_EQ(o.l3_memcached.servers[0].host, "10.0.0.7");
@@ -193,13 +194,12 @@ TEST(L3ConfigTest, MemcachedPool) {
   // A memcached L3 is one short get: the wait bound stays well below an S3 L3's.
   DaemonOptions s3 = L3Base();
   s3.l3 = "s3://l3bucket";
-  ASSERT_TRUE(FinishOptions(&s3, L3Env({})).ok());
+  ASSERT_OK(FinishOptions(&s3, L3Env({})));
   EXPECT_LT(NetworkWaitBound(o), NetworkWaitBound(s3));
 
   DaemonOptions t = L3Base();
-  ASSERT_TRUE(
-      ApplyConfigText("[cache]\nl3 = \"memcached://h:1\"\nl3_ttl = \"2h\"\n", "t.toml", &t).ok());
-  ASSERT_TRUE(FinishOptions(&t, L3Env({})).ok());
+  ASSERT_OK(ApplyConfigText("[cache]\nl3 = \"memcached://h:1\"\nl3_ttl = \"2h\"\n", "t.toml", &t));
+  ASSERT_OK(FinishOptions(&t, L3Env({})));
   EXPECT_EQ(t.l3_memcached.expiration, std::chrono::seconds(7200));
 }
 
@@ -208,7 +208,7 @@ TEST(L3ConfigTest, MemcachedRefusesAnEndpointAndBadUris) {
   MountFlags f;
   f.l3 = "memcached://10.0.0.7:11211";
   f.l3_endpoint = "http://10.0.0.7:9000";
-  ASSERT_TRUE(ApplyFlags(f, &o).ok());
+  ASSERT_OK(ApplyFlags(f, &o));
   Status s = FinishOptions(&o, L3Env({}));
   EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
   EXPECT_NE(s.message().find("--l3-endpoint"), std::string::npos) << s.ToString();
@@ -253,19 +253,19 @@ class L3KeyFileTest : public ::testing::Test {
 TEST_F(L3KeyFileTest, APrivateKeyIsLoadedAndNeverShown) {
   const std::string secret = "0123456789abcdef0123456789abcdef-SECRET";
   auto o = Load(Write("k", secret + "\n", 0600));
-  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  ASSERT_OK(o);
   EXPECT_EQ(o->l3_tier.mac_key, secret);  // the trailing newline is not part of the key
   const std::string d = DescribeOptions(*o);
   EXPECT_NE(d.find("l3_mac=hmac-sha256"), std::string::npos) << d;
   EXPECT_EQ(d.find("SECRET"), std::string::npos) << d;
   auto r = Load(Write("r", std::string(32, 'x'), 0400));
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   EXPECT_EQ(r->l3_tier.mac_key, std::string(32, 'x'));
   // No key file: no MAC.
   DaemonOptions n = L3Base();
   n.l3 = "s3://regional/t";
-  ASSERT_TRUE(FinishOptions(&n, L3Env({})).ok());
-  ASSERT_TRUE(LoadL3Key(&n).ok());
+  ASSERT_OK(FinishOptions(&n, L3Env({})));
+  ASSERT_OK(LoadL3Key(&n));
   EXPECT_TRUE(n.l3_tier.mac_key.empty());
   EXPECT_NE(DescribeOptions(n).find("l3_mac=none"), std::string::npos);
 }

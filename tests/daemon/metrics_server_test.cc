@@ -23,6 +23,7 @@
 
 #include "base/logging.h"
 #include "tests/testing/sanitizers.h"
+#include "tests/testing/status_matchers.h"
 
 namespace tierfs {
 namespace {
@@ -102,7 +103,7 @@ class MetricsServerTest : public ::testing::Test {
       e->AddCounter("test_scrapes_total", "Scrapes \"seen\".", {{"who", "a\\b"}}, ++scrapes_);
     });
     auto s = MetricsServer::Start(o, &registry_);
-    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    ASSERT_OK(s);
     server_ = std::move(*s);
     ASSERT_NE(server_->port(), 0);
   }
@@ -325,15 +326,15 @@ TEST_F(MetricsServerTest, BindsOnlyTheGivenAddress) {
 
 TEST(ParseHostPortTest, AcceptsHostPortForms) {
   auto a = ParseHostPort("127.0.0.1:9464");
-  ASSERT_TRUE(a.ok());
+  ASSERT_OK(a);
   EXPECT_EQ(a->host, "127.0.0.1");
   EXPECT_EQ(a->port, 9464);
   auto b = ParseHostPort("[::1]:80");
-  ASSERT_TRUE(b.ok());
+  ASSERT_OK(b);
   EXPECT_EQ(b->host, "::1");
   EXPECT_EQ(b->port, 80);
   auto c = ParseHostPort("localhost:0");
-  ASSERT_TRUE(c.ok());
+  ASSERT_OK(c);
   EXPECT_EQ(c->port, 0);
 }
 

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "daemon/mounts.h"
+#include "tests/testing/status_matchers.h"
 #include "tests/testing/temp_dir.h"
 
 namespace tierfs {
@@ -19,7 +20,7 @@ void Write(const std::string& path, const std::string& text) { std::ofstream(pat
 
 TEST(CheckMountpoint, ANonEmptyDirectoryNeedsNonempty) {
   TempDir dir;
-  EXPECT_TRUE(CheckMountpoint(dir.path(), false).ok());
+  EXPECT_OK(CheckMountpoint(dir.path(), false));
   Write(dir.path() + "/a", "x");
   Write(dir.path() + "/b", "x");
   Status s = CheckMountpoint(dir.path(), false);
@@ -29,12 +30,12 @@ TEST(CheckMountpoint, ANonEmptyDirectoryNeedsNonempty) {
       << s.message();
   EXPECT_NE(s.message().find("and 1 more"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("-o nonempty"), std::string::npos) << s.message();
-  EXPECT_TRUE(CheckMountpoint(dir.path(), true).ok());
+  EXPECT_OK(CheckMountpoint(dir.path(), true));
 }
 
 TEST(CheckMountpoint, AMountPointIsRefusedEvenWithNonempty) {
   auto mounts = ReadMountInfo();
-  ASSERT_TRUE(mounts.ok()) << mounts.status().ToString();
+  ASSERT_OK(mounts);
   const MountInfo* root = MountAt(*mounts, "/");
   ASSERT_NE(root, nullptr);
   Status s = CheckMountpoint("/", true);

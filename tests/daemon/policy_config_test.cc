@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "daemon/config.h"
+#include "tests/testing/status_matchers.h"
 
 namespace tierfs {
 namespace {
@@ -35,7 +36,7 @@ prefix = "/scratch/"
 ttl = 30
 )",
                              "t.toml", &o);
-  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_OK(s);
   EXPECT_EQ(o.policies.pin_quota_bytes, 3ULL << 30);
   EXPECT_EQ(o.prefetch_jobs.threads, 8);
   ASSERT_EQ(o.policies.prefixes.size(), 2u);
@@ -65,7 +66,7 @@ prefix = "stream/"
 admit = "never"
 )",
                              "t.toml", &o);
-  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_OK(s);
   EXPECT_EQ(o.cache.admission.default_policy, AdmitPolicy::kReuse);
   EXPECT_EQ(o.cache.admission.ghost_bytes, 2u << 20);
   EXPECT_EQ(o.cache.admission.scan_percent, 0u);

@@ -13,6 +13,7 @@
 
 #include "blobclient/http_transport.h"
 #include "tests/fakes/http_test_server.h"
+#include "tests/testing/status_matchers.h"
 
 namespace tierfs::testing {
 
@@ -20,10 +21,10 @@ class HttpServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto s = HttpTestServer::Start();
-    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    ASSERT_OK(s);
     server_ = std::move(*s);
     auto t = NewHttpTransport(HttpTransportOptions{});
-    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    ASSERT_OK(t);
     transport_ = std::move(*t);
   }
 

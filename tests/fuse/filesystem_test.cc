@@ -17,6 +17,7 @@
 #include "fuse/fuse_server.h"
 #include "metastore/meta_store.h"
 #include "tests/fakes/fake_blob_store.h"
+#include "tests/testing/status_matchers.h"
 #include "tiercache/catalog.h"
 #include "tiercache/manifest.h"
 #include "tiercache/tiered_cache.h"
@@ -75,12 +76,12 @@ class FilesystemTest : public ::testing::Test {
     l1.shards = 2;
     tiers.push_back(NewMemoryTier(l1));
     auto cache = TieredCache::Open(co, std::move(tiers), &origin_, &clock_);
-    ASSERT_TRUE(cache.ok()) << cache.status().ToString();
+    ASSERT_OK(cache);
     cache_ = std::move(*cache);
     CatalogOptions cat;
     cat.metadata_ttl = ttl_;
     auto catalog = Catalog::Open(cat, &origin_, meta_.get(), &clock_);
-    ASSERT_TRUE(catalog.ok()) << catalog.status().ToString();
+    ASSERT_OK(catalog);
     catalog_ = std::move(*catalog);
     fs_options.uid = 1234;
     fs_options.gid = 5678;
@@ -93,7 +94,7 @@ class FilesystemTest : public ::testing::Test {
 
   InodeId LookupIno(InodeId parent, std::string_view name) {
     auto r = fs_->Lookup(parent, name);
-    EXPECT_TRUE(r.ok()) << name << ": " << r.status().ToString();
+    EXPECT_OK(r) << name;
     return r.ok() ? r->attr.ino : 0;
   }
 
@@ -111,7 +112,7 @@ class FilesystemTest : public ::testing::Test {
 
   std::string ReadAll(uint64_t fh, uint64_t off, uint64_t len) {
     auto r = fs_->Read(fh, off, len);
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_OK(r);
     return r.ok() ? Concat(*r) : std::string();
   }
 
@@ -121,7 +122,7 @@ class FilesystemTest : public ::testing::Test {
     uint64_t off = 0;
     for (int guard = 0; guard < 1000; ++guard) {
       Status s = fs_->ReadDir(dh, off, page, &items);
-      EXPECT_TRUE(s.ok()) << s.ToString();
+      EXPECT_OK(s);
       if (items.empty()) break;
       for (auto& i : items) {
         off = i.next_offset;
@@ -143,7 +144,7 @@ class FilesystemTest : public ::testing::Test {
 
 TEST_F(FilesystemTest, RootIsAReadOnlyDirectory) {
   auto a = fs_->GetAttr(kRootInode);
-  ASSERT_TRUE(a.ok());
+  ASSERT_OK(a);
   EXPECT_TRUE(a->is_dir);
   EXPECT_EQ(a->mode, static_cast<uint32_t>(S_IFDIR | 0755));
   EXPECT_EQ(a->uid, 1234u);
@@ -153,7 +154,7 @@ TEST_F(FilesystemTest, RootIsAReadOnlyDirectory) {
 
 TEST_F(FilesystemTest, LookupFileAttributes) {
   auto e = fs_->Lookup(kRootInode, "hello.txt");
-  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  ASSERT_OK(e);
   EXPECT_NE(e->attr.ino, kRootInode);
   EXPECT_FALSE(e->attr.is_dir);
   EXPECT_EQ(e->attr.mode, static_cast<uint32_t>(S_IFREG | 0644));
@@ -162,7 +163,7 @@ TEST_F(FilesystemTest, LookupFileAttributes) {
   EXPECT_EQ(e->attr.mtime_ns, 1'600'000'000'000'000'000LL);
   EXPECT_EQ(e->generation, fs_->generation());
   auto a = fs_->GetAttr(e->attr.ino);
-  ASSERT_TRUE(a.ok());
+  ASSERT_OK(a);
   EXPECT_EQ(a->size, 12u);
 }
 
@@ -172,7 +173,7 @@ TEST_F(FilesystemTest, LookupCountsAndForget) {
   EXPECT_EQ(fs_->TEST_LookupCount(ino), 2u);
   fs_->Forget(ino, 1);
   EXPECT_EQ(fs_->TEST_LookupCount(ino), 1u);
-  EXPECT_TRUE(fs_->GetAttr(ino).ok());
+  EXPECT_OK(fs_->GetAttr(ino));
   fs_->Forget(ino, 1);
   EXPECT_EQ(fs_->TEST_LookupCount(ino), 0u);
   auto gone = fs_->GetAttr(ino);
@@ -190,18 +191,18 @@ TEST_F(FilesystemTest, ForgetMoreThanHeldErasesAndRootIsNeverForgotten) {
   fs_->Forget(ino, 100);
   EXPECT_EQ(fs_->InodeCount(), before - 1);
   fs_->Forget(kRootInode, 100);
-  EXPECT_TRUE(fs_->GetAttr(kRootInode).ok());
+  EXPECT_OK(fs_->GetAttr(kRootInode));
 }
 
 TEST_F(FilesystemTest, NestedDirectories) {
   InodeId a = LookupIno(kRootInode, "a");
   auto aa = fs_->GetAttr(a);
-  ASSERT_TRUE(aa.ok());
+  ASSERT_OK(aa);
   EXPECT_TRUE(aa->is_dir);
   EXPECT_EQ(aa->mode, static_cast<uint32_t>(S_IFDIR | 0755));
   InodeId b = LookupIno(a, "b");
   auto c = fs_->Lookup(b, "c.txt");
-  ASSERT_TRUE(c.ok());
+  ASSERT_OK(c);
   EXPECT_EQ(c->attr.size, 6u);
   // A file is not a directory to look up in.
   auto bad = fs_->Lookup(c->attr.ino, "x");
@@ -210,10 +211,10 @@ TEST_F(FilesystemTest, NestedDirectories) {
 
 TEST_F(FilesystemTest, FolderMarkerIsAnEmptyDirectory) {
   auto m = fs_->Lookup(kRootInode, "marker");
-  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ASSERT_OK(m);
   EXPECT_TRUE(m->attr.is_dir);
   auto dh = fs_->OpenDir(m->attr.ino);
-  ASSERT_TRUE(dh.ok());
+  ASSERT_OK(dh);
   auto items = ListAll(*dh, 10);
   ASSERT_EQ(items.size(), 2u);  // "." and ".." only
   EXPECT_EQ(items[0].name, ".");
@@ -235,7 +236,7 @@ TEST_F(FilesystemTest, NegativeLookup) {
 TEST_F(FilesystemTest, ReadDirPagingIsConsistent) {
   InodeId many = LookupIno(kRootInode, "many");
   auto dh = fs_->OpenDir(many);
-  ASSERT_TRUE(dh.ok());
+  ASSERT_OK(dh);
   for (size_t page : {1, 3, 5, 100}) {
     auto items = ListAll(*dh, page);
     ASSERT_EQ(items.size(), 52u) << "page " << page;
@@ -252,13 +253,13 @@ TEST_F(FilesystemTest, ReadDirPagingIsConsistent) {
   }
   // Resuming at an offset handed out earlier gives the same continuation.
   std::vector<DirItem> a, b;
-  ASSERT_TRUE(fs_->ReadDir(*dh, 10, 5, &a).ok());
-  ASSERT_TRUE(fs_->ReadDir(*dh, 10, 5, &b).ok());
+  ASSERT_OK(fs_->ReadDir(*dh, 10, 5, &a));
+  ASSERT_OK(fs_->ReadDir(*dh, 10, 5, &b));
   ASSERT_EQ(a.size(), 5u);
   for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].name, b[i].name);
   EXPECT_EQ(a[0].name, "f008");
   // Past the end: empty.
-  ASSERT_TRUE(fs_->ReadDir(*dh, 1000, 5, &a).ok());
+  ASSERT_OK(fs_->ReadDir(*dh, 1000, 5, &a));
   EXPECT_TRUE(a.empty());
   fs_->ReleaseDir(*dh);
   EXPECT_FALSE(fs_->ReadDir(*dh, 0, 5, &a).ok());  // released handle
@@ -267,9 +268,9 @@ TEST_F(FilesystemTest, ReadDirPagingIsConsistent) {
 TEST_F(FilesystemTest, ReadDirOffsetsStableWhileDirectoryChanges) {
   InodeId many = LookupIno(kRootInode, "many");
   auto dh = fs_->OpenDir(many);
-  ASSERT_TRUE(dh.ok());
+  ASSERT_OK(dh);
   std::vector<DirItem> first;
-  ASSERT_TRUE(fs_->ReadDir(*dh, 0, 12, &first).ok());
+  ASSERT_OK(fs_->ReadDir(*dh, 0, 12, &first));
   ASSERT_EQ(first.size(), 12u);
   // The listing changes and expires; the open handle keeps its order: no entry is skipped or
   // repeated.
@@ -301,7 +302,7 @@ TEST_F(FilesystemTest, OpenDirectoryHandlesShareOneListingSnapshot) {
   std::vector<uint64_t> handles;
   for (int i = 0; i < 10; ++i) {
     auto dh = fs_->OpenDir(many);
-    ASSERT_TRUE(dh.ok());
+    ASSERT_OK(dh);
     handles.push_back(*dh);
     auto items = ListAll(*dh, 100);
     ASSERT_EQ(items.size(), 52u);
@@ -312,7 +313,7 @@ TEST_F(FilesystemTest, OpenDirectoryHandlesShareOneListingSnapshot) {
   for (uint64_t dh : handles) fs_->ReleaseDir(dh);
   // Once every handle is closed the snapshot is gone; the next open reads a new one.
   auto dh = fs_->OpenDir(many);
-  ASSERT_TRUE(dh.ok());
+  ASSERT_OK(dh);
   EXPECT_EQ(ListAll(*dh, 100).size(), 52u);
   EXPECT_EQ(catalog_->Stats().snapshots_built - built, 2u);
   fs_->ReleaseDir(*dh);
@@ -321,18 +322,18 @@ TEST_F(FilesystemTest, OpenDirectoryHandlesShareOneListingSnapshot) {
 TEST_F(FilesystemTest, LookupDirItemAddsALookup) {
   InodeId many = LookupIno(kRootInode, "many");
   auto dh = fs_->OpenDir(many);
-  ASSERT_TRUE(dh.ok());
+  ASSERT_OK(dh);
   std::vector<DirItem> items;
-  ASSERT_TRUE(fs_->ReadDir(*dh, 2, 1, &items).ok());
+  ASSERT_OK(fs_->ReadDir(*dh, 2, 1, &items));
   ASSERT_EQ(items.size(), 1u);
   EXPECT_EQ(items[0].ino, kUnknownInode);
   auto e = fs_->LookupDirItem(many, items[0]);
-  ASSERT_TRUE(e.ok());
+  ASSERT_OK(e);
   EXPECT_EQ(fs_->TEST_LookupCount(e->attr.ino), 1u);
   EXPECT_EQ(LookupIno(many, items[0].name), e->attr.ino);
   EXPECT_EQ(fs_->TEST_LookupCount(e->attr.ino), 2u);
   // Known inodes show their number in a later readdir.
-  ASSERT_TRUE(fs_->ReadDir(*dh, 2, 1, &items).ok());
+  ASSERT_OK(fs_->ReadDir(*dh, 2, 1, &items));
   EXPECT_EQ(items[0].ino, e->attr.ino);
   fs_->ReleaseDir(*dh);
 }
@@ -340,7 +341,7 @@ TEST_F(FilesystemTest, LookupDirItemAddsALookup) {
 TEST_F(FilesystemTest, ReadAcrossBlockBoundaries) {
   InodeId ino = Walk("data/big.bin");
   auto o = fs_->Open(ino);
-  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  ASSERT_OK(o);
   const uint64_t size = big_.size();
   struct Case {
     uint64_t off, len;
@@ -387,15 +388,15 @@ TEST_F(FilesystemTest, OriginOwnerAndModeShowUnlessTheUserSetThem) {
   origin_.SetOwner("secret.bin", Ownership{true, 0, 42, 0600});
   Open();
   auto a = fs_->Lookup(kRootInode, "secret.bin");
-  ASSERT_TRUE(a.ok());
+  ASSERT_OK(a);
   EXPECT_EQ(a->attr.mode, static_cast<uint32_t>(S_IFREG | 0600));
   EXPECT_EQ(a->attr.uid, 0u);
   EXPECT_EQ(a->attr.gid, 42u);
   auto g = fs_->GetAttr(a->attr.ino);
-  ASSERT_TRUE(g.ok());
+  ASSERT_OK(g);
   EXPECT_EQ(g->mode, static_cast<uint32_t>(S_IFREG | 0600));
   auto plain = fs_->Lookup(kRootInode, "hello.txt");
-  ASSERT_TRUE(plain.ok());
+  ASSERT_OK(plain);
   EXPECT_EQ(plain->attr.mode, static_cast<uint32_t>(S_IFREG | 0644));
   EXPECT_EQ(plain->attr.uid, 1234u);
 
@@ -405,7 +406,7 @@ TEST_F(FilesystemTest, OriginOwnerAndModeShowUnlessTheUserSetThem) {
   o.file_mode_set = true;
   Open(o);
   auto b = fs_->Lookup(kRootInode, "secret.bin");
-  ASSERT_TRUE(b.ok());
+  ASSERT_OK(b);
   EXPECT_EQ(b->attr.mode, static_cast<uint32_t>(S_IFREG | 0444));
   EXPECT_EQ(b->attr.uid, 1234u);
   EXPECT_EQ(b->attr.gid, 42u);  // not set by the user: the origin's
@@ -414,11 +415,11 @@ TEST_F(FilesystemTest, OriginOwnerAndModeShowUnlessTheUserSetThem) {
 TEST_F(FilesystemTest, OpenToCloseConsistencyAndKeepCache) {
   InodeId ino = LookupIno(kRootInode, "hello.txt");
   auto o1 = fs_->Open(ino);
-  ASSERT_TRUE(o1.ok());
+  ASSERT_OK(o1);
   EXPECT_FALSE(o1->keep_cache);  // nothing cached by the kernel yet
   EXPECT_EQ(ReadAll(o1->fh, 0, 100), "hello world\n");
   auto o2 = fs_->Open(ino);
-  ASSERT_TRUE(o2.ok());
+  ASSERT_OK(o2);
   EXPECT_TRUE(o2->keep_cache);  // same ETag: the page cache is still good
   fs_->Release(o2->fh);
 
@@ -433,16 +434,16 @@ TEST_F(FilesystemTest, OpenToCloseConsistencyAndKeepCache) {
   InodeId ino2 = LookupIno(kRootInode, "hello.txt");
   EXPECT_NE(ino2, ino);
   auto o3 = fs_->Open(ino2);
-  ASSERT_TRUE(o3.ok()) << o3.status().ToString();
+  ASSERT_OK(o3);
   EXPECT_FALSE(o3->keep_cache);
   EXPECT_EQ(ReadAll(o3->fh, 0, 100), "HELLO, NEW WORLD\n");
   auto a = fs_->GetAttr(ino2);
-  ASSERT_TRUE(a.ok());
+  ASSERT_OK(a);
   EXPECT_EQ(a->size, 17u);
   // The old inode keeps its version's attributes, and the old handle reads its own version
   // (from the cache), never the new bytes.
   auto old_attr = fs_->GetAttr(ino);
-  ASSERT_TRUE(old_attr.ok());
+  ASSERT_OK(old_attr);
   EXPECT_EQ(old_attr->size, 12u);
   EXPECT_EQ(ReadAll(o1->fh, 0, 100), "hello world\n");
   fs_->Release(o1->fh);
@@ -453,7 +454,7 @@ TEST_F(FilesystemTest, OpenToCloseConsistencyAndKeepCache) {
   origin_.PutObject("hello.txt", "third\n");
   clock_.Advance(std::chrono::minutes(2));
   auto o4 = fs_->Open(ino2);
-  ASSERT_TRUE(o4.ok()) << o4.status().ToString();
+  ASSERT_OK(o4);
   EXPECT_FALSE(o4->keep_cache);
   EXPECT_EQ(ReadAll(o4->fh, 0, 100), "third\n");
   fs_->Release(o4->fh);
@@ -469,30 +470,30 @@ TEST_F(FilesystemTest, FirstOpenAndReadWholeIfLocal) {
   Open(o);
   InodeId ino = LookupIno(kRootInode, "hello.txt");
   auto o1 = fs_->Open(ino);
-  ASSERT_TRUE(o1.ok());
+  ASSERT_OK(o1);
   EXPECT_TRUE(o1->first_open);
   auto none = fs_->ReadWholeIfLocal(o1->fh, 1 << 20);
-  ASSERT_TRUE(none.ok());
+  ASSERT_OK(none);
   EXPECT_TRUE(none->empty());  // not in L1/L2 yet: nothing fetched for it
   EXPECT_EQ(origin_.read_calls(), 0u);
   EXPECT_EQ(ReadAll(o1->fh, 0, 100), "hello world\n");
   auto whole = fs_->ReadWholeIfLocal(o1->fh, 1 << 20);
-  ASSERT_TRUE(whole.ok());
+  ASSERT_OK(whole);
   EXPECT_EQ(Concat(*whole), "hello world\n");
   EXPECT_EQ(fs_->counters().open_stores.load(), 1u);
   auto small_max = fs_->ReadWholeIfLocal(o1->fh, 11);  // a byte short of the file
-  ASSERT_TRUE(small_max.ok());
+  ASSERT_OK(small_max);
   EXPECT_TRUE(small_max->empty());
   EXPECT_TRUE(fs_->ReadWholeIfLocal(999, 1 << 20)->empty());  // unknown handle
   auto o2 = fs_->Open(ino);
-  ASSERT_TRUE(o2.ok());
+  ASSERT_OK(o2);
   EXPECT_FALSE(o2->first_open);  // the kernel may hold pages from the first open
   fs_->Release(o1->fh);
   fs_->Release(o2->fh);
   // Forgotten by the kernel (its inode and pages are gone): the next open is a first one again.
   fs_->Forget(ino, 1);
   auto o3 = fs_->Open(LookupIno(kRootInode, "hello.txt"));
-  ASSERT_TRUE(o3.ok());
+  ASSERT_OK(o3);
   EXPECT_TRUE(o3->first_open);
   EXPECT_EQ(Concat(*fs_->ReadWholeIfLocal(o3->fh, 1 << 20)), "hello world\n");
   // Handed to the kernel: with no L2 below to serve it again, L1 keeps it (TieredCache::HandOff).
@@ -503,7 +504,7 @@ TEST_F(FilesystemTest, FirstOpenAndReadWholeIfLocal) {
   fs_->Release(o3->fh);
   // A file of several blocks comes whole, in order.
   auto big = fs_->Open(Walk("data/big.bin"));
-  ASSERT_TRUE(big.ok());
+  ASSERT_OK(big);
   EXPECT_TRUE(fs_->ReadWholeIfLocal(big->fh, 4 * kBlock)->empty());
   EXPECT_EQ(ReadAll(big->fh, 0, big_.size()), big_);
   EXPECT_EQ(Concat(*fs_->ReadWholeIfLocal(big->fh, 4 * kBlock)), big_);
@@ -514,7 +515,7 @@ TEST_F(FilesystemTest, FirstOpenAndReadWholeIfLocal) {
 TEST_F(FilesystemTest, ChangedObjectUnderAnOpenHandleIsStale) {
   InodeId ino = Walk("data/big.bin");
   auto o = fs_->Open(ino);
-  ASSERT_TRUE(o.ok());
+  ASSERT_OK(o);
   EXPECT_EQ(ReadAll(o->fh, 0, 10), big_.substr(0, 10));
   origin_.PutObject("data/big.bin", Pattern(big_.size(), 99));
   // Block 2 was never read by this handle: the origin refuses (If-Match) → ESTALE, never mixed
@@ -535,7 +536,7 @@ TEST_F(FilesystemTest, AStaleReadMakesTheNextOpenSeeTheNewVersionWithTtlForever)
   Open(no_readahead);
   InodeId ino = Walk("data/big.bin");
   auto o = fs_->Open(ino);
-  ASSERT_TRUE(o.ok());
+  ASSERT_OK(o);
   EXPECT_EQ(ReadAll(o->fh, 0, 10), big_.substr(0, 10));
   const std::string replaced = Pattern(big_.size(), 99);  // same size, new ETag
   origin_.PutObject("data/big.bin", replaced);
@@ -546,11 +547,11 @@ TEST_F(FilesystemTest, AStaleReadMakesTheNextOpenSeeTheNewVersionWithTtlForever)
   fs_->Release(o->fh);
   // No remount, metadata.ttl = forever: the next open pins the new version, whole and unmixed.
   auto o2 = fs_->Open(ino);
-  ASSERT_TRUE(o2.ok()) << o2.status().ToString();
+  ASSERT_OK(o2);
   EXPECT_FALSE(o2->keep_cache);  // the kernel's pages are of the old version
   EXPECT_EQ(ReadAll(o2->fh, 0, replaced.size()), replaced);
   auto xattr = fs_->GetXattr(ino, "user.tierfs.etag");
-  ASSERT_TRUE(xattr.ok()) << xattr.status().ToString();
+  ASSERT_OK(xattr);
   EXPECT_EQ(*xattr, origin_.Head("data/big.bin")->etag);
   fs_->Release(o2->fh);
 }
@@ -564,14 +565,14 @@ TEST_F(FilesystemTest, ReadsWithoutAnOpenPinTheVersionAtTheInode) {
   Open(no_readahead);
   InodeId ino = Walk("data/big.bin");
   auto r0 = fs_->ReadInode(ino, 0, 10);
-  ASSERT_TRUE(r0.ok()) << r0.status().ToString();
+  ASSERT_OK(r0);
   EXPECT_EQ(Concat(*r0), big_.substr(0, 10));
   EXPECT_EQ(*fs_->GetXattr(ino, "user.tierfs.source"), "origin");
   EXPECT_FALSE(fs_->ReadInodeIsLocal(Walk("hello.txt"), 0, 1));  // no reader yet: not local
   EXPECT_TRUE(fs_->ReadInodeIsLocal(ino, 0, 10));
   EXPECT_FALSE(fs_->ReadInodeIsLocal(ino, 2 * kBlock, 10));
   auto tail = fs_->ReadInode(ino, big_.size() - 5, 100);  // short at EOF
-  ASSERT_TRUE(tail.ok());
+  ASSERT_OK(tail);
   EXPECT_EQ(Concat(*tail), big_.substr(big_.size() - 5));
   EXPECT_EQ(fs_->counters().opens.load(), 0u);
 
@@ -580,7 +581,7 @@ TEST_F(FilesystemTest, ReadsWithoutAnOpenPinTheVersionAtTheInode) {
   // Cached blocks are the inode's version; an uncached one meets the new version: ESTALE,
   // never mixed bytes.
   auto cached = fs_->ReadInode(ino, 0, 10);
-  ASSERT_TRUE(cached.ok());
+  ASSERT_OK(cached);
   EXPECT_EQ(Concat(*cached), big_.substr(0, 10));
   auto stale = fs_->ReadInode(ino, 2 * kBlock - 5, 10);
   ASSERT_FALSE(stale.ok());
@@ -590,10 +591,10 @@ TEST_F(FilesystemTest, ReadsWithoutAnOpenPinTheVersionAtTheInode) {
   // it whole.
   EXPECT_EQ(*fs_->GetXattr(ino, "user.tierfs.etag"), origin_.Head("data/big.bin")->etag);
   auto fresh = fs_->ReadInode(ino, 2 * kBlock - 5, 10);
-  ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
+  ASSERT_OK(fresh);
   EXPECT_EQ(Concat(*fresh), replaced.substr(2 * kBlock - 5, 10));
   auto head = fs_->ReadInode(ino, 0, 10);
-  ASSERT_TRUE(head.ok());
+  ASSERT_OK(head);
   EXPECT_EQ(Concat(*head), replaced.substr(0, 10));
 
   // Unknown inodes and directories are refused; a forgotten inode drops its reader.
@@ -605,22 +606,22 @@ TEST_F(FilesystemTest, ReadsWithoutAnOpenPinTheVersionAtTheInode) {
 
 TEST_F(FilesystemTest, ReadsWithoutAnOpenDriveReadaheadAndTheNextFilesPrefetch) {
   InodeId ino = Walk("data/big.bin");
-  ASSERT_TRUE(fs_->ReadInode(ino, 0, 4096).ok());
+  ASSERT_OK(fs_->ReadInode(ino, 0, 4096));
   EXPECT_EQ(fs_->prefetch_stats().readahead_requests.load(), 1u);  // blocks 1..2
-  ASSERT_TRUE(fs_->ReadInode(ino, 4096, 4096).ok());               // the same reader: nothing new
+  ASSERT_OK(fs_->ReadInode(ino, 4096, 4096));                      // the same reader: nothing new
   EXPECT_EQ(fs_->prefetch_stats().readahead_requests.load(), 1u);
   // The first read of a small file counts as its open for the next-files prefetch.
-  ASSERT_TRUE(fs_->ReadInode(Walk("many/f010"), 0, 10).ok());
-  ASSERT_TRUE(fs_->ReadInode(Walk("many/f010"), 0, 10).ok());  // not a second open
+  ASSERT_OK(fs_->ReadInode(Walk("many/f010"), 0, 10));
+  ASSERT_OK(fs_->ReadInode(Walk("many/f010"), 0, 10));  // not a second open
   EXPECT_EQ(fs_->prefetch_stats().next_file_prefetches.load(), 0u);
-  ASSERT_TRUE(fs_->ReadInode(Walk("many/f020"), 0, 10).ok());
+  ASSERT_OK(fs_->ReadInode(Walk("many/f020"), 0, 10));
   EXPECT_EQ(fs_->prefetch_stats().next_file_prefetches.load(), 16u);
 }
 
 TEST_F(FilesystemTest, SequentialReadsStartReadaheadAndSeeksReset) {
   InodeId ino = Walk("data/big.bin");
   auto o = fs_->Open(ino);
-  ASSERT_TRUE(o.ok());
+  ASSERT_OK(o);
   EXPECT_EQ(ReadAll(o->fh, 0, 4096).size(), 4096u);
   EXPECT_EQ(fs_->prefetch_stats().readahead_requests.load(), 1u);  // blocks 1..2 asked for
   EXPECT_EQ(ReadAll(o->fh, 4096, 4096).size(), 4096u);
@@ -628,7 +629,7 @@ TEST_F(FilesystemTest, SequentialReadsStartReadaheadAndSeeksReset) {
   fs_->Release(o->fh);
 
   auto o2 = fs_->Open(ino);
-  ASSERT_TRUE(o2.ok());
+  ASSERT_OK(o2);
   EXPECT_EQ(ReadAll(o2->fh, 2 * kBlock, 10).size(), 10u);  // a first read elsewhere: a seek
   EXPECT_EQ(fs_->prefetch_stats().readahead_requests.load(), 1u);
   fs_->Release(o2->fh);
@@ -637,7 +638,7 @@ TEST_F(FilesystemTest, SequentialReadsStartReadaheadAndSeeksReset) {
   off.prefetch.readahead_max_bytes = 0;
   Open(off);
   auto o3 = fs_->Open(Walk("data/big.bin"));
-  ASSERT_TRUE(o3.ok());
+  ASSERT_OK(o3);
   ReadAll(o3->fh, 0, 4096);
   EXPECT_EQ(fs_->prefetch_stats().readahead_requests.load(), 0u);
   fs_->Release(o3->fh);
@@ -646,7 +647,7 @@ TEST_F(FilesystemTest, SequentialReadsStartReadaheadAndSeeksReset) {
 TEST_F(FilesystemTest, SmallFilesOpenedInADirectoryPrefetchTheNextOnes) {
   auto open_close = [&](std::string_view path) {
     auto o = fs_->Open(Walk(path));
-    ASSERT_TRUE(o.ok()) << path << ": " << o.status().ToString();
+    ASSERT_OK(o) << path;
     fs_->Release(o->fh);
   };
   auto residency = [&](std::string_view path) {
@@ -685,11 +686,11 @@ TEST_F(FilesystemTest, SmallFilesOpenedInADirectoryPrefetchTheNextOnes) {
 TEST_F(FilesystemTest, StatsXattrOnRoot) {
   InodeId ino = LookupIno(kRootInode, "hello.txt");
   auto o = fs_->Open(ino);
-  ASSERT_TRUE(o.ok());
+  ASSERT_OK(o);
   ReadAll(o->fh, 0, 100);
   fs_->Release(o->fh);
   auto v = fs_->GetXattr(kRootInode, "user.tierfs.stats");
-  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  ASSERT_OK(v);
   // Space-separated key=value tokens, every value a number.
   std::map<std::string, std::string> kv;
   size_t pos = 0;
@@ -720,9 +721,9 @@ TEST_F(FilesystemTest, StatsXattrOnRoot) {
 TEST_F(FilesystemTest, FileXattrs) {
   InodeId ino = Walk("data/big.bin");
   auto info = origin_.Head("data/big.bin");
-  ASSERT_TRUE(info.ok());
+  ASSERT_OK(info);
   auto etag = fs_->GetXattr(ino, "user.tierfs.etag");
-  ASSERT_TRUE(etag.ok());
+  ASSERT_OK(etag);
   EXPECT_EQ(*etag, info->etag);
   EXPECT_EQ(*fs_->GetXattr(ino, "user.tierfs.source"), "none");
   EXPECT_EQ(*fs_->GetXattr(ino, "user.tierfs.residency"), "l1=0/3");
@@ -732,7 +733,7 @@ TEST_F(FilesystemTest, FileXattrs) {
   Open(no_ra);
   ino = Walk("data/big.bin");
   auto o = fs_->Open(ino);
-  ASSERT_TRUE(o.ok());
+  ASSERT_OK(o);
   ReadAll(o->fh, 0, 10);
   EXPECT_EQ(*fs_->GetXattr(ino, "user.tierfs.source"), "origin");
   EXPECT_EQ(*fs_->GetXattr(ino, "user.tierfs.residency"), "l1=1/3");
@@ -741,13 +742,13 @@ TEST_F(FilesystemTest, FileXattrs) {
   fs_->Release(o->fh);
 
   auto names = fs_->ListXattr(ino);
-  ASSERT_TRUE(names.ok());
+  ASSERT_OK(names);
   EXPECT_EQ(*names, (std::vector<std::string>{"user.tierfs.etag", "user.tierfs.source",
                                               "user.tierfs.residency", "user.tierfs.prefetch",
                                               "user.tierfs.pin", "user.tierfs.ttl",
                                               "user.tierfs.policy", "user.tierfs.admit"}));
   auto root_names = fs_->ListXattr(kRootInode);
-  ASSERT_TRUE(root_names.ok());
+  ASSERT_OK(root_names);
   EXPECT_EQ(*root_names,
             (std::vector<std::string>{"user.tierfs.stats", "user.tierfs.prefetch",
                                       "user.tierfs.prefetch_list", "user.tierfs.pin",
@@ -767,29 +768,29 @@ TEST_F(FilesystemTest, ManifestMountPinsVersionsAndTellsTheChecksum) {
       ToErrno(fs_->GetXattr(kRootInode, "user.tierfs.manifest").status(), ErrnoContext::kXattr),
       ENODATA);
   auto m = BuildManifest(&origin_, origin_.Describe(), &clock_);
-  ASSERT_TRUE(m.ok()) << m.status().ToString();
-  ASSERT_TRUE(EncodeManifest(&*m).ok());
+  ASSERT_OK(m);
+  ASSERT_OK(EncodeManifest(&*m));
   fs_.reset();
   catalog_ = NewManifestCatalog(*m);
   fs_ = std::make_unique<Filesystem>(FilesystemOptions{}, catalog_.get(), cache_.get(), &clock_);
   origin_.ResetCounters();
   EXPECT_EQ(*fs_->GetXattr(kRootInode, "user.tierfs.manifest"), m->checksum);
   auto root_names = fs_->ListXattr(kRootInode);
-  ASSERT_TRUE(root_names.ok());
+  ASSERT_OK(root_names);
   EXPECT_NE(std::find(root_names->begin(), root_names->end(), "user.tierfs.manifest"),
             root_names->end());
   const InodeId hello = Walk("hello.txt");
   EXPECT_EQ(ToErrno(fs_->GetXattr(hello, "user.tierfs.manifest").status(), ErrnoContext::kXattr),
             ENODATA);
   auto o = fs_->Open(hello);
-  ASSERT_TRUE(o.ok());
+  ASSERT_OK(o);
   EXPECT_EQ(ReadAll(o->fh, 0, 100), "hello world\n");
   fs_->Release(o->fh);
   const InodeId big = Walk("data/big.bin");
   origin_.PutObject("data/big.bin", Pattern(2 * kBlock + kBlock / 2, 8));  // a new version
   for (int i = 0; i < 2; ++i) {
     auto h = fs_->Open(big);
-    ASSERT_TRUE(h.ok());
+    ASSERT_OK(h);
     auto r = fs_->Read(h->fh, 0, 10);
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(ToErrno(r.status()), ESTALE);
@@ -815,14 +816,14 @@ class RecordingControl final : public DaemonControl {
 
 TEST_F(FilesystemTest, LogLevelXattrIsParsedHereAndAppliedByTheDaemon) {
   // Without a daemon control: the level reads, a set is refused (ENOTSUP), never a crash.
-  EXPECT_TRUE(fs_->GetXattr(kRootInode, "user.tierfs.log_level").ok());
+  EXPECT_OK(fs_->GetXattr(kRootInode, "user.tierfs.log_level"));
   EXPECT_EQ(
       ToErrno(fs_->SetXattr(kRootInode, "user.tierfs.log_level", "debug", 0), ErrnoContext::kXattr),
       ENOTSUP);
   RecordingControl control;
   fs_->AttachDaemonControl(&control);
   EXPECT_EQ(*fs_->GetXattr(kRootInode, "user.tierfs.daemon"), "pid=1 version=t");
-  ASSERT_TRUE(fs_->SetXattr(kRootInode, "user.tierfs.log_level", "debug\n", 0).ok());
+  ASSERT_OK(fs_->SetXattr(kRootInode, "user.tierfs.log_level", "debug\n", 0));
   EXPECT_EQ(control.level, "debug");  // setfattr's trailing newline dropped
   EXPECT_EQ(*fs_->GetXattr(kRootInode, "user.tierfs.log_level"), "debug");
   // A bad value never reaches the daemon: EINVAL.
@@ -874,7 +875,7 @@ TEST_F(FilesystemTest, StatFsReportsTheLargestTier) {
 TEST_F(FilesystemTest, OriginDownGivesEioNotACrash) {
   InodeId ino = Walk("data/big.bin");
   auto o = fs_->Open(ino);
-  ASSERT_TRUE(o.ok());
+  ASSERT_OK(o);
   origin_.FailNext(1000, Status::Unavailable("injected"));
   auto r = fs_->Read(o->fh, 2 * kBlock + 5, 10);
   if (!r.ok()) {
@@ -883,7 +884,7 @@ TEST_F(FilesystemTest, OriginDownGivesEioNotACrash) {
   auto miss = fs_->Lookup(kRootInode, "not-listed-yet");
   EXPECT_FALSE(miss.ok());
   // Cached attributes still answer getattr.
-  EXPECT_TRUE(fs_->GetAttr(ino).ok());
+  EXPECT_OK(fs_->GetAttr(ino));
   origin_.FailNext(0);
   fs_->Release(o->fh);
 }
@@ -934,13 +935,13 @@ TEST_F(FilesystemTest, InterruptedReadIsEintrAndCachedReadsGoOn) {
   o.prefetch.next_files = 0;
   Open(o);
   auto small = fs_->Open(LookupIno(kRootInode, "hello.txt"));
-  ASSERT_TRUE(small.ok());
+  ASSERT_OK(small);
   EXPECT_FALSE(fs_->ReadIsLocal(small->fh, 0, 12));
   EXPECT_EQ(ReadAll(small->fh, 0, 12), "hello world\n");
   EXPECT_TRUE(fs_->ReadIsLocal(small->fh, 0, 12));
 
   auto big = fs_->Open(Walk("data/big.bin"));
-  ASSERT_TRUE(big.ok());
+  ASSERT_OK(big);
   EXPECT_FALSE(fs_->ReadIsLocal(big->fh, 0, kBlock));
   origin_.HoldReads();
   CancelToken token;

@@ -13,6 +13,7 @@
 #include "fuse/xattr_handlers.h"
 #include "metastore/meta_store.h"
 #include "tests/fakes/fake_blob_store.h"
+#include "tests/testing/status_matchers.h"
 #include "tiercache/catalog.h"
 #include "tiercache/policy.h"
 #include "tiercache/prefetch_jobs.h"
@@ -70,7 +71,7 @@ class XattrPolicyTest : public ::testing::Test {
   }
   std::string Get(InodeId ino, std::string_view name) {
     auto v = fs_->GetXattr(ino, name);
-    EXPECT_TRUE(v.ok()) << name << ": " << v.status().ToString();
+    EXPECT_OK(v) << name;
     return v.ok() ? *v : std::string();
   }
 
@@ -184,7 +185,7 @@ TEST_F(XattrPolicyTest, PrefetchEvictAndListing) {
   EXPECT_EQ(Get(file_, "user.tierfs.residency"), "l1=0/3");
 
   auto names = fs_->ListXattr(file_);
-  ASSERT_TRUE(names.ok());
+  ASSERT_OK(names);
   EXPECT_EQ(*names, (std::vector<std::string>{"user.tierfs.etag", "user.tierfs.source",
                                               "user.tierfs.residency", "user.tierfs.prefetch",
                                               "user.tierfs.pin", "user.tierfs.ttl",
@@ -192,8 +193,8 @@ TEST_F(XattrPolicyTest, PrefetchEvictAndListing) {
   // Every listed name answers getxattr (getfattr -d must not fail).
   for (InodeId ino : {file_, dir_, kRootInode}) {
     auto listed = fs_->ListXattr(ino);  // keep the Result alive: range-for over *temp dangles
-    ASSERT_TRUE(listed.ok());
-    for (const auto& n : *listed) EXPECT_TRUE(fs_->GetXattr(ino, n).ok()) << n;
+    ASSERT_OK(listed);
+    for (const auto& n : *listed) EXPECT_OK(fs_->GetXattr(ino, n)) << n;
   }
 }
 
@@ -249,7 +250,7 @@ TEST_F(XattrPolicyTest, PrefetchListOnTheRoot) {
   // cancel with nothing queued is fine.
   EXPECT_EQ(SetErrno(kRootInode, "user.tierfs.prefetch_list", "cancel\n"), 0);
   auto names = fs_->ListXattr(kRootInode);
-  ASSERT_TRUE(names.ok());
+  ASSERT_OK(names);
   EXPECT_NE(std::find(names->begin(), names->end(), "user.tierfs.prefetch_list"), names->end());
 }
 

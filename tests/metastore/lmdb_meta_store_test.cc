@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "tests/metastore/test_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace tierfs {
 namespace {
@@ -54,7 +55,7 @@ class LmdbMetaStoreTest : public ::testing::Test {
 
   std::unique_ptr<LmdbMetaStore> MustOpen(const MetaStoreOptions& o) {
     auto s = LmdbMetaStore::Open(o);
-    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    EXPECT_OK(s);
     return s.ok() ? std::move(s).value() : nullptr;
   }
 
@@ -67,30 +68,34 @@ TEST_F(LmdbMetaStoreTest, DataSurvivesCloseAndReopen) {
     ASSERT_NE(store, nullptr);
     DirEntry e{
         .name = "f.bin", .type = EntryType::kFile, .size = 77, .etag = "\"abc\"", .mtime_ns = 5};
-    MS_ASSERT_OK(store->ReplaceDir("src\n/x", DirRecord{42, 1}, std::span(&e, 1)));
+    ASSERT_OK(store->ReplaceDir("src\n/x", DirRecord{42, 1}, std::span(&e, 1)));
     std::vector<BlockRecord> recs = {RecordOf(1), RecordOf(2)};
-    MS_ASSERT_OK(store->PutBlocks(recs));
-    MS_ASSERT_OK(store->PutValue("policy/x", "evict=pin"));
+    ASSERT_OK(store->PutBlocks(recs));
+    ASSERT_OK(store->PutValue("policy/x", "evict=pin"));
   }
   auto store = MustOpen(Options());
   ASSERT_NE(store, nullptr);
   auto d = store->GetDir("src\n/x");
-  ASSERT_TRUE(d.ok() && d->has_value());
+  ASSERT_OK(d);
+  ASSERT_TRUE(d->has_value());
   EXPECT_EQ((*d)->listed_at_ns, 42);
   auto e = store->GetDirEntry("src\n/x", "f.bin");
-  ASSERT_TRUE(e.ok() && e->has_value());
+  ASSERT_OK(e);
+  ASSERT_TRUE(e->has_value());
   EXPECT_EQ((*e)->size, 77u);
   EXPECT_EQ((*e)->etag, "\"abc\"");
   auto b = store->GetBlock(KeyOf(2));
-  ASSERT_TRUE(b.ok() && b->has_value());
+  ASSERT_OK(b);
+  ASSERT_TRUE(b->has_value());
   EXPECT_EQ((*b)->checksum, RecordOf(2).checksum);
   EXPECT_EQ((*b)->stored_ns, -2);
   auto v = store->GetValue("policy/x");
-  ASSERT_TRUE(v.ok() && v->has_value());
+  ASSERT_OK(v);
+  ASSERT_TRUE(v->has_value());
   EXPECT_EQ(**v, "evict=pin");
   // The schema record lives in its own sub-database, not among the caller's values.
   int values = 0;
-  MS_ASSERT_OK(store->ScanValues("", [&](std::string_view, std::string_view) {
+  ASSERT_OK(store->ScanValues("", [&](std::string_view, std::string_view) {
     ++values;
     return true;
   }));
@@ -111,19 +116,20 @@ TEST_F(LmdbMetaStoreTest, BlockOwnerSurvivesCloseAndReopen) {
     auto store = MustOpen(Options());
     ASSERT_NE(store, nullptr);
     std::vector<BlockRecord> recs = {owned, plain};
-    MS_ASSERT_OK(store->PutBlocks(recs));
+    ASSERT_OK(store->PutBlocks(recs));
   }
   auto store = MustOpen(Options());
   ASSERT_NE(store, nullptr);
   auto b = store->GetBlock(KeyOf(7));
-  ASSERT_TRUE(b.ok() && b->has_value());
+  ASSERT_OK(b);
+  ASSERT_TRUE(b->has_value());
   EXPECT_EQ((*b)->owner.object, owned.owner.object);
   EXPECT_EQ((*b)->owner.index, owned.owner.index);
   EXPECT_TRUE((*b)->owner.chunk);
   EXPECT_EQ((*b)->group, 9u);
   EXPECT_EQ((*b)->expires_ns, 123);
   std::map<uint32_t, BlockOwner> seen;
-  MS_ASSERT_OK(store->ScanBlocks([&](const BlockRecord& r) {
+  ASSERT_OK(store->ScanBlocks([&](const BlockRecord& r) {
     seen[r.length] = r.owner;
     return true;
   }));
@@ -147,7 +153,7 @@ std::vector<DirEntry> ListEverything(MetaStore* store, std::string_view dir_key)
   while (true) {
     page.clear();
     Status st = store->ListDirEntries(dir_key, after, 10000, &page);
-    EXPECT_TRUE(st.ok()) << st.ToString();
+    EXPECT_OK(st);
     if (!st.ok() || page.empty()) break;
     after = page.back().name;
     for (auto& e : page) all.push_back(std::move(e));
@@ -170,9 +176,9 @@ TEST_F(LmdbMetaStoreTest, HugeDirectoryIsWrittenAcrossSeveralTransactions) {
   }
   // A neighbour whose key extends this one's ("big" vs "big2") must be left alone.
   DirEntry other = Named("keep");
-  MS_ASSERT_OK(store->ReplaceDir("s\nbig2", DirRecord{7, 1}, std::span(&other, 1)));
+  ASSERT_OK(store->ReplaceDir("s\nbig2", DirRecord{7, 1}, std::span(&other, 1)));
   const uint64_t commits = store->Stats().commits;
-  MS_ASSERT_OK(store->ReplaceDir("s\nbig", DirRecord{100, entries.size()}, entries));
+  ASSERT_OK(store->ReplaceDir("s\nbig", DirRecord{100, entries.size()}, entries));
   // 20 chunks + the record: never one 200k-entry transaction.
   EXPECT_GE(store->Stats().commits - commits, 21u);
   auto all = ListEverything(store.get(), "s\nbig");
@@ -181,7 +187,8 @@ TEST_F(LmdbMetaStoreTest, HugeDirectoryIsWrittenAcrossSeveralTransactions) {
   EXPECT_EQ(all.back().name, "f199999");
   EXPECT_EQ(all[12345].size, 12345u);
   auto rec = store->GetDir("s\nbig");
-  ASSERT_TRUE(rec.ok() && rec->has_value());
+  ASSERT_OK(rec);
+  ASSERT_TRUE(rec->has_value());
   EXPECT_EQ((*rec)->listed_at_ns, 100);
 
   // Relisted with a different set: every third old name gone, new names between and after the
@@ -203,17 +210,18 @@ TEST_F(LmdbMetaStoreTest, HugeDirectoryIsWrittenAcrossSeveralTransactions) {
   }
   next.push_back(Named("zzz", 3));
   want.insert("zzz");
-  MS_ASSERT_OK(store->ReplaceDir("s\nbig", DirRecord{200, next.size()}, next));
+  ASSERT_OK(store->ReplaceDir("s\nbig", DirRecord{200, next.size()}, next));
   all = ListEverything(store.get(), "s\nbig");
   ASSERT_EQ(all.size(), want.size());
   auto it = want.begin();
   for (const DirEntry& e : all) EXPECT_EQ(e.name, *it++);
   rec = store->GetDir("s\nbig");
-  ASSERT_TRUE(rec.ok() && rec->has_value());
+  ASSERT_OK(rec);
+  ASSERT_TRUE(rec->has_value());
   EXPECT_EQ((*rec)->listed_at_ns, 200);
   // Relisted small: one transaction, the old entries all gone.
   DirEntry one = Named("only");
-  MS_ASSERT_OK(store->ReplaceDir("s\nbig", DirRecord{300, 1}, std::span(&one, 1)));
+  ASSERT_OK(store->ReplaceDir("s\nbig", DirRecord{300, 1}, std::span(&one, 1)));
   all = ListEverything(store.get(), "s\nbig");
   ASSERT_EQ(all.size(), 1u);
   EXPECT_EQ(all[0].name, "only");
@@ -227,7 +235,7 @@ TEST_F(LmdbMetaStoreTest, ChunkedReplaceKeepsTheLastOfDuplicateNames) {
   ASSERT_NE(store, nullptr);
   std::vector<DirEntry> entries = {Named("b", 1), Named("a"), Named("b", 2), Named("c"),
                                    Named("d")};
-  MS_ASSERT_OK(store->ReplaceDir("s\nd", DirRecord{1, 4}, entries));
+  ASSERT_OK(store->ReplaceDir("s\nd", DirRecord{1, 4}, entries));
   auto all = ListEverything(store.get(), "s\nd");
   ASSERT_EQ(all.size(), 4u);
   EXPECT_EQ(all[1].name, "b");
@@ -238,7 +246,7 @@ TEST_F(LmdbMetaStoreTest, NewerSchemaVersionIsRefused) {
   {
     auto store = MustOpen(Options());
     ASSERT_NE(store, nullptr);
-    MS_ASSERT_OK(store->TEST_WriteSchemaVersion(kSchemaVersion + 1));
+    ASSERT_OK(store->TEST_WriteSchemaVersion(kSchemaVersion + 1));
   }
   auto store = LmdbMetaStore::Open(Options());
   ASSERT_FALSE(store.ok());
@@ -253,7 +261,7 @@ TEST_F(LmdbMetaStoreTest, OlderUnknownSchemaVersionIsRefused) {
   {
     auto store = MustOpen(Options());
     ASSERT_NE(store, nullptr);
-    MS_ASSERT_OK(store->TEST_WriteSchemaVersion(0));
+    ASSERT_OK(store->TEST_WriteSchemaVersion(0));
   }
   auto store = LmdbMetaStore::Open(Options());
   ASSERT_FALSE(store.ok());
@@ -311,14 +319,15 @@ TEST_F(LmdbMetaStoreTest, ConcurrentPutBlocksAreGroupCommitted) {
   EXPECT_GT(store->InternalStats().max_batch_ops, 1u);
 
   std::set<BlockKey> seen;
-  MS_ASSERT_OK(store->ScanBlocks([&](const BlockRecord& r) {
+  ASSERT_OK(store->ScanBlocks([&](const BlockRecord& r) {
     seen.insert(r.key);
     return true;
   }));
   EXPECT_EQ(seen.size(), static_cast<size_t>(kThreads * kPerThread));
   for (uint32_t n : {0u, 999u, 4321u, 7999u}) {
     auto b = store->GetBlock(KeyOf(n));
-    ASSERT_TRUE(b.ok() && b->has_value()) << n;
+    ASSERT_OK(b) << n;
+    ASSERT_TRUE(b->has_value()) << n;
     EXPECT_EQ((*b)->length, n);
   }
 }
@@ -339,7 +348,8 @@ TEST_F(LmdbMetaStoreTest, MapFullIsNoSpaceNotACrash) {
   EXPECT_EQ(last.code(), Status::Code::kNoSpace) << last.ToString();
   // Earlier writes are intact and readable; the store keeps working for reads.
   auto b = store->GetBlock(KeyOf(0));
-  ASSERT_TRUE(b.ok() && b->has_value());
+  ASSERT_OK(b);
+  ASSERT_TRUE(b->has_value());
 
   // Concurrent writers against a full map: every call returns; OK means the record landed.
   std::atomic<int> ok{0}, nospace{0}, other{0};
@@ -369,7 +379,8 @@ TEST_F(LmdbMetaStoreTest, MapFullIsNoSpaceNotACrash) {
   for (const auto& v : landed) {
     for (uint32_t n : v) {
       auto r = store->GetBlock(KeyOf(n));
-      ASSERT_TRUE(r.ok() && r->has_value()) << n;
+      ASSERT_OK(r) << n;
+      ASSERT_TRUE(r->has_value()) << n;
     }
   }
   // Deletes still commit on a full store (they use the reserve), and freeing space makes
@@ -377,10 +388,10 @@ TEST_F(LmdbMetaStoreTest, MapFullIsNoSpaceNotACrash) {
   for (uint32_t n = 0; n < next / 2; n += 20) {
     std::vector<BlockKey> victims;
     for (uint32_t i = n; i < std::min(n + 20, next / 2); ++i) victims.push_back(KeyOf(i));
-    MS_ASSERT_OK(store->EraseBlocks(victims));
+    ASSERT_OK(store->EraseBlocks(victims));
   }
   BlockRecord r = RecordOf(2000000);
-  MS_EXPECT_OK(store->PutBlocks(std::span(&r, 1)));
+  EXPECT_OK(store->PutBlocks(std::span(&r, 1)));
 }
 
 TEST_F(LmdbMetaStoreTest, FailedBatchDoesNotFailItsNeighbours) {
@@ -421,7 +432,7 @@ TEST_F(LmdbMetaStoreTest, FailedBatchDoesNotFailItsNeighbours) {
   EXPECT_EQ(erase_failures.load(), 0);
   for (uint32_t n = 0; n < 60; ++n) {
     auto r = store->GetBlock(KeyOf(n));
-    ASSERT_TRUE(r.ok());
+    ASSERT_OK(r);
     EXPECT_FALSE(r->has_value()) << n;
   }
 }
@@ -463,13 +474,13 @@ TEST_F(LmdbMetaStoreTest, MixedBatchRetriesEachOperation) {
     store->TEST_PauseWriter(false);
   }
   EXPECT_EQ(put_status.code(), Status::Code::kNoSpace) << put_status.ToString();
-  for (const Status& e : erase_status) EXPECT_TRUE(e.ok()) << e.ToString();
+  for (const Status& e : erase_status) EXPECT_OK(e);
   const auto after = store->InternalStats();
   EXPECT_EQ(after.failed_batches, before.failed_batches + 1);
   EXPECT_EQ(store->Stats().commits, commits_before + 4);  // the four erases, one by one
   for (uint32_t n = 0; n < 4; ++n) {
     auto r = store->GetBlock(KeyOf(n));
-    ASSERT_TRUE(r.ok());
+    ASSERT_OK(r);
     EXPECT_FALSE(r->has_value()) << n;
   }
 }
@@ -485,7 +496,7 @@ TEST_F(LmdbMetaStoreTest, QueuedWritesShareOneCommit) {
     for (int t = 0; t < 16; ++t) {
       threads.emplace_back([&, t] {
         BlockRecord r = RecordOf(static_cast<uint32_t>(t));
-        EXPECT_TRUE(store->PutBlocks(std::span(&r, 1)).ok());
+        EXPECT_OK(store->PutBlocks(std::span(&r, 1)));
       });
     }
     while (store->TEST_QueuedOps() < 16) std::this_thread::yield();
@@ -511,7 +522,7 @@ TEST_F(LmdbMetaStoreTest, SyncEveryCommitMode) {
   EXPECT_FALSE(store->InternalStats().env_nosync);
   for (uint32_t i = 0; i < 4; ++i) {
     BlockRecord r = RecordOf(i);
-    MS_ASSERT_OK(store->PutBlocks(std::span(&r, 1)));
+    ASSERT_OK(store->PutBlocks(std::span(&r, 1)));
   }
   EXPECT_GE(store->Stats().commits, 4u);
 }
@@ -520,7 +531,7 @@ TEST_F(LmdbMetaStoreTest, PeriodicSyncUnderNoSync) {
   auto store = MustOpen(Options());
   ASSERT_NE(store, nullptr);
   BlockRecord r = RecordOf(7);
-  MS_ASSERT_OK(store->PutBlocks(std::span(&r, 1)));
+  ASSERT_OK(store->PutBlocks(std::span(&r, 1)));
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (store->InternalStats().syncs == 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));

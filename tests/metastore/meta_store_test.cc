@@ -14,6 +14,7 @@
 
 #include "tests/metastore/impls.h"
 #include "tests/metastore/test_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace tierfs {
 namespace {
@@ -87,14 +88,14 @@ class MetaStoreTest : public ::testing::TestWithParam<Impl> {
   void SetUp() override {
     ASSERT_FALSE(dir_.path().empty());
     auto store = OpenImpl(GetParam(), dir_.path());
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    ASSERT_OK(store);
     store_ = std::move(store).value();
   }
 
   std::vector<DirEntry> ListAll(std::string_view dir_key) {
     std::vector<DirEntry> out;
     Status s = store_->ListDirEntries(dir_key, "", 1 << 20, &out);
-    EXPECT_TRUE(s.ok()) << s.ToString();
+    EXPECT_OK(s);
     return out;
   }
 
@@ -104,16 +105,16 @@ class MetaStoreTest : public ::testing::TestWithParam<Impl> {
 
 TEST_P(MetaStoreTest, MissingDataIsNulloptNotError) {
   auto d = store_->GetDir("s\n/");
-  ASSERT_TRUE(d.ok());
+  ASSERT_OK(d);
   EXPECT_FALSE(d->has_value());
   auto e = store_->GetDirEntry("s\n/", "x");
-  ASSERT_TRUE(e.ok());
+  ASSERT_OK(e);
   EXPECT_FALSE(e->has_value());
   auto b = store_->GetBlock(Key(1));
-  ASSERT_TRUE(b.ok());
+  ASSERT_OK(b);
   EXPECT_FALSE(b->has_value());
   auto v = store_->GetValue("nope");
-  ASSERT_TRUE(v.ok());
+  ASSERT_OK(v);
   EXPECT_FALSE(v->has_value());
   EXPECT_TRUE(ListAll("s\n/").empty());
 }
@@ -121,10 +122,10 @@ TEST_P(MetaStoreTest, MissingDataIsNulloptNotError) {
 TEST_P(MetaStoreTest, DirListingRoundTrip) {
   DirRecord rec{.listed_at_ns = 1234567890123LL, .entry_count = 3};
   std::vector<DirEntry> entries = {File("b.txt", 10, "etag-b"), Dir("a"), File("c", 0, "")};
-  MS_ASSERT_OK(store_->ReplaceDir("src\n/data", rec, entries));
+  ASSERT_OK(store_->ReplaceDir("src\n/data", rec, entries));
 
   auto got = store_->GetDir("src\n/data");
-  ASSERT_TRUE(got.ok());
+  ASSERT_OK(got);
   ASSERT_TRUE(got->has_value());
   EXPECT_EQ((*got)->listed_at_ns, rec.listed_at_ns);
   EXPECT_EQ((*got)->entry_count, rec.entry_count);
@@ -137,7 +138,7 @@ TEST_P(MetaStoreTest, DirListingRoundTrip) {
   ExpectSameEntry(list[2], entries[2]);
 
   auto one = store_->GetDirEntry("src\n/data", "b.txt");
-  ASSERT_TRUE(one.ok());
+  ASSERT_OK(one);
   ASSERT_TRUE(one->has_value());
   ExpectSameEntry(**one, entries[0]);
 }
@@ -149,14 +150,14 @@ TEST_P(MetaStoreTest, ListPagingWithAfter) {
     snprintf(name, sizeof(name), "f%03d", i);
     entries.push_back(File(name, i));
   }
-  MS_ASSERT_OK(store_->ReplaceDir("d", DirRecord{1, 25}, entries));
+  ASSERT_OK(store_->ReplaceDir("d", DirRecord{1, 25}, entries));
 
   std::vector<std::string> all;
   std::string after;
   int pages = 0;
   for (;;) {
     std::vector<DirEntry> page;
-    MS_ASSERT_OK(store_->ListDirEntries("d", after, 10, &page));
+    ASSERT_OK(store_->ListDirEntries("d", after, 10, &page));
     if (page.empty()) break;
     ASSERT_LE(page.size(), 10u);
     for (const auto& e : page) all.push_back(e.name);
@@ -172,46 +173,48 @@ TEST_P(MetaStoreTest, ListPagingWithAfter) {
 
   // `after` need not be an existing name; the result starts strictly after it.
   std::vector<DirEntry> page;
-  MS_ASSERT_OK(store_->ListDirEntries("d", "f0105", 2, &page));
+  ASSERT_OK(store_->ListDirEntries("d", "f0105", 2, &page));
   EXPECT_EQ(Names(page), (std::vector<std::string>{"f011", "f012"}));
-  MS_ASSERT_OK(store_->ListDirEntries("d", "f024", 10, &page));
+  ASSERT_OK(store_->ListDirEntries("d", "f024", 10, &page));
   EXPECT_TRUE(page.empty());
-  MS_ASSERT_OK(store_->ListDirEntries("d", "", 0, &page));
+  ASSERT_OK(store_->ListDirEntries("d", "", 0, &page));
   EXPECT_TRUE(page.empty());
 }
 
 TEST_P(MetaStoreTest, ListClearsOutput) {
-  MS_ASSERT_OK(store_->ReplaceDir("d", DirRecord{1, 1}, std::vector<DirEntry>{File("x")}));
+  ASSERT_OK(store_->ReplaceDir("d", DirRecord{1, 1}, std::vector<DirEntry>{File("x")}));
   std::vector<DirEntry> out = {File("stale")};
-  MS_ASSERT_OK(store_->ListDirEntries("d", "", 10, &out));
+  ASSERT_OK(store_->ListDirEntries("d", "", 10, &out));
   EXPECT_EQ(Names(out), (std::vector<std::string>{"x"}));
 }
 
 TEST_P(MetaStoreTest, ReplaceDirDropsOldEntries) {
-  MS_ASSERT_OK(store_->ReplaceDir("d", DirRecord{1, 3},
-                                  std::vector<DirEntry>{File("a"), File("b"), File("c")}));
-  MS_ASSERT_OK(
+  ASSERT_OK(store_->ReplaceDir("d", DirRecord{1, 3},
+                               std::vector<DirEntry>{File("a"), File("b"), File("c")}));
+  ASSERT_OK(
       store_->ReplaceDir("d", DirRecord{2, 2}, std::vector<DirEntry>{File("b", 99), File("z")}));
   auto list = ListAll("d");
   EXPECT_EQ(Names(list), (std::vector<std::string>{"b", "z"}));
   EXPECT_EQ(list[0].size, 99u);
   auto a = store_->GetDirEntry("d", "a");
-  ASSERT_TRUE(a.ok());
+  ASSERT_OK(a);
   EXPECT_FALSE(a->has_value());
   auto rec = store_->GetDir("d");
-  ASSERT_TRUE(rec.ok() && rec->has_value());
+  ASSERT_OK(rec);
+  ASSERT_TRUE(rec->has_value());
   EXPECT_EQ((*rec)->listed_at_ns, 2);
 
   // Replacing with an empty listing leaves the record (an empty dir) and no entries.
-  MS_ASSERT_OK(store_->ReplaceDir("d", DirRecord{3, 0}, {}));
+  ASSERT_OK(store_->ReplaceDir("d", DirRecord{3, 0}, {}));
   EXPECT_TRUE(ListAll("d").empty());
   rec = store_->GetDir("d");
-  ASSERT_TRUE(rec.ok() && rec->has_value());
+  ASSERT_OK(rec);
+  ASSERT_TRUE(rec->has_value());
   EXPECT_EQ((*rec)->entry_count, 0u);
 }
 
 TEST_P(MetaStoreTest, ReplaceDirRejectsBadNamesAndChangesNothing) {
-  MS_ASSERT_OK(store_->ReplaceDir("d", DirRecord{1, 1}, std::vector<DirEntry>{File("keep")}));
+  ASSERT_OK(store_->ReplaceDir("d", DirRecord{1, 1}, std::vector<DirEntry>{File("keep")}));
   std::string nul("x\0y", 3);
   for (const std::string& bad : {std::string(), nul, std::string("a/b")}) {
     Status s =
@@ -224,21 +227,21 @@ TEST_P(MetaStoreTest, ReplaceDirRejectsBadNamesAndChangesNothing) {
 }
 
 TEST_P(MetaStoreTest, PutAndDeleteDirEntry) {
-  MS_ASSERT_OK(
-      store_->ReplaceDir("d", DirRecord{1, 2}, std::vector<DirEntry>{File("a"), File("b")}));
-  MS_ASSERT_OK(store_->PutDirEntry("d", File("b", 42, "new-etag")));
-  MS_ASSERT_OK(store_->PutDirEntry("d", File("c")));
+  ASSERT_OK(store_->ReplaceDir("d", DirRecord{1, 2}, std::vector<DirEntry>{File("a"), File("b")}));
+  ASSERT_OK(store_->PutDirEntry("d", File("b", 42, "new-etag")));
+  ASSERT_OK(store_->PutDirEntry("d", File("c")));
   auto list = ListAll("d");
   EXPECT_EQ(Names(list), (std::vector<std::string>{"a", "b", "c"}));
   EXPECT_EQ(list[1].size, 42u);
   EXPECT_EQ(list[1].etag, "new-etag");
 
-  MS_ASSERT_OK(store_->DeleteDirEntry("d", "a"));
-  MS_ASSERT_OK(store_->DeleteDirEntry("d", "never-existed"));  // not an error
+  ASSERT_OK(store_->DeleteDirEntry("d", "a"));
+  ASSERT_OK(store_->DeleteDirEntry("d", "never-existed"));  // not an error
   EXPECT_EQ(Names(ListAll("d")), (std::vector<std::string>{"b", "c"}));
   // The directory record is untouched by single-entry edits.
   auto rec = store_->GetDir("d");
-  ASSERT_TRUE(rec.ok() && rec->has_value());
+  ASSERT_OK(rec);
+  ASSERT_TRUE(rec->has_value());
   EXPECT_EQ((*rec)->entry_count, 2u);
 }
 
@@ -255,8 +258,7 @@ TEST_P(MetaStoreTest, EntryOwnerAndModeRoundTrip) {
   d.uid = 65534;
   d.gid = 65534;
   d.mode = 0700;
-  MS_ASSERT_OK(
-      store_->ReplaceDir("o", DirRecord{1, 3}, std::vector<DirEntry>{f, d, File("plain")}));
+  ASSERT_OK(store_->ReplaceDir("o", DirRecord{1, 3}, std::vector<DirEntry>{f, d, File("plain")}));
   auto list = ListAll("o");
   ASSERT_EQ(Names(list), (std::vector<std::string>{"plain", "private", "secret"}));
   EXPECT_FALSE(list[0].owner_known);
@@ -267,7 +269,8 @@ TEST_P(MetaStoreTest, EntryOwnerAndModeRoundTrip) {
   EXPECT_EQ(list[1].gid, 65534u);
   EXPECT_EQ(list[1].mode, 0700u);
   auto e = store_->GetDirEntry("o", "secret");
-  ASSERT_TRUE(e.ok() && e->has_value());
+  ASSERT_OK(e);
+  ASSERT_TRUE(e->has_value());
   EXPECT_TRUE((*e)->owner_known);
   EXPECT_EQ((*e)->uid, 0u);
   EXPECT_EQ((*e)->gid, 4242u);
@@ -278,18 +281,18 @@ TEST_P(MetaStoreTest, EntryOwnerAndModeRoundTrip) {
 }
 
 TEST_P(MetaStoreTest, PrefixDirKeysDoNotMix) {
-  MS_ASSERT_OK(store_->ReplaceDir("a", DirRecord{1, 1}, std::vector<DirEntry>{File("x")}));
-  MS_ASSERT_OK(store_->ReplaceDir("ab", DirRecord{1, 1}, std::vector<DirEntry>{File("y")}));
-  MS_ASSERT_OK(store_->ReplaceDir("a/b", DirRecord{1, 1}, std::vector<DirEntry>{File("z")}));
+  ASSERT_OK(store_->ReplaceDir("a", DirRecord{1, 1}, std::vector<DirEntry>{File("x")}));
+  ASSERT_OK(store_->ReplaceDir("ab", DirRecord{1, 1}, std::vector<DirEntry>{File("y")}));
+  ASSERT_OK(store_->ReplaceDir("a/b", DirRecord{1, 1}, std::vector<DirEntry>{File("z")}));
   EXPECT_EQ(Names(ListAll("a")), (std::vector<std::string>{"x"}));
   EXPECT_EQ(Names(ListAll("ab")), (std::vector<std::string>{"y"}));
   EXPECT_EQ(Names(ListAll("a/b")), (std::vector<std::string>{"z"}));
   auto e = store_->GetDirEntry("a", "b");
-  ASSERT_TRUE(e.ok());
+  ASSERT_OK(e);
   EXPECT_FALSE(e->has_value());
 
   // Replacing "a" must not touch "ab" or "a/b".
-  MS_ASSERT_OK(store_->ReplaceDir("a", DirRecord{2, 0}, {}));
+  ASSERT_OK(store_->ReplaceDir("a", DirRecord{2, 0}, {}));
   EXPECT_TRUE(ListAll("a").empty());
   EXPECT_EQ(Names(ListAll("ab")), (std::vector<std::string>{"y"}));
   EXPECT_EQ(Names(ListAll("a/b")), (std::vector<std::string>{"z"}));
@@ -301,13 +304,13 @@ TEST_P(MetaStoreTest, UnicodeAndSpacesInNames) {
                                    File("emoji 🚀"),         File("tab\tname"),
                                    File("\x7f\x01")};
   const std::string dir_key = "source with space\n/dïr/ü";
-  MS_ASSERT_OK(store_->ReplaceDir(dir_key, DirRecord{1, entries.size()}, entries));
+  ASSERT_OK(store_->ReplaceDir(dir_key, DirRecord{1, entries.size()}, entries));
   std::vector<std::string> want = Names(entries);
   std::sort(want.begin(), want.end());  // std::string compares bytes as unsigned via char_traits
   EXPECT_EQ(Names(ListAll(dir_key)), want);
   for (const auto& e : entries) {
     auto got = store_->GetDirEntry(dir_key, e.name);
-    ASSERT_TRUE(got.ok());
+    ASSERT_OK(got);
     ASSERT_TRUE(got->has_value()) << e.name;
     ExpectSameEntry(**got, e);
   }
@@ -315,47 +318,48 @@ TEST_P(MetaStoreTest, UnicodeAndSpacesInNames) {
 
 TEST_P(MetaStoreTest, DropDirsByPrefix) {
   for (const char* k : {"s1\n/", "s1\n/a", "s1\n/a/b", "s2\n/", "s10\n/"}) {
-    MS_ASSERT_OK(store_->ReplaceDir(k, DirRecord{1, 1}, std::vector<DirEntry>{File("f")}));
+    ASSERT_OK(store_->ReplaceDir(k, DirRecord{1, 1}, std::vector<DirEntry>{File("f")}));
   }
-  MS_ASSERT_OK(store_->DropDirs("s1\n"));
+  ASSERT_OK(store_->DropDirs("s1\n"));
   for (const char* k : {"s1\n/", "s1\n/a", "s1\n/a/b"}) {
     auto d = store_->GetDir(k);
-    ASSERT_TRUE(d.ok());
+    ASSERT_OK(d);
     EXPECT_FALSE(d->has_value()) << k;
     EXPECT_TRUE(ListAll(k).empty()) << k;
   }
   for (const char* k : {"s2\n/", "s10\n/"}) {
     auto d = store_->GetDir(k);
-    ASSERT_TRUE(d.ok());
+    ASSERT_OK(d);
     EXPECT_TRUE(d->has_value()) << k;
     EXPECT_EQ(ListAll(k).size(), 1u) << k;
   }
   // An empty prefix drops every directory; blocks and values are not directories.
-  MS_ASSERT_OK(store_->PutValue("v", "1"));
-  MS_ASSERT_OK(store_->DropDirs(""));
+  ASSERT_OK(store_->PutValue("v", "1"));
+  ASSERT_OK(store_->DropDirs(""));
   for (const char* k : {"s2\n/", "s10\n/"}) {
     auto d = store_->GetDir(k);
-    ASSERT_TRUE(d.ok());
+    ASSERT_OK(d);
     EXPECT_FALSE(d->has_value()) << k;
     EXPECT_TRUE(ListAll(k).empty());
   }
   auto v = store_->GetValue("v");
-  ASSERT_TRUE(v.ok() && v->has_value());
+  ASSERT_OK(v);
+  ASSERT_TRUE(v->has_value());
 }
 
 TEST_P(MetaStoreTest, DropDirsWithEntriesButNoRecord) {
-  MS_ASSERT_OK(store_->PutDirEntry("p/x", File("f")));  // entry without a ReplaceDir
-  MS_ASSERT_OK(store_->DropDirs("p/"));
+  ASSERT_OK(store_->PutDirEntry("p/x", File("f")));  // entry without a ReplaceDir
+  ASSERT_OK(store_->DropDirs("p/"));
   EXPECT_TRUE(ListAll("p/x").empty());
 }
 
 TEST_P(MetaStoreTest, BlocksPutGetEraseScan) {
   std::vector<BlockRecord> recs;
   for (int i = 0; i < 50; ++i) recs.push_back(Block(Key(static_cast<uint8_t>(i), 7), 100 + i));
-  MS_ASSERT_OK(store_->PutBlocks(recs));
+  ASSERT_OK(store_->PutBlocks(recs));
   for (const auto& r : recs) {
     auto got = store_->GetBlock(r.key);
-    ASSERT_TRUE(got.ok());
+    ASSERT_OK(got);
     ASSERT_TRUE(got->has_value());
     ExpectSameBlock(**got, r);
   }
@@ -363,12 +367,12 @@ TEST_P(MetaStoreTest, BlocksPutGetEraseScan) {
   BlockRecord changed = recs[3];
   changed.atime_ns = 999;
   changed.flags = 0;
-  MS_ASSERT_OK(store_->PutBlocks(std::span<const BlockRecord>(&changed, 1)));
+  ASSERT_OK(store_->PutBlocks(std::span<const BlockRecord>(&changed, 1)));
   std::vector<BlockKey> gone = {recs[0].key, recs[1].key, Key(200, 200)};
-  MS_ASSERT_OK(store_->EraseBlocks(gone));
+  ASSERT_OK(store_->EraseBlocks(gone));
 
   std::map<BlockKey, BlockRecord> seen;
-  MS_ASSERT_OK(store_->ScanBlocks([&](const BlockRecord& r) {
+  ASSERT_OK(store_->ScanBlocks([&](const BlockRecord& r) {
     EXPECT_TRUE(seen.emplace(r.key, r).second) << "duplicate in scan";
     return true;
   }));
@@ -380,26 +384,26 @@ TEST_P(MetaStoreTest, BlocksPutGetEraseScan) {
 
   // Early stop.
   int calls = 0;
-  MS_ASSERT_OK(store_->ScanBlocks([&](const BlockRecord&) { return ++calls < 5; }));
+  ASSERT_OK(store_->ScanBlocks([&](const BlockRecord&) { return ++calls < 5; }));
   EXPECT_EQ(calls, 5);
 }
 
 TEST_P(MetaStoreTest, ScanBlocksCallbackMayWrite) {
   std::vector<BlockRecord> recs;
   for (int i = 0; i < 20; ++i) recs.push_back(Block(Key(static_cast<uint8_t>(i))));
-  MS_ASSERT_OK(store_->PutBlocks(recs));
+  ASSERT_OK(store_->PutBlocks(recs));
   // The L2 start-up scan may erase records whose files are gone while scanning.
   int visited = 0;
-  MS_ASSERT_OK(store_->ScanBlocks([&](const BlockRecord& r) {
+  ASSERT_OK(store_->ScanBlocks([&](const BlockRecord& r) {
     ++visited;
     if (r.key[0] % 2 == 0) {
-      EXPECT_TRUE(store_->EraseBlocks(std::span(&r.key, 1)).ok());
+      EXPECT_OK(store_->EraseBlocks(std::span(&r.key, 1)));
     }
     return true;
   }));
   EXPECT_EQ(visited, 20);
   int left = 0;
-  MS_ASSERT_OK(store_->ScanBlocks([&](const BlockRecord& r) {
+  ASSERT_OK(store_->ScanBlocks([&](const BlockRecord& r) {
     EXPECT_EQ(r.key[0] % 2, 1);
     ++left;
     return true;
@@ -408,22 +412,24 @@ TEST_P(MetaStoreTest, ScanBlocksCallbackMayWrite) {
 }
 
 TEST_P(MetaStoreTest, ValuesAndPrefixScan) {
-  MS_ASSERT_OK(store_->PutValue("policy/a", "p1"));
-  MS_ASSERT_OK(store_->PutValue("policy/a/b", "p2"));
-  MS_ASSERT_OK(store_->PutValue("policy0", "not-a-policy"));
-  MS_ASSERT_OK(store_->PutValue("pol", "short"));
-  MS_ASSERT_OK(store_->PutValue("queue/1", std::string("bin\0ary", 7)));
-  MS_ASSERT_OK(store_->PutValue("empty", ""));
+  ASSERT_OK(store_->PutValue("policy/a", "p1"));
+  ASSERT_OK(store_->PutValue("policy/a/b", "p2"));
+  ASSERT_OK(store_->PutValue("policy0", "not-a-policy"));
+  ASSERT_OK(store_->PutValue("pol", "short"));
+  ASSERT_OK(store_->PutValue("queue/1", std::string("bin\0ary", 7)));
+  ASSERT_OK(store_->PutValue("empty", ""));
 
   auto v = store_->GetValue("queue/1");
-  ASSERT_TRUE(v.ok() && v->has_value());
+  ASSERT_OK(v);
+  ASSERT_TRUE(v->has_value());
   EXPECT_EQ(**v, std::string("bin\0ary", 7));
   v = store_->GetValue("empty");
-  ASSERT_TRUE(v.ok() && v->has_value());
+  ASSERT_OK(v);
+  ASSERT_TRUE(v->has_value());
   EXPECT_EQ(**v, "");
 
   std::vector<std::pair<std::string, std::string>> got;
-  MS_ASSERT_OK(store_->ScanValues("policy/", [&](std::string_view k, std::string_view val) {
+  ASSERT_OK(store_->ScanValues("policy/", [&](std::string_view k, std::string_view val) {
     got.emplace_back(k, val);
     return true;
   }));
@@ -432,11 +438,11 @@ TEST_P(MetaStoreTest, ValuesAndPrefixScan) {
   EXPECT_EQ(got[0].second, "p1");
   EXPECT_EQ(got[1].first, "policy/a/b");
 
-  MS_ASSERT_OK(store_->PutValue("policy/a", "p1-new"));
-  MS_ASSERT_OK(store_->DeleteValue("policy/a/b"));
-  MS_ASSERT_OK(store_->DeleteValue("never"));
+  ASSERT_OK(store_->PutValue("policy/a", "p1-new"));
+  ASSERT_OK(store_->DeleteValue("policy/a/b"));
+  ASSERT_OK(store_->DeleteValue("never"));
   got.clear();
-  MS_ASSERT_OK(store_->ScanValues("policy", [&](std::string_view k, std::string_view val) {
+  ASSERT_OK(store_->ScanValues("policy", [&](std::string_view k, std::string_view val) {
     got.emplace_back(k, val);
     return true;
   }));
@@ -446,13 +452,13 @@ TEST_P(MetaStoreTest, ValuesAndPrefixScan) {
 
   // Empty prefix: everything the caller stored, in byte order, then early stop.
   std::vector<std::string> names;
-  MS_ASSERT_OK(store_->ScanValues("", [&](std::string_view k, std::string_view) {
+  ASSERT_OK(store_->ScanValues("", [&](std::string_view k, std::string_view) {
     names.emplace_back(k);
     return true;
   }));
   EXPECT_EQ(names, (std::vector<std::string>{"empty", "pol", "policy/a", "policy0", "queue/1"}));
   int calls = 0;
-  MS_ASSERT_OK(
+  ASSERT_OK(
       store_->ScanValues("", [&](std::string_view, std::string_view) { return ++calls < 2; }));
   EXPECT_EQ(calls, 2);
 }
@@ -462,41 +468,41 @@ TEST_P(MetaStoreTest, KeyLengthLimit) {
   // dir_key + '\0' + name == kMaxMetaKeyBytes is the longest accepted entry key.
   const std::string longest(kMaxMetaKeyBytes - dir_key.size() - 1, 'n');
   const std::string too_long = longest + "n";
-  MS_ASSERT_OK(store_->PutDirEntry(dir_key, File(longest)));
+  ASSERT_OK(store_->PutDirEntry(dir_key, File(longest)));
   EXPECT_EQ(store_->PutDirEntry(dir_key, File(too_long)).code(), Status::Code::kInvalidArgument);
   EXPECT_EQ(store_->ReplaceDir(dir_key, DirRecord{}, std::vector<DirEntry>{File(too_long)}).code(),
             Status::Code::kInvalidArgument);
   auto got = store_->GetDirEntry(dir_key, longest);
-  ASSERT_TRUE(got.ok());
+  ASSERT_OK(got);
   EXPECT_TRUE(got->has_value());
   got = store_->GetDirEntry(dir_key, too_long);
-  ASSERT_TRUE(got.ok());
+  ASSERT_OK(got);
   EXPECT_FALSE(got->has_value());
-  MS_EXPECT_OK(store_->DeleteDirEntry(dir_key, too_long));
+  EXPECT_OK(store_->DeleteDirEntry(dir_key, too_long));
   // A too-long `after` still pages correctly.
   std::vector<DirEntry> page;
-  MS_ASSERT_OK(store_->ListDirEntries(dir_key, too_long, 10, &page));
+  ASSERT_OK(store_->ListDirEntries(dir_key, too_long, 10, &page));
   EXPECT_TRUE(page.empty());
-  MS_ASSERT_OK(store_->ListDirEntries(dir_key, std::string(600, 'a'), 10, &page));
+  ASSERT_OK(store_->ListDirEntries(dir_key, std::string(600, 'a'), 10, &page));
   EXPECT_EQ(Names(page), (std::vector<std::string>{longest}));
 
   const std::string long_value_name(kMaxMetaKeyBytes, 'v');
-  MS_ASSERT_OK(store_->PutValue(long_value_name, "x"));
+  ASSERT_OK(store_->PutValue(long_value_name, "x"));
   EXPECT_EQ(store_->PutValue(long_value_name + "v", "x").code(), Status::Code::kInvalidArgument);
   EXPECT_EQ(store_->PutValue("", "x").code(), Status::Code::kInvalidArgument);
   EXPECT_EQ(store_->ReplaceDir("", DirRecord{}, {}).code(), Status::Code::kInvalidArgument);
   auto v = store_->GetValue(long_value_name + "v");
-  ASSERT_TRUE(v.ok());
+  ASSERT_OK(v);
   EXPECT_FALSE(v->has_value());
 }
 
 TEST_P(MetaStoreTest, LargeDirectoryReplacedBySmall) {
   std::vector<DirEntry> big;
   for (int i = 0; i < 5000; ++i) big.push_back(File("file-" + std::to_string(i), i));
-  MS_ASSERT_OK(store_->ReplaceDir("big", DirRecord{1, big.size()}, big));
-  MS_ASSERT_OK(store_->ReplaceDir("big2", DirRecord{1, 1}, std::vector<DirEntry>{File("x")}));
+  ASSERT_OK(store_->ReplaceDir("big", DirRecord{1, big.size()}, big));
+  ASSERT_OK(store_->ReplaceDir("big2", DirRecord{1, 1}, std::vector<DirEntry>{File("x")}));
   EXPECT_EQ(ListAll("big").size(), 5000u);
-  MS_ASSERT_OK(store_->ReplaceDir("big", DirRecord{2, 1}, std::vector<DirEntry>{File("only")}));
+  ASSERT_OK(store_->ReplaceDir("big", DirRecord{2, 1}, std::vector<DirEntry>{File("only")}));
   EXPECT_EQ(Names(ListAll("big")), (std::vector<std::string>{"only"}));
   EXPECT_EQ(Names(ListAll("big2")), (std::vector<std::string>{"x"}));
 }
@@ -510,9 +516,9 @@ TEST_P(MetaStoreTest, ScanBlocksAcrossManyRecords) {
     k[1] = static_cast<uint8_t>(i);
     recs.push_back(Block(k, i));
   }
-  MS_ASSERT_OK(store_->PutBlocks(recs));
+  ASSERT_OK(store_->PutBlocks(recs));
   std::map<BlockKey, uint32_t> seen;
-  MS_ASSERT_OK(store_->ScanBlocks([&](const BlockRecord& r) {
+  ASSERT_OK(store_->ScanBlocks([&](const BlockRecord& r) {
     EXPECT_TRUE(seen.emplace(r.key, r.length).second);
     return true;
   }));
@@ -523,12 +529,12 @@ TEST_P(MetaStoreTest, ScanBlocksAcrossManyRecords) {
   for (int i = 0; i < 2500; ++i) {
     char name[32];
     snprintf(name, sizeof(name), "q/%05d", i);
-    MS_ASSERT_OK(store_->PutValue(name, std::to_string(i)));
+    ASSERT_OK(store_->PutValue(name, std::to_string(i)));
   }
-  MS_ASSERT_OK(store_->PutValue("r", "outside"));
+  ASSERT_OK(store_->PutValue("r", "outside"));
   int n = 0;
   std::string last;
-  MS_ASSERT_OK(store_->ScanValues("q/", [&](std::string_view k, std::string_view v) {
+  ASSERT_OK(store_->ScanValues("q/", [&](std::string_view k, std::string_view v) {
     EXPECT_GT(std::string(k), last);
     last = std::string(k);
     EXPECT_EQ(std::string(v), std::to_string(n));
@@ -546,7 +552,7 @@ TEST_P(MetaStoreTest, ReplaceDirIsAtomicForConcurrentReaders) {
     return v;
   };
   const std::vector<DirEntry> a = listing('a'), b = listing('b');
-  MS_ASSERT_OK(store_->ReplaceDir("d", DirRecord{0, 200}, a));
+  ASSERT_OK(store_->ReplaceDir("d", DirRecord{0, 200}, a));
   std::atomic<bool> stop{false};
   std::atomic<int> bad{0}, reads{0};
   std::vector<std::thread> readers;
@@ -564,7 +570,7 @@ TEST_P(MetaStoreTest, ReplaceDirIsAtomicForConcurrentReaders) {
     });
   }
   for (int i = 1; i <= 50; ++i) {
-    MS_EXPECT_OK(store_->ReplaceDir("d", DirRecord{i, 200}, i % 2 ? b : a));
+    EXPECT_OK(store_->ReplaceDir("d", DirRecord{i, 200}, i % 2 ? b : a));
   }
   while (reads.load() < 20) std::this_thread::yield();
   stop.store(true);
@@ -574,9 +580,9 @@ TEST_P(MetaStoreTest, ReplaceDirIsAtomicForConcurrentReaders) {
 
 TEST_P(MetaStoreTest, StatsCount) {
   MetaStoreStats before = store_->Stats();
-  MS_ASSERT_OK(store_->PutBlocks(std::vector<BlockRecord>{Block(Key(1)), Block(Key(2))}));
+  ASSERT_OK(store_->PutBlocks(std::vector<BlockRecord>{Block(Key(1)), Block(Key(2))}));
   (void)store_->GetBlock(Key(1));
-  MS_ASSERT_OK(store_->Sync());
+  ASSERT_OK(store_->Sync());
   MetaStoreStats after = store_->Stats();
   EXPECT_GE(after.writes, before.writes + 2);
   EXPECT_GE(after.commits, before.commits + 1);

@@ -10,6 +10,7 @@
 
 #include "tests/fakes/fake_blob_store.h"
 #include "tests/testing/read_into.h"
+#include "tests/testing/status_matchers.h"
 #include "tests/tiercache/test_util.h"
 #include "tiercache/tiered_cache.h"
 
@@ -27,7 +28,7 @@ BlockKey Key(uint64_t i) { return MakeBlockKey("src", "obj", "etag", kBs, i); }
 TEST(AdmitPolicyValues, ParseAndName) {
   for (AdmitPolicy p : {AdmitPolicy::kAlways, AdmitPolicy::kReuse, AdmitPolicy::kNever}) {
     auto r = ParseAdmitPolicy(AdmitPolicyName(p));
-    ASSERT_TRUE(r.ok());
+    ASSERT_OK(r);
     EXPECT_EQ(*r, p);
   }
   for (const char* bad : {"", "default", "Always", "reuse ", "sometimes"}) {
@@ -154,7 +155,7 @@ class AdmissionCacheTest : public ::testing::Test {
   void SetUp() override {
     ASSERT_FALSE(dir_.path().empty());
     auto fs = NewPosixFlashStore(dir_.path(), false);
-    ASSERT_TRUE(fs.ok());
+    ASSERT_OK(fs);
     flash_ = std::move(*fs);
     meta_ = NewMemMetaStore();
     options_.block_size = kBs;
@@ -172,11 +173,11 @@ class AdmissionCacheTest : public ::testing::Test {
     f.capacity_bytes = 1 << 20;
     f.min_free_bytes = 0;
     auto l2 = NewFlashTier(f, flash_.get(), meta_.get(), &clock_);
-    EXPECT_TRUE(l2.ok()) << l2.status().ToString();
+    EXPECT_OK(l2);
     if (!l2.ok()) return nullptr;
     tiers.push_back(std::move(*l2));
     auto c = TieredCache::Open(options_, std::move(tiers), &origin_, &clock_);
-    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    EXPECT_OK(c);
     return c.ok() ? std::move(*c) : nullptr;
   }
 
@@ -192,7 +193,7 @@ class AdmissionCacheTest : public ::testing::Test {
   static void ReadBlock(TieredCache* c, const ObjectRef& o, uint64_t i) {
     std::string buf(kBs, '\0');
     auto n = tierfs::testing::ReadInto(*c, o, i * kBs, std::as_writable_bytes(std::span(buf)));
-    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    ASSERT_OK(n);
   }
   static uint64_t InL2(TieredCache* c, const ObjectRef& o) { return c->Residency(o)[1].second; }
   // Every object gets admission policy `p` (before OpenCache).
@@ -204,7 +205,7 @@ class AdmissionCacheTest : public ::testing::Test {
     };
   }
 
-  testing::TcTempDir dir_;
+  testing::TempDir dir_;
   FakeBlobStore origin_{"fake://bucket"};
   FakeClock clock_;
   std::unique_ptr<FlashStore> flash_;
@@ -248,9 +249,9 @@ TEST_F(AdmissionCacheTest, NeverServesWithoutStoringButPinsAndDeepPrefetchAreAdm
   EXPECT_EQ(InL2(c.get(), o), 0u);
   EXPECT_EQ(origin_.read_calls(), 8u);
   // A deep prefetch into L2 (pin, prefetch jobs, prefetch_list) does not ask admission.
-  for (uint64_t i = 0; i < 2; ++i) ASSERT_TRUE(c->Hydrate(o, i, 1, Placement{}).ok());
+  for (uint64_t i = 0; i < 2; ++i) ASSERT_OK(c->Hydrate(o, i, 1, Placement{}));
   uint64_t done = 0;
-  ASSERT_TRUE(c->HydrateRun(o, 2, 2, 1, &done).ok());
+  ASSERT_OK(c->HydrateRun(o, 2, 2, 1, &done));
   EXPECT_EQ(InL2(c.get(), o), 4u);
   // A pinned object's blocks are admitted even under `never`.
   pin = true;
@@ -273,7 +274,7 @@ TEST_F(AdmissionCacheTest, HydrationCopiesWhatL1HoldsIntoL2WithoutTheOrigin) {
   EXPECT_EQ(InL2(c.get(), o), 0u);
   EXPECT_EQ(origin_.bytes_read(), 4 * kBs);
   uint64_t done = 0;
-  ASSERT_TRUE(c->HydrateRun(o, 0, 4, 1, &done).ok());
+  ASSERT_OK(c->HydrateRun(o, 0, 4, 1, &done));
   EXPECT_EQ(done, 4 * kBs);
   EXPECT_EQ(InL2(c.get(), o), 4u);
   EXPECT_EQ(origin_.read_calls(), 5u);  // blocks 0-2 as one run
@@ -281,7 +282,7 @@ TEST_F(AdmissionCacheTest, HydrationCopiesWhatL1HoldsIntoL2WithoutTheOrigin) {
   // One block: the same.
   ObjectRef p = Put("g", 2 * kBs);
   ReadBlock(c.get(), p, 1);
-  ASSERT_TRUE(c->Hydrate(p, 1, 1, Placement{}).ok());
+  ASSERT_OK(c->Hydrate(p, 1, 1, Placement{}));
   EXPECT_EQ(InL2(c.get(), p), 1u);
   EXPECT_EQ(origin_.read_calls(), 1u);
   for (uint64_t i = 0; i < 2; ++i) ReadBlock(c.get(), p, i);  // right bytes from every tier
@@ -304,10 +305,10 @@ TEST_F(AdmissionCacheTest, TierHoldsOnlyWhatTheTargetHoldsWhole) {
   EXPECT_FALSE(c->TierHolds(o, 3, 1, 1));  // L1 holds it, L2 does not
   EXPECT_FALSE(c->TierHolds(o, 2, 2, 0));  // block 2 nowhere
   uint64_t done = 0;
-  ASSERT_TRUE(c->HydrateRun(o, 1, 2, 1, &done).ok());
+  ASSERT_OK(c->HydrateRun(o, 1, 2, 1, &done));
   EXPECT_TRUE(c->TierHolds(o, 1, 2, 1));
   EXPECT_FALSE(c->TierHolds(o, 0, 3, 1));
-  ASSERT_TRUE(c->HydrateRun(o, 0, 4, 1, &done).ok());
+  ASSERT_OK(c->HydrateRun(o, 0, 4, 1, &done));
   EXPECT_TRUE(c->TierHolds(o, 0, 4, 1));
   EXPECT_FALSE(c->TierHolds(o, 0, 5, 1));  // past the end
   EXPECT_FALSE(c->TierHolds(o, 0, 0, 1));
@@ -338,8 +339,8 @@ TEST_F(AdmissionCacheTest, AReaderJoinsTheHydrationsFetchInsteadOfSendingItsOwn)
   origin_.ReleaseReads();
   h.join();
   r.join();
-  ASSERT_TRUE(hydrated.ok()) << hydrated.ToString();
-  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_OK(hydrated);
+  ASSERT_OK(got);
   EXPECT_EQ(buf, Pattern(4 * kBs).substr(2 * kBs, kBs));
   EXPECT_EQ(ParseStats(c->StatsText())["singleflight.merged"], 1u);
   EXPECT_EQ(origin_.read_calls(), 1u);

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <set>
 
+#include "tests/testing/status_matchers.h"
 #include "tests/tiercache/test_util.h"
 #include "tiercache/tier.h"
 
@@ -130,7 +131,7 @@ TEST(BlockChecksumTest, IsXxh3_64) {
 
 TEST(BlockChecksumTest, AFileExtentsChecksumIsBlockChecksumOfItsBytes) {
   // Read and hashed in 128 KiB pieces: lengths around and across the pieces, at an offset.
-  testing::TcTempDir dir;
+  testing::TempDir dir;
   const std::string data = testing::Pattern(3 * 131072 + 777);
   const std::string path = dir.path() + "/f";
   {
@@ -143,7 +144,7 @@ TEST(BlockChecksumTest, AFileExtentsChecksumIsBlockChecksumOfItsBytes) {
       SCOPED_TRACE(std::to_string(off) + "+" + std::to_string(len));
       FileExtent e(::open(path.c_str(), O_RDONLY | O_CLOEXEC), off, len);
       Result<uint64_t> sum = e.Checksum();
-      ASSERT_TRUE(sum.ok()) << sum.status().ToString();
+      ASSERT_OK(sum);
       EXPECT_EQ(*sum, BlockChecksum(testing::AsBytes(data).subspan(off, len)));
     }
   }

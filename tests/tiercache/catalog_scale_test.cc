@@ -17,6 +17,7 @@
 
 #include "metastore/meta_store.h"
 #include "tests/fakes/fake_blob_store.h"
+#include "tests/testing/status_matchers.h"
 #include "tests/tiercache/test_util.h"
 #include "tiercache/catalog.h"
 
@@ -49,12 +50,12 @@ class CatalogScaleTest : public ::testing::Test {
     mo.map_size = 4ULL << 30;
     mo.dir_entries_per_txn = entries_per_txn;
     auto m = NewLmdbMetaStore(mo);
-    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    ASSERT_OK(m);
     meta_ = std::move(*m);
     CatalogOptions co;
     co.metadata_ttl = std::chrono::minutes(10);
     auto c = Catalog::Open(co, &origin_, meta_.get(), nullptr);
-    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    ASSERT_OK(c);
     catalog_ = std::move(*c);
   }
   // Every entry of `dir` through ReadDir in chunks of `chunk`, checking byte order.
@@ -64,7 +65,7 @@ class CatalogScaleTest : public ::testing::Test {
     size_t n = 0;
     while (true) {
       Status st = catalog_->ReadDir(dir, after, chunk, &out);
-      EXPECT_TRUE(st.ok()) << st.ToString();
+      EXPECT_OK(st);
       if (!st.ok() || out.empty()) return n;
       for (const DirEntry& e : out) {
         EXPECT_GT(e.name, after);
@@ -74,7 +75,7 @@ class CatalogScaleTest : public ::testing::Test {
     }
   }
 
-  testing::TcTempDir dir_;
+  testing::TempDir dir_;
   FakeBlobStore origin_;
   std::unique_ptr<MetaStore> meta_;
   std::unique_ptr<Catalog> catalog_;
@@ -87,11 +88,11 @@ TEST_F(CatalogScaleTest, WideDirectoryIsListedInPagesStoredInChunksAndReadBack) 
   EXPECT_EQ(catalog_->Stats().list_requests.load(), 1u + 5u);  // the root, then 5 pages
   EXPECT_EQ(catalog_->Stats().listing_misses.load(), 2u);
   auto last = catalog_->Lookup("big", "f04999.jpg");
-  ASSERT_TRUE(last.ok()) << last.status().ToString();
+  ASSERT_OK(last);
   EXPECT_EQ(last->size, 1u);
   EXPECT_TRUE(catalog_->Lookup("big", "f05000.jpg").status().IsNotFound());
   auto snap = catalog_->Snapshot("big");
-  ASSERT_TRUE(snap.ok());
+  ASSERT_OK(snap);
   ASSERT_EQ((*snap)->entries.size(), 5000u);
   EXPECT_EQ((*snap)->entries[4321].name, "f04321.jpg");
   // Everything after the first listing came from the metadata store.

@@ -10,6 +10,7 @@
 #include "base/units.h"
 #include "tests/fakes/fake_blob_store.h"
 #include "tests/fakes/forwarding_meta_store.h"
+#include "tests/testing/status_matchers.h"
 #include "tests/tiercache/test_util.h"
 
 namespace tierfs {
@@ -83,14 +84,14 @@ class CatalogTest : public ::testing::Test {
     o.metadata_ttl = ttl;
     o.stale_while_revalidate = stale_while_revalidate;
     auto c = Catalog::Open(o, &origin_, meta_.get(), &clock_);
-    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    EXPECT_OK(c);
     return std::move(*c);
   }
 
   std::vector<std::string> Names(Catalog* c, std::string_view dir) {
     std::vector<DirEntry> out;
     Status st = c->ReadDir(dir, "", 1000, &out);
-    EXPECT_TRUE(st.ok()) << st.ToString();
+    EXPECT_OK(st);
     std::vector<std::string> names;
     for (const auto& e : out) names.push_back(e.name + (e.type == EntryType::kDir ? "/" : ""));
     return names;
@@ -106,13 +107,13 @@ TEST_F(CatalogTest, RootListingWithDirsFilesMarkersAndCollisions) {
   EXPECT_EQ(Names(c.get(), ""),
             (std::vector<std::string>{"a/", "clash/", "marked/", "top.txt", "withmark/"}));
   auto top = c->Lookup("", "top.txt");
-  ASSERT_TRUE(top.ok());
+  ASSERT_OK(top);
   EXPECT_EQ(top->type, EntryType::kFile);
   EXPECT_EQ(top->size, 5u);
   EXPECT_EQ(top->mtime_ns, 111);
   EXPECT_EQ(top->etag, origin_.Head("top.txt")->etag);
   auto clash = c->Lookup("", "clash");
-  ASSERT_TRUE(clash.ok());
+  ASSERT_OK(clash);
   EXPECT_EQ(clash->type, EntryType::kDir);  // the directory wins
 }
 
@@ -122,7 +123,7 @@ TEST_F(CatalogTest, NestedDirectories) {
   EXPECT_EQ(Names(c.get(), "a/b"), (std::vector<std::string>{"c/", "deep.bin"}));
   EXPECT_EQ(Names(c.get(), "a/b/c"), (std::vector<std::string>{"deeper.bin"}));
   auto e = c->Lookup("a/b/c", "deeper.bin");
-  ASSERT_TRUE(e.ok());
+  ASSERT_OK(e);
   EXPECT_EQ(e->size, 6u);
   EXPECT_EQ(c->Lookup("a", "one.bin")->mtime_ns, 222);
 }
@@ -167,17 +168,17 @@ TEST_F(CatalogTest, PaginationCollectsEveryPage) {
   EXPECT_GE(c->Stats().list_requests, 13u);  // pages of 2
   // ReadDir pages through the cached listing too.
   std::vector<DirEntry> out;
-  TC_ASSERT_OK(c->ReadDir("many", "f010", 3, &out));
+  ASSERT_OK(c->ReadDir("many", "f010", 3, &out));
   ASSERT_EQ(out.size(), 3u);
   EXPECT_EQ(out[0].name, "f011");
 }
 
 TEST_F(CatalogTest, TtlExpiryRelists) {
   auto c = Open(std::chrono::seconds(60));
-  ASSERT_TRUE(c->Lookup("a", "one.bin").ok());
+  ASSERT_OK(c->Lookup("a", "one.bin"));
   const uint64_t lists = origin_.list_calls();
   clock_.Advance(std::chrono::seconds(30));
-  ASSERT_TRUE(c->Lookup("a", "one.bin").ok());
+  ASSERT_OK(c->Lookup("a", "one.bin"));
   EXPECT_EQ(origin_.list_calls(), lists);  // still fresh
   origin_.PutObject("a/new.bin", "new");
   EXPECT_TRUE(c->Lookup("a", "new.bin").status().IsNotFound());  // cached negative
@@ -190,7 +191,7 @@ TEST_F(CatalogTest, TtlExpiryRelists) {
   origin_.OpenGate();
   c->TEST_WaitForRefreshes();
   auto e = c->Lookup("a", "new.bin");
-  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  ASSERT_OK(e);
   EXPECT_GT(origin_.list_calls(), lists);
   EXPECT_GT(c->Stats().listing_misses, 0u);
   EXPECT_GE(c->Stats().background_refreshes, 1u);
@@ -198,23 +199,23 @@ TEST_F(CatalogTest, TtlExpiryRelists) {
 
 TEST_F(CatalogTest, TtlExpiryRelistsSynchronouslyWithoutStaleWhileRevalidate) {
   auto c = Open(std::chrono::seconds(60), /*stale_while_revalidate=*/false);
-  ASSERT_TRUE(c->Lookup("a", "one.bin").ok());
+  ASSERT_OK(c->Lookup("a", "one.bin"));
   origin_.PutObject("a/new.bin", "new");
   clock_.Advance(std::chrono::seconds(61));
   auto e = c->Lookup("a", "new.bin");
-  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  ASSERT_OK(e);
   EXPECT_EQ(c->Stats().stale_serves, 0u);
   EXPECT_EQ(c->Stats().background_refreshes, 0u);
 }
 
 TEST_F(CatalogTest, ForeverNeverRelists) {
   auto c = Open(kForever);
-  ASSERT_TRUE(c->Lookup("a", "one.bin").ok());
+  ASSERT_OK(c->Lookup("a", "one.bin"));
   const uint64_t lists = origin_.list_calls();
   clock_.Advance(std::chrono::hours(24 * 365 * 10));
   origin_.PutObject("a/new.bin", "new");
   EXPECT_TRUE(c->Lookup("a", "new.bin").status().IsNotFound());
-  ASSERT_TRUE(c->Lookup("a", "one.bin").ok());
+  ASSERT_OK(c->Lookup("a", "one.bin"));
   EXPECT_EQ(origin_.list_calls(), lists);
 }
 
@@ -231,11 +232,11 @@ TEST_F(CatalogTest, ListingSurvivesACatalogRestart) {
 
 TEST_F(CatalogTest, StaleListingServedWhenOriginIsDown) {
   auto c = Open(std::chrono::seconds(10));
-  ASSERT_TRUE(c->Lookup("a", "one.bin").ok());
+  ASSERT_OK(c->Lookup("a", "one.bin"));
   clock_.Advance(std::chrono::seconds(11));
   origin_.FailNext(1000, Status::Unavailable("origin down"));
   auto e = c->Lookup("a", "one.bin");
-  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  ASSERT_OK(e);
   EXPECT_EQ(e->size, 10u);
   // Never listed: nothing stale to serve, so the error surfaces.
   auto never = c->Lookup("withmark", "f");
@@ -246,57 +247,57 @@ TEST_F(CatalogTest, StaleListingServedWhenOriginIsDown) {
 
 TEST_F(CatalogTest, RevalidateUsesFreshListingThenHeads) {
   auto c = Open(std::chrono::seconds(10));
-  ASSERT_TRUE(c->Lookup("a", "one.bin").ok());
+  ASSERT_OK(c->Lookup("a", "one.bin"));
   auto e = c->Revalidate("a/one.bin");
-  ASSERT_TRUE(e.ok());
+  ASSERT_OK(e);
   EXPECT_EQ(origin_.head_calls(), 0u);                   // fresh listing
   origin_.PutObject("a/one.bin", std::string(99, 'z'));  // changed
   clock_.Advance(std::chrono::seconds(11));
   e = c->Revalidate("a/one.bin");
-  ASSERT_TRUE(e.ok());
+  ASSERT_OK(e);
   EXPECT_EQ(origin_.head_calls(), 1u);
   EXPECT_EQ(e->size, 99u);
   EXPECT_EQ(e->etag, origin_.Head("a/one.bin")->etag);
   origin_.ResetCounters();
   // The refreshed entry is cached (the listing itself is still stale).
   auto again = c->Revalidate("a/one.bin");
-  ASSERT_TRUE(again.ok());
+  ASSERT_OK(again);
   EXPECT_EQ(again->size, 99u);
   EXPECT_EQ(origin_.head_calls(), 0u);
   origin_.RemoveObject("a/two.bin");
   EXPECT_TRUE(c->Revalidate("a/two.bin").status().IsNotFound());
   std::vector<DirEntry> out;
-  TC_ASSERT_OK(meta_->ListDirEntries("fake://bucket\na", "", 10, &out));
+  ASSERT_OK(meta_->ListDirEntries("fake://bucket\na", "", 10, &out));
   for (const auto& d : out) EXPECT_NE(d.name, "two.bin");
 }
 
 TEST_F(CatalogTest, StaleLookupsNeverWaitForTheirRefresh) {
   auto c = Open(std::chrono::seconds(10));
-  ASSERT_TRUE(c->Lookup("a", "one.bin").ok());
+  ASSERT_OK(c->Lookup("a", "one.bin"));
   origin_.PutObject("a/new.bin", "new");
   clock_.Advance(std::chrono::seconds(11));
   const uint64_t misses = c->Stats().listing_misses;
   origin_.CloseGate();
   // The first stale lookup queues the refresh; the refresher then blocks in the origin.
-  ASSERT_TRUE(c->Lookup("a", "one.bin").ok());
+  ASSERT_OK(c->Lookup("a", "one.bin"));
   origin_.WaitForWaiters(1);
   // Lookups and readdir of the stale directory answer at once meanwhile; an open's revalidation
   // is one HEAD, not a wait for the listing.
   for (int i = 0; i < 100; ++i) {
-    ASSERT_TRUE(c->Lookup("a", "one.bin").ok());
+    ASSERT_OK(c->Lookup("a", "one.bin"));
     EXPECT_TRUE(c->Lookup("a", "new.bin").status().IsNotFound());  // the stale answer
   }
   std::vector<DirEntry> out;
-  TC_ASSERT_OK(c->ReadDir("a", "", 100, &out));
+  ASSERT_OK(c->ReadDir("a", "", 100, &out));
   EXPECT_EQ(out.size(), 3u);
   auto rev = c->Revalidate("a/two.bin");
-  ASSERT_TRUE(rev.ok()) << rev.status().ToString();
+  ASSERT_OK(rev);
   EXPECT_EQ(origin_.waiting(), 1);  // one refresh in the origin, however many stale lookups
   EXPECT_GE(c->Stats().stale_serves, 203u);
   origin_.OpenGate();
   c->TEST_WaitForRefreshes();
   auto e = c->Lookup("a", "new.bin");
-  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  ASSERT_OK(e);
   // One listing of "a" (and one of the root, stale as well, which "a"'s refresh consulted).
   EXPECT_EQ(c->Stats().listing_misses - misses, 2u);
   EXPECT_EQ(c->Stats().background_refreshes, 2u);
@@ -305,7 +306,7 @@ TEST_F(CatalogTest, StaleLookupsNeverWaitForTheirRefresh) {
 TEST_F(CatalogTest, MissingListingIsFetchedSynchronously) {
   auto c = Open(std::chrono::seconds(10));
   auto e = c->Lookup("a/b", "deep.bin");  // never listed: the caller waits for the listing
-  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  ASSERT_OK(e);
   EXPECT_EQ(c->Stats().stale_serves, 0u);
   EXPECT_EQ(c->Stats().background_refreshes, 0u);
 }
@@ -313,9 +314,9 @@ TEST_F(CatalogTest, MissingListingIsFetchedSynchronously) {
 TEST_F(CatalogTest, SnapshotsAreSharedUntilTheListingChanges) {
   auto c = Open(std::chrono::seconds(10));
   auto s1 = c->Snapshot("a");
-  ASSERT_TRUE(s1.ok()) << s1.status().ToString();
+  ASSERT_OK(s1);
   auto s2 = c->Snapshot("a");
-  ASSERT_TRUE(s2.ok());
+  ASSERT_OK(s2);
   EXPECT_EQ(s1->get(), s2->get());  // one copy
   ASSERT_EQ((*s1)->entries.size(), 3u);
   EXPECT_EQ((*s1)->entries[0].name, "b");
@@ -326,10 +327,10 @@ TEST_F(CatalogTest, SnapshotsAreSharedUntilTheListingChanges) {
   // A relisted directory gets a new snapshot; holders of the old one keep theirs intact.
   origin_.PutObject("a/new.bin", "new");
   clock_.Advance(std::chrono::seconds(11));
-  ASSERT_TRUE(c->Lookup("a", "one.bin").ok());
+  ASSERT_OK(c->Lookup("a", "one.bin"));
   c->TEST_WaitForRefreshes();
   auto s3 = c->Snapshot("a");
-  ASSERT_TRUE(s3.ok());
+  ASSERT_OK(s3);
   EXPECT_NE(s3->get(), s1->get());
   EXPECT_EQ((*s3)->entries.size(), 4u);
   EXPECT_EQ((*s1)->entries.size(), 3u);
@@ -338,17 +339,17 @@ TEST_F(CatalogTest, SnapshotsAreSharedUntilTheListingChanges) {
   s2->reset();
   s3->reset();
   auto s4 = c->Snapshot("a");
-  ASSERT_TRUE(s4.ok());
+  ASSERT_OK(s4);
   EXPECT_EQ(c->Stats().snapshots_built, 3u);
 }
 
 TEST_F(CatalogTest, RevalidateServesCachedEntryWhenOriginIsDown) {
   auto c = Open(std::chrono::seconds(10));
-  ASSERT_TRUE(c->Lookup("a", "one.bin").ok());
+  ASSERT_OK(c->Lookup("a", "one.bin"));
   clock_.Advance(std::chrono::seconds(11));
   origin_.FailNext(1000, Status::Unavailable("down"));
   auto e = c->Revalidate("a/one.bin");
-  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  ASSERT_OK(e);
   EXPECT_EQ(e->size, 10u);
   origin_.FailNext(0);
 }
@@ -356,7 +357,7 @@ TEST_F(CatalogTest, RevalidateServesCachedEntryWhenOriginIsDown) {
 TEST_F(CatalogTest, RevalidateOfADirectory) {
   auto c = Open();
   auto e = c->Revalidate("a/b");
-  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  ASSERT_OK(e);
   EXPECT_EQ(e->type, EntryType::kDir);
   EXPECT_TRUE(c->Revalidate("a/zzz").status().IsNotFound());
 }
@@ -385,7 +386,7 @@ TEST_F(CatalogTest, NamesOver255BytesOrWithControlCharactersAreHidden) {
                                     std::string("del\x7f"), std::string("tab\tdir")}) {
     EXPECT_TRUE(c->Lookup("odd", hidden).status().IsNotFound()) << hidden;
   }
-  EXPECT_TRUE(c->Lookup("odd", at_limit).ok());
+  EXPECT_OK(c->Lookup("odd", at_limit));
 }
 
 TEST_F(CatalogTest, ConcurrentLookupsListOnce) {
@@ -426,7 +427,7 @@ TEST(CatalogLoopTest, CyclicContinuationTokensEndInAClearError) {
   auto meta = NewMemMetaStore();
   FakeClock clock;
   auto c = Catalog::Open(CatalogOptions{}, &origin, meta.get(), &clock);
-  ASSERT_TRUE(c.ok());
+  ASSERT_OK(c);
   auto e = (*c)->Lookup("loop", "f1");
   ASSERT_FALSE(e.ok());
   EXPECT_EQ(e.status().code(), Status::Code::kCorruption) << e.status().ToString();
@@ -435,7 +436,7 @@ TEST(CatalogLoopTest, CyclicContinuationTokensEndInAClearError) {
   EXPECT_EQ(origin.loop_calls, 4);  // "", A, B, C -> A again: stop
   // Nothing half-listed was stored.
   auto rec = meta->GetDir("fake://loop\nloop");
-  ASSERT_TRUE(rec.ok());
+  ASSERT_OK(rec);
   EXPECT_FALSE(rec->has_value());
 }
 
@@ -463,24 +464,24 @@ TEST_F(CatalogTest, AFullMetaStoreServesListingsFromMemory) {
   EXPECT_EQ(Names(c.get(), "a"), (std::vector<std::string>{"b/", "one.bin", "two.bin"}));
   EXPECT_EQ(Names(c.get(), "a/b/c"), (std::vector<std::string>{"deeper.bin"}));
   auto e = c->Lookup("a/b/c", "deeper.bin");
-  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  ASSERT_OK(e);
   EXPECT_EQ(e->size, 6u);
   auto snap = c->Snapshot("a");
-  ASSERT_TRUE(snap.ok()) << snap.status().ToString();
+  ASSERT_OK(snap);
   EXPECT_EQ((*snap)->entries.size(), 3u);
   EXPECT_GE(c->Stats().overflow_listings.load(), 4u);  // "", "a", "a/b", "a/b/c"
   // Served from memory while fresh: no relisting.
   const uint64_t lists = c->Stats().list_requests.load();
-  EXPECT_TRUE(c->Lookup("a", "one.bin").ok());
+  EXPECT_OK(c->Lookup("a", "one.bin"));
   EXPECT_EQ(c->Stats().list_requests.load(), lists);
   // Once the store has room again, the next refresh stores the listing there.
   store->full = false;
   clock_.Advance(std::chrono::seconds(120));
   c->TEST_WaitForRefreshes();
-  EXPECT_TRUE(c->Lookup("a", "one.bin").ok());
+  EXPECT_OK(c->Lookup("a", "one.bin"));
   c->TEST_WaitForRefreshes();
   auto rec = store->GetDir(std::string(origin_.Describe()) + "\na");
-  ASSERT_TRUE(rec.ok());
+  ASSERT_OK(rec);
   EXPECT_TRUE(rec->has_value());
   EXPECT_EQ(Names(c.get(), "a"), (std::vector<std::string>{"b/", "one.bin", "two.bin"}));
 }

@@ -23,6 +23,7 @@
 #include "base/mutex.h"
 #include "tests/fakes/faulty_flash_store.h"
 #include "tests/fakes/forwarding_meta_store.h"
+#include "tests/testing/status_matchers.h"
 #include "tests/tiercache/test_util.h"
 #include "tiercache/internal/chunk_trailer.h"
 #include "tiercache/tier.h"
@@ -60,7 +61,7 @@ class FlashTierTest : public ::testing::Test {
   void SetUp() override {
     ASSERT_FALSE(dir_.path().empty());
     auto fs = NewPosixFlashStore(dir_.path() + "/cache", /*fsync=*/false);
-    ASSERT_TRUE(fs.ok()) << fs.status().ToString();
+    ASSERT_OK(fs);
     posix_ = std::move(*fs);
     faulty_ = std::make_unique<FaultyFlashStore>(posix_.get());
     meta_ = NewMemMetaStore();
@@ -70,13 +71,13 @@ class FlashTierTest : public ::testing::Test {
 
   std::unique_ptr<Tier> Open() {
     auto t = NewFlashTier(options_, faulty_.get(), meta_.get(), &clock_);
-    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    EXPECT_OK(t);
     return t.ok() ? std::move(*t) : nullptr;
   }
 
   std::string Abs(const BlockKey& k) { return dir_.path() + "/cache/" + RelPath(k); }
 
-  testing::TcTempDir dir_;
+  testing::TempDir dir_;
   std::unique_ptr<FlashStore> posix_;
   std::unique_ptr<FaultyFlashStore> faulty_;
   std::unique_ptr<MetaStore> meta_;
@@ -88,14 +89,15 @@ TEST_F(FlashTierTest, InsertThenReadVerifiesAndIndexes) {
   auto t = Open();
   const std::string data = Pattern(1000);
   EXPECT_TRUE(t->Read(Key(1)).status().IsNotFound());
-  TC_ASSERT_OK(t->Insert(Key(1), MakeBlock(data), {}));
+  ASSERT_OK(t->Insert(Key(1), MakeBlock(data), {}));
   EXPECT_TRUE(std::filesystem::exists(Abs(Key(1))));
   auto rec = meta_->GetBlock(Key(1));
-  ASSERT_TRUE(rec.ok() && rec->has_value());
+  ASSERT_OK(rec);
+  ASSERT_TRUE(rec->has_value());
   EXPECT_EQ((*rec)->length, 1000u);
   EXPECT_EQ((*rec)->checksum, BlockChecksum(testing::AsBytes(data)));
   auto r = t->Read(Key(1));
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   EXPECT_EQ(testing::AsString((*r)->data()), data);
   EXPECT_EQ(t->Stats().hits, 1u);
   EXPECT_EQ(t->Stats().bytes_used, 1000u);
@@ -128,7 +130,7 @@ TEST_F(FlashTierTest, LargeAlignedBlocksSkipThePageCacheAndKeepEveryByte) {
     std::memcpy(block->mutable_data().data() + c.offset, data.data(), c.size);
     const std::string trailer = Pattern(c.trailer, 9);
     const std::string rel = "blocks/ab/" + c.name;
-    TC_ASSERT_OK(posix_->WriteFile(
+    ASSERT_OK(posix_->WriteFile(
         rel, std::span<const std::byte>(block->mutable_data().data() + c.offset, c.size),
         testing::AsBytes(trailer)));
     const std::string abs = dir_.path() + "/cache/" + rel;
@@ -148,7 +150,7 @@ TEST_F(FlashTierTest, LargeAlignedBlocksSkipThePageCacheAndKeepEveryByte) {
     const std::string data = Pattern(size, 3);
     std::memcpy(block->mutable_data().data(), data.data(), data.size());
     const std::string rel = "blocks/ab/again-" + std::to_string(size);
-    TC_ASSERT_OK(
+    ASSERT_OK(
         posix_->WriteFile(rel, block->data().first(size), testing::AsBytes(std::string(256, 'x'))));
     const std::string abs = dir_.path() + "/cache/" + rel;
     const int fd = ::open(abs.c_str(), O_RDONLY);
@@ -170,7 +172,7 @@ TEST_F(FlashTierTest, LargeAlignedBlocksSkipThePageCacheAndKeepEveryByte) {
 
 TEST_F(FlashTierTest, FlippedByteIsDetectedDroppedAndCounted) {
   auto t = Open();
-  TC_ASSERT_OK(t->Insert(Key(1), MakeBlock(Pattern(1000)), {}));
+  ASSERT_OK(t->Insert(Key(1), MakeBlock(Pattern(1000)), {}));
   {
     std::fstream f(Abs(Key(1)), std::ios::in | std::ios::out | std::ios::binary);
     f.seekg(500);
@@ -184,7 +186,7 @@ TEST_F(FlashTierTest, FlippedByteIsDetectedDroppedAndCounted) {
   EXPECT_FALSE(t->Contains(Key(1)));
   EXPECT_FALSE(std::filesystem::exists(Abs(Key(1))));
   auto rec = meta_->GetBlock(Key(1));
-  ASSERT_TRUE(rec.ok());
+  ASSERT_OK(rec);
   EXPECT_FALSE(rec->has_value());
   EXPECT_EQ(t->Stats().bytes_used, 0u);
 }
@@ -192,7 +194,7 @@ TEST_F(FlashTierTest, FlippedByteIsDetectedDroppedAndCounted) {
 std::string ExtentBytes(const FileExtentRef& e) {
   std::string s(e->length(), '\0');
   Status st = e->ReadAt(0, std::as_writable_bytes(std::span(s)));
-  EXPECT_TRUE(st.ok()) << st.ToString();
+  EXPECT_OK(st);
   return s;
 }
 
@@ -210,13 +212,14 @@ TEST_F(FlashTierTest, OpenExtentHandsOutTheVerifiedFileWithoutReadingIt) {
   auto t = Open();
   const std::string data = Pattern(1000, 3);
   EXPECT_TRUE(t->OpenExtent(Key(1)).status().IsNotFound());
-  TC_ASSERT_OK(t->Insert(Key(1), MakeBlock(data), {}));
+  ASSERT_OK(t->Insert(Key(1), MakeBlock(data), {}));
   auto rec = meta_->GetBlock(Key(1));
-  ASSERT_TRUE(rec.ok() && rec->has_value());
+  ASSERT_OK(rec);
+  ASSERT_TRUE(rec->has_value());
   EXPECT_EQ((*rec)->flags & ~7u, 0u);  // the verified state is never persisted
   const uint64_t reads = faulty_->reads();
   auto e = t->OpenExtent(Key(1));  // verified on write: no read of the bytes
-  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  ASSERT_OK(e);
   EXPECT_EQ(faulty_->reads(), reads + 1);  // the open
   EXPECT_EQ((*e)->length(), 1000u);
   EXPECT_EQ(ExtentBytes(*e), data);
@@ -226,7 +229,7 @@ TEST_F(FlashTierTest, OpenExtentHandsOutTheVerifiedFileWithoutReadingIt) {
   EXPECT_FALSE(std::filesystem::exists(Abs(Key(1))));
   EXPECT_EQ(ExtentBytes(*e), data);
   // An open failure is a miss, and the block is dropped.
-  TC_ASSERT_OK(t->Insert(Key(2), MakeBlock(data), {}));
+  ASSERT_OK(t->Insert(Key(2), MakeBlock(data), {}));
   faulty_->FailReads(1);
   EXPECT_TRUE(t->OpenExtent(Key(2)).status().IsNotFound());
   EXPECT_FALSE(t->Contains(Key(2)));
@@ -241,23 +244,24 @@ TEST_F(FlashTierTest, AWholeObjectIsStoredAsExactlyItsBytes) {
   const std::string data = Pattern(1000, 4);
   {
     auto t = Open();
-    TC_ASSERT_OK(t->Insert(Key(1), MakeBlock(data), Placement{.whole_object = true}));
-    TC_ASSERT_OK(t->Insert(Key(2), MakeBlock(data), {}));
+    ASSERT_OK(t->Insert(Key(1), MakeBlock(data), Placement{.whole_object = true}));
+    ASSERT_OK(t->Insert(Key(2), MakeBlock(data), {}));
     EXPECT_EQ(std::filesystem::file_size(Abs(Key(1))), 1000u);
     EXPECT_EQ(std::filesystem::file_size(Abs(Key(2))), 1000u + 8u);  // one chunk's checksum
     auto rec = meta_->GetBlock(Key(1));
-    ASSERT_TRUE(rec.ok() && rec->has_value());
+    ASSERT_OK(rec);
+    ASSERT_TRUE(rec->has_value());
     EXPECT_EQ((*rec)->flags & 4u, 0u);  // no chunk trailer
     auto e = t->OpenExtent(Key(1));
-    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    ASSERT_OK(e);
     EXPECT_TRUE((*e)->exact());
     EXPECT_EQ(ExtentBytes(*e), data);
     auto e2 = t->OpenExtent(Key(2));
-    ASSERT_TRUE(e2.ok()) << e2.status().ToString();
+    ASSERT_OK(e2);
     EXPECT_FALSE((*e2)->exact());
     EXPECT_EQ(t->ReadRange(Key(1), 10, 20).status().code(), Status::Code::kNotSupported);
     auto r = t->Read(Key(1));
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_OK(r);
     EXPECT_EQ(testing::AsString((*r)->data()), data);
   }
   // The next run checks it before handing it out: a flipped byte drops it.
@@ -272,9 +276,9 @@ TEST_F(FlashTierTest, EachRunVerifiesABlockOnceBeforeHandingOutItsFile) {
   const std::string data = Pattern(1000, 5);
   {
     auto t = Open();
-    TC_ASSERT_OK(t->Insert(Key(1), MakeBlock(data), {}));
-    TC_ASSERT_OK(t->Insert(Key(2), MakeBlock(data), {}));
-    TC_ASSERT_OK(t->Insert(Key(3), MakeBlock(data), {}));
+    ASSERT_OK(t->Insert(Key(1), MakeBlock(data), {}));
+    ASSERT_OK(t->Insert(Key(2), MakeBlock(data), {}));
+    ASSERT_OK(t->Insert(Key(3), MakeBlock(data), {}));
   }
   // Damage between runs (a flipped bit, a torn tail): nothing from the last run is trusted.
   FlipByte(Abs(Key(2)), 10);
@@ -282,10 +286,10 @@ TEST_F(FlashTierTest, EachRunVerifiesABlockOnceBeforeHandingOutItsFile) {
   auto t = Open();
   const uint64_t reads = faulty_->reads();
   auto e = t->OpenExtent(Key(1));
-  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  ASSERT_OK(e);
   EXPECT_EQ(faulty_->reads(), reads + 1);  // one open; the check reads through its descriptor
   EXPECT_EQ(ExtentBytes(*e), data);
-  ASSERT_TRUE(t->OpenExtent(Key(1)).ok());  // verified now: handed out at once
+  ASSERT_OK(t->OpenExtent(Key(1)));  // verified now: handed out at once
   EXPECT_EQ(t->Stats().hits, 2u);
   EXPECT_TRUE(t->OpenExtent(Key(2)).status().IsNotFound());
   EXPECT_TRUE(t->OpenExtent(Key(3)).status().IsNotFound());
@@ -304,7 +308,7 @@ TEST_F(FlashTierTest, WillNeedVerifiesTheBlocksAheadOfTheReader) {
   const std::string data = Pattern(3000, 7);
   {
     auto t = Open();
-    for (int i = 1; i <= 3; ++i) TC_ASSERT_OK(t->Insert(Key(i), MakeBlock(data), {}));
+    for (int i = 1; i <= 3; ++i) ASSERT_OK(t->Insert(Key(i), MakeBlock(data), {}));
   }
   FlipByte(Abs(Key(2)), 2000);
   auto t = Open();
@@ -316,7 +320,7 @@ TEST_F(FlashTierTest, WillNeedVerifiesTheBlocksAheadOfTheReader) {
   FlipByte(Abs(Key(3)), 10);       // after the check: handed out as verified
   for (int i : {1, 3}) {
     auto e = t->OpenExtent(Key(i));
-    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    ASSERT_OK(e);
     EXPECT_EQ(ExtentBytes(*e).size(), data.size());
   }
   EXPECT_EQ(ExtentBytes(*t->OpenExtent(Key(1))), data);
@@ -335,7 +339,7 @@ TEST_F(FlashTierTest, ConcurrentFirstUsesOfABlockAgreeAndDropEachDamagedOneOnce)
     auto t = Open();
     for (int i = 0; i < kBlocks; ++i) {
       datas.push_back(Pattern(64 * 1024 + i, i));
-      TC_ASSERT_OK(t->Insert(Key(i), MakeBlock(datas.back()), {}));
+      ASSERT_OK(t->Insert(Key(i), MakeBlock(datas.back()), {}));
     }
   }
   for (int i = 0; i < kBlocks; i += 4) FlipByte(Abs(Key(i)), 100 + i);
@@ -365,8 +369,8 @@ TEST_F(FlashTierTest, ConcurrentFirstUsesOfABlockAgreeAndDropEachDamagedOneOnce)
 
 TEST_F(FlashTierTest, TruncatedOrMissingFileIsACorruption) {
   auto t = Open();
-  TC_ASSERT_OK(t->Insert(Key(1), MakeBlock(Pattern(1000)), {}));
-  TC_ASSERT_OK(t->Insert(Key(2), MakeBlock(Pattern(1000, 2)), {}));
+  ASSERT_OK(t->Insert(Key(1), MakeBlock(Pattern(1000)), {}));
+  ASSERT_OK(t->Insert(Key(2), MakeBlock(Pattern(1000, 2)), {}));
   std::filesystem::resize_file(Abs(Key(1)), 999);
   std::filesystem::remove(Abs(Key(2)));
   EXPECT_TRUE(t->Read(Key(1)).status().IsNotFound());
@@ -381,21 +385,21 @@ TEST_F(FlashTierTest, SurvivesReopenWithLruOrder) {
     auto t = Open();
     for (int i = 0; i < 5; ++i) {
       clock_.Advance(std::chrono::seconds(1));
-      TC_ASSERT_OK(t->Insert(Key(i), MakeBlock(Pattern(1000, i)), {}));
+      ASSERT_OK(t->Insert(Key(i), MakeBlock(Pattern(1000, i)), {}));
     }
     clock_.Advance(std::chrono::seconds(1));
-    ASSERT_TRUE(t->Read(Key(0)).ok());  // 0 becomes the most recent (atime flushed at close)
+    ASSERT_OK(t->Read(Key(0)));  // 0 becomes the most recent (atime flushed at close)
   }
   options_.capacity_bytes = 5000;
   auto t = Open();
   for (int i = 0; i < 5; ++i) {
     auto r = t->Read(Key(i));
-    ASSERT_TRUE(r.ok()) << i << ": " << r.status().ToString();
+    ASSERT_OK(r) << i;
     EXPECT_EQ(testing::AsString((*r)->data()), Pattern(1000, i));
   }
   EXPECT_EQ(t->Stats().bytes_used, 5000u);
   // Reads above touched 0..4 in order, so 0 is the LRU now.
-  TC_ASSERT_OK(t->Insert(Key(9), MakeBlock(Pattern(1000, 9)), {}));
+  ASSERT_OK(t->Insert(Key(9), MakeBlock(Pattern(1000, 9)), {}));
   EXPECT_FALSE(t->Contains(Key(0)));
   EXPECT_TRUE(t->Contains(Key(1)));
 }
@@ -405,14 +409,14 @@ TEST_F(FlashTierTest, ReopenRestoresPersistedAccessOrder) {
     auto t = Open();
     for (int i = 0; i < 3; ++i) {
       clock_.Advance(std::chrono::seconds(1));
-      TC_ASSERT_OK(t->Insert(Key(i), MakeBlock(Pattern(1000, i)), {}));
+      ASSERT_OK(t->Insert(Key(i), MakeBlock(Pattern(1000, i)), {}));
     }
     clock_.Advance(options_.atime_granularity);  // a use the index records
-    ASSERT_TRUE(t->Read(Key(0)).ok());           // order now (old→new): 1, 2, 0
+    ASSERT_OK(t->Read(Key(0)));                  // order now (old→new): 1, 2, 0
   }
   options_.capacity_bytes = 3000;
   auto t = Open();
-  TC_ASSERT_OK(t->Insert(Key(7), MakeBlock(Pattern(1000, 7)), {}));
+  ASSERT_OK(t->Insert(Key(7), MakeBlock(Pattern(1000, 7)), {}));
   EXPECT_FALSE(t->Contains(Key(1)));  // the persisted LRU victim
   EXPECT_TRUE(t->Contains(Key(0)));
   EXPECT_TRUE(t->Contains(Key(2)));
@@ -424,12 +428,12 @@ TEST_F(FlashTierTest, UsesWithinTheAtimeGranularityWriteNothingToTheIndex) {
     auto t = Open();
     for (int i = 0; i < 3; ++i) {
       clock_.Advance(std::chrono::seconds(1));
-      TC_ASSERT_OK(t->Insert(Key(i), MakeBlock(Pattern(1000, i)), {}));
+      ASSERT_OK(t->Insert(Key(i), MakeBlock(Pattern(1000, i)), {}));
     }
     const uint64_t writes = meta_->Stats().writes;
     for (int pass = 0; pass < 3; ++pass) {  // block 0 read again a minute apart
       clock_.Advance(std::chrono::minutes(1));
-      ASSERT_TRUE(t->Read(Key(0)).ok());  // in memory now the most recent: order 1, 2, 0
+      ASSERT_OK(t->Read(Key(0)));  // in memory now the most recent: order 1, 2, 0
     }
     t.reset();  // joins the tier's thread and writes whatever was due
     EXPECT_EQ(meta_->Stats().writes, writes);
@@ -438,13 +442,13 @@ TEST_F(FlashTierTest, UsesWithinTheAtimeGranularityWriteNothingToTheIndex) {
   // restart.
   options_.capacity_bytes = 3000;
   auto t = Open();
-  TC_ASSERT_OK(t->Insert(Key(7), MakeBlock(Pattern(1000, 7)), {}));
+  ASSERT_OK(t->Insert(Key(7), MakeBlock(Pattern(1000, 7)), {}));
   EXPECT_FALSE(t->Contains(Key(0)));
   EXPECT_TRUE(t->Contains(Key(1)));
   // A use past the granularity is recorded.
   const int64_t stored = (*meta_->GetBlock(Key(1)))->atime_ns;
   clock_.Advance(options_.atime_granularity);
-  ASSERT_TRUE(t->Read(Key(1)).ok());
+  ASSERT_OK(t->Read(Key(1)));
   EXPECT_TRUE(AtimePersistedAfter(meta_.get(), Key(1), stored));
 }
 
@@ -453,15 +457,15 @@ TEST_F(FlashTierTest, AccessTimesArePersistedInBatchesNotPerRead) {
   options_.atime_flush_interval = std::chrono::hours(1);
   options_.atime_granularity = std::chrono::nanoseconds(0);  // every use counts towards a batch
   auto t = Open();
-  TC_ASSERT_OK(t->Insert(Key(1), MakeBlock(Pattern(100)), {}));
+  ASSERT_OK(t->Insert(Key(1), MakeBlock(Pattern(100)), {}));
   const uint64_t writes_before = meta_->Stats().writes;
   const int64_t stored = (*meta_->GetBlock(Key(1)))->atime_ns;
   clock_.Advance(std::chrono::seconds(5));
-  for (int i = 0; i < 50; ++i) ASSERT_TRUE(t->Read(Key(1)).ok());
+  for (int i = 0; i < 50; ++i) ASSERT_OK(t->Read(Key(1)));
   EXPECT_EQ(meta_->Stats().writes, writes_before);
   EXPECT_EQ((*meta_->GetBlock(Key(1)))->atime_ns, stored);
   clock_.Advance(std::chrono::hours(2));
-  ASSERT_TRUE(t->Read(Key(1)).ok());  // interval passed: one batch, written by the tier's thread
+  ASSERT_OK(t->Read(Key(1)));  // interval passed: one batch, written by the tier's thread
   EXPECT_TRUE(AtimePersistedAfter(meta_.get(), Key(1), stored));
 }
 
@@ -498,7 +502,7 @@ TEST_F(FlashTierTest, AReadThatFillsABatchOfAccessTimesDoesNotWaitForItsWrite) {
   meta_ = std::move(slow);
   options_.atime_flush_batch = 1;
   auto t = Open();
-  TC_ASSERT_OK(t->Insert(Key(1), MakeBlock(Pattern(100)), {}));
+  ASSERT_OK(t->Insert(Key(1), MakeBlock(Pattern(100)), {}));
   const int64_t stored = (*meta_->GetBlock(Key(1)))->atime_ns;
   store->Hold();
   clock_.Advance(options_.atime_granularity);
@@ -513,10 +517,10 @@ TEST_F(FlashTierTest, AReadThatFillsABatchOfAccessTimesDoesNotWaitForItsWrite) {
 TEST_F(FlashTierTest, BudgetEvictsLruAndDeclinesWhenPinned) {
   options_.capacity_bytes = 3000;
   auto t = Open();
-  TC_ASSERT_OK(t->Insert(Key(1), MakeBlock(Pattern(1000, 1)), Placement{.pinned = true}));
-  TC_ASSERT_OK(t->Insert(Key(2), MakeBlock(Pattern(1000, 2)), {}));
-  TC_ASSERT_OK(t->Insert(Key(3), MakeBlock(Pattern(1000, 3)), {}));
-  TC_ASSERT_OK(t->Insert(Key(4), MakeBlock(Pattern(1000, 4)), {}));  // evicts 2
+  ASSERT_OK(t->Insert(Key(1), MakeBlock(Pattern(1000, 1)), Placement{.pinned = true}));
+  ASSERT_OK(t->Insert(Key(2), MakeBlock(Pattern(1000, 2)), {}));
+  ASSERT_OK(t->Insert(Key(3), MakeBlock(Pattern(1000, 3)), {}));
+  ASSERT_OK(t->Insert(Key(4), MakeBlock(Pattern(1000, 4)), {}));  // evicts 2
   EXPECT_TRUE(t->Contains(Key(1)));
   EXPECT_FALSE(t->Contains(Key(2)));
   EXPECT_FALSE(std::filesystem::exists(Abs(Key(2))));
@@ -538,17 +542,17 @@ TEST_F(FlashTierTest, FreeSpaceFloorIsHonouredAndCheckedPeriodically) {
   faulty_->SetFreeBytes(13000);  // room for 3000 bytes above the floor
   auto t = Open();
   const uint64_t calls_after_open = faulty_->free_bytes_calls();
-  TC_ASSERT_OK(t->Insert(Key(1), MakeBlock(Pattern(1000, 1)), {}));
-  TC_ASSERT_OK(t->Insert(Key(2), MakeBlock(Pattern(1000, 2)), {}));
-  TC_ASSERT_OK(t->Insert(Key(3), MakeBlock(Pattern(1000, 3)), {}));
+  ASSERT_OK(t->Insert(Key(1), MakeBlock(Pattern(1000, 1)), {}));
+  ASSERT_OK(t->Insert(Key(2), MakeBlock(Pattern(1000, 2)), {}));
+  ASSERT_OK(t->Insert(Key(3), MakeBlock(Pattern(1000, 3)), {}));
   // Estimated free is now at the floor: the next insert evicts the LRU block first.
-  TC_ASSERT_OK(t->Insert(Key(4), MakeBlock(Pattern(1000, 4)), {}));
+  ASSERT_OK(t->Insert(Key(4), MakeBlock(Pattern(1000, 4)), {}));
   EXPECT_FALSE(t->Contains(Key(1)));
   EXPECT_EQ(faulty_->free_bytes_calls(), calls_after_open);  // not on every insert
   // The filesystem filled up behind our back; after the interval the tier notices.
   faulty_->SetFreeBytes(9000);
   clock_.Advance(std::chrono::seconds(11));
-  TC_ASSERT_OK(t->Insert(Key(5), MakeBlock(Pattern(1000, 5)), {}));
+  ASSERT_OK(t->Insert(Key(5), MakeBlock(Pattern(1000, 5)), {}));
   EXPECT_GT(faulty_->free_bytes_calls(), calls_after_open);
   // 9000 free + evictions must reach 10000 + 1000: two blocks go.
   EXPECT_FALSE(t->Contains(Key(2)));
@@ -574,13 +578,13 @@ TEST_F(FlashTierTest, WriteFailureLeavesNothingVisible) {
   EXPECT_FALSE(meta_->GetBlock(Key(1))->has_value());
   EXPECT_EQ(t->Stats().bytes_used, 0u);
   EXPECT_EQ(t->Stats().errors, 1u);
-  TC_ASSERT_OK(t->Insert(Key(1), MakeBlock(Pattern(1000)), {}));  // recovers
-  EXPECT_TRUE(t->Read(Key(1)).ok());
+  ASSERT_OK(t->Insert(Key(1), MakeBlock(Pattern(1000)), {}));  // recovers
+  EXPECT_OK(t->Read(Key(1)));
 }
 
 TEST_F(FlashTierTest, ReadErrorDropsTheBlock) {
   auto t = Open();
-  TC_ASSERT_OK(t->Insert(Key(1), MakeBlock(Pattern(1000)), {}));
+  ASSERT_OK(t->Insert(Key(1), MakeBlock(Pattern(1000)), {}));
   faulty_->FailReads(1, Status::IOError("EIO"));
   EXPECT_FALSE(t->Read(Key(1)).ok());
   EXPECT_FALSE(t->Contains(Key(1)));
@@ -595,8 +599,8 @@ TEST_F(FlashTierTest, AResourceShortageKeepsTheBlock) {
   options_.capacity_bytes = 1 << 20;
   auto t = Open();
   const std::string data = Pattern(100000, 5);
-  TC_ASSERT_OK(t->Insert(Key(1), MakeBlock(data), {}));
-  TC_ASSERT_OK(t->Insert(Key(2), MakeBlock(data), Placement{.pinned = true}));
+  ASSERT_OK(t->Insert(Key(1), MakeBlock(data), {}));
+  ASSERT_OK(t->Insert(Key(2), MakeBlock(data), Placement{.pinned = true}));
   const Status emfile = Status::FromErrno(EMFILE, "open blocks/x");
   for (int key : {1, 2}) {
     faulty_->FailReads(1, emfile);
@@ -612,26 +616,25 @@ TEST_F(FlashTierTest, AResourceShortageKeepsTheBlock) {
   EXPECT_TRUE(meta_->GetBlock(Key(1))->has_value());
   EXPECT_TRUE(std::filesystem::exists(Abs(Key(1))));
   auto r = t->Read(Key(1));
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   EXPECT_EQ(testing::AsString((*r)->data()), data);
   auto e = t->OpenExtent(Key(2));
-  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  ASSERT_OK(e);
   EXPECT_EQ(ExtentBytes(*e), data);
 }
 
 TEST_F(FlashTierTest, StartupSweepRemovesOrphansTempsAndDanglingRecords) {
   {
     auto t = Open();
-    TC_ASSERT_OK(t->Insert(Key(1), MakeBlock(Pattern(1000, 1)), {}));
-    TC_ASSERT_OK(t->Insert(Key(2), MakeBlock(Pattern(1000, 2)), {}));
+    ASSERT_OK(t->Insert(Key(1), MakeBlock(Pattern(1000, 1)), {}));
+    ASSERT_OK(t->Insert(Key(2), MakeBlock(Pattern(1000, 2)), {}));
   }
   // A block file whose index write never happened, a temp file cut short by a crash, an index
   // record whose file is gone, and a foreign file outside blocks/ that must be left alone.
-  TC_ASSERT_OK(posix_->WriteFile(RelPath(Key(3)), testing::AsBytes(Pattern(1000, 3)), {}));
-  TC_ASSERT_OK(
-      posix_->WriteFile(RelPath(Key(4)) + ".tmp.123.1", testing::AsBytes(Pattern(10)), {}));
+  ASSERT_OK(posix_->WriteFile(RelPath(Key(3)), testing::AsBytes(Pattern(1000, 3)), {}));
+  ASSERT_OK(posix_->WriteFile(RelPath(Key(4)) + ".tmp.123.1", testing::AsBytes(Pattern(10)), {}));
   std::filesystem::remove(Abs(Key(2)));
-  TC_ASSERT_OK(posix_->WriteFile("meta/data.mdb", testing::AsBytes(Pattern(10)), {}));
+  ASSERT_OK(posix_->WriteFile("meta/data.mdb", testing::AsBytes(Pattern(10)), {}));
   auto t = Open();
   EXPECT_TRUE(t->Contains(Key(1)));
   EXPECT_FALSE(t->Contains(Key(2)));
@@ -675,10 +678,10 @@ TEST_F(FlashTierTest, QuotaGroupIsHeldToItsBytesAcrossReopen) {
   {
     auto t = Open();
     clock_.Advance(std::chrono::seconds(1));
-    TC_ASSERT_OK(t->Insert(Key(1), MakeBlock(Pattern(1000, 1)), {}));
+    ASSERT_OK(t->Insert(Key(1), MakeBlock(Pattern(1000, 1)), {}));
     for (int i = 10; i < 15; ++i) {
       clock_.Advance(std::chrono::seconds(1));
-      TC_ASSERT_OK(t->Insert(Key(i), MakeBlock(Pattern(1000, i)), q));
+      ASSERT_OK(t->Insert(Key(i), MakeBlock(Pattern(1000, i)), q));
     }
     EXPECT_EQ(t->Stats().bytes_used, 4000u);  // 1 + three of the group's
     EXPECT_TRUE(t->Contains(Key(1)));
@@ -689,12 +692,13 @@ TEST_F(FlashTierTest, QuotaGroupIsHeldToItsBytesAcrossReopen) {
     EXPECT_TRUE(t->Contains(Key(12)));
   }
   auto rec = meta_->GetBlock(Key(14));
-  ASSERT_TRUE(rec.ok() && rec->has_value());
+  ASSERT_OK(rec);
+  ASSERT_TRUE(rec->has_value());
   EXPECT_EQ((*rec)->group, 42u);
   // After a restart the group's blocks are still known as the group's.
   auto t = Open();
   clock_.Advance(std::chrono::seconds(1));
-  TC_ASSERT_OK(t->Insert(Key(15), MakeBlock(Pattern(1000, 15)), q));
+  ASSERT_OK(t->Insert(Key(15), MakeBlock(Pattern(1000, 15)), q));
   EXPECT_FALSE(t->Contains(Key(12)));  // the group's oldest
   EXPECT_TRUE(t->Contains(Key(1)));
   EXPECT_EQ(t->Stats().bytes_used, 4000u);
@@ -706,32 +710,33 @@ TEST_F(FlashTierTest, TtlPolicyBlocksKeepStoredOrderAndExpiredGoFirst) {
   {
     auto t = Open();
     clock_.Advance(std::chrono::seconds(1));
-    TC_ASSERT_OK(t->Insert(Key(1), MakeBlock(Pattern(1000, 1)), ttl));
+    ASSERT_OK(t->Insert(Key(1), MakeBlock(Pattern(1000, 1)), ttl));
     clock_.Advance(std::chrono::seconds(1));
-    TC_ASSERT_OK(t->Insert(Key(2), MakeBlock(Pattern(1000, 2)), {}));
+    ASSERT_OK(t->Insert(Key(2), MakeBlock(Pattern(1000, 2)), {}));
     clock_.Advance(std::chrono::seconds(1));
-    ASSERT_TRUE(t->Read(Key(1)).ok());  // no refresh, not persisted either
+    ASSERT_OK(t->Read(Key(1)));  // no refresh, not persisted either
   }
   auto rec = meta_->GetBlock(Key(1));
-  ASSERT_TRUE(rec.ok() && rec->has_value());
+  ASSERT_OK(rec);
+  ASSERT_TRUE(rec->has_value());
   EXPECT_EQ((*rec)->atime_ns, (*rec)->stored_ns);
   EXPECT_EQ((*rec)->expires_ns,
             (*rec)->stored_ns + std::chrono::nanoseconds(std::chrono::hours(1)).count());
   auto t = Open();
   clock_.Advance(std::chrono::seconds(1));
-  TC_ASSERT_OK(t->Insert(Key(3), MakeBlock(Pattern(1000, 3)), {}));
-  TC_ASSERT_OK(t->Insert(Key(4), MakeBlock(Pattern(1000, 4)), {}));  // evicts 1, not 2
+  ASSERT_OK(t->Insert(Key(3), MakeBlock(Pattern(1000, 3)), {}));
+  ASSERT_OK(t->Insert(Key(4), MakeBlock(Pattern(1000, 4)), {}));  // evicts 1, not 2
   EXPECT_FALSE(t->Contains(Key(1)));
   EXPECT_TRUE(t->Contains(Key(2)));
   // An expired block goes before the least recently used one.
   const Placement short_ttl{.ttl = std::chrono::seconds(5)};
-  TC_ASSERT_OK(t->Insert(Key(5), MakeBlock(Pattern(1000, 5)), short_ttl));  // evicts LRU 2
+  ASSERT_OK(t->Insert(Key(5), MakeBlock(Pattern(1000, 5)), short_ttl));  // evicts LRU 2
   EXPECT_FALSE(t->Contains(Key(2)));
   clock_.Advance(std::chrono::seconds(10));
-  ASSERT_TRUE(t->Read(Key(3)).ok());
-  ASSERT_TRUE(t->Read(Key(4)).ok());
-  ASSERT_TRUE(t->Read(Key(5)).ok());  // the most recently used, but expired
-  TC_ASSERT_OK(t->Insert(Key(6), MakeBlock(Pattern(1000, 6)), {}));
+  ASSERT_OK(t->Read(Key(3)));
+  ASSERT_OK(t->Read(Key(4)));
+  ASSERT_OK(t->Read(Key(5)));  // the most recently used, but expired
+  ASSERT_OK(t->Insert(Key(6), MakeBlock(Pattern(1000, 6)), {}));
   EXPECT_FALSE(t->Contains(Key(5)));
   EXPECT_TRUE(t->Contains(Key(3)));
   EXPECT_TRUE(t->Contains(Key(4)));
@@ -741,7 +746,7 @@ TEST_F(FlashTierTest, ReadRangeReadsAndVerifiesOnlyTheChunksItNeeds) {
   options_.capacity_bytes = 1 << 20;
   auto t = Open();
   const std::string data = Pattern(100000, 4);  // chunks of 32 KiB: 3 full and a short one
-  TC_ASSERT_OK(t->Insert(Key(1), MakeBlock(data), {}));
+  ASSERT_OK(t->Insert(Key(1), MakeBlock(data), {}));
   auto piece = [&](uint64_t off, uint64_t len) -> std::string {
     auto r = t->ReadRange(Key(1), off, len);
     if (!r.ok()) return r.status().ToString();
@@ -760,7 +765,7 @@ TEST_F(FlashTierTest, ReadRangeReadsAndVerifiesOnlyTheChunksItNeeds) {
   EXPECT_TRUE(t->ReadRange(Key(2), 0, 1).status().IsNotFound());
   // The whole-block read still works on the file with its trailer.
   auto whole = t->Read(Key(1));
-  ASSERT_TRUE(whole.ok());
+  ASSERT_OK(whole);
   EXPECT_EQ(testing::AsString((*whole)->data()), data);
 
   // A flipped byte in chunk 2: chunk 0 still reads, chunk 2 is caught and the block dropped.
@@ -779,7 +784,7 @@ TEST_F(FlashTierTest, ReadRangeReadsAndVerifiesOnlyTheChunksItNeeds) {
 TEST(ChunkTrailerTest, RangesAndChecks) {
   using namespace tiercache_internal;
   auto cs = ChunksFor(100000, 32760, 20);
-  ASSERT_TRUE(cs.ok());
+  ASSERT_OK(cs);
   EXPECT_EQ(cs->first, 0u);
   EXPECT_EQ(cs->last, 1u);
   EXPECT_EQ(cs->data_begin, 0u);
@@ -787,13 +792,13 @@ TEST(ChunkTrailerTest, RangesAndChecks) {
   EXPECT_EQ(cs->sums_begin, 100000u);
   EXPECT_EQ(cs->sums_bytes, 16u);
   cs = ChunksFor(100000, 99999, 1);
-  ASSERT_TRUE(cs.ok());
+  ASSERT_OK(cs);
   EXPECT_EQ(cs->data_end, 100000u);  // the short last chunk
   // The fuzz target's crash (tests/fuzz/corpus/l2_trailer_fuzz/crash-huge-block-len): a block
   // length near 2^64 made the trailer offset wrap; and offset + length wrapping.
   EXPECT_FALSE(ChunksFor(0xffffffffffff8003ULL, 0x6363000000000000ULL, 0x63006300).ok());
   EXPECT_FALSE(ChunksFor(uint64_t{UINT32_MAX} + 1, 0, 1).ok());
-  EXPECT_TRUE(ChunksFor(UINT32_MAX, UINT32_MAX - 1, 1).ok());
+  EXPECT_OK(ChunksFor(UINT32_MAX, UINT32_MAX - 1, 1));
   EXPECT_FALSE(ChunksFor(4096, UINT64_MAX, 2).ok());
   EXPECT_FALSE(ChunksFor(4096, 0, 0).ok());
   EXPECT_FALSE(ChunksFor(0, 0, 1).ok());
@@ -814,17 +819,17 @@ TEST(ChunkTrailerTest, RangesAndChecks) {
 TEST_F(FlashTierTest, BlocksWithoutChunkChecksumsAreReadWhole) {
   // A block written before chunk trailers existed: file = data only, record flags 0.
   const std::string data = Pattern(5000, 6);
-  TC_ASSERT_OK(posix_->WriteFile(RelPath(Key(1)), testing::AsBytes(data), {}));
+  ASSERT_OK(posix_->WriteFile(RelPath(Key(1)), testing::AsBytes(data), {}));
   BlockRecord rec;
   rec.key = Key(1);
   rec.length = 5000;
   rec.checksum = BlockChecksum(testing::AsBytes(data));
   rec.atime_ns = rec.stored_ns = 1;
-  TC_ASSERT_OK(meta_->PutBlocks(std::span<const BlockRecord>(&rec, 1)));
+  ASSERT_OK(meta_->PutBlocks(std::span<const BlockRecord>(&rec, 1)));
   auto t = Open();
   EXPECT_EQ(t->ReadRange(Key(1), 0, 10).status().code(), Status::Code::kNotSupported);
   auto whole = t->Read(Key(1));
-  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  ASSERT_OK(whole);
   EXPECT_EQ(testing::AsString((*whole)->data()), data);
 }
 

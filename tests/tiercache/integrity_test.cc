@@ -14,6 +14,7 @@
 #include "tests/fakes/http_server_test.h"
 #include "tests/fakes/http_test_server.h"
 #include "tests/testing/read_into.h"
+#include "tests/testing/status_matchers.h"
 #include "tests/tiercache/test_util.h"
 #include "tiercache/catalog.h"
 #include "tiercache/tiered_cache.h"
@@ -71,7 +72,7 @@ class CacheOverS3Test : public ::tierfs::testing::HttpServerTest {
     o.part_size = kBs;  // a run of blocks is several ranged GETs
     o.max_parts_in_flight = 1;
     auto st = NewS3BlobStore(o, transport_.get(), &clock_);
-    ASSERT_TRUE(st.ok()) << st.status().ToString();
+    ASSERT_OK(st);
     store_ = std::move(*st);
   }
 
@@ -86,7 +87,7 @@ class CacheOverS3Test : public ::tierfs::testing::HttpServerTest {
     co.prefetch_threads = 1;
     co.readahead_run_bytes = 4 * kBs;
     auto c = TieredCache::Open(co, std::move(tiers), store_.get(), &clock_);
-    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    EXPECT_OK(c);
     return c.ok() ? std::move(*c) : nullptr;
   }
 
@@ -114,7 +115,7 @@ TEST_F(CacheOverS3Test, NothingFromAnAnswerOfAnotherVersionLandsInTheCache) {
   // Block 0 of v1 is read and cached; then the object is replaced at the same size.
   std::vector<std::byte> buf(kBs);
   auto first = tierfs::testing::ReadInto(*c, obj, 0, buf);
-  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_OK(first);
   EXPECT_EQ(testing::AsString(buf), v1_.substr(0, kBs));
   version_ = 2;
   std::vector<std::byte> rest(3 * kBs);
@@ -155,7 +156,7 @@ TEST(CacheBoundsTest, AStoreReturningMoreThanAskedIsAnErrorNotACopy) {
   co.prefetch_threads = 0;
   FakeClock clock;
   auto c = TieredCache::Open(co, std::move(tiers), &origin, &clock);
-  ASSERT_TRUE(c.ok());
+  ASSERT_OK(c);
   ObjectRef obj;
   obj.key = "obj";
   obj.info = *origin.Head("obj");
@@ -171,12 +172,12 @@ TEST(CacheBoundsTest, AnL3StoreReturningMoreThanAskedIsCorruptionNotAnOverread) 
   o.block_size = kBs;
   FakeClock clock;
   auto t = NewRemoteTier(o, &l3, &clock);
-  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ASSERT_OK(t);
   const BlockKey key = MakeBlockKey("fake://origin", "obj", "etag-1", kBs, 0);
   auto b = Block::Allocate(kBs);
   std::memcpy(b->mutable_data().data(), Pattern(kBs).data(), kBs);
   b->set_size(kBs);
-  ASSERT_TRUE((*t)->Insert(key, BlockRef(std::move(b)), {}).ok());
+  ASSERT_OK((*t)->Insert(key, BlockRef(std::move(b)), {}));
   for (int i = 0; i < 500 && !l3.Head("blocks/" + BlockKeyHex(key)).ok(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
@@ -211,7 +212,7 @@ class CatalogInvalidateTest : public ::testing::Test {
     CatalogOptions o;
     o.metadata_ttl = kForever;
     auto c = Catalog::Open(o, origin, meta_.get(), &clock_);
-    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    EXPECT_OK(c);
     return std::move(*c);
   }
   FakeClock clock_;
@@ -222,9 +223,9 @@ TEST_F(CatalogInvalidateTest, AfterAMismatchTheNextOpenSeesTheNewVersionWithTtlF
   FakeBlobStore origin("fake://bucket");
   origin.PutObject("d/f.bin", "version one");
   auto c = Open(&origin);
-  ASSERT_TRUE(c->Lookup("d", "f.bin").ok());  // listed: the entry is cached
+  ASSERT_OK(c->Lookup("d", "f.bin"));  // listed: the entry is cached
   auto before = c->Revalidate("d/f.bin");
-  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  ASSERT_OK(before);
   origin.PutObject("d/f.bin", "version two, longer");
   const std::string new_etag = origin.Head("d/f.bin")->etag;
   origin.ResetCounters();
@@ -233,7 +234,7 @@ TEST_F(CatalogInvalidateTest, AfterAMismatchTheNextOpenSeesTheNewVersionWithTtlF
   EXPECT_EQ(origin.head_calls(), 0u);
   c->Invalidate("d/f.bin");  // what a read that met the new version does
   auto after = c->Revalidate("d/f.bin");
-  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  ASSERT_OK(after);
   EXPECT_EQ(after->etag, new_etag);
   EXPECT_EQ(after->size, std::string("version two, longer").size());
   EXPECT_EQ(origin.head_calls(), 1u);
@@ -254,13 +255,13 @@ TEST_F(CatalogInvalidateTest, EtaglessFilesAreHeadedAtEveryOpen) {
   origin.PutObject("f.bin", "one", 1000);
   auto c = Open(&origin);
   auto e = c->Revalidate("f.bin");
-  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  ASSERT_OK(e);
   EXPECT_TRUE(e->etag.empty());
   EXPECT_EQ(e->mtime_ns, 1000);
   origin.PutObject("f.bin", "two", 2000);  // same size, new mtime
   origin.ResetCounters();
   auto again = c->Revalidate("f.bin");
-  ASSERT_TRUE(again.ok());
+  ASSERT_OK(again);
   EXPECT_EQ(again->mtime_ns, 2000);
   EXPECT_EQ(origin.head_calls(), 1u);
 }

@@ -12,6 +12,7 @@
 
 #include "base/cancel.h"
 #include "tests/fakes/fake_blob_store.h"
+#include "tests/testing/status_matchers.h"
 #include "tests/tiercache/test_util.h"
 #include "tiercache/single_flight.h"
 #include "tiercache/tiered_cache.h"
@@ -46,7 +47,7 @@ class InterruptsTest : public ::testing::Test {
     m.shards = 2;
     tiers.push_back(NewMemoryTier(m));
     auto c = TieredCache::Open(options_, std::move(tiers), &origin_, &clock_);
-    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    EXPECT_OK(c);
     if (c.ok()) cache_ = std::move(*c);
     return cache_.get();
   }
@@ -101,7 +102,7 @@ TEST_F(InterruptsTest, CachedReadReturnsWhileEveryFetchThreadIsBlocked) {
   auto warm_read = std::async(std::launch::async, [&] { return ReadText(c, cached, &mine); });
   ASSERT_EQ(warm_read.wait_for(kPrompt), std::future_status::ready);
   auto got = warm_read.get();
-  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_OK(got);
   EXPECT_EQ(*got, warm);
   EXPECT_TRUE(c->HostHolds(cached, 0, cached.info.size));
   EXPECT_FALSE(c->HostHolds(cold[0], 0, kBs));
@@ -138,7 +139,7 @@ TEST_F(InterruptsTest, CancelledWaiterReturnsPromptlyAndTheFetchGoesOn) {
   origin_.ReleaseReads();
   ASSERT_EQ(first.wait_for(kPrompt), std::future_status::ready);
   auto r = first.get();
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   EXPECT_EQ(*r, data);
   EXPECT_EQ(origin_.read_calls(), 1u);
   EXPECT_TRUE(c->HostHolds(o, 0, kBs));
@@ -164,7 +165,7 @@ TEST_F(InterruptsTest, QueuedFetchWithoutReadersIsAbandoned) {
   EXPECT_EQ(rb.get().status().code(), Status::Code::kCancelled);
   origin_.ReleaseReads();
   ASSERT_EQ(ra.wait_for(kPrompt), std::future_status::ready);
-  EXPECT_TRUE(ra.get().ok());
+  EXPECT_OK(ra.get());
   // The fetch thread takes b's job next and drops it; give it a bounded time to get there.
   const auto until = std::chrono::steady_clock::now() + kPrompt;
   while (ParseStats(c->StatsText())["fetch.abandoned"] == 0 &&
@@ -201,7 +202,7 @@ TEST_F(InterruptsTest, BlockedOriginEndsInTimedOutWithinTheDeadline) {
   EXPECT_EQ(follower.status().code(), Status::Code::kTimedOut) << follower.status().ToString();
   origin_.ReleaseReads();
   ASSERT_EQ(leader.wait_for(kPrompt), std::future_status::ready);
-  EXPECT_TRUE(leader.get().ok());
+  EXPECT_OK(leader.get());
   EXPECT_GE(ParseStats(c->StatsText())["waits.timed_out"], 2u);
 }
 
@@ -257,7 +258,7 @@ TEST(SingleFlightCancelTest, CancelledFollowerLeavesAndTheLeaderPublishes) {
   EXPECT_FALSE(sf.AbandonIfUnwaited(*j.lease, Status::Cancelled("x")));
   j.lease->Complete(5);
   auto mine = SingleFlight<int, Result<int>>::Wait(j.call, nullptr, CancelToken::TimePoint::max());
-  ASSERT_TRUE(mine.ok());
+  ASSERT_OK(mine);
   EXPECT_EQ(*mine, 5);
   EXPECT_FALSE(sf.InFlight(1));
 }

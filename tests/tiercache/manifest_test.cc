@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/testing/status_matchers.h"
+
 #define XXH_INLINE_ALL
 #include <fmt/format.h>
 #include <xxhash.h>
@@ -64,21 +66,21 @@ void ExpectSame(const Manifest& a, const Manifest& b) {
 TEST(ManifestFormatTest, RoundTripKeepsEveryFieldExactly) {
   Manifest m = Sample();
   auto bytes = EncodeManifest(&m);
-  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  ASSERT_OK(bytes);
   EXPECT_EQ(bytes->substr(0, 8), "TIERFSMF");
   ASSERT_EQ(m.checksum.size(), 32u);
   auto back = DecodeManifest(*bytes, "m.tfm");
-  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_OK(back);
   ExpectSame(m, *back);
   EXPECT_EQ(back->checksum, m.checksum);
   // Deterministic: the same manifest encodes to the same bytes (and so the same checksum).
   Manifest again = Sample();
   auto bytes2 = EncodeManifest(&again);
-  ASSERT_TRUE(bytes2.ok());
+  ASSERT_OK(bytes2);
   EXPECT_EQ(*bytes, *bytes2);
   // Another ETag is another dataset version.
   again.entries[1].info.etag[0] = 'a';
-  ASSERT_TRUE(EncodeManifest(&again).ok());
+  ASSERT_OK(EncodeManifest(&again));
   EXPECT_NE(again.checksum, m.checksum);
 }
 
@@ -86,9 +88,9 @@ TEST(ManifestFormatTest, EmptyManifestRoundTrips) {
   Manifest m;
   m.source = "file:///data";
   auto bytes = EncodeManifest(&m);
-  ASSERT_TRUE(bytes.ok());
+  ASSERT_OK(bytes);
   auto back = DecodeManifest(*bytes, "e.tfm");
-  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_OK(back);
   EXPECT_TRUE(back->entries.empty());
   EXPECT_EQ(back->source, "file:///data");
 }
@@ -104,11 +106,11 @@ TEST(ManifestFormatTest, TenThousandTypicalEntriesAreCompact) {
                           1'700'000'000'000'000'000LL + i * 1'000'000'000LL));
   }
   auto bytes = EncodeManifest(&m);
-  ASSERT_TRUE(bytes.ok());
+  ASSERT_OK(bytes);
   // 16 bytes of each entry are a random MD5: about 20 bytes per entry after zstd.
   EXPECT_LT(bytes->size(), 10000u * 24) << bytes->size();
   auto back = DecodeManifest(*bytes, "big.tfm");
-  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_OK(back);
   ExpectSame(m, *back);
 }
 
@@ -169,7 +171,7 @@ TEST(ManifestFormatTest, LyingHeaderUnderAValidChecksumIsRefused) {
     std::memcpy(b.data() + b.size() - 16, c.digest, 16);
     return b;
   };
-  ASSERT_TRUE(DecodeManifest(reseal(bytes), "ok.tfm").ok());
+  ASSERT_OK(DecodeManifest(reseal(bytes), "ok.tfm"));
   for (uint64_t count : {uint64_t{6}, uint64_t{8}, uint64_t{1} << 40}) {
     std::string b = bytes;
     std::memcpy(b.data() + 16, &count, 8);  // little-endian host
@@ -192,12 +194,12 @@ TEST(ManifestFormatTest, EncodeRefusesUnsortedOrRepeatedKeys) {
 }
 
 TEST(ManifestFormatTest, FileWriteAndReadBack) {
-  testing::TcTempDir dir;
+  testing::TempDir dir;
   Manifest m = Sample();
   const std::string path = dir.path() + "/m.tfm";
-  TC_ASSERT_OK(WriteManifestFile(path, *EncodeManifest(&m)));
+  ASSERT_OK(WriteManifestFile(path, *EncodeManifest(&m)));
   auto back = ReadManifestFile(path);
-  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_OK(back);
   ExpectSame(m, *back);
   auto missing = ReadManifestFile(dir.path() + "/nope.tfm");
   EXPECT_TRUE(missing.status().IsNotFound());
@@ -212,7 +214,7 @@ TEST(ManifestBuildTest, ListsEveryPageOfTheStore) {
   FakeClock clock;
   uint64_t last_progress = 0;
   auto m = BuildManifest(&store, "fake://origin", &clock, [&](uint64_t n) { last_progress = n; });
-  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ASSERT_OK(m);
   EXPECT_EQ(m->entries.size(), 2501u);
   EXPECT_EQ(last_progress, 2501u);
   EXPECT_EQ(store.list_calls(), 3u);  // pages of 1000
@@ -223,7 +225,7 @@ TEST(ManifestBuildTest, ListsEveryPageOfTheStore) {
   EXPECT_EQ(m->entries.back().info.mtime_ns, 42);
   EXPECT_EQ(m->entries.back().info.etag, store.Head("top")->etag);
   // Encodes (sorted, unique) as it is.
-  EXPECT_TRUE(EncodeManifest(&*m).ok());
+  EXPECT_OK(EncodeManifest(&*m));
 }
 
 TEST(ManifestDiffTest, AddedRemovedAndChanged) {
@@ -272,7 +274,7 @@ TEST(ManifestCatalogTest, ServesExactlyTheManifestTree) {
   EXPECT_EQ(st.directories, 4u);  // "", a, a/b, empty
   EXPECT_EQ(st.hidden, 2u);
   std::vector<DirEntry> root;
-  TC_ASSERT_OK(c->ReadDir("", "", 100, &root));
+  ASSERT_OK(c->ReadDir("", "", 100, &root));
   ASSERT_EQ(root.size(), 3u);
   EXPECT_EQ(root[0].name, "a");
   EXPECT_EQ(root[0].type, EntryType::kDir);
@@ -281,11 +283,11 @@ TEST(ManifestCatalogTest, ServesExactlyTheManifestTree) {
   EXPECT_EQ(root[2].name, "top.bin");
   EXPECT_EQ(root[2].etag, "ft");
   std::vector<DirEntry> page;
-  TC_ASSERT_OK(c->ReadDir("", "a", 1, &page));
+  ASSERT_OK(c->ReadDir("", "a", 1, &page));
   ASSERT_EQ(page.size(), 1u);
   EXPECT_EQ(page[0].name, "empty");
   auto f = c->Lookup("a/b", "c.bin");
-  ASSERT_TRUE(f.ok());
+  ASSERT_OK(f);
   EXPECT_EQ(f->size, 4u);
   EXPECT_EQ(f->etag, "fc");
   EXPECT_EQ(f->mtime_ns, 1);
@@ -293,16 +295,16 @@ TEST(ManifestCatalogTest, ServesExactlyTheManifestTree) {
   EXPECT_TRUE(c->Lookup("top.bin", "x").status().IsNotFound());  // a file is no directory
   EXPECT_TRUE(c->ReadDir("nope", "", 10, &page).IsNotFound());
   auto snap = c->Snapshot("a");
-  ASSERT_TRUE(snap.ok());
+  ASSERT_OK(snap);
   ASSERT_EQ((*snap)->entries.size(), 2u);
   EXPECT_EQ((*snap)->entries[0].name, "b");
   EXPECT_EQ((*snap)->entries[1].name, "d.bin");
   EXPECT_EQ(snap->get(), c->Snapshot("a")->get());  // one shared copy
   auto empty = c->Snapshot("empty");
-  ASSERT_TRUE(empty.ok());
+  ASSERT_OK(empty);
   EXPECT_TRUE((*empty)->entries.empty());
   auto r = c->Revalidate("a/d.bin");
-  ASSERT_TRUE(r.ok());
+  ASSERT_OK(r);
   EXPECT_EQ(r->etag, "fd");
   EXPECT_EQ(c->Revalidate("")->type, EntryType::kDir);
   EXPECT_EQ(c->metadata_ttl(), kForever);
@@ -317,8 +319,8 @@ TEST(ManifestCatalogTest, NoListOrHeadAndAChangedObjectStaysStale) {
   origin.PutObject("d/y.bin", Pattern(10000, 2));
   FakeClock clock;
   auto m = BuildManifest(&origin, "fake://origin", &clock);
-  ASSERT_TRUE(m.ok());
-  ASSERT_TRUE(EncodeManifest(&*m).ok());
+  ASSERT_OK(m);
+  ASSERT_OK(EncodeManifest(&*m));
   auto catalog = NewManifestCatalog(*m);
   std::vector<std::unique_ptr<Tier>> tiers;
   MemoryTierOptions mo;
@@ -328,7 +330,7 @@ TEST(ManifestCatalogTest, NoListOrHeadAndAChangedObjectStaysStale) {
   co.block_size = 4096;
   co.prefetch_threads = 0;
   auto cache = TieredCache::Open(co, std::move(tiers), &origin, &clock);
-  ASSERT_TRUE(cache.ok());
+  ASSERT_OK(cache);
   origin.ResetCounters();
 
   auto read_all = [&](const std::string& path) -> Result<std::string> {
@@ -345,10 +347,10 @@ TEST(ManifestCatalogTest, NoListOrHeadAndAChangedObjectStaysStale) {
     return out;
   };
   std::vector<DirEntry> ls;
-  TC_ASSERT_OK(catalog->ReadDir("d", "", 10, &ls));
+  ASSERT_OK(catalog->ReadDir("d", "", 10, &ls));
   EXPECT_EQ(ls.size(), 2u);
   auto x = read_all("d/x.bin");
-  ASSERT_TRUE(x.ok()) << x.status().ToString();
+  ASSERT_OK(x);
   EXPECT_EQ(*x, Pattern(10000, 1));
 
   origin.PutObject("d/y.bin", Pattern(10000, 3));  // a new version behind the manifest's back

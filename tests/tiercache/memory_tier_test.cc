@@ -3,6 +3,7 @@
 #include <cstring>
 #include <thread>
 
+#include "tests/testing/status_matchers.h"
 #include "tests/tiercache/test_util.h"
 #include "tiercache/tier.h"
 
@@ -29,9 +30,9 @@ std::unique_ptr<Tier> OneShard(uint64_t capacity) {
 TEST(MemoryTierTest, MissThenHit) {
   auto t = OneShard(4096);
   EXPECT_TRUE(t->Read(Key(1)).status().IsNotFound());
-  TC_ASSERT_OK(t->Insert(Key(1), MakeBlock(100, 'a'), {}));
+  ASSERT_OK(t->Insert(Key(1), MakeBlock(100, 'a'), {}));
   auto r = t->Read(Key(1));
-  ASSERT_TRUE(r.ok());
+  ASSERT_OK(r);
   EXPECT_EQ((*r)->size(), 100u);
   EXPECT_EQ((*r)->data()[0], std::byte{'a'});
   EXPECT_TRUE(t->Contains(Key(1)));
@@ -43,11 +44,11 @@ TEST(MemoryTierTest, MissThenHit) {
 
 TEST(MemoryTierTest, EvictsLeastRecentlyUsedWithinBudget) {
   auto t = OneShard(300);
-  TC_ASSERT_OK(t->Insert(Key(1), MakeBlock(100), {}));
-  TC_ASSERT_OK(t->Insert(Key(2), MakeBlock(100), {}));
-  TC_ASSERT_OK(t->Insert(Key(3), MakeBlock(100), {}));
-  ASSERT_TRUE(t->Read(Key(1)).ok());  // 1 becomes most recent; 2 is now the LRU
-  TC_ASSERT_OK(t->Insert(Key(4), MakeBlock(100), {}));
+  ASSERT_OK(t->Insert(Key(1), MakeBlock(100), {}));
+  ASSERT_OK(t->Insert(Key(2), MakeBlock(100), {}));
+  ASSERT_OK(t->Insert(Key(3), MakeBlock(100), {}));
+  ASSERT_OK(t->Read(Key(1)));  // 1 becomes most recent; 2 is now the LRU
+  ASSERT_OK(t->Insert(Key(4), MakeBlock(100), {}));
   EXPECT_TRUE(t->Contains(Key(1)));
   EXPECT_FALSE(t->Contains(Key(2)));
   EXPECT_TRUE(t->Contains(Key(3)));
@@ -59,7 +60,7 @@ TEST(MemoryTierTest, EvictsLeastRecentlyUsedWithinBudget) {
 TEST(MemoryTierTest, BudgetIsNeverExceeded) {
   auto t = OneShard(1000);
   for (int i = 0; i < 100; ++i) {
-    TC_ASSERT_OK(t->Insert(Key(i), MakeBlock(37 + i % 50), {}));
+    ASSERT_OK(t->Insert(Key(i), MakeBlock(37 + i % 50), {}));
     ASSERT_LE(t->Stats().bytes_used, 1000u);
   }
 }
@@ -69,7 +70,7 @@ TEST(MemoryTierTest, DeclinesBlockLargerThanShardBudget) {
   o.capacity_bytes = 4000;
   o.shards = 4;  // 1000 per shard
   auto t = NewMemoryTier(o);
-  TC_ASSERT_OK(t->Insert(Key(1), MakeBlock(1000), {}));
+  ASSERT_OK(t->Insert(Key(1), MakeBlock(1000), {}));
   Status s = t->Insert(Key(2), MakeBlock(1001), {});
   EXPECT_EQ(s.code(), Status::Code::kNoSpace);
   EXPECT_FALSE(t->Contains(Key(2)));
@@ -86,7 +87,7 @@ TEST(MemoryTierTest, ASmallTierHasShardsThatHoldBlocks) {
   o.block_bytes = kBlock;
   EXPECT_EQ(MemoryTierShards(o), 2);
   auto t = NewMemoryTier(o);
-  for (int i = 0; i < 6; ++i) TC_ASSERT_OK(t->Insert(Key(i), MakeBlock(kBlock), {}));
+  for (int i = 0; i < 6; ++i) ASSERT_OK(t->Insert(Key(i), MakeBlock(kBlock), {}));
   EXPECT_EQ(t->Stats().capacity, 8 * kBlock);
   EXPECT_GE(t->Stats().bytes_used, 4 * kBlock);  // whatever the hash, two shards of 4 blocks
   // Large tiers keep the shards asked for; tiny ones get one; unknown block size: as asked.
@@ -100,10 +101,10 @@ TEST(MemoryTierTest, ASmallTierHasShardsThatHoldBlocks) {
 
 TEST(MemoryTierTest, PinnedBlocksAreNeverEvictedButCount) {
   auto t = OneShard(300);
-  TC_ASSERT_OK(t->Insert(Key(1), MakeBlock(100), Placement{.pinned = true}));
-  TC_ASSERT_OK(t->Insert(Key(2), MakeBlock(100), Placement{.pinned = true}));
-  TC_ASSERT_OK(t->Insert(Key(3), MakeBlock(100), {}));
-  TC_ASSERT_OK(t->Insert(Key(4), MakeBlock(100), {}));  // evicts 3, never 1 or 2
+  ASSERT_OK(t->Insert(Key(1), MakeBlock(100), Placement{.pinned = true}));
+  ASSERT_OK(t->Insert(Key(2), MakeBlock(100), Placement{.pinned = true}));
+  ASSERT_OK(t->Insert(Key(3), MakeBlock(100), {}));
+  ASSERT_OK(t->Insert(Key(4), MakeBlock(100), {}));  // evicts 3, never 1 or 2
   EXPECT_TRUE(t->Contains(Key(1)));
   EXPECT_TRUE(t->Contains(Key(2)));
   EXPECT_FALSE(t->Contains(Key(3)));
@@ -112,7 +113,7 @@ TEST(MemoryTierTest, PinnedBlocksAreNeverEvictedButCount) {
   // 150 can't fit beside 200 pinned bytes: declined, and nothing was evicted for it.
   EXPECT_EQ(t->Insert(Key(5), MakeBlock(150), {}).code(), Status::Code::kNoSpace);
   EXPECT_TRUE(t->Contains(Key(4)));
-  TC_ASSERT_OK(t->Insert(Key(6), MakeBlock(100, 'z'), Placement{.pinned = true}));  // evicts 4
+  ASSERT_OK(t->Insert(Key(6), MakeBlock(100, 'z'), Placement{.pinned = true}));  // evicts 4
   EXPECT_FALSE(t->Contains(Key(4)));
   EXPECT_EQ(t->Insert(Key(7), MakeBlock(1), {}).code(), Status::Code::kNoSpace);  // all pinned
   t->Erase(Key(1));  // explicit erase removes even pinned blocks
@@ -122,9 +123,9 @@ TEST(MemoryTierTest, PinnedBlocksAreNeverEvictedButCount) {
 
 TEST(MemoryTierTest, ReaderRefsOutliveEviction) {
   auto t = OneShard(100);
-  TC_ASSERT_OK(t->Insert(Key(1), MakeBlock(100, 'q'), {}));
+  ASSERT_OK(t->Insert(Key(1), MakeBlock(100, 'q'), {}));
   BlockRef held = *t->Read(Key(1));
-  TC_ASSERT_OK(t->Insert(Key(2), MakeBlock(100), {}));  // evicts 1
+  ASSERT_OK(t->Insert(Key(2), MakeBlock(100), {}));  // evicts 1
   EXPECT_FALSE(t->Contains(Key(1)));
   ASSERT_EQ(held->size(), 100u);
   EXPECT_EQ(held->data()[99], std::byte{'q'});
@@ -133,8 +134,8 @@ TEST(MemoryTierTest, ReaderRefsOutliveEviction) {
 
 TEST(MemoryTierTest, ReinsertIsIdempotent) {
   auto t = OneShard(1000);
-  TC_ASSERT_OK(t->Insert(Key(1), MakeBlock(100), {}));
-  TC_ASSERT_OK(t->Insert(Key(1), MakeBlock(100), {}));
+  ASSERT_OK(t->Insert(Key(1), MakeBlock(100), {}));
+  ASSERT_OK(t->Insert(Key(1), MakeBlock(100), {}));
   EXPECT_EQ(t->Stats().bytes_used, 100u);
   EXPECT_EQ(t->Stats().inserts, 1u);
 }
@@ -174,8 +175,8 @@ TEST(MemoryTierTest, ConcurrentUseKeepsAccountsStraight) {
 TEST(MemoryTierTest, AQuotaGroupEvictsItsOwnBlocksFirst) {
   auto t = OneShard(1000);
   const Placement q{.quota_group = 5, .quota_bytes = 300};
-  TC_ASSERT_OK(t->Insert(Key(1), MakeBlock(100), {}));  // the oldest block, no group
-  for (int i = 10; i < 16; ++i) TC_ASSERT_OK(t->Insert(Key(i), MakeBlock(100), q));
+  ASSERT_OK(t->Insert(Key(1), MakeBlock(100), {}));  // the oldest block, no group
+  for (int i = 10; i < 16; ++i) ASSERT_OK(t->Insert(Key(i), MakeBlock(100), q));
   // The group never holds more than its 300 bytes, and it made room from its own blocks.
   int held = 0;
   for (int i = 10; i < 16; ++i) held += t->Contains(Key(i)) ? 1 : 0;
@@ -184,7 +185,7 @@ TEST(MemoryTierTest, AQuotaGroupEvictsItsOwnBlocksFirst) {
   EXPECT_TRUE(t->Contains(Key(1)));
   EXPECT_EQ(t->Stats().bytes_used, 400u);
   // A block bigger than the quota share still fits on its own (the share is at least a block).
-  TC_ASSERT_OK(t->Insert(Key(20), MakeBlock(500), q));
+  ASSERT_OK(t->Insert(Key(20), MakeBlock(500), q));
   EXPECT_TRUE(t->Contains(Key(20)));
   EXPECT_FALSE(t->Contains(Key(15)));
 }
@@ -192,20 +193,20 @@ TEST(MemoryTierTest, AQuotaGroupEvictsItsOwnBlocksFirst) {
 TEST(MemoryTierTest, TtlPolicyEvictsInStoredOrderAndExpiredFirst) {
   auto t = OneShard(300);
   Placement ttl{.ttl = std::chrono::seconds(10), .stored_ns = 1'000'000'000, .ttl_order = true};
-  TC_ASSERT_OK(t->Insert(Key(1), MakeBlock(100), ttl));
-  TC_ASSERT_OK(t->Insert(Key(2), MakeBlock(100), Placement{.stored_ns = 1'000'000'000}));
-  TC_ASSERT_OK(t->Insert(Key(3), MakeBlock(100), Placement{.stored_ns = 1'000'000'000}));
-  ASSERT_TRUE(t->Read(Key(1)).ok());  // does not refresh a ttl-ordered block
-  TC_ASSERT_OK(t->Insert(Key(4), MakeBlock(100), Placement{.stored_ns = 2'000'000'000}));
+  ASSERT_OK(t->Insert(Key(1), MakeBlock(100), ttl));
+  ASSERT_OK(t->Insert(Key(2), MakeBlock(100), Placement{.stored_ns = 1'000'000'000}));
+  ASSERT_OK(t->Insert(Key(3), MakeBlock(100), Placement{.stored_ns = 1'000'000'000}));
+  ASSERT_OK(t->Read(Key(1)));  // does not refresh a ttl-ordered block
+  ASSERT_OK(t->Insert(Key(4), MakeBlock(100), Placement{.stored_ns = 2'000'000'000}));
   EXPECT_FALSE(t->Contains(Key(1)));
   EXPECT_TRUE(t->Contains(Key(2)));
   // An expired block goes before the least recently used one, whatever its policy.
   Placement short_ttl{.ttl = std::chrono::seconds(1), .stored_ns = 3'000'000'000};
-  TC_ASSERT_OK(t->Insert(Key(5), MakeBlock(100), short_ttl));  // evicts LRU 2
-  ASSERT_TRUE(t->Read(Key(3)).ok());
-  ASSERT_TRUE(t->Read(Key(4)).ok());
-  ASSERT_TRUE(t->Read(Key(5)).ok());  // the most recently used, but expired by the next insert
-  TC_ASSERT_OK(t->Insert(Key(6), MakeBlock(100), Placement{.stored_ns = 5'000'000'000}));
+  ASSERT_OK(t->Insert(Key(5), MakeBlock(100), short_ttl));  // evicts LRU 2
+  ASSERT_OK(t->Read(Key(3)));
+  ASSERT_OK(t->Read(Key(4)));
+  ASSERT_OK(t->Read(Key(5)));  // the most recently used, but expired by the next insert
+  ASSERT_OK(t->Insert(Key(6), MakeBlock(100), Placement{.stored_ns = 5'000'000'000}));
   EXPECT_FALSE(t->Contains(Key(5)));
   EXPECT_TRUE(t->Contains(Key(3)));
   EXPECT_TRUE(t->Contains(Key(4)));

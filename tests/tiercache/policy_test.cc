@@ -8,6 +8,7 @@
 #include "base/units.h"
 #include "tests/fakes/fake_blob_store.h"
 #include "tests/testing/read_into.h"
+#include "tests/testing/status_matchers.h"
 #include "tests/tiercache/test_util.h"
 #include "tiercache/tiered_cache.h"
 
@@ -42,13 +43,13 @@ TEST(PolicyValues, EncodeDecode) {
   p.eviction = EvictionOrder::kTtl;
   p.pinned_bytes = 1234;
   auto d = DecodePolicy(EncodePolicy(p));
-  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  ASSERT_OK(d);
   EXPECT_EQ(d->pin, p.pin);
   EXPECT_EQ(d->ttl, p.ttl);
   EXPECT_EQ(d->eviction, p.eviction);
   EXPECT_EQ(d->pinned_bytes, 1234u);
   auto e = DecodePolicy(EncodePolicy(Policy{}));
-  ASSERT_TRUE(e.ok());
+  ASSERT_OK(e);
   EXPECT_TRUE(e->empty());
   EXPECT_FALSE(DecodePolicy("").ok());
   EXPECT_FALSE(DecodePolicy("2 pin=1 ttl=- eviction=-").ok());
@@ -62,12 +63,12 @@ TEST(PolicyValues, AdmitIsStoredAndOptionalInOldRecords) {
   p.admit = AdmitPolicy::kReuse;
   EXPECT_FALSE(p.empty());
   auto d = DecodePolicy(EncodePolicy(p));
-  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  ASSERT_OK(d);
   EXPECT_EQ(d->admit, AdmitPolicy::kReuse);
   EXPECT_FALSE(d->pin.has_value());
   // A record written before admit existed: none set.
   auto old = DecodePolicy("1 pin=1 ttl=- eviction=- pinned_bytes=5");
-  ASSERT_TRUE(old.ok());
+  ASSERT_OK(old);
   EXPECT_FALSE(old->admit.has_value());
   EXPECT_EQ(DecodePolicy("1 pin=- ttl=- eviction=- pinned_bytes=0 admit=sometimes").status().code(),
             Status::Code::kCorruption);
@@ -77,7 +78,7 @@ class PolicyResolverTest : public ::testing::Test {
  protected:
   std::unique_ptr<PolicyResolver> Open(PolicyOptions o = {}) {
     auto r = PolicyResolver::Open(o, meta_.get());
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_OK(r);
     return std::move(*r);
   }
   std::unique_ptr<MetaStore> meta_ = NewMemMetaStore();
@@ -98,13 +99,13 @@ TEST_F(PolicyResolverTest, NearestAncestorPerFieldAndPersistence) {
     Policy dir;
     dir.pin = true;
     dir.ttl = 60s;
-    TC_ASSERT_OK(r->Set("data", dir, 100));
+    ASSERT_OK(r->Set("data", dir, 100));
     Policy sub;
     sub.ttl = 5s;  // overrides the ttl only; pin is inherited
-    TC_ASSERT_OK(r->Set("data/sub", sub));
+    ASSERT_OK(r->Set("data/sub", sub));
     Policy unpin;
     unpin.pin = false;
-    TC_ASSERT_OK(r->Set("data/sub/cold.bin", unpin));
+    ASSERT_OK(r->Set("data/sub/cold.bin", unpin));
   }
   auto r = Open();  // reloaded from the metastore
   EffectivePolicy e = r->Resolve("data/sub/x.bin");
@@ -144,7 +145,7 @@ TEST_F(PolicyResolverTest, ConfigPrefixesAreDefaultsLongestFirst) {
   // A stored policy beats the config.
   Policy p;
   p.ttl = 1s;
-  TC_ASSERT_OK(r->Set("datasets/imagenet/train", p));
+  ASSERT_OK(r->Set("datasets/imagenet/train", p));
   EXPECT_EQ(r->Resolve("datasets/imagenet/train/0.jpg").ttl, 1s);
 }
 
@@ -184,17 +185,17 @@ TEST_F(PolicyResolverTest, PinQuota) {
   auto r = Open(o);
   Policy pin;
   pin.pin = true;
-  TC_ASSERT_OK(r->Set("a", pin, 600));
+  ASSERT_OK(r->Set("a", pin, 600));
   Status s = r->Set("b", pin, 500);
   EXPECT_EQ(s.code(), Status::Code::kNoSpace) << s.ToString();
-  EXPECT_FALSE(r->Resolve("b").pin);    // nothing changed
-  TC_ASSERT_OK(r->Set("a", pin, 700));  // re-pinning re-measures, not double counts
+  EXPECT_FALSE(r->Resolve("b").pin);  // nothing changed
+  ASSERT_OK(r->Set("a", pin, 700));   // re-pinning re-measures, not double counts
   EXPECT_EQ(r->pinned_bytes(), 700u);
   Policy unpin;
   unpin.pin = false;
-  TC_ASSERT_OK(r->Set("a", unpin));
+  ASSERT_OK(r->Set("a", unpin));
   EXPECT_EQ(r->pinned_bytes(), 0u);
-  TC_ASSERT_OK(r->Set("b", pin, 500));
+  ASSERT_OK(r->Set("b", pin, 500));
   EXPECT_EQ(r->pinned_bytes(), 500u);
 }
 
@@ -211,10 +212,10 @@ TEST(PolicyPlumbing, PinnedBlocksSurviveL1PressureAndTtlRefetches) {
   auto resolver = std::move(*PolicyResolver::Open(po, meta.get()));
   Policy pin;
   pin.pin = true;
-  TC_ASSERT_OK(resolver->Set("pinned", pin, kBs));
+  ASSERT_OK(resolver->Set("pinned", pin, kBs));
   Policy ttl;
   ttl.ttl = 10s;
-  TC_ASSERT_OK(resolver->Set("f0", ttl));
+  ASSERT_OK(resolver->Set("f0", ttl));
 
   MemoryTierOptions m;
   m.capacity_bytes = 2 * kBs;
@@ -235,25 +236,25 @@ TEST(PolicyPlumbing, PinnedBlocksSurviveL1PressureAndTtlRefetches) {
   };
   std::string buf(kBs, '\0');
   auto span = std::span(reinterpret_cast<std::byte*>(buf.data()), buf.size());
-  ASSERT_TRUE(tierfs::testing::ReadInto(*cache, ref("pinned"), 0, span).ok());
+  ASSERT_OK(tierfs::testing::ReadInto(*cache, ref("pinned"), 0, span));
   for (int i = 1; i < 4; ++i)
-    ASSERT_TRUE(tierfs::testing::ReadInto(*cache, ref("f" + std::to_string(i)), 0, span).ok());
+    ASSERT_OK(tierfs::testing::ReadInto(*cache, ref("f" + std::to_string(i)), 0, span));
   EXPECT_EQ(cache->Residency(ref("pinned"))[0].second, 1u);  // survived the pressure
   EXPECT_EQ(cache->Residency(ref("f1"))[0].second, 0u);      // evicted
   // Unpinned, it is evicted like any other block.
   cache->SetPinned(ref("pinned"), false);
   for (int i = 1; i < 4; ++i)
-    ASSERT_TRUE(tierfs::testing::ReadInto(*cache, ref("f" + std::to_string(i)), 0, span).ok());
+    ASSERT_OK(tierfs::testing::ReadInto(*cache, ref("f" + std::to_string(i)), 0, span));
   EXPECT_EQ(cache->Residency(ref("pinned"))[0].second, 0u);
 
   // TTL: a read within the TTL is a hit, after it a refetch from the origin.
-  ASSERT_TRUE(tierfs::testing::ReadInto(*cache, ref("f0"), 0, span).ok());
+  ASSERT_OK(tierfs::testing::ReadInto(*cache, ref("f0"), 0, span));
   origin.ResetCounters();
   clock.Advance(5s);
-  ASSERT_TRUE(tierfs::testing::ReadInto(*cache, ref("f0"), 0, span).ok());
+  ASSERT_OK(tierfs::testing::ReadInto(*cache, ref("f0"), 0, span));
   EXPECT_EQ(origin.read_calls(), 0u);
   clock.Advance(6s);
-  ASSERT_TRUE(tierfs::testing::ReadInto(*cache, ref("f0"), 0, span).ok());
+  ASSERT_OK(tierfs::testing::ReadInto(*cache, ref("f0"), 0, span));
   EXPECT_EQ(origin.read_calls(), 1u);
   EXPECT_EQ(buf, testing::Pattern(kBs, 10));
   EXPECT_NE(cache->StatsText().find("ttl.expired=1"), std::string::npos) << cache->StatsText();
@@ -272,12 +273,12 @@ TEST_F(PolicyResolverTest, AdmitInheritsFromStoredPathsThenConfigPrefixes) {
   EXPECT_EQ(r->PlacementFor("stream/a/b.bin").admit, AdmitPolicy::kNever);
   Policy reuse;
   reuse.admit = AdmitPolicy::kReuse;
-  TC_ASSERT_OK(r->Set("stream/a", reuse));  // a stored policy beats the config
+  ASSERT_OK(r->Set("stream/a", reuse));  // a stored policy beats the config
   EXPECT_EQ(r->Resolve("stream/a/b.bin").admit, AdmitPolicy::kReuse);
   EXPECT_EQ(r->Resolve("stream/c.bin").admit, AdmitPolicy::kNever);
   Policy ttl;
   ttl.ttl = 5s;
-  TC_ASSERT_OK(r->Set("stream/a", ttl));  // setting another field keeps admit
+  ASSERT_OK(r->Set("stream/a", ttl));  // setting another field keeps admit
   EXPECT_EQ(r->GetExact("stream/a").admit, AdmitPolicy::kReuse);
   auto again = Open(o);  // persisted
   EXPECT_EQ(again->Resolve("stream/a/b.bin").admit, AdmitPolicy::kReuse);

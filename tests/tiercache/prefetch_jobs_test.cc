@@ -12,6 +12,7 @@
 #include "tests/fakes/fake_blob_store.h"
 #include "tests/fakes/faulty_flash_store.h"
 #include "tests/testing/read_into.h"
+#include "tests/testing/status_matchers.h"
 #include "tests/tiercache/test_util.h"
 #include "tiercache/catalog.h"
 #include "tiercache/tiered_cache.h"
@@ -30,7 +31,7 @@ class PrefetchJobsTest : public ::testing::Test {
   void SetUp() override {
     ASSERT_FALSE(dir_.path().empty());
     auto fs = NewPosixFlashStore(dir_.path(), false);
-    ASSERT_TRUE(fs.ok());
+    ASSERT_OK(fs);
     flash_ = std::move(*fs);
     meta_ = NewMemMetaStore();
     // d/: 3 files of 5, 1 and 0 blocks; d/sub/: 2 files; plus a file outside.
@@ -53,16 +54,16 @@ class PrefetchJobsTest : public ::testing::Test {
     f.capacity_bytes = 8 << 20;
     f.min_free_bytes = 0;
     auto l2 = NewFlashTier(f, flash_.get(), meta_.get(), &clock_);
-    ASSERT_TRUE(l2.ok()) << l2.status().ToString();
+    ASSERT_OK(l2);
     tiers.push_back(std::move(*l2));
     TieredCacheOptions o;
     o.block_size = kBs;
     o.prefetch_threads = 0;
     auto c = TieredCache::Open(o, std::move(tiers), &origin_, &clock_);
-    ASSERT_TRUE(c.ok());
+    ASSERT_OK(c);
     cache_ = std::move(*c);
     auto cat = Catalog::Open(CatalogOptions{}, &origin_, meta_.get(), &clock_);
-    ASSERT_TRUE(cat.ok());
+    ASSERT_OK(cat);
     catalog_ = std::move(*cat);
     OpenJobs();
   }
@@ -79,7 +80,7 @@ class PrefetchJobsTest : public ::testing::Test {
   void OpenJobsWith(const PrefetchJobsOptions& o) {
     jobs_.reset();
     auto j = PrefetchJobs::Open(o, catalog_.get(), cache_.get(), meta_.get(), &clock_);
-    ASSERT_TRUE(j.ok()) << j.status().ToString();
+    ASSERT_OK(j);
     jobs_ = std::move(*j);
   }
 
@@ -100,11 +101,11 @@ class PrefetchJobsTest : public ::testing::Test {
   PrefetchJobStatus WaitDone(std::string_view path) {
     EXPECT_TRUE(jobs_->TEST_WaitIdle(20s));
     auto st = jobs_->Get(path);
-    EXPECT_TRUE(st.ok()) << st.status().ToString();
+    EXPECT_OK(st);
     return st.ok() ? *st : PrefetchJobStatus{};
   }
 
-  testing::TcTempDir dir_;
+  testing::TempDir dir_;
   FakeBlobStore origin_{"fake://bucket"};
   FakeClock clock_;
   std::unique_ptr<FlashStore> flash_;
@@ -115,7 +116,7 @@ class PrefetchJobsTest : public ::testing::Test {
 };
 
 TEST_F(PrefetchJobsTest, DirectoryIntoL2IsRecursiveAndSkipsL1) {
-  TC_ASSERT_OK(jobs_->Start("d", "l2"));
+  ASSERT_OK(jobs_->Start("d", "l2"));
   PrefetchJobStatus st = WaitDone("d");
   EXPECT_EQ(st.state, PrefetchState::kDone);
   EXPECT_EQ(st.files_total, 5u);
@@ -136,7 +137,7 @@ TEST_F(PrefetchJobsTest, DirectoryIntoL2IsRecursiveAndSkipsL1) {
   auto n =
       tierfs::testing::ReadInto(*cache_, Ref("d/sub/c.bin"), 0,
                                 std::span(reinterpret_cast<std::byte*>(out.data()), out.size()));
-  ASSERT_TRUE(n.ok());
+  ASSERT_OK(n);
   EXPECT_EQ(out, Pattern(3 * kBs + 7, 3));
   EXPECT_EQ(origin_.read_calls(), 0u);
 }
@@ -153,7 +154,7 @@ TEST_F(PrefetchJobsTest, AShortTailJoinsTheRunBeforeIt) {
   o.persist_interval = 5ms;
   OpenJobsWith(o);
   origin_.ResetCounters();
-  TC_ASSERT_OK(jobs_->Start("t", "l2"));
+  ASSERT_OK(jobs_->Start("t", "l2"));
   EXPECT_EQ(WaitDone("t").state, PrefetchState::kDone);
   EXPECT_EQ(origin_.read_calls(), 5u);
   EXPECT_EQ(Held(Ref("t/five"), "l2"), 5u);
@@ -173,7 +174,7 @@ TEST_F(PrefetchJobsTest, ALargeFileIsCutIntoTasksAsTheyRun) {
   o.persist_interval = 5ms;
   OpenJobsWith(o);
   origin_.ResetCounters();
-  TC_ASSERT_OK(jobs_->Start("big.bin", "l2"));
+  ASSERT_OK(jobs_->Start("big.bin", "l2"));
   PrefetchJobStatus st = WaitDone("big.bin");
   EXPECT_EQ(st.state, PrefetchState::kDone);
   EXPECT_EQ(st.files_done, 1u);
@@ -183,7 +184,7 @@ TEST_F(PrefetchJobsTest, ALargeFileIsCutIntoTasksAsTheyRun) {
 }
 
 TEST_F(PrefetchJobsTest, SingleFileIntoL1FillsL1AndL2) {
-  TC_ASSERT_OK(jobs_->Start("other.bin", "l1"));
+  ASSERT_OK(jobs_->Start("other.bin", "l1"));
   PrefetchJobStatus st = WaitDone("other.bin");
   EXPECT_EQ(st.state, PrefetchState::kDone);
   EXPECT_EQ(st.files_total, 1u);
@@ -200,7 +201,7 @@ TEST_F(PrefetchJobsTest, BadTiersAreInvalidArgument) {
 }
 
 TEST_F(PrefetchJobsTest, MissingPathFails) {
-  TC_ASSERT_OK(jobs_->Start("nope", "l2"));
+  ASSERT_OK(jobs_->Start("nope", "l2"));
   PrefetchJobStatus st = WaitDone("nope");
   EXPECT_EQ(st.state, PrefetchState::kFailed);
   // The reason names the missing path, as a NotFound.
@@ -212,9 +213,9 @@ TEST_F(PrefetchJobsTest, MissingPathFails) {
 TEST_F(PrefetchJobsTest, ChangedObjectFailsTheJob) {
   // The listing is cached with the old ETag; the origin's object changed meanwhile.
   std::vector<DirEntry> warm;
-  TC_ASSERT_OK(catalog_->ReadDir("d", "", 100, &warm));
+  ASSERT_OK(catalog_->ReadDir("d", "", 100, &warm));
   origin_.PutObject("d/a.bin", Pattern(5 * kBs, 9));
-  TC_ASSERT_OK(jobs_->Start("d", "l2"));
+  ASSERT_OK(jobs_->Start("d", "l2"));
   PrefetchJobStatus st = WaitDone("d");
   EXPECT_EQ(st.state, PrefetchState::kFailed);
   // The reason is the version change of that file (If-Match refused), not some other error.
@@ -224,21 +225,21 @@ TEST_F(PrefetchJobsTest, ChangedObjectFailsTheJob) {
 
 TEST_F(PrefetchJobsTest, CancelStopsARunningJob) {
   origin_.SetDelay(20ms);
-  TC_ASSERT_OK(jobs_->Start("d", "l2"));
+  ASSERT_OK(jobs_->Start("d", "l2"));
   std::this_thread::sleep_for(50ms);
-  TC_ASSERT_OK(jobs_->Cancel("d"));
+  ASSERT_OK(jobs_->Cancel("d"));
   PrefetchJobStatus st = WaitDone("d");
   EXPECT_EQ(st.state, PrefetchState::kCancelled);
   EXPECT_LT(st.bytes_done, st.bytes_total == 0 ? 1 : st.bytes_total);
   // Restarting a finished job is allowed.
   origin_.SetDelay(0ms);
-  TC_ASSERT_OK(jobs_->Start("d", "l2"));
+  ASSERT_OK(jobs_->Start("d", "l2"));
   EXPECT_EQ(WaitDone("d").state, PrefetchState::kDone);
 }
 
 TEST_F(PrefetchJobsTest, RestartResumesFromThePersistedCursor) {
   origin_.SetDelay(15ms);
-  TC_ASSERT_OK(jobs_->Start("d", "l2"));
+  ASSERT_OK(jobs_->Start("d", "l2"));
   // Let it make some progress, then "stop the daemon".
   for (int i = 0; i < 400; ++i) {
     auto st = jobs_->Get("d");
@@ -247,9 +248,10 @@ TEST_F(PrefetchJobsTest, RestartResumesFromThePersistedCursor) {
   }
   jobs_.reset();
   auto stored = meta_->GetValue(PrefetchJobKey("d"));
-  ASSERT_TRUE(stored.ok() && stored->has_value());
+  ASSERT_OK(stored);
+  ASSERT_TRUE(stored->has_value());
   auto rec = DecodePrefetchJob("d", **stored);
-  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  ASSERT_OK(rec);
   EXPECT_EQ(rec->state, PrefetchState::kRunning);
   EXPECT_EQ(rec->files_total, 5u);
   EXPECT_LT(rec->bytes_done, rec->bytes_total);
@@ -269,7 +271,7 @@ TEST_F(PrefetchJobsTest, RestartResumesFromThePersistedCursor) {
 
 TEST_F(PrefetchJobsTest, DirectoryOfMoreThanOneListingPage) {
   for (int i = 0; i < 1100; ++i) origin_.PutObject("big/f" + std::to_string(i), "x");
-  TC_ASSERT_OK(jobs_->Start("big", "l2"));
+  ASSERT_OK(jobs_->Start("big", "l2"));
   PrefetchJobStatus st = WaitDone("big");
   EXPECT_EQ(st.state, PrefetchState::kDone);
   EXPECT_EQ(st.files_total, 1100u);
@@ -282,8 +284,8 @@ void StoreRunningJob(MetaStore* meta, const std::string& cursor, uint64_t cursor
   const std::string n = std::to_string(cursor_files);
   const std::string v = "2 1 l2 " + n + " " + n + " 0 0 0 " + n + " 0 " +
                         std::to_string(cursor.size()) + " " + cursor + " ";
-  ASSERT_TRUE(DecodePrefetchJob("d", v).ok());
-  ASSERT_TRUE(meta->PutValue(PrefetchJobKey("d"), v).ok());
+  ASSERT_OK(DecodePrefetchJob("d", v));
+  ASSERT_OK(meta->PutValue(PrefetchJobKey("d"), v));
 }
 
 TEST_F(PrefetchJobsTest, ResumeAfterTheListingChangedNeitherSkipsNorRepeats) {
@@ -330,9 +332,9 @@ TEST_F(PrefetchJobsTest, SmallBatchesWalkTheWholeTree) {
   o.batch_files = 7;  // ~43 batches, never more than 7 files held
   o.persist_interval = 5ms;
   auto j = PrefetchJobs::Open(o, catalog_.get(), cache_.get(), meta_.get(), &clock_);
-  ASSERT_TRUE(j.ok());
+  ASSERT_OK(j);
   jobs_ = std::move(*j);
-  TC_ASSERT_OK(jobs_->Start("big", "l2"));
+  ASSERT_OK(jobs_->Start("big", "l2"));
   PrefetchJobStatus st = WaitDone("big");
   EXPECT_EQ(st.state, PrefetchState::kDone) << st.error;
   EXPECT_EQ(st.files_total, 301u);
@@ -352,7 +354,7 @@ TEST_F(PrefetchJobsTest, BatchesEndWhenTheyDrainNotOnTheProgressTimer) {
   o.persist_interval = 1h;
   OpenJobsWith(o);
   for (int run = 0; run < 2; ++run) {
-    TC_ASSERT_OK(jobs_->Start("many", "l2"));
+    ASSERT_OK(jobs_->Start("many", "l2"));
     PrefetchJobStatus st = WaitDone("many");  // within 20 s
     EXPECT_EQ(st.state, PrefetchState::kDone) << "run " << run << ": " << st.error;
     EXPECT_EQ(st.files_done, 100u) << "run " << run;
@@ -360,53 +362,53 @@ TEST_F(PrefetchJobsTest, BatchesEndWhenTheyDrainNotOnTheProgressTimer) {
 }
 
 TEST_F(PrefetchJobsTest, FinishedJobsExpire) {
-  TC_ASSERT_OK(jobs_->Start("other.bin", "l2"));
+  ASSERT_OK(jobs_->Start("other.bin", "l2"));
   EXPECT_EQ(WaitDone("other.bin").state, PrefetchState::kDone);
   EXPECT_GT(WaitDone("other.bin").finished_at_ns, 0);
   clock_.Advance(std::chrono::hours(23));
   OpenJobs();  // a restart within the day keeps it
-  EXPECT_TRUE(jobs_->Get("other.bin").ok());
+  EXPECT_OK(jobs_->Get("other.bin"));
   clock_.Advance(std::chrono::hours(2));
   // Another job finishing sweeps the expired one, from memory and from the metastore.
-  TC_ASSERT_OK(jobs_->Start("d/b.bin", "l2"));
+  ASSERT_OK(jobs_->Start("d/b.bin", "l2"));
   EXPECT_EQ(WaitDone("d/b.bin").state, PrefetchState::kDone);
   EXPECT_TRUE(jobs_->Get("other.bin").status().IsNotFound());
   auto v = meta_->GetValue(PrefetchJobKey("other.bin"));
-  ASSERT_TRUE(v.ok());
+  ASSERT_OK(v);
   EXPECT_FALSE(v->has_value());
   // At start-up too.
   clock_.Advance(std::chrono::hours(25));
   OpenJobs();
   EXPECT_TRUE(jobs_->Get("d/b.bin").status().IsNotFound());
   v = meta_->GetValue(PrefetchJobKey("d/b.bin"));
-  ASSERT_TRUE(v.ok());
+  ASSERT_OK(v);
   EXPECT_FALSE(v->has_value());
 }
 
 TEST_F(PrefetchJobsTest, OnlyKeepFinishedJobsAreKept) {
   OpenJobs(/*keep_finished=*/1);
-  TC_ASSERT_OK(jobs_->Start("other.bin", "l2"));
+  ASSERT_OK(jobs_->Start("other.bin", "l2"));
   EXPECT_EQ(WaitDone("other.bin").state, PrefetchState::kDone);
   clock_.Advance(std::chrono::seconds(1));
-  TC_ASSERT_OK(jobs_->Start("d/b.bin", "l2"));
+  ASSERT_OK(jobs_->Start("d/b.bin", "l2"));
   EXPECT_EQ(WaitDone("d/b.bin").state, PrefetchState::kDone);
   EXPECT_TRUE(jobs_->Get("other.bin").status().IsNotFound());  // the older one
-  EXPECT_TRUE(jobs_->Get("d/b.bin").ok());
+  EXPECT_OK(jobs_->Get("d/b.bin"));
 }
 
 TEST_F(PrefetchJobsTest, LayoutOneRecordsStillLoad) {
   jobs_.reset();
   // A running job stored by the previous layout (position cursor 2): restarted from the start.
-  ASSERT_TRUE(meta_->PutValue(PrefetchJobKey("d"), "1 1 l2 2 5 100 200 2 ").ok());
+  ASSERT_OK(meta_->PutValue(PrefetchJobKey("d"), "1 1 l2 2 5 100 200 2 "));
   // A finished one: kept (for a day from now).
-  ASSERT_TRUE(meta_->PutValue(PrefetchJobKey("other.bin"), "1 3 l2 0 1 0 8192 0 IOError: x").ok());
+  ASSERT_OK(meta_->PutValue(PrefetchJobKey("other.bin"), "1 3 l2 0 1 0 8192 0 IOError: x"));
   OpenJobs();
   PrefetchJobStatus st = WaitDone("d");
   EXPECT_EQ(st.state, PrefetchState::kDone) << st.error;
   EXPECT_EQ(st.files_done, 5u);
   EXPECT_EQ(Held(Ref("d/a.bin"), "l2"), 5u);
   auto old = jobs_->Get("other.bin");
-  ASSERT_TRUE(old.ok());
+  ASSERT_OK(old);
   EXPECT_EQ(old->state, PrefetchState::kFailed);
   EXPECT_EQ(old->error, "IOError: x");
   EXPECT_GT(old->finished_at_ns, 0);
@@ -414,23 +416,21 @@ TEST_F(PrefetchJobsTest, LayoutOneRecordsStillLoad) {
 
 size_t StoredListChunks(MetaStore* meta) {
   size_t n = 0;
-  EXPECT_TRUE(meta->ScanValues("prefetch/list/",
-                               [&](std::string_view, std::string_view) {
-                                 ++n;
-                                 return true;
-                               })
-                  .ok());
+  EXPECT_OK(meta->ScanValues("prefetch/list/", [&](std::string_view, std::string_view) {
+    ++n;
+    return true;
+  }));
   return n;
 }
 
 TEST_F(PrefetchJobsTest, ListAppendsInOrderAndFinishes) {
   EXPECT_FALSE(jobs_->ListJobActive());
   origin_.HoldReads();  // the job cannot end before the second set appends to it
-  TC_ASSERT_OK(jobs_->AppendList("l2", {"d/sub/c.bin", "other.bin"}));
+  ASSERT_OK(jobs_->AppendList("l2", {"d/sub/c.bin", "other.bin"}));
   origin_.WaitForBlockedReads(1);
   EXPECT_TRUE(jobs_->ListJobActive());
-  TC_ASSERT_OK(jobs_->Start("d/sub", "l2"));  // a directory job is not a list job
-  TC_ASSERT_OK(jobs_->AppendList("l2", {"d/b.bin", "d/empty"}));
+  ASSERT_OK(jobs_->Start("d/sub", "l2"));  // a directory job is not a list job
+  ASSERT_OK(jobs_->AppendList("l2", {"d/b.bin", "d/empty"}));
   origin_.ReleaseReads();
   PrefetchJobStatus st = WaitDone(kPrefetchListJob);
   EXPECT_FALSE(jobs_->ListJobActive());
@@ -447,7 +447,7 @@ TEST_F(PrefetchJobsTest, ListAppendsInOrderAndFinishes) {
   EXPECT_EQ(Held(Ref("d/a.bin"), "l2"), 0u);     // not listed
   EXPECT_EQ(StoredListChunks(meta_.get()), 0u);  // a finished list leaves no chunk behind
   // A set after the end starts a fresh list job.
-  TC_ASSERT_OK(jobs_->AppendList("l1", {"d/a.bin"}));
+  ASSERT_OK(jobs_->AppendList("l1", {"d/a.bin"}));
   st = WaitDone(kPrefetchListJob);
   EXPECT_EQ(st.state, PrefetchState::kDone);
   EXPECT_EQ(st.tier, "l1");
@@ -470,7 +470,7 @@ TEST_F(PrefetchJobsTest, ListRefusesABadPathWithoutQueueingAnything) {
   EXPECT_EQ(StoredListChunks(meta_.get()), 0u);
   // While a list job runs into l2, a set into another tier is refused.
   origin_.SetDelay(20ms);
-  TC_ASSERT_OK(jobs_->AppendList("l2", {"d/a.bin"}));
+  ASSERT_OK(jobs_->AppendList("l2", {"d/a.bin"}));
   EXPECT_EQ(jobs_->AppendList("l1", {"other.bin"}).code(), Status::Code::kInvalidArgument);
   origin_.SetDelay(0ms);
   EXPECT_EQ(WaitDone(kPrefetchListJob).files_total, 1u);
@@ -478,15 +478,15 @@ TEST_F(PrefetchJobsTest, ListRefusesABadPathWithoutQueueingAnything) {
 
 TEST_F(PrefetchJobsTest, ListCancelDropsTheQueue) {
   origin_.SetDelay(20ms);
-  TC_ASSERT_OK(jobs_->AppendList("l2", {"d/a.bin", "d/sub/c.bin", "other.bin"}));
+  ASSERT_OK(jobs_->AppendList("l2", {"d/a.bin", "d/sub/c.bin", "other.bin"}));
   EXPECT_EQ(StoredListChunks(meta_.get()), 1u);
-  TC_ASSERT_OK(jobs_->Cancel(kPrefetchListJob));
+  ASSERT_OK(jobs_->Cancel(kPrefetchListJob));
   PrefetchJobStatus st = WaitDone(kPrefetchListJob);
   EXPECT_EQ(st.state, PrefetchState::kCancelled);
   EXPECT_LT(st.files_done, 3u);
   EXPECT_EQ(StoredListChunks(meta_.get()), 0u);
   origin_.SetDelay(0ms);
-  TC_ASSERT_OK(jobs_->AppendList("l2", {"other.bin"}));
+  ASSERT_OK(jobs_->AppendList("l2", {"other.bin"}));
   st = WaitDone(kPrefetchListJob);
   EXPECT_EQ(st.state, PrefetchState::kDone);
   EXPECT_EQ(st.files_total, 1u);
@@ -494,8 +494,8 @@ TEST_F(PrefetchJobsTest, ListCancelDropsTheQueue) {
 
 TEST_F(PrefetchJobsTest, ListResumesAfterRestartFromItsPosition) {
   origin_.SetDelay(15ms);
-  TC_ASSERT_OK(jobs_->AppendList("l2", {"d/a.bin", "d/b.bin"}));
-  TC_ASSERT_OK(jobs_->AppendList("l2", {"d/sub/c.bin", "d/sub/e.bin", "other.bin"}));
+  ASSERT_OK(jobs_->AppendList("l2", {"d/a.bin", "d/b.bin"}));
+  ASSERT_OK(jobs_->AppendList("l2", {"d/sub/c.bin", "d/sub/e.bin", "other.bin"}));
   for (int i = 0; i < 400; ++i) {
     auto st = jobs_->Get(kPrefetchListJob);
     if (st.ok() && st->bytes_done > 0) break;
@@ -503,9 +503,10 @@ TEST_F(PrefetchJobsTest, ListResumesAfterRestartFromItsPosition) {
   }
   jobs_.reset();
   auto stored = meta_->GetValue(PrefetchJobKey(kPrefetchListJob));
-  ASSERT_TRUE(stored.ok() && stored->has_value());
+  ASSERT_OK(stored);
+  ASSERT_TRUE(stored->has_value());
   auto rec = DecodePrefetchJob(kPrefetchListJob, **stored);
-  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  ASSERT_OK(rec);
   EXPECT_EQ(rec->state, PrefetchState::kRunning);
   EXPECT_LT(rec->cursor_files, 5u);
   EXPECT_GE(StoredListChunks(meta_.get()), 1u);
@@ -551,10 +552,9 @@ class PrefetchEngineTest : public PrefetchJobsTest {
     OpenJobsWith(o);
     clock_.Advance(10s);
     std::string out(100, '\0');
-    ASSERT_TRUE(
+    ASSERT_OK(
         tierfs::testing::ReadInto(*cache_, Ref("other.bin"), 0,
-                                  std::span(reinterpret_cast<std::byte*>(out.data()), out.size()))
-            .ok());
+                                  std::span(reinterpret_cast<std::byte*>(out.data()), out.size())));
   }
   // Reads blocked at the gate, after the workers had time to start more than allowed.
   int SettledBlocked(int n) {
@@ -567,7 +567,7 @@ class PrefetchEngineTest : public PrefetchJobsTest {
 TEST_F(PrefetchEngineTest, SmallFilesAreFetchedManyAtOnce) {
   OpenJobsWith(Options());
   origin_.HoldReads();
-  TC_ASSERT_OK(jobs_->Start("many", "l2"));
+  ASSERT_OK(jobs_->Start("many", "l2"));
   EXPECT_EQ(SettledBlocked(8), 8);  // one GET per file, `threads` of them at once
   origin_.ReleaseReads();
   PrefetchJobStatus st = WaitDone("many");
@@ -583,21 +583,21 @@ TEST_F(PrefetchEngineTest, JobsPerUserAreCapped) {
   o.max_jobs_per_user = 2;
   OpenJobsWith(o);
   origin_.HoldReads();
-  TC_ASSERT_OK(jobs_->StartAs(1000, "many", "l2"));
-  TC_ASSERT_OK(jobs_->StartAs(1000, "more", "l2"));
-  TC_ASSERT_OK(jobs_->StartAs(1000, "many", "l2"));  // already running: OK, not a third job
+  ASSERT_OK(jobs_->StartAs(1000, "many", "l2"));
+  ASSERT_OK(jobs_->StartAs(1000, "more", "l2"));
+  ASSERT_OK(jobs_->StartAs(1000, "many", "l2"));  // already running: OK, not a third job
   Status s = jobs_->StartAs(1000, "d", "l2");
   EXPECT_EQ(s.code(), Status::Code::kNoSpace) << s.ToString();
   EXPECT_NE(s.message().find("uid 1000 already has 2 prefetch jobs"), std::string::npos)
       << s.ToString();
   EXPECT_TRUE(jobs_->Get("d").status().IsNotFound());  // nothing queued for the refused one
-  TC_ASSERT_OK(jobs_->StartAs(1001, "d", "l2"));       // another user
-  TC_ASSERT_OK(jobs_->Start("other.bin", "l2"));       // root / the mounting user
+  ASSERT_OK(jobs_->StartAs(1001, "d", "l2"));          // another user
+  ASSERT_OK(jobs_->Start("other.bin", "l2"));          // root / the mounting user
   origin_.ReleaseReads();
   ASSERT_TRUE(jobs_->TEST_WaitIdle(20s));
   EXPECT_EQ(jobs_->Get("many")->state, PrefetchState::kDone);
   // Finished jobs no longer count.
-  TC_ASSERT_OK(jobs_->StartAs(1000, "d/sub", "l2"));
+  ASSERT_OK(jobs_->StartAs(1000, "d/sub", "l2"));
   EXPECT_EQ(WaitDone("d/sub").state, PrefetchState::kDone);
 }
 
@@ -611,20 +611,20 @@ TEST_F(PrefetchEngineTest, ListFilesPerUserAreCapped) {
   o.max_running_jobs = 1;
   OpenJobsWith(o);
   origin_.HoldReads();
-  TC_ASSERT_OK(jobs_->Start("more", "l2"));
+  ASSERT_OK(jobs_->Start("more", "l2"));
   origin_.WaitForBlockedReads(1);
-  TC_ASSERT_OK(jobs_->AppendListAs(1000, "l2", {"many/f00", "many/f01"}));
+  ASSERT_OK(jobs_->AppendListAs(1000, "l2", {"many/f00", "many/f01"}));
   Status s = jobs_->AppendListAs(1000, "l2", {"many/f02", "many/f03"});
   EXPECT_EQ(s.code(), Status::Code::kNoSpace) << s.ToString();
   EXPECT_NE(s.message().find("uid 1000 already has 2 files queued"), std::string::npos)
       << s.ToString();
-  TC_ASSERT_OK(jobs_->AppendListAs(1000, "l2", {"many/f02"}));  // exactly at the cap
-  TC_ASSERT_OK(jobs_->AppendListAs(1001, "l2", {"many/f10", "many/f11", "many/f12"}));
-  TC_ASSERT_OK(jobs_->AppendList("l2", {"many/f13", "many/f14", "many/f15", "many/f16"}));
+  ASSERT_OK(jobs_->AppendListAs(1000, "l2", {"many/f02"}));  // exactly at the cap
+  ASSERT_OK(jobs_->AppendListAs(1001, "l2", {"many/f10", "many/f11", "many/f12"}));
+  ASSERT_OK(jobs_->AppendList("l2", {"many/f13", "many/f14", "many/f15", "many/f16"}));
   EXPECT_EQ(jobs_->Get(kPrefetchListJob)->state, PrefetchState::kQueued);
   EXPECT_EQ(jobs_->Get(kPrefetchListJob)->files_total, 10u);  // the refused append queued nothing
-  TC_ASSERT_OK(jobs_->Cancel(kPrefetchListJob));
-  TC_ASSERT_OK(jobs_->AppendListAs(1000, "l2", {"many/f03", "many/f04", "many/f05"}));
+  ASSERT_OK(jobs_->Cancel(kPrefetchListJob));
+  ASSERT_OK(jobs_->AppendListAs(1000, "l2", {"many/f03", "many/f04", "many/f05"}));
 }
 
 TEST_F(PrefetchEngineTest, MemoryBudgetAndOriginLimitBoundTheBlocksInFlight) {
@@ -632,7 +632,7 @@ TEST_F(PrefetchEngineTest, MemoryBudgetAndOriginLimitBoundTheBlocksInFlight) {
   o.memory_budget = 300;  // the files of many/ are 100 bytes: three at once
   OpenJobsWith(o);
   origin_.HoldReads();
-  TC_ASSERT_OK(jobs_->Start("many", "l2"));
+  ASSERT_OK(jobs_->Start("many", "l2"));
   EXPECT_EQ(SettledBlocked(3), 3);
   origin_.ReleaseReads();
   EXPECT_EQ(WaitDone("many").state, PrefetchState::kDone);
@@ -641,7 +641,7 @@ TEST_F(PrefetchEngineTest, MemoryBudgetAndOriginLimitBoundTheBlocksInFlight) {
   o.origin_limit = [] { return uint64_t{5}; };
   OpenJobsWith(o);
   origin_.HoldReads();
-  TC_ASSERT_OK(jobs_->Start("more", "l2"));
+  ASSERT_OK(jobs_->Start("more", "l2"));
   EXPECT_EQ(SettledBlocked(5), 5);
   origin_.ReleaseReads();
   EXPECT_EQ(WaitDone("more").state, PrefetchState::kDone);
@@ -651,7 +651,7 @@ TEST_F(PrefetchEngineTest, PrefetchYieldsToDemandReads) {
   ASSERT_NO_FATAL_FAILURE(OpenWithDemandActive());
   EXPECT_EQ(cache_->Stats().demand_remote_in_flight.load(), 0);
   origin_.HoldReads();
-  TC_ASSERT_OK(jobs_->Start("many", "l2"));
+  ASSERT_OK(jobs_->Start("many", "l2"));
   EXPECT_EQ(SettledBlocked(1), 1);  // only the slot demand leaves
   clock_.Advance(2s);               // demand went quiet: the job takes every slot
   EXPECT_EQ(SettledBlocked(8), 8);
@@ -666,7 +666,7 @@ TEST_F(PrefetchEngineTest, TheListJobDoesNotYieldToDemandReads) {
   origin_.HoldReads();
   std::vector<std::string> files;
   for (int i = 0; i < 40; ++i) files.push_back(fmt::format("many/f{:02}", i));
-  TC_ASSERT_OK(jobs_->AppendList("l2", files));
+  ASSERT_OK(jobs_->AppendList("l2", files));
   EXPECT_EQ(SettledBlocked(8), 8);  // every slot, demand or not
   origin_.ReleaseReads();
   EXPECT_TRUE(jobs_->TEST_WaitIdle(20s));
@@ -678,9 +678,9 @@ TEST_F(PrefetchEngineTest, RunningJobsShareTheWorkers) {
   o.max_running_jobs = 2;
   OpenJobsWith(o);
   origin_.HoldReads();
-  TC_ASSERT_OK(jobs_->Start("many", "l2"));
-  TC_ASSERT_OK(jobs_->Start("more", "l2"));
-  TC_ASSERT_OK(jobs_->Start("d", "l2"));  // a third waits for one of them
+  ASSERT_OK(jobs_->Start("many", "l2"));
+  ASSERT_OK(jobs_->Start("more", "l2"));
+  ASSERT_OK(jobs_->Start("d", "l2"));  // a third waits for one of them
   EXPECT_EQ(SettledBlocked(4), 4);
   // Both running jobs got workers (round-robin), the third is still queued.
   EXPECT_EQ(jobs_->Get("many")->state, PrefetchState::kRunning);
@@ -701,14 +701,14 @@ TEST_F(PrefetchEngineTest, HeldFilesFinishWithoutAWorker) {
   o.threads = 2;
   o.max_running_jobs = 2;
   OpenJobsWith(o);
-  TC_ASSERT_OK(jobs_->Start("more", "l2"));
+  ASSERT_OK(jobs_->Start("more", "l2"));
   ASSERT_EQ(WaitDone("more").state, PrefetchState::kDone);
   origin_.HoldReads();
-  TC_ASSERT_OK(jobs_->Start("many", "l2"));
+  ASSERT_OK(jobs_->Start("many", "l2"));
   EXPECT_EQ(SettledBlocked(2), 2);  // both workers wait at the origin
   std::vector<std::string> files;
   for (int i = 39; i >= 0; --i) files.push_back(fmt::format("more/g{:02}", i));
-  TC_ASSERT_OK(jobs_->AppendList("l2", files));
+  ASSERT_OK(jobs_->AppendList("l2", files));
   PrefetchJobStatus st;
   for (int i = 0; i < 1000; ++i) {
     st = *jobs_->Get(kPrefetchListJob);
@@ -725,23 +725,23 @@ TEST_F(PrefetchEngineTest, HeldFilesFinishWithoutAWorker) {
 
 TEST(PrefetchListValue, Parse) {
   auto r = ParsePrefetchList("tier=l3\n/a/b.bin\r\n\nc d.bin\n");
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   EXPECT_FALSE(r->cancel);
   EXPECT_EQ(r->tier, "l3");
   EXPECT_EQ(r->paths, (std::vector<std::string>{"a/b.bin", "c d.bin"}));
   r = ParsePrefetchList("x");
-  ASSERT_TRUE(r.ok());
+  ASSERT_OK(r);
   EXPECT_EQ(r->tier, "l2");
   EXPECT_EQ(r->paths, (std::vector<std::string>{"x"}));
   r = ParsePrefetchList("cancel\n");
-  ASSERT_TRUE(r.ok());
+  ASSERT_OK(r);
   EXPECT_TRUE(r->cancel);
   r = ParsePrefetchList("");
-  ASSERT_TRUE(r.ok());
+  ASSERT_OK(r);
   EXPECT_TRUE(r->paths.empty());
   // "tier=" only counts on the first line; later it is a file name.
   r = ParsePrefetchList("a\ntier=l1");
-  ASSERT_TRUE(r.ok());
+  ASSERT_OK(r);
   EXPECT_EQ(r->paths, (std::vector<std::string>{"a", "tier=l1"}));
   EXPECT_FALSE(ParsePrefetchList("tier=l4\na").ok());
   EXPECT_FALSE(ParsePrefetchList("a/../b").ok());
@@ -765,7 +765,7 @@ TEST(PrefetchJobRecord, RoundTripAndCorruption) {
   s.finished_at_ns = 1234567890123;
   s.error = "IOError: disk on fire";
   auto d = DecodePrefetchJob("a/b", EncodePrefetchJob(s));
-  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  ASSERT_OK(d);
   EXPECT_EQ(d->state, s.state);
   EXPECT_EQ(d->tier, "l2");
   EXPECT_EQ(d->files_done, 3u);
@@ -782,7 +782,7 @@ TEST(PrefetchJobRecord, RoundTripAndCorruption) {
   s.cursor.clear();
   s.error.clear();
   d = DecodePrefetchJob("a/b", EncodePrefetchJob(s));
-  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  ASSERT_OK(d);
   EXPECT_EQ(d->cursor, "");
   EXPECT_EQ(d->error, "");
   EXPECT_FALSE(DecodePrefetchJob("x", "").ok());
@@ -793,7 +793,7 @@ TEST(PrefetchJobRecord, RoundTripAndCorruption) {
   EXPECT_FALSE(DecodePrefetchJob("x", "2 0 l2 0 0 0 0 0 0 0 99 ab ").ok());  // cursor too long
   // Layout 1 (position cursor) still reads; its cursor is dropped.
   auto v1 = DecodePrefetchJob("x", "1 2 l2 3 3 10 10 3 ");
-  ASSERT_TRUE(v1.ok()) << v1.status().ToString();
+  ASSERT_OK(v1);
   EXPECT_EQ(v1->state, PrefetchState::kDone);
   EXPECT_EQ(v1->files_done, 3u);
   EXPECT_EQ(v1->cursor, "");

@@ -17,6 +17,7 @@
 #include "metastore/meta_store.h"
 #include "tests/fakes/fake_blob_store.h"
 #include "tests/testing/read_into.h"
+#include "tests/testing/status_matchers.h"
 #include "tests/tiercache/test_util.h"
 
 namespace tierfs {
@@ -51,10 +52,10 @@ class PrefetcherTest : public ::testing::Test {
     l1.shards = 1;
     tiers.push_back(NewMemoryTier(l1));
     auto cache = TieredCache::Open(co, std::move(tiers), &origin_, &clock_);
-    ASSERT_TRUE(cache.ok()) << cache.status().ToString();
+    ASSERT_OK(cache);
     cache_ = std::move(*cache);
     auto catalog = Catalog::Open(CatalogOptions{}, &origin_, meta_.get(), &clock_);
-    ASSERT_TRUE(catalog.ok()) << catalog.status().ToString();
+    ASSERT_OK(catalog);
     catalog_ = std::move(*catalog);
     options_.readahead_max_bytes = 8 * kBs;
     options_.next_files = 4;
@@ -330,7 +331,7 @@ std::unique_ptr<TieredCache> OpenProjectedCache(FakeBlobStore* origin, FakeClock
   std::vector<std::unique_ptr<Tier>> tiers;
   tiers.push_back(NewMemoryTier(MemoryTierOptions{}));
   auto cache = TieredCache::Open(co, std::move(tiers), origin, clock);
-  EXPECT_TRUE(cache.ok()) << cache.status().ToString();
+  EXPECT_OK(cache);
   origin->PutObject(name, Pattern(16 * kProjBlock, 6));
   return cache.ok() ? std::move(*cache) : nullptr;
 }
@@ -432,7 +433,7 @@ TEST_F(PrefetcherTest, HydrationSkipsHeldBlocksAndEndsAtAShortLastBlock) {
   EXPECT_EQ(origin_.read_calls(), 2u);
   std::string got(8 * kBs - 10, '\0');
   auto n = tierfs::testing::ReadInto(*cache_, obj, 0, std::as_writable_bytes(std::span(got)));
-  ASSERT_TRUE(n.ok());
+  ASSERT_OK(n);
   EXPECT_EQ(got, Pattern(8 * kBs - 10, 5));
 }
 

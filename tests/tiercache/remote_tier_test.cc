@@ -12,6 +12,7 @@
 
 #include "tests/fakes/fake_blob_store.h"
 #include "tests/testing/read_into.h"
+#include "tests/testing/status_matchers.h"
 #include "tests/tiercache/test_util.h"
 #include "tiercache/internal/l3_object.h"
 #include "tiercache/tier.h"
@@ -80,7 +81,7 @@ class RemoteTierTest : public ::testing::Test {
   std::unique_ptr<Tier> Open() {
     options_.block_size = kBs;
     auto t = NewRemoteTier(options_, &store_, &clock_);
-    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    EXPECT_OK(t);
     return t.ok() ? std::move(*t) : nullptr;
   }
 
@@ -93,7 +94,7 @@ TEST_F(RemoteTierTest, RoundTripAndObjectLayout) {
   auto t = Open();
   const std::string data = Pattern(kBs, 7);
   EXPECT_FALSE(t->Contains(Key(0)));
-  TC_ASSERT_OK(t->Insert(Key(0), MakeBlock(data), {}));
+  ASSERT_OK(t->Insert(Key(0), MakeBlock(data), {}));
   ASSERT_TRUE(Drain(*t));
   EXPECT_TRUE(t->Contains(Key(0)));
   EXPECT_EQ(t->Stats().inserts, 1u);
@@ -107,20 +108,20 @@ TEST_F(RemoteTierTest, RoundTripAndObjectLayout) {
             std::string(reinterpret_cast<const char*>(Key(0).data()), Key(0).size()));
 
   auto r = t->Read(Key(0));
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   EXPECT_EQ(AsString((*r)->data()), data);
   EXPECT_EQ(t->Stats().hits, 1u);
   EXPECT_EQ(t->Stats().bytes_read, kBs);
 
   // A short (last) block and an empty one round-trip too.
-  TC_ASSERT_OK(t->Insert(Key(1), MakeBlock("tail"), {}));
-  TC_ASSERT_OK(t->Insert(Key(2), MakeBlock(""), {}));
+  ASSERT_OK(t->Insert(Key(1), MakeBlock("tail"), {}));
+  ASSERT_OK(t->Insert(Key(2), MakeBlock(""), {}));
   ASSERT_TRUE(Drain(*t));
   auto a = t->Read(Key(1));
-  ASSERT_TRUE(a.ok());
+  ASSERT_OK(a);
   EXPECT_EQ(AsString((*a)->data()), "tail");
   auto b = t->Read(Key(2));
-  ASSERT_TRUE(b.ok());
+  ASSERT_OK(b);
   EXPECT_EQ((*b)->size(), 0u);
 }
 
@@ -134,7 +135,7 @@ TEST_F(RemoteTierTest, ReadManyIssuesTheGetsAtOnceAndKeepsTheOrder) {
   auto t = Open();
   for (int i = 0; i < 6; ++i) {
     if (i == 2) continue;  // a miss
-    TC_ASSERT_OK(t->Insert(Key(i), MakeBlock(Pattern(kBs, i)), {}));
+    ASSERT_OK(t->Insert(Key(i), MakeBlock(Pattern(kBs, i)), {}));
   }
   ASSERT_TRUE(Drain(*t));
   // Block 4 is corrupt: a miss too, counted.
@@ -160,7 +161,7 @@ TEST_F(RemoteTierTest, ReadManyIssuesTheGetsAtOnceAndKeepsTheOrder) {
       EXPECT_TRUE(rs[i].status().IsNotFound()) << i << ": " << rs[i].status().ToString();
       continue;
     }
-    ASSERT_TRUE(rs[i].ok()) << i << ": " << rs[i].status().ToString();
+    ASSERT_OK(rs[i]) << i;
     EXPECT_EQ(AsString((*rs[i])->data()), Pattern(kBs, i)) << i;
   }
   EXPECT_EQ(t->Stats().hits, 4u);
@@ -192,7 +193,7 @@ TEST_F(RemoteTierTest, MissIsNotFound) {
 
 TEST_F(RemoteTierTest, CorruptObjectsAreMissesAndCounted) {
   auto t = Open();
-  for (int i = 0; i < 5; ++i) TC_ASSERT_OK(t->Insert(Key(i), MakeBlock(Pattern(kBs, i)), {}));
+  for (int i = 0; i < 5; ++i) ASSERT_OK(t->Insert(Key(i), MakeBlock(Pattern(kBs, i)), {}));
   ASSERT_TRUE(Drain(*t));
   std::string obj = ObjectOf(&store_, Key(0));
   // 0: one payload byte flipped → checksum mismatch.
@@ -213,14 +214,14 @@ TEST_F(RemoteTierTest, CorruptObjectsAreMissesAndCounted) {
   EXPECT_EQ(t->Stats().corruptions, 4u);
   EXPECT_EQ(t->Stats().hits, 0u);
   auto ok = t->Read(Key(3));
-  ASSERT_TRUE(ok.ok());
+  ASSERT_OK(ok);
   EXPECT_EQ(AsString((*ok)->data()), Pattern(kBs, 3));
 
   // Writing the block again (what the origin refetch does) repairs the object.
-  TC_ASSERT_OK(t->Insert(Key(0), MakeBlock(Pattern(kBs, 0)), {}));
+  ASSERT_OK(t->Insert(Key(0), MakeBlock(Pattern(kBs, 0)), {}));
   ASSERT_TRUE(Drain(*t));
   auto fixed = t->Read(Key(0));
-  ASSERT_TRUE(fixed.ok());
+  ASSERT_OK(fixed);
   EXPECT_EQ(AsString((*fixed)->data()), Pattern(kBs, 0));
 }
 
@@ -228,8 +229,8 @@ TEST_F(RemoteTierTest, KeyedObjectsCarryAMacAndRoundTrip) {
   options_.mac_key = kKey;
   auto t = Open();
   const std::string data = Pattern(kBs, 4);
-  TC_ASSERT_OK(t->Insert(Key(0), MakeBlock(data), {}));
-  TC_ASSERT_OK(t->Insert(Key(1), MakeBlock(""), {}));
+  ASSERT_OK(t->Insert(Key(0), MakeBlock(data), {}));
+  ASSERT_OK(t->Insert(Key(1), MakeBlock(""), {}));
   ASSERT_TRUE(Drain(*t));
   const std::string obj = ObjectOf(&store_, Key(0));
   ASSERT_EQ(obj.size(), kMacHeader + kBs);
@@ -242,10 +243,10 @@ TEST_F(RemoteTierTest, KeyedObjectsCarryAMacAndRoundTrip) {
   EXPECT_EQ(obj.substr(kHeader, 32), std::string(reinterpret_cast<const char*>(want.data()), 32));
   t->Erase(Key(0));
   auto r = t->Read(Key(0));
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   EXPECT_EQ(AsString((*r)->data()), data);
   auto empty = t->Read(Key(1));
-  ASSERT_TRUE(empty.ok()) << empty.status().ToString();
+  ASSERT_OK(empty);
   EXPECT_EQ((*empty)->size(), 0u);
   EXPECT_EQ(t->Stats().corruptions, 0u);
 }
@@ -281,7 +282,7 @@ TEST_F(RemoteTierTest, WithAKeyForgedOrUnsignedObjectsAreRejected) {
   // The right key is accepted.
   store_.PutObject(name(6), Encode(Key(6), good, kKey));
   auto r = t->Read(Key(6));
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   EXPECT_EQ(AsString((*r)->data()), good);
 }
 
@@ -292,7 +293,7 @@ TEST_F(RemoteTierTest, WithoutAKeyBothVersionsAreReadOnTheirChecksum) {
   store_.PutObject("blocks/" + BlockKeyHex(Key(1)), Encode(Key(1), data, kKey));
   for (int i : {0, 1}) {
     auto r = t->Read(Key(i));
-    ASSERT_TRUE(r.ok()) << i << ": " << r.status().ToString();
+    ASSERT_OK(r) << i;
     EXPECT_EQ(AsString((*r)->data()), data);
   }
   // A version 1 object holding more than a block (it fits the read buffer, sized for the
@@ -301,7 +302,7 @@ TEST_F(RemoteTierTest, WithoutAKeyBothVersionsAreReadOnTheirChecksum) {
   EXPECT_TRUE(t->Read(Key(3)).status().IsNotFound());
   EXPECT_EQ(t->Stats().corruptions, 1u);
   // A keyless writer still writes version 1 (old daemons read it).
-  TC_ASSERT_OK(t->Insert(Key(2), MakeBlock(data), {}));
+  ASSERT_OK(t->Insert(Key(2), MakeBlock(data), {}));
   ASSERT_TRUE(Drain(*t));
   const std::string obj = ObjectOf(&store_, Key(2));
   ASSERT_EQ(obj.size(), kHeader + kBs);
@@ -312,9 +313,9 @@ TEST(L3ObjectTest, ParseRejectsMalformedHeaders) {
   using tiercache_internal::ParseL3Header;
   using tiercache_internal::ParseL3Object;
   const std::string good = Encode(Key(0), "abc", kKey);
-  ASSERT_TRUE(ParseL3Object(Bytes(good), Bytes(kKey)).ok());
+  ASSERT_OK(ParseL3Object(Bytes(good), Bytes(kKey)));
   auto h = ParseL3Header(Bytes(good).first(48));
-  ASSERT_TRUE(h.ok());
+  ASSERT_OK(h);
   EXPECT_EQ(h->version, 2u);
   EXPECT_EQ(h->header_bytes, 80u);
   EXPECT_EQ(h->length, 3u);
@@ -335,19 +336,19 @@ TEST(L3ObjectTest, ParseRejectsMalformedHeaders) {
 TEST_F(RemoteTierTest, TtlExpiry) {
   options_.ttl = std::chrono::hours(1);
   auto t = Open();
-  TC_ASSERT_OK(t->Insert(Key(0), MakeBlock(Pattern(kBs)), {}));
+  ASSERT_OK(t->Insert(Key(0), MakeBlock(Pattern(kBs)), {}));
   ASSERT_TRUE(Drain(*t));
   clock_.Advance(std::chrono::minutes(59));
-  EXPECT_TRUE(t->Read(Key(0)).ok());
+  EXPECT_OK(t->Read(Key(0)));
   clock_.Advance(std::chrono::minutes(2));
   auto r = t->Read(Key(0));
   EXPECT_TRUE(r.status().IsNotFound()) << r.status().ToString();
   EXPECT_EQ(Extra(*t, "expired"), 1u);
   EXPECT_FALSE(t->Contains(Key(0)));
   // A fresh write makes it young again.
-  TC_ASSERT_OK(t->Insert(Key(0), MakeBlock(Pattern(kBs)), {}));
+  ASSERT_OK(t->Insert(Key(0), MakeBlock(Pattern(kBs)), {}));
   ASSERT_TRUE(Drain(*t));
-  EXPECT_TRUE(t->Read(Key(0)).ok());
+  EXPECT_OK(t->Read(Key(0)));
 }
 
 TEST_F(RemoteTierTest, FullQueueDropsWithoutBlocking) {
@@ -377,11 +378,11 @@ TEST_F(RemoteTierTest, DuplicateInsertsQueueOnce) {
   options_.write_threads = 1;
   store_.SetDelay(std::chrono::milliseconds(50));
   auto t = Open();
-  for (int i = 0; i < 5; ++i) TC_ASSERT_OK(t->Insert(Key(0), MakeBlock(Pattern(kBs)), {}));
+  for (int i = 0; i < 5; ++i) ASSERT_OK(t->Insert(Key(0), MakeBlock(Pattern(kBs)), {}));
   ASSERT_TRUE(Drain(*t));
   EXPECT_EQ(t->Stats().inserts, 1u);
   // Known to be there: a later insert is not uploaded again.
-  TC_ASSERT_OK(t->Insert(Key(0), MakeBlock(Pattern(kBs)), {}));
+  ASSERT_OK(t->Insert(Key(0), MakeBlock(Pattern(kBs)), {}));
   ASSERT_TRUE(Drain(*t));
   EXPECT_EQ(t->Stats().inserts, 1u);
 }
@@ -418,10 +419,10 @@ TEST_F(RemoteTierTest, CircuitBreakerSkipsAFailingStore) {
   store_.FailNext(0);
   clock_.Advance(std::chrono::seconds(11));
   EXPECT_TRUE(t->Read(Key(0)).status().IsNotFound());
-  TC_ASSERT_OK(t->Insert(Key(0), MakeBlock("y"), {}));
+  ASSERT_OK(t->Insert(Key(0), MakeBlock("y"), {}));
   ASSERT_TRUE(Drain(*t));
   auto r = t->Read(Key(0));
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   EXPECT_EQ(AsString((*r)->data()), "y");
   EXPECT_EQ(Extra(*t, "breaker.open"), 0u);
 }
@@ -434,20 +435,20 @@ TEST_F(RemoteTierTest, WritesToALostServerDoNotOpenTheBreaker) {
   options_.write_threads = 1;
   auto t = Open();
   store_.FailNext(10, Status::NotFound("memcached set: one server failed: a miss"));
-  for (int i = 0; i < 10; ++i) TC_ASSERT_OK(t->Insert(Key(i), MakeBlock(Pattern(64, i)), {}));
+  for (int i = 0; i < 10; ++i) ASSERT_OK(t->Insert(Key(i), MakeBlock(Pattern(64, i)), {}));
   ASSERT_TRUE(Drain(*t));
   EXPECT_EQ(Extra(*t, "write.errors"), 10u);
   EXPECT_EQ(Extra(*t, "breaker.trips"), 0u);
   EXPECT_EQ(Extra(*t, "breaker.open"), 0u);
   // The store answers again: writes and reads go through.
-  TC_ASSERT_OK(t->Insert(Key(20), MakeBlock(Pattern(64, 20)), {}));
+  ASSERT_OK(t->Insert(Key(20), MakeBlock(Pattern(64, 20)), {}));
   ASSERT_TRUE(Drain(*t));
   EXPECT_EQ(t->Stats().inserts, 1u);
   auto r = t->Read(Key(20));
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   // Any other write failure still counts towards it.
   store_.FailNext(3, Status::Unavailable("l3 down"));
-  for (int i = 30; i < 33; ++i) TC_ASSERT_OK(t->Insert(Key(i), MakeBlock(Pattern(64, i)), {}));
+  for (int i = 30; i < 33; ++i) ASSERT_OK(t->Insert(Key(i), MakeBlock(Pattern(64, i)), {}));
   ASSERT_TRUE(Drain(*t));
   EXPECT_EQ(Extra(*t, "breaker.trips"), 1u);
 }
@@ -457,7 +458,7 @@ TEST_F(RemoteTierTest, WriteErrorsAreCounted) {
   options_.write_threads = 1;
   auto t = Open();
   store_.FailNext(2, Status::IOError("disk full"));
-  for (int i = 0; i < 3; ++i) TC_ASSERT_OK(t->Insert(Key(i), MakeBlock(Pattern(64, i)), {}));
+  for (int i = 0; i < 3; ++i) ASSERT_OK(t->Insert(Key(i), MakeBlock(Pattern(64, i)), {}));
   ASSERT_TRUE(Drain(*t));
   EXPECT_EQ(Extra(*t, "write.errors"), 2u);
   EXPECT_EQ(t->Stats().inserts, 1u);
@@ -473,7 +474,7 @@ TEST_F(RemoteTierTest, ConcurrentInsertsAndReads) {
     threads.emplace_back([&, th] {
       for (int i = 0; i < kPer; ++i) {
         const int id = th * kPer + i;
-        EXPECT_TRUE(t->Insert(Key(id), MakeBlock(Pattern(512, id)), {}).ok());
+        EXPECT_OK(t->Insert(Key(id), MakeBlock(Pattern(512, id)), {}));
         (void)t->Read(Key(id));  // miss or hit, racing the upload
         (void)t->Contains(Key(id));
       }
@@ -484,7 +485,7 @@ TEST_F(RemoteTierTest, ConcurrentInsertsAndReads) {
   EXPECT_EQ(t->Stats().inserts, static_cast<uint64_t>(kThreads * kPer));
   for (int id = 0; id < kThreads * kPer; ++id) {
     auto r = t->Read(Key(id));
-    ASSERT_TRUE(r.ok()) << id;
+    ASSERT_OK(r) << id;
     EXPECT_EQ(AsString((*r)->data()), Pattern(512, id));
   }
   EXPECT_EQ(t->Stats().corruptions, 0u);
@@ -520,7 +521,7 @@ class SharedL3Test : public ::testing::Test {
     r.write_queue = 1000;
     r.mac_key = mac_key_;
     auto l3 = NewRemoteTier(r, &l3_store_, &clock_);
-    EXPECT_TRUE(l3.ok());
+    EXPECT_OK(l3);
     Host h;
     h.l3 = l3->get();
     tiers.push_back(std::move(*l3));
@@ -529,7 +530,7 @@ class SharedL3Test : public ::testing::Test {
     o.prefetch_threads = prefetch_threads;
     o.readahead_run_bytes = 8 * kBs;
     auto c = TieredCache::Open(o, std::move(tiers), &origin_, &clock_);
-    EXPECT_TRUE(c.ok());
+    EXPECT_OK(c);
     h.cache = std::move(*c);
     return h;
   }
@@ -544,7 +545,7 @@ class SharedL3Test : public ::testing::Test {
     std::string out(o.info.size, '\0');
     auto n =
         tierfs::testing::ReadInto(*c, o, 0, {reinterpret_cast<std::byte*>(out.data()), out.size()});
-    EXPECT_TRUE(n.ok()) << n.status().ToString();
+    EXPECT_OK(n);
     return out;
   }
 
@@ -669,7 +670,7 @@ TEST_F(SharedL3Test, HydrateRunReadsL3AtOnceAndTheRestFromTheOrigin) {
   l3_store_.ReleaseReads();
   h.join();
   ASSERT_TRUE(together);
-  TC_ASSERT_OK(st);
+  ASSERT_OK(st);
   EXPECT_EQ(done, 8 * kBs);
   EXPECT_EQ(b.l3->Stats().hits, 5u);
   // Block 0 and blocks 6-7: two origin requests.
@@ -782,16 +783,16 @@ TEST(RemoteGcTest, ExpiresThenTrimsOldestFirst) {
   o.max_bytes = 250;
   o.dry_run = true;
   auto dry = GcRemoteTier(o, &store, &clock);
-  ASSERT_TRUE(dry.ok()) << dry.status().ToString();
+  ASSERT_OK(dry);
   EXPECT_EQ(dry->objects, 6u);
   EXPECT_EQ(dry->expired, 2u);
   EXPECT_EQ(dry->trimmed, 2u);
   EXPECT_EQ(dry->remaining_bytes, 200u);
-  for (int i = 0; i < 6; ++i) EXPECT_TRUE(store.Head("blocks/" + BlockKeyHex(Key(i))).ok());
+  for (int i = 0; i < 6; ++i) EXPECT_OK(store.Head("blocks/" + BlockKeyHex(Key(i))));
 
   o.dry_run = false;
   auto rep = GcRemoteTier(o, &store, &clock);
-  ASSERT_TRUE(rep.ok());
+  ASSERT_OK(rep);
   EXPECT_EQ(rep->expired, 2u);
   EXPECT_EQ(rep->expired_bytes, 200u);
   EXPECT_EQ(rep->trimmed, 2u);
@@ -800,11 +801,11 @@ TEST(RemoteGcTest, ExpiresThenTrimsOldestFirst) {
   for (int i = 0; i < 6; ++i) {
     EXPECT_EQ(store.Head("blocks/" + BlockKeyHex(Key(i))).ok(), i >= 4) << i;
   }
-  EXPECT_TRUE(store.Head("other/keep").ok());
+  EXPECT_OK(store.Head("other/keep"));
 
   // No ttl, no max: nothing to do.
   auto idle = GcRemoteTier(RemoteGcOptions{}, &store, &clock);
-  ASSERT_TRUE(idle.ok());
+  ASSERT_OK(idle);
   EXPECT_EQ(idle->expired + idle->trimmed, 0u);
 }
 
@@ -832,13 +833,13 @@ TEST(RemoteGcTest, DeletesOnlyTierfsObjects) {
   o.ttl = std::chrono::hours(1);
   o.dry_run = true;
   auto dry = GcRemoteTier(o, &store, &clock);
-  ASSERT_TRUE(dry.ok()) << dry.status().ToString();
+  ASSERT_OK(dry);
   EXPECT_EQ(dry->objects, 9u);
   EXPECT_EQ(dry->expired, 2u);
   EXPECT_EQ(dry->foreign, 7u);
   o.dry_run = false;
   auto rep = GcRemoteTier(o, &store, &clock);
-  ASSERT_TRUE(rep.ok()) << rep.status().ToString();
+  ASSERT_OK(rep);
   EXPECT_EQ(rep->expired, 2u);
   EXPECT_EQ(rep->expired_bytes, 100u + 80u + 20u);
   EXPECT_EQ(rep->foreign, 7u);
@@ -849,7 +850,7 @@ TEST(RemoteGcTest, DeletesOnlyTierfsObjects) {
   for (const std::string& kept :
        {std::string("blocks/README.txt"), "blocks/" + BlockKeyHex(Key(2)) + ".bak",
         "blocks/" + std::string(32, 'A'), name(3), name(4), name(5), name(6)}) {
-    EXPECT_TRUE(store.Head(kept).ok()) << kept;
+    EXPECT_OK(store.Head(kept)) << kept;
   }
 
   // Trimming to max_bytes neither deletes foreign objects nor counts them.
@@ -858,13 +859,13 @@ TEST(RemoteGcTest, DeletesOnlyTierfsObjects) {
   RemoteGcOptions trim;
   trim.max_bytes = 100;
   auto t = GcRemoteTier(trim, &store, &clock);
-  ASSERT_TRUE(t.ok());
+  ASSERT_OK(t);
   EXPECT_EQ(t->trimmed, 1u);
   EXPECT_EQ(t->remaining_objects, 1u);
   EXPECT_EQ(t->remaining_bytes, 100u);
   EXPECT_FALSE(store.Head(name(7)).ok());
-  EXPECT_TRUE(store.Head(name(8)).ok());
-  EXPECT_TRUE(store.Head(name(3)).ok());
+  EXPECT_OK(store.Head(name(8)));
+  EXPECT_OK(store.Head(name(3)));
 }
 
 TEST(RemoteGcTest, ListErrorIsReturned) {
@@ -898,8 +899,8 @@ TEST(RemoteGcTest, CyclicContinuationTokensEndInAnErrorNotALoop) {
   EXPECT_EQ(rep.status().code(), Status::Code::kCorruption) << rep.status().ToString();
   EXPECT_NE(rep.status().message().find("repeated a continuation token"), std::string::npos)
       << rep.status().ToString();
-  EXPECT_EQ(store.calls, 3);                                      // "", A, B -> A again
-  EXPECT_TRUE(store.Head("blocks/" + BlockKeyHex(Key(1))).ok());  // nothing deleted
+  EXPECT_EQ(store.calls, 3);                               // "", A, B -> A again
+  EXPECT_OK(store.Head("blocks/" + BlockKeyHex(Key(1))));  // nothing deleted
 }
 
 }  // namespace

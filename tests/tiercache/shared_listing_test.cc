@@ -10,6 +10,7 @@
 #include "base/metrics.h"
 #include "base/units.h"
 #include "tests/fakes/fake_blob_store.h"
+#include "tests/testing/status_matchers.h"
 #include "tests/tiercache/test_util.h"
 #include "tiercache/catalog.h"
 #include "tiercache/internal/l3_listing.h"
@@ -65,10 +66,10 @@ bool Same(const std::vector<DirEntry>& a, const std::vector<DirEntry>& b) {
 TEST(ListingObjectTest, RoundTripWithAndWithoutMac) {
   for (const std::string& key : {std::string(), kMacKey}) {
     std::vector<std::byte> obj;
-    TC_ASSERT_OK(EncodeL3Listing("s3://h/b/", "train/x", Sample(), 42, Bytes(key), &obj));
+    ASSERT_OK(EncodeL3Listing("s3://h/b/", "train/x", Sample(), 42, Bytes(key), &obj));
     uint64_t stored = 0;
     auto l = DecodeL3Listing(obj, "s3://h/b/", "train/x", Bytes(key), &stored);
-    ASSERT_TRUE(l.ok()) << l.status().ToString();
+    ASSERT_OK(l);
     EXPECT_EQ(stored, 42u);
     EXPECT_EQ(l->listed_at_ns, Sample().listed_at_ns);
     EXPECT_TRUE(Same(l->entries, Sample().entries));
@@ -86,13 +87,13 @@ TEST(ListingObjectTest, NamesAreApartFromBlocksAndCarryTheSource) {
 
 TEST(ListingObjectTest, EveryDamageIsRejected) {
   std::vector<std::byte> good;
-  TC_ASSERT_OK(EncodeL3Listing("src", "d", Sample(), 1, Bytes(kMacKey), &good));
+  ASSERT_OK(EncodeL3Listing("src", "d", Sample(), 1, Bytes(kMacKey), &good));
   uint64_t stored = 0;
   auto decode = [&](const std::vector<std::byte>& obj, std::string_view src, std::string_view dir,
                     const std::string& key) {
     return DecodeL3Listing(obj, src, dir, Bytes(key), &stored).status();
   };
-  ASSERT_TRUE(decode(good, "src", "d", kMacKey).ok());
+  ASSERT_OK(decode(good, "src", "d", kMacKey));
   // Every single flipped byte is caught (checksum or MAC).
   for (size_t i = 0; i < good.size(); ++i) {
     std::vector<std::byte> bad = good;
@@ -106,7 +107,7 @@ TEST(ListingObjectTest, EveryDamageIsRejected) {
   EXPECT_EQ(decode(good, "src2", "d", kMacKey).code(), Status::Code::kCorruption);
   EXPECT_EQ(decode(good, "src", "d", std::string(32, 'O')).code(), Status::Code::kCorruption);
   std::vector<std::byte> plain;
-  TC_ASSERT_OK(EncodeL3Listing("src", "d", Sample(), 1, {}, &plain));
+  ASSERT_OK(EncodeL3Listing("src", "d", Sample(), 1, {}, &plain));
   EXPECT_EQ(decode(plain, "src", "d", kMacKey).code(), Status::Code::kCorruption);
   // Well-framed but bad entries: out of order, duplicate, a '/' or a control character in a name.
   for (auto entries :
@@ -117,7 +118,7 @@ TEST(ListingObjectTest, EveryDamageIsRejected) {
     SharedListing l;
     l.entries = entries;
     std::vector<std::byte> obj;
-    TC_ASSERT_OK(EncodeL3Listing("src", "d", l, 1, {}, &obj));
+    ASSERT_OK(EncodeL3Listing("src", "d", l, 1, {}, &obj));
     EXPECT_EQ(decode(obj, "src", "d", "").code(), Status::Code::kCorruption);
   }
 }
@@ -130,11 +131,11 @@ TEST(ListingObjectTest, LargeListingsCompress) {
     l.entries.push_back(File(name, 1000 + i, "0123456789abcdef0123456789abcdef", 1'700'000'000LL));
   }
   std::vector<std::byte> obj;
-  TC_ASSERT_OK(EncodeL3Listing("src", "", l, 1, {}, &obj));
+  ASSERT_OK(EncodeL3Listing("src", "", l, 1, {}, &obj));
   EXPECT_LT(obj.size(), 20000u * 20) << "zstd should shrink ~70-byte entries well";
   uint64_t stored = 0;
   auto back = DecodeL3Listing(obj, "src", "", {}, &stored);
-  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_OK(back);
   EXPECT_TRUE(Same(back->entries, l.entries));
 }
 
@@ -184,14 +185,14 @@ class SharedListingTest : public ::testing::Test {
     ro.block_size = 4096;
     ro.mac_key = mac_key;
     auto t = NewRemoteTier(ro, &l3_, &clock_);
-    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    EXPECT_OK(t);
     h->l3 = std::move(*t);
     CatalogOptions co;
     co.metadata_ttl = ttl;
     co.stale_while_revalidate = false;  // every relisting on the caller's thread: deterministic
     co.listing_share = h->l3->listing_share();
     auto c = Catalog::Open(co, origin, h->meta.get(), &clock_);
-    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    EXPECT_OK(c);
     h->catalog = std::move(*c);
     return h;
   }
@@ -199,7 +200,7 @@ class SharedListingTest : public ::testing::Test {
   static std::vector<DirEntry> All(Host* h, std::string_view dir) {
     std::vector<DirEntry> out;
     Status st = h->catalog->ReadDir(dir, "", 1000, &out);
-    EXPECT_TRUE(st.ok()) << st.ToString();
+    EXPECT_OK(st);
     return out;
   }
 
@@ -226,7 +227,7 @@ TEST_F(SharedListingTest, SecondHostListsWithoutTheOrigin) {
   EXPECT_TRUE(Same(All(b.get(), ""), All(a.get(), "")));
   EXPECT_TRUE(Same(All(b.get(), "a/b"), All(a.get(), "a/b")));
   auto e = b->catalog->Lookup("a", "two.bin");
-  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  ASSERT_OK(e);
   EXPECT_EQ(e->size, 20u);
   EXPECT_EQ(e->mtime_ns, 333);
   EXPECT_FALSE(e->etag.empty());
@@ -270,9 +271,9 @@ TEST_F(SharedListingTest, ACorruptListingIsIgnoredAndReplaced) {
   auto a = Hydrate(&origin_);
   const std::string name = ListingObjectName(origin_.Describe(), "a");
   auto info = l3_.Head(name);
-  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  ASSERT_OK(info);
   std::string obj(info->size, '\0');
-  ASSERT_TRUE(l3_.Read(name, 0, {reinterpret_cast<std::byte*>(obj.data()), obj.size()}, "").ok());
+  ASSERT_OK(l3_.Read(name, 0, {reinterpret_cast<std::byte*>(obj.data()), obj.size()}, ""));
   obj[obj.size() - 3] ^= 0x40;
   l3_.PutObject(name, obj);
   origin_.ResetCounters();
@@ -327,7 +328,7 @@ TEST_F(SharedListingTest, AnL3ThatIsDownCostsOnlyItsOwnRequests) {
   l3_.FailNext(1000, Status::Unavailable("l3 down"));
   auto b = NewHost(&origin_);
   auto e = b->catalog->Lookup("a/b", "deep.bin");  // "", "a", "a/b": all from the origin
-  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  ASSERT_OK(e);
   EXPECT_EQ(e->size, 4u);
   EXPECT_GE(origin_.list_calls(), 3u);
   EXPECT_EQ(b->Extra("listings.errors"), 3u);
@@ -373,12 +374,12 @@ TEST_F(SharedListingTest, AListingLargerThanTheFirstReadTakesASecondGet) {
   ASSERT_TRUE(a->Drain());
   ASSERT_EQ(a->Extra("listings.stored"), 1u);
   auto info = l3_.Head(ListingObjectName(origin_.Describe(), "big"));
-  ASSERT_TRUE(info.ok());
+  ASSERT_OK(info);
   EXPECT_GT(info->size, 256u * 1024) << "the test needs an object over the first read";
   auto b = NewHost(&origin_);
   l3_.ResetCounters();
   auto got = b->l3->listing_share()->Fetch(origin_.Describe(), "big", 0);
-  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_OK(got);
   EXPECT_EQ(l3_.read_calls(), 2u);
   EXPECT_EQ(got->listed_at_ns, big.listed_at_ns);
   EXPECT_TRUE(Same(got->entries, big.entries));
@@ -416,7 +417,7 @@ TEST_F(SharedListingTest, CountersReachStatsAndMetrics) {
   std::vector<std::unique_ptr<Tier>> tiers;
   tiers.push_back(std::move(b->l3));
   auto c = TieredCache::Open(to, std::move(tiers), &origin_, &clock_);
-  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_OK(c);
   const std::string stats = (*c)->StatsText();
   EXPECT_NE(stats.find("l3.listings.hits=2 "), std::string::npos) << stats;
   EXPECT_NE(stats.find("l3.listings.rejected=0 "), std::string::npos) << stats;

@@ -1,5 +1,5 @@
-// Helpers shared by the tiercache tests: status assertions, a self-removing temp directory,
-// byte-pattern helpers and polling for what another thread does.
+// Helpers shared by the tiercache tests: the shared TempDir, byte-pattern
+// helpers and polling for what another thread does.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -17,17 +17,6 @@
 #include "base/status.h"
 #include "tests/testing/temp_dir.h"
 
-#define TC_ASSERT_OK(expr)                                          \
-  do {                                                              \
-    const ::tierfs::Status _tc_st = (expr);                         \
-    ASSERT_TRUE(_tc_st.ok()) << #expr << ": " << _tc_st.ToString(); \
-  } while (0)
-#define TC_EXPECT_OK(expr)                                          \
-  do {                                                              \
-    const ::tierfs::Status _tc_st = (expr);                         \
-    EXPECT_TRUE(_tc_st.ok()) << #expr << ": " << _tc_st.ToString(); \
-  } while (0)
-
 namespace tierfs::testing {
 
 // Polls `done` every 10 ms until it holds; false if it still does not after 10 s.
@@ -39,9 +28,6 @@ bool Eventually(Pred done) {
   }
   return done();
 }
-
-// The tiercache tests' name for the shared TempDir.
-using TcTempDir = TempDir;
 
 // Deterministic, position-dependent bytes: every offset of every object differs from its
 // neighbours, so a misplaced block or slice shows up as a mismatch.

@@ -19,6 +19,7 @@
 #include "tests/fakes/fake_blob_store.h"
 #include "tests/fakes/faulty_flash_store.h"
 #include "tests/testing/read_into.h"
+#include "tests/testing/status_matchers.h"
 #include "tests/tiercache/test_util.h"
 #include "tiercache/single_flight.h"
 
@@ -38,7 +39,7 @@ class TieredCacheTest : public ::testing::Test {
   void SetUp() override {
     ASSERT_FALSE(dir_.path().empty());
     auto fs = NewPosixFlashStore(dir_.path(), false);
-    ASSERT_TRUE(fs.ok());
+    ASSERT_OK(fs);
     posix_ = std::move(*fs);
     faulty_ = std::make_unique<FaultyFlashStore>(posix_.get());
     meta_ = NewMemMetaStore();
@@ -59,12 +60,12 @@ class TieredCacheTest : public ::testing::Test {
     }
     if (with_l2) {
       auto l2 = NewFlashTier(l2_options_, faulty_.get(), meta_.get(), &clock_);
-      EXPECT_TRUE(l2.ok()) << l2.status().ToString();
+      EXPECT_OK(l2);
       if (!l2.ok()) return nullptr;
       tiers.push_back(std::move(*l2));
     }
     auto c = TieredCache::Open(options_, std::move(tiers), &origin_, &clock_);
-    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    EXPECT_OK(c);
     return c.ok() ? std::move(*c) : nullptr;
   }
 
@@ -88,14 +89,14 @@ class TieredCacheTest : public ::testing::Test {
 
   static std::string ReadAll(TieredCache* c, const ObjectRef& o, uint64_t off, uint64_t len) {
     auto r = c->Read(o, off, len);
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_OK(r);
     if (!r.ok()) return "<error>";
     std::string s;
     for (const auto& sl : *r) {
       if (sl.file) {  // a file slice (file_slices): read it the way a reply's splice would
         std::string part(sl.length, '\0');
         Status st = sl.file->ReadAt(sl.offset, std::as_writable_bytes(std::span(part)));
-        EXPECT_TRUE(st.ok()) << st.ToString();
+        EXPECT_OK(st);
         s += part;
         continue;
       }
@@ -110,7 +111,7 @@ class TieredCacheTest : public ::testing::Test {
     return dir_.path() + "/blocks/" + hex.substr(0, 2) + "/" + hex;
   }
 
-  testing::TcTempDir dir_;
+  testing::TempDir dir_;
   FakeBlobStore origin_{"fake://bucket"};
   FakeClock clock_;
   std::unique_ptr<FlashStore> posix_;
@@ -134,7 +135,7 @@ TEST_F(TieredCacheTest, ReadsAtEveryBoundary) {
   EXPECT_EQ(ReadAll(c.get(), o, data.size(), 10), "");         // at EOF
   EXPECT_EQ(ReadAll(c.get(), o, data.size() + 5000, 10), "");  // past EOF
   auto slices = c->Read(o, kBs - 10, 20);
-  ASSERT_TRUE(slices.ok());
+  ASSERT_OK(slices);
   ASSERT_EQ(slices->size(), 2u);
   EXPECT_EQ((*slices)[0].offset, kBs - 10);
   EXPECT_EQ((*slices)[0].length, 10u);
@@ -163,7 +164,7 @@ TEST_F(TieredCacheTest, ReadIntoCopies) {
   std::string buf(3 * kBs, '\0');
   auto n =
       tierfs::testing::ReadInto(*c, o, 5, {reinterpret_cast<std::byte*>(buf.data()), buf.size()});
-  ASSERT_TRUE(n.ok());
+  ASSERT_OK(n);
   EXPECT_EQ(*n, data.size() - 5);
   EXPECT_EQ(buf.substr(0, *n), data.substr(5));
 }
@@ -203,7 +204,7 @@ TEST(SingleFlightTest, ALeaseIsTheLeaderUntilCompletedOrDropped) {
   lease->Complete(42);
   waiter.join();
   EXPECT_FALSE(sf.InFlight(1));
-  ASSERT_TRUE(waited.ok());
+  ASSERT_OK(waited);
   EXPECT_EQ(*waited, merged ? 42 : 0);  // joined the lease, or ran fn after it
   {
     auto dropped = sf.TryClaim(2, Status::Internal("dropped"));
@@ -416,12 +417,12 @@ TEST_F(TieredCacheTest, FileSlicesServeL2HitsFromTheFileAndPromoteOnReuse) {
     auto c = OpenCache();
     // Origin fetches are in memory (and fill L1 and L2).
     auto r = c->Read(o, 0, data.size());
-    ASSERT_TRUE(r.ok());
+    ASSERT_OK(r);
     for (const auto& sl : *r) EXPECT_EQ(sl.file, nullptr);
   }
   auto c = OpenCache();               // fresh L1; L2 after a clean shutdown
   auto r = c->Read(o, kBs - 10, 20);  // the end of block 0 and the start of block 1
-  ASSERT_TRUE(r.ok());
+  ASSERT_OK(r);
   ASSERT_EQ(r->size(), 2u);
   for (const auto& sl : *r) {
     ASSERT_NE(sl.file, nullptr);
@@ -445,7 +446,7 @@ TEST_F(TieredCacheTest, FileSlicesServeL2HitsFromTheFileAndPromoteOnReuse) {
   // ReadInto copies file slices too.
   std::string all(data.size(), '\0');
   auto n = tierfs::testing::ReadInto(*c, o, 0, std::as_writable_bytes(std::span(all)));
-  ASSERT_TRUE(n.ok());
+  ASSERT_OK(n);
   EXPECT_EQ(*n, data.size());
   EXPECT_EQ(all, data);
   auto st = ParseStats(c->StatsText());
@@ -777,7 +778,7 @@ TEST_F(TieredCacheTest, SmallObjectFetchStopsAtHeldBlocksAndServesTheirWaiters) 
   auto c = OpenCache();
   const std::string data = Pattern(4 * kBs);
   ObjectRef o = Put("obj", data);
-  ASSERT_TRUE(c->Hydrate(o, 2, 0, Placement{}).ok());  // block 2 in L1 (and L2)
+  ASSERT_OK(c->Hydrate(o, 2, 0, Placement{}));  // block 2 in L1 (and L2)
   origin_.ResetCounters();
   EXPECT_EQ(ReadWithToken(c.get(), o, 0, 10), data.substr(0, 10));  // blocks 0..1: one request
   EXPECT_EQ(origin_.read_calls(), 1u);
@@ -862,8 +863,8 @@ TEST_F(TieredCacheTest, ResidencyEvictAndPinCostWhatIsCachedNotTheObjectSize) {
     auto b = Block::Allocate(kBs);
     std::memset(b->mutable_data().data(), 7, kBs);
     b->set_size(kBs);
-    TC_ASSERT_OK(c->tiers()[1]->Insert(MakeBlockKey("fake://bucket", "huge", huge.info, kBs, index),
-                                       BlockRef(std::move(b)), p));
+    ASSERT_OK(c->tiers()[1]->Insert(MakeBlockKey("fake://bucket", "huge", huge.info, kBs, index),
+                                    BlockRef(std::move(b)), p));
   }
   EXPECT_EQ(c->Residency(huge)[1].second, 5u);
   EXPECT_EQ(c->Residency(o)[1].second, 3u);  // the 3-block view counts only its own blocks
@@ -991,7 +992,7 @@ TEST_F(TieredCacheTest, ReadaheadPutsSmallFilesInL2NotL1) {
   EXPECT_EQ(st["readahead.below_l1"], 1u);
   const uint64_t fetched = origin_.read_calls();
   auto r = c->Read(s, 0, small.size());
-  ASSERT_TRUE(r.ok());
+  ASSERT_OK(r);
   ASSERT_EQ(r->size(), 1u);
   EXPECT_NE((*r)[0].file, nullptr);  // from L2's file
   EXPECT_EQ(ReadAll(c.get(), s, 0, small.size()), small);
@@ -1003,7 +1004,7 @@ TEST_F(TieredCacheTest, ReadaheadPutsSmallFilesInL2NotL1) {
   for (int i = 0; i < 4; ++i) {
     auto b = Block::Allocate(kBs);
     b->set_size(kBs);
-    ASSERT_TRUE(c->tiers()[1]->Insert(BlockKey{{static_cast<uint8_t>(i + 1)}}, b, pin).ok());
+    ASSERT_OK(c->tiers()[1]->Insert(BlockKey{{static_cast<uint8_t>(i + 1)}}, b, pin));
   }
   const ObjectRef h = Put("huge", huge);
   c->Prefetch(h, 0, 1);
@@ -1034,7 +1035,7 @@ TEST_F(TieredCacheTest, OpenWholeFileHandsOutTheL2FileOfAOneBlockObject) {
   EXPECT_EQ(c->HandOff(w, 0, whole.size()), 1u);
   for (int i = 0; i < 2; ++i) {
     auto f = c->OpenWholeFile(s);
-    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    ASSERT_OK(f);
     EXPECT_TRUE((*f)->exact());
     EXPECT_EQ((*f)->length(), small.size());
     struct stat st {};
@@ -1046,7 +1047,7 @@ TEST_F(TieredCacheTest, OpenWholeFileHandsOutTheL2FileOfAOneBlockObject) {
   }
   EXPECT_EQ(c->Residency(s)[0].second, 0u);  // not promoted
   auto f = c->OpenWholeFile(w);              // exactly one block is still one block
-  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  ASSERT_OK(f);
   EXPECT_EQ((*f)->length(), kBs);
   EXPECT_TRUE(c->OpenWholeFile(l).status().IsNotFound());        // two blocks
   EXPECT_EQ(ParseStats(c->StatsText())["origin.requests"], 4u);  // a block each, none again
@@ -1093,19 +1094,19 @@ TEST_F(TieredCacheTest, ReadsReportTheTierThatServedThem) {
   const std::string data = Pattern(2 * kBs);
   ObjectRef o = Put("obj", data);
   auto cold = c->Read(o, 0, kBs);
-  ASSERT_TRUE(cold.ok());
+  ASSERT_OK(cold);
   ASSERT_EQ(cold->size(), 1u);
   EXPECT_EQ((*cold)[0].tier, kOriginTier);
   auto warm = c->Read(o, 0, kBs);
-  ASSERT_TRUE(warm.ok());
+  ASSERT_OK(warm);
   EXPECT_EQ((*warm)[0].tier, 0);  // L1
   c->tiers()[0]->Erase(MakeBlockKey("fake://bucket", "obj", o.info.etag, kBs, 0));
   auto l2 = c->Read(o, 0, kBs);
-  ASSERT_TRUE(l2.ok());
+  ASSERT_OK(l2);
   EXPECT_EQ((*l2)[0].tier, 1);  // L2 (and copied up)
   // Block 0 from L1, block 1 from the origin: the read is the origin's.
   auto mixed = c->Read(o, 0, 2 * kBs);
-  ASSERT_TRUE(mixed.ok());
+  ASSERT_OK(mixed);
   ASSERT_EQ(mixed->size(), 2u);
   EXPECT_EQ((*mixed)[0].tier, 0);
   EXPECT_EQ((*mixed)[1].tier, kOriginTier);
@@ -1123,7 +1124,7 @@ TEST_F(TieredCacheTest, HostSpaceIsTheLargestHostTierAndNeverTheSharedOne) {
   RemoteTierOptions ro;
   ro.block_size = kBs;
   auto l3 = NewRemoteTier(ro, &l3_store, &clock_);
-  ASSERT_TRUE(l3.ok()) << l3.status().ToString();
+  ASSERT_OK(l3);
   EXPECT_EQ((*l3)->kind(), TierKind::kShared);
   EXPECT_EQ(c->tiers()[0]->kind(), TierKind::kHost);
   EXPECT_EQ(c->tiers()[1]->kind(), TierKind::kHost);
@@ -1133,11 +1134,11 @@ TEST_F(TieredCacheTest, HostSpaceIsTheLargestHostTierAndNeverTheSharedOne) {
   m.capacity_bytes = 64 * kBs;
   tiers.push_back(NewMemoryTier(m));
   auto l2 = NewFlashTier(l2_options_, faulty_.get(), meta_.get(), &clock_);
-  ASSERT_TRUE(l2.ok()) << l2.status().ToString();
+  ASSERT_OK(l2);
   tiers.push_back(std::move(*l2));
   tiers.push_back(std::move(*l3));
   auto opened = TieredCache::Open(options_, std::move(tiers), &origin_, &clock_);
-  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  ASSERT_OK(opened);
   c = std::move(*opened);
   ObjectRef o = Put("obj", Pattern(3 * kBs));
   ASSERT_EQ(ReadAll(c.get(), o, 0, 3 * kBs).size(), 3 * kBs);
@@ -1496,7 +1497,7 @@ TEST(ChunkKeyTest, NamesTheBlockTheChunkAndTheLength) {
 }
 
 TEST(TieredCacheLmdbTest, RemountOverLmdbReadsNothingFromOrigin) {
-  testing::TcTempDir dir;
+  testing::TempDir dir;
   ASSERT_FALSE(dir.path().empty());
   testing::FakeBlobStore origin("fake://bucket");
   const std::string data = testing::Pattern(10 * 4096 + 17);
@@ -1508,24 +1509,24 @@ TEST(TieredCacheLmdbTest, RemountOverLmdbReadsNothingFromOrigin) {
     mo.path = dir.path() + "/meta";
     mo.map_size = 64ULL << 20;
     auto m = NewLmdbMetaStore(mo);
-    EXPECT_TRUE(m.ok()) << m.status().ToString();
+    EXPECT_OK(m);
     if (!m.ok()) return nullptr;
     *meta = std::move(*m);
     auto f = NewPosixFlashStore(dir.path() + "/l2", true);
-    EXPECT_TRUE(f.ok());
+    EXPECT_OK(f);
     *flash = std::move(*f);
     FlashTierOptions fo;
     fo.capacity_bytes = 1 << 20;
     fo.min_free_bytes = 0;
     auto l2 = NewFlashTier(fo, flash->get(), meta->get(), SystemClock());
-    EXPECT_TRUE(l2.ok()) << l2.status().ToString();
+    EXPECT_OK(l2);
     std::vector<std::unique_ptr<Tier>> tiers;
     tiers.push_back(NewMemoryTier({}));
     tiers.push_back(std::move(*l2));
     TieredCacheOptions co;
     co.block_size = 4096;
     auto c = TieredCache::Open(co, std::move(tiers), &origin, SystemClock());
-    EXPECT_TRUE(c.ok());
+    EXPECT_OK(c);
     return std::move(*c);
   };
   {
@@ -1536,7 +1537,7 @@ TEST(TieredCacheLmdbTest, RemountOverLmdbReadsNothingFromOrigin) {
     std::string buf(data.size(), '\0');
     auto n =
         tierfs::testing::ReadInto(*c, o, 0, {reinterpret_cast<std::byte*>(buf.data()), buf.size()});
-    ASSERT_TRUE(n.ok());
+    ASSERT_OK(n);
     EXPECT_EQ(buf, data);
     c.reset();  // tiers flush before the metastore closes
   }
@@ -1548,7 +1549,7 @@ TEST(TieredCacheLmdbTest, RemountOverLmdbReadsNothingFromOrigin) {
   std::string buf(data.size(), '\0');
   auto n =
       tierfs::testing::ReadInto(*c, o, 0, {reinterpret_cast<std::byte*>(buf.data()), buf.size()});
-  ASSERT_TRUE(n.ok());
+  ASSERT_OK(n);
   EXPECT_EQ(buf, data);
   EXPECT_EQ(origin.read_calls(), 0u);
   EXPECT_NE(c->StatsText().find("origin.bytes=0 "), std::string::npos) << c->StatsText();
