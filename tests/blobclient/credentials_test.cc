@@ -24,6 +24,7 @@
 #include "blobclient/sigv4.h"
 #include "tests/blobclient/test_util.h"
 #include "tests/fakes/http_test_server.h"
+#include "tests/testing/eventually.h"
 #include "tests/testing/status_matchers.h"
 
 namespace tierfs {
@@ -659,17 +660,6 @@ TEST(RefreshRuleTest, HalfLifeOrFiveMinutes) {
   EXPECT_EQ(blobclient::RefreshAtUnixNanos(100 * kSec, 100 * kSec), 100 * kSec);
 }
 
-// Waits (real time) until `pred` holds, at most `limit`.
-template <typename Pred>
-bool Eventually(Pred pred, std::chrono::milliseconds limit = std::chrono::milliseconds(5000)) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < end) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return pred();
-}
-
 TEST_F(CredentialChainTest, RefreshedAtTheRuleTimeAndKeptOnFailure) {
   FakeImds imds(&clock_);
   std::atomic<bool> broken{false};
@@ -689,22 +679,22 @@ TEST_F(CredentialChainTest, RefreshedAtTheRuleTimeAndKeptOnFailure) {
 
   // Not before E - 5 min.
   clock_.Advance(std::chrono::seconds(6 * 3600 - 301));
-  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));  // a window: no refresh in it
   EXPECT_EQ(imds.fetches.load(), 1);
   EXPECT_EQ(Now(*c)->access_key_id, "ASIAIMDS1");
   // Then promptly.
   clock_.Advance(std::chrono::seconds(2));
-  ASSERT_TRUE(Eventually([&] { return imds.fetches.load() == 2; }));
-  ASSERT_TRUE(Eventually([&] { return Now(*c)->access_key_id == "ASIAIMDS2"; }));
+  ASSERT_TRUE(testing::Eventually([&] { return imds.fetches.load() == 2; }));
+  ASSERT_TRUE(testing::Eventually([&] { return Now(*c)->access_key_id == "ASIAIMDS2"; }));
   EXPECT_EQ(c->provider->Stats().refreshes, 1u);
 
   // The next refresh fails: the old credentials stay in use while valid, retries go on.
   broken = true;
   clock_.Advance(std::chrono::seconds(6 * 3600 - 250));  // past the next refresh time
-  ASSERT_TRUE(Eventually([&] { return c->provider->Stats().refresh_failures >= 1; }));
+  ASSERT_TRUE(testing::Eventually([&] { return c->provider->Stats().refresh_failures >= 1; }));
   EXPECT_EQ(Now(*c)->access_key_id, "ASIAIMDS2");
   clock_.Advance(std::chrono::seconds(5));  // a retry is due within its backoff (<= 1..4 s)
-  ASSERT_TRUE(Eventually([&] { return c->provider->Stats().refresh_failures >= 2; }));
+  ASSERT_TRUE(testing::Eventually([&] { return c->provider->Stats().refresh_failures >= 2; }));
   EXPECT_EQ(Now(*c)->access_key_id, "ASIAIMDS2");
 
   // Once they expire and the service still fails: a bounded wait, then a clear error.
@@ -741,7 +731,7 @@ TEST_F(CredentialChainTest, ASlowRefreshDoesNotStallSigning) {
   ASSERT_OK(c);
   slow = true;
   clock_.Advance(std::chrono::seconds(6 * 3600 - 200));
-  ASSERT_TRUE(Eventually([&] { return imds.fetches.load() == 2; }));  // refresh under way
+  ASSERT_TRUE(testing::Eventually([&] { return imds.fetches.load() == 2; }));  // refresh under way
   for (int i = 0; i < 20; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     auto now = c->provider->Current();
@@ -749,9 +739,9 @@ TEST_F(CredentialChainTest, ASlowRefreshDoesNotStallSigning) {
     EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(500));
     ASSERT_OK(now);
     EXPECT_EQ((*now)->access_key_id, "ASIAIMDS1");
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // reads spread over the refresh
   }
-  ASSERT_TRUE(Eventually([&] { return Now(*c)->access_key_id == "ASIAIMDS2"; }));
+  ASSERT_TRUE(testing::Eventually([&] { return Now(*c)->access_key_id == "ASIAIMDS2"; }));
 }
 
 // ---- The S3 store: forced refresh on a stale-credentials 403 ----
@@ -830,7 +820,7 @@ TEST_F(CredentialChainTest, StaleAnswerToAHedgedGetWaitsForItsDuplicate) {
     if (old && rotated.load()) {
       // The original answers after the hedge went out, the duplicate later still.
       const int n = stale_answers++;
-      std::this_thread::sleep_for(std::chrono::milliseconds(n == 0 ? 80 : 250));
+      std::this_thread::sleep_for(std::chrono::milliseconds(n == 0 ? 80 : 250));  // slow answers
       return HttpTestResponse::Make(
           400,
           "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>ExpiredToken</Code>"

@@ -94,7 +94,8 @@ TEST_F(FileBlobStoreTest, ChangedFileGetsANewEtagAndIfMatchFails) {
   Write("f", "version one");
   auto before = store_->Head("f");
   ASSERT_OK(before);
-  // Same size, new content: the mtime (ns) or inode differs, so the ETag must too.
+  // Same size, new content: the mtime (ns) or inode differs, so the ETag must too. The pause
+  // lets the kernel's file time (updated once per tick) move.
   std::this_thread::sleep_for(std::chrono::milliseconds(5));
   ASSERT_OK(store_->Put("f", AsBytes("version two")));
   auto after = store_->Head("f");
@@ -119,7 +120,7 @@ TEST_F(FileBlobStoreTest, ScatterReadFillsThePiecesInOrder) {
   EXPECT_EQ(AsString(a), "234");
   EXPECT_EQ(AsString(b), "56789");
   EXPECT_EQ(AsString(c), "abcdef" + std::string(14, '.'));
-  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));  // lets the file time move
   ASSERT_OK(store_->Put("s", AsBytes("fedcba9876543210")));
   EXPECT_EQ(store_->ReadPinnedScatter("s", 0, buf, *info).status().code(),
             Status::Code::kFailedPrecondition);
@@ -287,7 +288,7 @@ TEST_F(FileBlobStoreTest, EtagCoversCtimeAndReadsRecheckIt) {
   auto before = store_->Head("f");
   ASSERT_OK(before);
   // A metadata-only change (chmod) moves ctime: a new ETag, the old one fails If-Match.
-  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));  // lets the file time move
   ASSERT_EQ(::chmod((root_ + "/f").c_str(), 0600), 0);
   auto after = store_->Head("f");
   ASSERT_OK(after);

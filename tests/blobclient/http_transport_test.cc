@@ -20,6 +20,7 @@
 #include "tests/blobclient/test_util.h"
 #include "tests/fakes/http_server_test.h"
 #include "tests/fakes/http_test_server.h"
+#include "tests/testing/eventually.h"
 #include "tests/testing/status_matchers.h"
 
 namespace tierfs::blobclient {
@@ -493,10 +494,8 @@ TEST_F(HttpTransportTest, DestructionCancelsOutstandingRequests) {
   req.timeout = std::chrono::milliseconds(60000);
   engine_->Submit(req, [&done](Status st, HttpResponse) { done.set_value(st); });
   // Let the request reach the server before tearing down.
-  auto deadline = Clock::now() + std::chrono::seconds(5);
-  while (server_->request_count() == 0 && Clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  testing::Eventually([&] { return server_->request_count() > 0; }, std::chrono::seconds(5),
+                      std::chrono::milliseconds(5));
   ASSERT_EQ(server_->request_count(), 1u);
   auto start = Clock::now();
   transport_.reset();
@@ -524,10 +523,8 @@ TEST_F(HttpTransportTest, CancelEndsAStalledRequestAndStopsItsSink) {
     done.set_value({st, resp.sink_bytes});
   });
   EXPECT_NE(id, 0u);
-  auto deadline = Clock::now() + std::chrono::seconds(5);
-  while (server_->request_count() == 0 && Clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  testing::Eventually([&] { return server_->request_count() > 0; }, std::chrono::seconds(5),
+                      std::chrono::milliseconds(5));
   auto start = Clock::now();
   engine_->Cancel(id);
   auto f = done.get_future();

@@ -15,6 +15,7 @@
 
 #include "blobclient/memcached_store.h"
 #include "gtest/gtest.h"
+#include "tests/testing/eventually.h"
 #include "tests/testing/status_matchers.h"
 
 namespace tierfs {
@@ -108,11 +109,7 @@ class MemcachedServerProcess {
     }
     if (pid_ < 0) return false;
     // Ready when it accepts a connection.
-    for (int i = 0; i < 200; ++i) {
-      if (Connects()) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return false;
+    return testing::Eventually([&] { return Connects(); }, std::chrono::seconds(2));
   }
   void Stop() {
     if (pid_ > 0) {

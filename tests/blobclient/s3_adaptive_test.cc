@@ -195,7 +195,7 @@ TEST(AimdLimiterTest, WaitersAreBoundedByTheirDeadlineAndWokenByRelease) {
   EXPECT_FALSE(l.TryAcquire());
   EXPECT_FALSE(l.Acquire(SteadyClock::now() + milliseconds(20)));
   std::thread releaser([&] {
-    std::this_thread::sleep_for(milliseconds(20));
+    std::this_thread::sleep_for(milliseconds(20));  // lets the main thread block in Acquire
     l.Release();
   });
   EXPECT_TRUE(l.Acquire(SteadyClock::now() + std::chrono::seconds(30)));
@@ -393,7 +393,7 @@ TEST_F(S3AdaptiveTest, SlowDownCutsTheLimitAndSuccessGrowsItBack) {
     ASSERT_FALSE(n.ok());
     EXPECT_EQ(n.status().code(), Status::Code::kUnavailable) << n.status().ToString();
     ++throttled;
-    std::this_thread::sleep_for(milliseconds(20));
+    std::this_thread::sleep_for(milliseconds(20));  // reads paced over the second
   }
   BlobStoreStats st = store->Stats();
   EXPECT_GE(st.concurrency_decreases, 2u) << throttled << " throttled reads";
@@ -430,7 +430,7 @@ TEST_F(S3AdaptiveTest, LimitBoundsRequestsInFlightAndThrottledRequestsStillCompl
     int p = peak.load();
     while (now > p && !peak.compare_exchange_weak(p, now)) {
     }
-    std::this_thread::sleep_for(milliseconds(5));
+    std::this_thread::sleep_for(milliseconds(5));  // a slow answer: they overlap
     --in_flight;
     if (calls++ % 3 == 0)
       return HttpTestResponse::Make(503, "<Error><Code>SlowDown</Code></Error>");

@@ -761,7 +761,7 @@ TEST_F(S3BlobStoreTest, MaxConnectionsBoundsRequestsInFlight) {
     int p = peak.load();
     while (now > p && !peak.compare_exchange_weak(p, now)) {
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a slow answer: they overlap
     --in_flight;
     return HttpTestServer::ServeObject(req, "0123456789", "e");
   });

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "base/logging.h"
+#include "tests/testing/eventually.h"
 #include "tests/testing/sanitizers.h"
 #include "tests/testing/status_matchers.h"
 
@@ -189,21 +190,24 @@ TEST_F(MetricsServerTest, SlowClientIsDroppedAndDoesNotBlockAnother) {
   EXPECT_LT(SteadyClock::now() - t1, milliseconds(2000));
 }
 
+// This process's open descriptors: the server's and the test's clients'.
+size_t OpenFds() {
+  return static_cast<size_t>(std::distance(std::filesystem::directory_iterator("/proc/self/fd"),
+                                           std::filesystem::directory_iterator()));
+}
+
 TEST_F(MetricsServerTest, TooManyConnectionsGet503) {
   MetricsServerOptions o;
   o.max_connections = 1;
   o.read_timeout = milliseconds(2000);
   StartServer(o);
+  const size_t before = OpenFds();
   Client first(server_->port());
   ASSERT_TRUE(first.connected());
-  ASSERT_TRUE(first.Send("GET"));  // holds the only slot
-  std::this_thread::sleep_for(milliseconds(50));
+  ASSERT_TRUE(first.Send("GET"));  // holds the only slot, once accepted
+  ASSERT_TRUE(testing::Eventually([&] { return OpenFds() >= before + 2; }, milliseconds(10000),
+                                  milliseconds(5)));
   EXPECT_TRUE(Get(server_->port(), "GET /metrics HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 503 "));
-}
-
-size_t OpenFds() {
-  return static_cast<size_t>(std::distance(std::filesystem::directory_iterator("/proc/self/fd"),
-                                           std::filesystem::directory_iterator()));
 }
 
 // A flood of clients holds a bounded number of descriptors: max_connections served, and
@@ -225,16 +229,13 @@ TEST_F(MetricsServerTest, AFloodHoldsBoundedDescriptors) {
   auto held = [&] { return OpenFds() - before - kClients; };  // the server's share
   // The 8 served connections are held; the ninth slot takes the others one at a time, each
   // answered 503 and closed at once, so it is held only now and then.
-  const auto deadline = SteadyClock::now() + milliseconds(10000);
-  while (held() < 8 && SteadyClock::now() < deadline) {
-    std::this_thread::sleep_for(milliseconds(5));
-  }
+  testing::Eventually([&] { return held() >= 8; }, milliseconds(10000), milliseconds(5));
   EXPECT_GE(held(), 8u);
   // And never more while they are held (the first connections time out only after 3 s).
   size_t most = 0;
   for (const auto end = SteadyClock::now() + milliseconds(300); SteadyClock::now() < end;) {
     most = std::max(most, held());
-    std::this_thread::sleep_for(milliseconds(5));
+    std::this_thread::sleep_for(milliseconds(5));  // sampling a window is the point
   }
   EXPECT_LE(most, 9u);
   clients.clear();
@@ -266,7 +267,7 @@ TEST_F(MetricsServerTest, OutOfDescriptorsBacksOffAndLogsOnce) {
   ASSERT_TRUE(waiting.Send("GET /metrics HTTP/1.1\r\n\r\n"));
   rusage r0{}, r1{};
   getrusage(RUSAGE_SELF, &r0);
-  std::this_thread::sleep_for(milliseconds(1000));  // the window to observe
+  std::this_thread::sleep_for(milliseconds(1000));  // the window to observe (the point)
   getrusage(RUSAGE_SELF, &r1);
   ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
   auto cpu_us = [](const rusage& r) {
@@ -293,10 +294,13 @@ TEST_F(MetricsServerTest, StopJoinsWithOpenConnectionsAndRefusesNewOnes) {
   o.read_timeout = std::chrono::minutes(5);
   StartServer(o);
   const uint16_t port = server_->port();
+  const size_t before = OpenFds();
   Client idle(port);
   ASSERT_TRUE(idle.connected());
   ASSERT_TRUE(idle.Send("GET /"));
-  std::this_thread::sleep_for(milliseconds(50));
+  // The server holds the connection (accepted, waiting for the rest of the request).
+  ASSERT_TRUE(testing::Eventually([&] { return OpenFds() >= before + 2; }, milliseconds(10000),
+                                  milliseconds(5)));
   const auto t0 = SteadyClock::now();
   server_->Stop();
   EXPECT_LT(SteadyClock::now() - t0, milliseconds(1000)) << "Stop must not wait for clients";

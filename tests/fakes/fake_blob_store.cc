@@ -39,7 +39,7 @@ void FakeBlobStore::ResetCounters() {
 Status FakeBlobStore::Enter() {
   ++requests_;
   if (int64_t d = delay_us_.load(); d > 0) {
-    std::this_thread::sleep_for(std::chrono::microseconds(d));
+    std::this_thread::sleep_for(std::chrono::microseconds(d));  // the injected delay
   }
   MutexLock l(&mu_);
   if (fail_next_ > 0) {

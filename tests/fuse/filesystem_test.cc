@@ -17,6 +17,7 @@
 #include "fuse/fuse_server.h"
 #include "metastore/meta_store.h"
 #include "tests/fakes/fake_blob_store.h"
+#include "tests/testing/eventually.h"
 #include "tests/testing/status_matchers.h"
 #include "tiercache/catalog.h"
 #include "tiercache/manifest.h"
@@ -662,10 +663,8 @@ TEST_F(FilesystemTest, SmallFilesOpenedInADirectoryPrefetchTheNextOnes) {
   EXPECT_EQ(fs_->prefetch_stats().next_file_prefetches.load(), 16u);
   for (int i = 31; i <= 46; ++i) {
     const std::string path = fmt::format("many/f{:03d}", i);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (residency(path) != "l1=1/1" && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
+    testing::Eventually([&] { return residency(path) == "l1=1/1"; }, std::chrono::seconds(20),
+                        std::chrono::milliseconds(5));
     EXPECT_EQ(residency(path), "l1=1/1") << path;
   }
   EXPECT_EQ(residency("many/f047"), "l1=0/1");  // beyond the 16

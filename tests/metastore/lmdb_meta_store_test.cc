@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "tests/metastore/test_util.h"
+#include "tests/testing/eventually.h"
 #include "tests/testing/status_matchers.h"
 
 namespace tierfs {
@@ -470,7 +471,9 @@ TEST_F(LmdbMetaStoreTest, MixedBatchRetriesEachOperation) {
         erase_status[t] = store->EraseBlocks(std::span(&k, 1));
       });
     }
-    while (store->TEST_QueuedOps() < 5) std::this_thread::yield();
+    // Not ASSERT: the writer must resume either way, or the threads never finish.
+    EXPECT_TRUE(testing::Eventually([&] { return store->TEST_QueuedOps() >= 5; },
+                                    testing::kEventuallyTimeout, std::chrono::milliseconds(1)));
     store->TEST_PauseWriter(false);
   }
   EXPECT_EQ(put_status.code(), Status::Code::kNoSpace) << put_status.ToString();
@@ -499,7 +502,9 @@ TEST_F(LmdbMetaStoreTest, QueuedWritesShareOneCommit) {
         EXPECT_OK(store->PutBlocks(std::span(&r, 1)));
       });
     }
-    while (store->TEST_QueuedOps() < 16) std::this_thread::yield();
+    // Not ASSERT: the writer must resume either way, or the threads never finish.
+    EXPECT_TRUE(testing::Eventually([&] { return store->TEST_QueuedOps() >= 16; },
+                                    testing::kEventuallyTimeout, std::chrono::milliseconds(1)));
     store->TEST_PauseWriter(false);
   }
   EXPECT_EQ(store->Stats().commits, commits_before + 1);
@@ -532,10 +537,7 @@ TEST_F(LmdbMetaStoreTest, PeriodicSyncUnderNoSync) {
   ASSERT_NE(store, nullptr);
   BlockRecord r = RecordOf(7);
   ASSERT_OK(store->PutBlocks(std::span(&r, 1)));
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (store->InternalStats().syncs == 0 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  testing::Eventually([&] { return store->InternalStats().syncs > 0; });
   EXPECT_GE(store->InternalStats().syncs, 1u);
 }
 

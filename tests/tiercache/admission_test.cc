@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tests/fakes/fake_blob_store.h"
+#include "tests/testing/eventually.h"
 #include "tests/testing/read_into.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/tiercache/test_util.h"
@@ -332,10 +333,9 @@ TEST_F(AdmissionCacheTest, AReaderJoinsTheHydrationsFetchInsteadOfSendingItsOwn)
   std::thread r([&] {
     got = tierfs::testing::ReadInto(*c, o, 2 * kBs, std::as_writable_bytes(std::span(buf)));
   });
-  // Give the reader time to get to its fetch: one of its own would wait at the gate too.
-  for (int i = 0; i < 30 && origin_.blocked_reads() < 2; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  // Give the reader time to get to its fetch: one of its own would wait at the gate too (a
+  // window for a fetch that must not come, so not an error when it ends).
+  testing::Eventually([&] { return origin_.blocked_reads() >= 2; }, std::chrono::milliseconds(300));
   origin_.ReleaseReads();
   h.join();
   r.join();

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/testing/eventually.h"
 #include "tests/tiercache/test_util.h"
 
 namespace tierfs::tiercache_internal {
@@ -264,11 +265,8 @@ TEST(BlockArenaTest, TheDecayThreadGivesBackWhatIsDueOnItsOwn) {
   std::vector<BlockArena::Piece> pieces = AllocateFilled(&arena, 6, 128 * kKiB, 0xcd);
   ASSERT_EQ(pieces.size(), 6u);
   for (const auto& p : pieces) arena.Release(p);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (arena.stats().free_resident_bytes > 128 * kKiB &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  tierfs::testing::Eventually([&] { return arena.stats().free_resident_bytes <= 128 * kKiB; },
+                              std::chrono::seconds(20), std::chrono::milliseconds(5));
   EXPECT_EQ(arena.stats().free_resident_bytes, 128 * kKiB);
   size_t given_back = 0;
   for (const auto& p : pieces) given_back += ResidentPages(p.data, p.bytes) == 0;

@@ -23,6 +23,7 @@
 #include "base/mutex.h"
 #include "tests/fakes/faulty_flash_store.h"
 #include "tests/fakes/forwarding_meta_store.h"
+#include "tests/testing/eventually.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/tiercache/test_util.h"
 #include "tiercache/internal/chunk_trailer.h"

@@ -13,6 +13,7 @@
 #include "tests/fakes/fake_blob_store.h"
 #include "tests/fakes/http_server_test.h"
 #include "tests/fakes/http_test_server.h"
+#include "tests/testing/eventually.h"
 #include "tests/testing/read_into.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/tiercache/test_util.h"
@@ -124,9 +125,8 @@ TEST_F(CacheOverS3Test, NothingFromAnAnswerOfAnotherVersionLandsInTheCache) {
   EXPECT_EQ(r.status().code(), Status::Code::kFailedPrecondition) << r.status().ToString();
   // Readahead runs (one origin read of several blocks) are checked the same way.
   c->Prefetch(obj, 1, 3);
-  for (int i = 0; i < 200 && c->Stats().origin_errors < 2; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  testing::Eventually([&] { return c->Stats().origin_errors >= 2; }, std::chrono::seconds(1),
+                      std::chrono::milliseconds(5));
   auto res = c->Residency(obj);
   ASSERT_EQ(res.size(), 1u);
   EXPECT_EQ(res[0].second, 1u) << "only v1's block 0 may be cached";
@@ -178,9 +178,8 @@ TEST(CacheBoundsTest, AnL3StoreReturningMoreThanAskedIsCorruptionNotAnOverread) 
   std::memcpy(b->mutable_data().data(), Pattern(kBs).data(), kBs);
   b->set_size(kBs);
   ASSERT_OK((*t)->Insert(key, BlockRef(std::move(b)), {}));
-  for (int i = 0; i < 500 && !l3.Head("blocks/" + BlockKeyHex(key)).ok(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  testing::Eventually([&] { return l3.Head("blocks/" + BlockKeyHex(key)).ok(); },
+                      std::chrono::milliseconds(2500), std::chrono::milliseconds(5));
   auto r = (*t)->Read(key);
   EXPECT_TRUE(r.status().IsNotFound()) << r.status().ToString();
   EXPECT_EQ((*t)->Stats().corruptions, 1u);

@@ -12,6 +12,7 @@
 
 #include "base/cancel.h"
 #include "tests/fakes/fake_blob_store.h"
+#include "tests/testing/eventually.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/tiercache/test_util.h"
 #include "tiercache/single_flight.h"
@@ -167,11 +168,9 @@ TEST_F(InterruptsTest, QueuedFetchWithoutReadersIsAbandoned) {
   ASSERT_EQ(ra.wait_for(kPrompt), std::future_status::ready);
   EXPECT_OK(ra.get());
   // The fetch thread takes b's job next and drops it; give it a bounded time to get there.
-  const auto until = std::chrono::steady_clock::now() + kPrompt;
-  while (ParseStats(c->StatsText())["fetch.abandoned"] == 0 &&
-         std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  testing::Eventually([&] { return ParseStats(c->StatsText())["fetch.abandoned"] > 0; },
+                      std::chrono::duration_cast<std::chrono::milliseconds>(kPrompt),
+                      std::chrono::milliseconds(1));
   EXPECT_EQ(ParseStats(c->StatsText())["fetch.abandoned"], 1u);
   EXPECT_EQ(origin_.read_calls(), 1u);  // b was never fetched
   EXPECT_FALSE(c->HostHolds(b, 0, kBs));

@@ -11,6 +11,7 @@
 
 #include "tests/fakes/fake_blob_store.h"
 #include "tests/fakes/faulty_flash_store.h"
+#include "tests/testing/eventually.h"
 #include "tests/testing/read_into.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/tiercache/test_util.h"
@@ -226,7 +227,10 @@ TEST_F(PrefetchJobsTest, ChangedObjectFailsTheJob) {
 TEST_F(PrefetchJobsTest, CancelStopsARunningJob) {
   origin_.SetDelay(20ms);
   ASSERT_OK(jobs_->Start("d", "l2"));
-  std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(testing::Eventually([&] {
+    auto st = jobs_->Get("d");
+    return st.ok() && st->bytes_done > 0;
+  }));  // running
   ASSERT_OK(jobs_->Cancel("d"));
   PrefetchJobStatus st = WaitDone("d");
   EXPECT_EQ(st.state, PrefetchState::kCancelled);
@@ -241,11 +245,12 @@ TEST_F(PrefetchJobsTest, RestartResumesFromThePersistedCursor) {
   origin_.SetDelay(15ms);
   ASSERT_OK(jobs_->Start("d", "l2"));
   // Let it make some progress, then "stop the daemon".
-  for (int i = 0; i < 400; ++i) {
-    auto st = jobs_->Get("d");
-    if (st.ok() && st->bytes_done > 0) break;
-    std::this_thread::sleep_for(5ms);
-  }
+  testing::Eventually(
+      [&] {
+        auto st = jobs_->Get("d");
+        return st.ok() && st->bytes_done > 0;
+      },
+      2000ms, 5ms);
   jobs_.reset();
   auto stored = meta_->GetValue(PrefetchJobKey("d"));
   ASSERT_OK(stored);
@@ -496,11 +501,12 @@ TEST_F(PrefetchJobsTest, ListResumesAfterRestartFromItsPosition) {
   origin_.SetDelay(15ms);
   ASSERT_OK(jobs_->AppendList("l2", {"d/a.bin", "d/b.bin"}));
   ASSERT_OK(jobs_->AppendList("l2", {"d/sub/c.bin", "d/sub/e.bin", "other.bin"}));
-  for (int i = 0; i < 400; ++i) {
-    auto st = jobs_->Get(kPrefetchListJob);
-    if (st.ok() && st->bytes_done > 0) break;
-    std::this_thread::sleep_for(5ms);
-  }
+  testing::Eventually(
+      [&] {
+        auto st = jobs_->Get(kPrefetchListJob);
+        return st.ok() && st->bytes_done > 0;
+      },
+      2000ms, 5ms);
   jobs_.reset();
   auto stored = meta_->GetValue(PrefetchJobKey(kPrefetchListJob));
   ASSERT_OK(stored);
@@ -559,7 +565,7 @@ class PrefetchEngineTest : public PrefetchJobsTest {
   // Reads blocked at the gate, after the workers had time to start more than allowed.
   int SettledBlocked(int n) {
     origin_.WaitForBlockedReads(n);
-    std::this_thread::sleep_for(30ms);
+    std::this_thread::sleep_for(30ms);  // the window
     return origin_.blocked_reads();
   }
 };
@@ -710,11 +716,10 @@ TEST_F(PrefetchEngineTest, HeldFilesFinishWithoutAWorker) {
   for (int i = 39; i >= 0; --i) files.push_back(fmt::format("more/g{:02}", i));
   ASSERT_OK(jobs_->AppendList("l2", files));
   PrefetchJobStatus st;
-  for (int i = 0; i < 1000; ++i) {
+  testing::Eventually([&] {
     st = *jobs_->Get(kPrefetchListJob);
-    if (st.state == PrefetchState::kDone) break;
-    std::this_thread::sleep_for(10ms);
-  }
+    return st.state == PrefetchState::kDone;
+  });
   EXPECT_EQ(st.state, PrefetchState::kDone);
   EXPECT_EQ(st.files_done, 40u);
   EXPECT_EQ(st.bytes_done, 4000u);

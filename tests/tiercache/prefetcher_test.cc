@@ -16,6 +16,7 @@
 
 #include "metastore/meta_store.h"
 #include "tests/fakes/fake_blob_store.h"
+#include "tests/testing/eventually.h"
 #include "tests/testing/read_into.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/tiercache/test_util.h"
@@ -82,10 +83,8 @@ class PrefetcherTest : public ::testing::Test {
   }
   // Waits (bounded) until L1 holds `want` blocks of `key`; returns what it holds then.
   uint64_t WaitHeld(const std::string& key, uint64_t want) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (Held(key) < want && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
+    testing::Eventually([&] { return Held(key) >= want; }, std::chrono::seconds(20),
+                        std::chrono::milliseconds(2));
     return Held(key);
   }
 
@@ -300,13 +299,13 @@ TEST_F(PrefetcherTest, RandomMissesHydrateTheRestOfTheFileInBoundedSteps) {
   origin_.ReleaseReads();
   EXPECT_EQ(WaitHeld("big.bin", 8), 8u);
   for (uint64_t b = 0; b < 8; ++b) EXPECT_TRUE(HoldsBlock("big.bin", b)) << b;
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  EXPECT_EQ(Held("big.bin"), 8u);  // reads drive it: none since
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a window for a wrong fetch
+  EXPECT_EQ(Held("big.bin"), 8u);                              // reads drive it: none since
   // Each read now moves the cursor past what landed and asks for 8 blocks more, to the end.
   for (uint64_t want = 16; want <= kBigBlocks; want += 8) {
     p->OnRead(&s, 3 * kBs, 1000);  // a hit, still pumps
     EXPECT_EQ(WaitHeld("big.bin", want), want);
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // a window for a wrong fetch
     EXPECT_EQ(Held("big.bin"), want);
   }
   const uint64_t calls = origin_.read_calls();
@@ -407,11 +406,13 @@ TEST_F(PrefetcherTest, StreamsOfOneFileAddUpTheirMissesAndShareOneHydration) {
   p.OnRead(streams[3].get(), (next() % pages) * 4096, 4096);  // the 256th over the four
   EXPECT_EQ(p.Stats().random_hydrations.load(), 1u);
   // Reads through any stream drive it to the end; no stream starts a second one.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (!cache->HostHolds(obj, 0, 16 * kBlock) && std::chrono::steady_clock::now() < deadline) {
-    for (auto& s : streams) p.OnRead(s.get(), (next() % pages) * 4096, 4096);
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  testing::Eventually(
+      [&] {
+        if (cache->HostHolds(obj, 0, 16 * kBlock)) return true;
+        for (auto& s : streams) p.OnRead(s.get(), (next() % pages) * 4096, 4096);
+        return false;
+      },
+      std::chrono::seconds(20), std::chrono::milliseconds(1));
   ASSERT_TRUE(cache->HostHolds(obj, 0, 16 * kBlock));
   EXPECT_EQ(p.Stats().random_hydrations.load(), 1u);
   // Since: one origin request per block at most for the hydration's runs, plus the reads' own
@@ -459,7 +460,7 @@ TEST_F(PrefetcherTest, SequentialReadersHitsSmallFilesAndZeroDoNotHydrate) {
   Prefetcher::Stream r(Obj("big.bin"));
   RandomMisses(off.get(), &r, 8, kBigBlocks);
   EXPECT_EQ(off->Stats().random_hydrations.load(), 0u);
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a window for a wrong fetch
   EXPECT_EQ(Held("big.bin"), 0u);
   EXPECT_EQ(Held("seven.bin"), 0u);
   EXPECT_EQ(origin_.read_calls(), 2u);

@@ -10,6 +10,7 @@
 #include "base/metrics.h"
 #include "base/units.h"
 #include "tests/fakes/fake_blob_store.h"
+#include "tests/testing/eventually.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/tiercache/test_util.h"
 #include "tiercache/catalog.h"
@@ -160,11 +161,7 @@ struct Host {
   }
   // Waits until the tier's uploads are done (or 10 s passed).
   bool Drain() const {
-    for (int i = 0; i < 1000; ++i) {
-      if (Extra("write.pending") == 0) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return false;
+    return testing::Eventually([&] { return Extra("write.pending") == 0; });
   }
 };
 

@@ -1,33 +1,21 @@
-// Helpers shared by the tiercache tests: the shared TempDir, byte-pattern
-// helpers and polling for what another thread does.
+// Helpers shared by the tiercache tests: the shared TempDir, byte-pattern helpers and the stats
+// text as a map.
 #pragma once
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
-#include <chrono>
 #include <cstddef>
 #include <filesystem>
 #include <map>
 #include <span>
 #include <sstream>
 #include <string>
-#include <thread>
 
 #include "base/status.h"
 #include "tests/testing/temp_dir.h"
 
 namespace tierfs::testing {
-
-// Polls `done` every 10 ms until it holds; false if it still does not after 10 s.
-template <typename Pred>
-bool Eventually(Pred done) {
-  for (int i = 0; i < 1000; ++i) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return done();
-}
 
 // Deterministic, position-dependent bytes: every offset of every object differs from its
 // neighbours, so a misplaced block or slice shows up as a mismatch.

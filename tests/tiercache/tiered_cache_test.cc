@@ -18,6 +18,7 @@
 #include "base/metrics.h"
 #include "tests/fakes/fake_blob_store.h"
 #include "tests/fakes/faulty_flash_store.h"
+#include "tests/testing/eventually.h"
 #include "tests/testing/read_into.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/tiercache/test_util.h"
@@ -200,7 +201,8 @@ TEST(SingleFlightTest, ALeaseIsTheLeaderUntilCompletedOrDropped) {
     waited = sf.Do(
         1, []() -> Result<int> { return 0; }, &merged);
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let it join (not asserted)
+  // Lets it join; nothing observable marks that, and the test holds either way.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
   lease->Complete(42);
   waiter.join();
   EXPECT_FALSE(sf.InFlight(1));
@@ -292,10 +294,9 @@ TEST_F(TieredCacheTest, ARetryOfAFailedBlockGetsItsErrorWithoutAnotherFetch) {
   origin_.FailNext(1000, Status::TimedOut("stalled"));
   origin_.ResetCounters();
   c->Prefetch(o, 2, 2);
-  for (int i = 0; i < 200 && origin_.read_calls() == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the run completes its leases
+  ASSERT_TRUE(Eventually([&] { return origin_.read_calls() > 0; }));
+  // The run completes its leases after its origin read fails; nothing observable marks that.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
   origin_.FailNext(0);
   EXPECT_EQ(ReadAll(c.get(), o, 2 * kBs, kBs), data.substr(2 * kBs, kBs));
 }
@@ -548,19 +549,15 @@ TEST_F(TieredCacheTest, PrefetchHydratesInTheBackground) {
   const std::string data = Pattern(8 * kBs);
   ObjectRef o = Put("obj", data);
   c->Prefetch(o, 2, 100);  // clipped to blocks 2..7: one run, one origin read
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (c->Residency(o)[1].second < 6 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
+  Eventually([&] { return c->Residency(o)[1].second >= 6; }, std::chrono::seconds(10),
+             std::chrono::milliseconds(2));
   EXPECT_EQ(c->Residency(o)[1].second, 6u);
   EXPECT_EQ(origin_.read_calls(), 1u);
   EXPECT_EQ(ReadAll(c.get(), o, 2 * kBs, 6 * kBs), data.substr(2 * kBs));
   EXPECT_EQ(origin_.read_calls(), 1u);
   c->Prefetch(o, 0, 8);  // only 0 and 1 are missing
-  deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (c->Residency(o)[1].second < 8 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
+  Eventually([&] { return c->Residency(o)[1].second >= 8; }, std::chrono::seconds(10),
+             std::chrono::milliseconds(2));
   EXPECT_EQ(origin_.read_calls(), 2u);
   auto stats = ParseStats(c->StatsText());
   EXPECT_EQ(stats["readahead.blocks"], 8u);
@@ -569,10 +566,8 @@ TEST_F(TieredCacheTest, PrefetchHydratesInTheBackground) {
 
 // Waits until L1 (tier 0) holds `n` blocks of `o`.
 void WaitForL1(TieredCache* c, const ObjectRef& o, uint64_t n) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (c->Residency(o)[0].second < n && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
+  Eventually([&] { return c->Residency(o)[0].second >= n; }, std::chrono::seconds(10),
+             std::chrono::milliseconds(2));
   EXPECT_EQ(c->Residency(o)[0].second, n);
 }
 
@@ -730,10 +725,8 @@ TEST_F(TieredCacheTest, DemandReadJoinsAPrefetchInFlight) {
 // L1's blocks of `o` once it holds `want` of them, or after 5 s (the fetch that brought the read
 // block in stores the run's later blocks after completing the read's).
 uint64_t WaitL1(TieredCache* c, const ObjectRef& o, uint64_t want) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (c->Residency(o)[0].second < want && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
+  Eventually([&] { return c->Residency(o)[0].second >= want; }, std::chrono::seconds(5),
+             std::chrono::milliseconds(2));
   return c->Residency(o)[0].second;
 }
 
@@ -813,13 +806,11 @@ TEST_F(TieredCacheTest, SmallObjectFetchFailureReachesEveryWaiterAndCachesNothin
   // It heals, once the failed fetch has completed every block's flight (a reader arriving before
   // joins it and gets its error) and the failure's replay time (origin_failure_ttl) has passed.
   std::string healed;
-  for (int i = 0; i < 200 && healed != data.substr(2 * kBs, 10); ++i) {
+  Eventually([&] {
     clock_.Advance(options_.origin_failure_ttl);
     healed = ReadWithToken(c.get(), o, 2 * kBs, 10);
-    if (healed != data.substr(2 * kBs, 10)) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-  }
+    return healed == data.substr(2 * kBs, 10);
+  });
   EXPECT_EQ(healed, data.substr(2 * kBs, 10));
   EXPECT_EQ(WaitL1(c.get(), o, 3), 3u);
 }
@@ -977,14 +968,14 @@ TEST_F(TieredCacheTest, ReadaheadPutsSmallFilesInL2NotL1) {
   const ObjectRef l = Put("large", large);
   c->Prefetch(s, 0, 1);
   c->Prefetch(l, 0, 2);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   // Until both files are in every tier they go to (the larger one's L2 writes come after its
   // L1 inserts): an L2 insert in progress would keep the pinned blocks below from making room.
-  while ((c->Residency(s)[1].second < 1 || c->Residency(l)[0].second < 2 ||
-          c->Residency(l)[1].second < 2) &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
+  Eventually(
+      [&] {
+        return c->Residency(s)[1].second >= 1 && c->Residency(l)[0].second >= 2 &&
+               c->Residency(l)[1].second >= 2;
+      },
+      std::chrono::seconds(10), std::chrono::milliseconds(2));
   EXPECT_EQ(c->Residency(s)[0].second, 0u);  // not in L1
   EXPECT_EQ(c->Residency(s)[1].second, 1u);  // in L2
   EXPECT_EQ(c->Residency(l)[0].second, 2u);  // a larger file's blocks: in L1 as before
@@ -1225,7 +1216,7 @@ TEST_F(TieredCacheTest, ReadaheadKeepsManySmallFetchesButAtMostSixteenRunsInFlig
   origin_.HoldReads();
   for (const ObjectRef& o : large) c->Prefetch(o, 0, 4);
   origin_.WaitForBlockedReads(16);
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // no 17th run starts
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // a window: no 17th run starts
   EXPECT_EQ(origin_.blocked_reads(), 16);
   origin_.ReleaseReads();
   for (const ObjectRef& o : large) WaitForL1(c.get(), o, 4);
@@ -1257,16 +1248,15 @@ TEST_F(TieredCacheTest, RunsWaitingForRoomStartInTheOrderTheyWereAskedFor) {
   for (const ObjectRef& o : first) c->Prefetch(o, 0, 4);
   origin_.WaitForBlockedReads(16);  // 64 blocks in flight: full
   for (const ObjectRef& o : waiting) c->Prefetch(o, 0, 4);
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // all six wait for room
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // a window: all six wait for room
   ASSERT_EQ(origin_.gate_arrivals().size(), 16u);
   // The reads that arrive at the origin once `n` have (and no more within 50 ms after), sorted:
   // two runs let in by one release reach the origin in either order.
   size_t seen = 16;
   auto next_arrivals = [&](size_t n) {
-    for (int i = 0; i < 1000 && origin_.gate_arrivals().size() < n; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    Eventually([&] { return origin_.gate_arrivals().size() >= n; }, std::chrono::seconds(2),
+               std::chrono::milliseconds(2));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the window: no more arrive
     const std::vector<std::string> all = origin_.gate_arrivals();
     std::vector<std::string> fresh(all.begin() + static_cast<ptrdiff_t>(seen), all.end());
     seen = all.size();
@@ -1307,7 +1297,7 @@ TEST_F(TieredCacheTest, ReadaheadLeavesTheOriginToAWaitingReader) {
   origin_.WaitForBlockedReads(1);  // the reader's own fetch, on the fetch pool
   for (const ObjectRef& o : small) c->Prefetch(o, 0, 1);
   origin_.WaitForBlockedReads(1 + 16);
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // no 17th readahead fetch
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // a window: no 17th fetch
   EXPECT_EQ(origin_.blocked_reads(), 1 + 16);
   c->SetGuessesProven(true);
   origin_.WaitForBlockedReads(1 + 32);  // the reader still waits: all 32 go now
