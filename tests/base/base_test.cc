@@ -19,6 +19,7 @@
 #include "base/strings.h"
 #include "base/units.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/temp_dir.h"
 
 namespace tierfs {
 namespace {
@@ -308,9 +309,9 @@ TEST(LoggingTest, JsonLinesParseBack) {
 }
 
 TEST(LoggingTest, LevelChangesAtRunTimeAndFileReopens) {
-  char dir[] = "/tmp/tierfs-logdir-XXXXXX";
-  ASSERT_NE(::mkdtemp(dir), nullptr);
-  const std::string path = std::string(dir) + "/t.log";
+  const ::tierfs::testing::TempDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const std::string path = dir.path() + "/t.log";
   std::string err;
   ASSERT_TRUE(ConfigureLogging(LogOptions{"info", path}, &err)) << err;
   Logger(Module::kTierCache).debug("hidden");
@@ -337,9 +338,6 @@ TEST(LoggingTest, LevelChangesAtRunTimeAndFileReopens) {
   EXPECT_NE(old_text.find("still to the moved file"), std::string::npos) << old_text;
   EXPECT_EQ(new_text.find("still"), std::string::npos) << new_text;
   EXPECT_NE(new_text.find("to the new file"), std::string::npos) << new_text;
-  ::unlink(path.c_str());
-  ::unlink((path + ".1").c_str());
-  ::rmdir(dir);
 }
 
 TEST(ClockTest, FakeClockAdvances) {

@@ -26,6 +26,7 @@
 #include "tests/fakes/http_test_server.h"
 #include "tests/testing/eventually.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/temp_dir.h"
 
 namespace tierfs {
 namespace {
@@ -96,9 +97,8 @@ std::map<std::string, std::string> Form(const std::string& body) {
 class CredentialChainTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "tierfs-creds-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
+    ASSERT_FALSE(tmp_.path().empty());
+    dir_ = tmp_.path();
     env_["HOME"] = dir_;
     env_["AWS_EC2_METADATA_DISABLED"] = "true";
     auto t = NewHttpTransport(HttpTransportOptions{});
@@ -108,10 +108,7 @@ class CredentialChainTest : public ::testing::Test {
     ASSERT_OK(s);
     server_ = std::move(*s);
   }
-  void TearDown() override {
-    server_.reset();
-    fs::remove_all(dir_);
-  }
+  void TearDown() override { server_.reset(); }
 
   void Write(const fs::path& p, const std::string& text, bool exec = false) {
     fs::create_directories(p.parent_path());
@@ -148,6 +145,7 @@ class CredentialChainTest : public ::testing::Test {
     return r.ok() ? *r : std::make_shared<const Credentials>();
   }
 
+  ::tierfs::testing::TempDir tmp_;
   std::string dir_;
   std::map<std::string, std::string> env_;
   FakeClock clock_;  // 2023-11-14T22:13:20Z

@@ -16,6 +16,7 @@
 #include "tests/blobclient/test_util.h"
 #include "tests/testing/sanitizers.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/temp_dir.h"
 
 namespace tierfs {
 namespace {
@@ -27,14 +28,12 @@ namespace fs = std::filesystem;
 class FileBlobStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "tierfs-filestore-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    root_ = tmpl;
+    ASSERT_FALSE(tmp_.path().empty());
+    root_ = tmp_.path();
     auto s = NewFileBlobStore(FileStoreOptions{root_});
     ASSERT_OK(s);
     store_ = std::move(*s);
   }
-  void TearDown() override { fs::remove_all(root_); }
 
   void Write(const std::string& rel, const std::string& data) {
     fs::path p = fs::path(root_) / rel;
@@ -69,6 +68,7 @@ class FileBlobStoreTest : public ::testing::Test {
     return out;
   }
 
+  ::tierfs::testing::TempDir tmp_;
   std::string root_;
   std::unique_ptr<BlobStore> store_;
 };

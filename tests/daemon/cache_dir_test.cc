@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/temp_dir.h"
 
 namespace tierfs {
 namespace {
@@ -24,11 +25,9 @@ namespace fs = std::filesystem;
 class CacheDirTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "tierfs-cachedir-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    base_ = tmpl;
+    ASSERT_FALSE(tmp_.path().empty());
+    base_ = tmp_.path();
   }
-  void TearDown() override { fs::remove_all(base_); }
 
   static unsigned Mode(const std::string& p) {
     struct stat st;
@@ -36,6 +35,7 @@ class CacheDirTest : public ::testing::Test {
     return st.st_mode & 07777;
   }
 
+  ::tierfs::testing::TempDir tmp_;
   std::string base_;
 };
 

@@ -19,6 +19,7 @@
 #include "daemon/prefetch_cli.h"
 #include "daemon/status.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/temp_dir.h"
 
 namespace tierfs {
 namespace {
@@ -303,9 +304,9 @@ TEST(PrefetchCliTest, RateAndEta) {
 // point whose device differs (unmounted, now a plain directory) or that is gone gives -ESRCH, so
 // neither `tierfs status` nor `tierfs log-level` reads or writes the xattrs of a plain directory.
 TEST(StatusTest, OpenMountRootRefusesAPathThatIsNoLongerTheMount) {
-  char tmpl[] = "/tmp/tierfs-openroot-XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  const std::string dir = tmpl;
+  const ::tierfs::testing::TempDir tmp;
+  ASSERT_FALSE(tmp.path().empty());
+  const std::string dir = tmp.path();
   struct stat st {};
   ASSERT_EQ(stat(dir.c_str(), &st), 0);
   MountInfo m;

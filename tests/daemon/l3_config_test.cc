@@ -11,6 +11,7 @@
 #include "base/units.h"
 #include "daemon/config.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/temp_dir.h"
 
 namespace tierfs {
 namespace {
@@ -225,11 +226,9 @@ TEST(L3ConfigTest, MemcachedRefusesAnEndpointAndBadUris) {
 class L3KeyFileTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/tierfs_l3key_XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
+    ASSERT_FALSE(tmp_.path().empty());
+    dir_ = tmp_.path();
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
 
   std::string Write(const std::string& name, const std::string& bytes, mode_t mode) {
     const std::string path = dir_ + "/" + name;
@@ -247,6 +246,7 @@ class L3KeyFileTest : public ::testing::Test {
     return o;
   }
 
+  ::tierfs::testing::TempDir tmp_;
   std::string dir_;
 };
 

@@ -14,6 +14,8 @@
 #include <filesystem>
 #include <string>
 
+#include "tests/testing/temp_dir.h"
+
 namespace tierfs {
 namespace {
 
@@ -22,9 +24,8 @@ namespace fs = std::filesystem;
 class NotifyTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "tierfs-notify-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
+    ASSERT_FALSE(tmp_.path().empty());
+    dir_ = tmp_.path();
     path_ = dir_ + "/notify.sock";
     fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     ASSERT_GE(fd_, 0);
@@ -39,7 +40,6 @@ class NotifyTest : public ::testing::Test {
   void TearDown() override {
     ::unsetenv("NOTIFY_SOCKET");
     if (fd_ >= 0) ::close(fd_);
-    fs::remove_all(dir_);
   }
 
   // The next datagram, or "" when none arrives within `ms`.
@@ -51,6 +51,7 @@ class NotifyTest : public ::testing::Test {
     return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
   }
 
+  ::tierfs::testing::TempDir tmp_;
   std::string dir_, path_;
   int fd_ = -1;
 };
