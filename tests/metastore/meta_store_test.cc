@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <string>
@@ -14,6 +15,7 @@
 
 #include "tests/metastore/impls.h"
 #include "tests/metastore/test_util.h"
+#include "tests/testing/eventually.h"
 #include "tests/testing/status_matchers.h"
 
 namespace tierfs {
@@ -544,7 +546,10 @@ TEST_P(MetaStoreTest, ScanBlocksAcrossManyRecords) {
   EXPECT_EQ(n, 2500);
 }
 
-// Readers racing ReplaceDir see the old listing or the new one, never a mix or a half.
+// Readers racing ReplaceDir see the old listing or the new one, never a mix or a half. The test
+// proves the race happened: the writer keeps replacing until readers have run reads that overlapped
+// a ReplaceDir in flight (a read overlaps write k when write k had started before the read ended
+// and had not finished when the read began), and fails if none did.
 TEST_P(MetaStoreTest, ReplaceDirIsAtomicForConcurrentReaders) {
   auto listing = [](char c) {
     std::vector<DirEntry> v;
@@ -553,29 +558,42 @@ TEST_P(MetaStoreTest, ReplaceDirIsAtomicForConcurrentReaders) {
   };
   const std::vector<DirEntry> a = listing('a'), b = listing('b');
   ASSERT_OK(store_->ReplaceDir("d", DirRecord{0, 200}, a));
+  constexpr int kReaders = 3;
+  constexpr uint64_t kWantOverlaps = 20;
   std::atomic<bool> stop{false};
-  std::atomic<int> bad{0}, reads{0};
+  std::atomic<int> bad{0}, reading{0};
+  std::atomic<uint64_t> writes_started{0}, writes_finished{0}, overlapped{0};
   std::vector<std::thread> readers;
-  for (int t = 0; t < 3; ++t) {
+  for (int t = 0; t < kReaders; ++t) {
     readers.emplace_back([&] {
+      reading.fetch_add(1);
       while (!stop.load()) {
+        const uint64_t finished_before = writes_finished.load();
         std::vector<DirEntry> out;
         if (!store_->ListDirEntries("d", "", 1000, &out).ok() || out.size() != 200 ||
             !std::all_of(out.begin(), out.end(),
                          [&](const DirEntry& e) { return e.name[0] == out[0].name[0]; })) {
           bad.fetch_add(1);
         }
-        reads.fetch_add(1);
+        if (writes_started.load() > finished_before) overlapped.fetch_add(1);
       }
     });
   }
-  for (int i = 1; i <= 50; ++i) {
+  EXPECT_TRUE(testing::Eventually([&] { return reading.load() == kReaders; },
+                                  std::chrono::seconds(30), std::chrono::milliseconds(1)));
+  // At least 50 replacements; more until enough reads overlapped one, for at most 30 s.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (int i = 1; i <= 50 || (overlapped.load() < kWantOverlaps &&
+                              std::chrono::steady_clock::now() < deadline);
+       ++i) {
+    writes_started.fetch_add(1);
     EXPECT_OK(store_->ReplaceDir("d", DirRecord{i, 200}, i % 2 ? b : a));
+    writes_finished.fetch_add(1);
   }
-  while (reads.load() < 20) std::this_thread::yield();
   stop.store(true);
   for (auto& t : readers) t.join();
   EXPECT_EQ(bad.load(), 0);
+  EXPECT_GE(overlapped.load(), kWantOverlaps) << "readers seldom or never raced a ReplaceDir";
 }
 
 TEST_P(MetaStoreTest, StatsCount) {
