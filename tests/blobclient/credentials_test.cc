@@ -32,6 +32,7 @@ namespace tierfs {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::Eventually;
 using testing::HttpTestRequest;
 using testing::HttpTestResponse;
 using testing::HttpTestServer;
@@ -682,17 +683,17 @@ TEST_F(CredentialChainTest, RefreshedAtTheRuleTimeAndKeptOnFailure) {
   EXPECT_EQ(Now(*c)->access_key_id, "ASIAIMDS1");
   // Then promptly.
   clock_.Advance(std::chrono::seconds(2));
-  ASSERT_TRUE(testing::Eventually([&] { return imds.fetches.load() == 2; }));
-  ASSERT_TRUE(testing::Eventually([&] { return Now(*c)->access_key_id == "ASIAIMDS2"; }));
+  ASSERT_TRUE(Eventually([&] { return imds.fetches.load() == 2; }));
+  ASSERT_TRUE(Eventually([&] { return Now(*c)->access_key_id == "ASIAIMDS2"; }));
   EXPECT_EQ(c->provider->Stats().refreshes, 1u);
 
   // The next refresh fails: the old credentials stay in use while valid, retries go on.
   broken = true;
   clock_.Advance(std::chrono::seconds(6 * 3600 - 250));  // past the next refresh time
-  ASSERT_TRUE(testing::Eventually([&] { return c->provider->Stats().refresh_failures >= 1; }));
+  ASSERT_TRUE(Eventually([&] { return c->provider->Stats().refresh_failures >= 1; }));
   EXPECT_EQ(Now(*c)->access_key_id, "ASIAIMDS2");
   clock_.Advance(std::chrono::seconds(5));  // a retry is due within its backoff (<= 1..4 s)
-  ASSERT_TRUE(testing::Eventually([&] { return c->provider->Stats().refresh_failures >= 2; }));
+  ASSERT_TRUE(Eventually([&] { return c->provider->Stats().refresh_failures >= 2; }));
   EXPECT_EQ(Now(*c)->access_key_id, "ASIAIMDS2");
 
   // Once they expire and the service still fails: a bounded wait, then a clear error.
@@ -729,7 +730,7 @@ TEST_F(CredentialChainTest, ASlowRefreshDoesNotStallSigning) {
   ASSERT_OK(c);
   slow = true;
   clock_.Advance(std::chrono::seconds(6 * 3600 - 200));
-  ASSERT_TRUE(testing::Eventually([&] { return imds.fetches.load() == 2; }));  // refresh under way
+  ASSERT_TRUE(Eventually([&] { return imds.fetches.load() == 2; }));  // refresh under way
   for (int i = 0; i < 20; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     auto now = c->provider->Current();
@@ -739,7 +740,7 @@ TEST_F(CredentialChainTest, ASlowRefreshDoesNotStallSigning) {
     EXPECT_EQ((*now)->access_key_id, "ASIAIMDS1");
     std::this_thread::sleep_for(std::chrono::milliseconds(20));  // reads spread over the refresh
   }
-  ASSERT_TRUE(testing::Eventually([&] { return Now(*c)->access_key_id == "ASIAIMDS2"; }));
+  ASSERT_TRUE(Eventually([&] { return Now(*c)->access_key_id == "ASIAIMDS2"; }));
 }
 
 // ---- The S3 store: forced refresh on a stale-credentials 403 ----
