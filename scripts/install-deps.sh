@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything tierfs needs to build, test and benchmark on Debian 12, as root.
-# Idempotent: packages already present are skipped by apt; npm modules by their lock dir.
+# Idempotent: packages already present are skipped by apt; npm modules by their lock dir or the
+# versions recorded beside them.
 #   scripts/install-deps.sh            build + test dependencies
 #   scripts/install-deps.sh --bench    also the peers the benchmark compares against
 #   scripts/install-deps.sh --rgw      also Ceph RADOS Gateway, the SigV4-verifying test server
@@ -57,3 +58,17 @@ fi
 
 # The test origin: s3rver from the npm registry, installed into tools/s3rver (not in git).
 "$here/scripts/s3rver.sh" install
+
+# The Kubernetes and Prometheus-operator schemas and a YAML parser for scripts/validate-yaml.js
+# (the manifests under packaging/), installed into tools/k8s-models (not in git). Versions for
+# Node.js 14 and later (kubernetes-models 5 needs Node.js 22).
+k8s_models=(kubernetes-models@4.5.1 @kubernetes-models/prometheus-operator@4.4.4 yaml@2.9.1)
+k8s_dir="$here/tools/k8s-models"
+if [[ "$(cat "$k8s_dir/installed" 2>/dev/null)" != "${k8s_models[*]}" ]]; then
+  echo "install-deps: npm install ${k8s_models[*]} into $k8s_dir"
+  mkdir -p "$k8s_dir"
+  rm -f "$k8s_dir/installed"
+  (cd "$k8s_dir" && timeout 600 npm install --no-audit --no-fund --save-exact --loglevel=error \
+    "${k8s_models[@]}")
+  echo "${k8s_models[*]}" >"$k8s_dir/installed"
+fi
