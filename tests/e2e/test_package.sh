@@ -332,10 +332,11 @@ PROXY_PID=$!
 for _ in $(seq 100); do [[ -s "$E2E_WORK/proxy.port" ]] && break; sleep 0.1; done
 [[ -s "$E2E_WORK/proxy.port" ]] || fail "the stall proxy did not start"
 mnt3="$E2E_WORK/mnt-unit"
+hport="$(free_port)"  # /healthz, the Kubernetes probes' endpoint, through the start
 cat >"/etc/tierfs/$INST.env" <<EOF
 TIERFS_SOURCE=s3://$BUCKET
 TIERFS_MOUNTPOINT=$mnt3
-TIERFS_ARGS="--endpoint http://127.0.0.1:$(cat "$E2E_WORK/proxy.port") --cache-dir $E2E_WORK/cache-unit"
+TIERFS_ARGS="--endpoint http://127.0.0.1:$(cat "$E2E_WORK/proxy.port") --cache-dir $E2E_WORK/cache-unit --metrics-address 127.0.0.1:$hport"
 AWS_ACCESS_KEY_ID=S3RVER
 AWS_SECRET_ACCESS_KEY=S3RVER
 EOF
@@ -369,6 +370,8 @@ tr '\0' ' ' <"/proc/$unit_pid/cmdline" | grep -q -- "--config /etc/tierfs/$INST.
 ! is_mounted "$mnt3" || fail "$mnt3 mounted while the origin stalls"
 grep -q '"READY"' "$E2E_WORK/notify.log" 2>/dev/null && fail "READY=1 sent before the mount was possible"
 grep -q '"STATUS": "starting' "$E2E_WORK/notify.log" || fail "no STATUS=starting... while starting"
+health="$(timeout -k 2 10 curl -s -w ' %{http_code}' "http://127.0.0.1:$hport/healthz" | tr -d '\n')"
+[[ "$health" == "starting 503" ]] || fail "/healthz during the stall: '$health', expected 'starting' with 503"
 log "ok no READY=1 during a 2 s origin stall; STATUS: $(tail -n 1 "$E2E_WORK/notify.log")"
 t_unstall=$SECONDS
 rm -f "$E2E_WORK/stall"
@@ -390,6 +393,9 @@ assert r["fields"]["STATUS"] == f"serving s3://pkgtest at {sys.argv[3]}", r
 assert int(r["fields"]["MAINPID"]) > 0, r
 PYEOF
 log "ok READY=1 $((SECONDS - t_unstall))s after the stall ended; at READY the mount answered byte-exact"
+health="$(timeout -k 2 10 curl -s -w ' %{http_code}' "http://127.0.0.1:$hport/healthz" | tr -d '\n')"
+[[ "$health" == "serving s3://$BUCKET at $mnt3 200" ]] || fail "/healthz once mounted: '$health'"
+log "ok /healthz: 503 'starting' during the stall, 200 '${health% 200}' once mounted"
 timeout -k 2 "$UMOUNT_TIMEOUT" fusermount3 -u "$mnt3" || fail "fusermount3 -u $mnt3"
 wait_pid_exit "$unit_pid" "$UMOUNT_TIMEOUT" || fail "tierfs still running after unmount"
 daemon_exit_code "$unit_pid"; rc=$DAEMON_RC
