@@ -146,6 +146,12 @@ class MetricsServer::Impl {
   uint16_t port() const { return port_; }
   const std::string& address() const { return address_; }
 
+  void SetHealth(bool serving, std::string detail) EXCLUDES(health_mu_) {
+    MutexLock l(&health_mu_);
+    serving_ = serving;
+    health_detail_ = std::move(detail);
+  }
+
  private:
   enum class State { kReading, kWriting, kDraining };
   struct Conn {
@@ -363,14 +369,6 @@ class MetricsServer::Impl {
     return Response(200, metrics::kContentType, registry_->Scrape(), head_only);
   }
 
- public:
-  void SetHealth(bool serving, std::string detail) EXCLUDES(health_mu_) {
-    MutexLock l(&health_mu_);
-    serving_ = serving;
-    health_detail_ = std::move(detail);
-  }
-
- private:
   const MetricsServerOptions options_;
   const metrics::Registry* const registry_;
   int listen_fd_;  // -1 once stopped
