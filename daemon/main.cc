@@ -577,6 +577,9 @@ int ServeMount(const DaemonOptions& o, StartupPipe* pipe) {
   // parent and systemd (Type=notify) learn it at the same point.
   pipe->Ok();
   NotifyReady(fmt::format("serving {} at {}", o.source, o.mountpoint));
+  if (c.metrics_server) {
+    c.metrics_server->SetHealth(true, fmt::format("serving {} at {}", o.source, o.mountpoint));
+  }
   if (!o.foreground) {
     DetachStdio();
     if (chdir("/") != 0) log.warn("chdir /: {}", std::strerror(errno));
@@ -585,6 +588,7 @@ int ServeMount(const DaemonOptions& o, StartupPipe* pipe) {
   Status run = c.server->Run();
   SetSignalsBlocked(true);
   NotifyStopping(fmt::format("{} unmounted; syncing the cache and stopping", o.mountpoint));
+  if (c.metrics_server) c.metrics_server->SetHealth(false, "stopping: the mount has ended");
   int code = kExitOk;
   if (!run.ok()) {
     log.error("fuse loop: {}", run.ToString());

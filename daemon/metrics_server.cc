@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "base/logging.h"
+#include "base/mutex.h"
 
 namespace tierfs {
 namespace {
@@ -144,6 +145,12 @@ class MetricsServer::Impl {
 
   uint16_t port() const { return port_; }
   const std::string& address() const { return address_; }
+
+  void SetHealth(bool serving, std::string detail) EXCLUDES(health_mu_) {
+    MutexLock l(&health_mu_);
+    serving_ = serving;
+    health_detail_ = std::move(detail);
+  }
 
  private:
   enum class State { kReading, kWriting, kDraining };
@@ -351,9 +358,14 @@ class MetricsServer::Impl {
       return ErrorResponse(400);
     }
     const std::string path = target.substr(0, target.find('?'));
-    if (path != "/metrics") return ErrorResponse(404);
+    if (path != "/metrics" && path != "/healthz") return ErrorResponse(404);
     const bool head_only = method == "HEAD";
     if (method != "GET" && !head_only) return ErrorResponse(405, "Allow: GET, HEAD\r\n");
+    if (path == "/healthz") {
+      MutexLock l(&health_mu_);
+      return Response(serving_ ? 200 : 503, "text/plain; charset=utf-8", health_detail_ + "\n",
+                      head_only);
+    }
     return Response(200, metrics::kContentType, registry_->Scrape(), head_only);
   }
 
@@ -370,12 +382,20 @@ class MetricsServer::Impl {
   SteadyClock::time_point next_accept_log_{};    // log no failed accept before this
   uint64_t accept_failures_unlogged_ = 0;
 
+  // What /healthz answers (SetHealth, from any thread).
+  mutable Mutex health_mu_;
+  bool serving_ GUARDED_BY(health_mu_) = false;
+  std::string health_detail_ GUARDED_BY(health_mu_) = "starting";
+
   std::jthread thread_;  // last: started once everything above is set
 };
 
 MetricsServer::MetricsServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 MetricsServer::~MetricsServer() = default;
 void MetricsServer::Stop() { impl_->Stop(); }
+void MetricsServer::SetHealth(bool serving, std::string detail) {
+  impl_->SetHealth(serving, std::move(detail));
+}
 uint16_t MetricsServer::port() const { return impl_->port(); }
 const std::string& MetricsServer::address() const { return impl_->address(); }
 

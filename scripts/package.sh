@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the Debian package dist/tierfs_<version>_amd64.deb with CPack (packaging/CMakeLists.txt
+# Builds the Debian package dist/tierfs_<version>_<arch>.deb with CPack (packaging/CMakeLists.txt
 # says what goes where). Reuses the Release build in build/ when there is one (CI's: nothing is
 # compiled again; only tierfs and the man page are brought up to date); otherwise configures a
 # Release build of the daemon alone in build-package/.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # THE test command (CI runs exactly this through .ci/run). As root on Debian 12:
-#   1. scripts/install-deps.sh --rgw (apt, Ceph RGW + the npm test origin)
+#   1. scripts/install-deps.sh --rgw (apt, Ceph RGW, the npm test origin and Kubernetes schemas)
 #   2. Release build with -Werror into build/, unit tests (ctest)
 #   3. unit tests under ASan+UBSan (clang, build-asan/; the same tree also builds the fuzz
 #      targets: every library is compiled once with ASan/UBSan + libFuzzer coverage hooks)
@@ -9,12 +9,14 @@
 #      run from its seed corpus for 10 s (tests/fuzz/run.sh)
 #   6. clang-format --dry-run -Werror over the C++ sources
 #   7. the Python package's unit tests (python/tests, unittest; a few seconds)
-#   8. end-to-end tests through /dev/fuse (tests/e2e/run_all.sh)
+#   8. the packaging files (tests/manifests/run.sh): every YAML under packaging/ against the
+#      Kubernetes schemas (scripts/validate-yaml.js, with its own tests), the Dockerfile's syntax
+#   9. end-to-end tests through /dev/fuse (tests/e2e/run_all.sh)
 # Every stage runs under a hard timeout and prints its time; later stages still run after a failed
 # one (except those that need its output), and the script exits non-zero if any stage failed.
 # The last line sums the tests: "total: N passed, M failed".
 #   scripts/test.sh [--skip-deps] [--only STAGE[,STAGE...]]
-#   stages: deps build unit asan tsan fuzz format python e2e
+#   stages: deps build unit asan tsan fuzz format python manifests e2e
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root="$(pwd)"
@@ -26,7 +28,7 @@ while (( $# )); do
   case "$1" in
     --skip-deps) skip_deps=1 ;;
     --only) only="$2"; shift ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "test.sh: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -203,7 +205,14 @@ if want python; then
   count_unittest "$logdir/python.log"
 fi
 
-# --- 8. end-to-end tests through /dev/fuse
+# --- 8. the packaging files: Kubernetes manifests (schemas from tools/k8s-models, installed by
+# the deps stage), the Dockerfile
+if want manifests; then
+  stage manifests 300 tests/manifests/run.sh
+  count_plain "$logdir/manifests.log"
+fi
+
+# --- 9. end-to-end tests through /dev/fuse
 if want e2e; then
   if [[ -n "$build_ok" ]]; then
     stage e2e 1800 "E2E_REQUIRE_RGW=1 tests/e2e/run_all.sh"

@@ -1,5 +1,7 @@
 """The package installs offline with Debian's pip and setuptools (no PyPI) and imports from there."""
+import importlib.metadata
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -30,6 +32,26 @@ class InstallTest(unittest.TestCase):
             version = r.stdout.split()[1]
             with open(os.path.join(HERE, "..", "CMakeLists.txt")) as f:
                 self.assertIn("project(tierfs VERSION %s " % version, f.read())
+            self.check_metadata(target)
+
+    def check_metadata(self, target):
+        """The installed metadata: the license (SPDX Apache-2.0) and the maintainer and homepage
+        of the Debian package (packaging/CMakeLists.txt)."""
+        dists = list(importlib.metadata.distributions(path=[target]))
+        self.assertEqual([d.metadata["Name"] for d in dists], ["tierfs"])
+        meta = dists[0].metadata
+        self.assertEqual(meta["License"], "Apache-2.0")
+        self.assertIn("License :: OSI Approved :: Apache Software License",
+                      meta.get_all("Classifier"))
+        with open(os.path.join(HERE, "..", "packaging", "CMakeLists.txt")) as f:
+            cmake = f.read()
+        maintainer = re.search(r'set\(TIERFS_PACKAGE_MAINTAINER "[^"<]*<([^>]+)>"', cmake).group(1)
+        homepage = re.search(r'set\(TIERFS_HOMEPAGE "([^"]+)"', cmake).group(1)
+        self.assertNotIn("example", maintainer)
+        self.assertIn(maintainer, meta["Maintainer-email"])
+        self.assertIn(maintainer, meta["Author-email"])
+        self.assertIn("Homepage, " + homepage, meta.get_all("Project-URL"))
+        self.assertTrue(meta.get_payload() or meta["Description"], "no long description (readme)")
 
 
 if __name__ == "__main__":

@@ -156,6 +156,27 @@ TEST_F(MetricsServerTest, OtherPathsMethodsAndGarbageAreRefused) {
   EXPECT_EQ(scrapes_, 0);  // none of these scraped
 }
 
+TEST_F(MetricsServerTest, HealthzAnswersWhatSetHealthSaysWithoutScraping) {
+  StartServer();
+  const std::string starting = Get(server_->port(), "GET /healthz HTTP/1.1\r\n\r\n");
+  EXPECT_TRUE(starting.starts_with("HTTP/1.1 503 ")) << starting;
+  EXPECT_TRUE(starting.ends_with("\r\n\r\nstarting\n")) << starting;
+  server_->SetHealth(true, "serving s3://b at /mnt/b");
+  const std::string serving = Get(server_->port(), "GET /healthz?probe=1 HTTP/1.1\r\n\r\n");
+  EXPECT_TRUE(serving.starts_with("HTTP/1.1 200 OK\r\n")) << serving;
+  EXPECT_NE(serving.find("Content-Type: text/plain; charset=utf-8\r\n"), std::string::npos);
+  EXPECT_TRUE(serving.ends_with("\r\n\r\nserving s3://b at /mnt/b\n")) << serving;
+  const std::string head = Get(server_->port(), "HEAD /healthz HTTP/1.1\r\n\r\n");
+  EXPECT_TRUE(head.starts_with("HTTP/1.1 200 OK\r\n") && head.ends_with("\r\n\r\n")) << head;
+  server_->SetHealth(false, "stopping: the mount has ended");
+  const std::string stopping = Get(server_->port(), "GET /healthz HTTP/1.1\r\n\r\n");
+  EXPECT_TRUE(stopping.starts_with("HTTP/1.1 503 ")) << stopping;
+  EXPECT_TRUE(stopping.ends_with("stopping: the mount has ended\n")) << stopping;
+  EXPECT_TRUE(Get(server_->port(), "POST /healthz HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 405 "));
+  EXPECT_TRUE(Get(server_->port(), "GET /healthzx HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 404 "));
+  EXPECT_EQ(scrapes_, 0);  // a probe does not run the collectors
+}
+
 TEST_F(MetricsServerTest, OversizedRequestGets431) {
   MetricsServerOptions o;
   o.max_request_bytes = 1024;

@@ -127,6 +127,10 @@ code() { timeout -k 2 10 curl -s -o /dev/null -w '%{http_code}' "$@"; }
 [[ "$(code "http://127.0.0.1:$PORT/")" == 404 ]] || fail "GET / is not 404"
 [[ "$(code -X POST "$URL")" == 405 ]] || fail "POST /metrics is not 405"
 [[ "$(code -I "$URL")" == 200 ]] || fail "HEAD /metrics is not 200"
+# The liveness endpoint of the Kubernetes manifests: 200 and what is served, once mounted.
+health="$(timeout -k 2 10 curl -sS --fail "http://127.0.0.1:$PORT/healthz")" || fail "GET /healthz is not 200"
+[[ "$health" == "serving s3://$BUCKET at $MNT" ]] || fail "GET /healthz: '$health'"
+log "ok /healthz: $health"
 
 # A second mount asking for the same port fails at mount time, saying why.
 MNT2="$E2E_WORK/mnt2"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# End-to-end: the Debian package. Builds dist/tierfs_<version>_amd64.deb with
-# scripts/package.sh (reusing the Release build in build/), checks its contents, the man page
+# End-to-end: the Debian package. Builds dist/tierfs_<version>_<arch>.deb with
+# scripts/package.sh (reusing the Release build in build/), checks its contents, the license
+# (DEP-5 copyright) and control fields, the man page
 # against `tierfs mount --help` and the Kubernetes YAML, installs it with dpkg -i, mounts s3rver
 # through `mount -t tierfs` and through an fstab line (mount -T), runs the unit's ExecStart under
 # a fake systemd notification socket (READY=1 only once the mount answers, STOPPING=1 at
@@ -87,8 +88,9 @@ log "-> scripts/package.sh"
 timeout -k 10 900 "$E2E_ROOT/scripts/package.sh" >"$E2E_WORK/package.out" 2>&1 ||
   { cat "$E2E_WORK/package.out"; fail "scripts/package.sh failed"; }
 deb="$(tail -n 1 "$E2E_WORK/package.out")"
-[[ -f "$deb" && "$deb" == */dist/tierfs_*_amd64.deb ]] ||
-  { cat "$E2E_WORK/package.out"; fail "scripts/package.sh did not print a dist/tierfs_*_amd64.deb"; }
+arch="$(dpkg --print-architecture)"
+[[ -f "$deb" && "$deb" == */dist/tierfs_*_"$arch".deb ]] ||
+  { cat "$E2E_WORK/package.out"; fail "scripts/package.sh did not print a dist/tierfs_*_$arch.deb"; }
 build_secs=$((SECONDS - t_build))
 log "package: $deb (${build_secs}s)"
 t_rest=$SECONDS
@@ -99,8 +101,9 @@ awk '{ print $NF }' "$E2E_WORK/listing" | sed 's#^\./#/#' >"$E2E_WORK/contents"
 for f in /usr/bin/tierfs /sbin/mount.tierfs "/lib/systemd/system/tierfs@.service" \
   /usr/libexec/tierfs/tierfs-instance /etc/tierfs/tierfs.toml /etc/logrotate.d/tierfs \
   /usr/share/man/man1/tierfs.1.gz \
-  /usr/share/doc/tierfs/copyright /usr/share/doc/tierfs/README.md \
-  /usr/share/doc/tierfs/docs/configuration.md /usr/share/doc/tierfs/docs/operations.md; do
+  /usr/share/doc/tierfs/copyright /usr/share/doc/tierfs/README.md /usr/share/doc/tierfs/CHANGELOG.md \
+  /usr/share/doc/tierfs/docs/configuration.md /usr/share/doc/tierfs/docs/operations.md \
+  /usr/share/doc/tierfs/examples/k8s/daemonset.yaml /usr/share/doc/tierfs/examples/k8s/podmonitor.yaml; do
   grep -qxF "$f" "$E2E_WORK/contents" || fail "the package lacks $f"
 done
 grep -q '^-rwxr-xr-x root/root .* ./sbin/mount.tierfs$' "$E2E_WORK/listing" ||
@@ -112,6 +115,55 @@ for d in fuse3 libfuse3-3 libcurl4 liblmdb0 libsystemd0; do
   grep -qE "(^|, )$d( |,|$)" <<<"$depends" || fail "Depends lacks $d (dpkg-shlibdeps): $depends"
 done
 log "ok contents: binary, mount helper, unit, conffile, man page; Depends: $depends"
+
+# ---- license and control fields (what lintian would ask of them) ----
+dpkg-deb -f "$deb" >"$E2E_WORK/control"
+for field in Package Version Architecture Maintainer Installed-Size Section Priority Homepage Description; do
+  grep -qE "^$field: .+" "$E2E_WORK/control" || { cat "$E2E_WORK/control"; fail "the control file lacks $field"; }
+done
+maint="$(dpkg-deb -f "$deb" Maintainer)"
+[[ "$maint" =~ ^[^\<]+\ \<[^@\>]+@[^\>]+\.[a-z]+\>$ && "$maint" != *example* ]] ||
+  fail "Maintainer is not a 'Name <address>' of the project: $maint"
+[[ "$(dpkg-deb -f "$deb" Homepage)" == https://* ]] || fail "Homepage is not an https URL"
+# An extended description: lines after the synopsis, each starting with a space.
+(( $(dpkg-deb -f "$deb" Description | wc -l) >= 3 )) || fail "the Description has no extended part"
+dpkg-deb --fsys-tarfile "$deb" | tar -xO ./usr/share/doc/tierfs/copyright >"$E2E_WORK/copyright"
+"$PY" - "$E2E_WORK/copyright" "$maint" <<'PYEOF' || fail "/usr/share/doc/tierfs/copyright is not DEP-5 with Files: * under Apache-2.0"
+import sys
+text = open(sys.argv[1]).read()
+paras = [p for p in text.split("\n\n") if p.strip()]
+def fields(p):
+    out, key = {}, None
+    for line in p.splitlines():
+        if line.startswith((" ", "\t")):
+            assert key, line
+            out[key] += "\n" + line
+        else:
+            key, _, value = line.partition(":")
+            assert _ and key and " " not in key, "not a field line: %r" % line
+            out[key] = value.strip()
+    return out
+header = fields(paras[0])
+assert header["Format"] == "https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/", header
+assert header["Upstream-Name"] == "tierfs", header
+assert header["Upstream-Contact"] == sys.argv[2], (header, sys.argv[2])
+files = [fields(p) for p in paras[1:] if p.startswith("Files:")]
+licenses = {fields(p)["License"].split("\n")[0]: fields(p)["License"] for p in paras[1:]
+            if p.startswith("License:")}
+star = [f for f in files if f["Files"] == "*"]
+assert len(star) == 1 and star[0]["License"] == "Apache-2.0" and star[0]["Copyright"], files
+for f in files:  # every license named has its text
+    assert f["License"] in licenses, (f, list(licenses))
+assert "/usr/share/common-licenses/Apache-2.0" in licenses["Apache-2.0"]
+assert "unspecified" not in text.lower()
+for lib in ("CLI11", "Niels Lohmann"):  # compiled into the binary: their notices travel with it
+    assert lib in text, lib
+assert {"BSD-3-clause", "Expat"} <= set(licenses), list(licenses)
+PYEOF
+cmp -s <(sed -n '/^ *Apache License$/,$p' "$E2E_ROOT/LICENSE") \
+  <(sed -n '/^ *Apache License$/,$p' /usr/share/common-licenses/Apache-2.0) ||
+  fail "LICENSE is not the standard text of /usr/share/common-licenses/Apache-2.0"
+log "ok license: copyright is DEP-5 (Files: * Apache-2.0, CLI11 and JSON notices), LICENSE the standard text; Maintainer $maint, Homepage $(dpkg-deb -f "$deb" Homepage)"
 
 # ---- man page: true to --help ----
 dpkg-deb -x "$deb" "$E2E_WORK/root"
@@ -134,56 +186,86 @@ for section in "FSTAB AND MOUNT(8)" SYSTEMD FILES "EXIT STATUS"; do
 done
 log "ok man page: every long flag of tierfs mount --help ($(wc -l <<<"$flags")) and every subcommand"
 
-# ---- Kubernetes YAML and the Dockerfile (not run here: no docker or cluster) ----
-"$PY" - "$E2E_ROOT/packaging" "$E2E_WORK/k8s-tierfs.toml" <<'PYEOF' || fail "packaging/k8s YAML check failed"
-import sys, tomllib, yaml
-root = sys.argv[1]
+# ---- Kubernetes YAML (schemas: the manifests stage of scripts/test.sh; here what ties the
+# manifests to tierfs). Not run here: no Docker engine or cluster ----
+"$PY" - "$E2E_ROOT/packaging" "$E2E_WORK" <<'PYEOF' || fail "packaging/k8s YAML check failed"
+import os, sys, tomllib, yaml
+root, work = sys.argv[1], sys.argv[2]
 docs = {}
-for name in ("daemonset.yaml", "pod-example.yaml"):
+for name in ("daemonset.yaml", "pod-example.yaml", "podmonitor.yaml"):
     with open(f"{root}/k8s/{name}") as f:
         for d in yaml.safe_load_all(f):
             docs[(d["kind"], d["metadata"]["name"])] = d
 sa = docs[("ServiceAccount", "tierfs")]
 assert sa["metadata"]["annotations"]["eks.amazonaws.com/role-arn"].startswith("arn:aws:iam::")
 cm = docs[("ConfigMap", "tierfs-config")]
-tomllib.loads(cm["data"]["tierfs.toml"])
-with open(sys.argv[2], "w") as f:  # for `tierfs config check` below
+toml = tomllib.loads(cm["data"]["tierfs.toml"])
+with open(f"{work}/k8s-tierfs.toml", "w") as f:  # for `tierfs config check` below
     f.write(cm["data"]["tierfs.toml"])
+with open(f"{work}/k8s-mount.sh", "w") as f:  # its flags are checked against --help below
+    f.write(cm["data"]["mount.sh"])
 ds = docs[("DaemonSet", "tierfs")]["spec"]["template"]["spec"]
 assert ds["serviceAccountName"] == "tierfs"
-c = ds["containers"][0]
-assert c["securityContext"]["privileged"] is True
-mounts = {m["name"]: m for m in c["volumeMounts"]}
 vols = {v["name"]: v for v in ds["volumes"]}
-assert vols[mounts["fuse"]["name"]]["hostPath"]["path"] == "/dev/fuse"
-assert mounts["fuse"]["mountPath"] == "/dev/fuse"
-assert mounts["mnt"]["mountPropagation"] == "Bidirectional"
+assert vols["fuse"]["hostPath"]["path"] == "/dev/fuse"
 assert "hostPath" in vols["mnt"] and "hostPath" in vols["cache"]
 assert vols["config"]["configMap"]["name"] == "tierfs-config"
-assert mounts["config"]["mountPath"] == "/etc/tierfs"
-assert c["readinessProbe"]["exec"]["command"][:2] == ["tierfs", "status"]
-assert "fusermount3 -u" in " ".join(c["lifecycle"]["preStop"]["exec"]["command"])
-mnt_env = {e["name"]: e["value"] for e in c["env"]}["TIERFS_MOUNTPOINT"]
-assert c["readinessProbe"]["exec"]["command"][2] == mnt_env
-assert mnt_env.startswith(mounts["mnt"]["mountPath"] + "/")
+cs = ds["containers"]
+assert len(cs) >= 2, "several buckets per DaemonSet: one container each"
+seen = {k: set() for k in ("TIERFS_MOUNTPOINT", "TIERFS_CACHE_DIR", "TIERFS_METRICS_PORT")}
+def gib(q):  # "8GiB" (tierfs) or "9Gi" (Kubernetes) -> GiB
+    return float(q.removesuffix("B").removesuffix("Gi"))
+for c in cs:
+    env = {e["name"]: e["value"] for e in c["env"]}
+    for k in seen:  # a mountpoint, a cache directory (one daemon each) and a port per container
+        assert env[k] not in seen[k], (c["name"], k, env[k])
+        seen[k].add(env[k])
+    assert c["command"] == ["/bin/sh", "/etc/tierfs/mount.sh"], c["command"]
+    assert c["securityContext"]["privileged"] is True
+    mounts = {m["name"]: m for m in c["volumeMounts"]}
+    assert mounts["fuse"]["mountPath"] == "/dev/fuse"
+    assert mounts["mnt"]["mountPropagation"] == "Bidirectional"
+    assert mounts["config"]["mountPath"] == "/etc/tierfs"
+    assert env["TIERFS_MOUNTPOINT"].startswith(mounts["mnt"]["mountPath"] + "/")
+    assert env["TIERFS_CACHE_DIR"].startswith(mounts["cache"]["mountPath"] + "/")
+    port = {p["name"]: p["containerPort"] for p in c["ports"]}
+    name = [n for n, v in port.items() if v == int(env["TIERFS_METRICS_PORT"])]
+    assert len(name) == 1, (c["name"], port, env["TIERFS_METRICS_PORT"])
+    for probe in ("startupProbe", "livenessProbe"):
+        assert c[probe]["httpGet"] == {"path": "/healthz", "port": name[0]}, (c["name"], probe)
+    assert c["readinessProbe"]["exec"]["command"] == ["tierfs", "status", env["TIERFS_MOUNTPOINT"]]
+    assert "fusermount3 -u" in " ".join(c["lifecycle"]["preStop"]["exec"]["command"])
+    # Resources follow the formula of the manifest's header.
+    r = c["resources"]
+    assert gib(r["requests"]["memory"]) == gib(env["TIERFS_L1_SIZE"]) + 1, (c["name"], r)
+    assert gib(r["limits"]["memory"]) == gib(r["requests"]["memory"]) + 1, (c["name"], r)
+    assert "cpu" in r["requests"] and "cpu" not in r.get("limits", {})
+pm = docs[("PodMonitor", "tierfs")]["spec"]
+ports = [p["name"] for c in cs for p in c["ports"]]
+assert sorted(e["port"] for e in pm["podMetricsEndpoints"]) == sorted(ports), (pm, ports)
+assert pm["selector"]["matchLabels"].items() <= docs[("DaemonSet", "tierfs")]["spec"]["template"]["metadata"]["labels"].items()
 pod = docs[("Pod", "tierfs-reader")]["spec"]
 pm = pod["containers"][0]["volumeMounts"][0]
 assert pm["mountPropagation"] == "HostToContainer"
 pv = {v["name"]: v for v in pod["volumes"]}[pm["name"]]
 assert pv["hostPath"]["path"] == vols["mnt"]["hostPath"]["path"]
-# The pod may start prefetches: one of its groups is the mount's control group.
-ctl = tomllib.loads(cm["data"]["tierfs.toml"])["fuse"]["control_group"]
+# The pod (uid 1000) may start prefetches: one of its groups is the mounts' control group.
+ctl = toml["fuse"]["control_group"]
 assert int(ctl) in pod["securityContext"]["supplementalGroups"], (ctl, pod["securityContext"])
-print("k8s: %d documents parse; DaemonSet privileged, /dev/fuse, hostPath cache, Bidirectional, "
-      "readiness tierfs status, preStop unmount; pod HostToContainer, in the control group"
-      % len(docs))
+assert pod["containers"][0]["securityContext"]["runAsUser"] != 0
+print("k8s: %d documents; %d mounts, each privileged with /dev/fuse, Bidirectional, its own cache "
+      "directory and metrics port, /healthz startup and liveness probes, readiness tierfs status, "
+      "preStop unmount, memory from L1; PodMonitor on every port; pod HostToContainer, in the "
+      "control group" % (len(docs), len(cs)))
 PYEOF
 "$TIERFS" config check "$E2E_WORK/k8s-tierfs.toml" >"$E2E_WORK/k8s-config-check.out" 2>&1 ||
   { cat "$E2E_WORK/k8s-config-check.out"; fail "tierfs config check rejects the DaemonSet's ConfigMap"; }
-log "ok the DaemonSet's ConfigMap passes tierfs config check"
-grep -q '^FROM debian:12-slim' "$E2E_ROOT/packaging/docker/Dockerfile" &&
-  grep -q 'apt-get install .*tierfs_\*_amd64.deb' <(tr -d '\\\n' <"$E2E_ROOT/packaging/docker/Dockerfile") ||
-  fail "packaging/docker/Dockerfile does not install the .deb on debian:12-slim with apt"
+k8s_flags="$(grep -oE -- '--[a-z0-9-]+' "$E2E_WORK/k8s-mount.sh" | sort -u)"
+"$TIERFS" mount --help >"$E2E_WORK/mount-help.txt"
+for f in $k8s_flags; do
+  grep -qE -- "(^|[ ,])$f([ ,=]|$)" "$E2E_WORK/mount-help.txt" || fail "mount.sh of the DaemonSet uses $f, not a flag of tierfs mount"
+done
+log "ok the DaemonSet's ConfigMap passes tierfs config check; mount.sh's flags exist: $(echo $k8s_flags)"
 
 # ---- install ----
 PKG_INSTALLED=1
@@ -250,10 +332,11 @@ PROXY_PID=$!
 for _ in $(seq 100); do [[ -s "$E2E_WORK/proxy.port" ]] && break; sleep 0.1; done
 [[ -s "$E2E_WORK/proxy.port" ]] || fail "the stall proxy did not start"
 mnt3="$E2E_WORK/mnt-unit"
+hport="$(free_port)"  # /healthz, the Kubernetes probes' endpoint, through the start
 cat >"/etc/tierfs/$INST.env" <<EOF
 TIERFS_SOURCE=s3://$BUCKET
 TIERFS_MOUNTPOINT=$mnt3
-TIERFS_ARGS="--endpoint http://127.0.0.1:$(cat "$E2E_WORK/proxy.port") --cache-dir $E2E_WORK/cache-unit"
+TIERFS_ARGS="--endpoint http://127.0.0.1:$(cat "$E2E_WORK/proxy.port") --cache-dir $E2E_WORK/cache-unit --metrics-address 127.0.0.1:$hport"
 AWS_ACCESS_KEY_ID=S3RVER
 AWS_SECRET_ACCESS_KEY=S3RVER
 EOF
@@ -287,6 +370,8 @@ tr '\0' ' ' <"/proc/$unit_pid/cmdline" | grep -q -- "--config /etc/tierfs/$INST.
 ! is_mounted "$mnt3" || fail "$mnt3 mounted while the origin stalls"
 grep -q '"READY"' "$E2E_WORK/notify.log" 2>/dev/null && fail "READY=1 sent before the mount was possible"
 grep -q '"STATUS": "starting' "$E2E_WORK/notify.log" || fail "no STATUS=starting... while starting"
+health="$(timeout -k 2 10 curl -s -w ' %{http_code}' "http://127.0.0.1:$hport/healthz" | tr -d '\n')"
+[[ "$health" == "starting 503" ]] || fail "/healthz during the stall: '$health', expected 'starting' with 503"
 log "ok no READY=1 during a 2 s origin stall; STATUS: $(tail -n 1 "$E2E_WORK/notify.log")"
 t_unstall=$SECONDS
 rm -f "$E2E_WORK/stall"
@@ -308,6 +393,9 @@ assert r["fields"]["STATUS"] == f"serving s3://pkgtest at {sys.argv[3]}", r
 assert int(r["fields"]["MAINPID"]) > 0, r
 PYEOF
 log "ok READY=1 $((SECONDS - t_unstall))s after the stall ended; at READY the mount answered byte-exact"
+health="$(timeout -k 2 10 curl -s -w ' %{http_code}' "http://127.0.0.1:$hport/healthz" | tr -d '\n')"
+[[ "$health" == "serving s3://$BUCKET at $mnt3 200" ]] || fail "/healthz once mounted: '$health'"
+log "ok /healthz: 503 'starting' during the stall, 200 '${health% 200}' once mounted"
 timeout -k 2 "$UMOUNT_TIMEOUT" fusermount3 -u "$mnt3" || fail "fusermount3 -u $mnt3"
 wait_pid_exit "$unit_pid" "$UMOUNT_TIMEOUT" || fail "tierfs still running after unmount"
 daemon_exit_code "$unit_pid"; rc=$DAEMON_RC
