@@ -1,0 +1,173 @@
+"""The sections of bench/report.py for the workloads that run once on their own dataset (run.sh
+--workload multijob, prefetch, au) and for workloads the tierfs binary could not run.
+
+Each section is a function RUN_DIR -> (markdown, JSON-able summary), ("", None) when the run has
+none of its results.
+"""
+import glob
+import json
+import os
+import statistics
+
+from report_base import load
+
+NAN = float("nan")
+
+
+def _med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def _fmt(v, spec="%.2f"):
+    return "-" if v is None else spec % v
+
+
+# --- multijob: per admission mode and job, medians over the runs ---------------------------------
+MULTIJOB_GROUP = {"hot": "hot", "stream": "big", "proj": "proj"}
+
+
+def _host_after(j):
+    """The hot job's passes after its first that ended while the stream job ran: the share of
+    their bytes not fetched from the origin, and how many passes
+    (1 - origin bytes / bytes read; L1 is far smaller than the hot set, so these are L2 hits,
+    served from L2 or through readahead copying L2 blocks to L1)."""
+    later = [p for p in j.get("passes", [])[1:] if p.get("stream_running")]
+    if not later or any(p.get("origin_bytes") is None for p in later):
+        return None  # no pass after the first ended while the stream job ran
+    b = sum(p["bytes"] for p in later)
+    return (max(0.0, 1.0 - sum(p["origin_bytes"] for p in later) / b), len(later)) if b else None
+
+
+def multijob_section(run):
+    d = os.path.join(run, "raw", "multijob")
+    runs = {}
+    for p in sorted(glob.glob(os.path.join(d, "*-origin1.json"))):
+        tag = os.path.basename(p)[: -len("-origin1.json")]
+        mode, _ = tag.rsplit("-", 1)
+        runs.setdefault(mode, []).append(tag)
+    if not runs:
+        return "", None
+    lines = ["## Multi-job hit rates (multijob)", "",
+             "| admission | job | runs | reads served by L1 / L2 / origin | hot: host hit rate after its 1st "
+             "pass, while the stream runs | origin B / B read | MiB/s | p99 ms | max ms |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    summary = []
+    for mode, tags in runs.items():
+        for job in ("hot", "stream", "proj"):
+            rows = []
+            for tag in tags:
+                j = load(os.path.join(d, "%s-%s.json" % (tag, job)))
+                o0 = load(os.path.join(d, "%s-origin0.json" % tag)) or {}
+                o1 = load(os.path.join(d, "%s-origin1.json" % tag)) or {}
+                if not j or not j.get("bytes"):
+                    continue
+                g = MULTIJOB_GROUP[job]
+                ob = o1.get(g, {}).get("bytes", 0) - o0.get(g, {}).get("bytes", 0)
+                hr = j.get("hit_rate", {})
+                rows.append({
+                    "l1": hr.get("l1", 0.0), "l2": hr.get("l2", 0.0), "origin": hr.get("origin", 0.0),
+                    "after_host": _host_after(j) if job == "hot" else None,
+                    "ratio": ob / j["bytes"], "mib_s": j.get("mib_s"), "p99": j.get("p99_ms"),
+                    "max": j.get("max_ms"), "passes": len(j.get("passes", [])),
+                })
+            if not rows:
+                continue
+            ah = [r["after_host"] for r in rows if r["after_host"] is not None]
+            for r in rows:
+                r["after_host"] = None
+            m = {k: _med([r[k] for r in rows]) for k in rows[0]}
+            after = "-"
+            if ah:
+                after = "%.1f%% (%d runs, %d passes)" % (
+                    100 * _med([h for h, _ in ah]), len(ah), sum(n for _, n in ah))
+            summary.append(dict(m, mode=mode, job=job, runs=len(rows)))
+            lines.append("| %s | %s | %d | %s / %s / %s | %s | %s | %s | %s | %s |" % (
+                mode, job, len(rows), _fmt(100 * m["l1"], "%.0f%%"), _fmt(100 * m["l2"], "%.0f%%"),
+                _fmt(100 * m["origin"], "%.0f%%"), after, _fmt(m["ratio"]), _fmt(m["mib_s"], "%.0f"),
+                _fmt(m["p99"], "%.1f"), _fmt(m["max"], "%.0f")))
+    lines.append("")
+    for mode, tags in runs.items():
+        for tag in tags:
+            try:
+                stats = open(os.path.join(d, "%s-stats.txt" % tag)).read().split()
+            except OSError:
+                continue
+            keep = [kv for kv in stats if kv.startswith(("admit.", "l2.hits", "l2.evictions", "origin.bytes"))]
+            lines.append("- %s: %s" % (tag, " ".join(keep)))
+    lines.append("")
+    return "\n".join(lines), summary
+
+
+# --- prefetch: deep prefetch against copying, and a reader next to a job -------------------------
+def prefetch_section(run):
+    try:
+        r = {d["name"]: d for d in map(json.loads, open(os.path.join(run, "prefetch.jsonl")))}
+    except (OSError, ValueError):
+        return "", None
+
+    def g(n, k):
+        return r.get(n, {}).get(k, NAN)
+
+    def ratio(a, b):
+        return a / b if b and b == b and a == a else NAN
+
+    lines = ["## Deep prefetch (prefetch)", "", "| measure | tierfs | baseline | ratio | target |",
+             "|---|---|---|---|---|"]
+    a, b = g("tierfs-prefetch-small", "seconds"), g("rclone-copy-small", "seconds")
+    lines.append("| 4,000 x 128 KiB: prefetch --tier l2 --wait vs rclone copy --transfers 32, s "
+                 "| %.2f | %.2f | %.2fx | <= 1.1x |" % (a, b, ratio(a, b)))
+    a, b = g("tierfs-prefetch-big", "mbps"), g("raw-ranged8", "mbps")
+    lines.append("| 2 x 256 MiB: prefetch --tier l2 --wait vs 8-way ranged GET, MB/s "
+                 "| %.1f | %.1f | %.2fx time | <= 1.1x |" % (a, b, ratio(b, a)))
+    for k in ("uncached", "cached"):
+        al, jo = r.get("reader-%s-alone" % k, {}), r.get("reader-%s-job" % k, {})
+
+        def f(d):
+            return "%.1f / %.1f / %.1f" % (d.get("p50_ms", NAN), d.get("p99_ms", NAN), d.get("max_ms", NAN))
+        lines.append("| reader, %s 128 KiB files, p50 / p99 / max ms: job running vs alone "
+                     "| %s | %s | p99 %.2fx | p99 <= 2x |" % (
+                         k, f(jo), f(al), ratio(jo.get("p99_ms", NAN), al.get("p99_ms", NAN))))
+    lines.append("")
+    return "\n".join(lines), list(r.values())
+
+
+# --- au: accelerator utilization (bench/au.py renders it) ----------------------------------------
+def au_section(run):
+    d = os.path.join(run, "au")
+    if not glob.glob(os.path.join(d, "*.json")):
+        return "", None
+    import au  # torch-free at import time; only its report functions are used here
+    text, summary = au.report_text([d])
+    if text is None:
+        return "", None
+    return "## Accelerator utilization (au)\n\n" + text + "\n", summary
+
+
+# --- workloads the tierfs binary could not run ---------------------------------------------------
+def skipped_section(run):
+    rows = []
+    for p in sorted(glob.glob(os.path.join(run, "raw", "skipped", "*.json"))):
+        j = load(p) or {}
+        rows.append({"workload": os.path.basename(p)[:-5], "status": j.get("status", "skipped"),
+                     "reason": j.get("message", "")})
+    if not rows:
+        return "", None
+    lines = ["## Skipped workloads", ""]
+    lines += ["- **%s**: %s (%s)" % (r["workload"], r["status"], r["reason"]) for r in rows]
+    lines.append("")
+    return "\n".join(lines), rows
+
+
+SECTIONS = [("multijob", multijob_section), ("prefetch", prefetch_section), ("au", au_section),
+            ("skipped", skipped_section)]
+
+
+def sections(run):
+    """[(key, markdown, summary)] of every section with results in RUN_DIR, in report order."""
+    out = []
+    for key, fn in SECTIONS:
+        md, summary = fn(run)
+        if md:
+            out.append((key, md, summary))
+    return out
