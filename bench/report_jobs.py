@@ -1,5 +1,5 @@
-"""The sections of bench/report.py for the workloads that run once on their own dataset (run.sh
---workload multijob, prefetch, au) and for workloads the tierfs binary could not run.
+"""The sections of bench/report.py for the workloads that run once (run.sh --workload l2,
+multijob, prefetch, au) and for workloads the tierfs binary could not run.
 
 Each section is a function RUN_DIR -> (markdown, JSON-able summary), ("", None) when the run has
 none of its results.
@@ -144,6 +144,63 @@ def au_section(run):
     return "## Accelerator utilization (au)\n\n" + text + "\n", summary
 
 
+# --- l2: warm reads from L2 against a plain file, in pairs (run.sh --workload l2) ----------------
+def _bw(p):
+    j = load(p)
+    try:
+        return j["jobs"][0]["read"]["bw_bytes"] / 2**20
+    except (TypeError, KeyError, IndexError):
+        return None
+
+
+def _sps(p):
+    j = load(p) or {}
+    return [e.get("samples_per_s") for e in j.get("epochs", [])]
+
+
+def l2_section(run):
+    """Per pair: the plain file's and tierfs's warm MiB/s (and the plain file through nullfs), and
+    the DataLoader after a prefetch against local disk; the medians of the pairs' ratios."""
+    r = os.path.join(run, "raw")
+    reps = len(glob.glob(os.path.join(r, "l2", "plain-seq-*.json")))
+    if not reps:
+        return "", None
+    pairs = [(_bw("%s/l2/plain-seq-%d.json" % (r, i)), _bw("%s/tierfs/l2-warm-seq-%d.json" % (r, i)))
+             for i in range(1, reps + 1)]
+    ratios = [t / p for p, t in pairs if p and t]
+    nan = float("nan")
+
+    def med(xs):
+        return _med([x for x in xs if x]) or nan
+    lines = ["l2: plain file / tierfs warm from L2, MiB/s per pair: " +
+             ", ".join("%.0f/%.0f" % (p or 0, t or 0) for p, t in pairs),
+             "l2: median plain %.0f MiB/s, tierfs %.0f MiB/s, median ratio %.2f (range %.2f-%.2f)" % (
+                 med([p for p, _ in pairs]), med([t for _, t in pairs]), med(ratios), min(ratios, default=0),
+                 max(ratios, default=0))]
+    fuse = [_bw("%s/l2/fuse-plain-seq-%d.json" % (r, i)) for i in range(1, reps + 1)]
+    fuse_ratios = {}
+    if any(fuse):
+        lines.append("l2: the plain file through FUSE (nullfs --backing), MiB/s per pair: " +
+                     ", ".join("%.0f" % (x or 0) for x in fuse))
+        for what, rs in (("FUSE / plain file", [f / p for (p, _), f in zip(pairs, fuse) if p and f]),
+                         ("tierfs / FUSE", [t / f for (_, t), f in zip(pairs, fuse) if t and f])):
+            fuse_ratios[what] = rs
+            lines.append("l2: %s, per pair: %s median %.2f" % (what, ", ".join("%.2f" % x for x in rs), med(rs)))
+    loader = {}
+    for e in (0, 1):
+        rs = []
+        for i in range(1, reps + 1):
+            loc, tf = _sps("%s/local/loader-%d.json" % (r, i)), _sps("%s/tierfs/loader-prefetched-%d.json" % (r, i))
+            if len(loc) > e and len(tf) > e and loc[e] and tf[e]:
+                rs.append(tf[e] / loc[e])
+        loader["epoch%d" % (e + 1)] = rs
+        lines.append("l2: loader epoch %d after a prefetch / local disk, per pair: %s median %.2f" % (
+            e + 1, ", ".join("%.2f" % x for x in rs), med(rs)))
+    summary = {"pairs_mib_s": pairs, "ratios": ratios, "median_ratio": med(ratios), "fuse_plain_mib_s": fuse,
+               "fuse_ratios": fuse_ratios, "loader_ratios": loader}
+    return "## Warm reads from L2 (l2)\n\n" + "\n".join("- " + x for x in lines) + "\n", summary
+
+
 # --- workloads the tierfs binary could not run ---------------------------------------------------
 def skipped_section(run):
     rows = []
@@ -159,7 +216,7 @@ def skipped_section(run):
     return "\n".join(lines), rows
 
 
-SECTIONS = [("multijob", multijob_section), ("prefetch", prefetch_section), ("au", au_section),
+SECTIONS = [("l2", l2_section), ("multijob", multijob_section), ("prefetch", prefetch_section), ("au", au_section),
             ("skipped", skipped_section)]
 
 
@@ -171,3 +228,10 @@ def sections(run):
         if md:
             out.append((key, md, summary))
     return out
+
+
+if __name__ == "__main__":
+    # report_jobs.py SECTION RUN_DIR: one section's markdown (run.sh prints l2's to run.log)
+    import sys
+    md, _ = dict(SECTIONS)[sys.argv[1]](sys.argv[2])
+    print(md)

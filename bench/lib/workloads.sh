@@ -243,6 +243,7 @@ run_l2() {
     if [[ $i == 1 ]]; then
       mount_tool tierfs "loader-prefetched-$i" || break
       prefetch tierfs
+      mv "$OUT/raw/tierfs/prefetch.json" "$OUT/raw/tierfs/l2-prefetch.json"  # not group F's
     else
       KEEP_CACHE=1 mount_tool tierfs "loader-prefetched-$i" || break
     fi
@@ -251,46 +252,7 @@ run_l2() {
     KEEP_CACHE=1 unmount_tool tierfs
   done
   rm -rf "$WORK/cache-tierfs"
-  $PY - "$OUT/raw" "$reps" <<'EOF2' 2>&1 | tee -a "$LOG" >&2
-import json, statistics, sys
-r, reps = sys.argv[1], int(sys.argv[2])
-def bw(p):
-    try: j = json.load(open(p)); return j["jobs"][0]["read"]["bw_bytes"] / 2**20
-    except Exception: return None
-def sps(p):
-    try: j = json.load(open(p)); return [e.get("samples_per_s") for e in j.get("epochs", [])]
-    except Exception: return []
-def med(xs):
-    xs = [x for x in xs if x]
-    return statistics.median(xs) if xs else float("nan")
-pairs = [(bw(f"{r}/l2/plain-seq-{i}.json"), bw(f"{r}/tierfs/l2-warm-seq-{i}.json"))
-         for i in range(1, reps + 1)]
-ratios = [t / p for p, t in pairs if p and t]
-print("l2: plain file / tierfs warm from L2, MiB/s per pair:",
-      ", ".join(f"{p or 0:.0f}/{t or 0:.0f}" for p, t in pairs))
-print(f"l2: median plain {med([p for p, _ in pairs]):.0f} MiB/s, tierfs {med([t for _, t in pairs]):.0f}"
-      f" MiB/s, median ratio {med(ratios):.2f} (range {min(ratios, default=0):.2f}-{max(ratios, default=0):.2f})")
-# the FUSE ceiling over the same plain file (nullfs --backing), where measured
-fuse = [bw(f"{r}/l2/fuse-plain-seq-{i}.json") for i in range(1, reps + 1)]
-fuse_ratios = {}
-if any(fuse):
-    print("l2: the plain file through FUSE (nullfs --backing), MiB/s per pair:",
-          ", ".join(f"{x or 0:.0f}" for x in fuse))
-    for what, rs in (("FUSE / plain file", [f / p for (p, _), f in zip(pairs, fuse) if p and f]),
-                     ("tierfs / FUSE", [t / f for (_, t), f in zip(pairs, fuse) if t and f])):
-        fuse_ratios[what] = rs
-        print(f"l2: {what}, per pair:", ", ".join(f"{x:.2f}" for x in rs), f"median {med(rs):.2f}")
-for e in (0, 1):
-    rs = []
-    for i in range(1, reps + 1):
-        loc, tf = sps(f"{r}/local/loader-{i}.json"), sps(f"{r}/tierfs/loader-prefetched-{i}.json")
-        if len(loc) > e and len(tf) > e and loc[e] and tf[e]: rs.append(tf[e] / loc[e])
-    print(f"l2: loader epoch {e + 1} after a prefetch / local disk, per pair:",
-          ", ".join(f"{x:.2f}" for x in rs), f"median {med(rs):.2f}")
-with open(f"{r}/l2/summary.json", "w") as f:
-    json.dump({"pairs_mib_s": pairs, "ratios": ratios, "median_ratio": med(ratios),
-               "fuse_plain_mib_s": fuse, "fuse_ratios": fuse_ratios}, f)
-EOF2
+  $PY "$BENCH/report_jobs.py" l2 "$OUT" 2>&1 | tee -a "$LOG" >&2  # the "l2:" lines
 }
 
 # ---------------------------------------------------------------------------------------------
