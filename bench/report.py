@@ -8,7 +8,7 @@ RUN_DIR/raw/<tool>/*.json (fio JSON output, or the small status/result records r
 write) and renders every workload's results: the tools' table (every figure with its ratio to the
 best *other* peer, tierfs, s3fs, rclone, and to local disk, oriented so that > 1 means better) and
 its chart, the GPU-stall view, the interleaved rounds (report_rounds.py) and the sections of the
-workloads that run once (report_jobs.py: multijob, prefetch, au, skipped).
+workloads that run once (report_jobs.py: multijob, prefetch, au, policy, skipped).
 """
 import json
 import math

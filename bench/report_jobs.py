@@ -1,5 +1,5 @@
 """The sections of bench/report.py for the workloads that run once (run.sh --workload l2,
-multijob, prefetch, au) and for workloads the tierfs binary could not run.
+multijob, prefetch, au, policy) and for workloads the tierfs binary could not run.
 
 Each section is a function RUN_DIR -> (markdown, JSON-able summary), ("", None) when the run has
 none of its results.
@@ -144,6 +144,100 @@ def au_section(run):
     return "## Accelerator utilization (au)\n\n" + text + "\n", summary
 
 
+# --- policy: the cache-policy matrix (run.sh --workload policy, lib/policy.sh) --------------------
+# Per case (a directory of raw/policy/), the figures and their targets: (label, phase, top
+# directories counted, measure, comparison, target). Measures: "gets" origin GETs of the phase,
+# "ratio" origin bytes / bytes read, "rss" the daemon's peak RSS in MiB.
+POLICY_CHECKS = [
+    ("once-", "second read: origin GETs", "second", ("once",), "gets", "<=", 0),
+    ("scan-", "hot set re-read after the scan: origin GETs", "reread", ("hot",), "gets", "<=", 2),
+    ("scan-", "scan: origin bytes / bytes read", "scan", ("scan",), "ratio", "<=", 1.05),
+    ("proj-one-25", "origin bytes / bytes read", "read", ("proj",), "ratio", "<=", 1.3),
+    ("proj-many-25", "origin bytes / bytes read", "read", ("projmany",), "ratio", "<=", 1.3),
+    ("proj-one-90", "origin bytes / bytes read", "read", ("proj",), "ratio", "<=", 1.15),
+    ("memory", "daemon peak RSS, MiB", "readers", (), "rss", "<=", 560),
+]
+
+
+def _origin(d, phase, tops):
+    """(GETs, bytes asked for) of the phase's top directories, from the proxy's counts."""
+    c0 = load(os.path.join(d, phase + ".origin0.json"))
+    c1 = load(os.path.join(d, phase + ".origin1.json"))
+    if c0 is None or c1 is None:
+        return None, None
+    gets = sum(c1.get(t, {}).get(k, 0) - c0.get(t, {}).get(k, 0) for t in tops for k in ("requests", "whole"))
+    nbytes = sum(c1.get(t, {}).get("bytes", 0) - c0.get(t, {}).get("bytes", 0) for t in tops)
+    return gets, nbytes
+
+
+def _policy_case(d, case):
+    rows = []
+    for prefix, label, phase, tops, measure, op, target in POLICY_CHECKS:
+        if not case.startswith(prefix):
+            continue
+        r = load(os.path.join(d, phase + ".json"))
+        if r is None:
+            continue
+        gets, ob = _origin(d, phase, tops) if tops else (None, None)
+        value = None
+        if r.get("status") in ("ok", "wrong bytes"):
+            if measure == "gets":
+                value = gets
+            elif measure == "ratio" and ob is not None and r.get("bytes"):
+                value = ob / r["bytes"]
+            elif measure == "rss":
+                value = r.get("peak_rss_mib")
+                if r.get("vmhwm_mib") is not None:
+                    value = max(value or 0, r["vmhwm_mib"])
+        verdict = "–" if value is None else ("pass" if value <= target else "FAIL")
+        if r.get("exact") is False:
+            verdict += ", wrong bytes"
+        rows.append({"case": case, "check": label, "status": r.get("status", "error"),
+                     "message": r.get("message", ""), "value": value, "target": "%s %s" % (op, target),
+                     "verdict": verdict, "origin_gets": gets, "origin_bytes": ob,
+                     "bytes_read": r.get("bytes"), "iops": r.get("iops"), "exact": r.get("exact")})
+    return rows
+
+
+def policy_section(run):
+    root = os.path.join(run, "raw", "policy")
+    rows = []
+    for d in sorted(glob.glob(os.path.join(root, "*"))):
+        if os.path.isdir(d):
+            rows += _policy_case(d, os.path.basename(d))
+            m = load(os.path.join(d, "mount.json"))
+            if m and not any(r["case"] == os.path.basename(d) for r in rows):
+                rows.append({"case": os.path.basename(d), "check": "mount", "status": m.get("status"),
+                             "message": m.get("message", ""), "value": None, "target": "", "verdict": "–",
+                             "origin_gets": None, "origin_bytes": None, "bytes_read": None, "iops": None,
+                             "exact": None})
+    if not rows:
+        return "", None
+    lines = ["## Cache policy (policy)", "",
+             "Origin GETs and bytes as the delay proxy counted them for the directories a phase reads "
+             "(bytes asked for by ranged GETs); *exact*: every byte read equals the local copy's. A "
+             "target is the product's aim for the shape, reported, never failing the run.", "",
+             "| case | figure | value | target | verdict | origin GETs | origin MiB | MiB read | read IOPS "
+             "| exact |", "|---|---|---|---|---|---|---|---|---|---|"]
+
+    def mib(v):
+        return "–" if v is None else "%.1f" % (v / 1048576.0)
+    for r in rows:
+        if r["status"] not in ("ok", "wrong bytes"):
+            val = "%s (%s)" % (r["status"], r["message"]) if r["message"] else r["status"]
+        elif r["value"] is None:
+            val = "–"
+        else:
+            val = "%d" % r["value"] if isinstance(r["value"], int) else "%.3g" % r["value"]
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            r["case"], r["check"], val, r["target"], r["verdict"],
+            "–" if r["origin_gets"] is None else r["origin_gets"], mib(r["origin_bytes"]),
+            mib(r["bytes_read"]), "–" if r["iops"] is None else "%.0f" % r["iops"],
+            {True: "yes", False: "**no**", None: "–"}[r["exact"]]))
+    lines.append("")
+    return "\n".join(lines), rows
+
+
 # --- l2: warm reads from L2 against a plain file, in pairs (run.sh --workload l2) ----------------
 def _bw(p):
     j = load(p)
@@ -217,7 +311,7 @@ def skipped_section(run):
 
 
 SECTIONS = [("l2", l2_section), ("multijob", multijob_section), ("prefetch", prefetch_section), ("au", au_section),
-            ("skipped", skipped_section)]
+            ("policy", policy_section), ("skipped", skipped_section)]
 
 
 def sections(run):

@@ -35,7 +35,7 @@ PY=/usr/bin/python3
 
 # ---------------------------------------------------------------------------------------------
 # The workloads. Each is declared once: its name, the groups that select it, its dataset (std:
-# seed.py's "full", or "quick" with --quick), the tools it runs
+# seed.py's "full", or "quick" with --quick; policy: "policy", or "policy-quick"), the tools it runs
 # for ("-": it runs once and takes the tools it needs itself), extra tierfs mount flags ("-": none;
 # a flag the tierfs binary does not know makes the workload "skipped", with the reason, in the
 # report), the function that runs it (per tool: FUNCTION TOOL) and what it writes under raw/.
@@ -56,6 +56,10 @@ l2                l2                           std      -                       
 prefetch          prefetch                     prefetch -                               -                      run_prefetch_workload prefetch.jsonl
 multijob          multijob                     multijob -                               -                      run_multijob          multijob/*
 au                au                           au       -                               -                      run_au                au/*
+policy-once       policy                       policy   -                               -                      wl_policy_once        policy/once-*/
+policy-scan       policy                       policy   -                               -                      wl_policy_scan        policy/scan-*/
+policy-proj       policy                       policy   -                               -                      wl_policy_proj        policy/proj-*/
+policy-memory     policy                       policy   -                               --memory-limit%512MiB  wl_policy_memory      policy/memory/
 '
 
 # The parameters: --set KEY=VALUE (KEY in lower case), each with its default; "quick" is the
@@ -186,6 +190,7 @@ for w in $SELECTED; do
   ds="$(wl_field "$w" 3)"
   case "$ds" in
     std) ds="$([[ -n $QUICK ]] && echo quick || echo full)" ;;
+    policy) ds="$([[ -n $QUICK ]] && echo policy-quick || echo policy)" ;;
   esac
   if [[ -n $LAYOUT && $ds != "$LAYOUT" ]]; then
     echo "run.sh: the selected workloads need two datasets ($LAYOUT, $ds); run them separately" >&2; exit 2
@@ -215,6 +220,7 @@ source "$BENCH/lib/setup.sh"
 source "$BENCH/lib/measure.sh"
 source "$BENCH/lib/rounds.sh"
 source "$BENCH/lib/workloads.sh"
+source "$BENCH/lib/policy.sh"
 trap cleanup EXIT
 trap 'log "interrupted"; exit 130' INT TERM
 

@@ -76,7 +76,7 @@ start_origin() {
   # the delay proxy counts the ranged GETs per top directory for the datasets whose workloads
   # report origin bytes (origin_counts)
   PROXY_COUNT_FILE=""
-  [[ $LAYOUT == multijob ]] && PROXY_COUNT_FILE="$WORK/origin-counts.json"
+  [[ $LAYOUT == multijob || $LAYOUT == policy* ]] && PROXY_COUNT_FILE="$WORK/origin-counts.json"
   if [[ $DELAY_MS != 0 ]]; then
     rm -f "$WORK/proxy.port"
     $PY "$BENCH/delay_proxy.py" --upstream-port "$S3PORT" --delay-ms "$DELAY_MS" \
