@@ -155,7 +155,7 @@ POLICY_CHECKS = [
     ("proj-one-25", "origin bytes / bytes read", "read", ("proj",), "ratio", "<=", 1.3),
     ("proj-many-25", "origin bytes / bytes read", "read", ("projmany",), "ratio", "<=", 1.3),
     ("proj-one-90", "origin bytes / bytes read", "read", ("proj",), "ratio", "<=", 1.15),
-    ("memory", "daemon peak RSS, MiB", "readers", (), "rss", "<=", 560),
+    ("memory", "daemon peak RSS, MiB", "readers", ("mem", "memrand", "mempf"), "rss", "<=", 560),
 ]
 
 
@@ -178,7 +178,7 @@ def _policy_case(d, case):
         r = load(os.path.join(d, phase + ".json"))
         if r is None:
             continue
-        gets, ob = _origin(d, phase, tops) if tops else (None, None)
+        gets, ob = _origin(d, phase, tops)
         value = None
         if r.get("status") in ("ok", "wrong bytes"):
             if measure == "gets":
@@ -228,7 +228,8 @@ def policy_section(run):
         elif r["value"] is None:
             val = "–"
         else:
-            val = "%d" % r["value"] if isinstance(r["value"], int) else "%.3g" % r["value"]
+            v = r["value"]
+            val = "%d" % v if isinstance(v, int) else ("%.0f" % v if v >= 100 else "%.3g" % v)
         lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             r["case"], r["check"], val, r["target"], r["verdict"],
             "–" if r["origin_gets"] is None else r["origin_gets"], mib(r["origin_bytes"]),

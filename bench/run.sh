@@ -9,8 +9,8 @@
 #   --quick      the smaller dataset of the selected workloads (quick: 2 x 256 MiB, 400 x 128 KiB,
 #                500 tiny) and shorter runs: a few minutes. Without it the full dataset (2 x 1 GiB,
 #                10,000 x 128 KiB, 20,000 tiny): up to ~45 minutes on 2 cores.
-#   --workload   which workloads: names or groups of the WORKLOADS table below (default: the group
-#                "full", or "quick" with --quick); --list prints the table
+#   --workload   which workloads: names or groups of the WORKLOADS table below (default, or "all":
+#                the group "full", or "quick" with --quick); --list prints the table
 #   --tools      which tools to measure (default: all; a tool whose binary is missing is skipped)
 #   --delay-ms   delay per origin request chunk, each way (default 5; 0 = plain loopback)
 #   --cap        seconds a single workload may run before it is cut short (default 120, quick 60);
@@ -144,7 +144,9 @@ if [[ -n $AU ]]; then  # --au: its own dataset; --only names shapes
 elif [[ -n $ONLY ]]; then
   SELECT="${SELECT:+$SELECT,}$ONLY"
 fi
-[[ -n $SELECT ]] || SELECT="$([[ -n $QUICK ]] && echo quick || echo full)"
+DEFAULT_GROUP="$([[ -n $QUICK ]] && echo quick || echo full)"
+SELECT="${SELECT:-all}"
+SELECT=",$SELECT,"; SELECT="${SELECT//,all,/,$DEFAULT_GROUP,}"; SELECT="${SELECT#,}"; SELECT="${SELECT%,}"
 
 # Parameters: the defaults, then --set. A parameter set in the environment under its old name is
 # refused with the --set that replaces it, rather than silently ignored.
