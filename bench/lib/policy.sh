@@ -77,7 +77,7 @@ wl_policy_scan() {
         policy_phase "$c" fill read $(policy_files fill)
       fi
       policy_phase "$c" hot read "${hot[@]}"
-      # shellcheck disable=SC2046
+      # shellcheck disable=SC2046  # the file names
       policy_phase "$c" scan read $(policy_files scan)
       policy_phase "$c" reread read "${hot[@]}"
       policy_unmount
@@ -94,12 +94,10 @@ wl_policy_proj() {
   for c in one-25 many-25 one-90; do
     mkdir -p "$OUT/raw/policy/proj-$c"
     policy_mount "proj-$c" run || continue
+    # shellcheck disable=SC2046  # the file names
     case "$c" in
-      # shellcheck disable=SC2046
       one-25) policy_phase "proj-$c" read ranges --fraction 0.25 $(policy_files proj) ;;
-      # shellcheck disable=SC2046
       many-25) policy_phase "proj-$c" read ranges --fraction 0.25 $(policy_files projmany) ;;
-      # shellcheck disable=SC2046
       one-90) policy_phase "proj-$c" read ranges --fraction 0.9 $(policy_files proj) ;;
     esac
     policy_unmount
