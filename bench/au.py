@@ -536,12 +536,12 @@ def spread(values):
     return (v[-1] - v[0]) / med if med else None
 
 
-def cmd_report(args):
-    dirs = args.dirs
+def report_text(dirs):
+    """(markdown, summary) of the runs in dirs[0] (the other dirs: the same runs repeated, for
+    their spread); (None, None) when dirs[0] holds none. bench/report.py's au section."""
     runs, ceil = load_dir(dirs[0])
     if not runs:
-        print("au report: no results in %s" % dirs[0], file=sys.stderr)
-        return 1
+        return None, None
     summary = summarize(runs, ceil)
     any_run = next(iter(runs.values()))
     head = ("AU per emulated accelerator (H100 compute times%s), one epoch per (shape, source, R), "
@@ -571,7 +571,15 @@ def cmd_report(args):
             md.append("| %s | %s | %d | %s | %s | %s |" % (
                 key[0], SOURCE_NAMES[key[1]], key[2], ", ".join(f_au(a) for a in aus),
                 "–" if s_au is None else "%.1f%%" % (100 * s_au), "–" if s_bw is None else "%.1f%%" % (100 * s_bw)))
-    text = "\n".join(md)
+    return "\n".join(md), summary
+
+
+def cmd_report(args):
+    dirs = args.dirs
+    text, summary = report_text(dirs)
+    if text is None:
+        print("au report: no results in %s" % dirs[0], file=sys.stderr)
+        return 1
     print(text)
     with open(os.path.join(dirs[0], "au.md"), "w") as f:
         f.write(text + "\n")

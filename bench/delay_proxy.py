@@ -25,7 +25,8 @@ use the same endpoint (the endpoint is part of tierfs's block keys, so per-host 
 
 --count-file: count the bytes the clients ask for with ranged GETs (Range: bytes=A-B), per top
 directory of the key (/BUCKET/TOP/...), and write them as JSON to F on SIGUSR1 and at exit
-({"TOP": {"requests": n, "bytes": n}}): the origin bytes per job of run.sh --workload multijob.
+({"TOP": {"requests": n, "bytes": n, "whole": n}}; "whole": GETs without a Range, whose size the
+proxy does not know): the origin bytes per job of run.sh's multijob and policy workloads.
 """
 import argparse
 import asyncio
@@ -163,9 +164,10 @@ class Proxy:
     def count(self, data):
         for m in GET_RE.finditer(data):
             r = RANGE_RE.search(m.group(2))
-            if not r:
-                continue
             c = self.counts.setdefault(m.group(1).decode(errors="replace"), {"requests": 0, "bytes": 0})
+            if not r:  # a whole-object GET: counted, its size unknown here
+                c["whole"] = c.get("whole", 0) + 1
+                continue
             c["requests"] += 1
             c["bytes"] += int(r.group(2)) - int(r.group(1)) + 1
 

@@ -34,8 +34,8 @@
 // but never held back by the reader.
 //
 // Low-level libfuse 3 API, multi-threaded loop, keep_cache on open, 1 hour entry/attr timeouts,
-// max_readahead as large as the kernel allows. Build:
-//   gcc -O2 -Wall -o nullfs nullfs.c $(pkg-config --cflags --libs fuse3 libcurl) -lpthread
+// max_readahead as large as the kernel allows. Built by CMake: `ninja -C build bench_nullfs`
+// (build/bench/nullfs).
 #define _GNU_SOURCE  // O_DIRECT
 #define FUSE_USE_VERSION 312
 #include <fuse_lowlevel.h>

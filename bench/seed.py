@@ -8,6 +8,7 @@ Layout (same names as bench/nullfs.c generates):
          small  10 dirs x 1,000 files of 128 KiB   (10,000 files, the DataLoader set)
          tiny   200 dirs x 100 files of 1 KiB     (20,000 files, the find/stat set)
   quick: big 2 x 256 MiB, small 10 x 40 x 128 KiB, tiny 10 x 50 x 1 KiB
+  policy, policy-quick: the cache-policy workloads' files (LAYOUTS below)
   au:    unet3d 224 x 4.375 MiB, resnet50 8 x 1,251 x 114,660 B, cosmoflow 320 x 2.7 MiB (au.py)
 
 Content is deterministic (a seeded pseudo-random 8 MiB block, sliced and rotated per file), so a
@@ -37,6 +38,16 @@ LAYOUTS = {
     # hot/ (8 x 16 MiB, half of L2), proj/ (4 x 16 MiB "Parquet-like" files, 25% read)
     "multijob": [("big", 0, 4, 256 << 20), ("hot", 0, 8, 16 << 20), ("proj", 0, 4, 16 << 20),
                  ("tiny", 1, 1, 1024)],
+    # run.sh --workload policy (lib/policy.sh): once/ a file read once with room in L2; hot/ a
+    # 32 MiB hot set, scan/ a file of 4x the 64 MiB L2, fill/ what fills that L2 first; proj/ and
+    # projmany/ the projections; mem/ the memory-limit readers' files (32 sequential, memrand/ for
+    # the random readers, mempf/ for the prefetch job)
+    "policy": [("once", 0, 1, 1 << 30), ("hot", 0, 8, 4 << 20), ("scan", 0, 1, 256 << 20),
+               ("fill", 0, 16, 4 << 20), ("proj", 0, 1, 64 << 20), ("projmany", 0, 64, 4 << 20),
+               ("mem", 0, 32, 256 << 20), ("memrand", 0, 4, 64 << 20), ("mempf", 0, 8, 32 << 20)],
+    "policy-quick": [("once", 0, 1, 256 << 20), ("hot", 0, 8, 4 << 20), ("scan", 0, 1, 256 << 20),
+                     ("fill", 0, 16, 4 << 20), ("proj", 0, 1, 64 << 20), ("projmany", 0, 16, 4 << 20),
+                     ("mem", 0, 32, 32 << 20), ("memrand", 0, 2, 64 << 20), ("mempf", 0, 4, 32 << 20)],
     # run.sh --au (bench/au.py): the MLPerf-Storage-shaped datasets, scaled (au.py's
     # docstring says how): unet3d 224 x 4.375 MiB (140 MiB / 32), resnet50 8 record files of
     # 1,251 x 114,660 B, cosmoflow 320 x 2.7 MiB
