@@ -34,18 +34,24 @@ class ParseTest(unittest.TestCase):
 
 class SnapshotTest(unittest.TestCase):
     def test_a_busy_process_is_charged_its_cpu_and_a_gone_one_nothing(self):
+        # The child burns a fixed amount of CPU time (not of wall time) between the two snapshots,
+        # so a loaded machine only makes the test slower, never wrong.
         child = subprocess.Popen([sys.executable, "-c",
-                                  "import time\nt = time.time()\nwhile time.time() - t < 0.6: pass\n"
-                                  "time.sleep(30)"])
+                                  "import sys, time\nsys.stdin.readline()\n"
+                                  "while time.process_time() < 0.5: pass\n"
+                                  "print('done', flush=True)\ntime.sleep(60)"],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         try:
             a = cpustat.snapshot({"busy": child.pid, "none": None, "gone": 2 ** 22 + 7})
-            time.sleep(0.8)
+            child.stdin.write("go\n")
+            child.stdin.flush()
+            self.assertEqual(child.stdout.readline().strip(), "done")
             b = cpustat.snapshot({"busy": child.pid, "none": None, "gone": 2 ** 22 + 7})
         finally:
             child.kill()
             child.wait()
         d = cpustat.delta(a, b)
-        self.assertGreater(d["busy_cpu_s"], 0.2)
+        self.assertGreater(d["busy_cpu_s"], 0.4)
         self.assertLess(d["busy_cpu_s"], d["seconds"] + 0.1)
         self.assertEqual(d["none_cpu_s"], 0)
         self.assertEqual(d["gone_cpu_s"], 0)
