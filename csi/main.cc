@@ -1,0 +1,76 @@
+// tierfs-csi: the Kubernetes CSI node plug-in of tierfs. Serves the CSI Identity and Node services
+// on a unix socket and runs one `tierfs mount` daemon per distinct volume on the node.
+//   tierfs-csi --endpoint unix:///csi/csi.sock --node-id NODE [--state-dir DIR] [--cache-dir DIR]
+//              [--tierfs PATH] [--file-root DIR]
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <thread>
+
+#include "base/version.h"
+#include "csi/csi_server.h"
+#include "csi/node_driver.h"
+
+int main(int argc, char** argv) {
+  using namespace tierfs::csi;
+  CLI::App app{
+      "tierfs-csi: the CSI node plug-in of tierfs. Publishes read-only tierfs volumes into pods: "
+      "one tierfs daemon per distinct source, endpoint, region, options and credentials on the "
+      "node, shared by every pod that mounts it. See docs/kubernetes.md."};
+  CsiServerOptions server_options;
+  NodeDriverOptions driver_options;
+  SystemNodeOpsOptions ops_options;
+  app.add_option("--endpoint", server_options.endpoint, "CSI socket, unix:///ABSOLUTE/PATH")
+      ->required();
+  app.add_option("--node-id", server_options.node_id, "This node's name (NodeGetInfo)")->required();
+  app.add_option("--state-dir", driver_options.state_dir,
+                 "State file, daemons' mount points and logs")
+      ->capture_default_str();
+  app.add_option("--cache-dir", driver_options.cache_root,
+                 "Root of the daemons' cache directories (one per volume key)")
+      ->capture_default_str();
+  app.add_option("--tierfs", ops_options.tierfs_binary, "The tierfs binary")->capture_default_str();
+  app.add_option("--file-root", driver_options.file_root,
+                 "Allow file:// sources at or below this directory (default: none allowed)");
+  app.add_option("--start-timeout", ops_options.start_timeout_seconds,
+                 "Seconds a daemon may take to report its mount ready")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 3600));
+  app.set_version_flag("--version", std::string(tierfs::Version()));
+  CLI11_PARSE(app, argc, argv);
+
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+  // SIGTERM/SIGINT end the server; the daemons keep serving their pods (a restarted driver finds
+  // them again). Blocked before any thread starts, so only the waiter below receives them.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  std::unique_ptr<NodeOps> ops = NewSystemNodeOps(ops_options);
+  auto driver = NodeDriver::Open(driver_options, ops.get());
+  if (!driver.ok()) {
+    std::fprintf(stderr, "tierfs-csi: %s\n", driver.status().ToString().c_str());
+    return 1;
+  }
+  auto server = StartCsiServer(server_options, driver->get());
+  if (!server.ok()) {
+    std::fprintf(stderr, "tierfs-csi: %s\n", server.status().ToString().c_str());
+    return 1;
+  }
+  spdlog::info("tierfs-csi {} serving {} on {} (node {}, state {})", tierfs::Version(), kDriverName,
+               server_options.endpoint, server_options.node_id, driver_options.state_dir);
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    spdlog::info("signal {}: stopping the server (the daemons keep running)", sig);
+    (*server)->Shutdown();
+  });
+  (*server)->Wait();
+  waiter.join();
+  return 0;
+}
