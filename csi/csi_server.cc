@@ -96,6 +96,7 @@ class NodeService final : public ::csi::v1::Node::Service {
     PublishRequest p;
     p.volume_id = req->volume_id();
     p.target_path = req->target_path();
+    p.readonly = req->readonly();
     p.volume_context.insert(req->volume_context().begin(), req->volume_context().end());
     p.secrets.insert(req->secrets().begin(), req->secrets().end());
     for (const auto& f : req->volume_capability().mount().mount_flags()) p.mount_flags.push_back(f);

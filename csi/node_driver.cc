@@ -58,7 +58,7 @@ Status NodeDriver::Reconcile() {
     if (!ops_->Alive({d.pid, d.start_time}) || !ops_->IsTierfsMount(d.mountpoint)) {
       Log().warn("daemon {} (pid {}, {}) is gone: unmounting its {} targets", key, d.pid, d.source,
                  d.targets.size());
-      for (const auto& [target, volume] : d.targets) (void)ops_->Unmount(target);
+      for (const auto& [target, t] : d.targets) (void)ops_->Unmount(target);
       dead.push_back(key);
       continue;
     }
@@ -129,7 +129,7 @@ Result<DaemonRecord*> NodeDriver::EnsureDaemon(const VolumeSpec& spec) {
     DaemonRecord& d = it->second;
     if (ops_->Alive({d.pid, d.start_time}) && ops_->IsTierfsMount(d.mountpoint)) return &d;
     Log().warn("daemon {} (pid {}) died: starting a new one", key, d.pid);
-    for (const auto& [target, volume] : d.targets) (void)ops_->Unmount(target);
+    for (const auto& [target, t] : d.targets) (void)ops_->Unmount(target);
     StopAndErase(key, "it died");
   }
   DaemonRecord d;
@@ -174,9 +174,10 @@ Status NodeDriver::Publish(const PublishRequest& req) {
   for (auto& [k, d] : state_.daemons) {
     auto t = d.targets.find(req.target_path);
     if (t == d.targets.end()) continue;
-    if (k != key || t->second != req.volume_id) {
-      return Status::FailedPrecondition(fmt::format(
-          "target {} already holds volume {} with other attributes", req.target_path, t->second));
+    if (k != key || t->second.volume_id != req.volume_id || t->second.readonly != req.readonly) {
+      return Status::FailedPrecondition(
+          fmt::format("target {} already holds volume {} with other attributes or readonly flag",
+                      req.target_path, t->second.volume_id));
     }
     if (ops_->Alive({d.pid, d.start_time}) && ops_->IsTierfsMount(req.target_path)) {
       return Status::OK();  // published before: nothing to do
@@ -187,15 +188,15 @@ Status NodeDriver::Publish(const PublishRequest& req) {
   TIERFS_ASSIGN_OR_RETURN(DaemonRecord * d, EnsureDaemon(spec));
   Status s = ops_->MakeDirs(req.target_path, 0750);
   if (s.ok() && ops_->IsTierfsMount(req.target_path)) s = ops_->Unmount(req.target_path);
-  if (s.ok()) s = ops_->BindReadOnly(d->mountpoint, req.target_path);
+  if (s.ok()) s = ops_->Bind(d->mountpoint, req.target_path, req.readonly);
   if (!s.ok()) {
     if (d->targets.empty()) {
       StopAndErase(key, "its first volume could not be bound");
       (void)Save();
     }
-    return Status::Internal(fmt::format("binding {} read-only: {}", req.target_path, s.ToString()));
+    return Status::Internal(fmt::format("binding {}: {}", req.target_path, s.ToString()));
   }
-  d->targets[req.target_path] = req.volume_id;
+  d->targets[req.target_path] = {req.volume_id, req.readonly};
   Log().info("published volume {} at {} (daemon {}, {} targets)", req.volume_id, req.target_path,
              key, d->targets.size());
   return Save();

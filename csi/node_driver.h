@@ -29,6 +29,9 @@ struct NodeDriverOptions {
 struct PublishRequest {
   std::string volume_id;
   std::string target_path;
+  // Bind the target MS_RDONLY. Off, the volume is still read-only (the file system answers
+  // EROFS to every write), and pods may start prefetches through user.tierfs.* xattrs.
+  bool readonly = false;
   std::map<std::string, std::string> volume_context;
   std::map<std::string, std::string> secrets;
   std::vector<std::string> mount_flags;

@@ -44,8 +44,10 @@ class NodeOps {
   // The process runs (not a zombie) and is the one started at process.start_time.
   virtual bool Alive(const ProcessId& process) = 0;
 
-  // Bind-mounts `from` at `target` (an existing directory), read-only.
-  virtual Status BindReadOnly(const std::string& from, const std::string& target) = 0;
+  // Bind-mounts `from` at `target` (an existing directory), nosuid and nodev; MS_RDONLY when
+  // `read_only`. (The file system refuses every write itself; a read-only VFS mount also refuses
+  // the user.tierfs.* setxattr that starts prefetches.)
+  virtual Status Bind(const std::string& from, const std::string& target, bool read_only) = 0;
   // Unmounts `path` (lazily if it is busy). OK when it was not mounted.
   virtual Status Unmount(const std::string& path) = 0;
   // `path` is a mount point of a tierfs file system (fuse.tierfs; binds of one included).

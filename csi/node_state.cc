@@ -18,6 +18,10 @@ using nlohmann::json;
 std::string EncodeState(const NodeState& state) {
   json daemons = json::object();
   for (const auto& [key, d] : state.daemons) {
+    json targets = json::object();
+    for (const auto& [path, t] : d.targets) {
+      targets[path] = {{"volume_id", t.volume_id}, {"readonly", t.readonly}};
+    }
     daemons[key] = {{"source", d.source},
                     {"endpoint", d.endpoint},
                     {"region", d.region},
@@ -28,7 +32,7 @@ std::string EncodeState(const NodeState& state) {
                     {"log_file", d.log_file},
                     {"pid", d.pid},
                     {"start_time", d.start_time},
-                    {"targets", d.targets}};
+                    {"targets", targets}};
   }
   json doc = {{"version", kStateVersion}, {"daemons", daemons}};
   return doc.dump(2) + "\n";
@@ -60,7 +64,13 @@ Result<NodeState> DecodeState(std::string_view text) {
       r.log_file = d.value("log_file", "");
       r.pid = d.at("pid").get<int64_t>();
       r.start_time = d.value("start_time", uint64_t{0});
-      r.targets = d.value("targets", std::map<std::string, std::string>{});
+      if (d.contains("targets")) {
+        const json& targets = d.at("targets");
+        for (auto it = targets.begin(); it != targets.end(); ++it) {
+          r.targets[it.key()] = {it->at("volume_id").get<std::string>(),
+                                 it->value("readonly", false)};
+        }
+      }
     } catch (const json::exception& e) {
       return Status::Corruption(fmt::format("the state file's daemon {}: {}", key, e.what()));
     }

@@ -9,6 +9,13 @@
 
 namespace tierfs::csi {
 
+// A pod volume bound to a daemon's mount.
+struct TargetRecord {
+  std::string volume_id;
+  bool readonly = false;  // bound MS_RDONLY (the request's readonly)
+  bool operator==(const TargetRecord&) const = default;
+};
+
 // A tierfs daemon as the driver records it: enough to find it again after a restart of the driver
 // (its PID and the start time of that process, so a reused PID is not taken for it) and the pod
 // volumes bound to its mount. Holds no secret (credentials_id is a hash). Plain value.
@@ -24,8 +31,8 @@ struct DaemonRecord {
   std::string log_file;
   int64_t pid = 0;
   uint64_t start_time = 0;  // field 22 of /proc/PID/stat (clock ticks since boot)
-  // target_path -> volume_id of every pod volume bound to mountpoint.
-  std::map<std::string, std::string> targets;
+  // Every pod volume bound to mountpoint, by target_path.
+  std::map<std::string, TargetRecord> targets;
 };
 
 // Everything the driver keeps across restarts: one record per running daemon, by key.

@@ -184,14 +184,16 @@ class SystemNodeOps final : public NodeOps {
 
   bool Alive(const ProcessId& process) override { return ProcessAlive(process); }
 
-  Status BindReadOnly(const std::string& from, const std::string& target) override {
+  Status Bind(const std::string& from, const std::string& target, bool read_only) override {
     if (::mount(from.c_str(), target.c_str(), nullptr, MS_BIND, nullptr) != 0) {
       return Status::FromErrno(errno, "bind mount " + from + " at " + target);
     }
-    // A bind ignores MS_RDONLY: a remount of the bind makes it read-only.
-    if (::mount(nullptr, target.c_str(), nullptr,
-                MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr) != 0) {
-      Status s = Status::FromErrno(errno, "remount read-only " + target);
+    // A bind ignores flags other than MS_REC: a remount of the bind sets them.
+    const unsigned long flags =
+        MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV | (read_only ? MS_RDONLY : 0);
+    if (::mount(nullptr, target.c_str(), nullptr, flags, nullptr) != 0) {
+      Status s = Status::FromErrno(
+          errno, "remount nosuid,nodev" + std::string(read_only ? ",ro " : " ") + target);
       ::umount2(target.c_str(), MNT_DETACH);
       return s;
     }

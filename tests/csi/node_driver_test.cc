@@ -30,8 +30,9 @@ class FakeNodeOps : public NodeOps {
     return Status::OK();
   }
   bool Alive(const ProcessId& p) override { return alive.contains(p.pid); }
-  Status BindReadOnly(const std::string& from, const std::string& target) override {
+  Status Bind(const std::string& from, const std::string& target, bool read_only) override {
     if (!fail_bind.ok()) return fail_bind;
+    if (read_only) read_only_binds.insert(target);
     if (!mounts.contains(from)) return Status::Internal("bind of a path that is no mount");
     mounts.insert(target);
     return Status::OK();
@@ -59,7 +60,7 @@ class FakeNodeOps : public NodeOps {
 
   int64_t next_pid = 100;
   std::set<int64_t> alive;
-  std::set<std::string> mounts, dirs;
+  std::set<std::string> mounts, dirs, read_only_binds;
   std::vector<DaemonLaunch> launches;
   std::vector<int64_t> stopped;
   Status fail_start, fail_bind;
@@ -120,9 +121,17 @@ TEST_F(NodeDriverTest, PublishAndUnpublishAreIdempotent) {
   ASSERT_TRUE(driver->Publish(Req("v1", "/pods/a")).ok());
   EXPECT_EQ(ops_.launches.size(), 1u);
   EXPECT_EQ(driver->TEST_State().daemons.begin()->second.targets.size(), 1u);
-  // Another volume at a target that holds one: refused (ALREADY_EXISTS over gRPC).
+  // Another volume at a target that holds one, or the same one with another readonly flag:
+  // refused (ALREADY_EXISTS over gRPC).
   Status s = driver->Publish(Req("v9", "/pods/a", "s3://other"));
   EXPECT_EQ(s.code(), Status::Code::kFailedPrecondition);
+  PublishRequest ro = Req("v1", "/pods/a");
+  ro.readonly = true;
+  EXPECT_EQ(driver->Publish(ro).code(), Status::Code::kFailedPrecondition);
+  ro.target_path = "/pods/r";
+  ASSERT_TRUE(driver->Publish(ro).ok());
+  EXPECT_EQ(ops_.read_only_binds, std::set<std::string>{"/pods/r"});
+  ASSERT_TRUE(driver->Unpublish("v1", "/pods/r").ok());
   ASSERT_TRUE(driver->Unpublish("v1", "/pods/a").ok());
   ASSERT_TRUE(driver->Unpublish("v1", "/pods/a").ok());
   ASSERT_TRUE(driver->Unpublish("v7", "/pods/never").ok());

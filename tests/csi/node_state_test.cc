@@ -21,7 +21,7 @@ TEST(NodeStateTest, RoundTripsThroughTheFile) {
   d.mountpoint = "/var/lib/tierfs-csi/mnt/k1";
   d.pid = 42;
   d.start_time = 777;
-  d.targets = {{"/pods/a/mount", "vol-a"}, {"/pods/b/mount", "vol-b"}};
+  d.targets = {{"/pods/a/mount", {"vol-a", false}}, {"/pods/b/mount", {"vol-b", true}}};
   const std::string path = dir.path() + "/state.json";
   ASSERT_TRUE(SaveState(path, state).ok());
   struct stat st;

@@ -7,7 +7,7 @@ channel.unary_unary).
     csi_client.py --socket PATH --gen GEN_DIR info
     csi_client.py --socket PATH --gen GEN_DIR publish --volume-id V --target T
         [--attr KEY=VALUE ...] [--secret KEY=VALUE ...] [--mount-flag F ...]
-        [--mode MULTI_NODE_READER_ONLY] [--block]
+        [--mode MULTI_NODE_READER_ONLY] [--block] [--readonly]
     csi_client.py --socket PATH --gen GEN_DIR unpublish --volume-id V --target T
     csi_client.py --socket PATH --gen GEN_DIR call SERVICE METHOD   (an empty request)
 
@@ -59,6 +59,7 @@ def main():
     pub.add_argument("--mount-flag", action="append")
     pub.add_argument("--mode", default="MULTI_NODE_READER_ONLY")
     pub.add_argument("--block", action="store_true")
+    pub.add_argument("--readonly", action="store_true", help="the request's readonly flag")
     unp = sub.add_parser("unpublish")
     unp.add_argument("--volume-id", required=True)
     unp.add_argument("--target", required=True)
@@ -91,7 +92,7 @@ def main():
             cap.access_mode.mode = pb.VolumeCapability.AccessMode.Mode.Value(a.mode)
             req = pb.NodePublishVolumeRequest(
                 volume_id=a.volume_id, target_path=a.target, volume_capability=cap,
-                readonly=True, secrets=kv(a.secret), volume_context=kv(a.attr))
+                readonly=a.readonly, secrets=kv(a.secret), volume_context=kv(a.attr))
             call(channel, "Node", "NodePublishVolume", req, pb.NodePublishVolumeResponse)
             print("OK")
         elif a.cmd == "unpublish":

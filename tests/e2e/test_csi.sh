@@ -239,6 +239,45 @@ out="$(csi publish --volume-id vol-other --target "$PODS/pod-b/mount" "${SRC[@]}
 reads pod-b
 log "ok another volume at a used target: $out"
 
+# ---- the workload pod of packaging/k8s/csi: its script, as a non-root user whose supplementary
+# group is the volume's control-group, reads every file and hands the daemon its order
+CTL_GID="$(getent group users | cut -d: -f3)"
+[[ -n "$CTL_GID" ]] || fail "no 'users' group on this host"
+publish vol-train pod-f "${SRC[@]}" --attr "options=control-group=$CTL_GID"
+DAEMON_PIDS+=("$(pid_of "$PODS/pod-f/mount")")
+"$PY" - "$E2E_ROOT/packaging/k8s/csi/workload-pod.yaml" "$PODS/pod-f/mount/$sub" \
+  >"$E2E_WORK/workload.py" <<'PYEOF'
+import sys, yaml
+pod = yaml.safe_load(open(sys.argv[1]))
+script = pod["spec"]["containers"][0]["args"][0]
+assert 'root = "/data/train"' in script, "the workload's dataset root changed"
+print(script.replace('root = "/data/train"', "root = %r" % sys.argv[2]))
+PYEOF
+out="$(cd "$E2E_WORK" && timeout -k 5 300 runuser -u nobody -G users -- env \
+  PYTHONPATH="$E2E_ROOT/python" "$PY" "$E2E_WORK/workload.py" 2>&1)" ||
+  fail "the workload pod's script failed: $out"
+[[ "$out" == *"epoch 1 read $(find "$DATASET/$sub" -type f | wc -l) files; prefetch active: True"* ]] ||
+  fail "the workload pod's script: $out"
+[[ "$out" != *RuntimeWarning* ]] || fail "the workload pod's script warned: $out"
+stats="$(stats_xattr "$PODS/pod-f/mount")" || fail "getfattr user.tierfs.stats through pod-f"
+[[ " $stats " =~ \ prefetch\.blocks=[1-9] ]] || fail "the daemon prefetched nothing: $stats"
+log "ok the workload pod's PrefetchSampler script ran as nobody in group $CTL_GID: $(tail -n 1 <<<"$out")"
+# Writes fail whatever the bind: the file system is read-only.
+out="$(runuser -u nobody -G users -- touch "$PODS/pod-f/mount/$sub/new" 2>&1)" && fail "a write succeeded"
+[[ "$out" == *"Read-only file system"* ]] || fail "a write through pod-f: $out"
+# readonly=true (a PV's csi.readOnly, a pod's readOnly volume): a read-only bind, which also
+# refuses the prefetch setxattr; reads work.
+publish vol-train pod-g "${SRC[@]}" --attr "options=control-group=$CTL_GID" --readonly
+awk -v m="$PODS/pod-g/mount" '$5 == m { split($6, o, ","); exit o[1] != "ro" }' /proc/self/mountinfo ||
+  fail "readonly=true did not give a read-only bind"
+out="$(runuser -u nobody -G users -- setfattr -n user.tierfs.prefetch -v l2 "$PODS/pod-g/mount/$sub" 2>&1)" &&
+  fail "a prefetch through a read-only bind was accepted"
+[[ "$out" == *"Read-only file system"* ]] || fail "prefetch through a read-only bind: $out"
+reads pod-g
+for pod in pod-f pod-g; do
+  [[ "$(csi unpublish --volume-id vol-train --target "$PODS/$pod/mount")" == OK ]] || fail "unpublish $pod"
+done
+
 # ---- a daemon dies while the driver is down: dropped at the driver's start
 csi_kill
 kill -KILL "$pid_d"
