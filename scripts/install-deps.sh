@@ -23,6 +23,8 @@ pkgs=(
   nlohmann-json3-dev
   libzstd-dev
   libmemcached-dev memcached
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+  python3-grpcio python3-protobuf
   python3 python3-torch python3-numpy python3-boto3
   python3-setuptools
   python3-pip
