@@ -263,6 +263,13 @@ int SystemNodeOps::RunCollect(const std::vector<std::string>& argv,
   pid_t child = ::fork();
   if (child < 0) return -2;
   if (child == 0) {
+    // The daemon starts with default signal handling: not this process's blocked SIGTERM/SIGINT
+    // (main.cc waits for them in one thread) or its ignored signals (SIGPIPE; SIGINT/SIGQUIT when
+    // a shell started it in the background), which exec would keep.
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
     int devnull = ::open("/dev/null", O_RDONLY);
     ::dup2(devnull, 0);
     ::dup2(wr.get(), 1);

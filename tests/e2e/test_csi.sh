@@ -13,8 +13,8 @@
 #     naming what is wrong; a key the origin refuses -> PERMISSION_DENIED with the daemon's
 #     message; an origin nobody listens on -> UNAVAILABLE; another volume at a used target ->
 #     ALREADY_EXISTS; each leaves nothing mounted and no daemon;
-#   * a daemon that died while the driver was down is dropped at the driver's start, its pod mount
-#     removed; unpublishing an unknown target is OK;
+#   * a daemon that ended (SIGTERM) while the driver was down is dropped at the driver's start,
+#     its pod mount removed; unpublishing an unknown target is OK;
 #   * unpublishing the last targets stops every daemon (their PIDs exit) and nothing tierfs stays
 #     mounted; the state file holds no secret.
 set -euo pipefail
@@ -280,8 +280,10 @@ done
 
 # ---- a daemon dies while the driver is down: dropped at the driver's start
 csi_kill
-kill -KILL "$pid_d"
-wait_pid_exit "$pid_d" 10 || fail "daemon $pid_d survives SIGKILL"
+# SIGTERM: a daemon started by the plug-in handles it (unmounts, exits) like one started by hand;
+# it must not inherit the plug-in's blocked or ignored signals.
+kill -TERM "$pid_d"
+wait_pid_exit "$pid_d" 10 || fail "daemon $pid_d does not exit on SIGTERM"
 csi_start
 [[ "$(daemons)" == 2 ]] || fail "the dead daemon is still recorded: $(daemons) daemons"
 is_mounted "$PODS/pod-d/mount" && fail "the dead daemon's pod mount is still there"
