@@ -164,15 +164,21 @@ class GrpcCsiServer final : public CsiServer {
 
 }  // namespace
 
-Result<std::unique_ptr<CsiServer>> StartCsiServer(const CsiServerOptions& options,
-                                                  NodeDriver* driver) {
-  constexpr std::string_view kUnix = "unix://";
+constexpr std::string_view kUnix = "unix://";
+
+Status CheckCsiServerOptions(const CsiServerOptions& options) {
   if (options.endpoint.rfind(kUnix, 0) != 0 || options.endpoint.size() <= kUnix.size() ||
       options.endpoint[kUnix.size()] != '/') {
     return Status::InvalidArgument("--endpoint must be unix:///ABSOLUTE/PATH, not '" +
                                    options.endpoint + "'");
   }
-  if (options.node_id.empty()) return Status::InvalidArgument("--node-id is missing");
+  if (options.node_id.empty()) return Status::InvalidArgument("--node-id is empty");
+  return Status::OK();
+}
+
+Result<std::unique_ptr<CsiServer>> StartCsiServer(const CsiServerOptions& options,
+                                                  NodeDriver* driver) {
+  TIERFS_RETURN_IF_ERROR(CheckCsiServerOptions(options));
   const std::string path = options.endpoint.substr(kUnix.size());
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
     return Status::FromErrno(errno, "removing the old socket " + path);

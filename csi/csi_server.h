@@ -26,6 +26,10 @@ class CsiServer {
   virtual void Shutdown() = 0;
 };
 
+// InvalidArgument naming the flag when the endpoint is not unix:///PATH or the node id is empty.
+Status CheckCsiServerOptions(const CsiServerOptions& options);
+
+// REQUIRES: CheckCsiServerOptions(options).ok().
 Result<std::unique_ptr<CsiServer>> StartCsiServer(const CsiServerOptions& options,
                                                   NodeDriver* driver);
 

@@ -3,6 +3,7 @@
 //   tierfs-csi --endpoint unix:///csi/csi.sock --node-id NODE [--state-dir DIR] [--cache-dir DIR]
 //              [--tierfs PATH] [--file-root DIR]
 #include <signal.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
@@ -41,6 +42,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string(tierfs::Version()));
   CLI11_PARSE(app, argc, argv);
 
+  // One line per event on stderr (the container's log); the daemons log to STATE_DIR/log/.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("tierfs-csi"));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
   // SIGTERM/SIGINT end the server; the daemons keep serving their pods (a restarted driver finds
   // them again). Blocked before any thread starts, so only the waiter below receives them.
@@ -51,6 +54,10 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  if (tierfs::Status s = CheckCsiServerOptions(server_options); !s.ok()) {
+    std::fprintf(stderr, "tierfs-csi: %s\n", s.message().c_str());
+    return 2;
+  }
   std::unique_ptr<NodeOps> ops = NewSystemNodeOps(ops_options);
   auto driver = NodeDriver::Open(driver_options, ops.get());
   if (!driver.ok()) {
