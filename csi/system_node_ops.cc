@@ -18,6 +18,7 @@
 
 #include "base/fd.h"
 #include "base/strings.h"
+#include "csi/internal/daemon_text.h"
 #include "csi/node_ops.h"
 
 extern char** environ;
@@ -33,46 +34,11 @@ constexpr std::string_view kCredentialVars[] = {
     "AWS_ACCESS_KEY_ID=", "AWS_SECRET_ACCESS_KEY=",       "AWS_SESSION_TOKEN=",
     "AWS_PROFILE=",       "AWS_WEB_IDENTITY_TOKEN_FILE=", "AWS_ROLE_ARN="};
 
-// mountinfo escapes space, tab, newline and backslash as \ooo.
-std::string Unescape(std::string_view s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\\' && i + 3 < s.size()) {
-      int v = 0;
-      bool ok = true;
-      for (size_t j = 1; j <= 3; ++j) {
-        char c = s[i + j];
-        if (c < '0' || c > '7') ok = false;
-        v = v * 8 + (c - '0');
-      }
-      if (ok) {
-        out += static_cast<char>(v);
-        i += 3;
-        continue;
-      }
-    }
-    out += s[i];
-  }
-  return out;
-}
-
-// The tierfs mount points of this mount namespace (fstype fuse.tierfs: daemons' mounts and binds
-// of them).
+// The tierfs mount points of this mount namespace.
 std::vector<std::string> TierfsMountPoints() {
-  std::vector<std::string> out;
   std::ifstream in("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream ss(line);
-    std::string id, parent, dev, root, mnt, field;
-    ss >> id >> parent >> dev >> root >> mnt;
-    while (ss >> field && field != "-") {
-    }
-    std::string fstype;
-    ss >> fstype;
-    if (fstype == "fuse.tierfs") out.push_back(Unescape(mnt));
-  }
-  return out;
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return ParseTierfsMountPoints(text);
 }
 
 std::string Normalize(std::string path) {
@@ -123,46 +89,6 @@ bool ProcessAlive(const ProcessId& p) {
   if (!ReadProcStat(p.pid, &state, &start)) return false;
   if (state == 'Z' || state == 'X') return false;
   return p.start_time == 0 || start == p.start_time;
-}
-
-// The daemon's failure as a Status: `tierfs mount` prints "tierfs: CODE: message" (a Status) or
-// "tierfs mount: message" with exit code 2 (a setting it refused).
-Status DaemonFailure(int exit_code, const std::string& output) {
-  std::string last;
-  std::istringstream ss(output);
-  for (std::string line; std::getline(ss, line);) {
-    if (!TrimSpace(line).empty() && line.find("warning:") == std::string::npos) last = line;
-  }
-  std::string msg(TrimSpace(last));
-  for (std::string_view prefix : {"tierfs mount: ", "tierfs: "}) {
-    if (msg.rfind(prefix, 0) == 0) msg = msg.substr(prefix.size());
-  }
-  if (msg.empty()) msg = fmt::format("tierfs mount exited with status {}", exit_code);
-  if (exit_code == 2) return Status::InvalidArgument(msg);
-  static constexpr std::pair<std::string_view, Status::Code> kCodes[] = {
-      {"PermissionDenied: ", Status::Code::kPermissionDenied},
-      {"Unavailable: ", Status::Code::kUnavailable},
-      {"TimedOut: ", Status::Code::kUnavailable},
-      {"IOError: ", Status::Code::kUnavailable},
-      {"NotFound: ", Status::Code::kNotFound},
-      {"InvalidArgument: ", Status::Code::kInvalidArgument},
-  };
-  for (const auto& [prefix, code] : kCodes) {
-    if (msg.rfind(prefix, 0) == 0) {
-      std::string rest = msg.substr(prefix.size());
-      switch (code) {
-        case Status::Code::kPermissionDenied:
-          return Status::PermissionDenied(rest);
-        case Status::Code::kUnavailable:
-          return Status::Unavailable(rest);
-        case Status::Code::kNotFound:
-          return Status::NotFound(rest);
-        default:
-          return Status::InvalidArgument(rest);
-      }
-    }
-  }
-  return Status::Internal(msg);
 }
 
 class SystemNodeOps final : public NodeOps {
@@ -351,7 +277,7 @@ Result<ProcessId> SystemNodeOps::StartDaemon(const DaemonLaunch& launch) {
   }
   if (rc == 0) return Status::Internal("tierfs mount succeeded but its daemon was not found");
   if (rc == -2) return Status::Internal(fmt::format("fork/pipe: {}", std::strerror(errno)));
-  return DaemonFailure(rc, output);
+  return DaemonFailureStatus(rc, output);
 }
 
 }  // namespace
