@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <thread>
 
 #include "tests/testing/temp_dir.h"
 
@@ -243,6 +244,27 @@ TEST_F(NodeDriverTest, LastTargetGoneWhileDownStopsTheDaemonAtStart) {
   auto driver = Open();
   EXPECT_TRUE(driver->TEST_State().daemons.empty());
   EXPECT_EQ(ops_.stopped, std::vector<int64_t>{100});
+}
+
+TEST_F(NodeDriverTest, ConcurrentPublishesKeepTheCountsRight) {
+  auto driver = Open();
+  constexpr int kThreads = 8, kRounds = 10;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      const std::string target = "/pods/t" + std::to_string(t);
+      const std::string source = t % 2 ? "s3://odd" : "s3://even";
+      for (int i = 0; i < kRounds; ++i) {
+        EXPECT_TRUE(driver->Publish(Req("v" + std::to_string(t), target, source)).ok());
+        EXPECT_TRUE(driver->Unpublish("v" + std::to_string(t), target).ok());
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_TRUE(driver->TEST_State().daemons.empty());
+  EXPECT_TRUE(ops_.mounts.empty());
+  EXPECT_TRUE(ops_.alive.empty());
+  EXPECT_EQ(ops_.launches.size(), ops_.stopped.size());
 }
 
 }  // namespace
