@@ -2,17 +2,50 @@
 // on a unix socket and runs one `tierfs mount` daemon per distinct volume on the node.
 //   tierfs-csi --endpoint unix:///csi/csi.sock --node-id NODE [--state-dir DIR] [--cache-dir DIR]
 //              [--tierfs PATH] [--file-root DIR]
+#include <fcntl.h>
 #include <signal.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <thread>
 
+#include "base/fd.h"
+#include "base/strings.h"
 #include "base/version.h"
 #include "csi/csi_server.h"
 #include "csi/node_driver.h"
+
+namespace {
+
+// Creates `dir` and holds an exclusive flock on DIR/lock (naming this PID) in *lock.
+tierfs::Status LockStateDir(const std::string& dir, tierfs::csi::NodeOps* ops,
+                            tierfs::UniqueFd* lock) {
+  if (dir.empty() || dir[0] != '/') {
+    return tierfs::Status::InvalidArgument("--state-dir must be an absolute path");
+  }
+  TIERFS_RETURN_IF_ERROR(ops->MakeDirs(dir, 0700));
+  const std::string path = dir + "/lock";
+  tierfs::UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  if (fd.get() < 0) return tierfs::Status::FromErrno(errno, "opening " + path);
+  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    char buf[32] = {};
+    (void)!::pread(fd.get(), buf, sizeof(buf) - 1, 0);
+    return tierfs::Status::Unavailable(fmt::format(
+        "another tierfs-csi (pid {}) uses the state directory {}", tierfs::TrimSpace(buf), dir));
+  }
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd.get(), 0) != 0 || ::pwrite(fd.get(), pid.data(), pid.size(), 0) < 0) {
+    return tierfs::Status::FromErrno(errno, "writing " + path);
+  }
+  *lock = std::move(fd);
+  return tierfs::Status::OK();
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace tierfs::csi;
@@ -59,6 +92,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::unique_ptr<NodeOps> ops = NewSystemNodeOps(ops_options);
+  // One plug-in per state directory: a second one would fight over the daemons and the state.
+  tierfs::UniqueFd lock;
+  if (tierfs::Status s = LockStateDir(driver_options.state_dir, ops.get(), &lock); !s.ok()) {
+    std::fprintf(stderr, "tierfs-csi: %s\n", s.ToString().c_str());
+    return 1;
+  }
   auto driver = NodeDriver::Open(driver_options, ops.get());
   if (!driver.ok()) {
     std::fprintf(stderr, "tierfs-csi: %s\n", driver.status().ToString().c_str());

@@ -3,7 +3,7 @@
 # CSI client (tests/e2e/csi_client.py, message classes generated from csi/csi.proto with
 # protoc --python_out) as the kubelet would, with a real s3rver origin and real mounts:
 #   * Identity (GetPluginInfo, Probe) and NodeGetInfo answer; Controller and NodeStageVolume are
-#     UNIMPLEMENTED;
+#     UNIMPLEMENTED; a second plug-in on the same state directory is refused;
 #   * two pods' volumes of one source and secret -> one daemon, both target paths read the
 #     dataset byte for byte as an unprivileged user (nobody); publishing again is OK;
 #   * the driver killed by its PID and started again keeps the daemon and both mounts;
@@ -159,6 +159,12 @@ for m in "Controller CreateVolume" "Node NodeStageVolume" "Node NodeGetVolumeSta
   [[ "$out" == "ERROR UNIMPLEMENTED"* ]] || fail "$m: $out"
 done
 log "ok Identity and Node info; Controller and staging UNIMPLEMENTED"
+# A second plug-in on the same state directory is refused, naming the first.
+out="$(timeout -k 2 20 "$CSI_BIN" --endpoint "unix://$E2E_WORK/csi/second.sock" --node-id e2e-node \
+  --state-dir "$STATE" --cache-dir "$CACHE" --tierfs "$TIERFS" 2>&1)" && fail "a second tierfs-csi started"
+[[ "$out" == *"another tierfs-csi (pid $CSI_PID) uses the state directory $STATE"* ]] ||
+  fail "a second tierfs-csi: $out"
+log "ok a second plug-in on the same state is refused: $out"
 
 # ---- two pods, one source, one secret: one daemon
 publish vol-data pod-a "${SRC[@]}" "${SECRET_A[@]}" --attr options=metadata-ttl=10m
