@@ -70,9 +70,12 @@ Status NodeDriver::Reconcile() {
         it = d.targets.erase(it);
       }
     }
-    if (d.targets.empty()) dead.push_back(key);
-    Log().info("daemon {} (pid {}, {}) kept with {} targets", key, d.pid, d.source,
-               d.targets.size());
+    if (d.targets.empty()) {
+      dead.push_back(key);
+    } else {
+      Log().info("daemon {} (pid {}, {}) kept with {} targets", key, d.pid, d.source,
+                 d.targets.size());
+    }
   }
   for (const std::string& key : dead) StopAndErase(key, "no target left after restart");
   // Mounts of daemons the state does not know (the driver ended between starting a daemon and
