@@ -136,13 +136,21 @@ class NodeService final : public ::csi::v1::Node::Service {
   const std::string node_id_;
 };
 
+// The services and the server that calls them; the services outlive the server (members are
+// destroyed in reverse order). Thread-safe (gRPC's threads call the services).
 class GrpcCsiServer final : public CsiServer {
  public:
   GrpcCsiServer(NodeDriver* driver, const std::string& node_id) : node_(driver, node_id) {}
+  ~GrpcCsiServer() override {
+    if (server_) server_->Shutdown();
+  }
 
   Status Start(const std::string& endpoint) {
-    ServerBuilderWith(endpoint);
-    server_ = builder_.BuildAndStart();
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort(endpoint, grpc::InsecureServerCredentials());
+    builder.RegisterService(&identity_);
+    builder.RegisterService(&node_);
+    server_ = builder.BuildAndStart();
     if (!server_) return Status::Unavailable("cannot listen on " + endpoint);
     return Status::OK();
   }
@@ -150,21 +158,14 @@ class GrpcCsiServer final : public CsiServer {
   void Shutdown() override { server_->Shutdown(); }
 
  private:
-  void ServerBuilderWith(const std::string& endpoint) {
-    builder_.AddListeningPort(endpoint, grpc::InsecureServerCredentials());
-    builder_.RegisterService(&identity_);
-    builder_.RegisterService(&node_);
-  }
-
   IdentityService identity_;
   NodeService node_;
-  grpc::ServerBuilder builder_;
   std::unique_ptr<grpc::Server> server_;
 };
 
-}  // namespace
-
 constexpr std::string_view kUnix = "unix://";
+
+}  // namespace
 
 Status CheckCsiServerOptions(const CsiServerOptions& options) {
   if (options.endpoint.rfind(kUnix, 0) != 0 || options.endpoint.size() <= kUnix.size() ||
