@@ -11,7 +11,8 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 
 # What building tierfs and its .deb needs (packaging/docker/Dockerfile's build stage installs only
-# these: --build). file and dpkg-dev: CPack's dpkg-shlibdeps step.
+# these: --build). file and dpkg-dev: CPack's dpkg-shlibdeps step. gRPC++ and protobuf: only the
+# CSI driver (tierfs-csi) links them.
 build_pkgs=(
   build-essential cmake ninja-build pkg-config git ca-certificates file dpkg-dev
   libfuse3-dev
@@ -22,6 +23,7 @@ build_pkgs=(
   nlohmann-json3-dev
   libzstd-dev
   libmemcached-dev
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   python3
 )
 # What the tests, the sanitizer builds, the benchmarks' basics and the demo need besides.
@@ -34,6 +36,7 @@ test_pkgs=(
   man-db
   bsdextrautils
   memcached
+  python3-grpcio python3-protobuf
   python3-torch python3-numpy python3-boto3
   python3-setuptools
   python3-pip
