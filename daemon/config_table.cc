@@ -676,6 +676,20 @@ std::string Quote(std::string_view s) {
   return out + "\"";
 }
 
+Status ParseUint(std::string_view what, std::string_view text, uint64_t max, uint64_t* out) {
+  uint64_t v = 0;
+  if (text.empty()) return Status::InvalidArgument(fmt::format("{}: empty number", what));
+  for (char c : text) {
+    if (c < '0' || c > '9') {
+      return Status::InvalidArgument(fmt::format("{}: '{}' is not a number", what, text));
+    }
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+    if (v > max) return Status::InvalidArgument(fmt::format("{}: {} is too large", what, text));
+  }
+  *out = v;
+  return Status::OK();
+}
+
 Status ParseMode(std::string_view what, std::string_view text, uint32_t* out) {
   uint32_t v = 0;
   if (text.empty() || text.size() > 4) {
