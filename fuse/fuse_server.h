@@ -3,7 +3,8 @@
 // FuseServer mounts a Filesystem through /dev/fuse and serves the kernel's requests with
 // libfuse's multi-threaded loop. Handlers are thin (C5): each translates the request into one call
 // on the Filesystem (taken from fuse_req_userdata, never a global) and replies exactly once.
-// Only fuse/fuse_server.cc includes fuse_lowlevel.h; nothing here exposes FUSE types.
+// Only fuse/ includes fuse_lowlevel.h (through fuse/internal/libfuse.h); nothing here exposes
+// FUSE types. The parts of the adapter are listed at the top of fuse/fuse_server.cc.
 //
 // The mount is read-only: every write operation gets EROFS.
 //
@@ -23,9 +24,6 @@
 // Filesystem.
 #pragma once
 
-#include <pthread.h>
-
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -35,11 +33,12 @@
 #include "base/result.h"
 #include "base/status.h"
 
-struct fuse_session;
-
 namespace tierfs {
 namespace metrics {
 class Registry;
+}
+namespace fuse_internal {
+class Session;
 }
 
 class Filesystem;
@@ -167,23 +166,13 @@ class FuseServer {
   struct Context;  // opaque: what the handlers get from fuse_req_userdata
 
  private:
-  FuseServer(const FuseOptions& options, std::unique_ptr<Context> ctx, fuse_session* se,
-             std::string mountpoint);
-
-  // The supervisor thread of Run(): waits for a stop signal (then Drain) or the session's end.
-  void Supervise();
-  // The orderly stop after SIGINT/SIGTERM `sig` (FuseOptions::shutdown_grace).
-  void Drain(int sig);
-  void WakeSupervisor();
+  FuseServer(const FuseOptions& options, std::unique_ptr<Context> ctx,
+             std::unique_ptr<fuse_internal::Session> session);
 
   const FuseOptions options_;
   const std::unique_ptr<Context> ctx_;
-  fuse_session* const se_;
-  const std::string mountpoint_;
-  bool mounted_ = true;
-  std::atomic<bool> detached_{false};   // the drain detached the mount
-  std::atomic<bool> loop_done_{false};  // fuse_session_loop_mt returned
-  pthread_t loop_thread_{};             // the thread running the loop (Run's caller)
+  // The FUSE session serving ctx_ (fuse/internal/session.h); destroyed first.
+  std::unique_ptr<fuse_internal::Session> session_;
 };
 
 }  // namespace tierfs
