@@ -1,11 +1,13 @@
 // S3BlobStore — BlobStore over the S3 REST API (AWS S3, MinIO, Ceph RGW, s3rver), using the
 // shared HttpEngine for transfers and SignV4 for authentication.
 //
-// Every operation but Read goes through Perform(), the place with retries: jittered exponential
-// backoff between options.backoff_base and options.backoff_max, at most options.max_attempts
-// attempts, only for retryable failures (transport errors, timeouts, resets, 5xx including
-// 503 SlowDown, 429). 404/403/412 and other 4xx answers are never retried. Each attempt is bounded
-// by options.request_timeout, so an origin outage ends in Unavailable/TimedOut, never a hang.
+// Retries follow the one policy of base/retry.h: jittered exponential backoff between
+// options.backoff_base and options.backoff_max, at most options.max_attempts attempts, only for
+// failures whose Status is retryable (transport errors, timeouts, resets, 5xx including 503
+// SlowDown, 429, a body cut short; decided where the Status is made: HttpStatusToStatus,
+// CheckAnswer). 404/403/412 and other 4xx answers are never retried. Every operation but Read
+// runs in its Retry loop (Perform); each attempt is bounded by options.request_timeout, so an
+// origin outage ends in Unavailable/TimedOut, never a hang.
 //
 // Read() goes through GetRun instead, a small event loop on the calling thread (no extra
 // threads) that drives asynchronous ranged GETs on the shared engine:
@@ -36,11 +38,10 @@
 #include <ctime>
 #include <deque>
 #include <pugixml.hpp>
-#include <random>
-#include <thread>
 
 #include "base/logging.h"
 #include "base/mutex.h"
+#include "base/retry.h"
 #include "base/strings.h"
 #include "blobclient/adaptive.h"
 #include "blobclient/blob_store.h"
@@ -484,16 +485,6 @@ class S3BlobStore final : public BlobStore {
     return r;
   }
 
-  std::chrono::milliseconds Backoff(int attempt) {
-    // attempt 1 → base, 2 → 2·base, ... capped at max; "equal jitter": uniform in [d/2, d].
-    int64_t d = options_.backoff_base.count();
-    for (int i = 1; i < attempt && d < options_.backoff_max.count(); ++i) d *= 2;
-    d = std::min<int64_t>(d, options_.backoff_max.count());
-    thread_local std::minstd_rand rng(std::random_device{}());
-    std::uniform_int_distribution<int64_t> dist(d / 2, std::max<int64_t>(d / 2, d));
-    return std::chrono::milliseconds(dist(rng));
-  }
-
   // The limiter's verdict on one finished request: OK answers let it grow, throttling (503, 429),
   // timeouts and latency spikes cut it. `took` is curl's total time for the request.
   void Feedback(const Status& transport, long http_status, std::chrono::nanoseconds took,
@@ -823,14 +814,12 @@ class S3BlobStore final : public BlobStore {
       }
       if (failed_) return;
       Status st;
-      bool retryable = false;
       const long code = c.status.ok() ? c.resp.status : 0;
       if (!c.status.ok()) {
         st = c.status.WithContext(context_);
-        retryable = IsRetryable(st);
       } else if ((code >= 200 && code < 300) || code == 416) {
         size_t got = 0;
-        st = CheckAnswer(c.resp, p, expect_, &seen_, context_, &got, &retryable);
+        st = CheckAnswer(c.resp, p, expect_, &seen_, context_, &got);
         if (st.ok()) {
           // The first good answer wins.
           if (code != 416 && c.resp.sink_bytes > 0) {
@@ -874,21 +863,21 @@ class S3BlobStore final : public BlobStore {
           return;
         }
         st = blobclient::S3ErrorToStatus(c.resp, context_, s_.ErrorsContext(p.creds.get()));
-        retryable = blobclient::RetryableHttpStatus(code);
       }
       p.last = st;
-      if (!retryable) {
+      if (!st.retryable()) {
         Abort(st);
         return;
       }
       if (other != 0) return;  // the other request of this part may still answer
-      if (p.attempts >= s_.options_.max_attempts) {
+      const RetryStep step = NextRetryStep(s_.retry_, st, p.attempts);
+      if (step.kind != RetryStep::Kind::kRetry) {
         exhausted_ = true;
         Abort(st);
         return;
       }
       ++s_.retries_;
-      auto delay = s_.Backoff(p.attempts);
+      const std::chrono::milliseconds delay = step.delay;
       SPDLOG_LOGGER_DEBUG(&Logger(Module::kBlobClient), "{}: {}; retry {} in {} ms", s_.describe_,
                           st.ToString(), p.attempts, delay.count());
       p.state = State::kWaiting;
@@ -915,10 +904,9 @@ class S3BlobStore final : public BlobStore {
   // one Last-Modified; the total size), the range (Content-Range start and end, or a 200 that
   // ignored Range) and the body length. On success *got is the number of bytes of p.out that
   // hold the requested range. Version changes are FailedPrecondition, malformed answers
-  // Corruption; only a body shorter than announced is *retryable (a truncating proxy).
+  // Corruption; only a body shorter than announced is retryable (a truncating proxy).
   static Status CheckAnswer(const HttpResponse& resp, const GetPart& p, const Expect& expect,
-                            Seen* seen, const std::string& context, size_t* got, bool* retryable) {
-    *retryable = false;
+                            Seen* seen, const std::string& context, size_t* got) {
     *got = 0;
     const long code = resp.status;
     const uint64_t want = p.out.size();
@@ -1010,9 +998,9 @@ class S3BlobStore final : public BlobStore {
     }
     if (resp.sink_bytes > want) return bad("more bytes than the buffer holds");  // engine bound
     if (resp.sink_bytes != expected) {
-      *retryable = resp.sink_bytes < expected;
       return bad("body of " + std::to_string(resp.sink_bytes) + " bytes, expected " +
-                 std::to_string(expected));
+                 std::to_string(expected))
+          .WithRetryable(resp.sink_bytes < expected);
     }
     if (!seen->any) {
       seen->any = true;
@@ -1023,52 +1011,47 @@ class S3BlobStore final : public BlobStore {
     return Status::OK();
   }
 
-  // Retries for everything but Read (GetRun has the same policy per part). OK with a 2xx
-  // response (or 416 when c.accept_416).
+  // Everything but Read (GetRun follows the same policy per part), in the one retry loop. OK with
+  // a 2xx response (or 416 when c.accept_416).
   Result<HttpResponse> Perform(const Call& c) {
-    Status last;
     bool refreshed = false;
-    bool exhausted = false;  // the last failure was retryable and used up the attempts
-    for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
+    RetryObserver observer;
+    observer.on_retry = [&](const Status& st, int attempt, std::chrono::milliseconds delay) {
+      ++retries_;
+      SPDLOG_LOGGER_DEBUG(&Logger(Module::kBlobClient), "{}: {}; retry {} in {} ms", describe_,
+                          st.ToString(), attempt, delay.count());
+    };
+    observer.on_exhausted = [&](const Status& st, int attempts) {
+      Logger(Module::kBlobClient)
+          .warn("{}: giving up after {} attempt(s): {}", describe_, attempts, st.ToString());
+    };
+    Result<HttpResponse> r = Retry(
+        retry_, [&](int) { return PerformOnce(c, &refreshed); }, observer);
+    if (!r.ok()) return Fail(r.status());
+    return r;
+  }
+
+  // One attempt of Perform. An answer saying the credentials are stale forces one refresh per
+  // Perform, and the request is sent again at once with the new ones, outside the retry budget.
+  Result<HttpResponse> PerformOnce(const Call& c, bool* refreshed) {
+    while (true) {
       Result<std::shared_ptr<const Credentials>> creds = SigningCredentials();
-      if (!creds.ok()) return Fail(creds.status().WithContext(c.context));
+      if (!creds.ok()) {
+        // The provider waited (bounded) for a refresh already: not retried here.
+        return creds.status().WithContext(c.context).WithRetryable(false);
+      }
       ++requests_;
       Result<HttpResponse> r = ExecuteLimited(BuildRequest(c, creds->get()));
-      bool retryable;
-      if (!r.ok()) {
-        last = r.status().WithContext(c.context);
-        retryable = IsRetryable(last);
-      } else {
-        const long code = r->status;
-        if ((code >= 200 && code < 300) || (code == 416 && c.accept_416)) return r;
-        if (!refreshed && RefreshAfter(*r, *creds, c.context)) {
-          // One more attempt with the refreshed credentials, outside the retry budget.
-          refreshed = true;
-          --attempt;
-          ++retries_;
-          continue;
-        }
-        last = blobclient::S3ErrorToStatus(*r, c.context, ErrorsContext(creds->get()));
-        // Only server-side trouble is worth another try; other 4xx answers will not change.
-        retryable = blobclient::RetryableHttpStatus(code);
+      if (!r.ok()) return r.status().WithContext(c.context);
+      const long code = r->status;
+      if ((code >= 200 && code < 300) || (code == 416 && c.accept_416)) return r;
+      if (!*refreshed && RefreshAfter(*r, *creds, c.context)) {
+        *refreshed = true;
+        ++retries_;
+        continue;
       }
-      if (!retryable) break;
-      if (attempt == options_.max_attempts) {
-        exhausted = true;
-        break;
-      }
-      ++retries_;
-      auto delay = Backoff(attempt);
-      SPDLOG_LOGGER_DEBUG(&Logger(Module::kBlobClient), "{}: {}; retry {} in {} ms", describe_,
-                          last.ToString(), attempt, delay.count());
-      std::this_thread::sleep_for(delay);
+      return blobclient::S3ErrorToStatus(*r, c.context, ErrorsContext(creds->get()));
     }
-    if (exhausted) {
-      Logger(Module::kBlobClient)
-          .warn("{}: giving up after {} attempt(s): {}", describe_, options_.max_attempts,
-                last.ToString());
-    }
-    return Fail(last);
   }
 
   Result<ListPage> ParseList(const std::string& xml, const std::string& context) {
@@ -1079,6 +1062,9 @@ class S3BlobStore final : public BlobStore {
 
   // Constant after construction.
   const S3Options options_;
+  const RetryPolicy retry_{.max_attempts = options_.max_attempts,
+                           .backoff_base = options_.backoff_base,
+                           .backoff_max = options_.backoff_max};
   const Endpoint endpoint_;
   const bool virtual_host_;
   HttpEngine* const engine_;  // not owned
