@@ -83,86 +83,113 @@ bool ParseContentRange(std::string_view v, ContentRange* out) {
   return !out->total || out->last < *out->total;
 }
 
+namespace {
+
+Status Changed(const std::string& context, const std::string& why) {
+  return Status::FailedPrecondition(context + ": the object changed (" + why + ")");
+}
+
+Status Bad(const std::string& context, const std::string& why) {
+  return Status::Corruption(context + ": bad answer (" + why + ")");
+}
+
+// A 416: nothing returned, the range starts at or past the end.
+Status Check416(const HttpResponse& resp, uint64_t offset, const S3ReadExpect& expect,
+                const std::string& context) {
+  ContentRange cr;
+  std::optional<uint64_t> total;
+  const std::string* cr_header = resp.Header("content-range");
+  if (cr_header != nullptr && ParseContentRange(*cr_header, &cr)) total = cr.total;
+  if (expect.size) {
+    // A pinned read never asks past the pinned end: the object shrank.
+    return Changed(context, "416, object now " +
+                                (total ? std::to_string(*total) : std::string("?")) +
+                                " bytes, pinned " + std::to_string(*expect.size));
+  }
+  if (total && offset < *total) return Bad(context, "416 for a range inside the object");
+  return Status::OK();
+}
+
+// The version of the answer: its ETag against the expected one, or without one to go by the
+// pinned Last-Modified. *etag: the answer's ETag, normalized ("" if none).
+Status CheckVersion(const HttpResponse& resp, const S3ReadExpect& expect,
+                    const std::string& context, std::string* etag) {
+  const std::string* etag_header = resp.Header("etag");
+  *etag = etag_header ? std::string(NormalizeEtag(*etag_header)) : "";
+  if (!expect.etag.empty()) {
+    if (etag_header == nullptr) {
+      return Bad(context, "no ETag, cannot confirm version " + expect.etag);
+    }
+    if (*etag != NormalizeEtag(expect.etag)) {
+      return Changed(context, "ETag " + *etag_header + ", expected " + expect.etag);
+    }
+  } else if (expect.size && expect.mtime_ns != 0) {
+    // Whole seconds in HTTP dates.
+    if (const std::string* lm = resp.Header("last-modified")) {
+      const int64_t t = ParseHttpDate(*lm);
+      if (t != 0 && t / 1'000'000'000 != expect.mtime_ns / 1'000'000'000) {
+        return Changed(context, "Last-Modified " + *lm);
+      }
+    }
+  }
+  return Status::OK();
+}
+
+// What a 200 or 206 says of the object's total size (*total, if it says) and of the bytes of the
+// range asked from `offset` it carries (*announced).
+Status AnswerExtent(const HttpResponse& resp, uint64_t offset, const std::string& context,
+                    std::optional<uint64_t>* total, uint64_t* announced) {
+  if (resp.status == 206) {
+    const std::string* cr_header = resp.Header("content-range");
+    ContentRange cr;
+    if (cr_header == nullptr) return Bad(context, "206 without Content-Range");
+    if (!ParseContentRange(*cr_header, &cr) || cr.unsatisfied) {
+      return Bad(context, "unparsable Content-Range " + *cr_header);
+    }
+    if (cr.first != offset) {
+      return Bad(context,
+                 "Content-Range " + *cr_header + " for a read at " + std::to_string(offset));
+    }
+    *total = cr.total;
+    *announced = cr.last - cr.first + 1;
+    return Status::OK();
+  }
+  // 200: the server ignored Range and sends the whole object; the engine skipped the bytes
+  // before offset (HttpRequest::range_offset). Its Content-Length is the total.
+  uint64_t len = 0;
+  if (const std::string* cl = resp.Header("content-length"); cl && ParseDecimal(*cl, &len)) {
+    *total = len;
+  }
+  *announced = *total ? (offset < **total ? **total - offset : 0) : resp.sink_bytes;
+  return Status::OK();
+}
+
+}  // namespace
+
 Status CheckGetAnswer(const HttpResponse& resp, uint64_t offset, uint64_t want,
                       const S3ReadExpect& expect, S3ReadSeen* seen, const std::string& context,
                       size_t* got) {
   *got = 0;
   const long code = resp.status;
-  auto changed = [&](const std::string& why) {
-    return Status::FailedPrecondition(context + ": the object changed (" + why + ")");
-  };
-  auto bad = [&](const std::string& why) {
-    return Status::Corruption(context + ": bad answer (" + why + ")");
-  };
-  const std::string* cr_header = resp.Header("content-range");
-  if (code == 416) {
-    // Nothing returned: the range starts at or past the end.
-    ContentRange cr;
-    std::optional<uint64_t> total;
-    if (cr_header != nullptr && ParseContentRange(*cr_header, &cr)) total = cr.total;
-    if (expect.size) {
-      // A pinned read never asks past the pinned end: the object shrank.
-      return changed("416, object now " + (total ? std::to_string(*total) : std::string("?")) +
-                     " bytes, pinned " + std::to_string(*expect.size));
-    }
-    if (total && offset < *total) return bad("416 for a range inside the object");
-    return Status::OK();
-  }
-  if (code != 200 && code != 206) return bad("HTTP " + std::to_string(code) + " to a GET");
-
-  // The version.
-  const std::string* etag_header = resp.Header("etag");
-  const std::string etag = etag_header ? std::string(NormalizeEtag(*etag_header)) : "";
-  if (!expect.etag.empty()) {
-    if (etag_header == nullptr) return bad("no ETag, cannot confirm version " + expect.etag);
-    if (etag != NormalizeEtag(expect.etag)) {
-      return changed("ETag " + *etag_header + ", expected " + expect.etag);
-    }
-  } else if (expect.size && expect.mtime_ns != 0) {
-    // No ETag to go by: the pinned Last-Modified (whole seconds in HTTP dates).
-    if (const std::string* lm = resp.Header("last-modified")) {
-      const int64_t t = ParseHttpDate(*lm);
-      if (t != 0 && t / 1'000'000'000 != expect.mtime_ns / 1'000'000'000) {
-        return changed("Last-Modified " + *lm);
-      }
-    }
-  }
-
-  // The range and the object's total size.
+  if (code == 416) return Check416(resp, offset, expect, context);
+  if (code != 200 && code != 206) return Bad(context, "HTTP " + std::to_string(code) + " to a GET");
+  std::string etag;
+  TIERFS_RETURN_IF_ERROR(CheckVersion(resp, expect, context, &etag));
   std::optional<uint64_t> total;
-  uint64_t announced = 0;  // bytes of the requested range the answer says it carries
-  if (code == 206) {
-    ContentRange cr;
-    if (cr_header == nullptr) return bad("206 without Content-Range");
-    if (!ParseContentRange(*cr_header, &cr) || cr.unsatisfied) {
-      return bad("unparsable Content-Range " + *cr_header);
-    }
-    if (cr.first != offset) {
-      return bad("Content-Range " + *cr_header + " for a read at " + std::to_string(offset));
-    }
-    total = cr.total;
-    announced = cr.last - cr.first + 1;
-  } else {
-    // 200: the server ignored Range and sends the whole object; the engine skipped the bytes
-    // before offset (HttpRequest::range_offset). Its Content-Length is the total.
-    uint64_t len = 0;
-    if (const std::string* cl = resp.Header("content-length"); cl && ParseDecimal(*cl, &len)) {
-      total = len;
-    }
-    announced = total ? (offset < *total ? *total - offset : 0) : resp.sink_bytes;
-  }
+  uint64_t announced = 0;
+  TIERFS_RETURN_IF_ERROR(AnswerExtent(resp, offset, context, &total, &announced));
   if (expect.size) {
-    if (!total) return bad("the answer does not state the object's size");
+    if (!total) return Bad(context, "the answer does not state the object's size");
     if (*total != *expect.size) {
-      return changed("object now " + std::to_string(*total) + " bytes, pinned " +
-                     std::to_string(*expect.size));
+      return Changed(context, "object now " + std::to_string(*total) + " bytes, pinned " +
+                                  std::to_string(*expect.size));
     }
   }
   // Every answer of one read must be of one version.
   if (seen->any) {
-    if (etag != seen->etag) return changed("ETag changed between parts of one read");
+    if (etag != seen->etag) return Changed(context, "ETag changed between parts of one read");
     if (total && seen->total && *total != *seen->total) {
-      return changed("size changed between parts of one read");
+      return Changed(context, "size changed between parts of one read");
     }
   }
 
@@ -170,13 +197,14 @@ Status CheckGetAnswer(const HttpResponse& resp, uint64_t offset, uint64_t want,
   const uint64_t expected = total ? std::min<uint64_t>(want, *total > offset ? *total - offset : 0)
                                   : std::min<uint64_t>(want, announced);
   if (code == 206 && announced != expected) {
-    return bad("Content-Range " + *cr_header + " for " + std::to_string(want) + " bytes at " +
-               std::to_string(offset));
+    return Bad(context, "Content-Range " + *resp.Header("content-range") + " for " +
+                            std::to_string(want) + " bytes at " + std::to_string(offset));
   }
-  if (resp.sink_bytes > want) return bad("more bytes than the buffer holds");  // engine bound
+  if (resp.sink_bytes > want)
+    return Bad(context, "more bytes than the buffer holds");  // engine bound
   if (resp.sink_bytes != expected) {
-    return bad("body of " + std::to_string(resp.sink_bytes) + " bytes, expected " +
-               std::to_string(expected))
+    return Bad(context, "body of " + std::to_string(resp.sink_bytes) + " bytes, expected " +
+                            std::to_string(expected))
         .WithRetryable(resp.sink_bytes < expected);
   }
   if (!seen->any) {

@@ -299,27 +299,7 @@ class S3BlobStore::GetRun {
       size_t got = 0;
       st = CheckGetAnswer(c.resp, p.offset, p.out.size(), expect_, &seen_, context_, &got);
       if (st.ok()) {
-        // The first good answer wins.
-        if (code != 416 && c.resp.sink_bytes > 0) {
-          s_.tracker_.Record(c.resp.ttfb, c.resp.total, c.resp.sink_bytes);
-        }
-        p.state = State::kDone;
-        p.got = got;
-        s_.bytes_read_ += got;
-        if (c.hedge) {
-          ++s_.hedges_won_;
-          s_.hedge_budget_.OnHedgeSettled(true);
-          if (other != 0) {
-            s_.engine_->Cancel(other);
-            p.copy_pending = true;
-          } else {
-            p.out.CopyIn(
-                0, std::span<const std::byte>(p.hedge_buf.get(), std::min(got, p.out.size())));
-          }
-        } else if (other != 0) {
-          s_.hedge_budget_.OnHedgeSettled(false);  // the original answered first
-          s_.engine_->Cancel(other);
-        }
+        Win(&p, c, got, other);
         return;
       }
     } else {
@@ -342,24 +322,54 @@ class S3BlobStore::GetRun {
       }
       st = S3ErrorToStatus(c.resp, context_, s_.ErrorsContext(p.creds.get()));
     }
-    p.last = st;
+    OnFailure(&p, st, other);
+  }
+
+  // The first good answer to part `p` (`got` bytes), from `c`; `other`: the part's other request
+  // still in flight, or 0.
+  void Win(GetPart* p, const Completion& c, size_t got, HttpRequestId other) {
+    if (c.resp.status != 416 && c.resp.sink_bytes > 0) {
+      s_.tracker_.Record(c.resp.ttfb, c.resp.total, c.resp.sink_bytes);
+    }
+    p->state = State::kDone;
+    p->got = got;
+    s_.bytes_read_ += got;
+    if (c.hedge) {
+      ++s_.hedges_won_;
+      s_.hedge_budget_.OnHedgeSettled(true);
+      if (other != 0) {
+        s_.engine_->Cancel(other);
+        p->copy_pending = true;
+      } else {
+        p->out.CopyIn(0,
+                      std::span<const std::byte>(p->hedge_buf.get(), std::min(got, p->out.size())));
+      }
+    } else if (other != 0) {
+      s_.hedge_budget_.OnHedgeSettled(false);  // the original answered first
+      s_.engine_->Cancel(other);
+    }
+  }
+
+  // A failed answer to part `p`: the read fails, or the part waits for `other` (its request
+  // still in flight, or 0), or it is retried after the policy's backoff.
+  void OnFailure(GetPart* p, const Status& st, HttpRequestId other) {
+    p->last = st;
     if (!st.retryable()) {
       Abort(st);
       return;
     }
     if (other != 0) return;  // the other request of this part may still answer
-    const RetryStep step = NextRetryStep(s_.retry_, st, p.attempts);
+    const RetryStep step = NextRetryStep(s_.retry_, st, p->attempts);
     if (step.kind != RetryStep::Kind::kRetry) {
       exhausted_ = true;
       Abort(st);
       return;
     }
     ++s_.retries_;
-    const std::chrono::milliseconds delay = step.delay;
     SPDLOG_LOGGER_DEBUG(&Logger(Module::kBlobClient), "{}: {}; retry {} in {} ms", s_.describe_,
-                        st.ToString(), p.attempts, delay.count());
-    p.state = State::kWaiting;
-    p.ready_at = SteadyClock::now() + delay;
+                        st.ToString(), p->attempts, step.delay.count());
+    p->state = State::kWaiting;
+    p->ready_at = SteadyClock::now() + step.delay;
   }
 
   S3BlobStore& s_;
