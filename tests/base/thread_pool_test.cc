@@ -70,6 +70,19 @@ std::string WorkerName(ThreadPool* pool) {
   return f.wait_for(kPrompt) == std::future_status::ready ? f.get() : "";
 }
 
+// Keeps a worker of `pool` busy until `gate` opens; true once the worker is in the task.
+bool OccupyWorker(ThreadPool* pool, Gate* gate) {
+  auto started = std::make_shared<std::promise<void>>();
+  auto ready = started->get_future();
+  if (!pool->TrySubmit([started, gate] {
+        started->set_value();
+        gate->Wait();
+      })) {
+    return false;
+  }
+  return ready.wait_for(kPrompt) == std::future_status::ready;
+}
+
 TEST(ThreadPoolTest, RunsEveryTaskOnItsNamedThreads) {
   ThreadPool pool({.name = "tierfs-test", .threads = 3});
   EXPECT_EQ(pool.threads(), 3);
@@ -113,12 +126,7 @@ TEST(ThreadPoolTest, RunsTasksInOrderOnOneThread) {
 TEST(ThreadPoolTest, FullQueueRefusesAndLeavesTheTaskAsItWas) {
   ThreadPool pool({.name = "tierfs-test", .threads = 1, .queue_limit = 2});
   Gate gate;
-  std::promise<void> started;
-  ASSERT_TRUE(pool.TrySubmit([&] {
-    started.set_value();
-    gate.Wait();
-  }));
-  ASSERT_EQ(started.get_future().wait_for(kPrompt), std::future_status::ready);
+  ASSERT_TRUE(OccupyWorker(&pool, &gate));
   std::atomic<int> ran{0};
   ASSERT_TRUE(pool.TrySubmit([&] { ++ran; }));
   ASSERT_TRUE(pool.TrySubmit([&] { ++ran; }));
@@ -137,12 +145,7 @@ TEST(ThreadPoolTest, FullQueueRefusesAndLeavesTheTaskAsItWas) {
 TEST(ThreadPoolTest, QueueIsBoundedByCost) {
   ThreadPool pool({.name = "tierfs-test", .threads = 1, .queue_limit = 10});
   Gate gate;
-  std::promise<void> started;
-  ASSERT_TRUE(pool.TrySubmit([&] {
-    started.set_value();
-    gate.Wait();
-  }));
-  ASSERT_EQ(started.get_future().wait_for(kPrompt), std::future_status::ready);
+  ASSERT_TRUE(OccupyWorker(&pool, &gate));
   EXPECT_TRUE(pool.TrySubmit([] {}, 6));
   EXPECT_FALSE(pool.TrySubmit([] {}, 5));  // 11 > 10
   EXPECT_TRUE(pool.TrySubmit([] {}, 4));   // 10
