@@ -48,20 +48,27 @@ std::string Status::ToString() const {
 
 Status Status::WithDetail(std::string_view detail) const {
   if (ok() || detail.empty()) return *this;
-  std::string m = msg_;
-  if (!m.empty()) m += ": ";
-  m += detail;
-  return Status(code_, m);
+  Status s = *this;
+  if (!s.msg_.empty()) s.msg_ += ": ";
+  s.msg_ += detail;
+  return s;
 }
 
 Status Status::WithContext(std::string_view context) const {
   if (ok()) return *this;
-  std::string m(context);
+  Status s = *this;
+  s.msg_ = std::string(context);
   if (!msg_.empty()) {
-    m += ": ";
-    m += msg_;
+    s.msg_ += ": ";
+    s.msg_ += msg_;
   }
-  return Status(code_, m);
+  return s;
+}
+
+Status Status::WithRetryable(bool retryable) const {
+  Status s = *this;
+  s.retryable_ = retryable && !ok();
+  return s;
 }
 
 Status Status::FromErrno(int err, std::string_view what) {
@@ -99,15 +106,6 @@ Status Status::FromErrno(int err, std::string_view what) {
   }
 }
 
-bool IsRetryable(const Status& s) {
-  switch (s.code()) {
-    case Status::Code::kUnavailable:
-    case Status::Code::kTimedOut:
-    case Status::Code::kIOError:
-      return true;
-    default:
-      return false;
-  }
-}
+bool IsRetryable(const Status& s) { return s.retryable(); }
 
 }  // namespace tierfs

@@ -5,6 +5,12 @@
 // calls the library; everything above that sees only Status. Conversion to errno happens in
 // exactly one place, fuse/ (ToErrno).
 //
+// Retryability is decided where a Status is made, too: retryable() says whether the same request
+// may succeed if sent again. It follows the code (Unavailable, TimedOut and IOError are
+// retryable) unless the maker knows better and says so with WithRetryable (an HTTP 400 is an
+// IOError no retry cures; a body cut short by a proxy is a Corruption a retry may cure). Retry
+// loops ask the Status (base/retry.h), never the code that made it.
+//
 // Thread-safety: a Status is a value type; distinct objects may be used from distinct threads.
 #pragma once
 
@@ -61,6 +67,11 @@ class [[nodiscard]] Status {
   Code code() const { return code_; }
   const std::string& message() const { return msg_; }
   bool IsNotFound() const { return code_ == Code::kNotFound; }
+  // Whether sending the same request again may succeed (see the file comment). False for OK.
+  bool retryable() const { return retryable_; }
+
+  // This status, retryable or not as its maker knows (OK stays OK and not retryable).
+  Status WithRetryable(bool retryable) const;
 
   // "NotFound: no such key 'a/b'"; "OK" for OK.
   std::string ToString() const;
@@ -73,14 +84,19 @@ class [[nodiscard]] Status {
   friend bool operator==(const Status& a, const Status& b) { return a.code_ == b.code_; }
 
  private:
-  Status(Code code, std::string_view msg) : code_(code), msg_(msg) {}
+  Status(Code code, std::string_view msg)
+      : code_(code), retryable_(RetryableByCode(code)), msg_(msg) {}
+  static bool RetryableByCode(Code code) {
+    return code == Code::kUnavailable || code == Code::kTimedOut || code == Code::kIOError;
+  }
   Code code_ = Code::kOk;
+  bool retryable_ = false;
   std::string msg_;
 };
 
 std::string_view CodeName(Status::Code code);
 
-// True for failures that a retry may cure: Unavailable, TimedOut, IOError from the network.
+// s.retryable(): true for failures that a retry may cure, as their maker decided.
 bool IsRetryable(const Status& s);
 
 }  // namespace tierfs

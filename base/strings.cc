@@ -83,4 +83,10 @@ std::pair<std::string_view, std::string_view> SplitPath(std::string_view path) {
   return {path.substr(0, slash), path.substr(slash + 1)};
 }
 
+std::string_view ParentDir(std::string_view path) {
+  const size_t slash = path.rfind('/');
+  if (slash == 0 || slash == std::string_view::npos) return "/";
+  return path.substr(0, slash);
+}
+
 }  // namespace tierfs

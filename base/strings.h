@@ -42,4 +42,8 @@ std::string JoinPath(std::string_view dir, std::string_view name);
 // "a/b/c" → ("a/b", "c"); "c" → ("", "c"): the directory and the last name.
 std::pair<std::string_view, std::string_view> SplitPath(std::string_view path);
 
+// Absolute local paths: the parent directory. "/a/b" → "/a"; "/a" → "/"; "/" → "/" (and, for a
+// path without '/', "/").
+std::string_view ParentDir(std::string_view path);
+
 }  // namespace tierfs

@@ -12,6 +12,7 @@
 
 #include "base/logging.h"
 #include "base/mutex.h"
+#include "base/retry.h"
 #include "blobclient/credentials.h"
 #include "blobclient/http_transport.h"
 #include "blobclient/sigv4.h"
@@ -93,26 +94,39 @@ std::string Snippet(std::string_view s, size_t max = 200) {
   return out;
 }
 
+// A credentials service's answer as a Status, retryable exactly for the answers worth sending
+// again (RetryableHttpStatus: 5xx, 429, 408).
 Status HttpError(std::string_view what, long status, std::string_view detail) {
   std::string msg = std::string(what) + ": HTTP " + std::to_string(status);
   if (!detail.empty()) msg += ": " + std::string(detail);
   if (RetryableHttpStatus(status)) return Status::Unavailable(msg);
   if (status == 401 || status == 403) return Status::PermissionDenied(msg);
   if (status == 404) return Status::NotFound(msg);
-  return Status::IOError(msg);
+  return Status::IOError(msg).WithRetryable(false);
 }
 
-// One exchange with a credentials service, retried once on transport errors and 5xx.
+// The retries of one exchange with a credentials service (a local agent or a regional
+// endpoint): `attempts` in all, a short jittered backoff between them.
+RetryPolicy ServiceRetries(int attempts) {
+  return {.max_attempts = std::max(1, attempts),
+          .backoff_base = std::chrono::milliseconds(50),
+          .backoff_max = std::chrono::milliseconds(500)};
+}
+
+// One exchange with a credentials service in the one retry loop: sent again after a retryable
+// transport failure or answer (HttpError's Status says which). Any other answer is returned for
+// the caller to judge.
 Result<HttpResponse> Exchange(HttpEngine* engine, const HttpRequest& req, int attempts,
                               std::string_view what) {
   if (engine == nullptr) return Status::Internal(std::string(what) + ": no HTTP transport");
-  Status last;
-  for (int i = 0; i < std::max(1, attempts); ++i) {
+  return Retry(ServiceRetries(attempts), [&](int) -> Result<HttpResponse> {
     Result<HttpResponse> r = engine->Execute(req);
-    if (r.ok() && r->status < 500) return r;
-    last = r.ok() ? HttpError(what, r->status, "") : r.status().WithContext(what);
-  }
-  return last;
+    if (!r.ok()) return r.status().WithContext(what);
+    if (r->status < 200 || r->status >= 300) {
+      if (Status answer = HttpError(what, r->status, ""); answer.retryable()) return answer;
+    }
+    return r;
+  });
 }
 
 // ---- Fixed ----
@@ -162,8 +176,14 @@ Result<FetchedCredentials> CallSts(const StsEndpoint& sts, std::string_view acti
   req.timeout = sts.timeout;
   req.low_speed_time = sts.timeout;
   req.ca_bundle = sts.ca_bundle;
-  TIERFS_ASSIGN_OR_RETURN(HttpResponse resp, Exchange(sts.engine, req, 2, what));
-  return ParseStsAnswer(resp.status, resp.body, action);
+  if (sts.engine == nullptr) return Status::Internal(what + ": no HTTP transport");
+  // The answer's Status is made by ParseStsAnswer (Throttling is retryable, whatever its HTTP
+  // status), so the whole call is the attempt.
+  return Retry(ServiceRetries(2), [&](int) -> Result<FetchedCredentials> {
+    Result<HttpResponse> resp = sts.engine->Execute(req);
+    if (!resp.ok()) return resp.status().WithContext(what);
+    return ParseStsAnswer(resp->status, resp->body, action);
+  });
 }
 
 class WebIdentitySource final : public CredentialSource {

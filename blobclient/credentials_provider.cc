@@ -6,6 +6,8 @@
 // pointer in. Readers copy the pointer under the mutex (a few ns) and never wait for a fetch in
 // progress unless their credentials are expired. Waits use the wall clock of the injected Clock,
 // slept in slices of at most kTick so a FakeClock moved by a test is noticed.
+#include <pthread.h>
+
 #include <algorithm>
 #include <thread>
 #include <utility>
@@ -136,6 +138,7 @@ class RefreshingProvider final : public CredentialsProvider {
   }
 
   void Run() {
+    pthread_setname_np(pthread_self(), "tierfs-creds");
     mu_.Lock();
     while (!stop_) {
       const int64_t now = clock_->NowUnixNanos();

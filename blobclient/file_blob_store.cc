@@ -273,9 +273,7 @@ class FileBlobStore final : public BlobStore {
       }
       // A prefix "a/b/" is the directory "b" in "a".
       const std::string_view path = it->is_prefix ? key.substr(0, key.size() - 1) : key;
-      const size_t slash = path.rfind('/');
-      const std::string_view key_parent =
-          slash == std::string_view::npos ? std::string_view() : path.substr(0, slash);
+      const auto [key_parent, key_name] = SplitPath(path);
       if (!have_parent || key_parent != parent) {
         have_parent = true;
         parent = std::string(key_parent);
@@ -284,7 +282,7 @@ class FileBlobStore final : public BlobStore {
         if (dir.get() < 0 && !Gone(errno)) return ListFailure(errno, "open", parent);
       }
       if (dir.get() < 0) continue;  // the directory went away since the scan
-      const std::string name(path.substr(slash + 1));
+      const std::string name(key_name);
       struct stat st;
       if (::fstatat(dir.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
         if (Gone(errno)) continue;  // vanished since the scan
@@ -316,8 +314,7 @@ class FileBlobStore final : public BlobStore {
     TIERFS_RETURN_IF_ERROR(CheckKey(key));
     const std::string path = Path(key);
     TIERFS_RETURN_IF_ERROR(MakeParents(key));
-    const size_t slash = path.rfind('/');
-    std::string tmpl = path.substr(0, slash + 1) + std::string(kTempMarker) + "XXXXXX";
+    std::string tmpl = JoinPath(SplitPath(path).first, std::string(kTempMarker) + "XXXXXX");
     int fd = ::mkostemp(tmpl.data(), O_CLOEXEC);
     if (fd < 0) return Fail(Status::FromErrno(errno, Ctx("mkstemp for", key)));
     size_t done = 0;
@@ -416,10 +413,9 @@ class FileBlobStore final : public BlobStore {
     scan->delimiter = std::string(delimiter);
     scan->taken = std::chrono::steady_clock::now();
     TIERFS_ASSIGN_OR_RETURN(scan->root, ResolveRoot());
-    const size_t cut = prefix.rfind('/');
-    const std::string dir(cut == std::string_view::npos ? "" : prefix.substr(0, cut + 1));
-    const std::string_view name_part =
-        cut == std::string_view::npos ? prefix : prefix.substr(cut + 1);
+    // The directory part keeps its '/' ("a/b" → "a/" and "b").
+    const std::string_view name_part = SplitPath(prefix).second;
+    const std::string dir(prefix.substr(0, prefix.size() - name_part.size()));
     TIERFS_RETURN_IF_ERROR(Walk(dir, name_part, scan.get()));
     std::sort(scan->items.begin(), scan->items.end(),
               [&](const ScanItem& a, const ScanItem& b) { return scan->Key(a) < scan->Key(b); });
@@ -559,10 +555,8 @@ class FileBlobStore final : public BlobStore {
   // lstat of `key` below `root_fd` without following symlinks in any component; NotFound unless
   // it is a regular file.
   Status StatRegular(int root_fd, std::string_view key, struct stat* st) {
-    const std::string k(key);
-    const size_t slash = k.rfind('/');
-    const std::string parent = slash == std::string::npos ? std::string() : k.substr(0, slash);
-    const std::string name = slash == std::string::npos ? k : k.substr(slash + 1);
+    const auto [parent_part, name_part] = SplitPath(key);
+    const std::string parent(parent_part), name(name_part);
     UniqueFd dir(OpenBeneath(root_fd, parent, O_RDONLY | O_DIRECTORY, &have_openat2_));
     if (dir.get() < 0) return OpenFailure(errno, key);
     if (::fstatat(dir.get(), name.c_str(), st, AT_SYMLINK_NOFOLLOW) != 0) {

@@ -595,8 +595,10 @@ Status HttpStatusToStatus(long http_status, std::string_view context, std::strin
   if (RetryableHttpStatus(http_status)) {
     return http_status == 408 ? Status::TimedOut(msg) : Status::Unavailable(msg);
   }
-  if (http_status == 0) return Status::Unavailable(msg + " (no response)");
-  return Status::IOError(msg);
+  // An exchange that completed without an HTTP status (not an HTTP server), a 400, a 409, ...:
+  // the same request gets the same answer, so the Status says it is not worth another try.
+  if (http_status == 0) return Status::Unavailable(msg + " (no response)").WithRetryable(false);
+  return Status::IOError(msg).WithRetryable(false);
 }
 
 HttpEngine* AsEngine(HttpTransport* transport) { return dynamic_cast<HttpEngine*>(transport); }

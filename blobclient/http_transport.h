@@ -131,16 +131,18 @@ class HttpEngine : public HttpTransport {
 
 // Maps an HTTP status code to a Status (C3): 2xx → OK; 404 → NotFound; 412 → FailedPrecondition;
 // 401/403 → PermissionDenied; 429, 5xx (503 SlowDown) → Unavailable; 408 → TimedOut; 400 and the
-// rest → IOError (not retried: see RetryableHttpStatus). 416 is not an error for ranged reads;
+// rest → IOError. The Status is retryable() exactly when RetryableHttpStatus says so (an IOError
+// from an answer is not, unlike one from the transport). 416 is not an error for ranged reads;
 // callers handle it first. `context` (method + key) and a snippet of the error body (S3's <Code>)
 // go into the message.
 Status HttpStatusToStatus(long http_status, std::string_view context, std::string_view body);
 
 // Whether the same request may get another answer than this one if sent again: 5xx, 429
 // (throttled), 408 (the server timed the request out); exactly the answers HttpStatusToStatus
-// maps to Unavailable or TimedOut. The one rule for an HTTP answer: every retry loop of the S3
-// store and the credential sources asks it. (A failure without an answer, a transport error, is
-// judged by IsRetryable on its Status: curl's resets and timeouts are Unavailable/TimedOut.)
+// maps to Unavailable or TimedOut. The one rule for an HTTP answer, applied where its Status is
+// made (HttpStatusToStatus, the credential services' answers); retry loops ask the Status
+// (base/retry.h). A transport failure's Status is made by the engine from curl's code: resets
+// and timeouts are Unavailable/TimedOut, retryable.
 bool RetryableHttpStatus(long http_status);
 
 // "tierfs/VERSION": the User-Agent of every request the engine sends.

@@ -13,6 +13,7 @@
 
 #include "base/fd.h"
 #include "base/logging.h"
+#include "base/strings.h"
 
 namespace tierfs {
 namespace {
@@ -50,11 +51,6 @@ std::deque<std::string> Components(const std::string& path) {
 
 std::string Join(const std::string& dir, const std::string& name) {
   return dir == "/" ? "/" + name : dir + "/" + name;
-}
-
-std::string Parent(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  return slash == 0 || slash == std::string::npos ? "/" : path.substr(0, slash);
 }
 
 // A directory on the way to the cache directory must be one no other user can change: otherwise
@@ -197,7 +193,7 @@ Result<UniqueFd> OpenCacheDir(const std::string& dir) {
       continue;
     }
     if (next->get() < 0) return Status::FromErrno(errno, "cache directory " + dir + ": ..");
-    at.path = name == ".." ? Parent(at.path) : Join(at.path, name);
+    at.path = name == ".." ? std::string(ParentDir(at.path)) : Join(at.path, name);
     at.fd = std::move(*next);
     if (todo.empty()) break;  // the cache directory itself: CheckCacheDir
     if (::fstat(at.fd.get(), &at.st) != 0) return Status::FromErrno(errno, "stat " + at.path);

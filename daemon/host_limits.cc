@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/strings.h"
 #include "base/units.h"
 
 namespace tierfs {
@@ -64,7 +65,7 @@ uint64_t CgroupMemoryLimit(const std::string& proc_self_cgroup, const std::strin
         if (where != nullptr) *where = dir + path + "/" + file;
       }
       if (path.empty()) break;
-      path.resize(path.rfind('/'));
+      path = std::string(SplitPath(path).first);
     }
   }
   return best;
@@ -89,8 +90,7 @@ HostLimits ReadHostLimits(const std::string& cache_dir) {
   std::string dir = cache_dir.empty() ? "/" : cache_dir;
   struct statvfs vfs;
   while (::statvfs(dir.c_str(), &vfs) != 0 && dir != "/") {
-    const size_t slash = dir.rfind('/');
-    dir = slash == 0 || slash == std::string::npos ? "/" : dir.substr(0, slash);
+    dir = std::string(ParentDir(dir));
   }
   if (::statvfs(dir.c_str(), &vfs) == 0) {
     h.cache_fs_bytes = static_cast<uint64_t>(vfs.f_blocks) * vfs.f_frsize;

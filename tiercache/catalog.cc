@@ -27,13 +27,10 @@
 // metadata store accepts moves the directory back.
 #include "tiercache/catalog.h"
 
-#include <pthread.h>
-
 #include <algorithm>
 #include <deque>
 #include <map>
 #include <set>
-#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -41,6 +38,7 @@
 #include "base/memory.h"
 #include "base/mutex.h"
 #include "base/strings.h"
+#include "base/thread_pool.h"
 #include "base/units.h"
 #include "tiercache/single_flight.h"
 
@@ -90,19 +88,14 @@ class CatalogImpl final : public Catalog {
         origin_(origin),
         meta_(meta),
         clock_(clock),
-        source_(origin->Describe()) {
-    if (options_.stale_while_revalidate) {
-      refresher_ = std::jthread([this](std::stop_token st) { RefresherLoop(st); });
-    }
-  }
+        source_(origin->Describe()),
+        refresher_({.name = "tierfs-catalog",
+                    .number_threads = false,
+                    .threads = options_.stale_while_revalidate ? 1 : 0}) {}
 
   ~CatalogImpl() override {
-    {
-      MutexLock l(&queue_mu_);
-      stopping_ = true;
-      queue_cv_.SignalAll();
-    }
-    if (refresher_.joinable()) refresher_.join();
+    // Queued refreshes are dropped; the one running finishes.
+    refresher_.Stop(ThreadPool::kDiscard);
   }
 
   Result<DirEntry> Lookup(std::string_view dir, std::string_view name) override {
@@ -414,52 +407,40 @@ class CatalogImpl final : public Catalog {
 
   // Queues `dir` for the refresher unless it is already queued or being refreshed.
   void ScheduleRefresh(std::string_view dir) EXCLUDES(queue_mu_) {
-    MutexLock l(&queue_mu_);
-    if (stopping_ || !queued_.emplace(dir).second) return;
-    queue_.emplace_back(dir);
-    queue_cv_.Signal();
+    {
+      MutexLock l(&queue_mu_);
+      if (!queued_.emplace(dir).second) return;
+    }
+    auto refresh = [this, d = std::string(dir)] { RefreshInBackground(d); };
+    if (refresher_.TrySubmit(std::move(refresh))) return;
+    MutexLock l(&queue_mu_);  // stopping (or no refresher): the stale record stays
+    queued_.erase(std::string(dir));
+    if (queued_.empty()) idle_cv_.SignalAll();
   }
 
-  void RefresherLoop(std::stop_token) EXCLUDES(queue_mu_) {
-    pthread_setname_np(pthread_self(), "tierfs-catalog");
-    while (true) {
-      std::string dir;
-      {
-        MutexLock l(&queue_mu_);
-        while (queue_.empty() && !stopping_) queue_cv_.Wait();
-        if (stopping_) {
-          queue_.clear();
-          queued_.clear();
-          idle_cv_.SignalAll();
-          return;
-        }
-        dir = std::move(queue_.front());
-        queue_.pop_front();
+  void RefreshInBackground(const std::string& dir) EXCLUDES(queue_mu_) {
+    ++stats_.background_refreshes;
+    Result<bool> r = flights_.Do(dir, [&]() -> Result<bool> {
+      TIERFS_RETURN_IF_ERROR(Refresh(dir, DirKey(dir)));
+      return true;
+    });
+    if (!r.ok() && r.status().IsNotFound()) {
+      // Not a directory of the source any more: drop the stale listing (and, the key being a
+      // prefix, those of its subdirectories and of same-prefix siblings: they are relisted on
+      // their next use), so the next lookup lists afresh and sees it gone.
+      Status st = meta_->DropDirs(DirKey(dir));
+      LeaveOverflow(DirKey(dir));
+      ForgetSnapshot(DirKey(dir));
+      if (!st.ok()) {
+        Logger(Module::kTierCache).warn("cannot drop the listing of '{}': {}", dir, st.ToString());
       }
-      ++stats_.background_refreshes;
-      Result<bool> r = flights_.Do(dir, [&]() -> Result<bool> {
-        TIERFS_RETURN_IF_ERROR(Refresh(dir, DirKey(dir)));
-        return true;
-      });
-      if (!r.ok() && r.status().IsNotFound()) {
-        // Not a directory of the source any more: drop the stale listing (and, the key being a
-        // prefix, those of its subdirectories and of same-prefix siblings: they are relisted on
-        // their next use), so the next lookup lists afresh and sees it gone.
-        Status st = meta_->DropDirs(DirKey(dir));
-        LeaveOverflow(DirKey(dir));
-        ForgetSnapshot(DirKey(dir));
-        if (!st.ok()) {
-          Logger(Module::kTierCache)
-              .warn("cannot drop the listing of '{}': {}", dir, st.ToString());
-        }
-      } else if (!r.ok()) {
-        Logger(Module::kTierCache)
-            .warn("background refresh of '{}' failed: {}", dir, r.status().ToString());
-      }
-      MutexLock l(&queue_mu_);
-      queued_.erase(dir);
-      if (queued_.empty()) idle_cv_.SignalAll();
+    } else if (!r.ok()) {
+      Logger(Module::kTierCache)
+          .warn("background refresh of '{}' failed: {}", dir, r.status().ToString());
     }
+    MutexLock l(&queue_mu_);
+    queued_.erase(dir);
+    if (queued_.empty()) idle_cv_.SignalAll();
   }
 
   // ---- snapshots ----
@@ -635,14 +616,11 @@ class CatalogImpl final : public Catalog {
   Mutex snap_mu_;  // a leaf
   std::unordered_map<std::string, SnapSlot> snapshots_ GUARDED_BY(snap_mu_);
 
-  Mutex queue_mu_;                // a leaf
-  CondVar queue_cv_{&queue_mu_};  // work queued, or stopping
-  CondVar idle_cv_{&queue_mu_};   // queued_ became empty
-  std::deque<std::string> queue_ GUARDED_BY(queue_mu_);
+  Mutex queue_mu_;                                                   // a leaf
+  CondVar idle_cv_{&queue_mu_};                                      // queued_ became empty
   std::set<std::string, std::less<>> queued_ GUARDED_BY(queue_mu_);  // queued or running
-  bool stopping_ GUARDED_BY(queue_mu_) = false;
 
-  std::jthread refresher_;  // last: started after every member above is initialised
+  ThreadPool refresher_;  // last: started after every member above is initialised
 };
 
 }  // namespace

@@ -16,12 +16,6 @@
 namespace tierfs {
 namespace {
 
-std::pair<std::string_view, std::string_view> SplitLast(std::string_view path) {
-  size_t slash = path.rfind('/');
-  if (slash == std::string_view::npos) return {std::string_view(), path};
-  return {path.substr(0, slash), path.substr(slash + 1)};
-}
-
 // Thread-safe: immutable after construction (the stats are atomics).
 class ManifestCatalog final : public Catalog {
  public:
@@ -40,7 +34,7 @@ class ManifestCatalog final : public Catalog {
         end = dir.find('/', end + 1);
         const std::string_view prefix = dir.substr(0, end);
         if (!tree.try_emplace(std::string(prefix)).second) continue;
-        auto [parent, base] = SplitLast(prefix);
+        auto [parent, base] = SplitPath(prefix);
         DirEntry d;
         d.name = std::string(base);
         d.type = EntryType::kDir;
@@ -68,7 +62,7 @@ class ManifestCatalog final : public Catalog {
         add_dirs(key);
         continue;
       }
-      auto [dir, name] = SplitLast(key);
+      auto [dir, name] = SplitPath(key);
       add_dirs(dir);
       DirEntry f;
       f.name = std::string(name);
@@ -148,7 +142,7 @@ class ManifestCatalog final : public Catalog {
       root.type = EntryType::kDir;
       return root;
     }
-    auto [dir, name] = SplitLast(path);
+    auto [dir, name] = SplitPath(path);
     return Lookup(dir, name);
   }
 

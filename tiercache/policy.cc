@@ -7,6 +7,7 @@
 #include <charconv>
 
 #include "base/logging.h"
+#include "base/strings.h"
 #include "base/units.h"
 #include "tiercache/admission.h"
 
@@ -190,8 +191,7 @@ EffectivePolicy PolicyResolver::Resolve(std::string_view path) const {
           Fill(it->second, &out, &pin, &ttl, &ev, &admit);
         }
         if (p.empty() || (pin && ttl && ev && admit)) break;
-        size_t slash = p.rfind('/');
-        p = slash == std::string_view::npos ? std::string_view() : p.substr(0, slash);
+        p = SplitPath(p).first;
       }
     }
   }

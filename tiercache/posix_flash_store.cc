@@ -19,6 +19,7 @@
 #include <system_error>
 
 #include "base/fd.h"
+#include "base/strings.h"
 #include "tiercache/tier.h"
 
 namespace tierfs {
@@ -37,11 +38,6 @@ Status MakeDirs(const std::string& dir) {
   return Status::OK();
 }
 
-std::string DirName(const std::string& path) {
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? std::string() : path.substr(0, slash);
-}
-
 // Thread-safe; no external synchronization needed (no mutable state besides atomics).
 class PosixFlashStore final : public FlashStore {
  public:
@@ -58,7 +54,7 @@ class PosixFlashStore final : public FlashStore {
     int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | (direct > 0 ? O_DIRECT : 0);
     int fd = ::open(tmp.c_str(), flags, 0600);
     if (fd < 0 && errno == ENOENT) {
-      TIERFS_RETURN_IF_ERROR(MakeDirs(DirName(tmp)));
+      TIERFS_RETURN_IF_ERROR(MakeDirs(std::string(SplitPath(tmp).first)));
       fd = ::open(tmp.c_str(), flags, 0600);
     }
     if (fd < 0 && errno == EINVAL && (flags & O_DIRECT) != 0) {  // no O_DIRECT here (tmpfs)

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/strings.h"
 #include "tiercache/tier.h"
 
 namespace tierfs {
@@ -26,11 +27,8 @@ Prefetcher::Prefetcher(const PrefetcherOptions& options, TieredCache* cache, Cat
 void Prefetcher::OnOpen(const ObjectRef& opened) {
   if (options_.next_files <= 0 || opened.info.size > options_.next_files_max_bytes) return;
   const std::string& path = opened.key;
-  const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? std::string() : path.substr(0, slash);
-  const std::string_view name = slash == std::string::npos
-                                    ? std::string_view(path)
-                                    : std::string_view(path).substr(slash + 1);
+  const auto [dir_part, name] = SplitPath(path);
+  const std::string dir(dir_part);
   // Whether the opened file was fetched ahead (or read before): how the guesses do.
   const bool held = cache_->HostHolds(opened, 0, 1);
   bool warm = false;

@@ -17,19 +17,16 @@
 // - The tier is also the ListingShare (listing_share.h): directory listings are objects
 //   "listings/<32 hex>" in the same framing (l3_listing.h), read on the caller's thread through
 //   the same store (short timeouts) and breaker, and written by the same uploaders and queue.
-#include <pthread.h>
-
 #include <algorithm>
 #include <array>
 #include <cstring>
-#include <deque>
-#include <stop_token>
-#include <thread>
+#include <latch>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "base/logging.h"
 #include "base/mutex.h"
+#include "base/thread_pool.h"
 #include "tiercache/internal/block_key_hash.h"
 #include "tiercache/internal/l3_listing.h"
 #include "tiercache/internal/l3_object.h"
@@ -82,28 +79,32 @@ struct WriteJob {
 // of the rest (its header tells how long it is).
 constexpr size_t kListingFirstRead = 256 * 1024;
 
+// ReadMany's helper threads: read_parallel - 1 per call and read_parallel over all calls (none
+// when each call reads alone).
+int ReadHelperThreads(const RemoteTierOptions& options) {
+  return options.read_parallel > 1 ? options.read_parallel : 0;
+}
+
 // Thread-safe; no external synchronization needed.
 class RemoteTier final : public Tier, public ListingShare {
  public:
   RemoteTier(const RemoteTierOptions& options, BlobStore* store, Clock* clock)
-      : options_(options), store_(store), clock_(clock), queue_cv_(&queue_mu_) {}
+      : options_(options),
+        store_(store),
+        clock_(clock),
+        readers_({.name = "tierfs-l3-r",
+                  .number_threads = false,
+                  .threads = ReadHelperThreads(options),
+                  .queue_limit = static_cast<size_t>(ReadHelperThreads(options))}),
+        writers_({.name = "tierfs-l3-w",
+                  .number_threads = false,
+                  .threads = options.write_threads,
+                  .queue_limit = options.write_queue}) {}
 
   ~RemoteTier() override {
     // Pending uploads are abandoned: L3 is a cache, and shutdown must not wait on a slow store.
-    for (auto& t : writers_) t.request_stop();
-    {
-      MutexLock l(&queue_mu_);
-      write_dropped_ += queue_.size();
-      queue_.clear();
-    }
-    queue_cv_.SignalAll();
-    writers_.clear();  // joins; a writer finishes the upload it is in
-  }
-
-  void StartWriters() {
-    for (int i = 0; i < options_.write_threads; ++i) {
-      writers_.emplace_back([this](std::stop_token st) { WriterLoop(st); });
-    }
+    // A writer finishes the upload it is in.
+    write_dropped_ += writers_.Stop(ThreadPool::kDiscard);
   }
 
   std::string_view name() const override { return "l3"; }
@@ -183,17 +184,22 @@ class RemoteTier final : public Tier, public ListingShare {
         out[i] = Read(keys[i]);
       }
     };
-    {
-      std::vector<std::jthread> helpers;
-      helpers.reserve(helpers_n);
-      for (size_t w = 0; w < helpers_n; ++w) {
-        helpers.emplace_back([&work] {
-          pthread_setname_np(pthread_self(), "tierfs-l3-r");
-          work();
-        });
+    // Each helper task counts down when it is destroyed: after its work() ran, or at once when
+    // the pool refuses it (then this thread reads its share).
+    struct CountDown {
+      std::shared_ptr<std::latch> done;
+      explicit CountDown(std::shared_ptr<std::latch> d) : done(std::move(d)) {}
+      CountDown(CountDown&&) noexcept = default;
+      ~CountDown() {
+        if (done) done->count_down();
       }
-      work();
-    }  // joins the helpers
+    };
+    auto done = std::make_shared<std::latch>(static_cast<std::ptrdiff_t>(helpers_n));
+    for (size_t w = 0; w < helpers_n; ++w) {
+      (void)readers_.TrySubmit([&work, c = CountDown(done)] { work(); });
+    }
+    work();
+    done->wait();  // every helper is out of `work`: the slots and `next` are ours again
     read_helpers_.fetch_sub(static_cast<int>(helpers_n), std::memory_order_relaxed);
     return out;
   }
@@ -210,17 +216,9 @@ class RemoteTier final : public Tier, public ListingShare {
       ++write_dropped_;
       return Status::Unavailable("l3: circuit open; write dropped");
     }
-    {
-      MutexLock l(&queue_mu_);
-      if (pending_.count(key) != 0) return Status::OK();
-      if (queue_.size() >= options_.write_queue) {
-        ++write_dropped_;
-        return Status::NoSpace("l3: write queue full; write dropped");
-      }
-      queue_.push_back(WriteJob{key, block, nullptr, hint.owner});
-      pending_.insert(key);
+    if (!QueueWrite(WriteJob{key, block, nullptr, hint.owner})) {
+      return Status::NoSpace("l3: write queue full; write dropped");
     }
-    queue_cv_.Signal();
     return Status::OK();
   }
 
@@ -302,26 +300,15 @@ class RemoteTier final : public Tier, public ListingShare {
       ++write_dropped_;
       return;
     }
-    const BlockKey key = ListingKey(source, dir);
-    {
-      MutexLock l(&queue_mu_);
-      if (pending_.count(key) != 0) return;  // one just taken is on its way
-      if (queue_.size() >= options_.write_queue) {
-        ++write_dropped_;
-        return;
-      }
-      auto job = std::make_shared<ListingJob>(
-          ListingJob{std::string(source), std::string(dir), std::move(listing)});
-      queue_.push_back(WriteJob{key, nullptr, std::move(job), BlockOwner{}});
-      pending_.insert(key);
-    }
-    queue_cv_.Signal();
+    auto job = std::make_shared<ListingJob>(
+        ListingJob{std::string(source), std::string(dir), std::move(listing)});
+    (void)QueueWrite(WriteJob{ListingKey(source, dir), nullptr, std::move(job), BlockOwner{}});
   }
 
   void AppendExtraStats(std::vector<std::pair<std::string, uint64_t>>* out) const override {
     uint64_t pending;
     {
-      MutexLock l(&queue_mu_);
+      MutexLock l(&pending_mu_);
       pending = pending_.size();
     }
     out->emplace_back("write.pending", pending);
@@ -436,24 +423,26 @@ class RemoteTier final : public Tier, public ListingShare {
 
   // ---- the uploaders ----
 
-  void WriterLoop(std::stop_token st) {
-    pthread_setname_np(pthread_self(), "tierfs-l3-w");
-    std::vector<std::byte> buf;
-    while (true) {
-      WriteJob job;
-      {
-        MutexLock l(&queue_mu_);
-        while (queue_.empty() && !st.stop_requested()) queue_cv_.Wait();
-        if (st.stop_requested()) return;
-        job = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      Upload(job, &buf);
-      {
-        MutexLock l(&queue_mu_);
-        pending_.erase(job.key);
-      }
+  // Queues `job` for the uploaders unless its key is queued or being uploaded already (true: it
+  // is on its way); false when the queue is full (the write is dropped and counted).
+  bool QueueWrite(WriteJob job) EXCLUDES(pending_mu_) {
+    {
+      MutexLock l(&pending_mu_);
+      if (!pending_.insert(job.key).second) return true;  // one queued or just taken is on its way
     }
+    const BlockKey key = job.key;
+    auto upload = [this, job = std::move(job)] {
+      // One scratch buffer per uploader thread, reused from upload to upload.
+      thread_local std::vector<std::byte> buf;
+      Upload(job, &buf);
+      MutexLock l(&pending_mu_);
+      pending_.erase(job.key);
+    };
+    if (writers_.TrySubmit(std::move(upload))) return true;
+    ++write_dropped_;
+    MutexLock l(&pending_mu_);
+    pending_.erase(key);
+    return false;
   }
 
   void Upload(const WriteJob& job, std::vector<std::byte>* buf) {
@@ -527,7 +516,7 @@ class RemoteTier final : public Tier, public ListingShare {
   std::atomic<uint64_t> listings_hits_{0}, listings_stored_{0}, listings_rejected_{0};
   std::atomic<uint64_t> listings_old_{0}, listing_errors_{0};
   std::atomic<int> consecutive_failures_{0};
-  std::atomic<int> read_helpers_{0};  // ReadMany helper threads running now (<= read_parallel)
+  std::atomic<int> read_helpers_{0};  // ReadMany helper tasks running now (<= read_parallel)
   std::atomic<int64_t> open_until_ns_{INT64_MIN};
 
   Mutex known_mu_;
@@ -537,15 +526,14 @@ class RemoteTier final : public Tier, public ListingShare {
   std::unordered_map<ObjectId, std::unordered_set<BlockKey, BlockKeyHash>, BlockKeyHash> owners_
       GUARDED_BY(known_mu_);
 
-  mutable Mutex queue_mu_;
-  CondVar queue_cv_;
-  // State below is protected by queue_mu_.
-  std::deque<WriteJob> queue_ GUARDED_BY(queue_mu_);
+  mutable Mutex pending_mu_;  // a leaf
   // Keys queued or being uploaded (so one block is not queued twice).
-  std::unordered_set<BlockKey, BlockKeyHash> pending_ GUARDED_BY(queue_mu_);
+  std::unordered_set<BlockKey, BlockKeyHash> pending_ GUARDED_BY(pending_mu_);
 
-  // Declared last: destroyed (joined) first, while everything they use is alive.
-  std::vector<std::jthread> writers_;
+  // Declared last: destroyed (joined) first, while everything their tasks use is alive. ReadMany
+  // helpers (bounded by read_helpers_, so never queued long), and the uploaders.
+  ThreadPool readers_;
+  ThreadPool writers_;
 };
 
 }  // namespace
@@ -565,9 +553,7 @@ Result<std::unique_ptr<Tier>> NewRemoteTier(const RemoteTierOptions& options, Bl
     return Status::InvalidArgument("l3: breaker_failures must be >= 1");
   }
   if (options.ttl.count() <= 0) return Status::InvalidArgument("l3: ttl must be positive");
-  auto tier = std::make_unique<RemoteTier>(options, store, clock);
-  tier->StartWriters();
-  return std::unique_ptr<Tier>(std::move(tier));
+  return std::unique_ptr<Tier>(std::make_unique<RemoteTier>(options, store, clock));
 }
 
 Result<RemoteGcReport> GcRemoteTier(const RemoteGcOptions& options, BlobStore* store,

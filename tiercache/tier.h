@@ -388,7 +388,7 @@ struct RemoteTierOptions {
   // Empty: no MAC is written or required, and L3 is trusted as far as its checksum goes.
   std::string mac_key;
   // ReadMany (a readahead or hydrate run) issues its GETs at once from the calling thread and
-  // helper threads ("tierfs-l3-r", started for the call and joined before it returns): at most
+  // helper threads (an owned pool "tierfs-l3-r"; the call waits for its helpers): at most
   // read_parallel - 1 helpers per call and read_parallel helpers over all calls running at once
   // (the rest of a run is read by its caller's thread). 1: one GET after the other.
   int read_parallel = 8;

@@ -214,6 +214,13 @@ TEST(StringsTest, ParseDecimalTakesOnlyWholeUnsignedDecimals) {
   }
 }
 
+TEST(StringsTest, ParentDirOfAbsolutePaths) {
+  EXPECT_EQ(ParentDir("/a/b/c"), "/a/b");
+  EXPECT_EQ(ParentDir("/a"), "/");
+  EXPECT_EQ(ParentDir("/"), "/");
+  EXPECT_EQ(ParentDir("a"), "/");
+}
+
 TEST(StringsTest, JoinPathAndSplitPathAreInverse) {
   EXPECT_EQ(JoinPath("", "c"), "c");
   EXPECT_EQ(JoinPath("a/b", "c"), "a/b/c");

@@ -56,6 +56,33 @@ bool Eventually(Pred pred) {
   return true;
 }
 
+std::string ThisThreadName() {
+  char name[16] = {};
+  pthread_getname_np(pthread_self(), name, sizeof(name));
+  return name;
+}
+
+// The name of the thread a task of `pool` runs on ("" if none ran within kPrompt).
+std::string WorkerName(ThreadPool* pool) {
+  std::promise<std::string> got;
+  if (!pool->TrySubmit([&] { got.set_value(ThisThreadName()); })) return "";
+  auto f = got.get_future();
+  return f.wait_for(kPrompt) == std::future_status::ready ? f.get() : "";
+}
+
+// Keeps a worker of `pool` busy until `gate` opens; true once the worker is in the task.
+bool OccupyWorker(ThreadPool* pool, Gate* gate) {
+  auto started = std::make_shared<std::promise<void>>();
+  auto ready = started->get_future();
+  if (!pool->TrySubmit([started, gate] {
+        started->set_value();
+        gate->Wait();
+      })) {
+    return false;
+  }
+  return ready.wait_for(kPrompt) == std::future_status::ready;
+}
+
 TEST(ThreadPoolTest, RunsEveryTaskOnItsNamedThreads) {
   ThreadPool pool({.name = "tierfs-test", .threads = 3});
   EXPECT_EQ(pool.threads(), 3);
@@ -64,8 +91,7 @@ TEST(ThreadPoolTest, RunsEveryTaskOnItsNamedThreads) {
   std::atomic<int> ran{0};
   for (int i = 0; i < 50; ++i) {
     ASSERT_TRUE(pool.TrySubmit([&] {
-      char name[16] = {};
-      pthread_getname_np(pthread_self(), name, sizeof(name));
+      std::string name = ThisThreadName();
       MutexLock l(&mu);
       names.insert(name);
       ++ran;
@@ -80,28 +106,12 @@ TEST(ThreadPoolTest, RunsEveryTaskOnItsNamedThreads) {
 }
 
 TEST(ThreadPoolTest, NamesAreCutTo15CharactersAndMayBeUnnumbered) {
-  for (bool numbered : {true, false}) {
-    ThreadPool pool({.name = "tierfs-a-long-pool-name", .number_threads = numbered});
-    std::promise<std::string> got;
-    ASSERT_TRUE(pool.TrySubmit([&] {
-      char name[16] = {};
-      pthread_getname_np(pthread_self(), name, sizeof(name));
-      got.set_value(name);
-    }));
-    auto f = got.get_future();
-    ASSERT_EQ(f.wait_for(kPrompt), std::future_status::ready);
-    EXPECT_EQ(f.get(), "tierfs-a-long-p");
-  }
-  ThreadPool short_name({.name = "tierfs-l3-w", .number_threads = false});
-  std::promise<std::string> got;
-  ASSERT_TRUE(short_name.TrySubmit([&] {
-    char name[16] = {};
-    pthread_getname_np(pthread_self(), name, sizeof(name));
-    got.set_value(name);
-  }));
-  auto f = got.get_future();
-  ASSERT_EQ(f.wait_for(kPrompt), std::future_status::ready);
-  EXPECT_EQ(f.get(), "tierfs-l3-w");
+  ThreadPool long_name({.name = "tierfs-a-long-pool-name"});
+  EXPECT_EQ(WorkerName(&long_name), "tierfs-a-long-p");
+  ThreadPool numbered({.name = "tierfs-l3-w"});
+  EXPECT_EQ(WorkerName(&numbered), "tierfs-l3-w-0");
+  ThreadPool unnumbered({.name = "tierfs-l3-w", .number_threads = false});
+  EXPECT_EQ(WorkerName(&unnumbered), "tierfs-l3-w");
 }
 
 TEST(ThreadPoolTest, RunsTasksInOrderOnOneThread) {
@@ -116,12 +126,7 @@ TEST(ThreadPoolTest, RunsTasksInOrderOnOneThread) {
 TEST(ThreadPoolTest, FullQueueRefusesAndLeavesTheTaskAsItWas) {
   ThreadPool pool({.name = "tierfs-test", .threads = 1, .queue_limit = 2});
   Gate gate;
-  std::promise<void> started;
-  ASSERT_TRUE(pool.TrySubmit([&] {
-    started.set_value();
-    gate.Wait();
-  }));
-  ASSERT_EQ(started.get_future().wait_for(kPrompt), std::future_status::ready);
+  ASSERT_TRUE(OccupyWorker(&pool, &gate));
   std::atomic<int> ran{0};
   ASSERT_TRUE(pool.TrySubmit([&] { ++ran; }));
   ASSERT_TRUE(pool.TrySubmit([&] { ++ran; }));
@@ -140,12 +145,7 @@ TEST(ThreadPoolTest, FullQueueRefusesAndLeavesTheTaskAsItWas) {
 TEST(ThreadPoolTest, QueueIsBoundedByCost) {
   ThreadPool pool({.name = "tierfs-test", .threads = 1, .queue_limit = 10});
   Gate gate;
-  std::promise<void> started;
-  ASSERT_TRUE(pool.TrySubmit([&] {
-    started.set_value();
-    gate.Wait();
-  }));
-  ASSERT_EQ(started.get_future().wait_for(kPrompt), std::future_status::ready);
+  ASSERT_TRUE(OccupyWorker(&pool, &gate));
   EXPECT_TRUE(pool.TrySubmit([] {}, 6));
   EXPECT_FALSE(pool.TrySubmit([] {}, 5));  // 11 > 10
   EXPECT_TRUE(pool.TrySubmit([] {}, 4));   // 10

@@ -389,6 +389,52 @@ TEST_F(CredentialChainTest, WebIdentityFromTheEnvironment) {
   EXPECT_EQ(denied.status().message().find("jwt-1"), std::string::npos);
 }
 
+// Retried is what the answer's Status calls retryable, decided where it is made: STS Throttling
+// (an HTTP 400), a 429 or a 5xx once, a 400 of another kind never.
+TEST_F(CredentialChainTest, ServicesRetryWhatTheirAnswersCallRetryable) {
+  std::atomic<int> sts_calls{0};
+  auto h = server_->Scoped([&](const HttpTestRequest& req) {
+    if (req.path == "/container") {
+      return HttpTestResponse::Make(400, R"({"Message": "malformed"})");
+    }
+    if (req.path == "/busy-container" && ++sts_calls % 2 == 1) {
+      return HttpTestResponse::Make(429, R"({"Message": "slow down"})");
+    }
+    if (req.path == "/busy-container") {
+      return HttpTestResponse::Make(200,
+                                    CredsJson("ASIABUSY", clock_.NowUnixNanos() + 3600 * kSec));
+    }
+    if (++sts_calls == 1) {
+      return HttpTestResponse::Make(400, StsError("Throttling", "Rate exceeded"));
+    }
+    return HttpTestResponse::Make(
+        200, StsXml("AssumeRoleWithWebIdentity", "ASIAWEB", clock_.NowUnixNanos() + 3600 * kSec));
+  });
+  Write(fs::path(dir_) / "token", "jwt-1\n");
+  env_["AWS_WEB_IDENTITY_TOKEN_FILE"] = dir_ + "/token";
+  env_["AWS_ROLE_ARN"] = "arn:aws:iam::123:role/train";
+  env_["AWS_ENDPOINT_URL_STS"] = server_->base_url();
+  auto sts = Chain();
+  ASSERT_TRUE(sts.ok()) << sts.status().ToString();
+  EXPECT_EQ(Now(*sts)->access_key_id, "ASIAWEB");
+  EXPECT_EQ(sts_calls.load(), 2);
+
+  env_.erase("AWS_WEB_IDENTITY_TOKEN_FILE");
+  env_.erase("AWS_ROLE_ARN");
+  server_->ClearRequests();
+  env_["AWS_CONTAINER_CREDENTIALS_FULL_URI"] = server_->base_url() + "/container";
+  EXPECT_FALSE(Chain().ok());
+  EXPECT_EQ(server_->request_count(), 1u);
+
+  sts_calls = 0;
+  server_->ClearRequests();
+  env_["AWS_CONTAINER_CREDENTIALS_FULL_URI"] = server_->base_url() + "/busy-container";
+  auto busy = Chain();
+  ASSERT_TRUE(busy.ok()) << busy.status().ToString();
+  EXPECT_EQ(Now(*busy)->access_key_id, "ASIABUSY");
+  EXPECT_EQ(server_->request_count(), 2u);
+}
+
 TEST_F(CredentialChainTest, AssumeRoleViaSourceProfileIsSignedWithTheSourceKeys) {
   std::vector<std::string> roles;
   Mutex mu;

@@ -304,6 +304,7 @@ TEST(HttpStatusToStatusTest, RetryableAnswersAreExactlyTheUnavailableAndTimedOut
     const bool may_change =
         st.code() == Status::Code::kUnavailable || st.code() == Status::Code::kTimedOut;
     EXPECT_EQ(RetryableHttpStatus(s), may_change) << s << ": " << st.ToString();
+    EXPECT_EQ(st.retryable(), may_change) << s << ": " << st.ToString();
   }
   EXPECT_TRUE(RetryableHttpStatus(503));
   EXPECT_TRUE(RetryableHttpStatus(429));

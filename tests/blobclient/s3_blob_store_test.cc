@@ -370,8 +370,8 @@ TEST_F(S3BlobStoreTest, ForbiddenIsPermissionDeniedAndNotRetried) {
   EXPECT_EQ(server_->request_count(), 2u);
 }
 
-// A 400 will be a 400 again: one request each, no retry (HttpStatusToStatus makes it an IOError,
-// which IsRetryable alone would have retried; RetryableHttpStatus decides for answers).
+// A 400 will be a 400 again: one request each, no retry (HttpStatusToStatus makes it an IOError
+// that is not retryable, unlike a transport's IOError).
 TEST_F(S3BlobStoreTest, BadRequestIsAnErrorAndNotRetried) {
   server_->SetHandler([](const HttpTestRequest&) {
     return HttpTestResponse::Make(400, "<Error><Code>InvalidRequest</Code></Error>");
