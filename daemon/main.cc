@@ -309,7 +309,7 @@ Status Build(const DaemonOptions& o, Components* c) {
   if (!m.ok()) return m.status().WithContext("opening the metadata store at " + o.meta.path);
   c->meta = std::move(*m);
 
-  std::vector<std::unique_ptr<Tier>> tiers;
+  CacheTiers tiers;  // L1 and L2 on this host, L3 shared by the region
   if (o.l1.capacity_bytes > 0) {
     MemoryTierOptions l1 = o.l1;
     l1.block_bytes = o.cache.block_size;
@@ -321,7 +321,7 @@ Status Build(const DaemonOptions& o, Components* c) {
               l1.capacity_bytes, shards, l1.shards, MemoryTierOptions::kMinBlocksPerShard,
               l1.block_bytes);
     }
-    tiers.push_back(NewMemoryTier(l1));
+    tiers.host.push_back(NewMemoryTier(l1));
   }
   if (o.l2.capacity_bytes > 0) {
     // Block files live in CACHE_DIR/blocks, apart from CACHE_DIR/meta: the L2 start-up sweep
@@ -339,7 +339,7 @@ Status Build(const DaemonOptions& o, Components* c) {
       l2 = NewFlashTier(o.l2, c->flash.get(), c->meta.get(), clock);
     }
     if (!l2.ok()) return l2.status().WithContext("opening the L2 tier");
-    tiers.push_back(std::move(*l2));
+    tiers.host.push_back(std::move(*l2));
   }
   ListingShare* listing_share = nullptr;  // owned by the L3 tier (in c->cache below)
   if (o.l3_is_memcached) {
@@ -374,7 +374,7 @@ Status Build(const DaemonOptions& o, Components* c) {
     auto l3 = NewRemoteTier(o.l3_tier, c->l3_store.get(), clock);
     if (!l3.ok()) return l3.status().WithContext("opening the L3 tier");
     listing_share = (*l3)->listing_share();  // directory listings shared through L3 too
-    tiers.push_back(std::move(*l3));
+    tiers.shared.push_back(std::move(*l3));
   }
   PolicyOptions po = o.policies;
   if (po.pin_quota_bytes == UINT64_MAX)

@@ -12,23 +12,22 @@
 namespace tierfs::tiercache_internal {
 namespace {
 
-// The capacity of the tier admission guards (its scan threshold): L2 under an L1; 0 if none.
-uint64_t AdmittedCapacity(std::span<const std::unique_ptr<Tier>> tiers, bool has_l1) {
-  return has_l1 && tiers.size() > 1 ? tiers[1]->Stats().capacity.load() : 0;
+// The capacity of the tier admission guards (its scan threshold): L2 under L1; 0 if none.
+uint64_t AdmittedCapacity(std::span<const std::unique_ptr<Tier>> tiers) {
+  return tiers.size() > 1 ? tiers[1]->Stats().capacity.load() : 0;
 }
 
 }  // namespace
 
-HostTiers::HostTiers(std::span<const std::unique_ptr<Tier>> tiers, bool has_l1,
+HostTiers::HostTiers(std::span<const std::unique_ptr<Tier>> tiers,
                      const TieredCacheOptions& options, const BlockSpace* space,
                      EngineCounters* counters, const std::atomic<uint64_t>* bytes_served)
     : tiers_(tiers),
-      has_l1_(has_l1),
       file_slices_(options.file_slices),
       space_(space),
       counters_(counters),
       bytes_served_(bytes_served),
-      admission_(options.admission, AdmittedCapacity(tiers, has_l1), options.block_size),
+      admission_(options.admission, AdmittedCapacity(tiers), options.block_size),
       promotion_(options.promote_hits, &counters->promotions) {}
 
 BlockRef HostTiers::ReadFirst(const BlockKey& key, uint64_t expected) {
@@ -166,10 +165,10 @@ void HostTiers::Store(const ObjectRef& obj, const BlockKey& key, const BlockOwne
 // In L1 every such guess held memory until it was read (fresh pages first: in a cold loader
 // epoch their first touch made the HTTP thread's copy 20% of the daemon's CPU, 6.5% without, and
 // the daemon's peak RSS fell from 935 to 282 MiB). Only with L2 hits served from files
-// (file_slices), an L1 above a host tier, the file's block whole, and the file not pinned (L1
+// (file_slices), an L1 above L2, the file's block whole, and the file not pinned (L1
 // keeps a pinned file's blocks, as HandOff does).
 bool HostTiers::SmallFileBelowFirst(const ObjectRef& obj) const {
-  return file_slices_ && tiers_.size() > 1 && has_l1_ && obj.info.size > 0 &&
+  return file_slices_ && tiers_.size() > 1 && obj.info.size > 0 &&
          obj.info.size <= space_->block_size() && !space_->InsertPlacement(obj).pinned;
 }
 

@@ -67,42 +67,18 @@ uint64_t RunBlocks(const TieredCacheOptions& o) {
   return std::max<uint64_t>(1, bytes / bs);
 }
 
-// Which tier is which, decided once when the cache is opened: the roles below use tier indexes
-// and never ask a tier what it is.
-struct TierLayout {
-  size_t host_tiers = 0;  // tiers [0, host_tiers) are host tiers (L1, L2); the rest shared (L3)
-  bool has_l1 = false;    // tiers[0] is the memory tier L1 (not L2 alone)
-};
-
-// The layout of `tiers` (fast→slow); InvalidArgument unless every host tier comes before every
-// shared one.
-Result<TierLayout> LayoutOf(const std::vector<std::unique_ptr<Tier>>& tiers) {
-  TierLayout layout;
-  while (layout.host_tiers < tiers.size() && tiers[layout.host_tiers]->kind() == TierKind::kHost) {
-    ++layout.host_tiers;
-  }
-  for (size_t t = layout.host_tiers; t < tiers.size(); ++t) {
-    if (tiers[t]->kind() == TierKind::kHost) {
-      return Status::InvalidArgument("tiered cache: host tier '" + std::string(tiers[t]->name()) +
-                                     "' below a shared tier");
-    }
-  }
-  layout.has_l1 = !tiers.empty() && tiers[0]->name() == "l1";
-  return layout;
-}
-
 class TieredCacheImpl final : public TieredCache {
  public:
-  TieredCacheImpl(const TieredCacheOptions& options, const TierLayout& layout,
-                  std::vector<std::unique_ptr<Tier>> tiers, BlobStore* origin, Clock* clock)
+  TieredCacheImpl(const TieredCacheOptions& options, CacheTiers tiers, BlobStore* origin,
+                  Clock* clock)
       : options_(options),
-        tiers_(std::move(tiers)),
+        host_tiers_(tiers.host.size()),
+        tiers_(Concat(std::move(tiers))),
         run_blocks_(RunBlocks(options)),
         small_object_bytes_(std::min(options.small_object_bytes, run_blocks_ * options.block_size)),
         space_(origin->Describe(), options.block_size, options.placement, clock),
-        host_({tiers_.data(), layout.host_tiers}, layout.has_l1, options, &space_, &counters_,
-              &stats_.bytes_served),
-        shared_(tiers_, layout.host_tiers, &space_, &counters_),
+        host_({tiers_.data(), host_tiers_}, options, &space_, &counters_, &stats_.bytes_served),
+        shared_(tiers_, host_tiers_, &space_, &counters_),
         fetcher_(options, run_blocks_,
                  std::min(options.readahead_budget_bytes,
                           kRunsInFlight * run_blocks_ * options.block_size),
@@ -114,7 +90,7 @@ class TieredCacheImpl final : public TieredCache {
                 &counters_),
         hydrator_(tiers_, &host_, &shared_, &fetcher_, &space_, &counters_),
         stats_src_(
-            &tiers_, layout.host_tiers, origin, &host_.admission(), &read_latency_,
+            &tiers_, host_tiers_, origin, &host_.admission(), &read_latency_,
             [this] { return QueueDepthsNow(); }, &stats_, &counters_) {
     if (options_.metrics != nullptr) {
       for (size_t i = 0; i <= tiers_.size(); ++i) {
@@ -244,6 +220,13 @@ class TieredCacheImpl final : public TieredCache {
   std::string StatsText() const override { return stats_src_.Text(); }
 
  private:
+  // The tiers in index order: the host ones, then the shared ones.
+  static std::vector<std::unique_ptr<Tier>> Concat(CacheTiers tiers) {
+    std::vector<std::unique_ptr<Tier>> all = std::move(tiers.host);
+    for (auto& t : tiers.shared) all.push_back(std::move(t));
+    return all;
+  }
+
   tiercache_internal::QueueDepths QueueDepthsNow() const {
     return {readahead_.queued_blocks(), fetcher_.queued_jobs()};
   }
@@ -311,6 +294,7 @@ class TieredCacheImpl final : public TieredCache {
 
   // Constant after construction.
   const TieredCacheOptions options_;
+  const size_t host_tiers_;  // tiers_[0, host_tiers_) are host tiers (L1, L2), the rest shared
   const std::vector<std::unique_ptr<Tier>> tiers_;
   const uint64_t run_blocks_;
   const uint64_t small_object_bytes_;
@@ -347,8 +331,8 @@ int ServingTier(const std::vector<BlockSlice>& slices) {
 }
 
 Result<std::unique_ptr<TieredCache>> TieredCache::Open(const TieredCacheOptions& options,
-                                                       std::vector<std::unique_ptr<Tier>> tiers,
-                                                       BlobStore* origin, Clock* clock) {
+                                                       CacheTiers tiers, BlobStore* origin,
+                                                       Clock* clock) {
   if (origin == nullptr) return Status::InvalidArgument("tiered cache: origin is required");
   if (clock == nullptr) clock = SystemClock();
   if (options.block_size == 0 || options.block_size > (1ULL << 31)) {
@@ -363,11 +347,12 @@ Result<std::unique_ptr<TieredCache>> TieredCache::Open(const TieredCacheOptions&
   if (options.wait_timeout <= std::chrono::nanoseconds::zero()) {
     return Status::InvalidArgument("tiered cache: wait_timeout must be positive");
   }
-  for (const auto& t : tiers) {
-    if (!t) return Status::InvalidArgument("tiered cache: null tier");
+  for (const auto* list : {&tiers.host, &tiers.shared}) {
+    for (const auto& t : *list) {
+      if (!t) return Status::InvalidArgument("tiered cache: null tier");
+    }
   }
-  TIERFS_ASSIGN_OR_RETURN(const TierLayout layout, LayoutOf(tiers));
-  auto cache = std::make_unique<TieredCacheImpl>(options, layout, std::move(tiers), origin, clock);
+  auto cache = std::make_unique<TieredCacheImpl>(options, std::move(tiers), origin, clock);
   cache->Start();
   return std::unique_ptr<TieredCache>(std::move(cache));
 }

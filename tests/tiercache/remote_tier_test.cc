@@ -510,11 +510,11 @@ class SharedL3Test : public ::testing::Test {
   };
   // `prefetch_threads` > 0: readahead runs of 8 blocks.
   Host OpenHost(int prefetch_threads = 0) {
-    std::vector<std::unique_ptr<Tier>> tiers;
+    CacheTiers tiers;
     MemoryTierOptions m;
     m.capacity_bytes = 1 << 22;
     m.shards = 2;
-    tiers.push_back(NewMemoryTier(m));
+    tiers.host.push_back(NewMemoryTier(m));
     RemoteTierOptions r;
     r.block_size = kBs;
     r.write_queue = 1000;
@@ -523,7 +523,7 @@ class SharedL3Test : public ::testing::Test {
     EXPECT_TRUE(l3.ok());
     Host h;
     h.l3 = l3->get();
-    tiers.push_back(std::move(*l3));
+    tiers.shared.push_back(std::move(*l3));
     TieredCacheOptions o;
     o.block_size = kBs;
     o.prefetch_threads = prefetch_threads;

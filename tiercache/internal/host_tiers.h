@@ -26,11 +26,11 @@ namespace tierfs::tiercache_internal {
 
 class HostTiers {
  public:
-  // `tiers`: the host tiers, fast→slow (their indexes are the cache's tier indexes); `has_l1`:
-  // tiers[0] is the memory tier (not L2 alone). `admission`'s capacity is the L2 tier's.
-  // `bytes_served`: the cache's served-bytes counter (the promotion window's clock).
-  HostTiers(std::span<const std::unique_ptr<Tier>> tiers, bool has_l1,
-            const TieredCacheOptions& options, const BlockSpace* space, EngineCounters* counters,
+  // `tiers`: the host tiers, fast→slow (their indexes are the cache's tier indexes): with two,
+  // L1 over L2. Admission's capacity is L2's. `bytes_served`: the cache's served-bytes counter
+  // (the promotion window's clock).
+  HostTiers(std::span<const std::unique_ptr<Tier>> tiers, const TieredCacheOptions& options,
+            const BlockSpace* space, EngineCounters* counters,
             const std::atomic<uint64_t>* bytes_served);
   HostTiers(const HostTiers&) = delete;
   HostTiers& operator=(const HostTiers&) = delete;
@@ -111,13 +111,12 @@ class HostTiers {
   HostSpaceInfo Space() const;
 
  private:
-  // Admission guards the host tiers below L1 (L2), and only when there is an L1: without one, a
-  // block kept out of L2 would be kept nowhere.
-  bool Admitted(size_t t) const { return has_l1_ && t > 0; }
+  // Admission guards the host tier below L1 (L2), and only when there is an L1 above it: without
+  // one, a block kept out of L2 would be kept nowhere.
+  bool Admitted(size_t t) const { return t > 0; }
 
   // Constant after construction.
   const std::span<const std::unique_ptr<Tier>> tiers_;
-  const bool has_l1_;
   const bool file_slices_;
   const BlockSpace* const space_;
   EngineCounters* const counters_;
