@@ -55,14 +55,13 @@ OriginFetcher::OriginFetcher(const TieredCacheOptions& options, uint64_t run_blo
       origin_reader_(origin, options.block_size, stats),
       budget_(budget_bytes),
       failures_(options.origin_failure_ttl, space->clock()),
-      fetch_pool_("tierfs-fetch", options.fetch_queue_limit) {}
-
-void OriginFetcher::Start() {
-  fetch_pool_.Start(fetch_threads_, [this](FetchJob& job) { RunFetchJob(job); });
-}
+      fetch_pool_(ThreadPoolOptions{.name = "tierfs-fetch",
+                                    .threads = options.fetch_threads,
+                                    .queue_limit = options.fetch_queue_limit}) {}
 
 void OriginFetcher::RequestStop() {
-  fetch_pool_.RequestStop();  // queued jobs' leases publish "abandoned" to readers still waiting
+  // Queued jobs are destroyed unrun: their leases publish "abandoned" to readers still waiting.
+  fetch_pool_.RequestStop(ThreadPool::kDiscard);
   budget_.WakeAll();
 }
 
@@ -192,8 +191,16 @@ std::optional<Flights::Lease> OriginFetcher::TryClaim(const BlockKey& key, std::
 
 // Queues `job` for the fetch pool; a full queue completes it with Unavailable at once.
 void OriginFetcher::SubmitFetch(FetchJob job) {
+  // The pool's task; left as it was when the pool refuses it.
+  struct Run {
+    OriginFetcher* fetcher;
+    FetchJob job;
+    void operator()() { fetcher->RunFetchJob(job); }
+  };
+  Run run{this, std::move(job)};
   budget_.DemandJobQueued();  // before a fetch thread can take it (and end it)
-  if (fetch_pool_.TrySubmit(std::move(job))) return;
+  if (fetch_pool_.TrySubmit(std::move(run))) return;
+  job = std::move(run.job);
   { const ReadaheadBudget::DemandJobDone undo(&budget_); }
   Logger(Module::kTierCache)
       .warn("{} origin fetches queued: failing the read of '{}' block {}", fetch_queue_limit_,

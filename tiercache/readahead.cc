@@ -1,8 +1,6 @@
 // Readahead (internal/readahead.h): the bounded prefetch queue and its workers.
 #include "tiercache/internal/readahead.h"
 
-#include <pthread.h>
-
 #include <algorithm>
 #include <string>
 
@@ -10,42 +8,22 @@
 
 namespace tierfs::tiercache_internal {
 
-Readahead::Readahead(uint64_t run_blocks, uint64_t queue_limit, bool file_slices,
+Readahead::Readahead(int threads, uint64_t run_blocks, uint64_t queue_limit, bool file_slices,
                      OriginFetcher* fetcher, HostTiers* host, const BlockSpace* space,
                      CacheStats* stats, EngineCounters* counters)
     : run_blocks_(run_blocks),
-      queue_limit_(queue_limit),
       file_slices_(file_slices),
       fetcher_(fetcher),
       host_(host),
       space_(space),
       stats_(stats),
       counters_(counters),
-      queue_cv_(&queue_mu_) {}
-
-void Readahead::Start(int threads) {
-  for (int i = 0; i < threads; ++i) {
-    workers_.emplace_back([this, i](std::stop_token st) { WorkerLoop(st, i); });
-  }
-}
-
-void Readahead::RequestStop() {
-  for (auto& t : workers_) t.request_stop();
-  {
-    MutexLock l(&queue_mu_);
-    queue_.clear();
-    queued_blocks_ = 0;
-  }
-  queue_cv_.SignalAll();
-}
-
-uint64_t Readahead::queued_blocks() const {
-  MutexLock l(&queue_mu_);
-  return queued_blocks_;
-}
+      pool_(ThreadPoolOptions{.name = "tierfs-pf",  // 15-byte thread names
+                              .threads = threads,
+                              .queue_limit = static_cast<size_t>(queue_limit)}) {}
 
 uint64_t Readahead::Prefetch(const ObjectRef& obj, uint64_t first_block, uint64_t count) {
-  if (workers_.empty() || count == 0) return 0;
+  if (pool_.threads() == 0 || count == 0) return 0;
   const uint64_t nblocks = space_->NumBlocks(obj);
   if (first_block >= nblocks) return 0;
   count = std::min(count, nblocks - first_block);
@@ -62,44 +40,19 @@ uint64_t Readahead::Prefetch(const ObjectRef& obj, uint64_t first_block, uint64_
       tasks.push_back(Task{shared, i, 1});
     }
   }
-  uint64_t queued = 0, dropped = 0;
-  {
-    MutexLock l(&queue_mu_);
-    for (Task& t : tasks) {
-      if (queued_blocks_ + t.count > queue_limit_) {
-        counters_->prefetch_dropped += t.count;
-        dropped += t.count;
-        continue;
-      }
-      queued_blocks_ += t.count;
-      t.seq = next_task_seq_++;
-      queue_.push_back(std::move(t));
-      ++queued;
+  uint64_t dropped = 0;
+  MutexLock l(&submit_mu_);
+  for (Task& t : tasks) {
+    t.seq = next_task_seq_;
+    const uint64_t n = t.count;
+    if (!pool_.TrySubmit([this, t](const std::stop_token& st) { RunTask(t, st); }, n)) {
+      counters_->prefetch_dropped += n;
+      dropped += n;
+      continue;
     }
-  }
-  if (queued == 1) {
-    queue_cv_.Signal();
-  } else if (queued > 1) {
-    queue_cv_.SignalAll();
+    ++next_task_seq_;
   }
   return dropped;
-}
-
-void Readahead::WorkerLoop(std::stop_token st, int n) {
-  const std::string name = "tierfs-pf-" + std::to_string(n);  // 15-byte kernel limit
-  pthread_setname_np(pthread_self(), name.c_str());
-  while (true) {
-    Task task;
-    {
-      MutexLock l(&queue_mu_);
-      while (queue_.empty() && !st.stop_requested()) queue_cv_.Wait();
-      if (st.stop_requested()) return;
-      task = std::move(queue_.front());
-      queue_.pop_front();
-      queued_blocks_ -= task.count;
-    }
-    RunTask(task, st);
-  }
 }
 
 // Brings blocks [task.first, task.first + task.count) to the first tier; stops early when the

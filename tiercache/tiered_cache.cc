@@ -83,7 +83,7 @@ class TieredCacheImpl final : public TieredCache {
                  std::min(options.readahead_budget_bytes,
                           kRunsInFlight * run_blocks_ * options.block_size),
                  small_object_bytes_, &host_, &shared_, origin, &space_, &stats_, &counters_),
-        readahead_(run_blocks_,
+        readahead_(options.prefetch_threads, run_blocks_,
                    std::max<uint64_t>(1, options.readahead_budget_bytes / options.block_size),
                    options.file_slices, &fetcher_, &host_, &space_, &stats_, &counters_),
         sparse_(options.sparse_read_max, small_object_bytes_, &host_, &shared_, &fetcher_, &space_,
@@ -107,9 +107,7 @@ class TieredCacheImpl final : public TieredCache {
     fetcher_.Join();
   }
 
-  void Start() {
-    readahead_.Start(options_.prefetch_threads);
-    fetcher_.Start();
+  void RegisterMetrics() {
     if (options_.metrics != nullptr) {
       metrics_reg_ =
           options_.metrics->Add([this](metrics::Exposition* e) { stats_src_.Collect(e); });
@@ -353,7 +351,7 @@ Result<std::unique_ptr<TieredCache>> TieredCache::Open(const TieredCacheOptions&
     }
   }
   auto cache = std::make_unique<TieredCacheImpl>(options, std::move(tiers), origin, clock);
-  cache->Start();
+  cache->RegisterMetrics();
   return std::unique_ptr<TieredCache>(std::move(cache));
 }
 

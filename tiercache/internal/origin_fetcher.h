@@ -29,13 +29,13 @@
 
 #include "base/cancel.h"
 #include "base/result.h"
+#include "base/thread_pool.h"
 #include "blobclient/blob_store.h"
 #include "tiercache/internal/block_key_hash.h"
 #include "tiercache/internal/block_space.h"
 #include "tiercache/internal/cache_stats.h"
 #include "tiercache/internal/failure_memory.h"
 #include "tiercache/internal/host_tiers.h"
-#include "tiercache/internal/job_pool.h"
 #include "tiercache/internal/origin_reader.h"
 #include "tiercache/internal/readahead_budget.h"
 #include "tiercache/internal/shared_tiers.h"
@@ -78,8 +78,6 @@ class OriginFetcher {
   OriginFetcher(const OriginFetcher&) = delete;
   OriginFetcher& operator=(const OriginFetcher&) = delete;
 
-  // Starts the fetch pool's threads.
-  void Start();
   // Drops queued fetches (their readers get "abandoned") and wakes readahead runs waiting for
   // budget; Join() then waits for the pool's threads.
   void RequestStop();
@@ -169,8 +167,10 @@ class OriginFetcher {
   // Blocks whose demand read failed recently (FailureMemory::Recent).
   FailureMemory failures_;
   Flights flights_;
-  // Declared last: destroyed (joined) first, while everything its jobs use is alive.
-  JobPool<FetchJob> fetch_pool_;
+  // Runs FetchJobs ("tierfs-fetch-N"); a job still queued at the stop is destroyed unrun, and
+  // its leases tell the readers still waiting that it was dropped. Declared last: destroyed
+  // (joined) first, while everything its jobs use is alive.
+  ThreadPool fetch_pool_;
 };
 
 }  // namespace tierfs::tiercache_internal

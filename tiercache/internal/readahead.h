@@ -8,19 +8,18 @@
 // FetchRun: the shared tier's ReadMany, then one origin request per stretch of adjacent blocks,
 // within the readahead budget).
 //
-// Thread-safe; no external synchronization needed. queue_mu_ is a leaf lock (never held across a
-// fetch). `fetcher`, `host`, `space`, `stats` and `counters` are not owned and outlive this
-// object. REQUIRES: RequestStop() and Join() before destruction once Start() was called.
+// Thread-safe; no external synchronization needed. submit_mu_ is held only while tasks are
+// queued (never across a fetch); the pool's lock is below it. `fetcher`, `host`, `space`,
+// `stats` and `counters` are not owned and outlive this object. REQUIRES: RequestStop() and
+// Join() before destruction.
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <stop_token>
-#include <thread>
-#include <vector>
 
 #include "base/mutex.h"
+#include "base/thread_pool.h"
 #include "tiercache/internal/block_space.h"
 #include "tiercache/internal/cache_stats.h"
 #include "tiercache/internal/host_tiers.h"
@@ -31,24 +30,24 @@ namespace tierfs::tiercache_internal {
 
 class Readahead {
  public:
-  // `run_blocks`: blocks of one task (one run); `queue_limit`: blocks queued at most;
-  // `file_slices`: L2 blocks are served from their files, so readahead leaves them in L2.
-  Readahead(uint64_t run_blocks, uint64_t queue_limit, bool file_slices, OriginFetcher* fetcher,
-            HostTiers* host, const BlockSpace* space, CacheStats* stats, EngineCounters* counters);
+  // `threads` workers; `run_blocks`: blocks of one task (one run); `queue_limit`: blocks queued
+  // at most; `file_slices`: L2 blocks are served from their files, so readahead leaves them in L2.
+  Readahead(int threads, uint64_t run_blocks, uint64_t queue_limit, bool file_slices,
+            OriginFetcher* fetcher, HostTiers* host, const BlockSpace* space, CacheStats* stats,
+            EngineCounters* counters);
   Readahead(const Readahead&) = delete;
   Readahead& operator=(const Readahead&) = delete;
 
-  // Starts `threads` workers.
-  void Start(int threads);
   // Drops the queued tasks and asks the workers to stop after the block they are on; Join()
   // then waits for them.
-  void RequestStop() EXCLUDES(queue_mu_);
-  void Join() { workers_.clear(); }
+  void RequestStop() { pool_.RequestStop(ThreadPool::kDiscard); }
+  void Join() { pool_.Join(); }
 
   // TieredCache::Prefetch: returns the number of blocks dropped.
-  uint64_t Prefetch(const ObjectRef& obj, uint64_t first_block, uint64_t count) EXCLUDES(queue_mu_);
+  uint64_t Prefetch(const ObjectRef& obj, uint64_t first_block, uint64_t count)
+      EXCLUDES(submit_mu_);
   // Blocks queued for readahead now.
-  uint64_t queued_blocks() const EXCLUDES(queue_mu_);
+  uint64_t queued_blocks() const { return pool_.queued_cost(); }
 
  private:
   struct Task {
@@ -58,12 +57,10 @@ class Readahead {
     uint64_t seq = 0;  // queue order: runs waiting for room in flight go in this order
   };
 
-  void WorkerLoop(std::stop_token st, int n);
   void RunTask(const Task& task, const std::stop_token& st);
 
   // Constant after construction.
   const uint64_t run_blocks_;
-  const uint64_t queue_limit_;
   const bool file_slices_;
   OriginFetcher* const fetcher_;
   HostTiers* const host_;
@@ -71,15 +68,13 @@ class Readahead {
   CacheStats* const stats_;
   EngineCounters* const counters_;
 
-  // State below is protected by queue_mu_.
-  mutable Mutex queue_mu_;
-  CondVar queue_cv_;
-  std::deque<Task> queue_ GUARDED_BY(queue_mu_);
-  uint64_t queued_blocks_ GUARDED_BY(queue_mu_) = 0;
-  uint64_t next_task_seq_ GUARDED_BY(queue_mu_) = 0;
+  // Tasks get their sequence numbers in the order they are queued.
+  Mutex submit_mu_;
+  uint64_t next_task_seq_ GUARDED_BY(submit_mu_) = 0;
 
+  // The workers ("tierfs-pf-N") and the queue, bounded in blocks (a task costs its count).
   // Declared last: destroyed (joined) first.
-  std::vector<std::jthread> workers_;
+  ThreadPool pool_;
 };
 
 }  // namespace tierfs::tiercache_internal
