@@ -42,7 +42,6 @@ OriginFetcher::OriginFetcher(const TieredCacheOptions& options, uint64_t run_blo
                              SharedTiers* shared, BlobStore* origin, const BlockSpace* space,
                              CacheStats* stats, EngineCounters* counters)
     : wait_timeout_(options.wait_timeout),
-      fetch_threads_(options.fetch_threads),
       fetch_queue_limit_(options.fetch_queue_limit),
       run_blocks_(run_blocks),
       small_object_bytes_(small_object_bytes),

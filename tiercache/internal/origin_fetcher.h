@@ -149,7 +149,6 @@ class OriginFetcher {
 
   // Constant after construction.
   const std::chrono::nanoseconds wait_timeout_;
-  const int fetch_threads_;
   const size_t fetch_queue_limit_;
   const uint64_t run_blocks_;
   const uint64_t small_object_bytes_;
