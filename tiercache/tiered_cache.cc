@@ -350,6 +350,11 @@ Result<std::unique_ptr<TieredCache>> TieredCache::Open(const TieredCacheOptions&
       if (!t) return Status::InvalidArgument("tiered cache: null tier");
     }
   }
+  if (tiers.host.size() > 2) {
+    return Status::InvalidArgument(
+        "tiered cache: at most two host tiers (L1 over L2); a shared tier (L3) goes to "
+        "CacheTiers::shared");
+  }
   auto cache = std::make_unique<TieredCacheImpl>(options, std::move(tiers), origin, clock);
   cache->RegisterMetrics();
   return std::unique_ptr<TieredCache>(std::move(cache));

@@ -204,8 +204,8 @@ struct CacheTiers {
 
 class TieredCache {
  public:
-  // `tiers` by role (CacheTiers); either list may be empty. `origin` and `clock` are not owned
-  // and must outlive the cache.
+  // `tiers` by role (CacheTiers); either list may be empty, the host one holds at most two
+  // (InvalidArgument otherwise). `origin` and `clock` are not owned and must outlive the cache.
   static Result<std::unique_ptr<TieredCache>> Open(const TieredCacheOptions& options,
                                                    CacheTiers tiers, BlobStore* origin,
                                                    Clock* clock);

@@ -1320,6 +1320,12 @@ TEST_F(TieredCacheTest, OpenValidatesOptions) {
   EXPECT_FALSE(TieredCache::Open(options_, {}, &origin_, &clock_).ok());
   options_.block_size = kBs;
   EXPECT_FALSE(TieredCache::Open(options_, {}, nullptr, &clock_).ok());
+  // Three host tiers: an L3 put among them by mistake.
+  std::vector<std::unique_ptr<Tier>> three;
+  for (int i = 0; i < 3; ++i) three.push_back(NewMemoryTier(MemoryTierOptions{}));
+  auto opened = TieredCache::Open(options_, std::move(three), &origin_, &clock_);
+  ASSERT_FALSE(opened.ok());
+  EXPECT_EQ(opened.status().code(), Status::Code::kInvalidArgument) << opened.status().ToString();
 }
 
 }  // namespace
