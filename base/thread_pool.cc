@@ -9,7 +9,15 @@ namespace tierfs {
 ThreadPool::ThreadPool(ThreadPoolOptions options) : options_(std::move(options)) {
   const int n = std::max(0, options_.threads);
   workers_.reserve(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) workers_.emplace_back([this, i] { Loop(i); });
+  try {
+    for (int i = 0; i < n; ++i) workers_.emplace_back([this, i] { Loop(i); });
+  } catch (...) {
+    // A thread could not be created (the process's limits): the workers already started wait
+    // for tasks on this pool's condition, not on their jthread's stop token, so they are stopped
+    // and joined here; otherwise destroying workers_ would wait for them for ever.
+    Stop(StopMode::kDiscard);
+    throw;
+  }
 }
 
 ThreadPool::~ThreadPool() { Stop(options_.stop_mode); }

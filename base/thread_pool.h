@@ -91,7 +91,8 @@ class ThreadPool {
     std::unique_ptr<Concept> impl_;
   };
 
-  // Starts options.threads workers (a negative count is taken as 0).
+  // Starts options.threads workers (a negative count is taken as 0). Throws std::system_error
+  // when a thread cannot be created, after stopping and joining the workers it started.
   explicit ThreadPool(ThreadPoolOptions options);
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;

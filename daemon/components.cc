@@ -174,9 +174,9 @@ Status OpenCacheDir(const DaemonOptions& o, Components* c, MetaStoreOptions* met
   return Status::OK();
 }
 
-// L1 (memory) and L2 (flash) into `tiers`, when configured.
+// L1 (memory) and L2 (flash) into `host`, when configured.
 Status AddHostTiers(const DaemonOptions& o, const MetaStoreOptions& meta_options, Components* c,
-                    std::vector<std::unique_ptr<Tier>>* tiers) {
+                    std::vector<std::unique_ptr<Tier>>* host) {
   Clock* clock = SystemClock();
   if (o.l1.capacity_bytes > 0) {
     MemoryTierOptions l1 = o.l1;
@@ -189,7 +189,7 @@ Status AddHostTiers(const DaemonOptions& o, const MetaStoreOptions& meta_options
               l1.capacity_bytes, shards, l1.shards, MemoryTierOptions::kMinBlocksPerShard,
               l1.block_bytes);
     }
-    tiers->push_back(NewMemoryTier(l1));
+    host->push_back(NewMemoryTier(l1));
   }
   if (o.l2.capacity_bytes == 0) return Status::OK();
   // Block files live in CACHE_DIR/blocks, apart from CACHE_DIR/meta: the L2 start-up sweep
@@ -207,7 +207,7 @@ Status AddHostTiers(const DaemonOptions& o, const MetaStoreOptions& meta_options
     l2 = NewFlashTier(o.l2, c->flash.get(), c->meta.get(), clock);
   }
   if (!l2.ok()) return l2.status().WithContext("opening the L2 tier");
-  tiers->push_back(std::move(*l2));
+  host->push_back(std::move(*l2));
   return Status::OK();
 }
 
@@ -244,22 +244,22 @@ Status OpenL3Store(const DaemonOptions& o, Components* c) {
   return Status::OK();
 }
 
-// The L3 tier into `tiers`, when configured; `*listing_share` is its share of directory
+// The L3 tier into `shared`, when configured; `*listing_share` is its share of directory
 // listings (owned by the tier).
-Status AddL3Tier(const DaemonOptions& o, Components* c, std::vector<std::unique_ptr<Tier>>* tiers,
+Status AddL3Tier(const DaemonOptions& o, Components* c, std::vector<std::unique_ptr<Tier>>* shared,
                  ListingShare** listing_share) {
   if (o.l3.empty()) return Status::OK();
   TIERFS_RETURN_IF_ERROR(OpenL3Store(o, c));
   auto l3 = NewRemoteTier(o.l3_tier, c->l3_store.get(), SystemClock());
   if (!l3.ok()) return l3.status().WithContext("opening the L3 tier");
   *listing_share = (*l3)->listing_share();  // directory listings shared through L3 too
-  tiers->push_back(std::move(*l3));
+  shared->push_back(std::move(*l3));
   return Status::OK();
 }
 
 // The policies and the tiered cache over `tiers`.
 Status OpenCache(const DaemonOptions& o, metrics::Registry* registry, Components* c,
-                 std::vector<std::unique_ptr<Tier>> tiers) {
+                 CacheTiers tiers) {
   PolicyOptions po = o.policies;
   if (po.pin_quota_bytes == UINT64_MAX)
     po.pin_quota_bytes = std::max<uint64_t>(1, o.l2.capacity_bytes / 2);
@@ -369,10 +369,10 @@ Status Build(const DaemonOptions& o, Components* c) {
   metrics::Registry* const registry = c->metrics_server ? &c->registry : nullptr;
   MetaStoreOptions meta_options;
   TIERFS_RETURN_IF_ERROR(OpenCacheDir(o, c, &meta_options));
-  std::vector<std::unique_ptr<Tier>> tiers;
-  TIERFS_RETURN_IF_ERROR(AddHostTiers(o, meta_options, c, &tiers));
+  CacheTiers tiers;  // L1 and L2 on this host, L3 shared by the region
+  TIERFS_RETURN_IF_ERROR(AddHostTiers(o, meta_options, c, &tiers.host));
   ListingShare* listing_share = nullptr;  // owned by the L3 tier (in c->cache below)
-  TIERFS_RETURN_IF_ERROR(AddL3Tier(o, c, &tiers, &listing_share));
+  TIERFS_RETURN_IF_ERROR(AddL3Tier(o, c, &tiers.shared, &listing_share));
   TIERFS_RETURN_IF_ERROR(OpenCache(o, registry, c, std::move(tiers)));
   StartPrefault(o, c);
   if (registry != nullptr) RegisterStoreMetrics(o, registry, c);

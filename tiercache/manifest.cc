@@ -199,6 +199,61 @@ Result<std::string> EncodeManifest(Manifest* m) {
   return out;
 }
 
+namespace {
+
+// One entry of a manifest's payload into *e: its key after `*key` (the previous entry's; none
+// when `first`) and its mtime after `*mtime`, both advanced. Returns what is wrong with it, or
+// an empty string; the reader then stands where the problem is.
+std::string DecodeEntry(PayloadReader* reader, bool first, std::string* key, int64_t* mtime,
+                        ManifestEntry* e) {
+  PayloadReader& r = *reader;
+  uint64_t shared, suffix_len, size, delta;
+  std::string_view suffix;
+  if (!r.Varint(&shared) || !r.Varint(&suffix_len)) return "truncated";
+  if (shared > key->size() || suffix_len > kMaxManifestKey ||
+      shared + suffix_len > kMaxManifestKey || shared + suffix_len == 0)
+    return "bad key length";
+  if (!r.Bytes(suffix_len, &suffix)) return "truncated key";
+  e->key.reserve(shared + suffix_len);
+  e->key.assign(*key, 0, shared);
+  e->key.append(suffix);
+  if (!first && !(*key < e->key)) return "keys out of order";
+  *key = e->key;
+  uint8_t kind;
+  if (!r.Varint(&size) || !r.Byte(&kind)) return "truncated";
+  e->info.size = size;
+  std::string_view raw_etag;
+  switch (kind) {
+    case kEtagString: {
+      uint64_t len;
+      if (!r.Varint(&len) || len > kMaxManifestEtag || !r.Bytes(len, &raw_etag)) return "bad ETag";
+      e->info.etag.assign(raw_etag);
+      break;
+    }
+    case kEtagMd5:
+    case kEtagMultipart: {
+      if (!r.Bytes(16, &raw_etag)) return "truncated ETag";
+      AppendHex(&e->info.etag, reinterpret_cast<const uint8_t*>(raw_etag.data()), 16);
+      if (kind == kEtagMultipart) {
+        uint64_t parts;
+        if (!r.Varint(&parts) || parts == 0 || parts > 999'999'999) return "bad ETag";
+        e->info.etag += '-';
+        e->info.etag += std::to_string(parts);
+      }
+      break;
+    }
+    default:
+      return fmt::format("unknown ETag kind {}", kind);
+  }
+  if (!r.Varint(&delta)) return "truncated mtime";
+  *mtime =
+      static_cast<int64_t>(static_cast<uint64_t>(*mtime) + static_cast<uint64_t>(UnZigZag(delta)));
+  e->info.mtime_ns = *mtime;
+  return {};
+}
+
+}  // namespace
+
 Result<Manifest> DecodeManifest(std::string_view bytes, std::string_view name) {
   auto corrupt = [&](std::string_view why) {
     return Status::Corruption(fmt::format("manifest {}: {}", name, why));
@@ -247,53 +302,10 @@ Result<Manifest> DecodeManifest(std::string_view bytes, std::string_view name) {
   std::string key;
   int64_t mtime = 0;
   for (uint64_t i = 0; i < count; ++i) {
-    auto bad = [&](std::string_view what) {
-      return corrupt(fmt::format("entry {} (payload byte {}): {}", i, r.pos(), what));
-    };
-    uint64_t shared, suffix_len, size, delta;
-    std::string_view suffix;
-    if (!r.Varint(&shared) || !r.Varint(&suffix_len)) return bad("truncated");
-    if (shared > key.size() || suffix_len > kMaxManifestKey ||
-        shared + suffix_len > kMaxManifestKey || shared + suffix_len == 0)
-      return bad("bad key length");
-    if (!r.Bytes(suffix_len, &suffix)) return bad("truncated key");
     ManifestEntry e;
-    e.key.reserve(shared + suffix_len);
-    e.key.assign(key, 0, shared);
-    e.key.append(suffix);
-    if (i > 0 && !(key < e.key)) return bad("keys out of order");
-    key = e.key;
-    uint8_t kind;
-    if (!r.Varint(&size) || !r.Byte(&kind)) return bad("truncated");
-    e.info.size = size;
-    std::string_view raw_etag;
-    switch (kind) {
-      case kEtagString: {
-        uint64_t len;
-        if (!r.Varint(&len) || len > kMaxManifestEtag || !r.Bytes(len, &raw_etag))
-          return bad("bad ETag");
-        e.info.etag.assign(raw_etag);
-        break;
-      }
-      case kEtagMd5:
-      case kEtagMultipart: {
-        if (!r.Bytes(16, &raw_etag)) return bad("truncated ETag");
-        AppendHex(&e.info.etag, reinterpret_cast<const uint8_t*>(raw_etag.data()), 16);
-        if (kind == kEtagMultipart) {
-          uint64_t parts;
-          if (!r.Varint(&parts) || parts == 0 || parts > 999'999'999) return bad("bad ETag");
-          e.info.etag += '-';
-          e.info.etag += std::to_string(parts);
-        }
-        break;
-      }
-      default:
-        return bad(fmt::format("unknown ETag kind {}", kind));
+    if (const std::string why = DecodeEntry(&r, i == 0, &key, &mtime, &e); !why.empty()) {
+      return corrupt(fmt::format("entry {} (payload byte {}): {}", i, r.pos(), why));
     }
-    if (!r.Varint(&delta)) return bad("truncated mtime");
-    mtime =
-        static_cast<int64_t>(static_cast<uint64_t>(mtime) + static_cast<uint64_t>(UnZigZag(delta)));
-    e.info.mtime_ns = mtime;
     m.entries.push_back(std::move(e));
   }
   if (!r.done()) return corrupt("bytes after the last entry");

@@ -113,93 +113,101 @@ void Prefetcher::OnRead(Stream* st, uint64_t offset, uint64_t size) {
   const uint64_t bs = cache_->block_size();
   if (bs == 0) return;
   const uint64_t nblocks = (st->obj_.info.size + bs - 1) / bs;
-  const uint64_t end_block = (offset + size - 1) / bs;  // last block this read touches
   const bool hydrate_on = options_.random_hydrate_misses > 0 && options_.hydrate_runs > 0 &&
                           nblocks >= kHydrateMinBlocks;
-  uint64_t first = 0, count = 0;
-  bool seek = false;
-  std::shared_ptr<Hydration> h;
   const bool projected = cache_->ReadsSparse(st->obj_, offset, size);
-  {
-    MutexLock l(&st->mu_);
-    const uint64_t slack = 2 * bs;
-    // A projected read (small, fetched alone) continues a stream only where the last one ended:
-    // a column reader's ranges land within a few blocks of each other without being a scan.
-    const bool sequential =
-        st->reads_ == 0 ? offset == 0
-        : projected     ? offset == st->next_offset_
-                        : offset + slack >= st->next_offset_ && offset <= st->next_offset_ + slack;
-    ++st->reads_;
-    st->next_offset_ = std::max(st->next_offset_, offset + size);
-    h = st->hydration_;
-    if (!sequential) {
-      seek = true;
-      st->window_ = 0;
-      st->prefetched_until_ = end_block + 1;
-    } else if (options_.readahead_max_bytes != 0 &&
-               st->obj_.info.size > cache_->small_object_bytes()) {
-      // (A small object needs none: its first demand miss fetches it whole.)
-      st->window_ = st->window_ == 0 ? std::min(2 * bs, options_.readahead_max_bytes)
-                                     : std::min(2 * st->window_, options_.readahead_max_bytes);
-      const uint64_t want_until = std::min(nblocks, end_block + 1 + st->window_ / bs);
-      first = std::max(st->prefetched_until_, end_block + 1);
-      if (want_until > first) {
-        const uint64_t step = std::max<uint64_t>(
-            1, std::min<uint64_t>(cache_->readahead_run_blocks(), st->window_ / bs / 2));
-        if (want_until - first >= step || want_until >= nblocks) {  // else wait for a whole step
-          count = want_until - first;
-          st->prefetched_until_ = want_until;
-        }
-      }
-    }
-  }
-  if (count > 0) {
+  const ReadStep step = Advance(st, offset, size, nblocks, projected);
+  if (step.count > 0) {
     ++stats_.readahead_requests;
-    cache_->Prefetch(st->obj_, first, count);
+    cache_->Prefetch(st->obj_, step.first, step.count);
   }
+  std::shared_ptr<Hydration> h = step.hydration;
   bool pump = false;
   if (h) {
     MutexLock l(&h->mu);
     pump = h->hydrating;
   }
   // A seek that the host tiers cannot serve (asked before the read is served, so the read's own
-  // fetch has not filled them yet) counts towards hydration. A small projected one
-  // (TieredCache::ReadsSparse, under kHydrateReadBytes: a column reader's range, which fetches
-  // only what it reads) starts the stream's count of random misses again instead: a reader of a
-  // fraction of the file is not hydrated into reading all of it because the kernel made a few of
-  // its reads larger; such misses count, over all the file's streams, towards
-  // kDenseProjectedMisses.
-  if (seek && hydrate_on && !pump && !cache_->HostHolds(st->obj_, offset, size)) {
+  // fetch has not filled them yet) counts towards hydration.
+  if (step.seek && hydrate_on && !pump && !cache_->HostHolds(st->obj_, offset, size)) {
     if (!h) {
       std::shared_ptr<Hydration> fresh = HydrationOf(st->obj_);
       MutexLock l(&st->mu_);
       if (!st->hydration_) st->hydration_ = std::move(fresh);
       h = st->hydration_;
     }
-    const bool small_projected = projected && size < kHydrateReadBytes;
-    bool in_a_row = false;
-    {
-      MutexLock l(&st->mu_);
-      if (small_projected) {
-        st->random_misses_ = 0;
-      } else {
-        in_a_row = ++st->random_misses_ >= static_cast<uint32_t>(options_.random_hydrate_misses);
-      }
-    }
-    bool started = false;
-    {
-      MutexLock l(&h->mu);
-      if (!h->hydrating && h->cursor < nblocks &&
-          (small_projected ? ++h->projected_misses >= std::max(kDenseProjectedMisses, nblocks / 4)
-                           : in_a_row)) {
-        h->hydrating = true;
-        started = true;
-      }
-    }
-    if (started) ++stats_.random_hydrations;
-    pump = started;
+    pump = CountRandomMiss(st, h.get(), nblocks, projected && size < kHydrateReadBytes);
+    if (pump) ++stats_.random_hydrations;
   }
   if (pump) PumpHydration(h.get(), st->obj_, nblocks);
+}
+
+// The stream's sequential-read detector: whether this read is a seek, and the blocks readahead
+// asks for now (a count of 0: none).
+Prefetcher::ReadStep Prefetcher::Advance(Stream* st, uint64_t offset, uint64_t size,
+                                         uint64_t nblocks, bool projected) {
+  const uint64_t bs = cache_->block_size();
+  const uint64_t end_block = (offset + size - 1) / bs;  // last block this read touches
+  ReadStep step;
+  MutexLock l(&st->mu_);
+  const uint64_t slack = 2 * bs;
+  // A projected read (small, fetched alone) continues a stream only where the last one ended:
+  // a column reader's ranges land within a few blocks of each other without being a scan.
+  const bool sequential =
+      st->reads_ == 0 ? offset == 0
+      : projected     ? offset == st->next_offset_
+                      : offset + slack >= st->next_offset_ && offset <= st->next_offset_ + slack;
+  ++st->reads_;
+  st->next_offset_ = std::max(st->next_offset_, offset + size);
+  step.hydration = st->hydration_;
+  if (!sequential) {
+    step.seek = true;
+    st->window_ = 0;
+    st->prefetched_until_ = end_block + 1;
+  } else if (options_.readahead_max_bytes != 0 &&
+             st->obj_.info.size > cache_->small_object_bytes()) {
+    // (A small object needs none: its first demand miss fetches it whole.)
+    st->window_ = st->window_ == 0 ? std::min(2 * bs, options_.readahead_max_bytes)
+                                   : std::min(2 * st->window_, options_.readahead_max_bytes);
+    const uint64_t want_until = std::min(nblocks, end_block + 1 + st->window_ / bs);
+    const uint64_t first = std::max(st->prefetched_until_, end_block + 1);
+    if (want_until > first) {
+      const uint64_t run = std::max<uint64_t>(
+          1, std::min<uint64_t>(cache_->readahead_run_blocks(), st->window_ / bs / 2));
+      if (want_until - first >= run || want_until >= nblocks) {  // else wait for a whole step
+        step.first = first;
+        step.count = want_until - first;
+        st->prefetched_until_ = want_until;
+      }
+    }
+  }
+  return step;
+}
+
+// Counts a random miss of `st` towards the hydration of its file; true when it starts the
+// hydration. A small projected one (`small_projected`: TieredCache::ReadsSparse, under
+// kHydrateReadBytes: a column reader's range, which fetches only what it reads) starts the
+// stream's count of random misses again instead: a reader of a fraction of the file is not
+// hydrated into reading all of it because the kernel made a few of its reads larger; such misses
+// count, over all the file's streams, towards kDenseProjectedMisses.
+bool Prefetcher::CountRandomMiss(Stream* st, Hydration* h, uint64_t nblocks, bool small_projected) {
+  bool in_a_row = false;
+  {
+    MutexLock l(&st->mu_);
+    if (small_projected) {
+      st->random_misses_ = 0;
+    } else {
+      in_a_row = ++st->random_misses_ >= static_cast<uint32_t>(options_.random_hydrate_misses);
+    }
+  }
+  MutexLock l(&h->mu);
+  if (h->hydrating || h->cursor >= nblocks) return false;
+  if (!(small_projected ? ++h->projected_misses >= std::max(kDenseProjectedMisses, nblocks / 4)
+                        : in_a_row)) {
+    return false;
+  }
+  h->hydrating = true;
+  return true;
 }
 
 std::shared_ptr<Prefetcher::Hydration> Prefetcher::HydrationOf(const ObjectRef& obj) {

@@ -139,6 +139,17 @@ class Prefetcher {
   static constexpr uint64_t kProvenShare = 4;
 
  private:
+  // What one read does to its stream (Advance).
+  struct ReadStep {
+    bool seek = false;                     // not sequential: the window starts again
+    uint64_t first = 0, count = 0;         // blocks readahead asks for now (count 0: none)
+    std::shared_ptr<Hydration> hydration;  // the file's, once the stream has one
+  };
+  // The stream's sequential-read detector and readahead window, for a read of
+  // [offset, offset + size) of a file of `nblocks` blocks.
+  ReadStep Advance(Stream* st, uint64_t offset, uint64_t size, uint64_t nblocks, bool projected);
+  // Counts a random miss towards the file's hydration; true when it starts it.
+  bool CountRandomMiss(Stream* st, Hydration* h, uint64_t nblocks, bool small_projected);
   // Advances the hydration of `obj` (of nblocks blocks): moves past the blocks that landed, asks
   // for new runs while fewer than hydrate_runs runs are outstanding.
   void PumpHydration(Hydration* h, const ObjectRef& obj, uint64_t nblocks);

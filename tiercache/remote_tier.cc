@@ -108,7 +108,6 @@ class RemoteTier final : public Tier, public ListingShare {
   }
 
   std::string_view name() const override { return "l3"; }
-  TierKind kind() const override { return TierKind::kShared; }
 
   Result<BlockRef> Read(const BlockKey& key) override {
     if (!BreakerAllows()) {

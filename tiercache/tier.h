@@ -206,12 +206,6 @@ struct Placement {
   }
 };
 
-// Where a tier keeps its blocks (Tier::kind): on this host, or shared by the hosts of a region.
-enum class TierKind {
-  kHost,    // L1 memory, L2 local flash
-  kShared,  // L3 regional object store
-};
-
 // Thread-safe; no external synchronization needed.
 class Tier {
  public:
@@ -250,11 +244,6 @@ class Tier {
   virtual void NoteOwner(const BlockKey& key, const BlockOwner& owner) {}
   virtual const TierStats& Stats() const = 0;
 
-  // kHost: the tier lives on this host (L1, L2): TieredCache::HostHolds, Evict, pins, TTL expiry
-  // and the size `df` shows are about host tiers. kShared: the tier is shared with other hosts
-  // (L3): its Contains() is only a hint, Evict leaves it alone, and prefetch into the host tiers
-  // does not count a block it holds as cached.
-  virtual TierKind kind() const { return TierKind::kHost; }
   // Bytes [offset, offset + length) of a block the tier holds, without reading the whole block
   // where the tier can verify a part (L2: per-chunk checksums). Same outcomes as Read();
   // NotSupported: use Read() (always, unless SupportsRanges(); L2 for blocks stored without

@@ -185,14 +185,30 @@ struct CacheStats {
   std::atomic<int64_t> demand_remote_last_ns{0};
 };
 
+// The tiers of a cache by role, each list fast→slow: the tiers on this host (L1 memory over L2
+// flash: with two, the first is L1 and the second L2; either may be absent) and the tiers shared
+// with the other hosts of the region (L3). The cache's tier indexes (BlockSlice::tier, tiers())
+// count the host tiers first, then the shared ones. A vector of tiers converts to host tiers
+// only.
+struct CacheTiers {
+  CacheTiers() = default;
+  CacheTiers(std::vector<std::unique_ptr<Tier>> host_tiers)  // NOLINT(google-explicit-constructor)
+      : host(std::move(host_tiers)) {}
+  CacheTiers(std::vector<std::unique_ptr<Tier>> host_tiers,
+             std::vector<std::unique_ptr<Tier>> shared_tiers)
+      : host(std::move(host_tiers)), shared(std::move(shared_tiers)) {}
+
+  std::vector<std::unique_ptr<Tier>> host;    // L1, L2: Evict, pins, TTL, `df` are about these
+  std::vector<std::unique_ptr<Tier>> shared;  // L3: Contains() is only a hint; never evicted
+};
+
 class TieredCache {
  public:
-  // `tiers` ordered fast→slow (L1, L2, ...), the host tiers before the shared one (L3);
-  // may be empty. InvalidArgument for a host tier below a shared one. `origin` and `clock` are
-  // not owned and must outlive the cache.
+  // `tiers` by role (CacheTiers); either list may be empty, the host one holds at most two
+  // (InvalidArgument otherwise). `origin` and `clock` are not owned and must outlive the cache.
   static Result<std::unique_ptr<TieredCache>> Open(const TieredCacheOptions& options,
-                                                   std::vector<std::unique_ptr<Tier>> tiers,
-                                                   BlobStore* origin, Clock* clock);
+                                                   CacheTiers tiers, BlobStore* origin,
+                                                   Clock* clock);
   virtual ~TieredCache() = default;
 
   // Returns slices covering [offset, offset + length) of `obj`, short at end of object (empty at

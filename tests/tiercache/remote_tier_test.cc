@@ -512,11 +512,11 @@ class SharedL3Test : public ::testing::Test {
   };
   // `prefetch_threads` > 0: readahead runs of 8 blocks.
   Host OpenHost(int prefetch_threads = 0) {
-    std::vector<std::unique_ptr<Tier>> tiers;
+    CacheTiers tiers;
     MemoryTierOptions m;
     m.capacity_bytes = 1 << 22;
     m.shards = 2;
-    tiers.push_back(NewMemoryTier(m));
+    tiers.host.push_back(NewMemoryTier(m));
     RemoteTierOptions r;
     r.block_size = kBs;
     r.write_queue = 1000;
@@ -525,7 +525,7 @@ class SharedL3Test : public ::testing::Test {
     EXPECT_OK(l3);
     Host h;
     h.l3 = l3->get();
-    tiers.push_back(std::move(*l3));
+    tiers.shared.push_back(std::move(*l3));
     TieredCacheOptions o;
     o.block_size = kBs;
     o.prefetch_threads = prefetch_threads;

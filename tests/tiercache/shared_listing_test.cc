@@ -411,8 +411,8 @@ TEST_F(SharedListingTest, CountersReachStatsAndMetrics) {
   TieredCacheOptions to;
   to.block_size = 4096;
   to.metrics = &registry;
-  std::vector<std::unique_ptr<Tier>> tiers;
-  tiers.push_back(std::move(b->l3));
+  CacheTiers tiers;
+  tiers.shared.push_back(std::move(b->l3));
   auto c = TieredCache::Open(to, std::move(tiers), &origin_, &clock_);
   ASSERT_OK(c);
   const std::string stats = (*c)->StatsText();

@@ -1116,18 +1116,15 @@ TEST_F(TieredCacheTest, HostSpaceIsTheLargestHostTierAndNeverTheSharedOne) {
   ro.block_size = kBs;
   auto l3 = NewRemoteTier(ro, &l3_store, &clock_);
   ASSERT_OK(l3);
-  EXPECT_EQ((*l3)->kind(), TierKind::kShared);
-  EXPECT_EQ(c->tiers()[0]->kind(), TierKind::kHost);
-  EXPECT_EQ(c->tiers()[1]->kind(), TierKind::kHost);
   c.reset();
-  std::vector<std::unique_ptr<Tier>> tiers;
+  CacheTiers tiers;
   MemoryTierOptions m;
   m.capacity_bytes = 64 * kBs;
-  tiers.push_back(NewMemoryTier(m));
+  tiers.host.push_back(NewMemoryTier(m));
   auto l2 = NewFlashTier(l2_options_, faulty_.get(), meta_.get(), &clock_);
   ASSERT_OK(l2);
-  tiers.push_back(std::move(*l2));
-  tiers.push_back(std::move(*l3));
+  tiers.host.push_back(std::move(*l2));
+  tiers.shared.push_back(std::move(*l3));
   auto opened = TieredCache::Open(options_, std::move(tiers), &origin_, &clock_);
   ASSERT_OK(opened);
   c = std::move(*opened);
@@ -1314,6 +1311,12 @@ TEST_F(TieredCacheTest, OpenValidatesOptions) {
   EXPECT_FALSE(TieredCache::Open(options_, {}, &origin_, &clock_).ok());
   options_.block_size = kBs;
   EXPECT_FALSE(TieredCache::Open(options_, {}, nullptr, &clock_).ok());
+  // Three host tiers: an L3 put among them by mistake.
+  std::vector<std::unique_ptr<Tier>> three;
+  for (int i = 0; i < 3; ++i) three.push_back(NewMemoryTier(MemoryTierOptions{}));
+  auto opened = TieredCache::Open(options_, std::move(three), &origin_, &clock_);
+  ASSERT_FALSE(opened.ok());
+  EXPECT_EQ(opened.status().code(), Status::Code::kInvalidArgument) << opened.status().ToString();
 }
 
 }  // namespace

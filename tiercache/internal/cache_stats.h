@@ -1,7 +1,8 @@
 // CacheStatsSource: the one source of the tiered cache's counters. user.tierfs.stats
 // (TieredCache::StatsText) and /metrics (the collector the cache registers) are two renderings
-// of it, so they always agree: the engines of the cache bump the counters here (CacheStats, the
-// public ones, and EngineCounters), and Text() and Collect() read the same atomics, the tiers'
+// of it, so they always agree: the engines of the cache bump the counters it reads (CacheStats,
+// the public ones, and EngineCounters, both held by the cache), and Text() and Collect() read the
+// same atomics, the tiers'
 // own TierStats, the origin store's and admission's counters, and the queue depths the cache
 // reports through QueueDepths.
 //
@@ -55,23 +56,23 @@ class CacheStatsSource {
   // `tiers` fast→slow, of which the first `host_tiers` are host tiers (L1, L2) and the rest
   // shared (L3). `origin` may be null. `read_latency`: one histogram per tier, then the
   // origin's; empty when latency is not measured. `queues` is called by Collect only, on the
-  // scraping thread. All not owned; they must outlive this object.
+  // scraping thread. `stats` and `counters`: the atomics the engines bump. All not owned; they
+  // must outlive this object.
   CacheStatsSource(const std::vector<std::unique_ptr<Tier>>* tiers, size_t host_tiers,
                    BlobStore* origin, const Admission* admission,
                    const std::vector<std::unique_ptr<metrics::Histogram>>* read_latency,
-                   std::function<QueueDepths()> queues)
+                   std::function<QueueDepths()> queues, const CacheStats* stats,
+                   const EngineCounters* counters)
       : tiers_(tiers),
         host_tiers_(host_tiers),
         origin_(origin),
         admission_(admission),
         read_latency_(read_latency),
-        queues_(std::move(queues)) {}
+        queues_(std::move(queues)),
+        stats_(*stats),
+        counters_(*counters) {}
   CacheStatsSource(const CacheStatsSource&) = delete;
   CacheStatsSource& operator=(const CacheStatsSource&) = delete;
-
-  CacheStats& stats() { return stats_; }
-  const CacheStats& stats() const { return stats_; }
-  EngineCounters& counters() { return counters_; }
 
   // "l1.hits=.. l1.misses=.. ... read.bytes=..": user.tierfs.stats.
   std::string Text() const;
@@ -90,10 +91,8 @@ class CacheStatsSource {
   const Admission* const admission_;
   const std::vector<std::unique_ptr<metrics::Histogram>>* const read_latency_;
   const std::function<QueueDepths()> queues_;
-
-  // Atomic counters.
-  CacheStats stats_;
-  EngineCounters counters_;
+  const CacheStats& stats_;
+  const EngineCounters& counters_;
 };
 
 }  // namespace tierfs::tiercache_internal
