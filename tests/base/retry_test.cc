@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "base/cancel.h"
+#include "tests/testing/status_matchers.h"
 
 namespace tierfs {
 namespace {
@@ -84,7 +85,7 @@ TEST(RetryTest, RetriesRetryableFailuresUpToTheAttempts) {
         return 42;
       },
       obs);
-  ASSERT_TRUE(r.ok());
+  ASSERT_OK(r);
   EXPECT_EQ(*r, 42);
   EXPECT_EQ(log, (std::vector<std::string>{"retry 1 busy", "retry 2 busy"}));
 
@@ -152,7 +153,7 @@ TEST(RetryTest, ACancelledRequestStopsSleeping) {
   EXPECT_EQ(SleepForRetry(milliseconds(60'000)).code(), Status::Code::kTimedOut);
   CancelToken fine;
   CancelToken::Scope innermost(&fine);
-  EXPECT_TRUE(SleepForRetry(milliseconds(1)).ok());
+  EXPECT_OK(SleepForRetry(milliseconds(1)));
 }
 
 }  // namespace

@@ -12,6 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include "tests/testing/eventually.h"
+
 namespace tierfs {
 namespace {
 
@@ -45,16 +47,7 @@ class Gate {
   bool open_ GUARDED_BY(mu_) = false;
 };
 
-// Waits until `pred` holds, for at most kPrompt.
-template <typename Pred>
-bool Eventually(Pred pred) {
-  const auto deadline = Soon();
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::yield();
-  }
-  return true;
-}
+using testing::Eventually;
 
 std::string ThisThreadName() {
   char name[16] = {};

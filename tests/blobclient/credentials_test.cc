@@ -415,7 +415,7 @@ TEST_F(CredentialChainTest, ServicesRetryWhatTheirAnswersCallRetryable) {
   env_["AWS_ROLE_ARN"] = "arn:aws:iam::123:role/train";
   env_["AWS_ENDPOINT_URL_STS"] = server_->base_url();
   auto sts = Chain();
-  ASSERT_TRUE(sts.ok()) << sts.status().ToString();
+  ASSERT_OK(sts);
   EXPECT_EQ(Now(*sts)->access_key_id, "ASIAWEB");
   EXPECT_EQ(sts_calls.load(), 2);
 
@@ -430,7 +430,7 @@ TEST_F(CredentialChainTest, ServicesRetryWhatTheirAnswersCallRetryable) {
   server_->ClearRequests();
   env_["AWS_CONTAINER_CREDENTIALS_FULL_URI"] = server_->base_url() + "/busy-container";
   auto busy = Chain();
-  ASSERT_TRUE(busy.ok()) << busy.status().ToString();
+  ASSERT_OK(busy);
   EXPECT_EQ(Now(*busy)->access_key_id, "ASIABUSY");
   EXPECT_EQ(server_->request_count(), 2u);
 }

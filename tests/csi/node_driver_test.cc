@@ -7,6 +7,7 @@
 #include <set>
 #include <thread>
 
+#include "tests/testing/status_matchers.h"
 #include "tests/testing/temp_dir.h"
 
 namespace tierfs::csi {
@@ -77,7 +78,7 @@ class NodeDriverTest : public ::testing::Test {
 
   std::unique_ptr<NodeDriver> Open() {
     auto d = NodeDriver::Open(options_, &ops_);
-    EXPECT_TRUE(d.ok()) << d.status().ToString();
+    EXPECT_OK(d);
     return d.ok() ? std::move(*d) : nullptr;
   }
 
@@ -98,19 +99,19 @@ class NodeDriverTest : public ::testing::Test {
 
 TEST_F(NodeDriverTest, TwoPodsShareOneDaemonUntilTheLastLeaves) {
   auto driver = Open();
-  ASSERT_TRUE(driver->Publish(Req("v1", "/pods/a")).ok());
-  ASSERT_TRUE(driver->Publish(Req("v2", "/pods/b")).ok());
+  ASSERT_OK(driver->Publish(Req("v1", "/pods/a")));
+  ASSERT_OK(driver->Publish(Req("v2", "/pods/b")));
   EXPECT_EQ(ops_.launches.size(), 1u);
   EXPECT_TRUE(ops_.IsTierfsMount("/pods/a") && ops_.IsTierfsMount("/pods/b"));
   const DaemonLaunch& l = ops_.launches[0];
   EXPECT_EQ(l.cache_dir.rfind(options_.cache_root + "/", 0), 0u);
   EXPECT_EQ(l.mountpoint.rfind(options_.state_dir + "/mnt/", 0), 0u);
 
-  ASSERT_TRUE(driver->Unpublish("v1", "/pods/a").ok());
+  ASSERT_OK(driver->Unpublish("v1", "/pods/a"));
   EXPECT_FALSE(ops_.IsTierfsMount("/pods/a"));
   EXPECT_TRUE(ops_.IsTierfsMount("/pods/b"));
   EXPECT_TRUE(ops_.stopped.empty());
-  ASSERT_TRUE(driver->Unpublish("v2", "/pods/b").ok());
+  ASSERT_OK(driver->Unpublish("v2", "/pods/b"));
   EXPECT_EQ(ops_.stopped, std::vector<int64_t>{100});
   EXPECT_TRUE(ops_.mounts.empty());
   EXPECT_TRUE(driver->TEST_State().daemons.empty());
@@ -118,8 +119,8 @@ TEST_F(NodeDriverTest, TwoPodsShareOneDaemonUntilTheLastLeaves) {
 
 TEST_F(NodeDriverTest, PublishAndUnpublishAreIdempotent) {
   auto driver = Open();
-  ASSERT_TRUE(driver->Publish(Req("v1", "/pods/a")).ok());
-  ASSERT_TRUE(driver->Publish(Req("v1", "/pods/a")).ok());
+  ASSERT_OK(driver->Publish(Req("v1", "/pods/a")));
+  ASSERT_OK(driver->Publish(Req("v1", "/pods/a")));
   EXPECT_EQ(ops_.launches.size(), 1u);
   EXPECT_EQ(driver->TEST_State().daemons.begin()->second.targets.size(), 1u);
   // Another volume at a target that holds one, or the same one with another readonly flag:
@@ -130,12 +131,12 @@ TEST_F(NodeDriverTest, PublishAndUnpublishAreIdempotent) {
   ro.readonly = true;
   EXPECT_EQ(driver->Publish(ro).code(), Status::Code::kFailedPrecondition);
   ro.target_path = "/pods/r";
-  ASSERT_TRUE(driver->Publish(ro).ok());
+  ASSERT_OK(driver->Publish(ro));
   EXPECT_EQ(ops_.read_only_binds, std::set<std::string>{"/pods/r"});
-  ASSERT_TRUE(driver->Unpublish("v1", "/pods/r").ok());
-  ASSERT_TRUE(driver->Unpublish("v1", "/pods/a").ok());
-  ASSERT_TRUE(driver->Unpublish("v1", "/pods/a").ok());
-  ASSERT_TRUE(driver->Unpublish("v7", "/pods/never").ok());
+  ASSERT_OK(driver->Unpublish("v1", "/pods/r"));
+  ASSERT_OK(driver->Unpublish("v1", "/pods/a"));
+  ASSERT_OK(driver->Unpublish("v1", "/pods/a"));
+  ASSERT_OK(driver->Unpublish("v7", "/pods/never"));
   EXPECT_EQ(ops_.stopped.size(), 1u);
 }
 
@@ -143,10 +144,10 @@ TEST_F(NodeDriverTest, DistinctCredentialsGetDistinctDaemons) {
   auto driver = Open();
   std::map<std::string, std::string> a = {{"access_key_id", "K"}, {"secret_access_key", "A"}};
   std::map<std::string, std::string> b = {{"access_key_id", "K"}, {"secret_access_key", "B"}};
-  ASSERT_TRUE(driver->Publish(Req("v1", "/pods/a", "s3://bkt", a)).ok());
-  ASSERT_TRUE(driver->Publish(Req("v2", "/pods/b", "s3://bkt", b)).ok());
-  ASSERT_TRUE(driver->Publish(Req("v3", "/pods/c", "s3://bkt")).ok());
-  ASSERT_TRUE(driver->Publish(Req("v4", "/pods/d", "s3://bkt", a)).ok());
+  ASSERT_OK(driver->Publish(Req("v1", "/pods/a", "s3://bkt", a)));
+  ASSERT_OK(driver->Publish(Req("v2", "/pods/b", "s3://bkt", b)));
+  ASSERT_OK(driver->Publish(Req("v3", "/pods/c", "s3://bkt")));
+  ASSERT_OK(driver->Publish(Req("v4", "/pods/d", "s3://bkt", a)));
   ASSERT_EQ(ops_.launches.size(), 3u);
   EXPECT_EQ(ops_.launches[0].env.at("AWS_SECRET_ACCESS_KEY"), "A");
   EXPECT_EQ(ops_.launches[1].env.at("AWS_SECRET_ACCESS_KEY"), "B");
@@ -196,16 +197,16 @@ TEST_F(NodeDriverTest, FileSourcesBelowTheFileRoot) {
   auto driver = Open();
   EXPECT_EQ(driver->Publish(Req("v", "/pods/a", "file:///srv/database")).code(),
             Status::Code::kInvalidArgument);
-  EXPECT_TRUE(driver->Publish(Req("v", "/pods/a", "file:///srv/data/imagenet")).ok());
+  EXPECT_OK(driver->Publish(Req("v", "/pods/a", "file:///srv/data/imagenet")));
 }
 
 TEST_F(NodeDriverTest, RestartKeepsLiveDaemonsAndDropsWhatIsGone) {
   {
     auto driver = Open();
-    ASSERT_TRUE(driver->Publish(Req("v1", "/pods/a")).ok());
-    ASSERT_TRUE(driver->Publish(Req("v2", "/pods/b")).ok());
-    ASSERT_TRUE(driver->Publish(Req("v3", "/pods/c", "s3://other")).ok());
-    ASSERT_TRUE(driver->Publish(Req("v4", "/pods/d", "s3://third")).ok());
+    ASSERT_OK(driver->Publish(Req("v1", "/pods/a")));
+    ASSERT_OK(driver->Publish(Req("v2", "/pods/b")));
+    ASSERT_OK(driver->Publish(Req("v3", "/pods/c", "s3://other")));
+    ASSERT_OK(driver->Publish(Req("v4", "/pods/d", "s3://third")));
   }
   // While the driver is down: pod b's mount vanished, the daemon of s3://other died, and a
   // daemon mount nobody recorded appeared.
@@ -226,11 +227,11 @@ TEST_F(NodeDriverTest, RestartKeepsLiveDaemonsAndDropsWhatIsGone) {
   EXPECT_FALSE(ops_.IsTierfsMount("/pods/c"));
   EXPECT_FALSE(ops_.IsTierfsMount(options_.state_dir + "/mnt/orphan"));
   // Publishing the same volume again after the restart reuses the running daemon.
-  ASSERT_TRUE(driver->Publish(Req("v2", "/pods/b")).ok());
+  ASSERT_OK(driver->Publish(Req("v2", "/pods/b")));
   EXPECT_EQ(ops_.launches.size(), 3u);
   // A daemon that died since is replaced at the next publish.
   ops_.alive.erase(102);
-  ASSERT_TRUE(driver->Publish(Req("v5", "/pods/e", "s3://third")).ok());
+  ASSERT_OK(driver->Publish(Req("v5", "/pods/e", "s3://third")));
   EXPECT_EQ(ops_.launches.size(), 4u);
   EXPECT_FALSE(ops_.IsTierfsMount("/pods/d"));  // the dead daemon's pod mount went with it
 }
@@ -238,7 +239,7 @@ TEST_F(NodeDriverTest, RestartKeepsLiveDaemonsAndDropsWhatIsGone) {
 TEST_F(NodeDriverTest, LastTargetGoneWhileDownStopsTheDaemonAtStart) {
   {
     auto driver = Open();
-    ASSERT_TRUE(driver->Publish(Req("v1", "/pods/a")).ok());
+    ASSERT_OK(driver->Publish(Req("v1", "/pods/a")));
   }
   ops_.mounts.erase("/pods/a");
   auto driver = Open();
@@ -255,8 +256,8 @@ TEST_F(NodeDriverTest, ConcurrentPublishesKeepTheCountsRight) {
       const std::string target = "/pods/t" + std::to_string(t);
       const std::string source = t % 2 ? "s3://odd" : "s3://even";
       for (int i = 0; i < kRounds; ++i) {
-        EXPECT_TRUE(driver->Publish(Req("v" + std::to_string(t), target, source)).ok());
-        EXPECT_TRUE(driver->Unpublish("v" + std::to_string(t), target).ok());
+        EXPECT_OK(driver->Publish(Req("v" + std::to_string(t), target, source)));
+        EXPECT_OK(driver->Unpublish("v" + std::to_string(t), target));
       }
     });
   }

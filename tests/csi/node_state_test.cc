@@ -5,6 +5,7 @@
 
 #include <fstream>
 
+#include "tests/testing/status_matchers.h"
 #include "tests/testing/temp_dir.h"
 
 namespace tierfs::csi {
@@ -23,12 +24,12 @@ TEST(NodeStateTest, RoundTripsThroughTheFile) {
   d.start_time = 777;
   d.targets = {{"/pods/a/mount", {"vol-a", false}}, {"/pods/b/mount", {"vol-b", true}}};
   const std::string path = dir.path() + "/state.json";
-  ASSERT_TRUE(SaveState(path, state).ok());
+  ASSERT_OK(SaveState(path, state));
   struct stat st;
   ASSERT_EQ(stat(path.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   auto back = LoadState(path);
-  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_OK(back);
   ASSERT_EQ(back->daemons.size(), 1u);
   const DaemonRecord& r = back->daemons.at("k1");
   EXPECT_EQ(r.key, "k1");
@@ -42,7 +43,7 @@ TEST(NodeStateTest, RoundTripsThroughTheFile) {
 TEST(NodeStateTest, MissingFileIsEmptyOtherVersionsAreRefused) {
   testing::TempDir dir;
   auto empty = LoadState(dir.path() + "/none.json");
-  ASSERT_TRUE(empty.ok());
+  ASSERT_OK(empty);
   EXPECT_TRUE(empty->daemons.empty());
   EXPECT_EQ(DecodeState(R"({"version": 2, "daemons": {}})").status().code(),
             Status::Code::kCorruption);

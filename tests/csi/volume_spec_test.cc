@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/testing/status_matchers.h"
+
 namespace tierfs::csi {
 namespace {
 
@@ -14,7 +16,7 @@ TEST(VolumeSpecTest, ParsesSourceEndpointRegionAndOptions) {
                            {"options", "metadata-ttl=10m, l1-size=2GiB,no-sign-request"},
                            {"csi.storage.k8s.io/pod.name", "reader-0"}},
                           {}, {"control-group=2000"});
-  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  ASSERT_OK(spec);
   EXPECT_EQ(spec->source, "s3://bucket/datasets/imagenet");
   EXPECT_EQ(spec->credentials_id, "node");
   EXPECT_TRUE(spec->credential_env.empty());
@@ -55,7 +57,7 @@ TEST(VolumeSpecTest, RefusesBadSourceAndAttributes) {
   EXPECT_NE(s.status().message().find("given twice"), std::string::npos);
   s = ParseVolume({{"source", "s3://bkt"}, {"options", "metadata-ttl=soon"}}, {}, {});
   EXPECT_NE(s.status().message().find("metadata-ttl"), std::string::npos);
-  EXPECT_TRUE(ParseVolume({{"source", "file:///srv/data/"}}, {}, {}).ok());
+  EXPECT_OK(ParseVolume({{"source", "file:///srv/data/"}}, {}, {}));
 }
 
 TEST(VolumeSpecTest, SecretsBecomeEnvironmentAndAnIdentity) {
@@ -89,13 +91,13 @@ TEST(VolumeSpecTest, RefusesIncompleteOrUnknownSecretKeys) {
 
 TEST(VolumeSpecTest, KeyDependsOnEveryPart) {
   auto base = ParseVolume({{"source", "s3://bkt/p"}}, {}, {});
-  ASSERT_TRUE(base.ok());
+  ASSERT_OK(base);
   EXPECT_EQ(base->Key().size(), 32u);
   for (Map ctx : {Map{{"source", "s3://bkt/q"}}, Map{{"source", "s3://bkt/p"}, {"region", "x"}},
                   Map{{"source", "s3://bkt/p"}, {"endpoint", "http://h:1"}},
                   Map{{"source", "s3://bkt/p"}, {"options", "l1-size=1GiB"}}}) {
     auto other = ParseVolume(ctx, {}, {});
-    ASSERT_TRUE(other.ok());
+    ASSERT_OK(other);
     EXPECT_NE(other->Key(), base->Key());
   }
   // Pod information does not split daemons.
