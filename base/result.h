@@ -77,4 +77,12 @@ class [[nodiscard]] Result {
   Status status_;
 };
 
+// The Status of a Status or of a Result<T>: for code that takes either (retry loops, test
+// assertions).
+inline const Status& StatusOf(const Status& s) { return s; }
+template <typename T>
+const Status& StatusOf(const Result<T>& r) {
+  return r.status();
+}
+
 }  // namespace tierfs

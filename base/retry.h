@@ -68,12 +68,6 @@ struct RetryObserver {
   std::function<void(const Status& failure, int attempts)> on_exhausted;
 };
 
-inline const Status& StatusOf(const Status& s) { return s; }
-template <typename T>
-const Status& StatusOf(const Result<T>& r) {
-  return r.status();
-}
-
 // Calls attempt(n) for n = 1, 2, ... (each returns a Status or a Result<T>) until NextRetryStep
 // says otherwise, sleeping the backoff in between, and returns the last attempt's outcome; or
 // the token's Cancelled/TimedOut when the thread's CancelToken ends a backoff sleep.

@@ -16,16 +16,10 @@
 
 namespace tierfs::testing::internal {
 
-inline const Status& StatusOf(const Status& s) { return s; }
-template <typename T>
-const Status& StatusOf(const Result<T>& r) {
-  return r.status();
-}
-
 // The predicate-formatter behind ASSERT_OK and EXPECT_OK.
 template <typename T>
 ::testing::AssertionResult IsOk(const char* expr_text, const T& value) {
-  const Status& status = StatusOf(value);
+  const Status& status = ::tierfs::StatusOf(value);
   if (status.ok()) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << expr_text << " is not OK: " << status.ToString();
 }
