@@ -318,6 +318,20 @@ std::vector<ConfigKey> CachePrefetchKeys() {
   };
 }
 
+std::vector<ConfigKey> MemoryKeys() {
+  return {
+      Row(kSize, "memory", "limit", FIELD(memory_limit),
+          "What the daemon's memory (RSS) may come to: L1, readahead, prefetch jobs, blocks in "
+          "flight and listings draw from it, L1 giving back first; at least 32MiB + 16 blocks; "
+          "0: a quarter of the host's memory, or of the cgroup's memory.max when lower")
+          .Flag("--memory-limit", &MountFlags::memory_limit)
+          .Get([](const DaemonOptions& o) {
+            return o.memory_limit == 0 ? Quote("a quarter of the host's or cgroup's memory")
+                                       : SizeText(o.memory_limit);
+          }),
+  };
+}
+
 std::vector<ConfigKey> L3Keys() {
   return {
       Row(kStr, "cache", "l3", FIELD(l3),
@@ -565,8 +579,8 @@ std::vector<ConfigKey> OtherKeys() {
 
 std::vector<ConfigKey> BuildTable() {
   std::vector<ConfigKey> all;
-  for (auto part : {CacheKeys, CachePrefetchKeys, L3Keys, MetadataAndS3Keys, S3TransferKeys,
-                    FuseKeys, OtherKeys}) {
+  for (auto part : {CacheKeys, CachePrefetchKeys, L3Keys, MemoryKeys, MetadataAndS3Keys,
+                    S3TransferKeys, FuseKeys, OtherKeys}) {
     for (ConfigKey& k : part()) all.push_back(std::move(k));
   }
   return all;

@@ -55,6 +55,7 @@
 #include "daemon/internal/config_table.h"
 #include "daemon/log_control.h"
 #include "daemon/manifest_cli.h"
+#include "daemon/memory_limit.h"
 #include "daemon/metrics_server.h"
 #include "daemon/mounts.h"
 #include "daemon/notify.h"
@@ -700,6 +701,7 @@ int RunMount(DaemonOptions o, const std::string& config_path, const MountFlags& 
   }
   if (Status s = ApplyFlags(flags, &o); !s.ok()) return usage(s);
   if (Status s = FinishOptions(&o, RealGetEnv); !s.ok()) return usage(s);
+  if (Status s = ApplyMemoryLimit(&o); !s.ok()) return usage(s);
 
   // A FUSE mount whose daemon died (a crash, kill -9) is still mounted there. stat() says so
   // (ENOTCONN) only while the kernel holds no attributes of its root: after a recent open of
@@ -976,6 +978,7 @@ int RunConfigCheck(const std::string& path) {
   DaemonOptions o;
   if (Status s = ApplyConfigFile(path, &o); !s.ok()) return kExitUsage;  // checked above
   const HostLimits host = ReadHostLimits(o.cache_dir);
+  std::printf("%s", DescribeMemoryLimit(o, host).c_str());
   if (Status s = CheckMemorySizes(o, host); !s.ok()) {
     std::fprintf(stderr, "tierfs config check: %s (a mount on this host refuses it)\n",
                  s.message().c_str());

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "base/logging.h"
+#include "daemon/memory_limit.h"
 
 namespace tierfs {
 namespace {
@@ -453,6 +454,11 @@ metrics::Registry::Registration RegisterProcessMetrics(metrics::Registry* regist
                 {{"version", version}}, 1);
     e->AddGauge("tierfs_start_time_seconds", "When the daemon started, in seconds since the epoch.",
                 {}, start);
+    e->AddGauge("process_resident_memory_bytes", "Resident memory size in bytes.", {},
+                static_cast<double>(ProcessResidentBytes()));
+    e->AddGauge("process_open_fds", "Number of open file descriptors.", {},
+                static_cast<double>(ProcessOpenFds()));
+    CollectMemoryBudgetMetrics(e);
   });
 }
 

@@ -207,7 +207,8 @@ class TieredCacheImpl final : public TieredCache {
             1, options.readahead_budget_bytes / std::max<uint64_t>(1, options.block_size))),
         run_blocks_(RunBlocks(options)),
         budget_(std::min(options.readahead_budget_bytes,
-                         kRunsInFlight * run_blocks_ * std::max<uint64_t>(1, options.block_size))),
+                         kRunsInFlight * run_blocks_ * std::max<uint64_t>(1, options.block_size)),
+                options.memory_budget),
         small_object_bytes_(
             std::min(options.small_object_bytes,
                      RunBlocks(options) * std::max<uint64_t>(1, options.block_size))),
