@@ -200,6 +200,13 @@ struct Placement {
   uint64_t quota_bytes = 0;
   // [[policy]] admit / user.tierfs.admit: L2 admission (TieredCache decides before the insert).
   AdmitPolicy admit = AdmitPolicy::kDefault;
+  // Set by TieredCache from admission (AdmitDecision::kProbation): L2 stores the block as
+  // probationary, in free room or in place of other probationary blocks only, never evicting a
+  // protected one (a first sight of a `reuse` block, or a scan's). Other tiers ignore it.
+  bool probation = false;
+  // The group L2 keeps probationary blocks in (the group field of their index records,
+  // tiercache/FORMAT.md); never a quota group's id (QuotaGroupId).
+  static constexpr uint32_t kProbationGroup = 0xFFFFFFFFu;
   // Set by TieredCache: the block is the whole object (block 0 of an object of at most one
   // block). L2 then stores it without a chunk trailer, so that its file holds exactly the
   // object's bytes and can back a file the kernel reads directly (FileExtent::exact).

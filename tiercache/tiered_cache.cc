@@ -1320,10 +1320,13 @@ class TieredCacheImpl final : public TieredCache {
     hint.owner = owner;
     for (size_t t = from; t < upto; ++t) {
       // Admission guards the host's flash tier (tiercache/admission.h).
-      if (Admitted(t) && !admission_.Admit(key, obj.key, obj.info.size, hint)) {
-        continue;
+      Placement h = hint;
+      if (Admitted(t)) {
+        const AdmitDecision d = admission_.Decide(key, obj.key, obj.info.size, hint);
+        if (d == AdmitDecision::kNo) continue;
+        h.probation = d == AdmitDecision::kProbation;
       }
-      Status st = tiers_[t]->Insert(key, block, hint);
+      Status st = tiers_[t]->Insert(key, block, h);
       if (!st.ok()) {
         ++counters_.insert_errors;
         SPDLOG_LOGGER_DEBUG(&Logger(Module::kTierCache), "{} insert declined: {}",
