@@ -323,10 +323,10 @@ std::vector<ConfigKey> MemoryKeys() {
       Row(kSize, "memory", "limit", FIELD(memory_limit),
           "What the daemon's memory (RSS) may come to: L1, readahead, prefetch jobs, blocks in "
           "flight and listings draw from it, L1 giving back first; at least 32MiB + 16 blocks; "
-          "0: a quarter of the host's memory, or of the cgroup's memory.max when lower")
+          "0: a quarter of the host's memory, or 3/4 of the cgroup's memory.max when lower")
           .Flag("--memory-limit", &MountFlags::memory_limit)
           .Get([](const DaemonOptions& o) {
-            return o.memory_limit == 0 ? Quote("a quarter of the host's or cgroup's memory")
+            return o.memory_limit == 0 ? Quote("1/4 of the host's memory, 3/4 of its cgroup's")
                                        : SizeText(o.memory_limit);
           }),
   };

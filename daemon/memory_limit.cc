@@ -65,9 +65,12 @@ MemoryLimit ResolveMemoryLimit(const DaemonOptions& o, const HostLimits& host) {
     m.source = "default";
     return m;
   }
-  m.bytes = std::max(floor, host.memory_bytes / 4);
-  m.from = "a quarter of " + host.memory_what;
-  m.source = host.memory_what.starts_with("the cgroup") ? "cgroup" : "memory";
+  // A cgroup's limit was set for what runs in it (a container: the daemon); the host's memory is
+  // shared with the jobs.
+  const bool cgroup = host.memory_what.starts_with("the cgroup");
+  m.bytes = std::max(floor, cgroup ? host.memory_bytes / 4 * 3 : host.memory_bytes / 4);
+  m.from = (cgroup ? "three quarters of " : "a quarter of ") + host.memory_what;
+  m.source = cgroup ? "cgroup" : "memory";
   return m;
 }
 

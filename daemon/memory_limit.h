@@ -1,10 +1,11 @@
 // daemon/memory_limit — memory.limit (--memory-limit): the one memory budget of a mount.
 //
 // The limit is what the daemon's resident memory may come to. Unset (0), it is a quarter of the
-// host's memory: the lower of its physical memory and the memory.max (cgroup v2) or
-// memory.limit_in_bytes (v1) of the daemon's cgroup and its parents (HostLimits). Of the limit,
-// kProcessBytes and the block storage kept for reuse (BlockPoolRetain) are the process's own
-// (code, thread stacks, heap, LMDB pages); the rest is the budget the caches draw from
+// host's physical memory, or three quarters of the memory.max (cgroup v2) or
+// memory.limit_in_bytes (v1) of the daemon's cgroup and its parents when that is lower
+// (HostLimits: a container's limit is set for the daemon; the host's memory is the jobs' too). Of
+// the limit, kProcessBytes and the block storage kept for reuse (BlockPoolRetain) are the process's
+// own (code, thread stacks, heap, LMDB pages); the rest is the budget the caches draw from
 // (base/memory_budget.h): L1, readahead runs, prefetch jobs, blocks being fetched or held by
 // readers, directory listings.
 //
@@ -35,8 +36,8 @@ inline constexpr uint64_t kMinBudgetBlocks = 16;
 
 struct MemoryLimit {
   uint64_t bytes = 0;
-  // Where it comes from: "memory.limit", or "a quarter of physical memory" / "a quarter of the
-  // cgroup memory limit (PATH)".
+  // Where it comes from: "memory.limit", or "a quarter of physical memory" / "three quarters
+  // of the cgroup memory limit (PATH)".
   std::string from;
   // Short form for `tierfs status`: "config", "memory" or "cgroup".
   std::string source;
@@ -49,8 +50,8 @@ uint64_t MemoryBudgetBytes(uint64_t limit_bytes);
 // The smallest memory.limit a mount with blocks of `block_size` runs with.
 uint64_t MinMemoryLimit(uint64_t block_size);
 
-// The limit a mount uses: `o.memory_limit`, or a quarter of the host's memory (at least
-// MinMemoryLimit; 2 GiB when the host's memory is unknown).
+// The limit a mount uses: `o.memory_limit`, or a quarter of the host's memory, three quarters
+// of its cgroup's (at least MinMemoryLimit; 2 GiB when the host's memory is unknown).
 MemoryLimit ResolveMemoryLimit(const DaemonOptions& o, const HostLimits& host);
 
 // Shrinks cache.l1_size, cache.readahead_budget and cache.prefetch_job_memory to their shares of

@@ -40,7 +40,7 @@ printf '[memory]\nlimit = "512MiB"\n' >"$E2E_WORK/limit.toml"
 grep -q '^memory limit 512MiB (memory.limit)' "$out" || { cat "$out"; fail "config check does not report the limit"; }
 printf '[cache]\nl1_size = "1GiB"\n' >"$E2E_WORK/default.toml"
 "$TIERFS" config check "$E2E_WORK/default.toml" >"$out" 2>&1 || { cat "$out"; fail "config check failed"; }
-grep -qE '^memory limit .* \(a quarter of (physical memory|the cgroup memory limit)' "$out" ||
+grep -qE '^memory limit .* \((a quarter of physical memory|three quarters of the cgroup memory limit)' "$out" ||
   { cat "$out"; fail "config check does not say where the default limit comes from"; }
 log "ok config check reports the limit and its source"
 
