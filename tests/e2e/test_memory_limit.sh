@@ -31,7 +31,10 @@ grep -q "memory.limit (--memory-limit): 16MiB is too small to run with" "$out" |
 rc=0
 timeout -k 2 20 "$TIERFS" mount "file://$src" "$E2E_WORK/mnt-bad" --cache-dir "$E2E_WORK/cache-bad" \
   --memory-limit lots -f >"$out" 2>&1 || rc=$?
-(( rc == 2 )) && grep -q -- "--memory-limit" "$out" || { cat "$out"; fail "'lots' not refused naming --memory-limit"; }
+if (( rc != 2 )) || ! grep -q -- "--memory-limit" "$out"; then
+  cat "$out"
+  fail "'lots' not refused naming --memory-limit"
+fi
 is_mounted "$E2E_WORK/mnt-bad" && fail "a refused mount is mounted"
 log "ok bad limits refused, naming the key"
 
@@ -71,6 +74,7 @@ step "prefetch job on jobs/" 20 setfattr -n user.tierfs.prefetch -v l2 "$mnt/job
 # The readers, all at once, under one hard timeout: each sequential reader's sha256 goes to a file,
 # the random readers compare every range with the origin themselves.
 export mnt src READERS PY E2E_DIR W="$E2E_WORK"
+# shellcheck disable=SC2016  # expanded by the inner bash, from the exported variables
 step "$READERS sequential + 8 random readers" 300 bash -c '
   pids=()
   for i in $(seq 1 "$READERS"); do
