@@ -73,6 +73,10 @@ struct DaemonOptions {
   // cache.l1_prefault: fault L1's memory in at start, on a thread of idle priority, and keep it
   // (Block::Prefault), so that no read pays for the first touch of the memory L1 fills.
   bool l1_prefault = false;
+  // memory.limit: what the daemon's memory may come to (RSS); 0: derived from the host's memory
+  // (daemon/memory_limit.h). Resolved before the mount, which fits L1, readahead and the prefetch
+  // jobs into it and holds their blocks to it (base/memory_budget.h).
+  uint64_t memory_limit = 0;
 
   // S3 origin: how to find credentials. The credential chain (blob_store.h NewCredentialChain:
   // environment, web identity, the shared files' `profile`, container, IMDS) is built at mount
@@ -180,6 +184,7 @@ struct MountFlags {
   std::optional<std::string> dir_mode;         // --dir-mode (fuse.dir_mode)
   std::optional<std::string> log_format;       // --log-format (log.format)
   std::optional<std::string> metrics_address;  // --metrics-address (metrics.address)
+  std::optional<std::string> memory_limit;     // --memory-limit (memory.limit)
   std::optional<std::string> manifest;         // --manifest (metadata.manifest)
 };
 

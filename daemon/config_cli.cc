@@ -22,6 +22,7 @@ int RunConfigCheck(const std::string& path) {
   DaemonOptions o;
   if (Status s = ApplyConfigFile(path, &o); !s.ok()) return kExitUsage;  // checked above
   const HostLimits host = ReadHostLimits(o.cache_dir);
+  std::printf("%s", DescribeMemoryLimit(o, host).c_str());
   if (Status s = CheckMemorySizes(o, host); !s.ok()) {
     std::fprintf(stderr, "tierfs config check: %s (a mount on this host refuses it)\n",
                  s.message().c_str());

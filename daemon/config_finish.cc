@@ -20,6 +20,7 @@
 #include "base/units.h"
 #include "daemon/config.h"
 #include "daemon/internal/config_table.h"
+#include "daemon/memory_limit.h"
 #include "daemon/metrics_server.h"
 
 namespace tierfs {
@@ -454,6 +455,13 @@ Status ValidateCacheSizes(const DaemonOptions& o) {
                fmt::format("{} is more than {} (8 bytes per remembered block)",
                            FormatSize(o.cache.admission.ghost_bytes),
                            FormatSize(AdmissionOptions::kMaxGhostBytes)));
+  }
+  if (o.memory_limit != 0 && o.memory_limit < MinMemoryLimit(bs)) {
+    return Bad("memory.limit (--memory-limit)",
+               fmt::format("{} is too small to run with: the daemon needs {} of its own and room "
+                           "for {} blocks of {} (at least {}); 0 derives it from the host's memory",
+                           FormatSize(o.memory_limit), FormatSize(kProcessBytes), kMinBudgetBlocks,
+                           FormatSize(bs), FormatSize(MinMemoryLimit(bs))));
   }
   if (o.cache.readahead_max_bytes != 0 && o.cache.readahead_budget_bytes < bs) {
     return Bad("cache.readahead_budget",

@@ -8,6 +8,7 @@
 
 #include "base/logging.h"
 #include "base/strings.h"
+#include "daemon/memory_limit.h"
 
 namespace tierfs {
 
@@ -28,8 +29,10 @@ Status DaemonLogControl::SetLogLevel(std::string_view level) {
 std::string DaemonLogControl::Describe() const {
   const LogOptions lo = CurrentLogOptions();
   // Paths last and escaped: the value stays one space-separated line of key=value.
-  return fmt::format("pid={} version={} log_level={} log_format={} log={} cache_dir={}", getpid(),
-                     version_, lo.level, lo.format, EscapeForLog(lo.destination, 512),
+  std::string memory = MemoryStatusFields();
+  if (!memory.empty()) memory += ' ';
+  return fmt::format("pid={} version={} log_level={} log_format={} {}log={} cache_dir={}", getpid(),
+                     version_, lo.level, lo.format, memory, EscapeForLog(lo.destination, 512),
                      EscapeForLog(cache_dir_, 512));
 }
 

@@ -26,6 +26,7 @@
 
 #include "base/logging.h"
 #include "base/mutex.h"
+#include "daemon/memory_limit.h"
 
 namespace tierfs {
 namespace {
@@ -473,6 +474,11 @@ metrics::Registry::Registration RegisterProcessMetrics(metrics::Registry* regist
                 {{"version", version}}, 1);
     e->AddGauge("tierfs_start_time_seconds", "When the daemon started, in seconds since the epoch.",
                 {}, start);
+    e->AddGauge("process_resident_memory_bytes", "Resident memory size in bytes.", {},
+                static_cast<double>(ProcessResidentBytes()));
+    e->AddGauge("process_open_fds", "Number of open file descriptors.", {},
+                static_cast<double>(ProcessOpenFds()));
+    CollectMemoryBudgetMetrics(e);
   });
 }
 

@@ -29,6 +29,7 @@
 #include "daemon/exit_codes.h"
 #include "daemon/host_limits.h"
 #include "daemon/log_control.h"
+#include "daemon/memory_limit.h"
 #include "daemon/mounts.h"
 #include "daemon/notify.h"
 
@@ -363,6 +364,7 @@ int RunMount(DaemonOptions o, const std::string& config_path, const MountFlags& 
   }
   if (Status s = ApplyFlags(flags, &o); !s.ok()) return Usage(s);
   if (Status s = FinishOptions(&o, RealGetEnv); !s.ok()) return Usage(s);
+  if (Status s = ApplyMemoryLimit(&o); !s.ok()) return Usage(s);
   if (Status s = CheckMountpointUsable(o.mountpoint); !s.ok()) return Usage(s);
   if (Status s = CheckMountpointAndSizes(o); !s.ok()) return Usage(s);
   if (Status s = PrepareAccess(&o); !s.ok()) return Usage(s);

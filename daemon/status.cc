@@ -220,6 +220,13 @@ std::string FormatStatusText(const std::vector<MountStatus>& mounts,
                          d.Str("version"), d.Str("log"), d.Str("log_level"), d.Str("log_format"),
                          d.Str("cache_dir"));
     }
+    if (d.Has("memory_limit")) {
+      out += fmt::format(
+          "  memory   rss {} of limit {} ({})  budget {}: l1 {}  blocks {}  listings {}\n",
+          FormatSize(d.Num("rss")), FormatSize(d.Num("memory_limit")), d.Str("memory_limit_from"),
+          FormatSize(d.Num("memory_budget")), FormatSize(d.Num("memory_l1")),
+          FormatSize(d.Num("memory_blocks")), FormatSize(d.Num("memory_listings")));
+    }
     const auto& s = m.stats;
     out += fmt::format("  reads    {} requests, {} returned, hit ratio {}\n", s.Num("fuse.reads"),
                        FormatSize(s.Num("fuse.read_bytes")), Percent(HitRatio(s)));

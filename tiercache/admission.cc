@@ -75,6 +75,11 @@ void Admission::NoteRead(std::string_view key, uint64_t size, uint64_t offset, u
     s.run += length;
     s.next = std::max(s.next, offset + length);
   } else {
+    if (s.scanning) {
+      ++s.passes;  // a scan ended: a new pass (or another reader) starts elsewhere
+    } else if (s.run > 0) {
+      s.jumped = true;
+    }
     s.run = length;
     s.next = offset + length;
     s.scanning = false;
@@ -85,16 +90,22 @@ void Admission::NoteRead(std::string_view key, uint64_t size, uint64_t offset, u
   }
 }
 
-bool Admission::Scanning(std::string_view key, uint64_t size) const {
+bool Admission::ScanOrUnknown(std::string_view key, uint64_t size) const {
   if (scan_min_bytes_ == 0 || size < scan_min_bytes_) return false;
   MutexLock l(&mu_);
   auto it = tracked_.find(TrackedId(key, size));
-  return it != tracked_.end() && it->second.scanning;
+  return it == tracked_.end() || it->second.scanning || !it->second.jumped;
+}
+
+bool Admission::ScannedBefore(std::string_view key, uint64_t size) const {
+  MutexLock l(&mu_);
+  auto it = tracked_.find(TrackedId(key, size));
+  return it != tracked_.end() && it->second.passes > 0;
 }
 
 AdmitPolicy Admission::Effective(std::string_view key, uint64_t size, AdmitPolicy set) const {
   if (set != AdmitPolicy::kDefault) return set;
-  if (default_ == AdmitPolicy::kAlways && Scanning(key, size)) return AdmitPolicy::kReuse;
+  if (default_ == AdmitPolicy::kAlways && ScanOrUnknown(key, size)) return AdmitPolicy::kReuse;
   return default_;
 }
 
@@ -111,24 +122,31 @@ bool Admission::GhostSeen(const BlockKey& block) {
   return false;
 }
 
-bool Admission::Admit(const BlockKey& block, std::string_view key, uint64_t size,
-                      const Placement& hint) {
-  bool admit = true;
+AdmitDecision Admission::Decide(const BlockKey& block, std::string_view key, uint64_t size,
+                                const Placement& hint) {
+  AdmitDecision d = AdmitDecision::kYes;
   if (!hint.pinned) {
     switch (Effective(key, size, hint.admit)) {
       case AdmitPolicy::kNever:
-        admit = false;
+        d = AdmitDecision::kNo;
         break;
       case AdmitPolicy::kReuse:
-        admit = GhostSeen(block);
-        if (admit) ++stats_.ghost_hits;
+        // (GhostSeen first: it records the block either way.) Reuse set by a policy, or a scan's
+        // block seen in an earlier pass.
+        if (GhostSeen(block) && (hint.admit == AdmitPolicy::kReuse ||
+                                 default_ == AdmitPolicy::kReuse || ScannedBefore(key, size))) {
+          ++stats_.ghost_hits;
+        } else {
+          d = AdmitDecision::kProbation;
+          ++stats_.probation;
+        }
         break;
       default:
         break;
     }
   }
-  ++(admit ? stats_.admitted : stats_.rejected);
-  return admit;
+  ++(d == AdmitDecision::kNo ? stats_.rejected : stats_.admitted);
+  return d;
 }
 
 }  // namespace tierfs

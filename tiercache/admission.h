@@ -6,15 +6,26 @@
 // Policies (AdmitPolicy, set per prefix by [[policy]] admit and per file or directory by
 // user.tierfs.admit, inherited like the other policy fields; the cache default is cache.admit):
 //   always  every block goes to L2 (the behaviour before admission existed);
-//   reuse   a block goes to L2 only when it is seen again within the ghost window: the first
-//           fetch only records its key in the ghost list, a later fetch of the same block while the
-//           key is still there (a "ghost hit") stores it;
+//   reuse   a block is protected in L2 only when it is seen again within the ghost window: the
+//           first fetch records its key in the ghost list and stores the block as probationary
+//           (AdmitDecision::kProbation: in room L2 has free, or in place of other probationary
+//           blocks, never evicting a protected one), a later fetch of the same block while the
+//           key is still there (a "ghost hit") stores it protected. So a pass over data that
+//           fits in L2's free room is kept whole, and one that does not churns only its own
+//           blocks (2Q / segmented LRU: probationary and protected segments);
 //   never   blocks are served (through L1) and not stored in L2.
 // Scan resistance: a file of at least scan_percent % of L2 (and at least kScanMinBlocks blocks)
 // that a reader goes through
 // sequentially (a run of kScanRunBlocks adjacent blocks or more) is a scan; while it is one, its
 // blocks are admitted as `reuse` when its policy is the cache default and that default is
-// `always`. An explicit policy (config prefix or xattr) is never overridden.
+// `always` (stored as probationary: a scan never evicts protected data, and costs nothing while
+// L2 has room). So are the blocks of such a file before its readers show a pattern (its first
+// blocks, and readahead's ahead of them, come before the run is long enough to tell): only a
+// jump (a read that does not continue the run: a random reader) makes them `always`. Within
+// one pass a ghost hit is no reuse (readahead running further ahead than the probationary room
+// refetches blocks its own pass pushed out): such blocks are protected by a ghost hit only once
+// a scan of the file has ended and another begun (a second epoch). An explicit policy (config
+// prefix or xattr) is never overridden.
 // Without L1 (l1_size 0) there is no admission: every block goes to L2, which is then the only
 // place where readahead can leave blocks for the reader.
 // Pinned blocks are always admitted; deep prefetch (Hydrate, HydrateRun: pin, prefetch jobs,
@@ -64,8 +75,16 @@ std::string_view AdmitPolicyName(AdmitPolicy p);
 struct AdmissionStats {
   std::atomic<uint64_t> admitted{0};    // blocks offered to L2
   std::atomic<uint64_t> rejected{0};    // blocks kept out of L2 (served through L1 only)
+  std::atomic<uint64_t> probation{0};   // blocks offered as probationary (of `admitted`)
   std::atomic<uint64_t> ghost_hits{0};  // `reuse` blocks admitted because the ghost list had them
   std::atomic<uint64_t> scans{0};       // sequential passes over large files detected
+};
+
+// What L2 does with a block offered to it.
+enum class AdmitDecision : uint8_t {
+  kNo,         // not stored (`never`)
+  kProbation,  // stored as probationary (Placement::probation): free room or probationary room
+  kYes,        // stored protected
 };
 
 class Admission {
@@ -84,8 +103,9 @@ class Admission {
   void NoteRead(std::string_view key, uint64_t size, uint64_t offset, uint64_t length);
 
   // Whether block `block` of object `key` (of `size` bytes), about to be inserted with `hint`
-  // (its object's placement), goes to L2. Counts the decision.
-  bool Admit(const BlockKey& block, std::string_view key, uint64_t size, const Placement& hint);
+  // (its object's placement), goes to L2, and how. Counts the decision.
+  AdmitDecision Decide(const BlockKey& block, std::string_view key, uint64_t size,
+                       const Placement& hint);
 
   // The policy Admit applies to blocks of the object now (scan detection included).
   AdmitPolicy Effective(std::string_view key, uint64_t size, AdmitPolicy set) const;
@@ -102,11 +122,17 @@ class Admission {
     uint64_t next = 0;  // where the sequential run would continue
     uint64_t run = 0;   // bytes read in the run
     bool scanning = false;
+    bool jumped = false;  // a read did not continue a run that was no scan (a random reader)
+    uint32_t passes = 0;  // scans of the file that ended (a read that did not continue one)
   };
 
   // True if the ghost list held the block (a reuse); otherwise records it.
   bool GhostSeen(const BlockKey& block);
-  bool Scanning(std::string_view key, uint64_t size) const;
+  // A file of at least the scan threshold that is read as a scan, or not known yet to be read
+  // otherwise (no jump seen).
+  bool ScanOrUnknown(std::string_view key, uint64_t size) const;
+  // A scan of the file ended before (passes > 0): a ghost hit of its blocks is a reuse.
+  bool ScannedBefore(std::string_view key, uint64_t size) const;
 
   // Constant after construction.
   const AdmitPolicy default_;

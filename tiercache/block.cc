@@ -22,6 +22,7 @@
 #include <string_view>
 
 #include "base/coding.h"
+#include "base/memory_budget.h"
 #include "tiercache/internal/block_arena.h"
 #include "tiercache/tier.h"
 
@@ -61,9 +62,18 @@ tiercache_internal::BlockArena& Arena() {
   return *arena;
 }
 
+// Charges `bytes` of new block storage to the process's budget; returns what was charged.
+size_t ChargeStorage(size_t bytes) {
+  MemoryBudget* budget = ProcessMemoryBudget();
+  if (budget == nullptr) return 0;
+  budget->Charge(MemoryUse::kBlocks, bytes);
+  return bytes;
+}
+
 }  // namespace
 
 void Block::Free::operator()(std::byte* p) const {
+  if (charged != 0) ProcessMemoryBudget()->Release(MemoryUse::kBlocks, charged);
   if (mapped == 0) {
     delete[] p;
     return;
@@ -78,6 +88,10 @@ void Block::Free::operator()(std::byte* p) const {
 
 std::shared_ptr<Block> Block::Allocate(size_t capacity) {
   auto b = std::make_shared<Block>();
+  // Charged before the storage is taken: room L1 gives back for it is reused by it.
+  const size_t class_bytes = tiercache_internal::BlockArena::ClassBytes(capacity);
+  const size_t charged =
+      ChargeStorage(class_bytes != 0 ? class_bytes : std::max<size_t>(capacity, 1));
   if (capacity >= kMapThreshold) {
     Free owner;
     std::byte* data = nullptr;
@@ -103,6 +117,7 @@ std::shared_ptr<Block> Block::Allocate(size_t capacity) {
     b->data_ =
         std::unique_ptr<std::byte[], Free>(new std::byte[capacity == 0 ? 1 : capacity], Free(0));
   }
+  b->data_.get_deleter().charged = charged;
   b->capacity_ = capacity;
   b->size_ = 0;
   return b;
@@ -115,12 +130,18 @@ std::vector<std::shared_ptr<Block>> Block::AllocateAdjacent(size_t capacity, siz
       tiercache_internal::BlockArena::ClassBytes(capacity) != capacity) {
     return out;
   }
+  const size_t charged = ChargeStorage(capacity * n);
   const std::vector<tiercache_internal::BlockArena::Piece> pieces =
       Arena().AllocateAdjacent(capacity, n);
+  if (charged != 0 && pieces.size() < n) {  // none (the arena had no adjacent storage to give)
+    ProcessMemoryBudget()->Release(MemoryUse::kBlocks, capacity * (n - pieces.size()));
+  }
   out.reserve(pieces.size());
   for (const auto& piece : pieces) {
     auto b = std::make_shared<Block>();
-    b->data_ = std::unique_ptr<std::byte[], Free>(piece.data, Free(piece.bytes, piece.slab));
+    Free owner(piece.bytes, piece.slab);
+    owner.charged = charged != 0 ? piece.bytes : 0;
+    b->data_ = std::unique_ptr<std::byte[], Free>(piece.data, owner);
     g_live_bytes.fetch_add(piece.bytes, std::memory_order_relaxed);
     b->capacity_ = capacity;
     out.push_back(std::move(b));
@@ -192,6 +213,8 @@ Block::PoolStats Block::Pool() {
   const tiercache_internal::BlockArena::Stats s = Arena().stats();
   return PoolStats{s.slab_bytes, s.free_resident_bytes, s.reused, s.fresh};
 }
+
+void Block::LimitPool(uint64_t bytes) { Arena().SetRetain(bytes); }
 
 uint64_t Block::Prefault(uint64_t bytes, size_t block_size, size_t run_bytes,
                          std::stop_token stop) {

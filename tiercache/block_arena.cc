@@ -66,7 +66,7 @@ void Populate(std::byte* data, size_t bytes) {
 }  // namespace
 
 BlockArena::BlockArena(uint64_t retain_bytes, std::chrono::nanoseconds decay)
-    : retain_bytes_(retain_bytes), decay_(decay) {}
+    : decay_(decay), retain_bytes_(retain_bytes) {}
 
 BlockArena::~BlockArena() {
   std::jthread decay;
@@ -502,6 +502,12 @@ void BlockArena::DecayLoop(std::stop_token stop) {
       decay_idle_ = false;
     }
   }
+}
+
+void BlockArena::SetRetain(uint64_t bytes) {
+  MutexLock l(&mu_);
+  retain_bytes_ = bytes;
+  if (decay_idle_) decay_cv_.Signal();
 }
 
 void BlockArena::SetReserve(uint64_t bytes) {

@@ -58,6 +58,7 @@ std::string CacheStatsSource::Text() const {
   const AdmissionStats& as = admission_->stats();
   add("admit.admitted", as.admitted);
   add("admit.rejected", as.rejected);
+  add("admit.probation", as.probation);
   add("admit.ghost_hits", as.ghost_hits);
   add("admit.scans", as.scans);
   add("insert.errors", counters_.insert_errors);
@@ -209,6 +210,10 @@ void CacheStatsSource::CollectHousekeeping(metrics::Exposition* e) const {
   e->AddCounter("tierfs_admit_rejected_blocks_total",
                 "Blocks read from below that admission kept out of L2 (served through L1).", {},
                 as.rejected);
+  e->AddCounter("tierfs_admit_probation_blocks_total",
+                "Blocks admission let into L2 as probationary (free room or other probationary "
+                "blocks' room only: a first sight of a reuse block, or a scan's).",
+                {}, as.probation);
   e->AddCounter("tierfs_admit_ghost_hits_total",
                 "Blocks admitted by the reuse policy because the ghost list had seen them.", {},
                 as.ghost_hits);

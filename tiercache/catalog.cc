@@ -40,6 +40,7 @@
 #include "base/strings.h"
 #include "base/thread_pool.h"
 #include "base/units.h"
+#include "tiercache/internal/listing_memory.h"
 #include "tiercache/single_flight.h"
 
 namespace tierfs {
@@ -137,19 +138,21 @@ class CatalogImpl final : public Catalog {
       }
     }
     // Read outside the lock: other directories' snapshots need not wait for this one.
-    auto snap = std::make_shared<Listing>();
-    snap->listed_at_ns = listed_at;
+    Listing built;
+    built.listed_at_ns = listed_at;
     if (rec)
-      snap->entries.reserve(static_cast<size_t>(std::min<uint64_t>(rec->entry_count, 1u << 20)));
+      built.entries.reserve(static_cast<size_t>(std::min<uint64_t>(rec->entry_count, 1u << 20)));
     std::vector<DirEntry> page;
     while (true) {
       page.clear();
-      const std::string after = snap->entries.empty() ? std::string() : snap->entries.back().name;
+      const std::string after = built.entries.empty() ? std::string() : built.entries.back().name;
       TIERFS_RETURN_IF_ERROR(
           StoreFor(dir_key)->ListDirEntries(dir_key, after, kSnapshotPage, &page));
-      for (DirEntry& e : page) snap->entries.push_back(std::move(e));
+      for (DirEntry& e : page) built.entries.push_back(std::move(e));
       if (page.size() < kSnapshotPage) break;
     }
+    std::shared_ptr<Listing> snap =
+        tiercache_internal::ChargedListing(std::move(built), options_.memory_budget);
     ++stats_.snapshots_built;
     MutexLock l(&snap_mu_);
     SnapSlot& slot = snapshots_[dir_key];

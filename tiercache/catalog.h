@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/memory_budget.h"
 #include "base/result.h"
 #include "blobclient/blob_store.h"
 #include "metastore/meta_store.h"
@@ -53,6 +54,9 @@ struct CatalogOptions {
   // every host at once); a listing taken from the origin is offered to it. Not owned; must
   // outlive the catalog.
   ListingShare* listing_share = nullptr;
+  // The memory budget (memory.limit) listing snapshots are charged to while they live
+  // (MemoryUse::kListings), or null. Not owned; must outlive the catalog and its snapshots.
+  MemoryBudget* memory_budget = nullptr;
 };
 
 struct CatalogStats {

@@ -13,7 +13,12 @@
 // Space: used bytes (indexed + inserts in progress) never exceed capacity_bytes, and the cache
 // filesystem keeps min_free_bytes free (statvfs every free_check_interval, estimated in
 // between). Room is made by evicting LRU unpinned blocks before writing; if even that cannot
-// make room the insert is declined with NoSpace and nothing is evicted.
+// make room the insert is declined with NoSpace and nothing is evicted. A probationary block
+// (Placement::probation: admission's first sight of a `reuse` or scan block) takes free room, or
+// the room of other probationary blocks (the least recently used first), never a protected
+// block's: it is declined rather than evict one. Probationary blocks are indexed in quota group
+// Placement::kProbationGroup (persisted, so a restart keeps them probationary) and are evicted
+// by the LRU like any other to make room for a protected block.
 //
 // Access times are batched in memory and written to MetaStore by the tier's own thread
 // ("tierfs-l2-atime"): a read that fills a batch only wakes it, so no read waits for an index
@@ -291,6 +296,8 @@ class FlashTier final : public Tier {
       return Status::InvalidArgument("block too large for L2");
     }
     RefreshFreeBytes(/*force=*/false);
+    // (A block of a quota group stays in its group: the quota holds it to its share.)
+    const bool probation = hint.probation && hint.quota_group == 0;
     std::vector<BlockKey> victims;
     {
       MutexLock l(&mu_);
@@ -311,6 +318,14 @@ class FlashTier final : public Tier {
       const uint64_t want_free =
           options_.min_free_bytes > UINT64_MAX - len ? UINT64_MAX : options_.min_free_bytes + len;
       if (free_estimate_ < want_free) need = std::max(need, want_free - free_estimate_);
+      if (probation) {
+        if (len > options_.capacity_bytes ||
+            !list_.CanFree(need, Placement::kProbationGroup, need)) {
+          return Status::NoSpace("l2: no room for a probationary block but protected blocks'");
+        }
+        if (need > 0) CollectVictimsLocked(need, Placement::kProbationGroup, need, &victims);
+        need = 0;
+      }
       uint64_t group_need = 0;
       if (hint.quota_group != 0 && hint.quota_bytes > 0) {
         if (len > hint.quota_bytes) {
@@ -344,7 +359,7 @@ class FlashTier final : public Tier {
     rec.stored_ns = now;
     rec.flags = (hint.pinned ? kFlagPinned : 0) | (hint.ttl_order ? kFlagTtlOrder : 0) |
                 (hint.whole_object ? 0 : kFlagChunked);
-    rec.group = hint.quota_group;
+    rec.group = probation ? Placement::kProbationGroup : hint.quota_group;
     rec.expires_ns = hint.ExpiresAt(now) == INT64_MAX ? 0 : hint.ExpiresAt(now);
     rec.owner = hint.owner;
     const std::string path = BlockPath(key);

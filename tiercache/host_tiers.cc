@@ -149,8 +149,15 @@ void HostTiers::Store(const ObjectRef& obj, const BlockKey& key, const BlockOwne
   Placement hint = space_->InsertPlacement(obj);
   hint.owner = owner;
   for (size_t t = from; t < upto; ++t) {
-    if (Admitted(t) && !admission_.Admit(key, obj.key, obj.info.size, hint)) continue;
-    Status st = tiers_[t]->Insert(key, block, hint);
+    // Admission guards the host's flash tier (tiercache/admission.h): a scan's blocks go in on
+    // probation, taking only free room or other probationary blocks' room.
+    Placement h = hint;
+    if (Admitted(t)) {
+      const AdmitDecision d = admission_.Decide(key, obj.key, obj.info.size, hint);
+      if (d == AdmitDecision::kNo) continue;
+      h.probation = d == AdmitDecision::kProbation;
+    }
+    Status st = tiers_[t]->Insert(key, block, h);
     if (!st.ok()) {
       ++counters_->insert_errors;
       SPDLOG_LOGGER_DEBUG(&Logger(Module::kTierCache), "{} insert declined: {}", tiers_[t]->name(),

@@ -8,6 +8,12 @@
 // then LRU) before an insert, and a block that can't fit even after evicting every unpinned entry
 // is declined with NoSpace (nothing is evicted in that case). Pinned entries are never evicted
 // but count against the budget.
+//
+// Memory budget (MemoryTierOptions::memory_budget): the bytes the shards hold are charged as
+// MemoryUse::kL1, and the tier is the budget's reclaimer: Shrink evicts unpinned blocks, a
+// shard at a time in eviction order, until the bytes asked for are given back. The budget asks
+// when block storage is allocated beyond its limit, so L1 holds what the other consumers leave
+// (at most capacity_bytes) and gives it back first.
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -112,6 +118,14 @@ class Shard {
     return list_.HeldOf(object, keys);
   }
 
+  // Evicts unpinned blocks in eviction order until `bytes` are freed or none is left; returns
+  // the bytes freed. The blocks go to *dropped, to be freed after the lock is released.
+  uint64_t Shrink(uint64_t bytes, std::vector<BlockRef>* dropped) EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    return list_.Evict(bytes, 0, 0, 0,
+                       [&](List::Node&& n) { dropped->push_back(std::move(n.payload.block)); });
+  }
+
   // Returns the bytes released (0 if absent).
   uint64_t Erase(const BlockKey& key, BlockRef* dropped) EXCLUDES(mu_) {
     MutexLock l(&mu_);
@@ -135,10 +149,21 @@ class Shard {
 class MemoryTier final : public Tier {
  public:
   explicit MemoryTier(const MemoryTierOptions& options)
-      : shards_(static_cast<size_t>(MemoryTierShards(options))) {
+      : budget_(options.memory_budget), shards_(static_cast<size_t>(MemoryTierShards(options))) {
     const uint64_t per_shard = options.capacity_bytes / shards_.size();
     for (auto& s : shards_) s.set_capacity(per_shard, static_cast<int>(shards_.size()));
     stats_.capacity = per_shard * shards_.size();
+    if (budget_ != nullptr) {
+      budget_->SetReclaimer([this](uint64_t bytes) { return Shrink(bytes); });
+    }
+  }
+
+  ~MemoryTier() override {
+    if (budget_ == nullptr) return;
+    budget_->SetReclaimer(nullptr);  // waits for a Shrink in progress
+    // The blocks still held go with the shards: their storage is charged as kBlocks again, and
+    // released as such when freed.
+    budget_->Move(MemoryUse::kL1, MemoryUse::kBlocks, stats_.bytes_used.load());
   }
 
   std::string_view name() const override { return "l1"; }
@@ -162,6 +187,11 @@ class MemoryTier final : public Tier {
     Status s = ShardFor(key).Insert(key, block, hint, &evicted, &delta, &dropped);
     stats_.evictions += evicted;
     stats_.bytes_used += static_cast<uint64_t>(delta);  // two's complement: subtracts if < 0
+    if (budget_ != nullptr && delta > 0) {
+      budget_->Move(MemoryUse::kBlocks, MemoryUse::kL1, static_cast<uint64_t>(delta));
+    } else if (budget_ != nullptr && delta < 0) {
+      budget_->Move(MemoryUse::kL1, MemoryUse::kBlocks, static_cast<uint64_t>(-delta));
+    }
     if (s.ok() && delta > 0) {
       ++stats_.inserts;
       stats_.bytes_inserted += block->size();
@@ -189,6 +219,7 @@ class MemoryTier final : public Tier {
     BlockRef dropped;
     uint64_t freed = ShardFor(key).Erase(key, &dropped);
     stats_.bytes_used -= freed;
+    if (budget_ != nullptr && freed > 0) budget_->Move(MemoryUse::kL1, MemoryUse::kBlocks, freed);
   }
 
   const TierStats& Stats() const override { return stats_; }
@@ -201,7 +232,25 @@ class MemoryTier final : public Tier {
     return shards_[h % shards_.size()];
   }
 
-  std::vector<Shard> shards_;  // Constant size after construction.
+  // The budget's reclaimer: evicts from one shard after another (starting where the last call
+  // stopped, so no shard is emptied first every time) until `bytes` are given back.
+  uint64_t Shrink(uint64_t bytes) {
+    uint64_t freed = 0;
+    std::vector<BlockRef> dropped;
+    const size_t start = next_shrink_.fetch_add(1, std::memory_order_relaxed);
+    for (size_t i = 0; i < shards_.size() && freed < bytes; ++i) {
+      const size_t before = dropped.size();
+      freed += shards_[(start + i) % shards_.size()].Shrink(bytes - freed, &dropped);
+      stats_.evictions += dropped.size() - before;
+    }
+    stats_.bytes_used -= freed;
+    budget_->Move(MemoryUse::kL1, MemoryUse::kBlocks, freed);
+    return freed;  // `dropped` frees the blocks nobody else holds, releasing their storage
+  }
+
+  MemoryBudget* const budget_;  // not owned; may be null
+  std::vector<Shard> shards_;   // Constant size after construction.
+  std::atomic<size_t> next_shrink_{0};
   TierStats stats_;
 };
 

@@ -52,7 +52,7 @@ OriginFetcher::OriginFetcher(const TieredCacheOptions& options, uint64_t run_blo
       stats_(stats),
       counters_(counters),
       origin_reader_(origin, options.block_size, stats),
-      budget_(budget_bytes),
+      budget_(budget_bytes, options.memory_budget),
       failures_(options.origin_failure_ttl, space->clock()),
       fetch_pool_(ThreadPoolOptions{.name = "tierfs-fetch",
                                     .threads = options.fetch_threads,

@@ -79,7 +79,7 @@ std::string_view EvictionOrderName(EvictionOrder e) {
 
 uint32_t QuotaGroupId(std::string_view prefix) {
   const auto id = static_cast<uint32_t>(XXH3_64bits(prefix.data(), prefix.size()));
-  return id == 0 ? 1 : id;
+  return id == 0 || id == Placement::kProbationGroup ? 1 : id;
 }
 
 std::string PolicyKey(std::string_view path) {

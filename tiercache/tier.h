@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/memory_budget.h"
 #include "base/result.h"
 #include "blobclient/blob_store.h"
 #include "metastore/meta_store.h"
@@ -40,6 +41,10 @@ namespace tierfs {
 // block arena (tiercache/internal/block_arena.h: size-classed slabs, freed storage reused while
 // the memory kept for reuse is within a fixed budget, the rest given back to the kernel), or for
 // sizes the arena does not serve from an anonymous mapping of its own, unmapped when freed.
+//
+// Every block's storage is charged to the process's memory budget (base/memory_budget.h,
+// MemoryUse::kBlocks) while it lives, when there is one: an allocation that would take it over
+// its limit first has L1 give back blocks (the budget's reclaimer).
 class Block {
  public:
   static constexpr size_t kMapThreshold = 64 * 1024;
@@ -69,6 +74,9 @@ class Block {
   // the bytes faulted in.
   static uint64_t Prefault(uint64_t bytes, size_t block_size, size_t run_bytes,
                            std::stop_token stop);
+  // Keeps at most `bytes` of freed block storage for reuse beyond what was freed in the last
+  // few seconds (the daemon lowers it under memory.limit; 64 MiB by default).
+  static void LimitPool(uint64_t bytes);
   std::span<std::byte> mutable_data() { return {data_.get(), capacity_}; }
   std::span<const std::byte> data() const { return {data_.get(), size_}; }
   size_t size() const { return size_; }
@@ -79,10 +87,11 @@ class Block {
   struct Free {
     // (No default member initializer: unique_ptr needs Free default-constructible while Block
     // is still incomplete.)
-    Free() : mapped(0), slab(nullptr) {}
-    explicit Free(size_t m, void* s = nullptr) : mapped(m), slab(s) {}
-    size_t mapped;  // bytes of storage, or 0 when it came from new[]
-    void* slab;     // the arena slab it came from, or null for a mapping of its own
+    Free() : mapped(0), slab(nullptr), charged(0) {}
+    explicit Free(size_t m, void* s = nullptr) : mapped(m), slab(s), charged(0) {}
+    size_t mapped;   // bytes of storage, or 0 when it came from new[]
+    void* slab;      // the arena slab it came from, or null for a mapping of its own
+    size_t charged;  // bytes charged to the process's memory budget (MemoryUse::kBlocks)
     void operator()(std::byte* p) const;
   };
   std::unique_ptr<std::byte[], Free> data_;
@@ -191,6 +200,13 @@ struct Placement {
   uint64_t quota_bytes = 0;
   // [[policy]] admit / user.tierfs.admit: L2 admission (TieredCache decides before the insert).
   AdmitPolicy admit = AdmitPolicy::kDefault;
+  // Set by TieredCache from admission (AdmitDecision::kProbation): L2 stores the block as
+  // probationary, in free room or in place of other probationary blocks only, never evicting a
+  // protected one (a first sight of a `reuse` block, or a scan's). Other tiers ignore it.
+  bool probation = false;
+  // The group L2 keeps probationary blocks in (the group field of their index records,
+  // tiercache/FORMAT.md); never a quota group's id (QuotaGroupId).
+  static constexpr uint32_t kProbationGroup = 0xFFFFFFFFu;
   // Set by TieredCache: the block is the whole object (block 0 of an object of at most one
   // block). L2 then stores it without a chunk trailer, so that its file holds exactly the
   // object's bytes and can back a file the kernel reads directly (FileExtent::exact).
@@ -285,6 +301,12 @@ struct MemoryTierOptions {
   // blocks: with 16 shards an 8 MiB L1 of 1 MiB blocks had 512 KiB shards and held nothing.
   uint64_t block_bytes = 0;
   static constexpr uint64_t kMinBlocksPerShard = 4;
+  // The memory budget the blocks count against (memory.limit), or null. Set: the blocks L1 holds
+  // are charged as MemoryUse::kL1 (moved from kBlocks, where their storage is charged), and L1
+  // is the budget's reclaimer: it evicts its least recently used unpinned blocks when another
+  // charge needs room, so it holds at most what the budget leaves. Not owned; must outlive the
+  // tier.
+  MemoryBudget* memory_budget = nullptr;
 };
 // The shards a memory tier with `options` has: `options.shards`, fewer when the capacity gives
 // each fewer than kMinBlocksPerShard blocks of block_bytes, at least 1.

@@ -109,6 +109,9 @@ struct TieredCacheOptions {
   // 16)).
   // Fetched blocks go to L1 and count against its budget from then on.
   uint64_t readahead_budget_bytes = 256ULL << 20;
+  // The memory budget (memory.limit) readahead runs must fit in besides L1
+  // (tiercache/internal/readahead_budget.h), or null. Not owned; must outlive the cache.
+  MemoryBudget* memory_budget = nullptr;
   // Readahead fetches up to this many bytes of adjacent blocks that no host tier holds with one
   // origin request (the S3 store splits a large read into parallel ranged GETs of its part
   // size), instead of one GET per block. With an L3 tier the run is first read from L3 with

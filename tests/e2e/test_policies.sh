@@ -171,14 +171,17 @@ cat_all "$mnt3/adm/n/a.bin"
 wait_residency "$mnt3/adm/n/a.bin" "l2=2/2"  # always: a.bin in L2
 step "admit=reuse on adm/r" 20 setfattr -n user.tierfs.admit -v reuse "$mnt3/adm/r"
 [[ "$(xget "$mnt3/adm/r/r.bin" user.tierfs.admit)" == reuse ]] || fail "admit not inherited"
+pb0="$(stat_of "$mnt3" admit.probation)"
 cat_all "$mnt3/adm/r/r.bin"
-[[ "$(l2_of "$mnt3/adm/r/r.bin")" == 0 ]] || fail "reuse: r.bin stored on its first read"
-step "evict adm/r/r.bin (L1)" 20 setfattr -n user.tierfs.evict -v 1 "$mnt3/adm/r/r.bin"
+# L2 has room: the first read stores r.bin, as probationary (it could not evict a protected block).
+wait_residency "$mnt3/adm/r/r.bin" "l2=2/2"
+(( $(stat_of "$mnt3" admit.probation) - pb0 == 2 )) || fail "reuse: r.bin not stored as probationary"
+step "evict adm/r/r.bin" 20 setfattr -n user.tierfs.evict -v 1 "$mnt3/adm/r/r.bin"
 gh0="$(stat_of "$mnt3" admit.ghost_hits)"
 cat_all "$mnt3/adm/r/r.bin"
-wait_residency "$mnt3/adm/r/r.bin" "l2=2/2"  # reuse: r.bin stored on its second read
+wait_residency "$mnt3/adm/r/r.bin" "l2=2/2"  # reuse: r.bin stored protected on its second read
 (( $(stat_of "$mnt3" admit.ghost_hits) - gh0 == 2 )) || fail "reuse: no ghost hits counted"
-log "ok admission: never kept n.bin out of L2, always stored a.bin, reuse stored r.bin on its second read"
+log "ok admission: never kept n.bin out of L2, always stored a.bin, reuse stored r.bin as probationary, then protected on its second read"
 tierfs_umount "$mnt3" "$TIERFS_PID" || { print_log_tail "$logf"; fail "unclean unmount"; }
 
 # ---- projected reads: 25% of a 16 MiB file in 16-64 KiB ranges ----

@@ -38,27 +38,29 @@ TEST(AdmitPolicyValues, ParseAndName) {
   EXPECT_EQ(AdmitPolicyName(AdmitPolicy::kDefault), "default");
 }
 
-TEST(Admission, ReuseAdmitsOnTheSecondSightWithinTheWindow) {
+TEST(Admission, ReuseProtectsOnTheSecondSightWithinTheWindow) {
   AdmissionOptions o;
   o.default_policy = AdmitPolicy::kReuse;
   o.ghost_bytes = 64 * 8;  // 64 blocks remembered
   Admission a(o, 1 << 20, kBs);
   EXPECT_EQ(a.ghost_entries(), 64u);
   const Placement none;
-  EXPECT_FALSE(a.Admit(Key(1), "obj", 100, none));  // first sight: only remembered
-  EXPECT_TRUE(a.Admit(Key(1), "obj", 100, none));   // seen again: a ghost hit
-  EXPECT_EQ(a.stats().rejected, 1u);
-  EXPECT_EQ(a.stats().admitted, 1u);
+  // First sight: remembered, and stored as probationary (room only, never a protected block's).
+  EXPECT_EQ(a.Decide(Key(1), "obj", 100, none), AdmitDecision::kProbation);
+  EXPECT_EQ(a.Decide(Key(1), "obj", 100, none), AdmitDecision::kYes);  // seen again: a ghost hit
+  EXPECT_EQ(a.stats().rejected, 0u);
+  EXPECT_EQ(a.stats().admitted, 2u);
+  EXPECT_EQ(a.stats().probation, 1u);
   EXPECT_EQ(a.stats().ghost_hits, 1u);
-  // Thousands of other blocks later, block 2 has left the window: rejected again.
-  EXPECT_FALSE(a.Admit(Key(2), "obj", 100, none));
-  for (uint64_t i = 100; i < 5000; ++i) a.Admit(Key(i), "obj", 100, none);
-  EXPECT_FALSE(a.Admit(Key(2), "obj", 100, none));
-  // Pinned blocks are admitted whatever the policy, without touching the ghost list.
+  // Thousands of other blocks later, block 2 has left the window: probationary again.
+  EXPECT_EQ(a.Decide(Key(2), "obj", 100, none), AdmitDecision::kProbation);
+  for (uint64_t i = 100; i < 5000; ++i) (void)a.Decide(Key(i), "obj", 100, none);
+  EXPECT_EQ(a.Decide(Key(2), "obj", 100, none), AdmitDecision::kProbation);
+  // Pinned blocks are admitted protected whatever the policy, without touching the ghost list.
   Placement pinned;
   pinned.pinned = true;
   pinned.admit = AdmitPolicy::kNever;
-  EXPECT_TRUE(a.Admit(Key(9999), "obj", 100, pinned));
+  EXPECT_EQ(a.Decide(Key(9999), "obj", 100, pinned), AdmitDecision::kYes);
 }
 
 TEST(Admission, NeverAndAlwaysAndTheDefault) {
@@ -66,9 +68,10 @@ TEST(Admission, NeverAndAlwaysAndTheDefault) {
   Admission a(o, 1 << 20, kBs);
   Placement never;
   never.admit = AdmitPolicy::kNever;
-  EXPECT_FALSE(a.Admit(Key(1), "obj", 100, never));
-  EXPECT_FALSE(a.Admit(Key(1), "obj", 100, never));  // never is never, also the second time
-  EXPECT_TRUE(a.Admit(Key(1), "obj", 100, Placement{}));
+  EXPECT_EQ(a.Decide(Key(1), "obj", 100, never), AdmitDecision::kNo);
+  // never is never, also the second time
+  EXPECT_EQ(a.Decide(Key(1), "obj", 100, never), AdmitDecision::kNo);
+  EXPECT_EQ(a.Decide(Key(1), "obj", 100, Placement{}), AdmitDecision::kYes);
   EXPECT_EQ(a.stats().rejected, 2u);
   EXPECT_EQ(a.stats().admitted, 1u);
   EXPECT_EQ(a.stats().ghost_hits, 0u);
@@ -97,7 +100,8 @@ TEST(Admission, SequentialReadersOfLargeFilesAreScans) {
   ASSERT_EQ(a.scan_threshold_bytes(), Admission::kScanMinBlocks * kBs);
   const uint64_t big = 64 * kBs, small = 16 * kBs;
   for (uint64_t i = 0; i < Admission::kScanRunBlocks; ++i) {
-    EXPECT_EQ(a.Effective("big", big, AdmitPolicy::kDefault), AdmitPolicy::kAlways) << i;
+    // Not known yet to be anything but a scan: probationary (reuse) from the first block.
+    EXPECT_EQ(a.Effective("big", big, AdmitPolicy::kDefault), AdmitPolicy::kReuse) << i;
     a.NoteRead("big", big, i * kBs, kBs);
     a.NoteRead("small", small, i * kBs, kBs);
   }
@@ -111,10 +115,13 @@ TEST(Admission, SequentialReadersOfLargeFilesAreScans) {
   a.NoteRead("big", big, 6 * kBs, kBs);
   a.NoteRead("big", big, 5 * kBs, kBs);
   EXPECT_EQ(a.Effective("big", big, AdmitPolicy::kDefault), AdmitPolicy::kReuse);
-  // A jump far away ends it: random readers are not scans.
+  // A jump far away ends the scan (a new pass, or a random reader: not known yet), and the next
+  // jump tells: random readers are not scans.
   a.NoteRead("big", big, 40 * kBs, kBs);
-  EXPECT_EQ(a.Effective("big", big, AdmitPolicy::kDefault), AdmitPolicy::kAlways);
+  EXPECT_EQ(a.Effective("big", big, AdmitPolicy::kDefault), AdmitPolicy::kReuse);
   a.NoteRead("big", big, 10 * kBs, kBs);
+  EXPECT_EQ(a.Effective("big", big, AdmitPolicy::kDefault), AdmitPolicy::kAlways);
+  a.NoteRead("big", big, 30 * kBs, kBs);
   EXPECT_EQ(a.Effective("big", big, AdmitPolicy::kDefault), AdmitPolicy::kAlways);
   EXPECT_EQ(a.stats().scans, 1u);
   // Off with scan_percent 0; and a default of never is not turned into reuse.
@@ -129,6 +136,27 @@ TEST(Admission, SequentialReadersOfLargeFilesAreScans) {
   EXPECT_EQ(nev.Effective("big", big, AdmitPolicy::kDefault), AdmitPolicy::kNever);
 }
 
+// Within one pass a refetched block (readahead ran further ahead than the probationary room) is
+// no reuse; in the next pass over the file a ghost hit protects it.
+TEST(Admission, AScansGhostHitsProtectOnlyInALaterPass) {
+  AdmissionOptions o;
+  Admission a(o, 1 << 20, kBs);  // files of 64 blocks and more are scans
+  const uint64_t big = 64 * kBs;
+  for (uint64_t i = 0; i < 8; ++i) a.NoteRead("big", big, i * kBs, kBs);
+  ASSERT_EQ(a.stats().scans, 1u);
+  EXPECT_EQ(a.Decide(Key(5), "big", big, Placement{}), AdmitDecision::kProbation);
+  EXPECT_EQ(a.Decide(Key(5), "big", big, Placement{}), AdmitDecision::kProbation);
+  // The pass ends; the next starts over from the first block.
+  for (uint64_t i = 0; i < 8; ++i) a.NoteRead("big", big, i * kBs, kBs);
+  EXPECT_EQ(a.Decide(Key(5), "big", big, Placement{}), AdmitDecision::kYes);
+  EXPECT_EQ(a.stats().ghost_hits, 1u);
+  // An explicit reuse policy protects on any ghost hit.
+  Placement reuse;
+  reuse.admit = AdmitPolicy::kReuse;
+  EXPECT_EQ(a.Decide(Key(7), "other", big, reuse), AdmitDecision::kProbation);
+  EXPECT_EQ(a.Decide(Key(7), "other", big, reuse), AdmitDecision::kYes);
+}
+
 // Concurrent decisions and reads of several files (TSan covers the ghost list and the scan map).
 TEST(Admission, ConcurrentUseCountsEveryDecision) {
   AdmissionOptions o;
@@ -141,7 +169,7 @@ TEST(Admission, ConcurrentUseCountsEveryDecision) {
       const std::string key = "f" + std::to_string(t % 2);
       for (int i = 0; i < kOps; ++i) {
         a.NoteRead(key, 128 * kBs, (i % 128) * kBs, kBs);
-        a.Admit(Key(i % 300), key, 128 * kBs, Placement{});
+        (void)a.Decide(Key(i % 300), key, 128 * kBs, Placement{});
       }
     });
   }
@@ -214,25 +242,71 @@ class AdmissionCacheTest : public ::testing::Test {
   TieredCacheOptions options_;
 };
 
-TEST_F(AdmissionCacheTest, ReuseStoresABlockInL2OnlyWhenItIsReadAgain) {
+TEST_F(AdmissionCacheTest, ReuseStoresAFirstSightInFreeRoomAsProbationary) {
   options_.admission.default_policy = AdmitPolicy::kReuse;
   auto c = OpenCache();
   ObjectRef o = Put("f", 2 * kBs);
   ReadBlock(c.get(), o, 0);
-  ReadBlock(c.get(), o, 1);  // pushes block 0 out of the one-block L1
-  EXPECT_EQ(InL2(c.get(), o), 0u);
-  EXPECT_EQ(c->Residency(o)[0].second, 1u);  // L1 still took the block it served
-  ReadBlock(c.get(), o, 0);                  // from the origin again: a ghost hit, admitted
+  ReadBlock(c.get(), o, 1);         // pushes block 0 out of the one-block L1
+  EXPECT_EQ(InL2(c.get(), o), 2u);  // L2 had room: stored, as probationary
+  ReadBlock(c.get(), o, 0);         // from L2
   ReadBlock(c.get(), o, 1);
-  EXPECT_EQ(InL2(c.get(), o), 2u);
-  EXPECT_EQ(origin_.read_calls(), 4u);
-  ReadBlock(c.get(), o, 0);  // from L2 now
-  EXPECT_EQ(origin_.read_calls(), 4u);
+  EXPECT_EQ(origin_.read_calls(), 2u);
   auto s = ParseStats(c->StatsText());
-  EXPECT_EQ(s["admit.rejected"], 2u);
+  EXPECT_EQ(s["admit.rejected"], 0u);
   EXPECT_EQ(s["admit.admitted"], 2u);
-  EXPECT_EQ(s["admit.ghost_hits"], 2u);
-  EXPECT_EQ(s["l2.hits"], 1u);
+  EXPECT_EQ(s["admit.probation"], 2u);
+  EXPECT_EQ(s["admit.ghost_hits"], 0u);
+  EXPECT_EQ(s["l2.hits"], 2u);
+}
+
+// L2 (256 blocks) holds 200 protected blocks of `hot`; a reuse pass over 100 blocks of `scan`
+// fills the 56 free, then takes only its own blocks' room: `hot` stays whole. A full L2 of
+// protected blocks declines the probationary ones.
+TEST_F(AdmissionCacheTest, AProbationaryBlockTakesFreeRoomButNeverAProtectedBlocks) {
+  options_.placement = [](std::string_view key) {
+    Placement p;
+    p.admit = key == "hot" ? AdmitPolicy::kAlways : AdmitPolicy::kReuse;
+    return p;
+  };
+  auto c = OpenCache();
+  ObjectRef hot = Put("hot", 200 * kBs);
+  for (uint64_t i = 0; i < 200; ++i) ReadBlock(c.get(), hot, i);
+  ObjectRef scan = Put("scan", 100 * kBs);
+  for (uint64_t i = 0; i < 100; ++i) ReadBlock(c.get(), scan, i);
+  EXPECT_EQ(InL2(c.get(), hot), 200u);
+  EXPECT_EQ(InL2(c.get(), scan), 56u);
+  origin_.ResetCounters();
+  for (uint64_t i = 0; i < 200; ++i) ReadBlock(c.get(), hot, i);
+  EXPECT_EQ(origin_.read_calls(), 0u);  // every hot block from L2
+  // The newest probationary blocks are the ones kept (the scan's last 56).
+  for (uint64_t i = 44; i < 100; ++i) ReadBlock(c.get(), scan, i);
+  EXPECT_EQ(origin_.read_calls(), 0u);
+  c.reset();
+  // Reopened from its index, the scan's blocks are still probationary: another reuse pass of 56
+  // blocks takes their room, not hot's.
+  auto c2 = OpenCache();
+  ObjectRef scan2 = Put("scan2", 56 * kBs);
+  for (uint64_t i = 0; i < 56; ++i) ReadBlock(c2.get(), scan2, i);
+  EXPECT_EQ(InL2(c2.get(), hot), 200u);
+  EXPECT_EQ(InL2(c2.get(), scan), 0u);
+  EXPECT_EQ(InL2(c2.get(), scan2), 56u);
+}
+
+TEST_F(AdmissionCacheTest, AFullL2OfProtectedBlocksDeclinesProbationaryOnes) {
+  options_.placement = [](std::string_view key) {
+    Placement p;
+    p.admit = key == "hot" ? AdmitPolicy::kAlways : AdmitPolicy::kReuse;
+    return p;
+  };
+  auto c = OpenCache();
+  ObjectRef hot = Put("hot", 256 * kBs);  // all of L2
+  for (uint64_t i = 0; i < 256; ++i) ReadBlock(c.get(), hot, i);
+  ObjectRef scan = Put("scan", 10 * kBs);
+  for (uint64_t i = 0; i < 10; ++i) ReadBlock(c.get(), scan, i);
+  EXPECT_EQ(InL2(c.get(), scan), 0u);
+  EXPECT_EQ(InL2(c.get(), hot), 256u);
+  EXPECT_EQ(ParseStats(c->StatsText())["l2.evictions"], 0u);
 }
 
 TEST_F(AdmissionCacheTest, NeverServesWithoutStoringButPinsAndDeepPrefetchAreAdmitted) {
@@ -348,23 +422,23 @@ TEST_F(AdmissionCacheTest, AReaderJoinsTheHydrationsFetchInsteadOfSendingItsOwn)
   EXPECT_EQ(InL2(c.get(), o), 4u);
 }
 
-TEST_F(AdmissionCacheTest, ASequentialPassOverALargeFileIsAdmittedAsReuse) {
+TEST_F(AdmissionCacheTest, ASequentialPassOverALargeFileIsStoredAsProbationary) {
   auto c = OpenCache();  // default: always, scans: files of 64 blocks (> 10% of L2) or more
   ObjectRef big = Put("big", 64 * kBs);
   ObjectRef small = Put("small", 16 * kBs);
   for (uint64_t i = 0; i < 64; ++i) ReadBlock(c.get(), big, i);
   for (uint64_t i = 0; i < 16; ++i) ReadBlock(c.get(), small, i);
-  // The scan is detected on its 4th block: the first three went in, the rest was only remembered.
-  EXPECT_EQ(InL2(c.get(), big), Admission::kScanRunBlocks - 1);
+  // Probationary from its first block (its pattern unknown, then a scan detected on its 4th
+  // block), and all of it stored: L2 has room.
+  EXPECT_EQ(InL2(c.get(), big), 64u);
   EXPECT_EQ(InL2(c.get(), small), 16u);  // below the threshold: always
   auto s = ParseStats(c->StatsText());
   EXPECT_EQ(s["admit.scans"], 1u);
-  EXPECT_EQ(s["admit.rejected"], 64u - (Admission::kScanRunBlocks - 1));
-  // A second pass is a reuse: ghost hits put it in L2.
+  EXPECT_EQ(s["admit.rejected"], 0u);
+  EXPECT_EQ(s["admit.probation"], 64u);
+  // A second pass is served by L2.
   for (uint64_t i = 0; i < 64; ++i) ReadBlock(c.get(), big, i);
-  EXPECT_EQ(InL2(c.get(), big), 64u);
-  s = ParseStats(c->StatsText());
-  EXPECT_EQ(s["admit.ghost_hits"], 64u - (Admission::kScanRunBlocks - 1));
+  EXPECT_EQ(origin_.read_calls(), 64u + 16u);
 }
 
 TEST_F(AdmissionCacheTest, AnExplicitAlwaysOverridesTheScanDetection) {

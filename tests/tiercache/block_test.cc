@@ -7,9 +7,11 @@
 #include <cstring>
 #include <fstream>
 #include <set>
+#include <vector>
 
 #include "tests/testing/status_matchers.h"
 #include "tests/tiercache/test_util.h"
+#include "tiercache/internal/block_arena.h"
 #include "tiercache/tier.h"
 
 namespace tierfs {
@@ -192,6 +194,55 @@ TEST(BlockTest, LargeBlocksComeFromTheArenaAndGoBackToIt) {
     EXPECT_EQ(Block::MappedBytes(), before + Block::kMapThreshold + (32u << 20));
   }
   EXPECT_EQ(Block::MappedBytes(), before + Block::kMapThreshold);
+}
+
+TEST(BlockTest, StorageIsChargedToTheProcessBudgetWhileItLives) {
+  // (The process's budget outlives the test; its limit leaves every other test alone.)
+  MemoryBudget* budget = SetProcessMemoryBudget(uint64_t{1} << 50);
+  const uint64_t before = budget->used(MemoryUse::kBlocks);
+  {
+    auto big = Block::Allocate(1 << 20);
+    EXPECT_EQ(budget->used(MemoryUse::kBlocks), before + (1 << 20));
+    auto small = Block::Allocate(100);  // from the heap, charged all the same
+    EXPECT_EQ(budget->used(MemoryUse::kBlocks), before + (1 << 20) + 100);
+    auto odd = Block::Allocate((1 << 20) + 1);  // charged by its size class
+    EXPECT_EQ(budget->used(MemoryUse::kBlocks),
+              before + (1 << 20) + 100 + tiercache_internal::BlockArena::ClassBytes((1 << 20) + 1));
+    std::vector<std::shared_ptr<Block>> run = Block::AllocateAdjacent(1 << 20, 4);
+    EXPECT_EQ(budget->used(MemoryUse::kBlocks),
+              before + (1 << 20) + 100 + tiercache_internal::BlockArena::ClassBytes((1 << 20) + 1) +
+                  run.size() * (1 << 20));
+  }
+  EXPECT_EQ(budget->used(MemoryUse::kBlocks), before);
+}
+
+TEST(BlockTest, AnAllocationOverTheBudgetHasTheReclaimerGiveBackFirst) {
+  MemoryBudget* budget = SetProcessMemoryBudget(uint64_t{1} << 50);
+  uint64_t asked = 0;
+  std::vector<BlockRef> held;  // a stand-in for L1: what it gives back is freed
+  budget->SetReclaimer([&](uint64_t bytes) {
+    asked += bytes;
+    uint64_t freed = 0;
+    while (freed < bytes && !held.empty()) {
+      freed += held.back()->capacity();
+      held.pop_back();
+    }
+    return freed;
+  });
+  // Fill the budget up to its limit less one block, then allocate two more.
+  const uint64_t room = budget->limit() - budget->used();
+  budget->Charge(MemoryUse::kListings, room - (2u << 20));
+  held.push_back(Block::Allocate(1 << 20));
+  held.push_back(Block::Allocate(1 << 20));
+  EXPECT_EQ(asked, 0u);
+  auto next = Block::Allocate(1 << 20);  // over by one block: one held block goes
+  EXPECT_EQ(asked, 1u << 20);
+  EXPECT_EQ(held.size(), 1u);
+  EXPECT_LE(budget->used(), budget->limit());
+  budget->SetReclaimer(nullptr);
+  held.clear();
+  next.reset();
+  budget->Release(MemoryUse::kListings, room - (2u << 20));
 }
 
 }  // namespace

@@ -311,6 +311,25 @@ TEST_F(CatalogTest, MissingListingIsFetchedSynchronously) {
   EXPECT_EQ(c->Stats().background_refreshes, 0u);
 }
 
+TEST_F(CatalogTest, SnapshotsAreChargedToTheMemoryBudgetWhileTheyLive) {
+  MemoryBudget budget(1 << 30);
+  CatalogOptions o;
+  o.memory_budget = &budget;
+  auto c = Catalog::Open(o, &origin_, meta_.get(), &clock_);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  auto s1 = (*c)->Snapshot("a");
+  ASSERT_TRUE(s1.ok()) << s1.status().ToString();
+  const uint64_t one = budget.used(MemoryUse::kListings);
+  EXPECT_GE(one, 3 * sizeof(DirEntry));
+  auto s2 = (*c)->Snapshot("a");  // shared: charged once
+  EXPECT_EQ(budget.used(MemoryUse::kListings), one);
+  s1->reset();
+  EXPECT_EQ(budget.used(MemoryUse::kListings), one);
+  s2->reset();
+  EXPECT_EQ(budget.used(MemoryUse::kListings), 0u);
+  EXPECT_EQ(budget.used(), 0u);
+}
+
 TEST_F(CatalogTest, SnapshotsAreSharedUntilTheListingChanges) {
   auto c = Open(std::chrono::seconds(10));
   auto s1 = c->Snapshot("a");

@@ -65,6 +65,92 @@ TEST(MemoryTierTest, BudgetIsNeverExceeded) {
   }
 }
 
+// A block of `n` bytes whose storage is charged to `budget` as a fetched block is (Block::Allocate
+// charges the process's budget, which these tests leave alone).
+BlockRef ChargedBlock(MemoryBudget* budget, size_t n) {
+  budget->Charge(MemoryUse::kBlocks, n);
+  return MakeBlock(n);
+}
+
+std::unique_ptr<Tier> BudgetedShard(uint64_t capacity, MemoryBudget* budget) {
+  MemoryTierOptions o;
+  o.capacity_bytes = capacity;
+  o.shards = 1;
+  o.memory_budget = budget;
+  return NewMemoryTier(o);
+}
+
+TEST(MemoryTierTest, HeldBlocksAreChargedAsL1AndGivenBackOnEvictionAndErase) {
+  MemoryBudget budget(1 << 20);
+  {
+    auto t = BudgetedShard(300, &budget);
+    TC_ASSERT_OK(t->Insert(Key(1), ChargedBlock(&budget, 100), {}));
+    TC_ASSERT_OK(t->Insert(Key(2), ChargedBlock(&budget, 100), {}));
+    EXPECT_EQ(budget.used(MemoryUse::kL1), 200u);
+    EXPECT_EQ(budget.used(MemoryUse::kBlocks), 0u);
+    TC_ASSERT_OK(t->Insert(Key(2), MakeBlock(100), {}));  // already held: no second charge
+    EXPECT_EQ(budget.used(MemoryUse::kL1), 200u);
+    TC_ASSERT_OK(t->Insert(Key(3), ChargedBlock(&budget, 200), {}));  // evicts 1
+    EXPECT_EQ(budget.used(MemoryUse::kL1), 300u);
+    EXPECT_EQ(budget.used(MemoryUse::kBlocks), 100u);  // block 1: its storage until freed
+    t->Erase(Key(2));
+    EXPECT_EQ(budget.used(MemoryUse::kL1), 200u);
+  }
+  // The tier's blocks go back to kBlocks with it.
+  EXPECT_EQ(budget.used(MemoryUse::kL1), 0u);
+  EXPECT_EQ(budget.used(MemoryUse::kBlocks), 400u);
+}
+
+TEST(MemoryTierTest, ShrinksFirstWhenAnotherConsumerNeedsRoom) {
+  MemoryBudget budget(1000);
+  auto t = BudgetedShard(10000, &budget);  // L1 alone would hold 10x the budget
+  for (int i = 0; i < 8; ++i) TC_ASSERT_OK(t->Insert(Key(i), ChargedBlock(&budget, 100), {}));
+  ASSERT_TRUE(t->Read(Key(0)).ok());  // 0 becomes the most recent; 1 is the least
+  EXPECT_EQ(budget.used(MemoryUse::kL1), 800u);
+  // Readahead's blocks need 500: L1 gives back its 3 least recently used blocks (300).
+  // (The evicted blocks' storage stays charged here: freeing it releases it, which these
+  // blocks, charged by hand, do not.)
+  budget.Charge(MemoryUse::kBlocks, 500);
+  EXPECT_EQ(budget.used(MemoryUse::kL1), 500u);
+  EXPECT_FALSE(t->Contains(Key(1)));
+  EXPECT_FALSE(t->Contains(Key(2)));
+  EXPECT_FALSE(t->Contains(Key(3)));
+  EXPECT_TRUE(t->Contains(Key(0)));
+  EXPECT_TRUE(t->Contains(Key(7)));
+  EXPECT_EQ(t->Stats().bytes_used, 500u);
+  EXPECT_EQ(t->Stats().evictions, 3u);
+  EXPECT_EQ(budget.reclaimed_bytes(), 300u);
+}
+
+TEST(MemoryTierTest, PinnedBlocksAreNotGivenBack) {
+  MemoryBudget budget(300);
+  auto t = BudgetedShard(10000, &budget);
+  Placement pin;
+  pin.pinned = true;
+  TC_ASSERT_OK(t->Insert(Key(1), ChargedBlock(&budget, 100), pin));
+  TC_ASSERT_OK(t->Insert(Key(2), ChargedBlock(&budget, 100), {}));
+  budget.Charge(MemoryUse::kBlocks, 300);
+  EXPECT_TRUE(t->Contains(Key(1)));
+  EXPECT_FALSE(t->Contains(Key(2)));
+  EXPECT_EQ(budget.used(MemoryUse::kL1), 100u);
+}
+
+TEST(MemoryTierTest, AShardedTierShrinksAcrossShards) {
+  MemoryBudget budget(64 * 1024);
+  MemoryTierOptions o;
+  o.capacity_bytes = 1 << 20;
+  o.shards = 8;
+  o.memory_budget = &budget;
+  auto t = NewMemoryTier(o);
+  for (int i = 0; i < 64; ++i) TC_ASSERT_OK(t->Insert(Key(i), ChargedBlock(&budget, 1024), {}));
+  budget.Charge(MemoryUse::kBlocks, 32 * 1024);  // half of the budget: 32 blocks go
+  EXPECT_LE(budget.used(MemoryUse::kL1), 32u * 1024);
+  EXPECT_GE(budget.used(MemoryUse::kL1), 31u * 1024);
+  int held = 0;
+  for (int i = 0; i < 64; ++i) held += t->Contains(Key(i)) ? 1 : 0;
+  EXPECT_EQ(static_cast<uint64_t>(held) * 1024, t->Stats().bytes_used.load());
+}
+
 TEST(MemoryTierTest, DeclinesBlockLargerThanShardBudget) {
   MemoryTierOptions o;
   o.capacity_bytes = 4000;

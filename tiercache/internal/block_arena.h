@@ -140,6 +140,8 @@ class BlockArena {
   // resident while live and free bytes together are within it, whatever retain_bytes and the
   // decay time say (0, the default: retain_bytes alone applies).
   void SetReserve(uint64_t bytes) EXCLUDES(mu_);
+  // Sets retain_bytes (a memory limit lowers it); free items beyond it go back as above.
+  void SetRetain(uint64_t bytes) EXCLUDES(mu_);
   // Maps and faults in storage for items of ClassBytes(capacity) bytes, in slabs of at least
   // `slab_bytes`, writing each page once from this thread, and keeps it as resident free items,
   // until live and free resident bytes together reach the reserve or `stop` is requested.
@@ -211,9 +213,9 @@ class BlockArena {
   // The decay thread: Trim whenever an item is due, until stopped.
   void DecayLoop(std::stop_token stop) EXCLUDES(mu_);
 
-  const uint64_t retain_bytes_;
   const std::chrono::nanoseconds decay_;
   mutable Mutex mu_;
+  uint64_t retain_bytes_ GUARDED_BY(mu_);
   uint64_t reserve_bytes_ GUARDED_BY(mu_) = 0;
   std::unordered_map<size_t, std::unique_ptr<Class>> classes_ GUARDED_BY(mu_);
   std::unordered_map<Slab*, std::unique_ptr<Slab>> slabs_ GUARDED_BY(mu_);

@@ -19,22 +19,32 @@
 // median 17.5 s instead of 20.3 over 11 runs each, its first batch 3.10 s as 3.12, its longest
 // wait 2.7 s instead of 1.9; with no limit from the start, 15.8-17.3 s, first batch 5.3 s).
 //
+// With a memory budget (memory.limit, base/memory_budget.h), a run also waits while it would not
+// fit in what the budget leaves besides L1 (L1 gives its blocks back when the run's blocks are
+// allocated, Block::Allocate): the readahead bytes in flight and the run, over the budget's
+// use by everything but L1. Readers do not wait for it: their own fetches are charged whatever
+// it says, and readahead catches up when memory is given back.
+//
 // Thread-safe; no external synchronization needed. mu_ is a leaf lock.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
 #include <stop_token>
 
+#include "base/memory_budget.h"
 #include "base/mutex.h"
 
 namespace tierfs::tiercache_internal {
 
 class ReadaheadBudget {
  public:
-  explicit ReadaheadBudget(uint64_t cap_bytes) : cap_bytes_(cap_bytes) {}
+  // `memory`: the budget the run's blocks are charged to, or null; not owned, must outlive this.
+  explicit ReadaheadBudget(uint64_t cap_bytes, const MemoryBudget* memory = nullptr)
+      : cap_bytes_(cap_bytes), memory_(memory) {}
   ReadaheadBudget(const ReadaheadBudget&) = delete;
   ReadaheadBudget& operator=(const ReadaheadBudget&) = delete;
 
@@ -116,9 +126,18 @@ class ReadaheadBudget {
   static constexpr std::chrono::milliseconds kRecheck{100};
 
   bool Blocked(uint64_t bytes) const REQUIRES(mu_) {
-    return (bytes_ > 0 && bytes_ + bytes > cap_bytes_) ||
+    return (bytes_ > 0 && bytes_ + bytes > cap_bytes_) || !FitsMemory(bytes) ||
            (fetches_ >= kFetchesWhileDemand && demand_jobs_.load() > 0 &&
             !guesses_proven_.load(std::memory_order_relaxed));
+  }
+  // The run fits beside the readahead in flight in what the memory budget leaves besides L1
+  // (which gives its blocks back). Counts the blocks of runs in flight twice once allocated: it
+  // errs on the side of less readahead.
+  bool FitsMemory(uint64_t bytes) const REQUIRES(mu_) {
+    if (memory_ == nullptr) return true;
+    const uint64_t held =
+        memory_->used() - std::min(memory_->used(), memory_->used(MemoryUse::kL1));
+    return held + bytes_ + bytes <= memory_->limit();
   }
   void WakeFirst() REQUIRES(mu_) {
     if (!waiting_.empty()) waiting_.begin()->second->Signal();
@@ -131,6 +150,7 @@ class ReadaheadBudget {
 
   // Constant after construction.
   const uint64_t cap_bytes_;
+  const MemoryBudget* const memory_;
 
   // Demand fetches queued for or running on the fetch pool.
   std::atomic<int64_t> demand_jobs_{0};
