@@ -7,6 +7,7 @@
 #include "daemon/config.h"
 #include "daemon/exit_codes.h"
 #include "daemon/host_limits.h"
+#include "daemon/memory_limit.h"
 
 namespace tierfs {
 

@@ -5,6 +5,8 @@
 
 #include <string>
 
+#include "tests/testing/status_matchers.h"
+
 namespace tierfs {
 namespace {
 
@@ -67,7 +69,7 @@ TEST(MemoryLimit, ALimitTooSmallToRunWithIsRefusedNamingTheKey) {
   DaemonOptions o;
   o.source = "file:///data";
   o.mountpoint = "/mnt";
-  ASSERT_TRUE(FinishOptions(&o, [](const char*) { return std::optional<std::string>(); }).ok());
+  ASSERT_OK(FinishOptions(&o, [](const char*) { return std::optional<std::string>(); }));
   o.memory_limit = 32 * kMiB;
   Status s = Validate(o);
   ASSERT_FALSE(s.ok());
@@ -75,7 +77,7 @@ TEST(MemoryLimit, ALimitTooSmallToRunWithIsRefusedNamingTheKey) {
             std::string::npos)
       << s.message();
   o.memory_limit = MinMemoryLimit(o.cache.block_size);
-  EXPECT_TRUE(Validate(o).ok()) << Validate(o).message();
+  EXPECT_OK(Validate(o));
   EXPECT_EQ(MinMemoryLimit(1 * kMiB), 52 * kMiB);  // 32 MiB + 16 blocks, and the pool's 1/16
 }
 

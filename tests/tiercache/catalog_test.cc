@@ -316,9 +316,9 @@ TEST_F(CatalogTest, SnapshotsAreChargedToTheMemoryBudgetWhileTheyLive) {
   CatalogOptions o;
   o.memory_budget = &budget;
   auto c = Catalog::Open(o, &origin_, meta_.get(), &clock_);
-  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_OK(c);
   auto s1 = (*c)->Snapshot("a");
-  ASSERT_TRUE(s1.ok()) << s1.status().ToString();
+  ASSERT_OK(s1);
   const uint64_t one = budget.used(MemoryUse::kListings);
   EXPECT_GE(one, 3 * sizeof(DirEntry));
   auto s2 = (*c)->Snapshot("a");  // shared: charged once

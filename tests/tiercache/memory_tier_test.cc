@@ -84,13 +84,13 @@ TEST(MemoryTierTest, HeldBlocksAreChargedAsL1AndGivenBackOnEvictionAndErase) {
   MemoryBudget budget(1 << 20);
   {
     auto t = BudgetedShard(300, &budget);
-    TC_ASSERT_OK(t->Insert(Key(1), ChargedBlock(&budget, 100), {}));
-    TC_ASSERT_OK(t->Insert(Key(2), ChargedBlock(&budget, 100), {}));
+    ASSERT_OK(t->Insert(Key(1), ChargedBlock(&budget, 100), {}));
+    ASSERT_OK(t->Insert(Key(2), ChargedBlock(&budget, 100), {}));
     EXPECT_EQ(budget.used(MemoryUse::kL1), 200u);
     EXPECT_EQ(budget.used(MemoryUse::kBlocks), 0u);
-    TC_ASSERT_OK(t->Insert(Key(2), MakeBlock(100), {}));  // already held: no second charge
+    ASSERT_OK(t->Insert(Key(2), MakeBlock(100), {}));  // already held: no second charge
     EXPECT_EQ(budget.used(MemoryUse::kL1), 200u);
-    TC_ASSERT_OK(t->Insert(Key(3), ChargedBlock(&budget, 200), {}));  // evicts 1
+    ASSERT_OK(t->Insert(Key(3), ChargedBlock(&budget, 200), {}));  // evicts 1
     EXPECT_EQ(budget.used(MemoryUse::kL1), 300u);
     EXPECT_EQ(budget.used(MemoryUse::kBlocks), 100u);  // block 1: its storage until freed
     t->Erase(Key(2));
@@ -104,8 +104,8 @@ TEST(MemoryTierTest, HeldBlocksAreChargedAsL1AndGivenBackOnEvictionAndErase) {
 TEST(MemoryTierTest, ShrinksFirstWhenAnotherConsumerNeedsRoom) {
   MemoryBudget budget(1000);
   auto t = BudgetedShard(10000, &budget);  // L1 alone would hold 10x the budget
-  for (int i = 0; i < 8; ++i) TC_ASSERT_OK(t->Insert(Key(i), ChargedBlock(&budget, 100), {}));
-  ASSERT_TRUE(t->Read(Key(0)).ok());  // 0 becomes the most recent; 1 is the least
+  for (int i = 0; i < 8; ++i) ASSERT_OK(t->Insert(Key(i), ChargedBlock(&budget, 100), {}));
+  ASSERT_OK(t->Read(Key(0)));  // 0 becomes the most recent; 1 is the least
   EXPECT_EQ(budget.used(MemoryUse::kL1), 800u);
   // Readahead's blocks need 500: L1 gives back its 3 least recently used blocks (300).
   // (The evicted blocks' storage stays charged here: freeing it releases it, which these
@@ -127,8 +127,8 @@ TEST(MemoryTierTest, PinnedBlocksAreNotGivenBack) {
   auto t = BudgetedShard(10000, &budget);
   Placement pin;
   pin.pinned = true;
-  TC_ASSERT_OK(t->Insert(Key(1), ChargedBlock(&budget, 100), pin));
-  TC_ASSERT_OK(t->Insert(Key(2), ChargedBlock(&budget, 100), {}));
+  ASSERT_OK(t->Insert(Key(1), ChargedBlock(&budget, 100), pin));
+  ASSERT_OK(t->Insert(Key(2), ChargedBlock(&budget, 100), {}));
   budget.Charge(MemoryUse::kBlocks, 300);
   EXPECT_TRUE(t->Contains(Key(1)));
   EXPECT_FALSE(t->Contains(Key(2)));
@@ -142,7 +142,7 @@ TEST(MemoryTierTest, AShardedTierShrinksAcrossShards) {
   o.shards = 8;
   o.memory_budget = &budget;
   auto t = NewMemoryTier(o);
-  for (int i = 0; i < 64; ++i) TC_ASSERT_OK(t->Insert(Key(i), ChargedBlock(&budget, 1024), {}));
+  for (int i = 0; i < 64; ++i) ASSERT_OK(t->Insert(Key(i), ChargedBlock(&budget, 1024), {}));
   budget.Charge(MemoryUse::kBlocks, 32 * 1024);  // half of the budget: 32 blocks go
   EXPECT_LE(budget.used(MemoryUse::kL1), 32u * 1024);
   EXPECT_GE(budget.used(MemoryUse::kL1), 31u * 1024);
