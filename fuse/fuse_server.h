@@ -26,6 +26,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,6 +43,7 @@ class Session;
 }
 
 class Filesystem;
+struct FilesystemState;
 
 struct FuseOptions {
   // libfuse worker threads (fuse_loop_cfg_set_max_threads). At most max_threads - reserved of
@@ -150,6 +152,20 @@ class FuseServer {
   // server per process (the signal handlers are the process's).
   static Result<std::unique_ptr<FuseServer>> Mount(const FuseOptions& options, Filesystem* fs,
                                                    const std::string& mountpoint);
+  // Takes over the mount at `mountpoint` from the daemon at the other end of `channel` (a live
+  // restart, `tierfs restart`; fuse/FORMAT.md "Handover"): receives the /dev/fuse descriptor
+  // and the session's state within `timeout`, creates the session on it with `options`, and
+  // answers the old daemon "ok", or why not (it then keeps serving). Refused (InvalidArgument,
+  // naming the setting) when `options` change what the live connection fixed (allow_other,
+  // max_read, ...); NotSupported when the old daemon's state version is not this binary's. The
+  // inode and handle tables wait for Attach.
+  static Result<std::unique_ptr<FuseServer>> TakeOver(const FuseOptions& options,
+                                                      const std::string& mountpoint, int channel,
+                                                      std::chrono::nanoseconds timeout);
+  // The Filesystem of a server made by TakeOver, given the old daemon's inode and handle tables.
+  // REQUIRES: before Run(); `fs` as for Mount.
+  Status Attach(Filesystem* fs);
+
   // Unmounts if still mounted and destroys the session.
   ~FuseServer();
   FuseServer(const FuseServer&) = delete;
@@ -163,6 +179,17 @@ class FuseServer {
   // Unmounts now (idempotent). Run() then returns.
   void Unmount();
 
+  // Hands the mount to a new daemon while Run() serves (from another thread): the requests in
+  // flight are answered first (up to `pause_limit`, else Unavailable and nothing changes), then
+  // `start(channel)` starts the new daemon, which must call TakeOver with `channel` (the other
+  // end of a socket pair; `start` returns its pid). On the new daemon's "ok" (within
+  // `start_limit`) Run() returns without unmounting and the pid is returned; on anything else the
+  // new daemon is killed and reaped, this server serves on, and the error says why.
+  Result<int> HandOver(const std::function<Result<int>(int channel)>& start,
+                       std::chrono::nanoseconds pause_limit, std::chrono::nanoseconds start_limit);
+  // The mount was handed over: Run() returned for that, and nothing unmounts it here.
+  bool handed_over() const;
+
   struct Context;  // opaque: what the handlers get from fuse_req_userdata
 
  private:
@@ -173,6 +200,8 @@ class FuseServer {
   const std::unique_ptr<Context> ctx_;
   // The FUSE session serving ctx_ (fuse/internal/session.h); destroyed first.
   std::unique_ptr<fuse_internal::Session> session_;
+  // TakeOver: the old daemon's tables, for Attach.
+  std::unique_ptr<FilesystemState> pending_state_;
 };
 
 }  // namespace tierfs

@@ -4,10 +4,12 @@
 #include "fuse/internal/session.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -241,16 +243,166 @@ Result<std::unique_ptr<Session>> Session::Mount(const FuseOptions& options, Cont
     return Status::IOError("cannot mount at " + mountpoint + (why.empty() ? "" : ": " + why));
   }
   ctx->se = se;
-  if (ctx->passthrough_wanted) {
-    // Our own read/writev on the mounted fd, to amend INIT (fuse/internal/kernel_protocol.h).
-    // Nothing else changes: libfuse closes the fd as before.
-    if (fuse_session_custom_io(se, &PassthroughCustomIo(), fuse_session_fd(se)) != 0) {
-      Logger(Module::kFuse).warn("passthrough off: libfuse refused the custom I/O");
-    }
+  // Our own read/writev on the mounted fd, to keep (and for passthrough amend) INIT and to pause
+  // the readers for a handover (fuse/internal/kernel_protocol.h). libfuse closes the fd as before.
+  if (fuse_session_custom_io(se, &SessionCustomIo(), fuse_session_fd(se)) != 0) {
+    Logger(Module::kFuse).warn("libfuse refused the custom I/O: no passthrough, no live restart");
   }
   Logger(Module::kFuse).info("mounted {} at {} (-o {})", options.fsname, mountpoint, o);
   return std::unique_ptr<Session>(
       new Session(options, ctx, se, std::move(stop_read), std::move(stop_write)));
+}
+
+Result<std::unique_ptr<Session>> Session::Adopt(const FuseOptions& options, Context* ctx,
+                                                UniqueFd fd, const HandoverState& state) {
+  const std::vector<std::string> fixed =
+      FixedSettings(options, ctx->open_in_kernel, ctx->passthrough_wanted);
+  if (std::string diff = FixedSettingsDiff(state.fixed, fixed); !diff.empty()) {
+    return Status::InvalidArgument("settings that cannot change on a live mount differ: " + diff);
+  }
+  fuse_set_log_func(FuseLog);
+  TakeLastFuseError();
+  const std::string o = MountOptions(options, ctx->max_read);
+  TIERFS_ASSIGN_OR_RETURN(fuse_session * se, NewSession(options, o, ctx));
+  if (fuse_session_custom_io(se, &SessionCustomIo(), fd.get()) != 0) {
+    fuse_session_destroy(se);
+    return Status::Internal("libfuse refused the custom I/O on the handed-over descriptor");
+  }
+  fd.release();  // the session's now: fuse_session_destroy closes it
+  int stop_pipe[2];
+  if (pipe2(stop_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+    const int err = errno;
+    fuse_session_destroy(se);
+    return Status::FromErrno(err, "pipe for the stop signals");
+  }
+  UniqueFd stop_read(stop_pipe[0]), stop_write(stop_pipe[1]);
+  // The kernel's INIT again, answered by libfuse (and InitConnection) here; the reply is kept, not
+  // sent, and must be the one the kernel got.
+  ctx->se = se;
+  ctx->synthetic_init = SyntheticInit(state.init_in);
+  ctx->synthetic_init_pending.store(true);
+  fuse_buf buf{};
+  const int got = fuse_session_receive_buf(se, &buf);
+  if (got > 0) fuse_session_process_buf(se, &buf);
+  std::free(buf.mem);
+  Status status;
+  if (!ctx->init_answered.load() || fuse_session_exited(se)) {
+    status =
+        Status::Internal("libfuse did not answer the handed-over INIT: " + TakeLastFuseError());
+  } else if (std::string diff = InitOutDiff(state.init_out, ctx->init_out); !diff.empty()) {
+    status = Status::InvalidArgument(
+        "the new configuration changes what the kernel was told at mount time (" + diff +
+        "): fuse.max_read, fuse.max_readahead, fuse.splice_sized_reads and the fuse.* settings of "
+        "INIT cannot change on a live mount");
+  }
+  if (status.ok()) status = InstallSignalHandlers(se, stop_write.get());
+  if (!status.ok()) {
+    ctx->se = nullptr;
+    fuse_session_destroy(se);
+    return status;
+  }
+  {
+    MutexLock l(&ctx->io_mu);
+    for (const KernelIoRec& k : state.kernel_io) {
+      Context::KernelIo& io = ctx->io[k.ino];
+      io.cached_opens = k.cached_opens;
+      io.passthrough_opens = k.passthrough_opens;
+      io.backing_id = k.backing_id;
+      io.version = k.version;
+      io.opened_passthrough = k.opened_passthrough;
+    }
+  }
+  Logger(Module::kFuse).info("took over {} (-o {})", ctx->mountpoint, o);
+  auto session = std::unique_ptr<Session>(
+      new Session(options, ctx, se, std::move(stop_read), std::move(stop_write)));
+  session->adopted_ = true;
+  return session;
+}
+
+Result<int> Session::HandOver(const std::function<Result<int>(int channel)>& start,
+                              std::chrono::nanoseconds pause_limit,
+                              std::chrono::nanoseconds start_limit) {
+  using SteadyClock = std::chrono::steady_clock;
+  std::lock_guard<std::mutex> one(handover_mu_);
+  if (handed_over_.load() || fuse_session_exited(se_)) {
+    return Status::FailedPrecondition("the session of " + ctx_->mountpoint + " has ended");
+  }
+  if (!ctx_->init_answered.load()) {
+    return Status::FailedPrecondition("the kernel has not initialised " + ctx_->mountpoint);
+  }
+  RemoteWork* remote = ctx_->remote.get();
+  const auto t0 = SteadyClock::now();
+  if (!ctx_->gate.Pause(t0 + pause_limit, [remote] { return remote->ActiveCount() == 0; })) {
+    ctx_->gate.Resume();
+    return Status::Unavailable(fmt::format(
+        "{} requests were still waiting on the network after {} ms; {} keeps serving (try again)",
+        remote->ActiveCount(),
+        std::chrono::duration_cast<std::chrono::milliseconds>(pause_limit).count(),
+        ctx_->mountpoint));
+  }
+  const auto paused_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - t0).count();
+  Result<int> result = SendToSuccessor(start, start_limit);
+  if (!result.ok()) {
+    ctx_->gate.Resume();
+    Logger(Module::kFuse)
+        .warn("handover of {} failed, serving on: {}", ctx_->mountpoint,
+              result.status().ToString());
+    return result;
+  }
+  handed_over_.store(true);
+  ctx_->gate.Close();  // the readers end; the loop returns
+  Logger(Module::kFuse)
+      .info("handed {} over to pid {} (requests paused {} ms before the handover)",
+            ctx_->mountpoint, *result, paused_ms);
+  return result;
+}
+
+Result<int> Session::SendToSuccessor(const std::function<Result<int>(int channel)>& start,
+                                     std::chrono::nanoseconds start_limit) {
+  HandoverState state;
+  state.init_in = ctx_->init_in;
+  state.init_out = ctx_->init_out;
+  state.fixed = FixedSettings(options_, ctx_->open_in_kernel, ctx_->passthrough_wanted);
+  state.fs = ctx_->fs->ExportState();
+  {
+    MutexLock l(&ctx_->io_mu);
+    for (const auto& [ino, io] : ctx_->io) {
+      state.kernel_io.push_back(KernelIoRec{ino, io.cached_opens, io.passthrough_opens,
+                                            io.backing_id, io.version, io.opened_passthrough});
+    }
+  }
+  int pair[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+    return Status::FromErrno(errno, "socketpair for the handover");
+  }
+  UniqueFd ours(pair[0]), theirs(pair[1]);
+  TIERFS_ASSIGN_OR_RETURN(const int pid, start(theirs.get()));
+  theirs.Reset();
+  auto end_child = [pid] {
+    ::kill(pid, SIGKILL);
+    int st = 0;
+    while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+  };
+  if (Status s = SendMessage(ours.get(), EncodeHandover(state), fuse_session_fd(se_)); !s.ok()) {
+    end_child();
+    return s;
+  }
+  Result<std::string> answer = ReceiveMessage(
+      ours.get(), std::chrono::steady_clock::now() +
+                      std::chrono::duration_cast<std::chrono::steady_clock::duration>(start_limit));
+  if (!answer.ok()) {
+    end_child();
+    return Status::Unavailable(fmt::format("the new daemon (pid {}) did not take over: {}", pid,
+                                           answer.status().ToString()));
+  }
+  if (*answer != "ok") {
+    end_child();
+    return Status::FailedPrecondition(
+        fmt::format("the new daemon (pid {}) refused: {}", pid, *answer));
+  }
+  return pid;
 }
 
 Status Session::Run() {
@@ -368,6 +520,18 @@ void Session::Drain(int sig) {
 void Session::Unmount() {
   if (!mounted_) return;
   mounted_ = false;
+  // Handed over: the mount is the new daemon's.
+  if (handed_over_.load()) return;
+  if (adopted_) {
+    // libfuse did not mount, so it cannot unmount: detach it as the drain does, while the
+    // connection is still ours.
+    if (!fuse_session_exited(se_)) {
+      if (Status s = DetachMount(ctx_->mountpoint); !s.ok()) {
+        Logger(Module::kFuse).warn("unmounting {}: {}", ctx_->mountpoint, s.ToString());
+      }
+    }
+    return;
+  }
   // Detached by the drain already: the path may hold another mount by now; the session's fd is
   // closed by fuse_session_destroy.
   if (detached_.load()) return;

@@ -1,8 +1,9 @@
 // fuse/internal/session — the FUSE session of one mount: the one place that owns the /dev/fuse
 // descriptor (through libfuse's fuse_session, which opened it at mount), the custom I/O on it
 // (passthrough, fuse/internal/kernel_protocol.h), the stop signals, and the loop with its
-// supervisor. Everything the kernel connection's lifetime depends on is here: handing the
-// descriptor and this state to another process would start and end in this class.
+// supervisor. Everything the kernel connection's lifetime depends on is here, and so is a live
+// restart's (fuse/FORMAT.md, "Handover"): HandOver gives the descriptor and the session's state
+// to a new daemon, whose Adopt takes them.
 //
 // Stopping (Drain). libfuse's SIGINT/SIGTERM handler would end the loop at once and leave the
 // requests in flight to the kernel's ENOTCONN; ours only wakes a supervisor thread through a
@@ -20,7 +21,10 @@
 #include <pthread.h>
 
 #include <atomic>
+#include <chrono>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "base/fd.h"
@@ -28,6 +32,7 @@
 #include "base/status.h"
 #include "fuse/fuse_server.h"
 #include "fuse/internal/context.h"
+#include "fuse/internal/handover.h"
 
 namespace tierfs::fuse_internal {
 
@@ -38,6 +43,25 @@ class Session {
   // mounts at ctx->mountpoint and, with ctx->passthrough_wanted, puts the custom I/O on the
   // mounted descriptor. Sets ctx->se.
   static Result<std::unique_ptr<Session>> Mount(const FuseOptions& options, Context* ctx);
+  // Serves the connection `state` describes on `fd`, another daemon's (a live restart): creates
+  // the session as Mount does but mounts nothing, and answers the kernel's INIT again to libfuse
+  // (Context::synthetic_init). InvalidArgument, naming each, when a setting fixed for the life of
+  // the connection differs from the running daemon's, or the INIT reply would (the new
+  // configuration cannot apply to the live mount). Sets ctx->se.
+  static Result<std::unique_ptr<Session>> Adopt(const FuseOptions& options, Context* ctx,
+                                                UniqueFd fd, const HandoverState& state);
+
+  // Hands the connection to a new daemon, from any thread while Run() serves: parks the readers
+  // and waits up to `pause_limit` for the requests in flight to be answered (Unavailable if they
+  // are not; the session serves on), then `start` the new daemon with one end of a socket pair,
+  // sends it the descriptor and the state (`fs`'s tables), and waits up to `start_limit` for its
+  // answer. On its "ok" the session ends (Run returns; the mount stays, served by the new
+  // daemon) and the new daemon's pid is returned. Otherwise the readers go on and the error says
+  // why (the new daemon's own message when it refused). One handover at a time.
+  Result<int> HandOver(const std::function<Result<int>(int channel)>& start,
+                       std::chrono::nanoseconds pause_limit, std::chrono::nanoseconds start_limit);
+  bool handed_over() const { return handed_over_.load(); }
+
   // Unmounts if still mounted, puts the signal handlers back and destroys the session (closing
   // the descriptor).
   ~Session();
@@ -60,6 +84,9 @@ class Session {
   // The orderly stop after SIGINT/SIGTERM `sig` (FuseOptions::shutdown_grace).
   void Drain(int sig);
   void WakeSupervisor();
+  // HandOver's part once the readers are parked: start, send, wait for the answer.
+  Result<int> SendToSuccessor(const std::function<Result<int>(int channel)>& start,
+                              std::chrono::nanoseconds start_limit);
 
   // Constant after construction.
   const FuseOptions options_;
@@ -73,6 +100,9 @@ class Session {
   std::atomic<bool> detached_{false};   // the drain detached the mount
   std::atomic<bool> loop_done_{false};  // fuse_session_loop_mt returned
   pthread_t loop_thread_{};             // the thread running the loop (Run's caller)
+  bool adopted_ = false;                // Adopt: libfuse did not mount, and cannot unmount
+  std::atomic<bool> handed_over_{false};
+  std::mutex handover_mu_;  // one HandOver at a time
 };
 
 }  // namespace tierfs::fuse_internal
