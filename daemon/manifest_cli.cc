@@ -6,15 +6,17 @@
 #include <chrono>
 #include <cstdio>
 
+#include "base/clock.h"
+#include "base/logging.h"
 #include "base/strings.h"
 #include "base/units.h"
+#include "daemon/credential_chain.h"
+#include "daemon/exit_codes.h"
 
 namespace tierfs {
 namespace {
 
-constexpr int kExitOk = 0;
 constexpr int kExitDifferent = 1;
-constexpr int kExitRuntime = 1;
 constexpr int kExitTrouble = 2;
 
 std::string Describe(const ManifestEntry& e) {
@@ -114,6 +116,62 @@ Status CheckManifestSource(const Manifest& m, std::string_view source,
   return Status::InvalidArgument(fmt::format("manifest {} lists {}, not the mounted source {}",
                                              manifest_name, EscapeForLog(m.source),
                                              EscapeForLog(source)));
+}
+
+// The origin as a mount would open it (config file, flags, environment, credential chain),
+// then RunManifestCreate over it.
+int RunManifestCreateCli(const std::string& source, const std::string& out,
+                         const std::string& config_path, const MountFlags& flags) {
+  auto usage = [](const Status& s) {
+    std::fprintf(stderr, "tierfs manifest create: %s\n", s.message().c_str());
+    return kExitUsage;
+  };
+  DaemonOptions o;
+  if (!config_path.empty()) {
+    if (Status s = ApplyConfigFile(config_path, &o); !s.ok()) return usage(s);
+  }
+  if (Status s = ApplyFlags(flags, &o); !s.ok()) return usage(s);
+  o.source = source;
+  o.mountpoint = "/";  // FinishOptions checks a mount's settings; nothing is mounted
+  o.manifest.clear();
+  o.l3.clear();
+  if (Status s = FinishOptions(&o, RealGetEnv); !s.ok()) return usage(s);
+  LogOptions lo = o.log;
+  lo.destination = "stderr";
+  if (lo.level == "info") lo.level = "warn";  // the summary line says what happened
+  std::string err;
+  ConfigureLogging(lo, &err);
+  std::unique_ptr<HttpTransport> transport;
+  std::unique_ptr<BlobStore> store;
+  if (o.source_uri.scheme == SourceUri::Scheme::kS3) {
+    if (o.no_sign_request) {
+      o.origin.credentials = Credentials{};
+      o.origin.credentials.anonymous = true;
+    }
+    auto t = NewHttpTransport(o.http);
+    if (!t.ok()) {
+      std::fprintf(stderr, "tierfs manifest create: %s\n", t.status().ToString().c_str());
+      return kExitRuntime;
+    }
+    transport = std::move(*t);
+    if (Status s = AttachCredentialChain(
+            &o.origin, o.profile, !o.profile.empty() && !o.profile_from_env, o.origin_region_set,
+            transport.get(), "the S3 origin", kOriginCredentialsHint);
+        !s.ok()) {
+      return usage(s);
+    }
+    auto s = NewS3BlobStore(o.origin, transport.get(), SystemClock());
+    if (!s.ok()) return usage(s.status());
+    store = std::move(*s);
+  } else {
+    auto s = NewFileBlobStore(o.file_origin);
+    if (!s.ok()) {
+      std::fprintf(stderr, "tierfs manifest create: %s\n", s.status().ToString().c_str());
+      return kExitRuntime;
+    }
+    store = std::move(*s);
+  }
+  return RunManifestCreate(store.get(), o.source, out);
 }
 
 }  // namespace tierfs

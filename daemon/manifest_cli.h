@@ -10,6 +10,7 @@
 
 #include "base/result.h"
 #include "blobclient/blob_store.h"
+#include "daemon/config.h"
 #include "tiercache/manifest.h"
 
 namespace tierfs {
@@ -18,6 +19,12 @@ namespace tierfs {
 // prints a summary (objects, bytes, file size, checksum, time) to stdout. Exit code: 0 written,
 // 1 the listing or the write failed (message on stderr, no file left behind).
 int RunManifestCreate(BlobStore* store, const std::string& source, const std::string& out_path);
+
+// `tierfs manifest create`: the origin `source` opened as a mount would open it (config file
+// `config_path` ("": none), `flags`, environment, credential chain), then RunManifestCreate over
+// it. Exit code as RunManifestCreate's, and 2 for bad settings.
+int RunManifestCreateCli(const std::string& source, const std::string& out,
+                         const std::string& config_path, const MountFlags& flags);
 
 // Compares two manifest files: one line per difference on stdout ("+ KEY SIZE ETAG" added,
 // "- KEY SIZE ETAG" removed, "~ KEY SIZE ETAG -> SIZE ETAG" changed; keys escaped as in the

@@ -99,6 +99,9 @@ std::string FlagHelp(const ConfigKey& key);
 // A string as a TOML basic string, escaped for a terminal.
 std::string Quote(std::string_view s);
 
+// A decimal number of at most `max`; InvalidArgument naming `what` otherwise.
+Status ParseUint(std::string_view what, std::string_view text, uint64_t max, uint64_t* out);
+
 // A permission mode in octal ("0644", "640"): at most 0777, no setuid/setgid/sticky bits.
 // `what` names the key or flag in the message.
 Status ParseMode(std::string_view what, std::string_view text, uint32_t* out);
