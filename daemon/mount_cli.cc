@@ -20,6 +20,7 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "base/fd.h"
@@ -31,6 +32,7 @@
 #include "daemon/log_control.h"
 #include "daemon/mounts.h"
 #include "daemon/notify.h"
+#include "daemon/restart.h"
 
 namespace tierfs {
 namespace {
@@ -115,9 +117,64 @@ int StartupFailed(const Status& s, StartupPipe* pipe, Components* c) {
   return kExitRuntime;
 }
 
+// Waits up to a minute for the daemon that handed the mount over (this process's parent, `old`)
+// to exit: it holds the cache directory's lock and the metrics port until then.
+Status WaitForExit(pid_t old) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+  while (getppid() == old) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return Status::TimedOut(
+          fmt::format("the daemon that handed the mount over (pid {}) did not "
+                      "exit within a minute",
+                      old));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return Status::OK();
+}
+
+// A live restart's new daemon (daemon/restart.h): takes the mount over from the daemon at the
+// other end of `channel`, waits for it to exit, builds the components and gives the server their
+// Filesystem. A refusal leaves the old daemon serving.
+Status TakeOverMount(const DaemonOptions& o, const FuseOptions& fuse_options, int channel,
+                     Components* c) {
+  const pid_t old = getppid();
+  auto server = FuseServer::TakeOver(fuse_options, o.mountpoint, channel, std::chrono::seconds(30));
+  ::close(channel);
+  if (!server.ok()) return server.status();
+  Logger(Module::kDaemon)
+      .info("took {} over from pid {}; waiting for it to exit", o.mountpoint, old);
+  TIERFS_RETURN_IF_ERROR(WaitForExit(old));
+  TIERFS_RETURN_IF_ERROR(BuildComponents(o, c));
+  TIERFS_RETURN_IF_ERROR((*server)->Attach(c->fs.get()));
+  c->server = std::move(*server);
+  return Status::OK();
+}
+
+// Builds the components and mounts (or, with `channel` >= 0, takes the mount over).
+Status BuildAndMount(const DaemonOptions& o, int channel, DaemonLogControl* control,
+                     Components* c) {
+  FuseOptions fuse_options = o.fuse;
+  if (channel >= 0) {
+    if (!o.metrics_address.empty()) fuse_options.metrics = &c->registry;
+    TIERFS_RETURN_IF_ERROR(TakeOverMount(o, fuse_options, channel, c));
+    c->fs->AttachDaemonControl(control);
+    return Status::OK();
+  }
+  TIERFS_RETURN_IF_ERROR(BuildComponents(o, c));
+  // Checked again right before mounting: building may have taken a while.
+  TIERFS_RETURN_IF_ERROR(CheckMountpoint(o.mountpoint, o.allow_nonempty));
+  NotifyStatus(fmt::format("mounting {} at {}", o.source, o.mountpoint));
+  c->fs->AttachDaemonControl(control);
+  if (c->metrics_server) fuse_options.metrics = &c->registry;
+  TIERFS_ASSIGN_OR_RETURN(c->server, FuseServer::Mount(fuse_options, c->fs.get(), o.mountpoint));
+  return Status::OK();
+}
+
 // The mount proper, in the process that will serve it. `pipe` reports the outcome to a waiting
-// parent (or does nothing in the foreground). Returns the exit code.
-int ServeMount(const DaemonOptions& o, StartupPipe* pipe) {
+// parent (or does nothing in the foreground); `channel` >= 0: take the mount over from the
+// daemon at its other end (daemon/restart.h). Returns the exit code.
+int ServeMount(const DaemonOptions& o, StartupPipe* pipe, int channel) {
   spdlog::logger& log = Logger(Module::kDaemon);
   // Before any thread exists. Cache blocks are mappings of their own (tiercache/block.cc). For
   // the other large buffers (libfuse's request buffers, hedged-GET copies, listings) a fixed
@@ -139,17 +196,9 @@ int ServeMount(const DaemonOptions& o, StartupPipe* pipe) {
   NotifyStatus(
       fmt::format("starting: opening the cache at {} and listing {}", o.cache_dir, o.source));
   Components c;
-  Status s = BuildComponents(o, &c);
-  // Checked again right before mounting: building may have taken a while.
-  if (s.ok()) s = CheckMountpoint(o.mountpoint, o.allow_nonempty);
-  if (!s.ok()) return StartupFailed(s, pipe, &c);
-  NotifyStatus(fmt::format("mounting {} at {}", o.source, o.mountpoint));
-  c.fs->AttachDaemonControl(&control);
-  FuseOptions fuse_options = o.fuse;
-  if (c.metrics_server) fuse_options.metrics = &c.registry;
-  auto server = FuseServer::Mount(fuse_options, c.fs.get(), o.mountpoint);
-  if (!server.ok()) return StartupFailed(server.status(), pipe, &c);
-  c.server = std::move(*server);
+  if (Status s = BuildAndMount(o, channel, &control, &c); !s.ok()) {
+    return StartupFailed(s, pipe, &c);
+  }
   log.info("serving {} at {}", o.source, o.mountpoint);
   // The mount is in place (the kernel queues requests until Run() serves them): the waiting
   // parent and systemd (Type=notify) learn it at the same point.
@@ -159,10 +208,18 @@ int ServeMount(const DaemonOptions& o, StartupPipe* pipe) {
     DetachStdio();
     if (chdir("/") != 0) log.warn("chdir /: {}", std::strerror(errno));
   }
+  // `tierfs restart` (daemon/restart.h); the daemon serves on without it if it cannot listen.
+  auto restart = RestartListener::Start(c.server.get(), o.fuse.shutdown_grace);
+  if (!restart.ok()) log.warn("no live restart: {}", restart.status().ToString());
   SetSignalsBlocked(false);
   Status run = c.server->Run();
   SetSignalsBlocked(true);
-  NotifyStopping(fmt::format("{} unmounted; syncing the cache and stopping", o.mountpoint));
+  if (restart.ok()) restart->reset();
+  if (c.server->handed_over()) {
+    log.info("{} handed over to the new daemon; syncing the cache and stopping", o.mountpoint);
+  } else {
+    NotifyStopping(fmt::format("{} unmounted; syncing the cache and stopping", o.mountpoint));
+  }
   int code = kExitOk;
   if (!run.ok()) {
     log.error("fuse loop: {}", run.ToString());
@@ -320,6 +377,21 @@ int Usage(const Status& s) {
   return kExitUsage;
 }
 
+// A live restart's new daemon (daemon/restart.h): started by the serving daemon, with its
+// command line, in its place (no fork: the serving daemon is already detached, or the unit's).
+int StartTakeover(const DaemonOptions& o, int channel) {
+  LogOptions lo = o.log;
+  if (!o.foreground && lo.destination.empty()) lo.destination = "syslog";
+  std::string err;
+  if (!ConfigureLogging(lo, &err)) {
+    const Status s = Status::InvalidArgument("--log-file: " + err);
+    FuseServer::RefuseTakeOver(channel, s);
+    return Usage(s);
+  }
+  StartupPipe none{UniqueFd()};
+  return ServeMount(o, &none, channel);
+}
+
 // Serves the checked options `o` in the foreground, or in a daemon once it reports the mount
 // usable.
 int StartServing(const DaemonOptions& o) {
@@ -328,7 +400,7 @@ int StartServing(const DaemonOptions& o) {
     std::string err;
     if (!ConfigureLogging(lo, &err)) return Usage(Status::InvalidArgument("--log-file: " + err));
     StartupPipe none{UniqueFd()};
-    return ServeMount(o, &none);
+    return ServeMount(o, &none, -1);
   }
   // Open the log before forking so a bad --log-file is a usage error on the terminal.
   LogOptions lo = o.log;
@@ -345,7 +417,7 @@ int StartServing(const DaemonOptions& o) {
   }
   if (rc >= 0) return rc;  // the parent (or fork failed)
   StartupPipe pipe(std::move(child_fd));
-  return ServeMount(o, &pipe);
+  return ServeMount(o, &pipe, -1);
 }
 
 }  // namespace
@@ -359,6 +431,15 @@ int RunMount(DaemonOptions o, const std::string& config_path, const MountFlags& 
   }
   if (Status s = ApplyFlags(flags, &o); !s.ok()) return Usage(s);
   if (Status s = FinishOptions(&o, RealGetEnv); !s.ok()) return Usage(s);
+  if (const int channel = TakeoverChannel(); channel >= 0) {
+    // A live restart: the mount point is the serving daemon's, paused (a stat of it would wait
+    // for this daemon); the rest was checked when it was mounted, and is again as it is built.
+    if (Status s = PrepareAccess(&o); !s.ok()) {
+      FuseServer::RefuseTakeOver(channel, s);
+      return Usage(s);
+    }
+    return StartTakeover(o, channel);
+  }
   if (Status s = CheckMountpointUsable(o.mountpoint); !s.ok()) return Usage(s);
   if (Status s = CheckMountpointAndSizes(o); !s.ok()) return Usage(s);
   if (Status s = PrepareAccess(&o); !s.ok()) return Usage(s);

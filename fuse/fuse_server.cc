@@ -212,6 +212,10 @@ Result<std::unique_ptr<FuseServer>> FuseServer::TakeOver(const FuseOptions& opti
   return server;
 }
 
+void FuseServer::RefuseTakeOver(int channel, const Status& why) {
+  (void)fuse_internal::SendMessage(channel, why.message());
+}
+
 Status FuseServer::Attach(Filesystem* fs) {
   if (pending_state_ == nullptr) return Status::FailedPrecondition("not a taken-over mount");
   TIERFS_RETURN_IF_ERROR(fs->ImportState(*pending_state_));

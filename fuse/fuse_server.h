@@ -162,6 +162,9 @@ class FuseServer {
   static Result<std::unique_ptr<FuseServer>> TakeOver(const FuseOptions& options,
                                                       const std::string& mountpoint, int channel,
                                                       std::chrono::nanoseconds timeout);
+  // Answers the daemon at the other end of `channel` that this one will not take over, and why
+  // (a new daemon that fails before TakeOver: its configuration, its log file).
+  static void RefuseTakeOver(int channel, const Status& why);
   // The Filesystem of a server made by TakeOver, given the old daemon's inode and handle tables.
   // REQUIRES: before Run(); `fs` as for Mount.
   Status Attach(Filesystem* fs);

@@ -379,26 +379,42 @@ Result<int> Session::SendToSuccessor(const std::function<Result<int>(int channel
   UniqueFd ours(pair[0]), theirs(pair[1]);
   TIERFS_ASSIGN_OR_RETURN(const int pid, start(theirs.get()));
   theirs.Reset();
-  auto end_child = [pid] {
-    ::kill(pid, SIGKILL);
+  // Ends and reaps the new daemon; how it ended, if it had by itself.
+  auto end_child = [pid]() -> std::string {
     int st = 0;
+    pid_t r = 0;
+    // One that failed is usually exiting as its socket closes: a moment to tell its status.
+    for (int i = 0; i < 50 && r == 0; ++i) {
+      r = ::waitpid(pid, &st, WNOHANG);
+      if (r == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    std::string how;
+    if (r == pid && WIFEXITED(st))
+      how = fmt::format(" (it exited with status {})", WEXITSTATUS(st));
+    if (r == pid && WIFSIGNALED(st))
+      how = fmt::format(" (it was killed by signal {})", WTERMSIG(st));
+    if (r == pid) return how;
+    ::kill(pid, SIGKILL);
     while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
     }
+    return how;
   };
   if (Status s = SendMessage(ours.get(), EncodeHandover(state), fuse_session_fd(se_)); !s.ok()) {
-    end_child();
-    return s;
+    const std::string how = end_child();
+    return Status::Unavailable(
+        fmt::format("the new daemon (pid {}) did not take over{}: {}", pid, how, s.ToString()));
   }
   Result<std::string> answer = ReceiveMessage(
       ours.get(), std::chrono::steady_clock::now() +
                       std::chrono::duration_cast<std::chrono::steady_clock::duration>(start_limit));
   if (!answer.ok()) {
-    end_child();
-    return Status::Unavailable(fmt::format("the new daemon (pid {}) did not take over: {}", pid,
-                                           answer.status().ToString()));
+    // A daemon that is still starting when its time is up is ended here.
+    const std::string how = end_child();
+    return Status::Unavailable(fmt::format("the new daemon (pid {}) did not take over{}: {}", pid,
+                                           how, answer.status().ToString()));
   }
   if (*answer != "ok") {
-    end_child();
+    (void)end_child();
     return Status::FailedPrecondition(
         fmt::format("the new daemon (pid {}) refused: {}", pid, *answer));
   }

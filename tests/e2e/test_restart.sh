@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# End-to-end: `tierfs restart` hands a live mount to a new daemon. s3rver → mount (with a config
+# file) → while a sequential reader, a shuffled 4-process epoch and a reader holding open fds run,
+# and `mountpoint -q` is polled every 10 ms:
+#   1. tierfs restart: a new daemon (new pid) serves; no reader sees an error, every byte is the
+#      pattern's (sha256), no single read(2)/open(2) waits over 1 s, the mount is never absent,
+#      the held fds read on, and the inode numbers are the same before and after;
+#   2. a new binary that fails (exits 1): restart exits 1 saying so, the old daemon serves on;
+#   3. the config file now sets fuse.allow_other (cannot change on a live mount): refused naming
+#      the key, the old daemon serves on; a changed log level is taken (restart succeeds);
+#   4. a daemon of a release before live restarts (TIERFS_OLD, default /tmp/tierfs-8ad0dc5, if
+#      present): restart exits 1 with a clear message and the mount stays.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+e2e_init
+BUCKET=tierfs-restart
+s3rver_start "$BUCKET"
+trap 'rc=$?; stop_extras; e2e_cleanup $rc' EXIT
+POLLER=""
+stop_extras() {
+  [[ -z "$POLLER" ]] || stop_pid "$POLLER"
+  exec 8>&- 2>/dev/null || true
+}
+
+SEQ="seq.bin=50331648:1"
+HOLD=(h1.bin=4194304:11 h2.bin=4194304:12 h3.bin=1048577:13)
+TRAIN=()
+for i in $(seq 0 119); do TRAIN+=("train/f$(printf %03d "$i").bin=262144:$((100 + i))"); done
+step "upload" 120 "$PY" "$E2E_DIR/s3put.py" --endpoint "$S3_ENDPOINT" --bucket "$BUCKET" \
+  "$SEQ" "${HOLD[@]}" "${TRAIN[@]}"
+
+MNT="$E2E_WORK/mnt" LOGF="$E2E_WORK/tierfs.log" CONF="$E2E_WORK/tierfs.toml"
+printf '[log]\nlevel = "info"\n' >"$CONF"
+tierfs_mount "s3://$BUCKET" "$MNT" "$E2E_WORK/cache" "$LOGF" --endpoint "$S3_ENDPOINT" \
+  --config "$CONF" --metadata-ttl 1h
+
+# daemon_pid: the pid the mount's daemon reports (user.tierfs.daemon).
+daemon_pid() { xattr_of "$MNT" user.tierfs.daemon | sed -n 's/^pid=\([0-9]*\).*/\1/p'; }
+# adopt PID: the new daemon is the one cleanup stops.
+adopt() { E2E_PIDS=("$1"); TIERFS_PID=$1; }
+# wait_line FILE PATTERN SECONDS
+wait_line() {
+  local deadline=$((SECONDS + $3))
+  until grep -q "$2" "$1" 2>/dev/null; do
+    (( SECONDS < deadline )) || fail "no '$2' in $1 within $3 s"
+    sleep 0.1
+  done
+}
+# check_result FILE NAME MAX_WAIT: the reader's JSON line has no error, no wrong byte, and its
+# longest wait is at most MAX_WAIT seconds.
+check_result() {
+  "$PY" - "$1" "$2" "$3" <<'PY'
+import json, sys
+r = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+name, limit = sys.argv[2], float(sys.argv[3])
+print(f"{name}: {r['passes']} passes, longest wait {r['max_wait_s']:.3f} s")
+assert not r["errors"], f"{name}: errors {r['errors'][:5]}"
+assert not r["wrong"], f"{name}: wrong bytes in {r['wrong'][:5]}"
+assert r["max_wait_s"] <= limit, f"{name}: a read waited {r['max_wait_s']:.3f} s (> {limit} s)"
+if "inodes_before" in r:
+    assert r["inodes_before"] == r["inodes_after"], f"inode numbers changed: {r}"
+    print(f"{name}: inode numbers kept: {r['inodes_after']}")
+PY
+}
+
+log "1. tierfs restart under readers"
+OLD_PID=$(daemon_pid)
+[[ -n "$OLD_PID" ]] || fail "no daemon pid in user.tierfs.daemon"
+: >"$E2E_WORK/absent"
+(
+  while [[ ! -e "$E2E_WORK/poll.stop" ]]; do
+    mountpoint -q "$MNT" || date +%s.%N >>"$E2E_WORK/absent"
+    sleep 0.01
+  done
+) &
+POLLER=$!
+mkfifo "$E2E_WORK/hold.in"
+"$PY" "$E2E_DIR/restart_reader.py" hold "$MNT" "${HOLD[@]}" <"$E2E_WORK/hold.in" \
+  >"$E2E_WORK/hold.out" 2>&1 &
+HOLDER=$!
+exec 8>"$E2E_WORK/hold.in"
+wait_line "$E2E_WORK/hold.out" READY 60
+"$PY" "$E2E_DIR/restart_reader.py" seq "$MNT" "$SEQ" "$E2E_WORK/stop" \
+  >"$E2E_WORK/seq.out" 2>"$E2E_WORK/seq.err" &
+SEQR=$!
+"$PY" "$E2E_DIR/restart_reader.py" epoch "$MNT" "$E2E_WORK/stop" 4 "${TRAIN[@]}" \
+  >"$E2E_WORK/epoch.out" 2>"$E2E_WORK/epoch.err" &
+EPOCHR=$!
+# Past the first pass (the cold one): the restart meets readers in full flight.
+wait_line "$E2E_WORK/seq.err" "pass 1" 120
+wait_line "$E2E_WORK/epoch.err" "epoch 1" 120
+INO_BEFORE=$(stat -c '%n %i' "$MNT/seq.bin" "$MNT/train/f007.bin" "$MNT/train")
+T0=$(date +%s%N)
+step "tierfs restart" 120 "$TIERFS" restart "$MNT"
+log "restart took $((($(date +%s%N) - T0) / 1000000)) ms"
+NEW_PID=$(daemon_pid)
+[[ -n "$NEW_PID" && "$NEW_PID" != "$OLD_PID" ]] || fail "the daemon is still pid $NEW_PID"
+adopt "$NEW_PID"
+wait_pid_exit "$OLD_PID" 30 || fail "the old daemon (pid $OLD_PID) did not exit"
+INO_AFTER=$(stat -c '%n %i' "$MNT/seq.bin" "$MNT/train/f007.bin" "$MNT/train")
+[[ "$INO_BEFORE" == "$INO_AFTER" ]] || fail "inode numbers changed: $INO_BEFORE / $INO_AFTER"
+# One more full pass of each reader on the new daemon, then they stop.
+touch "$E2E_WORK/stop"
+echo go >&8
+exec 8>&-
+wait "$HOLDER" || fail "the holding reader failed: $(cat "$E2E_WORK/hold.out")"
+wait "$SEQR" || fail "the sequential reader failed: $(cat "$E2E_WORK/seq.err")"
+wait "$EPOCHR" || fail "the epoch reader failed: $(cat "$E2E_WORK/epoch.err")"
+touch "$E2E_WORK/poll.stop"
+wait "$POLLER" || true
+POLLER=""
+check_result "$E2E_WORK/seq.out" "sequential reader" 1.0
+check_result "$E2E_WORK/epoch.out" "shuffled epoch" 1.0
+check_result "$E2E_WORK/hold.out" "held fds" 1.0
+[[ ! -s "$E2E_WORK/absent" ]] || fail "the mount was absent $(wc -l <"$E2E_WORK/absent") times"
+grep -q "handed $MNT over to pid $NEW_PID" "$LOGF" || fail "no handover line in the log"
+
+log "2. a new daemon that fails: the old one serves on"
+printf '#!/bin/sh\necho "this build is broken" >&2\nexit 1\n' >"$E2E_WORK/broken"
+chmod +x "$E2E_WORK/broken"
+rc=0
+"$TIERFS" restart "$MNT" --binary "$E2E_WORK/broken" >"$E2E_WORK/r2.out" 2>&1 || rc=$?
+cat "$E2E_WORK/r2.out"
+(( rc == 1 )) || fail "restart to a failing binary: exit $rc, want 1"
+grep -q "did not take over" "$E2E_WORK/r2.out" || fail "no reason given"
+[[ "$(daemon_pid)" == "$NEW_PID" ]] || fail "the daemon changed"
+step "read after the failed restart" 60 "$PY" "$E2E_DIR/restart_reader.py" seq "$MNT" "$SEQ" \
+  "$E2E_WORK/stop"
+
+log "3. a setting that cannot change on a live mount is refused; the log level can change"
+printf '[log]\nlevel = "info"\n[fuse]\nallow_other = true\n' >"$CONF"
+rc=0
+"$TIERFS" restart "$MNT" >"$E2E_WORK/r3.out" 2>&1 || rc=$?
+cat "$E2E_WORK/r3.out"
+(( rc == 1 )) || fail "restart with allow_other changed: exit $rc, want 1"
+grep -q "fuse.allow_other: running false, new true" "$E2E_WORK/r3.out" ||
+  fail "the refusal does not name fuse.allow_other"
+[[ "$(daemon_pid)" == "$NEW_PID" ]] || fail "the daemon changed"
+step "read after the refusal" 60 cat "$MNT/h1.bin" >/dev/null
+printf '[log]\nlevel = "debug"\n' >"$CONF"
+step "restart with a new log level" 120 "$TIERFS" restart "$MNT"
+PID3=$(daemon_pid)
+[[ "$PID3" != "$NEW_PID" ]] || fail "the daemon did not change"
+adopt "$PID3"
+[[ "$(xattr_of "$MNT" user.tierfs.log_level)" == debug ]] || fail "the new log level is not in force"
+step "read after the third daemon took over" 60 "$PY" "$E2E_DIR/restart_reader.py" seq "$MNT" \
+  "$SEQ" "$E2E_WORK/stop"
+tierfs_umount "$MNT" "$PID3" || fail "unmount of $MNT was not clean"
+
+OLD_BIN="${TIERFS_OLD:-/tmp/tierfs-8ad0dc5}"
+if [[ -x "$OLD_BIN" ]]; then
+  log "4. a daemon that predates live restarts ($OLD_BIN)"
+  NEW_BIN="$TIERFS"
+  MNT2="$E2E_WORK/mnt-old"
+  TIERFS="$OLD_BIN" tierfs_mount "s3://$BUCKET" "$MNT2" "$E2E_WORK/cache-old" \
+    "$E2E_WORK/tierfs-old.log" --endpoint "$S3_ENDPOINT"
+  rc=0
+  "$NEW_BIN" restart "$MNT2" >"$E2E_WORK/r4.out" 2>&1 || rc=$?
+  cat "$E2E_WORK/r4.out"
+  (( rc == 1 )) || fail "restart of an old daemon: exit $rc, want 1"
+  grep -q "does not take live restarts" "$E2E_WORK/r4.out" || fail "no clear message"
+  is_mounted "$MNT2" || fail "the old daemon's mount is gone"
+  step "read from the old daemon" 60 cat "$MNT2/h2.bin" >/dev/null
+  tierfs_umount "$MNT2" "$TIERFS_PID" || fail "unmount of $MNT2 was not clean"
+else
+  log "4. skipped: no binary of a release before live restarts at $OLD_BIN"
+fi
