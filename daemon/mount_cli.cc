@@ -199,6 +199,8 @@ int ServeMount(const DaemonOptions& o, StartupPipe* pipe, int channel) {
   if (Status s = BuildAndMount(o, channel, &control, &c); !s.ok()) {
     return StartupFailed(s, pipe, &c);
   }
+  const FuseServer::History history = c.server->history();
+  control.SetMountHistory(history.mounted_at_ns, history.restarts);
   log.info("serving {} at {}", o.source, o.mountpoint);
   // The mount is in place (the kernel queues requests until Run() serves them): the waiting
   // parent and systemd (Type=notify) learn it at the same point.

@@ -136,6 +136,12 @@ void CollectFuseMetrics(const Context& ctx, metrics::Exposition* e) {
                 c.passthrough_opens);
   e->AddGauge("tierfs_fuse_inodes", "Inodes the kernel holds.", {},
               static_cast<double>(ctx.fs->InodeCount()));
+  e->AddCounter("tierfs_live_restarts_total",
+                "Live restarts the mount has been through (tierfs restart), carried from daemon to "
+                "daemon.",
+                {}, ctx.restarts);
+  e->AddGauge("tierfs_mount_time_seconds", "When the mount was made (Unix time), kept by restarts.",
+              {}, static_cast<double>(ctx.mounted_at_ns) / 1e9);
 }
 
 // The Context of a mount of `fs` at `mountpoint` with `options`.
@@ -180,6 +186,9 @@ FuseServer::FuseServer(const FuseOptions& options, std::unique_ptr<Context> ctx,
 Result<std::unique_ptr<FuseServer>> FuseServer::Mount(const FuseOptions& options, Filesystem* fs,
                                                       const std::string& mountpoint) {
   std::unique_ptr<Context> ctx = NewContext(options, fs, mountpoint);
+  ctx->mounted_at_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count();
   TIERFS_ASSIGN_OR_RETURN(std::unique_ptr<fuse_internal::Session> session,
                           fuse_internal::Session::Mount(options, ctx.get()));
   return std::unique_ptr<FuseServer>(new FuseServer(options, std::move(ctx), std::move(session)));
@@ -231,6 +240,10 @@ Result<int> FuseServer::HandOver(const std::function<Result<int>(int channel)>& 
 }
 
 bool FuseServer::handed_over() const { return session_->handed_over(); }
+
+FuseServer::History FuseServer::history() const {
+  return History{ctx_->mounted_at_ns, ctx_->restarts};
+}
 
 Status FuseServer::Run() {
   if (ctx_->fs == nullptr) return Status::FailedPrecondition("no Filesystem attached");

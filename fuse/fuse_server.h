@@ -193,6 +193,14 @@ class FuseServer {
   // The mount was handed over: Run() returned for that, and nothing unmounts it here.
   bool handed_over() const;
 
+  // When the mount was made (by this daemon or the first of those that handed it on), and how
+  // many live restarts it has been through.
+  struct History {
+    int64_t mounted_at_ns = 0;  // Unix time
+    uint32_t restarts = 0;
+  };
+  History history() const;
+
   struct Context;  // opaque: what the handlers get from fuse_req_userdata
 
  private:

@@ -186,6 +186,8 @@ std::string EncodeHandover(const HandoverState& s) {
   w.Raw(&s.init_out, sizeof(s.init_out));
   w.U32(static_cast<uint32_t>(s.fixed.size()));
   for (const std::string& f : s.fixed) w.Str(f);
+  w.U64(static_cast<uint64_t>(s.mounted_at_ns));
+  w.U32(s.restarts);
   w.U64(s.fs.next_ino);
   w.U64(s.fs.next_handle);
   w.U32(static_cast<uint32_t>(s.fs.inodes.size()));
@@ -236,6 +238,8 @@ Result<HandoverState> DecodeHandover(std::string_view bytes) {
   r.Raw(&s.init_in, sizeof(s.init_in));
   r.Raw(&s.init_out, sizeof(s.init_out));
   for (uint32_t i = 0, n = r.Count(4); i < n; ++i) s.fixed.push_back(r.Str());
+  s.mounted_at_ns = static_cast<int64_t>(r.U64());
+  s.restarts = r.U32();
   s.fs.next_ino = r.U64();
   s.fs.next_handle = r.U64();
   for (uint32_t i = 0, n = r.Count(64); i < n && r.ok(); ++i) s.fs.inodes.push_back(GetInode(&r));

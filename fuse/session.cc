@@ -312,7 +312,11 @@ Result<std::unique_ptr<Session>> Session::Adopt(const FuseOptions& options, Cont
       io.opened_passthrough = k.opened_passthrough;
     }
   }
-  Logger(Module::kFuse).info("took over {} (-o {})", ctx->mountpoint, o);
+  ctx->mounted_at_ns = state.mounted_at_ns;
+  ctx->restarts = state.restarts + 1;
+  Logger(Module::kFuse)
+      .info("took over {} (-o {}; live restart {} of this mount)", ctx->mountpoint, o,
+            ctx->restarts);
   auto session = std::unique_ptr<Session>(
       new Session(options, ctx, se, std::move(stop_read), std::move(stop_write)));
   session->adopted_ = true;
@@ -364,6 +368,8 @@ Result<int> Session::SendToSuccessor(const std::function<Result<int>(int channel
   state.init_in = ctx_->init_in;
   state.init_out = ctx_->init_out;
   state.fixed = FixedSettings(options_, ctx_->open_in_kernel, ctx_->passthrough_wanted);
+  state.mounted_at_ns = ctx_->mounted_at_ns;
+  state.restarts = ctx_->restarts;
   state.fs = ctx_->fs->ExportState();
   {
     MutexLock l(&ctx_->io_mu);

@@ -103,6 +103,9 @@ struct FuseServer::Context {
   std::atomic<bool> synthetic_init_pending{false};
   // Stops the custom I/O's reads for a handover.
   fuse_internal::ReadGate gate;
+  // The mount's history (FuseServer::History): set at Mount, or from the handover at Adopt.
+  int64_t mounted_at_ns = 0;
+  uint32_t restarts = 0;
 
   // ---- passthrough (fuse/internal/passthrough.h) ----
   bool passthrough_wanted = false;  // FuseOptions::passthrough, without open_in_kernel

@@ -46,6 +46,10 @@ struct HandoverState {
   kabi::InitOut init_out{};
   // "name=value" of each setting fixed for the life of a connection (FixedSettings).
   std::vector<std::string> fixed;
+  // The mount's history: when it was mounted (Unix ns) and how many live restarts it has been
+  // through before this one.
+  int64_t mounted_at_ns = 0;
+  uint32_t restarts = 0;
   FilesystemState fs;
   std::vector<KernelIoRec> kernel_io;
 };

@@ -30,12 +30,27 @@ step "upload" 120 "$PY" "$E2E_DIR/s3put.py" --endpoint "$S3_ENDPOINT" --bucket "
   "$SEQ" "${HOLD[@]}" "${TRAIN[@]}"
 
 MNT="$E2E_WORK/mnt" LOGF="$E2E_WORK/tierfs.log" CONF="$E2E_WORK/tierfs.toml"
-printf '[log]\nlevel = "info"\n' >"$CONF"
+METRICS="127.0.0.1:$(free_port)"
+printf '[log]\nlevel = "info"\n[metrics]\naddress = "%s"\n' "$METRICS" >"$CONF"
 tierfs_mount "s3://$BUCKET" "$MNT" "$E2E_WORK/cache" "$LOGF" --endpoint "$S3_ENDPOINT" \
   --config "$CONF" --metadata-ttl 1h
 
 # daemon_pid: the pid the mount's daemon reports (user.tierfs.daemon).
 daemon_pid() { xattr_of "$MNT" user.tierfs.daemon | sed -n 's/^pid=\([0-9]*\).*/\1/p'; }
+# check_history PID RESTARTS MOUNTED: tierfs status --json names the serving daemon PID, the
+# mount's live restarts and its mount time; prints the mount time.
+check_history() {
+  "$TIERFS" status "$MNT" --json | "$PY" -c '
+import json, sys
+m = json.load(sys.stdin)["mounts"][0]
+pid, restarts, mounted = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+d = m["daemon"]
+assert m["pid"] == pid, (m["pid"], pid)
+assert d["restarts"] == restarts, (d["restarts"], restarts)
+assert mounted in ("", d["mounted"]), (d["mounted"], mounted)
+print(d["mounted"])' "$@"
+}
+grep_metric() { curl -s "http://$METRICS/metrics" | grep "^$1 "; }
 # adopt PID: the new daemon is the one cleanup stops.
 adopt() { E2E_PIDS=("$1"); TIERFS_PID=$1; }
 # wait_line FILE PATTERN SECONDS
@@ -66,6 +81,7 @@ PY
 log "1. tierfs restart under readers"
 OLD_PID=$(daemon_pid)
 [[ -n "$OLD_PID" ]] || fail "no daemon pid in user.tierfs.daemon"
+MOUNTED=$(check_history "$OLD_PID" 0 "") || fail "tierfs status before the restart"
 : >"$E2E_WORK/absent"
 (
   while [[ ! -e "$E2E_WORK/poll.stop" ]]; do
@@ -97,6 +113,9 @@ NEW_PID=$(daemon_pid)
 [[ -n "$NEW_PID" && "$NEW_PID" != "$OLD_PID" ]] || fail "the daemon is still pid $NEW_PID"
 adopt "$NEW_PID"
 wait_pid_exit "$OLD_PID" 30 || fail "the old daemon (pid $OLD_PID) did not exit"
+check_history "$NEW_PID" 1 "$MOUNTED" >/dev/null || fail "tierfs status after the restart"
+[[ "$(grep_metric tierfs_live_restarts_total)" == "tierfs_live_restarts_total 1" ]] ||
+  fail "tierfs_live_restarts_total: $(grep_metric tierfs_live_restarts_total)"
 INO_AFTER=$(stat -c '%n %i' "$MNT/seq.bin" "$MNT/train/f007.bin" "$MNT/train")
 [[ "$INO_BEFORE" == "$INO_AFTER" ]] || fail "inode numbers changed: $INO_BEFORE / $INO_AFTER"
 # One more full pass of each reader on the new daemon, then they stop.
@@ -128,7 +147,7 @@ step "read after the failed restart" 60 "$PY" "$E2E_DIR/restart_reader.py" seq "
   "$E2E_WORK/stop"
 
 log "3. a setting that cannot change on a live mount is refused; the log level can change"
-printf '[log]\nlevel = "info"\n[fuse]\nallow_other = true\n' >"$CONF"
+printf '[log]\nlevel = "info"\n[fuse]\nallow_other = true\n[metrics]\naddress = "%s"\n' "$METRICS" >"$CONF"
 rc=0
 "$TIERFS" restart "$MNT" >"$E2E_WORK/r3.out" 2>&1 || rc=$?
 cat "$E2E_WORK/r3.out"
@@ -137,11 +156,12 @@ grep -q "fuse.allow_other: running false, new true" "$E2E_WORK/r3.out" ||
   fail "the refusal does not name fuse.allow_other"
 [[ "$(daemon_pid)" == "$NEW_PID" ]] || fail "the daemon changed"
 step "read after the refusal" 60 cat "$MNT/h1.bin" >/dev/null
-printf '[log]\nlevel = "debug"\n' >"$CONF"
+printf '[log]\nlevel = "debug"\n[metrics]\naddress = "%s"\n' "$METRICS" >"$CONF"
 step "restart with a new log level" 120 "$TIERFS" restart "$MNT"
 PID3=$(daemon_pid)
 [[ "$PID3" != "$NEW_PID" ]] || fail "the daemon did not change"
 adopt "$PID3"
+check_history "$PID3" 2 "$MOUNTED" >/dev/null || fail "tierfs status after the second restart"
 [[ "$(xattr_of "$MNT" user.tierfs.log_level)" == debug ]] || fail "the new log level is not in force"
 step "read after the third daemon took over" 60 "$PY" "$E2E_DIR/restart_reader.py" seq "$MNT" \
   "$SEQ" "$E2E_WORK/stop"

@@ -86,6 +86,8 @@ TEST_F(HandoverTest, TablesSurviveEncodingIntoANewFilesystem) {
   state.init_out.flags = 0x4321;
   state.init_out.max_write = 1 << 20;
   state.fixed = {"allow_other=true"};
+  state.mounted_at_ns = 1'700'000'000'000'000'000;
+  state.restarts = 3;
   state.fs = old_fs->ExportState();
   state.kernel_io.push_back(KernelIoRec{big->attr.ino, 1, 0, 0, "v1", false});
   Result<HandoverState> decoded = DecodeHandover(EncodeHandover(state));
@@ -94,6 +96,8 @@ TEST_F(HandoverTest, TablesSurviveEncodingIntoANewFilesystem) {
   EXPECT_EQ(decoded->init_in.flags2, 0x5u);
   EXPECT_EQ(decoded->init_out.flags, 0x4321u);
   EXPECT_EQ(decoded->fixed, state.fixed);
+  EXPECT_EQ(decoded->mounted_at_ns, state.mounted_at_ns);
+  EXPECT_EQ(decoded->restarts, 3u);
   ASSERT_EQ(decoded->kernel_io.size(), 1u);
   EXPECT_EQ(decoded->kernel_io[0].version, "v1");
 
@@ -169,7 +173,7 @@ TEST(HandoverStateTest, DamagedStateIsCorruption) {
   std::string huge = bytes;
   // A record count beyond what the bytes can hold.
   const uint32_t count = 0x7fffffff;
-  std::memcpy(huge.data() + 8 + 4 + 20 + 64, &count, sizeof(count));
+  std::memcpy(huge.data() + 8 + 4 + 20 + 64, &count, sizeof(count));  // the fixed settings
   EXPECT_TRUE(DecodeHandover(huge).status().code() == Status::Code::kCorruption);
 }
 
