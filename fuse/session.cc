@@ -544,6 +544,9 @@ void Session::Unmount() {
   mounted_ = false;
   // Handed over: the mount is the new daemon's.
   if (handed_over_.load()) return;
+  // Detached by the drain already: the path may hold another mount by now; the session's fd is
+  // closed by fuse_session_destroy.
+  if (detached_.load()) return;
   if (adopted_) {
     // libfuse did not mount, so it cannot unmount: detach it as the drain does, while the
     // connection is still ours.
@@ -554,9 +557,6 @@ void Session::Unmount() {
     }
     return;
   }
-  // Detached by the drain already: the path may hold another mount by now; the session's fd is
-  // closed by fuse_session_destroy.
-  if (detached_.load()) return;
   fuse_session_unmount(se_);
   Logger(Module::kFuse).info("unmounted {}", ctx_->mountpoint);
 }

@@ -7,8 +7,11 @@
 #      the held fds read on, and the inode numbers are the same before and after;
 #   2. a new binary that fails (exits 1): restart exits 1 saying so, the old daemon serves on;
 #   3. the config file now sets fuse.allow_other (cannot change on a live mount): refused naming
-#      the key, the old daemon serves on; a changed log level is taken (restart succeeds);
-#   4. a daemon of a release before live restarts (TIERFS_OLD, default /tmp/tierfs-8ad0dc5, if
+#      the key, the old daemon serves on; a changed log level is taken (restart succeeds); SIGTERM
+#      then unmounts as usual;
+#   4. a read waits on a stalled origin: restart is refused after fuse.shutdown_grace (1 s) and
+#      the read gets its bytes once the origin answers; then the restart goes through;
+#   5. a daemon of a release before live restarts (TIERFS_OLD, default /tmp/tierfs-8ad0dc5, if
 #      present): restart exits 1 with a clear message and the mount stays.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -19,6 +22,7 @@ trap 'rc=$?; stop_extras; e2e_cleanup $rc' EXIT
 POLLER=""
 stop_extras() {
   [[ -z "$POLLER" ]] || stop_pid "$POLLER"
+  stall_proxy_stop
   exec 8>&- 2>/dev/null || true
 }
 
@@ -52,7 +56,7 @@ print(d["mounted"])' "$@"
 }
 grep_metric() { curl -s "http://$METRICS/metrics" | grep "^$1 "; }
 # adopt PID: the new daemon is the one cleanup stops.
-adopt() { E2E_PIDS=("$1"); TIERFS_PID=$1; }
+adopt() { E2E_PIDS[0]=$1; TIERFS_PID=$1; }
 # wait_line FILE PATTERN SECONDS
 wait_line() {
   local deadline=$((SECONDS + $3))
@@ -165,11 +169,52 @@ check_history "$PID3" 2 "$MOUNTED" >/dev/null || fail "tierfs status after the s
 [[ "$(xattr_of "$MNT" user.tierfs.log_level)" == debug ]] || fail "the new log level is not in force"
 step "read after the third daemon took over" 60 "$PY" "$E2E_DIR/restart_reader.py" seq "$MNT" \
   "$SEQ" "$E2E_WORK/stop"
-tierfs_umount "$MNT" "$PID3" || fail "unmount of $MNT was not clean"
+# SIGTERM stops a daemon that took a mount over as it stops the one that mounted: unmounted, exit 0.
+kill -TERM "$PID3"
+wait_pid_exit "$PID3" 30 || fail "the daemon did not exit after SIGTERM"
+! is_mounted "$MNT" || fail "$MNT is still mounted after SIGTERM"
+grep -q "signal 15: unmounted $MNT" "$LOGF" || fail "no unmount line in the log"
+
+log "4. a read waiting on a stalled origin: the pause is bounded, the restart refused, the read whole"
+stall_proxy_start
+MNT5="$E2E_WORK/mnt-stall" LOG5="$E2E_WORK/tierfs-stall.log"
+printf '[fuse]\nshutdown_grace = "1s"\n[s3]\nrequest_timeout = "30s"\n[cache]\nprefetch_next_files = 0\n' \
+  >"$E2E_WORK/stall.toml"
+tierfs_mount "s3://$BUCKET" "$MNT5" "$E2E_WORK/cache-stall" "$LOG5" --endpoint "$PROXY" \
+  --config "$E2E_WORK/stall.toml" --metadata-ttl 1h
+PID5=$TIERFS_PID
+step "list" 30 ls "$MNT5"
+touch "$E2E_WORK/stall"
+"$PY" "$E2E_DIR/restart_reader.py" hold "$MNT5" "h3.bin=1048577:13" <<<"go" >"$E2E_WORK/r5.out" 2>&1 &
+READER5=$!
+deadline=$((SECONDS + 10)) want=0
+[[ "$(uname -m)" == aarch64 ]] && want=63
+until [[ "$(cut -d' ' -f1 "/proc/$READER5/syscall" 2>/dev/null)" == "$want" ]]; do
+  pid_alive "$READER5" || fail "the reader ended before its read waited: $(cat "$E2E_WORK/r5.out")"
+  (( SECONDS < deadline )) || fail "the reader is not in read(2) after 10 s"
+  sleep 0.05
+done
+rc=0
+T0=$(date +%s%N)
+"$TIERFS" restart "$MNT5" >"$E2E_WORK/r5r.out" 2>&1 || rc=$?
+MS=$((($(date +%s%N) - T0) / 1000000))
+cat "$E2E_WORK/r5r.out"
+(( rc == 1 )) || fail "restart with a read waiting on the origin: exit $rc, want 1"
+grep -q "still waiting on the network" "$E2E_WORK/r5r.out" || fail "no reason given"
+(( MS < 5000 )) || fail "the refused restart took $MS ms (fuse.shutdown_grace is 1 s)"
+rm -f "$E2E_WORK/stall"
+wait "$READER5" || fail "the waiting reader failed: $(cat "$E2E_WORK/r5.out")"
+check_result "$E2E_WORK/r5.out" "reader across a refused restart" 60
+step "restart once the origin answers" 120 "$TIERFS" restart "$MNT5"
+adopt_pid=$(xattr_of "$MNT5" user.tierfs.daemon | sed -n 's/^pid=\([0-9]*\).*/\1/p')
+[[ "$adopt_pid" != "$PID5" ]] || fail "the daemon did not change"
+E2E_PIDS[1]=$adopt_pid
+tierfs_umount "$MNT5" "$adopt_pid" || fail "unmount of $MNT5 was not clean"
+stall_proxy_stop
 
 OLD_BIN="${TIERFS_OLD:-/tmp/tierfs-8ad0dc5}"
 if [[ -x "$OLD_BIN" ]]; then
-  log "4. a daemon that predates live restarts ($OLD_BIN)"
+  log "6. a daemon that predates live restarts ($OLD_BIN)"
   NEW_BIN="$TIERFS"
   MNT2="$E2E_WORK/mnt-old"
   TIERFS="$OLD_BIN" tierfs_mount "s3://$BUCKET" "$MNT2" "$E2E_WORK/cache-old" \
@@ -183,5 +228,5 @@ if [[ -x "$OLD_BIN" ]]; then
   step "read from the old daemon" 60 cat "$MNT2/h2.bin" >/dev/null
   tierfs_umount "$MNT2" "$TIERFS_PID" || fail "unmount of $MNT2 was not clean"
 else
-  log "4. skipped: no binary of a release before live restarts at $OLD_BIN"
+  log "6. skipped: no binary of a release before live restarts at $OLD_BIN"
 fi
