@@ -426,6 +426,15 @@ class Filesystem {
   // The inode of each path (an inode in by_ino_: an entry is erased or re-keyed before its inode
   // leaves by_ino_); the path is stored once, in the inode.
   std::unordered_set<Inode*, PathHash, PathEq> by_path_ GUARDED_BY(mu_);
+  using InodesByIno = std::unordered_set<std::shared_ptr<Inode>, InoHash, InoEq>;
+  using InodesByPath = std::unordered_set<Inode*, PathHash, PathEq>;
+  // ImportState's parts: `state`'s inodes into `by_ino`/`by_path`, and its handles (of those
+  // inodes) into `files`/`dirs`, checked (InvalidArgument naming the record).
+  static Status ImportInodes(const FilesystemState& state, InodesByIno* by_ino,
+                             InodesByPath* by_path);
+  static Status ImportHandles(const FilesystemState& state, const InodesByIno& by_ino,
+                              std::unordered_map<uint64_t, std::shared_ptr<FileHandle>>* files,
+                              std::unordered_map<uint64_t, std::shared_ptr<DirHandle>>* dirs);
   InodeId next_ino_ GUARDED_BY(mu_) = kRootInode + 1;
   std::atomic<size_t> forgotten_{0};  // inodes forgotten since the last ReleaseFreeMemory
 

@@ -55,9 +55,10 @@ FilesystemState Filesystem::ExportState() const {
   return s;
 }
 
-Status Filesystem::ImportState(const FilesystemState& state) {
-  std::unordered_set<std::shared_ptr<Inode>, InoHash, InoEq> by_ino;
-  std::unordered_set<Inode*, PathHash, PathEq> by_path;
+Status Filesystem::ImportInodes(const FilesystemState& state, InodesByIno* by_ino_out,
+                                InodesByPath* by_path_out) {
+  InodesByIno& by_ino = *by_ino_out;
+  InodesByPath& by_path = *by_path_out;
   InodeId highest = kRootInode;
   for (const FilesystemState::InodeRec& r : state.inodes) {
     if (r.ino == 0 || r.ino == kUnknownInode) {
@@ -94,8 +95,15 @@ Status Filesystem::ImportState(const FilesystemState& state) {
     return Status::InvalidArgument(
         fmt::format("next inode {} is not above the highest inode {}", state.next_ino, highest));
   }
-  std::unordered_map<uint64_t, std::shared_ptr<FileHandle>> files;
-  std::unordered_map<uint64_t, std::shared_ptr<DirHandle>> dirs;
+  return Status::OK();
+}
+
+Status Filesystem::ImportHandles(
+    const FilesystemState& state, const InodesByIno& by_ino,
+    std::unordered_map<uint64_t, std::shared_ptr<FileHandle>>* files_out,
+    std::unordered_map<uint64_t, std::shared_ptr<DirHandle>>* dirs_out) {
+  auto& files = *files_out;
+  auto& dirs = *dirs_out;
   uint64_t highest_handle = 0;
   for (const FilesystemState::FileRec& r : state.files) {
     auto n = by_ino.find(r.ino);
@@ -132,6 +140,16 @@ Status Filesystem::ImportState(const FilesystemState& state) {
     return Status::InvalidArgument(fmt::format("next handle {} is not above the highest handle {}",
                                                state.next_handle, highest_handle));
   }
+  return Status::OK();
+}
+
+Status Filesystem::ImportState(const FilesystemState& state) {
+  InodesByIno by_ino;
+  InodesByPath by_path;
+  TIERFS_RETURN_IF_ERROR(ImportInodes(state, &by_ino, &by_path));
+  std::unordered_map<uint64_t, std::shared_ptr<FileHandle>> files;
+  std::unordered_map<uint64_t, std::shared_ptr<DirHandle>> dirs;
+  TIERFS_RETURN_IF_ERROR(ImportHandles(state, by_ino, &files, &dirs));
   {
     MutexLock l(&mu_);
     for (const auto& node : by_ino_) node->used.reset();

@@ -203,6 +203,18 @@ Status InstallSignalHandlers(fuse_session* se, int stop_write) {
   return Status::OK();
 }
 
+// The stop pipe of a session (Session::stop_read_, stop_write_); non-blocking: a full pipe already
+// holds a wakeup.
+Status NewStopPipe(UniqueFd* read_end, UniqueFd* write_end) {
+  int p[2];
+  if (pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) {
+    return Status::FromErrno(errno, "pipe for the stop signals");
+  }
+  *read_end = UniqueFd(p[0]);
+  *write_end = UniqueFd(p[1]);
+  return Status::OK();
+}
+
 void RemoveSignalHandlers(fuse_session* se) {
   g_stop_fd.store(-1);
   RemoveStopHandlers();
@@ -224,13 +236,11 @@ Result<std::unique_ptr<Session>> Session::Mount(const FuseOptions& options, Cont
   TakeLastFuseError();
   const std::string o = MountOptions(options, ctx->max_read);
   TIERFS_ASSIGN_OR_RETURN(fuse_session * se, NewSession(options, o, ctx));
-  int stop_pipe[2];
-  if (pipe2(stop_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
-    const int err = errno;
+  UniqueFd stop_read, stop_write;
+  if (Status s = NewStopPipe(&stop_read, &stop_write); !s.ok()) {
     fuse_session_destroy(se);
-    return Status::FromErrno(err, "pipe for the stop signals");
+    return s;
   }
-  UniqueFd stop_read(stop_pipe[0]), stop_write(stop_pipe[1]);
   if (Status s = InstallSignalHandlers(se, stop_write.get()); !s.ok()) {
     fuse_session_destroy(se);
     return s;
@@ -269,13 +279,11 @@ Result<std::unique_ptr<Session>> Session::Adopt(const FuseOptions& options, Cont
     return Status::Internal("libfuse refused the custom I/O on the handed-over descriptor");
   }
   fd.release();  // the session's now: fuse_session_destroy closes it
-  int stop_pipe[2];
-  if (pipe2(stop_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
-    const int err = errno;
+  UniqueFd stop_read, stop_write;
+  if (Status s = NewStopPipe(&stop_read, &stop_write); !s.ok()) {
     fuse_session_destroy(se);
-    return Status::FromErrno(err, "pipe for the stop signals");
+    return s;
   }
-  UniqueFd stop_read(stop_pipe[0]), stop_write(stop_pipe[1]);
   // The kernel's INIT again, answered by libfuse (and InitConnection) here; the reply is kept, not
   // sent, and must be the one the kernel got.
   ctx->se = se;
