@@ -5,6 +5,9 @@
         1 MiB reads until STOPFILE exists (after the pass that saw it start)
     restart_reader.py epoch MNT STOPFILE WORKERS KEY=SIZE:SEED...   shuffled epochs over the
         files by WORKERS processes (a DataLoader's workers), until STOPFILE exists
+    restart_reader.py direct MNT KEY=SIZE:SEED STOPFILE     O_DIRECT 1 MiB reads round the file
+        (each one reaches the daemon, whatever the page cache holds) until STOPFILE exists; no
+        byte check, only the waits: the pause a restart costs
     restart_reader.py hold MNT KEY=SIZE:SEED...             opens every file and notes its inode
         number, prints READY, waits for a line on stdin, then reads each through the fd it held
 
@@ -15,6 +18,7 @@ the inode numbers before and after. The bytes of KEY=SIZE:SEED are s3put.py's pa
 import errno
 import hashlib
 import json
+import mmap
 import multiprocessing
 import os
 import random
@@ -73,6 +77,23 @@ def seq(mnt, s, stop):
         if seen_stop or errors:
             break
     return {"passes": passes, "errors": errors, "wrong": wrong, "max_wait_s": max(waits)}
+
+
+def direct(mnt, s, stop):
+    key, size, _ = spec(s)
+    fd = os.open(os.path.join(mnt, key), os.O_RDONLY | os.O_DIRECT)
+    buf = mmap.mmap(-1, 1 << 20)
+    waits, errors, off = [], [], 0
+    while not os.path.exists(stop):
+        t0 = time.monotonic()
+        try:
+            os.preadv(fd, [buf], off)
+        except OSError as e:
+            errors.append(f"{key}: {err_name(e)}")
+        waits.append(time.monotonic() - t0)
+        off = (off + (1 << 20)) % max(1, size - (1 << 20))
+    os.close(fd)
+    return {"passes": len(waits), "errors": errors[:5], "wrong": [], "max_wait_s": max(waits)}
 
 
 def epoch_worker(args):
@@ -136,6 +157,8 @@ def main():
         r = seq(sys.argv[2], sys.argv[3], sys.argv[4])
     elif mode == "epoch":
         r = epoch(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5:])
+    elif mode == "direct":
+        r = direct(sys.argv[2], sys.argv[3], sys.argv[4])
     elif mode == "hold":
         r = hold(sys.argv[2], sys.argv[3:])
     else:
