@@ -145,7 +145,9 @@ Status TakeOverMount(const DaemonOptions& o, const FuseOptions& fuse_options, in
   Logger(Module::kDaemon)
       .info("took {} over from pid {}; waiting for it to exit", o.mountpoint, old);
   TIERFS_RETURN_IF_ERROR(WaitForExit(old));
-  TIERFS_RETURN_IF_ERROR(BuildComponents(o, c));
+  DaemonOptions build = o;
+  build.probe_origin = false;
+  TIERFS_RETURN_IF_ERROR(BuildComponents(build, c));
   TIERFS_RETURN_IF_ERROR((*server)->Attach(c->fs.get()));
   c->server = std::move(*server);
   return Status::OK();

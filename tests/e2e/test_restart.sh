@@ -10,7 +10,8 @@
 #      the key, the old daemon serves on; a changed log level is taken (restart succeeds); SIGTERM
 #      then unmounts as usual;
 #   4. a read waits on a stalled origin: restart is refused after fuse.shutdown_grace (1 s) and
-#      the read gets its bytes once the origin answers; then the restart goes through;
+#      the read gets its bytes once the origin answers; with no read in flight a restart goes
+#      through while the origin is stalled, and the cached file reads on;
 #   5. a daemon of a release before live restarts (TIERFS_OLD, default /tmp/tierfs-8ad0dc5, if
 #      present): restart exits 1 with a clear message and the mount stays.
 set -euo pipefail
@@ -205,7 +206,13 @@ grep -q "still waiting on the network" "$E2E_WORK/r5r.out" || fail "no reason gi
 rm -f "$E2E_WORK/stall"
 wait "$READER5" || fail "the waiting reader failed: $(cat "$E2E_WORK/r5.out")"
 check_result "$E2E_WORK/r5.out" "reader across a refused restart" 60
-step "restart once the origin answers" 120 "$TIERFS" restart "$MNT5"
+# With no request in flight, a restart while the origin does not answer goes through (the new
+# daemon does not list the origin before serving), and what the cache holds reads on.
+touch "$E2E_WORK/stall"
+step "restart while the origin is stalled" 120 "$TIERFS" restart "$MNT5"
+step "a cached file after it" 30 "$PY" "$E2E_DIR/restart_reader.py" hold "$MNT5" "h3.bin=1048577:13" \
+  <<<"go"
+rm -f "$E2E_WORK/stall"
 adopt_pid=$(xattr_of "$MNT5" user.tierfs.daemon | sed -n 's/^pid=\([0-9]*\).*/\1/p')
 [[ "$adopt_pid" != "$PID5" ]] || fail "the daemon did not change"
 E2E_PIDS[1]=$adopt_pid
