@@ -4,7 +4,7 @@
 //   sets the level of every logger, user.tierfs.daemon describes the daemon for `tierfs status`).
 //   HupReopener: a thread that takes SIGHUP and reopens the log file (logrotate's postrotate), so
 //   SIGHUP never ends the mount. SIGHUP must be blocked in every thread (SetSignalsBlocked in
-//   main.cc) before it starts; the thread takes it with sigwait.
+//   mount_cli.cc) before it starts; the thread takes it with sigwait.
 //
 // Thread-safe.
 #pragma once

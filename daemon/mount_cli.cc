@@ -354,8 +354,8 @@ Status CheckMountpointUsable(const std::string& mountpoint) {
 // The credentials known before daemonizing (anonymous origin requests, L3 keys) and the
 // permission options, with a warning on stderr where allow_other is not what it seems.
 Status PrepareAccess(DaemonOptions* o) {
-  // Credentials other than anonymous ones come from the credential chain, built in Build() once
-  // daemonized (it may start threads and talk to STS or IMDS).
+  // Credentials other than anonymous ones come from the credential chain, built by BuildComponents
+  // once daemonized (it may start threads and talk to STS or IMDS).
   if (o->source_uri.scheme == SourceUri::Scheme::kS3 && o->no_sign_request) {
     o->origin.credentials = Credentials{};
     o->origin.credentials.anonymous = true;

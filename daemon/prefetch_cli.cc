@@ -159,19 +159,14 @@ bool ReadList(const std::string& file, std::vector<std::string>* out) {
   return true;
 }
 
-// The list job: every path must be a file on one tierfs mount; handed over in bulk.
-int RunFromFile(const PrefetchCliOptions& o) {
-  std::vector<std::string> lines;
-  if (!ReadList(o.from_file, &lines)) return 2;
-  if (lines.empty()) {
-    std::fprintf(stderr, "tierfs prefetch: --from-file %s: no path in it\n", o.from_file.c_str());
-    return 2;
-  }
+// The paths of a list as paths relative to the one tierfs mount they are on (`*mountpoint_out`,
+// from the first path); false, the reason printed, when one cannot be resolved or is elsewhere.
+bool ListOnOneMount(const std::vector<std::string>& lines, std::string* mountpoint_out,
+                    std::vector<std::string>* rel) {
   // Canonical parent directories (symlinks resolved once per directory, not once per file).
   std::map<std::string, std::string> canon_dirs;
-  std::string mountpoint;
-  std::vector<std::string> rel;
-  rel.reserve(lines.size());
+  std::string& mountpoint = *mountpoint_out;
+  rel->reserve(lines.size());
   for (size_t i = 0; i < lines.size(); ++i) {
     const std::filesystem::path abs = std::filesystem::absolute(lines[i]).lexically_normal();
     const std::string dir = abs.parent_path().string();
@@ -182,14 +177,14 @@ int RunFromFile(const PrefetchCliOptions& o) {
       if (ec) {
         std::fprintf(stderr, "tierfs prefetch: line %zu: %s: %s\n", i + 1, dir.c_str(),
                      ec.message().c_str());
-        return 2;
+        return false;
       }
       if (mountpoint.empty()) {
         auto m = TierfsMountOf(c);
         if (!m.ok()) {
           std::fprintf(stderr, "tierfs prefetch: line %zu: %s\nnothing was started\n", i + 1,
                        m.status().message().c_str());
-          return 2;
+          return false;
         }
         mountpoint = std::filesystem::canonical(m->mountpoint, ec).string();
         if (ec) mountpoint = m->mountpoint;
@@ -207,10 +202,24 @@ int RunFromFile(const PrefetchCliOptions& o) {
                    "tierfs prefetch: line %zu: %s is not on the tierfs mount %s (one mount per "
                    "list)\nnothing was started\n",
                    i + 1, lines[i].c_str(), mountpoint.c_str());
-      return 2;
+      return false;
     }
-    rel.push_back(std::move(r));
+    rel->push_back(std::move(r));
   }
+  return true;
+}
+
+// The list job: every path must be a file on one tierfs mount; handed over in bulk.
+int RunFromFile(const PrefetchCliOptions& o) {
+  std::vector<std::string> lines;
+  if (!ReadList(o.from_file, &lines)) return 2;
+  if (lines.empty()) {
+    std::fprintf(stderr, "tierfs prefetch: --from-file %s: no path in it\n", o.from_file.c_str());
+    return 2;
+  }
+  std::string mountpoint;
+  std::vector<std::string> rel;
+  if (!ListOnOneMount(lines, &mountpoint, &rel)) return 2;
   if (o.cancel) {
     if (setxattr(mountpoint.c_str(), kListAttr, "cancel", 6, 0) != 0) {
       const int err = errno;

@@ -1,8 +1,8 @@
 // Filesystem — the FUSE semantics of tierfs in tierfs terms, with no FUSE types (conventions C5):
 // an inode table with kernel lookup counts, lookup/getattr/readdir over the Catalog, open/read
 // over the TieredCache (readahead and next-files prefetch by its Prefetcher), statfs, and the
-// user.tierfs.* xattrs. fuse/fuse_server.cc translates
-// kernel requests into calls on this class and replies; everything here is testable without
+// user.tierfs.* xattrs. The handlers of fuse/ops.cc and fuse/file_ops.cc translate kernel
+// requests into calls on this class and replies; everything here is testable without
 // mounting.
 //
 // Inodes. Inode 1 is the root (path ""). Every other inode names a path relative to the source

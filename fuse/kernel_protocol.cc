@@ -240,8 +240,8 @@ void InitConnection(void* userdata, struct fuse_conn_info* conn) {
   if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
   // A changed size/mtime seen by getattr drops the kernel's cached pages (pairs with keep_cache).
   if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA) conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
-  // Splice for replies from cache files only (see the file comment); memory replies are written
-  // directly (FUSE_BUF_NO_SPLICE, fuse_reply_iov).
+  // Splice for replies from cache files only (fuse/internal/read_reply.h); memory replies are
+  // written directly (FUSE_BUF_NO_SPLICE, fuse_reply_iov).
   conn->want &= ~(FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE | FUSE_CAP_SPLICE_READ);
   // Opens handled by the kernel (FuseOptions::open_in_kernel): nothing to ask for in `want`;
   // an open answered ENOSYS turns it on.

@@ -2,8 +2,6 @@
 
 #include "fuse/internal/remote_work.h"
 
-#include <pthread.h>
-
 #include <cerrno>
 #include <string>
 #include <utility>
@@ -23,12 +21,20 @@ bool EndedByShutdown() {
   return t_ended_by_shutdown != nullptr && t_ended_by_shutdown->load(std::memory_order_acquire);
 }
 
-RemoteWork::RemoteWork(int slots, int threads, std::chrono::nanoseconds timeout)
-    : free_slots_(slots), timeout_(timeout) {
-  for (int i = 0; i < threads; ++i) {
-    threads_.emplace_back([this, i] { Loop(i); });
-  }
+namespace {
+
+ThreadPoolOptions PoolOptions(int threads) {
+  ThreadPoolOptions o;
+  o.name = "tierfs-remote";
+  o.threads = threads;
+  o.stop_mode = ThreadPool::kDrain;
+  return o;
 }
+
+}  // namespace
+
+RemoteWork::RemoteWork(int slots, int threads, std::chrono::nanoseconds timeout)
+    : free_slots_(slots), timeout_(timeout), pool_(PoolOptions(threads)) {}
 
 RemoteWork::~RemoteWork() { Stop(); }
 
@@ -50,11 +56,14 @@ void RemoteWork::Dispatch(fuse_req_t req, RemoteJob job) {
     MutexLock l(&mu_);
     if (cancel_all_) tok->Cancel();
     active_.insert(tok.get());
-    if (!slot && !stopping_ && !threads_.empty()) {
-      queue_.push_back(Item{req, std::move(tok), std::move(job)});
-      cv_.Signal();
-      return;
-    }
+  }
+  if (!slot) {
+    // Refused only when the pool has no threads or is stopping: then on this worker.
+    auto task = [this, req, tok, job] {
+      Run(req, tok.get(), job);
+      Done(tok.get());
+    };
+    if (pool_.TrySubmit(std::move(task))) return;
   }
   // A free slot (or no pool, or shutting down): on this libfuse worker.
   Run(req, tok.get(), job);
@@ -106,13 +115,7 @@ void RemoteWork::CancelAll() {
 
 void RemoteWork::Stop() {
   CancelAll();
-  {
-    MutexLock l(&mu_);
-    if (stopping_) return;
-    stopping_ = true;
-  }
-  cv_.SignalAll();
-  threads_.clear();  // joins: the threads drain the queue (its jobs cancelled), then return
+  pool_.Stop(ThreadPool::kDrain);  // the queued jobs run, cancelled: each replies at once
 }
 
 bool RemoteWork::TakeSlot() {
@@ -140,23 +143,6 @@ void RemoteWork::Done(RequestToken* tok) {
   MutexLock l(&mu_);
   active_.erase(tok);
   if (active_.empty()) idle_cv_.SignalAll();
-}
-
-void RemoteWork::Loop(int n) {
-  const std::string name = "tierfs-remote-" + std::to_string(n);
-  pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
-  while (true) {
-    Item item;
-    {
-      MutexLock l(&mu_);
-      while (queue_.empty() && !stopping_) cv_.Wait();
-      if (queue_.empty()) return;  // stopping, queue drained
-      item = std::move(queue_.front());
-      queue_.pop_front();
-    }
-    Run(item.req, item.tok.get(), item.job);
-    Done(item.tok.get());
-  }
 }
 
 }  // namespace tierfs::fuse_internal

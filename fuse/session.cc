@@ -74,9 +74,9 @@ std::string EscapeOpt(std::string_view v) {
   return out;
 }
 
-// The SIGINT/SIGTERM handler's state (one FuseServer serves per process): the first stop
-// signal, and the write end of the server's stop pipe, which wakes the supervisor thread
-// (FuseServer::Supervise). Lock-free atomics: async-signal-safe.
+// The SIGINT/SIGTERM handler's state (one Session serves per process): the first stop
+// signal, and the write end of the session's stop pipe, which wakes the supervisor thread
+// (Session::Supervise). Lock-free atomics: async-signal-safe.
 std::atomic<int> g_stop_signal{0};
 std::atomic<int> g_stop_fd{-1};
 

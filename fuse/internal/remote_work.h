@@ -15,15 +15,13 @@
 
 #include <atomic>
 #include <chrono>
-#include <deque>
 #include <functional>
 #include <memory>
-#include <thread>
 #include <unordered_set>
-#include <vector>
 
 #include "base/cancel.h"
 #include "base/mutex.h"
+#include "base/thread_pool.h"
 #include "fuse/internal/libfuse.h"
 
 namespace tierfs::fuse_internal {
@@ -75,7 +73,8 @@ using RemoteJob = std::function<void(fuse_req_t req, RequestToken* tok)>;
 // The remote slots and the remote pool.
 class RemoteWork {
  public:
-  // `slots` jobs at most run on libfuse workers at once; `threads` pool threads take the rest.
+  // `slots` jobs at most run on libfuse workers at once; `threads` pool threads
+  // ("tierfs-remote-N") take the rest.
   RemoteWork(int slots, int threads, std::chrono::nanoseconds timeout);
   ~RemoteWork();  // Stop()
   RemoteWork(const RemoteWork&) = delete;
@@ -103,32 +102,24 @@ class RemoteWork {
   // inline or in the pool, and every one dispatched from now on.
   void CancelAll() EXCLUDES(mu_);
 
-  // CancelAll(), then joins the pool (its queue drained). Idempotent.
+  // CancelAll(), then joins the pool once its queue is drained (the queued jobs reply at once,
+  // cancelled). Idempotent.
   void Stop() EXCLUDES(mu_);
 
  private:
-  struct Item {
-    fuse_req_t req = nullptr;
-    std::shared_ptr<RequestToken> tok;
-    RemoteJob job;
-  };
-
   bool TakeSlot();
   static void Run(fuse_req_t req, RequestToken* tok, const RemoteJob& job);
   void Done(RequestToken* tok) EXCLUDES(mu_);
-  void Loop(int n) EXCLUDES(mu_);
 
   std::atomic<int> free_slots_;
   const std::chrono::nanoseconds timeout_;
   Mutex mu_;
-  CondVar cv_{&mu_};
-  CondVar idle_cv_{&mu_};  // active_ became empty
-  std::deque<Item> queue_ GUARDED_BY(mu_);
+  CondVar idle_cv_{&mu_};                                     // active_ became empty
   std::unordered_set<RequestToken*> active_ GUARDED_BY(mu_);  // dispatched, not yet replied
   bool cancel_all_ GUARDED_BY(mu_) = false;
   bool draining_ GUARDED_BY(mu_) = false;  // BeginShutdown
-  bool stopping_ GUARDED_BY(mu_) = false;
-  std::vector<std::jthread> threads_;  // written only by the constructor and Stop()
+  // The remote pool. Its jobs are never discarded (each must reply): stopped with kDrain.
+  ThreadPool pool_;
 };
 
 }  // namespace tierfs::fuse_internal
