@@ -117,37 +117,29 @@ int StartupFailed(const Status& s, StartupPipe* pipe, Components* c) {
   return kExitRuntime;
 }
 
-// Waits up to a minute for the daemon that handed the mount over (this process's parent, `old`)
-// to exit: it holds the cache directory's lock and the metrics port until then.
-Status WaitForExit(pid_t old) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(1);
-  while (getppid() == old) {
-    if (std::chrono::steady_clock::now() >= deadline) {
-      return Status::TimedOut(
-          fmt::format("the daemon that handed the mount over (pid {}) did not "
-                      "exit within a minute",
-                      old));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return Status::OK();
+// `o` for a daemon that serves a live mount (taken over, or taken back after a failed handover):
+// no listing of the origin first; the mount worked, and an origin that does not answer for a
+// moment must not end it.
+DaemonOptions LiveMountOptions(const DaemonOptions& o) {
+  DaemonOptions build = o;
+  build.probe_origin = false;
+  return build;
 }
 
 // A live restart's new daemon (daemon/restart.h): takes the mount over from the daemon at the
-// other end of `channel`, waits for it to exit, builds the components and gives the server their
-// Filesystem. A refusal leaves the old daemon serving.
+// other end of `channel`, waits for it to release the cache directory, builds the components and
+// gives the server their Filesystem. Until the server is attached, a failure here leaves (or
+// gives back) the mount to the old daemon.
 Status TakeOverMount(const DaemonOptions& o, const FuseOptions& fuse_options, int channel,
                      Components* c) {
-  const pid_t old = getppid();
+  const UniqueFd owned(channel);
   auto server = FuseServer::TakeOver(fuse_options, o.mountpoint, channel, std::chrono::seconds(30));
-  ::close(channel);
   if (!server.ok()) return server.status();
   Logger(Module::kDaemon)
-      .info("took {} over from pid {}; waiting for it to exit", o.mountpoint, old);
-  TIERFS_RETURN_IF_ERROR(WaitForExit(old));
-  DaemonOptions build = o;
-  build.probe_origin = false;
-  TIERFS_RETURN_IF_ERROR(BuildComponents(build, c));
+      .info("took {} over from pid {}; waiting for it to release the cache", o.mountpoint,
+            getppid());
+  TIERFS_RETURN_IF_ERROR((*server)->AwaitRelease(std::chrono::minutes(1)));
+  TIERFS_RETURN_IF_ERROR(BuildComponents(LiveMountOptions(o), c));
   TIERFS_RETURN_IF_ERROR((*server)->Attach(c->fs.get()));
   c->server = std::move(*server);
   return Status::OK();
@@ -213,23 +205,37 @@ int ServeMount(const DaemonOptions& o, StartupPipe* pipe, int channel) {
     if (chdir("/") != 0) log.warn("chdir /: {}", std::strerror(errno));
   }
   // `tierfs restart` (daemon/restart.h); the daemon serves on without it if it cannot listen.
-  auto restart = RestartListener::Start(c.server.get(), o.fuse.shutdown_grace);
+  // Its hooks run on the listener's thread while this one waits in Run(), and touch `c` only
+  // while the session is paused.
+  FuseServer* const server = c.server.get();
+  auto release = [&c, &log] {
+    log.info("restart: stats before the handover: {} {}", c.cache->StatsText(), c.fs->StatsText());
+    std::unique_ptr<FuseServer> keep = std::move(c.server);
+    c.Shutdown();  // the cache directory's lock and the metrics port, for the new daemon
+    c.server = std::move(keep);
+  };
+  auto restore = [&o, &c, &control]() -> Result<Filesystem*> {
+    TIERFS_RETURN_IF_ERROR(BuildComponents(LiveMountOptions(o), &c));
+    c.fs->AttachDaemonControl(&control);
+    return c.fs.get();
+  };
+  auto restart = RestartListener::Start(server, o.fuse.shutdown_grace, release, restore);
   if (!restart.ok()) log.warn("no live restart: {}", restart.status().ToString());
   SetSignalsBlocked(false);
   Status run = c.server->Run();
   SetSignalsBlocked(true);
   if (restart.ok()) restart->reset();
-  if (c.server->handed_over()) {
-    log.info("{} handed over to the new daemon; syncing the cache and stopping", o.mountpoint);
-  } else {
-    NotifyStopping(fmt::format("{} unmounted; syncing the cache and stopping", o.mountpoint));
-  }
   int code = kExitOk;
   if (!run.ok()) {
     log.error("fuse loop: {}", run.ToString());
     code = kExitRuntime;
   }
-  log.info("stats at exit: {} {}", c.cache->StatsText(), c.fs->StatsText());
+  if (c.server->handed_over()) {
+    log.info("{} handed over to the new daemon; stopping", o.mountpoint);
+  } else {
+    NotifyStopping(fmt::format("{} unmounted; syncing the cache and stopping", o.mountpoint));
+    if (c.cache && c.fs) log.info("stats at exit: {} {}", c.cache->StatsText(), c.fs->StatsText());
+  }
   c.Shutdown();
   log.info("tierfs stopped");
   spdlog::shutdown();

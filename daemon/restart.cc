@@ -152,7 +152,8 @@ Result<int> StartSuccessor(const std::string& binary, int channel) {
 }
 
 Result<std::unique_ptr<RestartListener>> RestartListener::Start(
-    FuseServer* server, std::chrono::nanoseconds pause_limit) {
+    FuseServer* server, std::chrono::nanoseconds pause_limit, std::function<void()> release,
+    std::function<Result<Filesystem*>()> restore) {
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (fd.get() < 0) return Status::FromErrno(errno, "restart socket");
   sockaddr_un addr;
@@ -164,13 +165,18 @@ Result<std::unique_ptr<RestartListener>> RestartListener::Start(
   int p[2];
   if (::pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) return Status::FromErrno(errno, "pipe");
   return std::unique_ptr<RestartListener>(
-      new RestartListener(server, pause_limit, std::move(fd), UniqueFd(p[0]), UniqueFd(p[1])));
+      new RestartListener(server, pause_limit, std::move(release), std::move(restore),
+                          std::move(fd), UniqueFd(p[0]), UniqueFd(p[1])));
 }
 
 RestartListener::RestartListener(FuseServer* server, std::chrono::nanoseconds pause_limit,
-                                 UniqueFd listen_fd, UniqueFd stop_read, UniqueFd stop_write)
+                                 std::function<void()> release,
+                                 std::function<Result<Filesystem*>()> restore, UniqueFd listen_fd,
+                                 UniqueFd stop_read, UniqueFd stop_write)
     : server_(server),
       pause_limit_(pause_limit),
+      release_(std::move(release)),
+      restore_(std::move(restore)),
       listen_fd_(std::move(listen_fd)),
       stop_read_(std::move(stop_read)),
       stop_write_(std::move(stop_write)) {
@@ -223,9 +229,11 @@ void RestartListener::Serve(int conn) {
   std::string binary = line.size() > 8 ? line.substr(8) : std::string();
   log.info("restart: asked by pid {} (uid {}), binary {}", peer.pid, peer.uid,
            binary.empty() ? OwnBinary() + " (as installed)" : binary);
-  Result<int> pid =
-      server_->HandOver([&binary](int channel) { return StartSuccessor(binary, channel); },
-                        pause_limit_, kStartLimit);
+  FuseServer::HandOverHooks hooks;
+  hooks.start = [&binary](int channel) { return StartSuccessor(binary, channel); };
+  hooks.release = release_;
+  hooks.restore = restore_;
+  Result<int> pid = server_->HandOver(hooks, pause_limit_, kStartLimit);
   if (!pid.ok()) {
     log.warn("restart: {}", pid.status().ToString());
     WriteAll(conn, "error " + pid.status().message() + "\n");

@@ -7,9 +7,10 @@
 // daemon was started from, as it is installed now). FuseServer::HandOver then pauses the mount,
 // starts that binary with this daemon's command line and TIERFS_TAKEOVER_FD naming one end of a
 // socket pair, and passes it the /dev/fuse descriptor and the session's state. The new daemon
-// (RunMount sees TIERFS_TAKEOVER_FD) checks them, answers, waits for this one to exit (the cache
-// directory's lock, the metrics port), builds its components and serves. The answer to the
-// request is one line: "ok PID" or "error MESSAGE".
+// (RunMount sees TIERFS_TAKEOVER_FD) checks them and answers; this one then releases its
+// components (the cache directory's lock, the metrics port), the new one builds its own and
+// serves, and this one exits; if the new one fails on the way, this one builds its components
+// again and serves on. The answer to the request is one line: "ok PID" or "error MESSAGE".
 //
 // Thread-safety: RestartListener is created and destroyed by the daemon's main thread; its own
 // thread serves the requests one at a time.
@@ -17,6 +18,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -27,6 +29,7 @@
 namespace tierfs {
 
 class FuseServer;
+class Filesystem;
 
 // "\0tierfs/restart/PID": the abstract socket name of the daemon with `pid` (a leading NUL).
 std::string RestartSocketName(int pid);
@@ -47,21 +50,26 @@ class RestartListener {
   // Listens for restart requests for `server` (not owned; must outlive the listener): each waits
   // up to `pause_limit` for the requests in flight (fuse.shutdown_grace). A listener that cannot
   // bind is an error the daemon logs and serves on without.
-  static Result<std::unique_ptr<RestartListener>> Start(FuseServer* server,
-                                                        std::chrono::nanoseconds pause_limit);
+  // `release` and `restore` are the daemon's part of FuseServer::HandOver (HandOverHooks).
+  static Result<std::unique_ptr<RestartListener>> Start(
+      FuseServer* server, std::chrono::nanoseconds pause_limit, std::function<void()> release,
+      std::function<Result<Filesystem*>()> restore);
   ~RestartListener();  // stops and joins the thread
   RestartListener(const RestartListener&) = delete;
   RestartListener& operator=(const RestartListener&) = delete;
 
  private:
-  RestartListener(FuseServer* server, std::chrono::nanoseconds pause_limit, UniqueFd listen_fd,
-                  UniqueFd stop_read, UniqueFd stop_write);
+  RestartListener(FuseServer* server, std::chrono::nanoseconds pause_limit,
+                  std::function<void()> release, std::function<Result<Filesystem*>()> restore,
+                  UniqueFd listen_fd, UniqueFd stop_read, UniqueFd stop_write);
   void Loop();
   void Serve(int conn);
 
   // Constant after construction.
   FuseServer* const server_;
   const std::chrono::nanoseconds pause_limit_;
+  const std::function<void()> release_;
+  const std::function<Result<Filesystem*>()> restore_;
   const UniqueFd listen_fd_;
   const UniqueFd stop_read_;
   const UniqueFd stop_write_;

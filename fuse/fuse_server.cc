@@ -218,6 +218,7 @@ Result<std::unique_ptr<FuseServer>> FuseServer::TakeOver(const FuseOptions& opti
   auto server =
       std::unique_ptr<FuseServer>(new FuseServer(options, std::move(ctx), std::move(*session)));
   server->pending_state_ = std::make_unique<FilesystemState>(std::move(state->fs));
+  server->channel_ = channel;
   return server;
 }
 
@@ -225,18 +226,34 @@ void FuseServer::RefuseTakeOver(int channel, const Status& why) {
   (void)fuse_internal::SendMessage(channel, why.message());
 }
 
+Status FuseServer::AwaitRelease(std::chrono::nanoseconds timeout) {
+  if (channel_ < 0) return Status::FailedPrecondition("not a taken-over mount");
+  using SteadyClock = std::chrono::steady_clock;
+  TIERFS_ASSIGN_OR_RETURN(
+      const std::string go,
+      fuse_internal::ReceiveMessage(
+          channel_,
+          SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(timeout)));
+  if (go != fuse_internal::kHandoverGo) {
+    return Status::Internal("the old daemon sent '" + go + "' for 'go'");
+  }
+  return Status::OK();
+}
+
 Status FuseServer::Attach(Filesystem* fs) {
   if (pending_state_ == nullptr) return Status::FailedPrecondition("not a taken-over mount");
   TIERFS_RETURN_IF_ERROR(fs->ImportState(*pending_state_));
   pending_state_.reset();
   ctx_->fs = fs;
+  // The old daemon ends once it reads this; until then it would take the mount back.
+  TIERFS_RETURN_IF_ERROR(fuse_internal::SendMessage(channel_, fuse_internal::kHandoverServing));
+  channel_ = -1;
   return Status::OK();
 }
 
-Result<int> FuseServer::HandOver(const std::function<Result<int>(int channel)>& start,
-                                 std::chrono::nanoseconds pause_limit,
+Result<int> FuseServer::HandOver(const HandOverHooks& hooks, std::chrono::nanoseconds pause_limit,
                                  std::chrono::nanoseconds start_limit) {
-  return session_->HandOver(start, pause_limit, start_limit);
+  return session_->HandOver(hooks, pause_limit, start_limit);
 }
 
 bool FuseServer::handed_over() const { return session_->handed_over(); }

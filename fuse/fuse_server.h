@@ -165,8 +165,12 @@ class FuseServer {
   // Answers the daemon at the other end of `channel` that this one will not take over, and why
   // (a new daemon that fails before TakeOver: its configuration, its log file).
   static void RefuseTakeOver(int channel, const Status& why);
-  // The Filesystem of a server made by TakeOver, given the old daemon's inode and handle tables.
-  // REQUIRES: before Run(); `fs` as for Mount.
+  // A server made by TakeOver: waits up to `timeout` for the old daemon to release the cache
+  // directory ("go"; it keeps serving until then). Then build the components.
+  Status AwaitRelease(std::chrono::nanoseconds timeout);
+  // The Filesystem of a server made by TakeOver, given the old daemon's inode and handle tables;
+  // tells the old daemon that this one serves. REQUIRES: after AwaitRelease, before Run(); `fs`
+  // as for Mount.
   Status Attach(Filesystem* fs);
 
   // Unmounts if still mounted and destroys the session.
@@ -182,14 +186,27 @@ class FuseServer {
   // Unmounts now (idempotent). Run() then returns.
   void Unmount();
 
+  // What a handover asks of the daemon (HandOver).
+  struct HandOverHooks {
+    // Starts the new daemon, which must call TakeOver with `channel` (the other end of a socket
+    // pair); its pid.
+    std::function<Result<int>(int channel)> start;
+    // The new daemon accepted the mount: free what it opens next (the cache directory's lock, the
+    // metrics port: every component below the server, the Filesystem included). No request
+    // reaches the Filesystem from here on, until `restore` or the end.
+    std::function<void()> release;
+    // The new daemon failed after `release`: build the components again; the Filesystem to serve
+    // on (it is given back the inode and handle tables).
+    std::function<Result<Filesystem*>()> restore;
+  };
   // Hands the mount to a new daemon while Run() serves (from another thread): the requests in
   // flight are answered first (up to `pause_limit`, else Unavailable and nothing changes), then
-  // `start(channel)` starts the new daemon, which must call TakeOver with `channel` (the other
-  // end of a socket pair; `start` returns its pid). On the new daemon's "ok" (within
-  // `start_limit`) Run() returns without unmounting and the pid is returned; on anything else the
-  // new daemon is killed and reaped, this server serves on, and the error says why.
-  Result<int> HandOver(const std::function<Result<int>(int channel)>& start,
-                       std::chrono::nanoseconds pause_limit, std::chrono::nanoseconds start_limit);
+  // hooks.start starts the new daemon; on its "ok" (within `start_limit`) hooks.release, and
+  // once it serves Run() returns without unmounting and the pid is returned. On anything else
+  // the new daemon is killed and reaped, this server serves on (after hooks.restore if
+  // hooks.release had run), and the error says why.
+  Result<int> HandOver(const HandOverHooks& hooks, std::chrono::nanoseconds pause_limit,
+                       std::chrono::nanoseconds start_limit);
   // The mount was handed over: Run() returned for that, and nothing unmounts it here.
   bool handed_over() const;
 
@@ -211,8 +228,9 @@ class FuseServer {
   const std::unique_ptr<Context> ctx_;
   // The FUSE session serving ctx_ (fuse/internal/session.h); destroyed first.
   std::unique_ptr<fuse_internal::Session> session_;
-  // TakeOver: the old daemon's tables, for Attach.
+  // TakeOver: the old daemon's tables, for Attach, and the socket to it.
   std::unique_ptr<FilesystemState> pending_state_;
+  int channel_ = -1;  // not owned (the daemon's)
 };
 
 }  // namespace tierfs

@@ -328,11 +328,13 @@ Result<std::unique_ptr<Session>> Session::Adopt(const FuseOptions& options, Cont
   auto session = std::unique_ptr<Session>(
       new Session(options, ctx, se, std::move(stop_read), std::move(stop_write)));
   session->adopted_ = true;
+  // Not ours to unmount until it serves: a daemon that fails before Run() gives the mount back
+  // to the one that handed it over.
+  session->mounted_ = false;
   return session;
 }
 
-Result<int> Session::HandOver(const std::function<Result<int>(int channel)>& start,
-                              std::chrono::nanoseconds pause_limit,
+Result<int> Session::HandOver(const HandOverHooks& hooks, std::chrono::nanoseconds pause_limit,
                               std::chrono::nanoseconds start_limit) {
   using SteadyClock = std::chrono::steady_clock;
   std::lock_guard<std::mutex> one(handover_mu_);
@@ -354,24 +356,25 @@ Result<int> Session::HandOver(const std::function<Result<int>(int channel)>& sta
   }
   const auto paused_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - t0).count();
-  Result<int> result = SendToSuccessor(start, start_limit);
-  if (!result.ok()) {
+  const HandoverState state = Snapshot();
+  Successor next;
+  Status s = StartSuccessor(state, hooks.start, start_limit, &next);
+  if (s.ok()) s = Release(hooks, state, &next);
+  if (!s.ok()) {
     ctx_->gate.Resume();
     Logger(Module::kFuse)
-        .warn("handover of {} failed, serving on: {}", ctx_->mountpoint,
-              result.status().ToString());
-    return result;
+        .warn("handover of {} failed, serving on: {}", ctx_->mountpoint, s.ToString());
+    return s;
   }
   handed_over_.store(true);
   ctx_->gate.Close();  // the readers end; the loop returns
   Logger(Module::kFuse)
       .info("handed {} over to pid {} (requests paused {} ms before the handover)",
-            ctx_->mountpoint, *result, paused_ms);
-  return result;
+            ctx_->mountpoint, next.pid, paused_ms);
+  return next.pid;
 }
 
-Result<int> Session::SendToSuccessor(const std::function<Result<int>(int channel)>& start,
-                                     std::chrono::nanoseconds start_limit) {
+HandoverState Session::Snapshot() const {
   HandoverState state;
   state.init_in = ctx_->init_in;
   state.init_out = ctx_->init_out;
@@ -379,63 +382,107 @@ Result<int> Session::SendToSuccessor(const std::function<Result<int>(int channel
   state.mounted_at_ns = ctx_->mounted_at_ns;
   state.restarts = ctx_->restarts;
   state.fs = ctx_->fs->ExportState();
-  {
-    MutexLock l(&ctx_->io_mu);
-    for (const auto& [ino, io] : ctx_->io) {
-      state.kernel_io.push_back(KernelIoRec{ino, io.cached_opens, io.passthrough_opens,
-                                            io.backing_id, io.version, io.opened_passthrough});
-    }
+  MutexLock l(&ctx_->io_mu);
+  for (const auto& [ino, io] : ctx_->io) {
+    state.kernel_io.push_back(KernelIoRec{ino, io.cached_opens, io.passthrough_opens, io.backing_id,
+                                          io.version, io.opened_passthrough});
   }
+  return state;
+}
+
+std::string Session::Successor::End() {
+  // Ends and reaps the new daemon; how it ended, if it had by itself. One that failed is
+  // usually exiting as its socket closes: a moment to tell its status.
+  int st = 0;
+  pid_t r = 0;
+  for (int i = 0; i < 50 && r == 0; ++i) {
+    r = ::waitpid(pid, &st, WNOHANG);
+    if (r == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::string how;
+  if (r == pid && WIFEXITED(st)) how = fmt::format(" (it exited with status {})", WEXITSTATUS(st));
+  if (r == pid && WIFSIGNALED(st)) how = fmt::format(" (it was killed by signal {})", WTERMSIG(st));
+  if (r == pid) return how;
+  ::kill(pid, SIGKILL);
+  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  return how;
+}
+
+Status Session::StartSuccessor(const HandoverState& state,
+                               const std::function<Result<int>(int channel)>& start,
+                               std::chrono::nanoseconds start_limit, Successor* next) {
   int pair[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
     return Status::FromErrno(errno, "socketpair for the handover");
   }
-  UniqueFd ours(pair[0]), theirs(pair[1]);
-  TIERFS_ASSIGN_OR_RETURN(const int pid, start(theirs.get()));
+  next->channel = UniqueFd(pair[0]);
+  UniqueFd theirs(pair[1]);
+  TIERFS_ASSIGN_OR_RETURN(next->pid, start(theirs.get()));
   theirs.Reset();
-  // Ends and reaps the new daemon; how it ended, if it had by itself.
-  auto end_child = [pid]() -> std::string {
-    int st = 0;
-    pid_t r = 0;
-    // One that failed is usually exiting as its socket closes: a moment to tell its status.
-    for (int i = 0; i < 50 && r == 0; ++i) {
-      r = ::waitpid(pid, &st, WNOHANG);
-      if (r == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    std::string how;
-    if (r == pid && WIFEXITED(st))
-      how = fmt::format(" (it exited with status {})", WEXITSTATUS(st));
-    if (r == pid && WIFSIGNALED(st))
-      how = fmt::format(" (it was killed by signal {})", WTERMSIG(st));
-    if (r == pid) return how;
-    ::kill(pid, SIGKILL);
-    while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-    }
-    return how;
-  };
-  if (Status s = SendMessage(ours.get(), EncodeHandover(state), fuse_session_fd(se_)); !s.ok()) {
-    const std::string how = end_child();
+  const int pid = next->pid;
+  if (Status s = SendMessage(next->channel.get(), EncodeHandover(state), fuse_session_fd(se_));
+      !s.ok()) {
+    const std::string how = next->End();
     return Status::Unavailable(
         fmt::format("the new daemon (pid {}) did not take over{}: {}", pid, how, s.ToString()));
   }
   Result<std::string> answer = ReceiveMessage(
-      ours.get(), std::chrono::steady_clock::now() +
-                      std::chrono::duration_cast<std::chrono::steady_clock::duration>(start_limit));
+      next->channel.get(),
+      std::chrono::steady_clock::now() +
+          std::chrono::duration_cast<std::chrono::steady_clock::duration>(start_limit));
   if (!answer.ok()) {
     // A daemon that is still starting when its time is up is ended here.
-    const std::string how = end_child();
+    const std::string how = next->End();
     return Status::Unavailable(fmt::format("the new daemon (pid {}) did not take over{}: {}", pid,
                                            how, answer.status().ToString()));
   }
   if (*answer != "ok") {
-    (void)end_child();
+    (void)next->End();
     return Status::FailedPrecondition(
         fmt::format("the new daemon (pid {}) refused: {}", pid, *answer));
   }
-  return pid;
+  return Status::OK();
+}
+
+Status Session::Release(const HandOverHooks& hooks, const HandoverState& state, Successor* next) {
+  // The new daemon accepted: free what it opens next (the cache directory, the metrics port),
+  // tell it to go on, and wait until it serves.
+  hooks.release();
+  const int pid = next->pid;
+  Status s = SendMessage(next->channel.get(), kHandoverGo);
+  Result<std::string> answer = Status::OK();
+  if (s.ok()) {
+    answer =
+        ReceiveMessage(next->channel.get(), std::chrono::steady_clock::now() + kHandoverServeLimit);
+    if (answer.ok() && *answer != kHandoverServing) {
+      answer = Status::FailedPrecondition(*answer);
+    }
+    s = answer.status();
+  }
+  if (s.ok()) return Status::OK();
+  const std::string how = next->End();
+  const Status why = Status::Unavailable(fmt::format(
+      "the new daemon (pid {}) failed after it took over{}: {}", pid, how, s.ToString()));
+  // This daemon serves on: its components again, and the tables it handed over.
+  Result<Filesystem*> fs = hooks.restore();
+  if (fs.ok()) {
+    if (Status imported = (*fs)->ImportState(state.fs); imported.ok()) {
+      ctx_->fs = *fs;
+      return why;
+    } else {
+      fs = imported;
+    }
+  }
+  Logger(Module::kFuse)
+      .error("{}; and this daemon cannot serve {} again ({}): ending the mount", why.ToString(),
+             ctx_->mountpoint, fs.status().ToString());
+  fuse_session_exit(se_);
+  return why;
 }
 
 Status Session::Run() {
+  mounted_ = true;
   fuse_loop_config* cfg = fuse_loop_cfg_create();
   if (cfg == nullptr) return Status::Internal("fuse_loop_cfg_create failed");
   fuse_loop_cfg_set_clone_fd(cfg, options_.clone_fd ? 1 : 0);

@@ -63,6 +63,8 @@ struct FuseServer::Context {
   // Per-op latency histograms (empty without FuseOptions::metrics), and their registration.
   std::vector<std::unique_ptr<metrics::Histogram>> op_latency;
   metrics::Registry::Registration metrics_reg;  // reset first in ~FuseServer
+  // Set before the session serves (FuseServer::Mount, or Attach after TakeOver); replaced only
+  // while every reader is parked (a failed handover's restore, Session::Release).
   Filesystem* fs = nullptr;
   // The session (fuse_internal::Session owns it), for notifications and the backing-file
   // ioctls: set once it exists, before the loop runs.

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/fd.h"
@@ -53,6 +54,13 @@ struct HandoverState {
   FilesystemState fs;
   std::vector<KernelIoRec> kernel_io;
 };
+
+// The messages of the handover's second half (fuse/FORMAT.md): the old daemon's "go" once it has
+// released the cache directory, the new daemon's "serving" once it serves, and how long the old
+// daemon waits for that (opening a large L2 takes a while).
+inline constexpr std::string_view kHandoverGo = "go";
+inline constexpr std::string_view kHandoverServing = "serving";
+inline constexpr std::chrono::minutes kHandoverServeLimit{5};
 
 // "name=value" of each setting of `options` (as the Context applies them) that cannot change
 // while the kernel's connection lives: they are given at mount time or by INIT.

@@ -36,6 +36,8 @@
 
 namespace tierfs::fuse_internal {
 
+using HandOverHooks = FuseServer::HandOverHooks;
+
 class Session {
  public:
   // Creates the session serving `ctx` (its userdata, not owned, outliving the session) with the
@@ -51,15 +53,16 @@ class Session {
   static Result<std::unique_ptr<Session>> Adopt(const FuseOptions& options, Context* ctx,
                                                 UniqueFd fd, const HandoverState& state);
 
-  // Hands the connection to a new daemon, from any thread while Run() serves: parks the readers
-  // and waits up to `pause_limit` for the requests in flight to be answered (Unavailable if they
-  // are not; the session serves on), then `start` the new daemon with one end of a socket pair,
-  // sends it the descriptor and the state (`fs`'s tables), and waits up to `start_limit` for its
-  // answer. On its "ok" the session ends (Run returns; the mount stays, served by the new
-  // daemon) and the new daemon's pid is returned. Otherwise the readers go on and the error says
-  // why (the new daemon's own message when it refused). One handover at a time.
-  Result<int> HandOver(const std::function<Result<int>(int channel)>& start,
-                       std::chrono::nanoseconds pause_limit, std::chrono::nanoseconds start_limit);
+  // Hands the connection to a new daemon, from any thread while Run() serves (see
+  // FuseServer::HandOver): parks the readers and waits up to `pause_limit` for the requests in
+  // flight to be answered (Unavailable if they are not; the session serves on), starts the new
+  // daemon with one end of a socket pair, sends it the descriptor and the state, and waits up to
+  // `start_limit` for its "ok"; then hooks.release, "go", and up to kHandoverServeLimit for its
+  // "serving". Then the session ends (Run returns; the mount stays) and the new daemon's pid is
+  // returned. A new daemon that fails after the release is replaced by hooks.restore's
+  // Filesystem, given back the tables. One handover at a time.
+  Result<int> HandOver(const HandOverHooks& hooks, std::chrono::nanoseconds pause_limit,
+                       std::chrono::nanoseconds start_limit);
   bool handed_over() const { return handed_over_.load(); }
 
   // Unmounts if still mounted, puts the signal handlers back and destroys the session (closing
@@ -84,9 +87,21 @@ class Session {
   // The orderly stop after SIGINT/SIGTERM `sig` (FuseOptions::shutdown_grace).
   void Drain(int sig);
   void WakeSupervisor();
-  // HandOver's part once the readers are parked: start, send, wait for the answer.
-  Result<int> SendToSuccessor(const std::function<Result<int>(int channel)>& start,
-                              std::chrono::nanoseconds start_limit);
+  // HandOver's parts once the readers are parked.
+  struct Successor {
+    int pid = 0;
+    UniqueFd channel;
+    // Ends (SIGKILL) and reaps it; how it had ended by itself (" (it exited with status 1)").
+    std::string End();
+  };
+  HandoverState Snapshot() const;
+  // Starts the new daemon, sends it the descriptor and `state`, and waits for its "ok".
+  Status StartSuccessor(const HandoverState& state,
+                        const std::function<Result<int>(int channel)>& start,
+                        std::chrono::nanoseconds start_limit, Successor* next);
+  // hooks.release, "go", and the wait for "serving"; on failure hooks.restore and `state`'s
+  // tables back (or, if that fails too, the session ends).
+  Status Release(const HandOverHooks& hooks, const HandoverState& state, Successor* next);
 
   // Constant after construction.
   const FuseOptions options_;
@@ -96,7 +111,7 @@ class Session {
   const UniqueFd stop_read_;
   const UniqueFd stop_write_;
 
-  bool mounted_ = true;                 // the calling thread's
+  bool mounted_ = true;                 // the calling thread's (Adopt: from Run on)
   std::atomic<bool> detached_{false};   // the drain detached the mount
   std::atomic<bool> loop_done_{false};  // fuse_session_loop_mt returned
   pthread_t loop_thread_{};             // the thread running the loop (Run's caller)

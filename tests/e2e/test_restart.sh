@@ -5,7 +5,9 @@
 #   1. tierfs restart: a new daemon (new pid) serves; no reader sees an error, every byte is the
 #      pattern's (sha256), no single read(2)/open(2) waits over 1 s, the mount is never absent,
 #      the held fds read on, and the inode numbers are the same before and after;
-#   2. a new binary that fails (exits 1): restart exits 1 saying so, the old daemon serves on;
+#   2. a new binary that fails (exits 1): restart exits 1 saying so, the old daemon serves on; a
+#      new daemon that fails after the old one released its cache (its metrics address cannot
+#      be bound): the old one builds its components again and serves on, held fds read on;
 #   3. the config file now sets fuse.allow_other (cannot change on a live mount): refused naming
 #      the key, the old daemon serves on; a changed log level is taken (restart succeeds); SIGTERM
 #      then unmounts as usual;
@@ -150,6 +152,30 @@ grep -q "did not take over" "$E2E_WORK/r2.out" || fail "no reason given"
 [[ "$(daemon_pid)" == "$NEW_PID" ]] || fail "the daemon changed"
 step "read after the failed restart" 60 "$PY" "$E2E_DIR/restart_reader.py" seq "$MNT" "$SEQ" \
   "$E2E_WORK/stop"
+
+log "2b. a new daemon that fails after the old one released the cache: the old one takes it back"
+# The new metrics address cannot be bound (TEST-NET-1 is on no interface): the new daemon fails
+# while it builds its components, after the old daemon has released its own.
+printf '[log]\nlevel = "info"\n[metrics]\naddress = "192.0.2.1:9100"\n' >"$CONF"
+mkfifo "$E2E_WORK/hold2.in"
+"$PY" "$E2E_DIR/restart_reader.py" hold "$MNT" "${HOLD[@]}" <"$E2E_WORK/hold2.in" \
+  >"$E2E_WORK/hold2.out" 2>&1 &
+HOLDER=$!
+exec 8>"$E2E_WORK/hold2.in"
+wait_line "$E2E_WORK/hold2.out" READY 60
+rc=0
+"$TIERFS" restart "$MNT" >"$E2E_WORK/r2b.out" 2>&1 || rc=$?
+cat "$E2E_WORK/r2b.out"
+(( rc == 1 )) || fail "restart to a daemon that fails late: exit $rc, want 1"
+grep -q "failed after it took over" "$E2E_WORK/r2b.out" || fail "no reason given"
+[[ "$(daemon_pid)" == "$NEW_PID" ]] || fail "the daemon changed"
+echo go >&8
+exec 8>&-
+wait "$HOLDER" || fail "the holding reader failed: $(cat "$E2E_WORK/hold2.out")"
+check_result "$E2E_WORK/hold2.out" "held fds across a failed late handover" 5.0
+grep_metric tierfs_live_restarts_total >/dev/null || fail "the old daemon's metrics are not back"
+step "read after the failed late restart" 60 "$PY" "$E2E_DIR/restart_reader.py" seq "$MNT" \
+  "$SEQ" "$E2E_WORK/stop"
 
 log "3. a setting that cannot change on a live mount is refused; the log level can change"
 printf '[log]\nlevel = "info"\n[fuse]\nallow_other = true\n[metrics]\naddress = "%s"\n' "$METRICS" >"$CONF"
