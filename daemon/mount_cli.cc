@@ -187,8 +187,14 @@ int ServeMount(const DaemonOptions& o, StartupPipe* pipe, int channel) {
   DaemonLogControl control(o.cache_dir, std::string(Version()));
   log.info("tierfs {} starting: {}", Version(), DescribeOptions(o));
   RaiseOpenFileLimit();
-  NotifyStatus(
-      fmt::format("starting: opening the cache at {} and listing {}", o.cache_dir, o.source));
+  // A daemon taking a live mount over tells systemd nothing: the unit is active, and the daemon
+  // it replaces names it the main process (MAINPID) once it serves; before that, systemd
+  // (NotifyAccess=main) would refuse its messages.
+  const bool takeover = channel >= 0;
+  if (!takeover) {
+    NotifyStatus(
+        fmt::format("starting: opening the cache at {} and listing {}", o.cache_dir, o.source));
+  }
   Components c;
   if (Status s = BuildAndMount(o, channel, &control, &c); !s.ok()) {
     return StartupFailed(s, pipe, &c);
@@ -199,7 +205,7 @@ int ServeMount(const DaemonOptions& o, StartupPipe* pipe, int channel) {
   // The mount is in place (the kernel queues requests until Run() serves them): the waiting
   // parent and systemd (Type=notify) learn it at the same point.
   pipe->Ok();
-  NotifyReady(fmt::format("serving {} at {}", o.source, o.mountpoint));
+  if (!takeover) NotifyReady(fmt::format("serving {} at {}", o.source, o.mountpoint));
   if (!o.foreground) {
     DetachStdio();
     if (chdir("/") != 0) log.warn("chdir /: {}", std::strerror(errno));
