@@ -20,7 +20,6 @@
 #include <cstring>
 #include <fstream>
 #include <string>
-#include <thread>
 #include <utility>
 
 #include "base/fd.h"
