@@ -338,6 +338,7 @@ Status OpenCatalog(const DaemonOptions& o, ListingShare* listing_share, Componen
 
   // One List of the root now, so a wrong bucket, endpoint or credentials fails the mount with
   // a clear message instead of EIO later.
+  if (!o.probe_origin) return Status::OK();
   auto probe = c->origin->List("", "/", "", 1);
   if (!probe.ok()) {
     return probe.status().WithContext(

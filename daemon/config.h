@@ -67,6 +67,10 @@ struct DaemonOptions {
   std::string mountpoint;
   // -o nonempty: mount over a directory that holds entries (hiding them); refused otherwise.
   bool allow_nonempty = false;
+  // List the origin's root once at start-up, failing the mount on an error (a wrong bucket,
+  // endpoint or credentials). Off for a daemon taking a live mount over (daemon/restart.h): the
+  // mount worked, and an origin that does not answer for a moment must not end it.
+  bool probe_origin = true;
   std::string cache_dir = kDefaultCacheDir;  // L2 block files + CACHE_DIR/meta (LMDB)
   bool foreground = false;
   bool l2_fsync = false;  // fsync every L2 block file (a lost block is only a cache miss)

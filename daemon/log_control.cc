@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <ctime>
 
 #include "base/logging.h"
 #include "base/strings.h"
@@ -12,8 +14,35 @@
 
 namespace tierfs {
 
+namespace {
+
+int64_t NowUnixNanos() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// "2026-12-07T09:48:00Z" (UTC, seconds).
+std::string Utc(int64_t unix_ns) {
+  const std::time_t t = static_cast<std::time_t>(unix_ns / 1'000'000'000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+}  // namespace
+
 DaemonLogControl::DaemonLogControl(std::string cache_dir, std::string version)
-    : cache_dir_(std::move(cache_dir)), version_(std::move(version)) {}
+    : cache_dir_(std::move(cache_dir)),
+      version_(std::move(version)),
+      started_at_ns_(NowUnixNanos()) {}
+
+void DaemonLogControl::SetMountHistory(int64_t mounted_at_ns, uint32_t restarts) {
+  mounted_at_ns_.store(mounted_at_ns);
+  restarts_.store(restarts);
+}
 
 std::string DaemonLogControl::LogLevel() const { return CurrentLogLevel(); }
 
@@ -31,9 +60,13 @@ std::string DaemonLogControl::Describe() const {
   // Paths last and escaped: the value stays one space-separated line of key=value.
   std::string memory = MemoryStatusFields();
   if (!memory.empty()) memory += ' ';
-  return fmt::format("pid={} version={} log_level={} log_format={} {}log={} cache_dir={}", getpid(),
-                     version_, lo.level, lo.format, memory, EscapeForLog(lo.destination, 512),
-                     EscapeForLog(cache_dir_, 512));
+  const int64_t mounted = mounted_at_ns_.load();
+  return fmt::format(
+      "pid={} version={} started={} mounted={} restarts={} log_level={} log_format={} {}log={} "
+      "cache_dir={}",
+      getpid(), version_, Utc(started_at_ns_), mounted > 0 ? Utc(mounted) : "-", restarts_.load(),
+      lo.level, lo.format, memory, EscapeForLog(lo.destination, 512),
+      EscapeForLog(cache_dir_, 512));
 }
 
 HupReopener::HupReopener() : thread_([this] { Loop(); }) {}

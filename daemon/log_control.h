@@ -27,9 +27,16 @@ class DaemonLogControl final : public DaemonControl {
   Status SetLogLevel(std::string_view level) override;
   std::string Describe() const override;
 
+  // The mount's history, shown by Describe() (mounted=, restarts=; started= is this daemon's
+  // start): set once the mount is served (FuseServer::history).
+  void SetMountHistory(int64_t mounted_at_ns, uint32_t restarts);
+
  private:
   const std::string cache_dir_;
   const std::string version_;
+  const int64_t started_at_ns_;
+  std::atomic<int64_t> mounted_at_ns_{0};
+  std::atomic<uint32_t> restarts_{0};
 };
 
 class HupReopener {

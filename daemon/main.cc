@@ -27,6 +27,7 @@
 #include "daemon/manifest_cli.h"
 #include "daemon/mount_cli.h"
 #include "daemon/prefetch_cli.h"
+#include "daemon/restart_cli.h"
 #include "daemon/status_cli.h"
 
 namespace tierfs {
@@ -364,6 +365,29 @@ int RunGcCli(const GcCli& cli) {
   return RunL3Gc(cli.config_path, gf, ttl_flag, max_flag, cli.dry_run);
 }
 
+// What `tierfs restart` was given.
+struct RestartCli {
+  explicit RestartCli(CLI::App* app) {
+    cmd = app->add_subcommand(
+        "restart",
+        "Hand the mount at MOUNTPOINT to a new daemon without unmounting it (an upgrade, a "
+        "changed configuration): readers see a pause, open files and inode numbers stay valid. "
+        "If the new daemon refuses (a setting that cannot change on a live mount) or fails, the "
+        "running one serves on and the exit status is 1.");
+    cmd->footer(
+        "Examples:\n"
+        "  apt install ./tierfs_NEW.deb && tierfs restart /mnt/data\n"
+        "  tierfs restart /mnt/data --binary /opt/tierfs/bin/tierfs");
+    cmd->add_option("MOUNTPOINT", mountpoint, "A tierfs mount point")->required();
+    cmd->add_option("--binary", binary,
+                    "The tierfs binary to start (default: the running daemon's, as installed "
+                    "now)");
+  }
+  CLI::App* cmd = nullptr;
+  std::string mountpoint;
+  std::string binary;
+};
+
 int Main(int argc, char** argv) {
   CLI::App app{
       "tierfs: mounts an object-store bucket (S3 API or a local directory) as a read-only "
@@ -379,6 +403,7 @@ int Main(int argc, char** argv) {
       "  tierfs status /mnt/data --watch 2  # rates, until ^C\n"
       "  tierfs prefetch --wait /mnt/data/train\n"
       "  tierfs log-level debug /mnt/data\n"
+      "  tierfs restart /mnt/data           # after an upgrade: no unmount\n"
       "  tierfs config check /etc/tierfs/tierfs.toml\n"
       "  tierfs manifest create s3://my-bucket/datasets -o datasets.tfm\n"
       "Run `tierfs SUBCOMMAND --help` for the options of each.");
@@ -388,6 +413,7 @@ int Main(int argc, char** argv) {
   StatusCli status(&app);
   PrefetchCli prefetch(&app);
   LogLevelCli loglevel(&app);
+  RestartCli restart(&app);
   ConfigCli config(&app);
   ManifestCli manifest(&app);
   GcCli gc(&app);
@@ -402,6 +428,7 @@ int Main(int argc, char** argv) {
   if (*status.cmd) return RunStatusCli(&status);
   if (*prefetch.cmd) return RunPrefetchCli(prefetch.paths, prefetch.options);
   if (*loglevel.cmd) return RunLogLevel(loglevel.level, loglevel.mountpoint);
+  if (*restart.cmd) return RunRestart(restart.mountpoint, restart.binary);
   if (*config.check) return RunConfigCheck(config.file);
   if (*config.reference) return RunConfigReference();
   if (*manifest.create) {

@@ -32,6 +32,7 @@
 #include "daemon/memory_limit.h"
 #include "daemon/mounts.h"
 #include "daemon/notify.h"
+#include "daemon/restart.h"
 
 namespace tierfs {
 namespace {
@@ -116,9 +117,58 @@ int StartupFailed(const Status& s, StartupPipe* pipe, Components* c) {
   return kExitRuntime;
 }
 
+// `o` for a daemon that serves a live mount (taken over, or taken back after a failed handover):
+// no listing of the origin first; the mount worked, and an origin that does not answer for a
+// moment must not end it.
+DaemonOptions LiveMountOptions(const DaemonOptions& o) {
+  DaemonOptions build = o;
+  build.probe_origin = false;
+  return build;
+}
+
+// A live restart's new daemon (daemon/restart.h): takes the mount over from the daemon at the
+// other end of `channel`, waits for it to release the cache directory, builds the components and
+// gives the server their Filesystem. Until the server is attached, a failure here leaves (or
+// gives back) the mount to the old daemon.
+Status TakeOverMount(const DaemonOptions& o, const FuseOptions& fuse_options, int channel,
+                     Components* c) {
+  const UniqueFd owned(channel);
+  auto server = FuseServer::TakeOver(fuse_options, o.mountpoint, channel, std::chrono::seconds(30));
+  if (!server.ok()) return server.status();
+  Logger(Module::kDaemon)
+      .info("took {} over from pid {}; waiting for it to release the cache", o.mountpoint,
+            getppid());
+  TIERFS_RETURN_IF_ERROR((*server)->AwaitRelease(std::chrono::minutes(1)));
+  TIERFS_RETURN_IF_ERROR(BuildComponents(LiveMountOptions(o), c));
+  TIERFS_RETURN_IF_ERROR((*server)->Attach(c->fs.get()));
+  c->server = std::move(*server);
+  return Status::OK();
+}
+
+// Builds the components and mounts (or, with `channel` >= 0, takes the mount over).
+Status BuildAndMount(const DaemonOptions& o, int channel, DaemonLogControl* control,
+                     Components* c) {
+  FuseOptions fuse_options = o.fuse;
+  if (channel >= 0) {
+    if (!o.metrics_address.empty()) fuse_options.metrics = &c->registry;
+    TIERFS_RETURN_IF_ERROR(TakeOverMount(o, fuse_options, channel, c));
+    c->fs->AttachDaemonControl(control);
+    return Status::OK();
+  }
+  TIERFS_RETURN_IF_ERROR(BuildComponents(o, c));
+  // Checked again right before mounting: building may have taken a while.
+  TIERFS_RETURN_IF_ERROR(CheckMountpoint(o.mountpoint, o.allow_nonempty));
+  NotifyStatus(fmt::format("mounting {} at {}", o.source, o.mountpoint));
+  c->fs->AttachDaemonControl(control);
+  if (c->metrics_server) fuse_options.metrics = &c->registry;
+  TIERFS_ASSIGN_OR_RETURN(c->server, FuseServer::Mount(fuse_options, c->fs.get(), o.mountpoint));
+  return Status::OK();
+}
+
 // The mount proper, in the process that will serve it. `pipe` reports the outcome to a waiting
-// parent (or does nothing in the foreground). Returns the exit code.
-int ServeMount(const DaemonOptions& o, StartupPipe* pipe) {
+// parent (or does nothing in the foreground); `channel` >= 0: take the mount over from the
+// daemon at its other end (daemon/restart.h). Returns the exit code.
+int ServeMount(const DaemonOptions& o, StartupPipe* pipe, int channel) {
   spdlog::logger& log = Logger(Module::kDaemon);
   // Before any thread exists. Cache blocks are mappings of their own (tiercache/block.cc). For
   // the other large buffers (libfuse's request buffers, hedged-GET copies, listings) a fixed
@@ -137,25 +187,25 @@ int ServeMount(const DaemonOptions& o, StartupPipe* pipe) {
   DaemonLogControl control(o.cache_dir, std::string(Version()));
   log.info("tierfs {} starting: {}", Version(), DescribeOptions(o));
   RaiseOpenFileLimit();
-  NotifyStatus(
-      fmt::format("starting: opening the cache at {} and listing {}", o.cache_dir, o.source));
+  // A daemon taking a live mount over tells systemd nothing: the unit is active, and the daemon
+  // it replaces names it the main process (MAINPID) once it serves; before that, systemd
+  // (NotifyAccess=main) would refuse its messages.
+  const bool takeover = channel >= 0;
+  if (!takeover) {
+    NotifyStatus(
+        fmt::format("starting: opening the cache at {} and listing {}", o.cache_dir, o.source));
+  }
   Components c;
-  Status s = BuildComponents(o, &c);
-  // Checked again right before mounting: building may have taken a while.
-  if (s.ok()) s = CheckMountpoint(o.mountpoint, o.allow_nonempty);
-  if (!s.ok()) return StartupFailed(s, pipe, &c);
-  NotifyStatus(fmt::format("mounting {} at {}", o.source, o.mountpoint));
-  c.fs->AttachDaemonControl(&control);
-  FuseOptions fuse_options = o.fuse;
-  if (c.metrics_server) fuse_options.metrics = &c.registry;
-  auto server = FuseServer::Mount(fuse_options, c.fs.get(), o.mountpoint);
-  if (!server.ok()) return StartupFailed(server.status(), pipe, &c);
-  c.server = std::move(*server);
+  if (Status s = BuildAndMount(o, channel, &control, &c); !s.ok()) {
+    return StartupFailed(s, pipe, &c);
+  }
+  const FuseServer::History history = c.server->history();
+  control.SetMountHistory(history.mounted_at_ns, history.restarts);
   log.info("serving {} at {}", o.source, o.mountpoint);
   // The mount is in place (the kernel queues requests until Run() serves them): the waiting
   // parent and systemd (Type=notify) learn it at the same point.
   pipe->Ok();
-  NotifyReady(fmt::format("serving {} at {}", o.source, o.mountpoint));
+  if (!takeover) NotifyReady(fmt::format("serving {} at {}", o.source, o.mountpoint));
   if (c.metrics_server) {
     c.metrics_server->SetHealth(true, fmt::format("serving {} at {}", o.source, o.mountpoint));
   }
@@ -163,17 +213,39 @@ int ServeMount(const DaemonOptions& o, StartupPipe* pipe) {
     DetachStdio();
     if (chdir("/") != 0) log.warn("chdir /: {}", std::strerror(errno));
   }
+  // `tierfs restart` (daemon/restart.h); the daemon serves on without it if it cannot listen.
+  // Its hooks run on the listener's thread while this one waits in Run(), and touch `c` only
+  // while the session is paused.
+  FuseServer* const server = c.server.get();
+  auto release = [&c, &log] {
+    log.info("restart: stats before the handover: {} {}", c.cache->StatsText(), c.fs->StatsText());
+    std::unique_ptr<FuseServer> keep = std::move(c.server);
+    c.Shutdown();  // the cache directory's lock and the metrics port, for the new daemon
+    c.server = std::move(keep);
+  };
+  auto restore = [&o, &c, &control]() -> Result<Filesystem*> {
+    TIERFS_RETURN_IF_ERROR(BuildComponents(LiveMountOptions(o), &c));
+    c.fs->AttachDaemonControl(&control);
+    return c.fs.get();
+  };
+  auto restart = RestartListener::Start(server, o.fuse.shutdown_grace, release, restore);
+  if (!restart.ok()) log.warn("no live restart: {}", restart.status().ToString());
   SetSignalsBlocked(false);
   Status run = c.server->Run();
   SetSignalsBlocked(true);
-  NotifyStopping(fmt::format("{} unmounted; syncing the cache and stopping", o.mountpoint));
-  if (c.metrics_server) c.metrics_server->SetHealth(false, "stopping: the mount has ended");
+  if (restart.ok()) restart->reset();
   int code = kExitOk;
   if (!run.ok()) {
     log.error("fuse loop: {}", run.ToString());
     code = kExitRuntime;
   }
-  log.info("stats at exit: {} {}", c.cache->StatsText(), c.fs->StatsText());
+  if (c.server->handed_over()) {
+    log.info("{} handed over to the new daemon; stopping", o.mountpoint);
+  } else {
+    NotifyStopping(fmt::format("{} unmounted; syncing the cache and stopping", o.mountpoint));
+    if (c.metrics_server) c.metrics_server->SetHealth(false, "stopping: the mount has ended");
+    if (c.cache && c.fs) log.info("stats at exit: {} {}", c.cache->StatsText(), c.fs->StatsText());
+  }
   c.Shutdown();
   log.info("tierfs stopped");
   spdlog::shutdown();
@@ -325,6 +397,21 @@ int Usage(const Status& s) {
   return kExitUsage;
 }
 
+// A live restart's new daemon (daemon/restart.h): started by the serving daemon, with its
+// command line, in its place (no fork: the serving daemon is already detached, or the unit's).
+int StartTakeover(const DaemonOptions& o, int channel) {
+  LogOptions lo = o.log;
+  if (!o.foreground && lo.destination.empty()) lo.destination = "syslog";
+  std::string err;
+  if (!ConfigureLogging(lo, &err)) {
+    const Status s = Status::InvalidArgument("--log-file: " + err);
+    FuseServer::RefuseTakeOver(channel, s);
+    return Usage(s);
+  }
+  StartupPipe none{UniqueFd()};
+  return ServeMount(o, &none, channel);
+}
+
 // Serves the checked options `o` in the foreground, or in a daemon once it reports the mount
 // usable.
 int StartServing(const DaemonOptions& o) {
@@ -333,7 +420,7 @@ int StartServing(const DaemonOptions& o) {
     std::string err;
     if (!ConfigureLogging(lo, &err)) return Usage(Status::InvalidArgument("--log-file: " + err));
     StartupPipe none{UniqueFd()};
-    return ServeMount(o, &none);
+    return ServeMount(o, &none, -1);
   }
   // Open the log before forking so a bad --log-file is a usage error on the terminal.
   LogOptions lo = o.log;
@@ -350,7 +437,7 @@ int StartServing(const DaemonOptions& o) {
   }
   if (rc >= 0) return rc;  // the parent (or fork failed)
   StartupPipe pipe(std::move(child_fd));
-  return ServeMount(o, &pipe);
+  return ServeMount(o, &pipe, -1);
 }
 
 }  // namespace
@@ -365,6 +452,15 @@ int RunMount(DaemonOptions o, const std::string& config_path, const MountFlags& 
   if (Status s = ApplyFlags(flags, &o); !s.ok()) return Usage(s);
   if (Status s = FinishOptions(&o, RealGetEnv); !s.ok()) return Usage(s);
   if (Status s = ApplyMemoryLimit(&o); !s.ok()) return Usage(s);
+  if (const int channel = TakeoverChannel(); channel >= 0) {
+    // A live restart: the mount point is the serving daemon's, paused (a stat of it would wait
+    // for this daemon); the rest was checked when it was mounted, and is again as it is built.
+    if (Status s = PrepareAccess(&o); !s.ok()) {
+      FuseServer::RefuseTakeOver(channel, s);
+      return Usage(s);
+    }
+    return StartTakeover(o, channel);
+  }
   if (Status s = CheckMountpointUsable(o.mountpoint); !s.ok()) return Usage(s);
   if (Status s = CheckMountpointAndSizes(o); !s.ok()) return Usage(s);
   if (Status s = PrepareAccess(&o); !s.ok()) return Usage(s);

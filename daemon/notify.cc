@@ -36,6 +36,8 @@ void NotifyReady(std::string_view status) {
   Send("READY=1\nSTATUS=" + OneLine(status) + "\nMAINPID=" + std::to_string(getpid()));
 }
 
+void NotifyMainPid(int pid) { Send("MAINPID=" + std::to_string(pid)); }
+
 void NotifyStopping(std::string_view status) { Send("STOPPING=1\nSTATUS=" + OneLine(status)); }
 
 }  // namespace tierfs

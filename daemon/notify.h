@@ -19,6 +19,10 @@ void NotifyStatus(std::string_view status);
 // NotifyAccess=all, becomes the unit's main process).
 void NotifyReady(std::string_view status);
 
+// MAINPID=<pid>: the daemon that took the mount over (a live restart) is the unit's main
+// process from now on.
+void NotifyMainPid(int pid);
+
 // STOPPING=1 and STATUS=<status>.
 void NotifyStopping(std::string_view status);
 

@@ -219,6 +219,10 @@ std::string FormatStatusText(const std::vector<MountStatus>& mounts,
       out += fmt::format("  daemon   pid {}  version {}  log {} ({}, {})  cache {}\n", d.Str("pid"),
                          d.Str("version"), d.Str("log"), d.Str("log_level"), d.Str("log_format"),
                          d.Str("cache_dir"));
+      if (!d.Str("started").empty()) {  // older daemons: none
+        out += fmt::format("  daemon   started {}  mounted {}  live restarts {}\n",
+                           d.Str("started"), d.Str("mounted"), d.Str("restarts"));
+      }
     }
     if (d.Has("memory_limit")) {
       out += fmt::format(

@@ -181,6 +181,49 @@ struct FsCounters {
   std::atomic<uint64_t> passthrough_opens{0};
 };
 
+// The inode and handle tables of a Filesystem, as a daemon hands them to the one that takes its
+// mount over (a live restart: fuse/FORMAT.md). Inode numbers, lookup counts and handle ids stay
+// what the kernel holds; each open file keeps the version it pinned. Readahead state and
+// directory listings are not carried: the new daemon starts them afresh (a directory handle
+// re-lists at its next readdir).
+struct FilesystemState {
+  struct InodeRec {
+    InodeId ino = 0;
+    std::string path;
+    bool is_dir = false;
+    bool mapped = true;  // its path names it (false: a newer version of the path has its own)
+    uint64_t nlookup = 0;
+    uint64_t size = 0;
+    std::string etag;
+    int64_t mtime_ns = 0;
+    bool owner_known = false;
+    uint32_t uid = 0;
+    uint32_t gid = 0;
+    uint32_t mode = 0;
+    std::string opened_etag;    // the version the last Open pinned ("" when never opened)
+    uint32_t open_handles = 0;  // Open handles not released yet
+  };
+  struct FileRec {
+    uint64_t fh = 0;
+    InodeId ino = 0;
+    std::string key;  // the pinned version
+    uint64_t size = 0;
+    std::string etag;
+    int64_t mtime_ns = 0;
+  };
+  struct DirRec {
+    uint64_t dh = 0;
+    InodeId ino = 0;
+    InodeId parent_ino = kUnknownInode;
+    std::string path;
+  };
+  InodeId next_ino = kRootInode + 1;
+  uint64_t next_handle = 1;
+  std::vector<InodeRec> inodes;  // the root included
+  std::vector<FileRec> files;
+  std::vector<DirRec> dirs;
+};
+
 class Filesystem {
  public:
   // `catalog`, `cache` and `clock` are not owned and must outlive the Filesystem.
@@ -251,6 +294,15 @@ class Filesystem {
   void Release(uint64_t fh);
 
   FsStatsInfo StatFs();
+
+  // ---- live restart (filesystem_state.cc) ----
+  // The tables as they are now. Consistent when no request is being served (the session is
+  // paused); else a snapshot of each table in turn.
+  FilesystemState ExportState() const;
+  // Replaces the tables with `state` (another daemon's ExportState). InvalidArgument (naming the
+  // record) for a state that does not hold together: an inode twice, a handle of an unknown inode,
+  // no root. REQUIRES: no request served yet, and no prefetch job attached yet.
+  Status ImportState(const FilesystemState& state);
 
   // ---- extended attributes (user.tierfs.*, see fuse/xattr_handlers.h) ----
   // NotFound: no such attribute here (ENODATA).
@@ -374,6 +426,15 @@ class Filesystem {
   // The inode of each path (an inode in by_ino_: an entry is erased or re-keyed before its inode
   // leaves by_ino_); the path is stored once, in the inode.
   std::unordered_set<Inode*, PathHash, PathEq> by_path_ GUARDED_BY(mu_);
+  using InodesByIno = std::unordered_set<std::shared_ptr<Inode>, InoHash, InoEq>;
+  using InodesByPath = std::unordered_set<Inode*, PathHash, PathEq>;
+  // ImportState's parts: `state`'s inodes into `by_ino`/`by_path`, and its handles (of those
+  // inodes) into `files`/`dirs`, checked (InvalidArgument naming the record).
+  static Status ImportInodes(const FilesystemState& state, InodesByIno* by_ino,
+                             InodesByPath* by_path);
+  static Status ImportHandles(const FilesystemState& state, const InodesByIno& by_ino,
+                              std::unordered_map<uint64_t, std::shared_ptr<FileHandle>>* files,
+                              std::unordered_map<uint64_t, std::shared_ptr<DirHandle>>* dirs);
   InodeId next_ino_ GUARDED_BY(mu_) = kRootInode + 1;
   std::atomic<size_t> forgotten_{0};  // inodes forgotten since the last ReleaseFreeMemory
 

@@ -4,7 +4,9 @@
 //   ops.h              the operation handlers (file_ops.cc: open, read, release)
 //   read_reply.h       how read replies and stores at open carry bytes (splice, iovec, copy)
 //   remote_work.h      request tokens, interrupts, the remote slots and pool
-//   kernel_protocol.h  INIT, the kernel ABI of passthrough, the splice pipe's size
+//   kernel_protocol.h  INIT, the custom I/O, passthrough's ioctls, the splice pipe's size
+//   kernel_abi.h       the kernel's FUSE ABI that libfuse 3.14 lacks
+//   handover.h         a live restart: the state, its encoding and transfer, the ReadGate
 //   passthrough.h      the io mode of each open under passthrough
 //   context.h          the Context, the timed operations
 
@@ -21,6 +23,7 @@
 #include "base/units.h"
 #include "fuse/filesystem.h"
 #include "fuse/internal/context.h"
+#include "fuse/internal/handover.h"
 #include "fuse/internal/kernel_protocol.h"
 #include "fuse/internal/remote_work.h"
 #include "fuse/internal/session.h"
@@ -93,6 +96,7 @@ using fuse_internal::Op;
 // tierfs_fuse_* of docs/operations.md, "Metrics": the op histograms, and the Filesystem's and its
 // Prefetcher's counters (the same atomics as the fuse.* fields of user.tierfs.stats).
 void CollectFuseMetrics(const Context& ctx, metrics::Exposition* e) {
+  if (ctx.fs == nullptr) return;  // a taken-over mount before Attach
   for (size_t i = 0; i < ctx.op_latency.size(); ++i) {
     const metrics::Histogram::Snapshot snap = ctx.op_latency[i]->Snap();
     const metrics::Labels l = {{"op", fuse_internal::kOpNames[i]}};
@@ -132,6 +136,12 @@ void CollectFuseMetrics(const Context& ctx, metrics::Exposition* e) {
                 c.passthrough_opens);
   e->AddGauge("tierfs_fuse_inodes", "Inodes the kernel holds.", {},
               static_cast<double>(ctx.fs->InodeCount()));
+  e->AddCounter("tierfs_live_restarts_total",
+                "Live restarts the mount has been through (tierfs restart), carried from daemon to "
+                "daemon.",
+                {}, ctx.restarts);
+  e->AddGauge("tierfs_mount_time_seconds", "When the mount was made (Unix time), kept by restarts.",
+              {}, static_cast<double>(ctx.mounted_at_ns) / 1e9);
 }
 
 // The Context of a mount of `fs` at `mountpoint` with `options`.
@@ -176,12 +186,84 @@ FuseServer::FuseServer(const FuseOptions& options, std::unique_ptr<Context> ctx,
 Result<std::unique_ptr<FuseServer>> FuseServer::Mount(const FuseOptions& options, Filesystem* fs,
                                                       const std::string& mountpoint) {
   std::unique_ptr<Context> ctx = NewContext(options, fs, mountpoint);
+  ctx->mounted_at_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count();
   TIERFS_ASSIGN_OR_RETURN(std::unique_ptr<fuse_internal::Session> session,
                           fuse_internal::Session::Mount(options, ctx.get()));
   return std::unique_ptr<FuseServer>(new FuseServer(options, std::move(ctx), std::move(session)));
 }
 
+Result<std::unique_ptr<FuseServer>> FuseServer::TakeOver(const FuseOptions& options,
+                                                         const std::string& mountpoint, int channel,
+                                                         std::chrono::nanoseconds timeout) {
+  using SteadyClock = std::chrono::steady_clock;
+  UniqueFd fd;
+  Result<std::string> bytes = fuse_internal::ReceiveMessage(
+      channel, SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(timeout),
+      &fd);
+  if (!bytes.ok()) return bytes.status();
+  auto refuse = [channel](const Status& why) {
+    (void)fuse_internal::SendMessage(channel, why.message());
+    return why;
+  };
+  if (fd.get() < 0) return refuse(Status::InvalidArgument("no /dev/fuse descriptor came"));
+  Result<fuse_internal::HandoverState> state = fuse_internal::DecodeHandover(*bytes);
+  if (!state.ok()) return refuse(state.status());
+  std::unique_ptr<Context> ctx = NewContext(options, nullptr, mountpoint);
+  Result<std::unique_ptr<fuse_internal::Session>> session =
+      fuse_internal::Session::Adopt(options, ctx.get(), std::move(fd), *state);
+  if (!session.ok()) return refuse(session.status());
+  if (Status s = fuse_internal::SendMessage(channel, "ok"); !s.ok()) return s;
+  auto server =
+      std::unique_ptr<FuseServer>(new FuseServer(options, std::move(ctx), std::move(*session)));
+  server->pending_state_ = std::make_unique<FilesystemState>(std::move(state->fs));
+  server->channel_ = channel;
+  return server;
+}
+
+void FuseServer::RefuseTakeOver(int channel, const Status& why) {
+  (void)fuse_internal::SendMessage(channel, why.message());
+}
+
+Status FuseServer::AwaitRelease(std::chrono::nanoseconds timeout) {
+  if (channel_ < 0) return Status::FailedPrecondition("not a taken-over mount");
+  using SteadyClock = std::chrono::steady_clock;
+  TIERFS_ASSIGN_OR_RETURN(
+      const std::string go,
+      fuse_internal::ReceiveMessage(
+          channel_,
+          SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(timeout)));
+  if (go != fuse_internal::kHandoverGo) {
+    return Status::Internal("the old daemon sent '" + go + "' for 'go'");
+  }
+  return Status::OK();
+}
+
+Status FuseServer::Attach(Filesystem* fs) {
+  if (pending_state_ == nullptr) return Status::FailedPrecondition("not a taken-over mount");
+  TIERFS_RETURN_IF_ERROR(fs->ImportState(*pending_state_));
+  pending_state_.reset();
+  ctx_->fs = fs;
+  // The old daemon ends once it reads this; until then it would take the mount back.
+  TIERFS_RETURN_IF_ERROR(fuse_internal::SendMessage(channel_, fuse_internal::kHandoverServing));
+  channel_ = -1;
+  return Status::OK();
+}
+
+Result<int> FuseServer::HandOver(const HandOverHooks& hooks, std::chrono::nanoseconds pause_limit,
+                                 std::chrono::nanoseconds start_limit) {
+  return session_->HandOver(hooks, pause_limit, start_limit);
+}
+
+bool FuseServer::handed_over() const { return session_->handed_over(); }
+
+FuseServer::History FuseServer::history() const {
+  return History{ctx_->mounted_at_ns, ctx_->restarts};
+}
+
 Status FuseServer::Run() {
+  if (ctx_->fs == nullptr) return Status::FailedPrecondition("no Filesystem attached");
   if (!ctx_->remote) {
     // The libfuse workers' share of network-bound requests: all but `reserved` of them.
     const int workers = std::max(1, options_.max_threads);

@@ -26,6 +26,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,6 +43,7 @@ class Session;
 }
 
 class Filesystem;
+struct FilesystemState;
 
 struct FuseOptions {
   // libfuse worker threads (fuse_loop_cfg_set_max_threads). At most max_threads - reserved of
@@ -150,6 +152,27 @@ class FuseServer {
   // server per process (the signal handlers are the process's).
   static Result<std::unique_ptr<FuseServer>> Mount(const FuseOptions& options, Filesystem* fs,
                                                    const std::string& mountpoint);
+  // Takes over the mount at `mountpoint` from the daemon at the other end of `channel` (a live
+  // restart, `tierfs restart`; fuse/FORMAT.md "Handover"): receives the /dev/fuse descriptor
+  // and the session's state within `timeout`, creates the session on it with `options`, and
+  // answers the old daemon "ok", or why not (it then keeps serving). Refused (InvalidArgument,
+  // naming the setting) when `options` change what the live connection fixed (allow_other,
+  // max_read, ...); NotSupported when the old daemon's state version is not this binary's. The
+  // inode and handle tables wait for Attach.
+  static Result<std::unique_ptr<FuseServer>> TakeOver(const FuseOptions& options,
+                                                      const std::string& mountpoint, int channel,
+                                                      std::chrono::nanoseconds timeout);
+  // Answers the daemon at the other end of `channel` that this one will not take over, and why
+  // (a new daemon that fails before TakeOver: its configuration, its log file).
+  static void RefuseTakeOver(int channel, const Status& why);
+  // A server made by TakeOver: waits up to `timeout` for the old daemon to release the cache
+  // directory ("go"; it keeps serving until then). Then build the components.
+  Status AwaitRelease(std::chrono::nanoseconds timeout);
+  // The Filesystem of a server made by TakeOver, given the old daemon's inode and handle tables;
+  // tells the old daemon that this one serves. REQUIRES: after AwaitRelease, before Run(); `fs`
+  // as for Mount.
+  Status Attach(Filesystem* fs);
+
   // Unmounts if still mounted and destroys the session.
   ~FuseServer();
   FuseServer(const FuseServer&) = delete;
@@ -163,6 +186,38 @@ class FuseServer {
   // Unmounts now (idempotent). Run() then returns.
   void Unmount();
 
+  // What a handover asks of the daemon (HandOver).
+  struct HandOverHooks {
+    // Starts the new daemon, which must call TakeOver with `channel` (the other end of a socket
+    // pair); its pid.
+    std::function<Result<int>(int channel)> start;
+    // The new daemon accepted the mount: free what it opens next (the cache directory's lock, the
+    // metrics port: every component below the server, the Filesystem included). No request
+    // reaches the Filesystem from here on, until `restore` or the end.
+    std::function<void()> release;
+    // The new daemon failed after `release`: build the components again; the Filesystem to serve
+    // on (it is given back the inode and handle tables).
+    std::function<Result<Filesystem*>()> restore;
+  };
+  // Hands the mount to a new daemon while Run() serves (from another thread): the requests in
+  // flight are answered first (up to `pause_limit`, else Unavailable and nothing changes), then
+  // hooks.start starts the new daemon; on its "ok" (within `start_limit`) hooks.release, and
+  // once it serves Run() returns without unmounting and the pid is returned. On anything else
+  // the new daemon is killed and reaped, this server serves on (after hooks.restore if
+  // hooks.release had run), and the error says why.
+  Result<int> HandOver(const HandOverHooks& hooks, std::chrono::nanoseconds pause_limit,
+                       std::chrono::nanoseconds start_limit);
+  // The mount was handed over: Run() returned for that, and nothing unmounts it here.
+  bool handed_over() const;
+
+  // When the mount was made (by this daemon or the first of those that handed it on), and how
+  // many live restarts it has been through.
+  struct History {
+    int64_t mounted_at_ns = 0;  // Unix time
+    uint32_t restarts = 0;
+  };
+  History history() const;
+
   struct Context;  // opaque: what the handlers get from fuse_req_userdata
 
  private:
@@ -173,6 +228,9 @@ class FuseServer {
   const std::unique_ptr<Context> ctx_;
   // The FUSE session serving ctx_ (fuse/internal/session.h); destroyed first.
   std::unique_ptr<fuse_internal::Session> session_;
+  // TakeOver: the old daemon's tables, for Attach, and the socket to it.
+  std::unique_ptr<FilesystemState> pending_state_;
+  int channel_ = -1;  // not owned (the daemon's)
 };
 
 }  // namespace tierfs

@@ -19,24 +19,49 @@ namespace tierfs {
 namespace fuse_internal {
 namespace {
 
-// The custom I/O (fuse_session_custom_io): plain read/writev/splice on the same fd, except that
-// the INIT request is looked at and the reply to it is amended.
-ssize_t IoRead(int fd, void* buf, size_t len, void* userdata) {
-  const ssize_t n = ::read(fd, buf, len);
-  auto* ctx = static_cast<Context*>(userdata);
-  if (n >= static_cast<ssize_t>(sizeof(kabi::InHeader) + sizeof(kabi::InitIn)) &&
-      !ctx->init_seen.load(std::memory_order_relaxed)) {
-    kabi::InHeader h;
-    std::memcpy(&h, buf, sizeof(h));
-    if (h.opcode == kabi::kOpInit) {
-      kabi::InitIn in;
-      std::memcpy(&in, static_cast<const char*>(buf) + sizeof(h), sizeof(in));
-      ctx->init_unique = h.unique;
-      ctx->init_offers_passthrough =
-          (in.flags & kabi::kInitExt) != 0 && (in.flags2 & kabi::kPassthroughFlag2) != 0;
-      ctx->init_seen.store(true, std::memory_order_release);
-    }
+// Notes the kernel's INIT request in `buf` (`n` bytes read) on the Context.
+void NoteInit(Context* ctx, const void* buf, ssize_t n) {
+  if (n < static_cast<ssize_t>(sizeof(kabi::InHeader) + sizeof(kabi::InitIn)) ||
+      ctx->init_seen.load(std::memory_order_relaxed)) {
+    return;
   }
+  kabi::InHeader h;
+  std::memcpy(&h, buf, sizeof(h));
+  if (h.opcode != kabi::kOpInit) return;
+  kabi::InitIn in;
+  std::memcpy(&in, static_cast<const char*>(buf) + sizeof(h), sizeof(in));
+  ctx->init_unique = h.unique;
+  ctx->init_in = in;
+  ctx->init_offers_passthrough =
+      (in.flags & kabi::kInitExt) != 0 && (in.flags2 & kabi::kPassthroughFlag2) != 0;
+  ctx->init_seen.store(true, std::memory_order_release);
+}
+
+// The custom I/O (fuse_session_custom_io): plain read/writev/splice on the same fd, except for
+// INIT (kept, amended, or synthetic) and the ReadGate around each read.
+ssize_t IoRead(int fd, void* buf, size_t len, void* userdata) {
+  auto* ctx = static_cast<Context*>(userdata);
+  if (ctx->synthetic_init_pending.exchange(false)) {
+    const std::string& init = ctx->synthetic_init;
+    const size_t n = std::min(len, init.size());
+    std::memcpy(buf, init.data(), n);
+    NoteInit(ctx, buf, static_cast<ssize_t>(n));
+    return static_cast<ssize_t>(n);
+  }
+  ssize_t n;
+  while (true) {
+    if (!ctx->gate.Enter()) {
+      errno = ENODEV;  // handed over: libfuse ends the session's loop
+      return -1;
+    }
+    n = ::read(fd, buf, len);
+    const int err = errno;
+    ctx->gate.Leave(n > 0);
+    if (n < 0 && err == EINTR) continue;  // woken for a pause: meet the gate again
+    errno = err;
+    break;
+  }
+  NoteInit(ctx, buf, n);
   return n;
 }
 
@@ -50,10 +75,10 @@ ssize_t IoWritev(int fd, struct iovec* iov, int count, void* userdata) {
     std::memcpy(&h, iov[0].iov_base, sizeof(h));
     if (h.unique == ctx->init_unique) {
       ctx->init_answered.store(true, std::memory_order_relaxed);
-      if (h.error == 0 && ctx->init_offers_passthrough) {
-        kabi::InitOut out{};
-        const size_t n = std::min(sizeof(out), iov[1].iov_len);
-        std::memcpy(&out, iov[1].iov_base, n);
+      kabi::InitOut out{};
+      const size_t n = std::min(sizeof(out), iov[1].iov_len);
+      std::memcpy(&out, iov[1].iov_base, n);
+      if (h.error == 0 && ctx->passthrough_wanted && ctx->init_offers_passthrough) {
         out.flags |= kabi::kInitExt;
         out.flags2 |= kabi::kPassthroughFlag2;
         // Backing files on a file system that stacks on none (ext4, xfs: L2's cache directory);
@@ -63,6 +88,13 @@ ssize_t IoWritev(int fd, struct iovec* iov, int count, void* userdata) {
         ctx->passthrough_negotiated.store(true);
         ctx->passthrough.store(true);
         Logger(Module::kFuse).info("fuse connection: passthrough on (files L2 holds whole)");
+      }
+      ctx->init_out = out;
+      if (h.unique == kSyntheticInitUnique) {
+        // The kernel had its answer from the daemon that mounted: this one is not sent.
+        size_t total = 0;
+        for (int i = 0; i < count; ++i) total += iov[i].iov_len;
+        return static_cast<ssize_t>(total);
       }
     }
   }
@@ -123,9 +155,22 @@ void RaiseKernelReadahead(const Context& ctx) {
 
 }  // namespace
 
-const fuse_custom_io& PassthroughCustomIo() {
+const fuse_custom_io& SessionCustomIo() {
   static const fuse_custom_io kIo = {IoWritev, IoRead, IoSpliceReceive, IoSpliceSend};
   return kIo;
+}
+
+std::string SyntheticInit(const kabi::InitIn& in) {
+  kabi::InHeader h{};
+  // The kernel's fuse_init_in has unused words after flags2 (64 bytes in all since 7.36).
+  constexpr size_t kInitInBytes = 64;
+  h.len = static_cast<uint32_t>(sizeof(h) + kInitInBytes);
+  h.opcode = kabi::kOpInit;
+  h.unique = kSyntheticInitUnique;
+  std::string out(h.len, '\0');
+  std::memcpy(out.data(), &h, sizeof(h));
+  std::memcpy(out.data() + sizeof(h), &in, sizeof(in));
+  return out;
 }
 
 int32_t BackingOpen(Context* ctx, int fd) {

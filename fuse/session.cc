@@ -4,10 +4,12 @@
 #include "fuse/internal/session.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -201,6 +203,18 @@ Status InstallSignalHandlers(fuse_session* se, int stop_write) {
   return Status::OK();
 }
 
+// The stop pipe of a session (Session::stop_read_, stop_write_); non-blocking: a full pipe already
+// holds a wakeup.
+Status NewStopPipe(UniqueFd* read_end, UniqueFd* write_end) {
+  int p[2];
+  if (pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) {
+    return Status::FromErrno(errno, "pipe for the stop signals");
+  }
+  *read_end = UniqueFd(p[0]);
+  *write_end = UniqueFd(p[1]);
+  return Status::OK();
+}
+
 void RemoveSignalHandlers(fuse_session* se) {
   g_stop_fd.store(-1);
   RemoveStopHandlers();
@@ -222,13 +236,11 @@ Result<std::unique_ptr<Session>> Session::Mount(const FuseOptions& options, Cont
   TakeLastFuseError();
   const std::string o = MountOptions(options, ctx->max_read);
   TIERFS_ASSIGN_OR_RETURN(fuse_session * se, NewSession(options, o, ctx));
-  int stop_pipe[2];
-  if (pipe2(stop_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
-    const int err = errno;
+  UniqueFd stop_read, stop_write;
+  if (Status s = NewStopPipe(&stop_read, &stop_write); !s.ok()) {
     fuse_session_destroy(se);
-    return Status::FromErrno(err, "pipe for the stop signals");
+    return s;
   }
-  UniqueFd stop_read(stop_pipe[0]), stop_write(stop_pipe[1]);
   if (Status s = InstallSignalHandlers(se, stop_write.get()); !s.ok()) {
     fuse_session_destroy(se);
     return s;
@@ -241,19 +253,236 @@ Result<std::unique_ptr<Session>> Session::Mount(const FuseOptions& options, Cont
     return Status::IOError("cannot mount at " + mountpoint + (why.empty() ? "" : ": " + why));
   }
   ctx->se = se;
-  if (ctx->passthrough_wanted) {
-    // Our own read/writev on the mounted fd, to amend INIT (fuse/internal/kernel_protocol.h).
-    // Nothing else changes: libfuse closes the fd as before.
-    if (fuse_session_custom_io(se, &PassthroughCustomIo(), fuse_session_fd(se)) != 0) {
-      Logger(Module::kFuse).warn("passthrough off: libfuse refused the custom I/O");
-    }
+  // Our own read/writev on the mounted fd, to keep (and for passthrough amend) INIT and to pause
+  // the readers for a handover (fuse/internal/kernel_protocol.h). libfuse closes the fd as before.
+  if (fuse_session_custom_io(se, &SessionCustomIo(), fuse_session_fd(se)) != 0) {
+    Logger(Module::kFuse).warn("libfuse refused the custom I/O: no passthrough, no live restart");
   }
   Logger(Module::kFuse).info("mounted {} at {} (-o {})", options.fsname, mountpoint, o);
   return std::unique_ptr<Session>(
       new Session(options, ctx, se, std::move(stop_read), std::move(stop_write)));
 }
 
+Result<std::unique_ptr<Session>> Session::Adopt(const FuseOptions& options, Context* ctx,
+                                                UniqueFd fd, const HandoverState& state) {
+  const std::vector<std::string> fixed =
+      FixedSettings(options, ctx->open_in_kernel, ctx->passthrough_wanted);
+  if (std::string diff = FixedSettingsDiff(state.fixed, fixed); !diff.empty()) {
+    return Status::InvalidArgument("settings that cannot change on a live mount differ: " + diff);
+  }
+  fuse_set_log_func(FuseLog);
+  TakeLastFuseError();
+  const std::string o = MountOptions(options, ctx->max_read);
+  TIERFS_ASSIGN_OR_RETURN(fuse_session * se, NewSession(options, o, ctx));
+  if (fuse_session_custom_io(se, &SessionCustomIo(), fd.get()) != 0) {
+    fuse_session_destroy(se);
+    return Status::Internal("libfuse refused the custom I/O on the handed-over descriptor");
+  }
+  fd.release();  // the session's now: fuse_session_destroy closes it
+  UniqueFd stop_read, stop_write;
+  if (Status s = NewStopPipe(&stop_read, &stop_write); !s.ok()) {
+    fuse_session_destroy(se);
+    return s;
+  }
+  // The kernel's INIT again, answered by libfuse (and InitConnection) here; the reply is kept, not
+  // sent, and must be the one the kernel got.
+  ctx->se = se;
+  ctx->synthetic_init = SyntheticInit(state.init_in);
+  ctx->synthetic_init_pending.store(true);
+  fuse_buf buf{};
+  const int got = fuse_session_receive_buf(se, &buf);
+  if (got > 0) fuse_session_process_buf(se, &buf);
+  std::free(buf.mem);
+  Status status;
+  if (!ctx->init_answered.load() || fuse_session_exited(se)) {
+    status =
+        Status::Internal("libfuse did not answer the handed-over INIT: " + TakeLastFuseError());
+  } else if (std::string diff = InitOutDiff(state.init_out, ctx->init_out); !diff.empty()) {
+    status = Status::InvalidArgument(
+        "the new configuration changes what the kernel was told at mount time (" + diff +
+        "): fuse.max_read, fuse.max_readahead, fuse.splice_sized_reads and the fuse.* settings of "
+        "INIT cannot change on a live mount");
+  }
+  if (status.ok()) status = InstallSignalHandlers(se, stop_write.get());
+  if (!status.ok()) {
+    ctx->se = nullptr;
+    fuse_session_destroy(se);
+    return status;
+  }
+  {
+    MutexLock l(&ctx->io_mu);
+    for (const KernelIoRec& k : state.kernel_io) {
+      Context::KernelIo& io = ctx->io[k.ino];
+      io.cached_opens = k.cached_opens;
+      io.passthrough_opens = k.passthrough_opens;
+      io.backing_id = k.backing_id;
+      io.version = k.version;
+      io.opened_passthrough = k.opened_passthrough;
+    }
+  }
+  ctx->mounted_at_ns = state.mounted_at_ns;
+  ctx->restarts = state.restarts + 1;
+  Logger(Module::kFuse)
+      .info("took over {} (-o {}; live restart {} of this mount)", ctx->mountpoint, o,
+            ctx->restarts);
+  auto session = std::unique_ptr<Session>(
+      new Session(options, ctx, se, std::move(stop_read), std::move(stop_write)));
+  session->adopted_ = true;
+  // Not ours to unmount until it serves: a daemon that fails before Run() gives the mount back
+  // to the one that handed it over.
+  session->mounted_ = false;
+  return session;
+}
+
+Result<int> Session::HandOver(const HandOverHooks& hooks, std::chrono::nanoseconds pause_limit,
+                              std::chrono::nanoseconds start_limit) {
+  using SteadyClock = std::chrono::steady_clock;
+  std::lock_guard<std::mutex> one(handover_mu_);
+  if (handed_over_.load() || fuse_session_exited(se_)) {
+    return Status::FailedPrecondition("the session of " + ctx_->mountpoint + " has ended");
+  }
+  if (!ctx_->init_answered.load()) {
+    return Status::FailedPrecondition("the kernel has not initialised " + ctx_->mountpoint);
+  }
+  RemoteWork* remote = ctx_->remote.get();
+  const auto t0 = SteadyClock::now();
+  if (!ctx_->gate.Pause(t0 + pause_limit, [remote] { return remote->ActiveCount() == 0; })) {
+    ctx_->gate.Resume();
+    return Status::Unavailable(fmt::format(
+        "{} requests were still waiting on the network after {} ms; {} keeps serving (try again)",
+        remote->ActiveCount(),
+        std::chrono::duration_cast<std::chrono::milliseconds>(pause_limit).count(),
+        ctx_->mountpoint));
+  }
+  const auto paused_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - t0).count();
+  const HandoverState state = Snapshot();
+  Successor next;
+  Status s = StartSuccessor(state, hooks.start, start_limit, &next);
+  if (s.ok()) s = Release(hooks, state, &next);
+  if (!s.ok()) {
+    ctx_->gate.Resume();
+    Logger(Module::kFuse)
+        .warn("handover of {} failed, serving on: {}", ctx_->mountpoint, s.ToString());
+    return s;
+  }
+  handed_over_.store(true);
+  ctx_->gate.Close();  // the readers end; the loop returns
+  Logger(Module::kFuse)
+      .info("handed {} over to pid {} (requests paused {} ms before the handover)",
+            ctx_->mountpoint, next.pid, paused_ms);
+  return next.pid;
+}
+
+HandoverState Session::Snapshot() const {
+  HandoverState state;
+  state.init_in = ctx_->init_in;
+  state.init_out = ctx_->init_out;
+  state.fixed = FixedSettings(options_, ctx_->open_in_kernel, ctx_->passthrough_wanted);
+  state.mounted_at_ns = ctx_->mounted_at_ns;
+  state.restarts = ctx_->restarts;
+  state.fs = ctx_->fs->ExportState();
+  MutexLock l(&ctx_->io_mu);
+  for (const auto& [ino, io] : ctx_->io) {
+    state.kernel_io.push_back(KernelIoRec{ino, io.cached_opens, io.passthrough_opens, io.backing_id,
+                                          io.version, io.opened_passthrough});
+  }
+  return state;
+}
+
+std::string Session::Successor::End() {
+  // Ends and reaps the new daemon; how it ended, if it had by itself. One that failed is
+  // usually exiting as its socket closes: a moment to tell its status.
+  int st = 0;
+  pid_t r = 0;
+  for (int i = 0; i < 50 && r == 0; ++i) {
+    r = ::waitpid(pid, &st, WNOHANG);
+    if (r == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::string how;
+  if (r == pid && WIFEXITED(st)) how = fmt::format(" (it exited with status {})", WEXITSTATUS(st));
+  if (r == pid && WIFSIGNALED(st)) how = fmt::format(" (it was killed by signal {})", WTERMSIG(st));
+  if (r == pid) return how;
+  ::kill(pid, SIGKILL);
+  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  return how;
+}
+
+Status Session::StartSuccessor(const HandoverState& state,
+                               const std::function<Result<int>(int channel)>& start,
+                               std::chrono::nanoseconds start_limit, Successor* next) {
+  int pair[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+    return Status::FromErrno(errno, "socketpair for the handover");
+  }
+  next->channel = UniqueFd(pair[0]);
+  UniqueFd theirs(pair[1]);
+  TIERFS_ASSIGN_OR_RETURN(next->pid, start(theirs.get()));
+  theirs.Reset();
+  const int pid = next->pid;
+  if (Status s = SendMessage(next->channel.get(), EncodeHandover(state), fuse_session_fd(se_));
+      !s.ok()) {
+    const std::string how = next->End();
+    return Status::Unavailable(
+        fmt::format("the new daemon (pid {}) did not take over{}: {}", pid, how, s.ToString()));
+  }
+  Result<std::string> answer = ReceiveMessage(
+      next->channel.get(),
+      std::chrono::steady_clock::now() +
+          std::chrono::duration_cast<std::chrono::steady_clock::duration>(start_limit));
+  if (!answer.ok()) {
+    // A daemon that is still starting when its time is up is ended here.
+    const std::string how = next->End();
+    return Status::Unavailable(fmt::format("the new daemon (pid {}) did not take over{}: {}", pid,
+                                           how, answer.status().ToString()));
+  }
+  if (*answer != "ok") {
+    (void)next->End();
+    return Status::FailedPrecondition(
+        fmt::format("the new daemon (pid {}) refused: {}", pid, *answer));
+  }
+  return Status::OK();
+}
+
+Status Session::Release(const HandOverHooks& hooks, const HandoverState& state, Successor* next) {
+  // The new daemon accepted: free what it opens next (the cache directory, the metrics port),
+  // tell it to go on, and wait until it serves.
+  hooks.release();
+  const int pid = next->pid;
+  Status s = SendMessage(next->channel.get(), kHandoverGo);
+  Result<std::string> answer = Status::OK();
+  if (s.ok()) {
+    answer =
+        ReceiveMessage(next->channel.get(), std::chrono::steady_clock::now() + kHandoverServeLimit);
+    if (answer.ok() && *answer != kHandoverServing) {
+      answer = Status::FailedPrecondition(*answer);
+    }
+    s = answer.status();
+  }
+  if (s.ok()) return Status::OK();
+  const std::string how = next->End();
+  const Status why = Status::Unavailable(fmt::format(
+      "the new daemon (pid {}) failed after it took over{}: {}", pid, how, s.ToString()));
+  // This daemon serves on: its components again, and the tables it handed over.
+  Result<Filesystem*> fs = hooks.restore();
+  if (fs.ok()) {
+    if (Status imported = (*fs)->ImportState(state.fs); imported.ok()) {
+      ctx_->fs = *fs;
+      return why;
+    } else {
+      fs = imported;
+    }
+  }
+  Logger(Module::kFuse)
+      .error("{}; and this daemon cannot serve {} again ({}): ending the mount", why.ToString(),
+             ctx_->mountpoint, fs.status().ToString());
+  fuse_session_exit(se_);
+  return why;
+}
+
 Status Session::Run() {
+  mounted_ = true;
   fuse_loop_config* cfg = fuse_loop_cfg_create();
   if (cfg == nullptr) return Status::Internal("fuse_loop_cfg_create failed");
   fuse_loop_cfg_set_clone_fd(cfg, options_.clone_fd ? 1 : 0);
@@ -368,9 +597,21 @@ void Session::Drain(int sig) {
 void Session::Unmount() {
   if (!mounted_) return;
   mounted_ = false;
+  // Handed over: the mount is the new daemon's.
+  if (handed_over_.load()) return;
   // Detached by the drain already: the path may hold another mount by now; the session's fd is
   // closed by fuse_session_destroy.
   if (detached_.load()) return;
+  if (adopted_) {
+    // libfuse did not mount, so it cannot unmount: detach it as the drain does, while the
+    // connection is still ours.
+    if (!fuse_session_exited(se_)) {
+      if (Status s = DetachMount(ctx_->mountpoint); !s.ok()) {
+        Logger(Module::kFuse).warn("unmounting {}: {}", ctx_->mountpoint, s.ToString());
+      }
+    }
+    return;
+  }
   fuse_session_unmount(se_);
   Logger(Module::kFuse).info("unmounted {}", ctx_->mountpoint);
 }

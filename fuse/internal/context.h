@@ -20,6 +20,7 @@
 #include "base/metrics.h"
 #include "base/mutex.h"
 #include "fuse/fuse_server.h"
+#include "fuse/internal/handover.h"
 #include "fuse/internal/libfuse.h"
 #include "fuse/internal/remote_work.h"
 
@@ -62,6 +63,8 @@ struct FuseServer::Context {
   // Per-op latency histograms (empty without FuseOptions::metrics), and their registration.
   std::vector<std::unique_ptr<metrics::Histogram>> op_latency;
   metrics::Registry::Registration metrics_reg;  // reset first in ~FuseServer
+  // Set before the session serves (FuseServer::Mount, or Attach after TakeOver); replaced only
+  // while every reader is parked (a failed handover's restore, Session::Release).
   Filesystem* fs = nullptr;
   // The session (fuse_internal::Session owns it), for notifications and the backing-file
   // ioctls: set once it exists, before the loop runs.
@@ -86,14 +89,28 @@ struct FuseServer::Context {
   // copied by ReplyFromFilesCopied instead.
   std::atomic<size_t> splice_pipe_bytes{0};
 
-  // ---- passthrough (fuse/internal/passthrough.h) ----
-  bool passthrough_wanted = false;  // FuseOptions::passthrough, without open_in_kernel
+  // ---- the INIT of the connection (fuse/internal/kernel_protocol.h) ----
   // Written by the custom I/O's read of INIT, read by its writev of the reply (libfuse handles
   // INIT on one thread before any other request).
   std::atomic<bool> init_seen{false};
   std::atomic<bool> init_answered{false};
   uint64_t init_unique = 0;
   bool init_offers_passthrough = false;
+  fuse_internal::kabi::InitIn init_in{};    // the kernel's INIT request
+  fuse_internal::kabi::InitOut init_out{};  // our reply to it, as sent
+  // A daemon taking a mount over (fuse/internal/handover.h): the INIT its libfuse is given
+  // instead of reading one (the kernel's, as the first daemon got it), read once by the custom
+  // I/O; its reply is not sent (the kernel had its answer).
+  std::string synthetic_init;
+  std::atomic<bool> synthetic_init_pending{false};
+  // Stops the custom I/O's reads for a handover.
+  fuse_internal::ReadGate gate;
+  // The mount's history (FuseServer::History): set at Mount, or from the handover at Adopt.
+  int64_t mounted_at_ns = 0;
+  uint32_t restarts = 0;
+
+  // ---- passthrough (fuse/internal/passthrough.h) ----
+  bool passthrough_wanted = false;  // FuseOptions::passthrough, without open_in_kernel
   // Our INIT reply took passthrough: opens are counted per inode from then on.
   std::atomic<bool> passthrough_negotiated{false};
   // Opens may use it: negotiated, and no backing-file ioctl refused yet (CAP_SYS_ADMIN, a cache

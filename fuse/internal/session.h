@@ -1,8 +1,9 @@
 // fuse/internal/session — the FUSE session of one mount: the one place that owns the /dev/fuse
 // descriptor (through libfuse's fuse_session, which opened it at mount), the custom I/O on it
 // (passthrough, fuse/internal/kernel_protocol.h), the stop signals, and the loop with its
-// supervisor. Everything the kernel connection's lifetime depends on is here: handing the
-// descriptor and this state to another process would start and end in this class.
+// supervisor. Everything the kernel connection's lifetime depends on is here, and so is a live
+// restart's (fuse/FORMAT.md, "Handover"): HandOver gives the descriptor and the session's state
+// to a new daemon, whose Adopt takes them.
 //
 // Stopping (Drain). libfuse's SIGINT/SIGTERM handler would end the loop at once and leave the
 // requests in flight to the kernel's ENOTCONN; ours only wakes a supervisor thread through a
@@ -20,7 +21,10 @@
 #include <pthread.h>
 
 #include <atomic>
+#include <chrono>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "base/fd.h"
@@ -28,8 +32,11 @@
 #include "base/status.h"
 #include "fuse/fuse_server.h"
 #include "fuse/internal/context.h"
+#include "fuse/internal/handover.h"
 
 namespace tierfs::fuse_internal {
+
+using HandOverHooks = FuseServer::HandOverHooks;
 
 class Session {
  public:
@@ -38,6 +45,26 @@ class Session {
   // mounts at ctx->mountpoint and, with ctx->passthrough_wanted, puts the custom I/O on the
   // mounted descriptor. Sets ctx->se.
   static Result<std::unique_ptr<Session>> Mount(const FuseOptions& options, Context* ctx);
+  // Serves the connection `state` describes on `fd`, another daemon's (a live restart): creates
+  // the session as Mount does but mounts nothing, and answers the kernel's INIT again to libfuse
+  // (Context::synthetic_init). InvalidArgument, naming each, when a setting fixed for the life of
+  // the connection differs from the running daemon's, or the INIT reply would (the new
+  // configuration cannot apply to the live mount). Sets ctx->se.
+  static Result<std::unique_ptr<Session>> Adopt(const FuseOptions& options, Context* ctx,
+                                                UniqueFd fd, const HandoverState& state);
+
+  // Hands the connection to a new daemon, from any thread while Run() serves (see
+  // FuseServer::HandOver): parks the readers and waits up to `pause_limit` for the requests in
+  // flight to be answered (Unavailable if they are not; the session serves on), starts the new
+  // daemon with one end of a socket pair, sends it the descriptor and the state, and waits up to
+  // `start_limit` for its "ok"; then hooks.release, "go", and up to kHandoverServeLimit for its
+  // "serving". Then the session ends (Run returns; the mount stays) and the new daemon's pid is
+  // returned. A new daemon that fails after the release is replaced by hooks.restore's
+  // Filesystem, given back the tables. One handover at a time.
+  Result<int> HandOver(const HandOverHooks& hooks, std::chrono::nanoseconds pause_limit,
+                       std::chrono::nanoseconds start_limit);
+  bool handed_over() const { return handed_over_.load(); }
+
   // Unmounts if still mounted, puts the signal handlers back and destroys the session (closing
   // the descriptor).
   ~Session();
@@ -60,6 +87,21 @@ class Session {
   // The orderly stop after SIGINT/SIGTERM `sig` (FuseOptions::shutdown_grace).
   void Drain(int sig);
   void WakeSupervisor();
+  // HandOver's parts once the readers are parked.
+  struct Successor {
+    int pid = 0;
+    UniqueFd channel;
+    // Ends (SIGKILL) and reaps it; how it had ended by itself (" (it exited with status 1)").
+    std::string End();
+  };
+  HandoverState Snapshot() const;
+  // Starts the new daemon, sends it the descriptor and `state`, and waits for its "ok".
+  Status StartSuccessor(const HandoverState& state,
+                        const std::function<Result<int>(int channel)>& start,
+                        std::chrono::nanoseconds start_limit, Successor* next);
+  // hooks.release, "go", and the wait for "serving"; on failure hooks.restore and `state`'s
+  // tables back (or, if that fails too, the session ends).
+  Status Release(const HandOverHooks& hooks, const HandoverState& state, Successor* next);
 
   // Constant after construction.
   const FuseOptions options_;
@@ -69,10 +111,13 @@ class Session {
   const UniqueFd stop_read_;
   const UniqueFd stop_write_;
 
-  bool mounted_ = true;                 // the calling thread's
+  bool mounted_ = true;                 // the calling thread's (Adopt: from Run on)
   std::atomic<bool> detached_{false};   // the drain detached the mount
   std::atomic<bool> loop_done_{false};  // fuse_session_loop_mt returned
   pthread_t loop_thread_{};             // the thread running the loop (Run's caller)
+  bool adopted_ = false;                // Adopt: libfuse did not mount, and cannot unmount
+  std::atomic<bool> handed_over_{false};
+  std::mutex handover_mu_;  // one HandOver at a time
 };
 
 }  // namespace tierfs::fuse_internal
