@@ -14,6 +14,7 @@
 #include "fuse/filesystem.h"
 #include "metastore/meta_store.h"
 #include "tests/fakes/fake_blob_store.h"
+#include "tests/testing/status_matchers.h"
 #include "tiercache/catalog.h"
 #include "tiercache/tiered_cache.h"
 
@@ -48,10 +49,10 @@ class HandoverTest : public ::testing::Test {
     l1.capacity_bytes = 16 * kBlock;
     tiers.push_back(NewMemoryTier(l1));
     auto cache = TieredCache::Open(co, std::move(tiers), &origin_, &clock_);
-    ASSERT_TRUE(cache.ok()) << cache.status().ToString();
+    ASSERT_OK(cache);
     cache_ = std::move(*cache);
     auto catalog = Catalog::Open(CatalogOptions{}, &origin_, meta_.get(), &clock_);
-    ASSERT_TRUE(catalog.ok()) << catalog.status().ToString();
+    ASSERT_OK(catalog);
     catalog_ = std::move(*catalog);
   }
 
@@ -70,16 +71,16 @@ class HandoverTest : public ::testing::Test {
 TEST_F(HandoverTest, TablesSurviveEncodingIntoANewFilesystem) {
   auto old_fs = NewFs();
   auto data = old_fs->Lookup(kRootInode, "data");
-  ASSERT_TRUE(data.ok());
+  ASSERT_OK(data);
   auto big = old_fs->Lookup(data->attr.ino, "big.bin");
-  ASSERT_TRUE(big.ok());
-  ASSERT_TRUE(old_fs->Lookup(data->attr.ino, "big.bin").ok());  // two lookups held
+  ASSERT_OK(big);
+  ASSERT_OK(old_fs->Lookup(data->attr.ino, "big.bin"));  // two lookups held
   auto hello = old_fs->Lookup(kRootInode, "hello.txt");
-  ASSERT_TRUE(hello.ok());
+  ASSERT_OK(hello);
   auto fh = old_fs->Open(big->attr.ino);
-  ASSERT_TRUE(fh.ok());
+  ASSERT_OK(fh);
   auto dh = old_fs->OpenDir(data->attr.ino);
-  ASSERT_TRUE(dh.ok());
+  ASSERT_OK(dh);
 
   HandoverState state;
   state.init_in = {7, 45, 131072, 0x1234, 0x5};
@@ -91,7 +92,7 @@ TEST_F(HandoverTest, TablesSurviveEncodingIntoANewFilesystem) {
   state.fs = old_fs->ExportState();
   state.kernel_io.push_back(KernelIoRec{big->attr.ino, 1, 0, 0, "v1", false});
   Result<HandoverState> decoded = DecodeHandover(EncodeHandover(state));
-  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  ASSERT_OK(decoded);
   EXPECT_EQ(decoded->init_in.minor, 45u);
   EXPECT_EQ(decoded->init_in.flags2, 0x5u);
   EXPECT_EQ(decoded->init_out.flags, 0x4321u);
@@ -102,31 +103,31 @@ TEST_F(HandoverTest, TablesSurviveEncodingIntoANewFilesystem) {
   EXPECT_EQ(decoded->kernel_io[0].version, "v1");
 
   auto new_fs = NewFs();
-  ASSERT_TRUE(new_fs->ImportState(decoded->fs).ok());
+  ASSERT_OK(new_fs->ImportState(decoded->fs));
   old_fs.reset();
   // The numbers the kernel holds name the same entries, with the same lookup counts.
   EXPECT_EQ(new_fs->InodeCount(), 4u);
   EXPECT_EQ(new_fs->TEST_LookupCount(big->attr.ino), 2u);
   auto attr = new_fs->GetAttr(big->attr.ino);
-  ASSERT_TRUE(attr.ok());
+  ASSERT_OK(attr);
   EXPECT_EQ(attr->size, big_.size());
   auto again = new_fs->Lookup(data->attr.ino, "big.bin");
-  ASSERT_TRUE(again.ok());
+  ASSERT_OK(again);
   EXPECT_EQ(again->attr.ino, big->attr.ino);
   // The open handle reads its pinned version.
   auto bytes = new_fs->Read(fh->fh, kBlock - 10, 200);
-  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  ASSERT_OK(bytes);
   EXPECT_EQ(Concat(*bytes), big_.substr(kBlock - 10, 200));
   // The directory handle lists afresh.
   std::vector<DirItem> items;
-  ASSERT_TRUE(new_fs->ReadDir(*dh, 0, 10, &items).ok());
+  ASSERT_OK(new_fs->ReadDir(*dh, 0, 10, &items));
   EXPECT_EQ(items.size(), 4u);  // . .. big.bin other.bin
   // New inodes and handles never reuse a number the kernel may still hold.
   auto other = new_fs->Lookup(data->attr.ino, "other.bin");
-  ASSERT_TRUE(other.ok());
+  ASSERT_OK(other);
   EXPECT_GT(other->attr.ino, hello->attr.ino);
   auto fh2 = new_fs->Open(other->attr.ino);
-  ASSERT_TRUE(fh2.ok());
+  ASSERT_OK(fh2);
   EXPECT_GT(fh2->fh, *dh);
   // Lookups end as before.
   EXPECT_FALSE(new_fs->Forget(big->attr.ino, 2));  // 3 held: the two, and `again`
@@ -152,7 +153,7 @@ TEST_F(HandoverTest, ImportRefusesTablesThatDoNotHoldTogether) {
 
 TEST(HandoverStateTest, AnotherVersionIsRefusedNamingBoth) {
   std::string bytes = EncodeHandover(HandoverState{});
-  ASSERT_TRUE(DecodeHandover(bytes).ok());
+  ASSERT_OK(DecodeHandover(bytes));
   const uint32_t older = kHandoverVersion + 1;
   std::memcpy(bytes.data() + 8, &older, sizeof(older));
   Result<HandoverState> r = DecodeHandover(bytes);
@@ -200,12 +201,12 @@ TEST(HandoverStateTest, MessageCarriesTheDescriptor) {
   ASSERT_EQ(pipe2(p, O_CLOEXEC), 0);
   UniqueFd pr(p[0]), pw(p[1]);
   const std::string big(300000, 'q');  // more than one socket buffer's worth in flight
-  std::thread sender([&] { EXPECT_TRUE(SendMessage(a.get(), big, pw.get()).ok()); });
+  std::thread sender([&] { EXPECT_OK(SendMessage(a.get(), big, pw.get())); });
   UniqueFd got;
   Result<std::string> m =
       ReceiveMessage(b.get(), std::chrono::steady_clock::now() + std::chrono::seconds(10), &got);
   sender.join();
-  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ASSERT_OK(m);
   EXPECT_EQ(*m, big);
   ASSERT_GE(got.get(), 0);
   struct stat s1, s2;
