@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/vfs.h>
@@ -33,6 +34,7 @@
 #include "daemon/mounts.h"
 #include "daemon/notify.h"
 #include "daemon/restart.h"
+#include "daemon/supervisor.h"
 
 namespace tierfs {
 namespace {
@@ -168,7 +170,7 @@ Status BuildAndMount(const DaemonOptions& o, int channel, DaemonLogControl* cont
 // The mount proper, in the process that will serve it. `pipe` reports the outcome to a waiting
 // parent (or does nothing in the foreground); `channel` >= 0: take the mount over from the
 // daemon at its other end (daemon/restart.h). Returns the exit code.
-int ServeMount(const DaemonOptions& o, StartupPipe* pipe, int channel) {
+int ServeMount(const DaemonOptions& o, StartupPipe* pipe, int channel, int supervisor) {
   spdlog::logger& log = Logger(Module::kDaemon);
   // Before any thread exists. Cache blocks are mappings of their own (tiercache/block.cc). For
   // the other large buffers (libfuse's request buffers, hedged-GET copies, listings) a fixed
@@ -198,6 +200,11 @@ int ServeMount(const DaemonOptions& o, StartupPipe* pipe, int channel) {
   Components c;
   if (Status s = BuildAndMount(o, channel, &control, &c); !s.ok()) {
     return StartupFailed(s, pipe, &c);
+  }
+  if (supervisor >= 0) {
+    // A crash resume asks the kernel for the requests the dead daemon never answered.
+    if (takeover) c.server->AskResend();
+    c.server->LogStateTo(supervisor);
   }
   const FuseServer::History history = c.server->history();
   control.SetMountHistory(history.mounted_at_ns, history.restarts);
@@ -409,7 +416,41 @@ int StartTakeover(const DaemonOptions& o, int channel) {
     return Usage(s);
   }
   StartupPipe none{UniqueFd()};
-  return ServeMount(o, &none, channel);
+  const UniqueFd supervisor(SupervisorChannel());
+  DaemonOptions served = o;
+  if (supervisor.get() >= 0) served.fuse.clone_fd = false;  // see SuperviseAndServe
+  return ServeMount(served, &none, channel, supervisor.get());
+}
+
+// The daemonized mount's first process (daemon/supervisor.h): forks the serving daemon, which
+// reports to the waiting parent through `startup`, and supervises it. The serving daemon reads
+// /dev/fuse with one descriptor (no clone_fd): the requests a dying daemon read through its own
+// clone descriptors would be failed (ECONNABORTED) as those close, not kept for the next one.
+int SuperviseAndServe(DaemonOptions o, UniqueFd startup) {
+  o.fuse.clone_fd = false;
+  int pair[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+    StartupPipe(std::move(startup)).Fail({kExitRuntime, "socketpair for the supervisor"});
+    return kExitRuntime;
+  }
+  UniqueFd ours(pair[0]), theirs(pair[1]);
+  const pid_t daemon = fork();
+  if (daemon < 0) {
+    StartupPipe(std::move(startup)).Fail({kExitRuntime, "fork of the serving daemon failed"});
+    return kExitRuntime;
+  }
+  if (daemon == 0) {
+    ours.Reset();
+    StartupPipe pipe(std::move(startup));
+    return ServeMount(o, &pipe, -1, theirs.get());
+  }
+  theirs.Reset();
+  startup.Reset();
+  DetachStdio();
+  if (chdir("/") != 0) Logger(Module::kDaemon).warn("chdir /: {}", std::strerror(errno));
+  Logger(Module::kDaemon)
+      .info("supervisor (pid {}) of {}: serving daemon pid {}", getpid(), o.mountpoint, daemon);
+  return Supervise(o.mountpoint, daemon, std::move(ours));
 }
 
 // Serves the checked options `o` in the foreground, or in a daemon once it reports the mount
@@ -420,7 +461,7 @@ int StartServing(const DaemonOptions& o) {
     std::string err;
     if (!ConfigureLogging(lo, &err)) return Usage(Status::InvalidArgument("--log-file: " + err));
     StartupPipe none{UniqueFd()};
-    return ServeMount(o, &none, -1);
+    return ServeMount(o, &none, -1, -1);
   }
   // Open the log before forking so a bad --log-file is a usage error on the terminal.
   LogOptions lo = o.log;
@@ -436,8 +477,7 @@ int StartServing(const DaemonOptions& o) {
                 lo.destination.c_str());
   }
   if (rc >= 0) return rc;  // the parent (or fork failed)
-  StartupPipe pipe(std::move(child_fd));
-  return ServeMount(o, &pipe, -1);
+  return SuperviseAndServe(o, std::move(child_fd));
 }
 
 }  // namespace

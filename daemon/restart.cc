@@ -100,17 +100,27 @@ std::string RestartSocketName(int pid) {
   return std::string(1, '\0') + fmt::format("tierfs/restart/{}", pid);
 }
 
-int TakeoverChannel() {
-  const char* v = std::getenv(kTakeoverFdEnv);
+namespace {
+
+// The descriptor the environment variable `name` names (removed from the environment), made
+// close-on-exec; -1 if none.
+int InheritedFd(const char* name) {
+  const char* v = std::getenv(name);
   if (v == nullptr) return -1;
   const int fd = std::atoi(v);
-  ::unsetenv(kTakeoverFdEnv);
+  ::unsetenv(name);
   if (fd < 0 || ::fcntl(fd, F_GETFD) < 0) return -1;
   ::fcntl(fd, F_SETFD, FD_CLOEXEC);
   return fd;
 }
 
-Result<int> StartSuccessor(const std::string& binary, int channel) {
+}  // namespace
+
+int TakeoverChannel() { return InheritedFd(kTakeoverFdEnv); }
+
+int SupervisorChannel() { return InheritedFd(kSupervisorFdEnv); }
+
+Result<int> StartSuccessor(const std::string& binary, int channel, int supervisor) {
   const std::string path = binary.empty() ? OwnBinary() : binary;
   if (path.empty()) return Status::Internal("cannot tell this daemon's binary (/proc/self/exe)");
   if (::access(path.c_str(), X_OK) != 0) {
@@ -124,10 +134,13 @@ Result<int> StartSuccessor(const std::string& binary, int channel) {
   argv.push_back(nullptr);
   std::vector<std::string> env_store;
   const std::string prefix = std::string(kTakeoverFdEnv) + "=";
+  const std::string supervisor_prefix = std::string(kSupervisorFdEnv) + "=";
   for (char** e = environ; *e != nullptr; ++e) {
-    if (!std::string_view(*e).starts_with(prefix)) env_store.emplace_back(*e);
+    const std::string_view var(*e);
+    if (!var.starts_with(prefix) && !var.starts_with(supervisor_prefix)) env_store.emplace_back(*e);
   }
   env_store.push_back(prefix + std::to_string(kChildChannelFd));
+  if (supervisor >= 0) env_store.push_back(supervisor_prefix + std::to_string(kChildChannelFd + 1));
   std::vector<char*> envp;
   for (auto& e : env_store) envp.push_back(e.data());
   envp.push_back(nullptr);
@@ -135,6 +148,7 @@ Result<int> StartSuccessor(const std::string& binary, int channel) {
   posix_spawn_file_actions_init(&fa);
   // dup2 to another number clears close-on-exec on the copy.
   posix_spawn_file_actions_adddup2(&fa, channel, kChildChannelFd);
+  if (supervisor >= 0) posix_spawn_file_actions_adddup2(&fa, supervisor, kChildChannelFd + 1);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   // The new daemon starts with no signal blocked (this thread blocks them all).

@@ -41,9 +41,18 @@ inline constexpr const char* kTakeoverFdEnv = "TIERFS_TAKEOVER_FD";
 // process was not started to take a mount over.
 int TakeoverChannel();
 
+// The environment variable naming the descriptor of a supervised daemon's end of its state log
+// (daemon/supervisor.h).
+inline constexpr const char* kSupervisorFdEnv = "TIERFS_SUPERVISOR_FD";
+
+// The descriptor kSupervisorFdEnv names (and removes from the environment), or -1 when this
+// daemon has no supervisor.
+int SupervisorChannel();
+
 // Starts `binary` ("" = this process's own, as installed now) with this process's command line
-// and environment, plus kTakeoverFdEnv naming `channel` (inherited). Its pid.
-Result<int> StartSuccessor(const std::string& binary, int channel);
+// and environment, plus kTakeoverFdEnv naming `channel` (inherited) and, with `supervisor` >= 0,
+// kSupervisorFdEnv naming that one. Its pid.
+Result<int> StartSuccessor(const std::string& binary, int channel, int supervisor = -1);
 
 class RestartListener {
  public:

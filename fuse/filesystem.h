@@ -299,6 +299,9 @@ class Filesystem {
   // The tables as they are now. Consistent when no request is being served (the session is
   // paused); else a snapshot of each table in turn.
   FilesystemState ExportState() const;
+  // Grows whenever an inode or a handle is handed out: a state exported at an equal value holds
+  // every inode and handle the kernel may know (FuseServer::LogStateTo).
+  uint64_t TablesVersion() const;
   // Replaces the tables with `state` (another daemon's ExportState). InvalidArgument (naming the
   // record) for a state that does not hold together: an inode twice, a handle of an unknown inode,
   // no root. REQUIRES: no request served yet, and no prefetch job attached yet.

@@ -9,6 +9,16 @@
 
 namespace tierfs {
 
+uint64_t Filesystem::TablesVersion() const {
+  uint64_t v = 0;
+  {
+    MutexLock l(&mu_);
+    v = next_ino_;
+  }
+  MutexLock l(&handles_mu_);
+  return v + next_handle_;
+}
+
 FilesystemState Filesystem::ExportState() const {
   FilesystemState s;
   {

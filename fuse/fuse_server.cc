@@ -277,6 +277,41 @@ Status FuseServer::Run() {
 
 void FuseServer::Unmount() { session_->Unmount(); }
 
+void FuseServer::LogStateTo(int channel) { session_->LogStateTo(channel); }
+
+bool FuseServer::AskResend() { return session_->AskResend(); }
+
+Result<std::string> FuseServer::ReceiveState(int channel, std::chrono::nanoseconds timeout,
+                                             int* fd) {
+  using SteadyClock = std::chrono::steady_clock;
+  UniqueFd got;
+  Result<std::string> bytes = fuse_internal::ReceiveMessage(
+      channel, SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(timeout),
+      &got);
+  *fd = got.release();
+  return bytes;
+}
+
+Status FuseServer::HandStateTo(int channel, const std::string& state, int fuse_fd,
+                               std::chrono::nanoseconds start_limit) {
+  using SteadyClock = std::chrono::steady_clock;
+  TIERFS_RETURN_IF_ERROR(fuse_internal::SendMessage(channel, state, fuse_fd));
+  TIERFS_ASSIGN_OR_RETURN(
+      const std::string answer,
+      fuse_internal::ReceiveMessage(
+          channel,
+          SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(start_limit)));
+  if (answer != "ok") return Status::FailedPrecondition("the new daemon refused: " + answer);
+  TIERFS_RETURN_IF_ERROR(fuse_internal::SendMessage(channel, fuse_internal::kHandoverGo));
+  TIERFS_ASSIGN_OR_RETURN(const std::string serving,
+                          fuse_internal::ReceiveMessage(
+                              channel, SteadyClock::now() + fuse_internal::kHandoverServeLimit));
+  if (serving != fuse_internal::kHandoverServing) {
+    return Status::FailedPrecondition("the new daemon failed: " + serving);
+  }
+  return Status::OK();
+}
+
 FuseServer::~FuseServer() {
   ctx_->metrics_reg.Reset();  // no scrape reads this server any more
   // Pool requests end first (cancelled: EINTR to a kernel that no longer listens), while the

@@ -183,6 +183,24 @@ class FuseServer {
   // already detached). OK on either; an error only if the loop failed.
   Status Run();
 
+  // Crash resume (fuse/FORMAT.md "Crash resume"): sends the session's state on `channel` (a
+  // socket to the daemon's supervisor) with the /dev/fuse descriptor, and again as inodes and
+  // handles are handed out, until Run() returns. REQUIRES: before Run().
+  void LogStateTo(int channel);
+  // A server made by TakeOver after its predecessor died: asks the kernel to send again the
+  // requests that daemon had read and not answered (FUSE_NOTIFY_RESEND). False (logged) where the
+  // kernel cannot (before Linux 6.9). REQUIRES: after Attach, before Run().
+  bool AskResend();
+  // The supervisor's side of crash resume. ReceiveState: the next state message LogStateTo sent
+  // on `channel`, waiting up to `timeout` (TimedOut; Unavailable once the daemon's end is
+  // closed), and in *fd the descriptor that came with it (-1 if none). HandStateTo: gives
+  // `state` and `fuse_fd` to the new daemon at the other end of `channel` (started to TakeOver)
+  // as a live restart's old daemon does, and waits for its "ok" (up to `start_limit`) and its
+  // "serving"; the reason otherwise.
+  static Result<std::string> ReceiveState(int channel, std::chrono::nanoseconds timeout, int* fd);
+  static Status HandStateTo(int channel, const std::string& state, int fuse_fd,
+                            std::chrono::nanoseconds start_limit);
+
   // Unmounts now (idempotent). Run() then returns.
   void Unmount();
 

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdarg>
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -390,6 +391,44 @@ HandoverState Session::Snapshot() const {
   return state;
 }
 
+void Session::LogStateTo(int channel) {
+  state_log_ = std::jthread([this, channel](std::stop_token stop) {
+    uint64_t sent = 0;
+    bool first = true;
+    while (!stop.stop_requested()) {
+      std::this_thread::sleep_for(kStateLogPeriod);
+      if (!ctx_->init_answered.load() || ctx_->fs == nullptr) continue;
+      // Not while a live restart has the tables (its release may destroy the Filesystem).
+      std::unique_lock<std::mutex> one(handover_mu_, std::try_to_lock);
+      if (!one.owns_lock() || handed_over_.load()) continue;
+      const uint64_t version = ctx_->fs->TablesVersion();
+      if (!first && version == sent) continue;
+      const Status s =
+          SendMessage(channel, EncodeHandover(Snapshot()), first ? fuse_session_fd(se_) : -1);
+      if (!s.ok()) {
+        Logger(Module::kFuse).warn("no crash resume: the supervisor is gone ({})", s.ToString());
+        return;
+      }
+      first = false;
+      sent = version;
+    }
+  });
+}
+
+bool Session::AskResend() {
+  kabi::OutHeader h{};
+  h.len = sizeof(h);
+  h.error = kabi::kNotifyResend;
+  h.unique = 0;
+  if (::write(fuse_session_fd(se_), &h, sizeof(h)) == static_cast<ssize_t>(sizeof(h))) return true;
+  Logger(Module::kFuse)
+      .warn(
+          "the kernel cannot send again the requests read before the crash ({}; Linux 6.9+): "
+          "their readers wait until they are interrupted",
+          std::strerror(errno));
+  return false;
+}
+
 std::string Session::Successor::End() {
   // Ends and reaps the new daemon; how it ended, if it had by itself. One that failed is
   // usually exiting as its socket closes: a moment to tell its status.
@@ -511,6 +550,10 @@ Status Session::Run() {
   int rc = fuse_session_loop_mt(se_, cfg);
   pthread_sigmask(SIG_SETMASK, &before, nullptr);
   fuse_loop_cfg_destroy(cfg);
+  if (state_log_.joinable()) {
+    state_log_.request_stop();
+    state_log_.join();
+  }
   loop_done_.store(true);
   WakeSupervisor();
   supervisor.join();

@@ -15,8 +15,11 @@ namespace kabi {
 constexpr uint32_t kOpInit = 26;                 // FUSE_INIT
 constexpr uint32_t kInitExt = 1U << 30;          // FUSE_INIT_EXT: flags2 is valid
 constexpr uint32_t kPassthroughFlag2 = 1U << 5;  // FUSE_PASSTHROUGH (1ULL << 37), in flags2
-constexpr uint32_t kOpenNoFlush = 1U << 5;       // FOPEN_NOFLUSH
-constexpr uint32_t kOpenPassthrough = 1U << 7;   // FOPEN_PASSTHROUGH
+// FUSE_NOTIFY_RESEND (Linux 6.9+): the kernel queues again every request a daemon of the
+// connection read and did not answer.
+constexpr int32_t kNotifyResend = 7;
+constexpr uint32_t kOpenNoFlush = 1U << 5;      // FOPEN_NOFLUSH
+constexpr uint32_t kOpenPassthrough = 1U << 7;  // FOPEN_PASSTHROUGH
 struct InHeader {
   uint32_t len, opcode;
   uint64_t unique, nodeid;

@@ -26,6 +26,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "base/fd.h"
 #include "base/result.h"
@@ -64,6 +65,17 @@ class Session {
   Result<int> HandOver(const HandOverHooks& hooks, std::chrono::nanoseconds pause_limit,
                        std::chrono::nanoseconds start_limit);
   bool handed_over() const { return handed_over_.load(); }
+
+  // Sends the state (HandoverState, fuse/FORMAT.md "Crash resume") on `channel` once the kernel
+  // has initialised the connection, with the /dev/fuse descriptor on the first message, and
+  // again within kStateLogPeriod of any inode or handle handed out, until Run returns or a send
+  // fails. From a thread of its own; call before Run.
+  void LogStateTo(int channel);
+  static constexpr std::chrono::milliseconds kStateLogPeriod{10};
+  // Asks the kernel to send again the requests a daemon of this connection read and never
+  // answered (FUSE_NOTIFY_RESEND): a daemon that took the mount over after a crash. False where
+  // the kernel cannot (before Linux 6.9).
+  bool AskResend();
 
   // Unmounts if still mounted, puts the signal handlers back and destroys the session (closing
   // the descriptor).
@@ -118,6 +130,7 @@ class Session {
   bool adopted_ = false;                // Adopt: libfuse did not mount, and cannot unmount
   std::atomic<bool> handed_over_{false};
   std::mutex handover_mu_;  // one HandOver at a time
+  std::jthread state_log_;  // LogStateTo's; stopped and joined by Run's end
 };
 
 }  // namespace tierfs::fuse_internal

@@ -1,0 +1,186 @@
+// The supervisor of a daemonized mount (daemon/supervisor.h).
+
+#include "daemon/supervisor.h"
+
+#include <fmt/format.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "base/logging.h"
+#include "daemon/restart.h"
+#include "fuse/fuse_server.h"
+
+namespace tierfs {
+namespace {
+
+std::atomic<int> g_forward_signal{0};
+
+extern "C" void OnSupervisorSignal(int sig) { g_forward_signal.store(sig); }
+
+void InstallForwarding() {
+  struct sigaction sa {};
+  sa.sa_handler = OnSupervisorSignal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;  // no SA_RESTART: poll returns EINTR
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+}
+
+// How a waitpid status reads in a log line.
+std::string HowItEnded(int status) {
+  if (WIFSIGNALED(status)) {
+    return fmt::format("was killed by signal {} ({})", WTERMSIG(status),
+                       strsignal(WTERMSIG(status)));
+  }
+  return fmt::format("exited with status {}", WEXITSTATUS(status));
+}
+
+// The supervisor's view of its serving daemon.
+struct Serving {
+  pid_t pid = -1;
+  UniqueFd channel;  // its state log
+  std::chrono::steady_clock::time_point since;
+};
+
+// Waits for `daemon` to end, keeping the last state it sent (and the /dev/fuse descriptor, from
+// its first message). Its waitpid status.
+int Watch(Serving* daemon, std::string* state, UniqueFd* fuse_fd) {
+  spdlog::logger& log = Logger(Module::kDaemon);
+  for (;;) {
+    int status = 0;
+    const pid_t r = ::waitpid(daemon->pid, &status, WNOHANG);
+    if (r == daemon->pid) return status;
+    if (const int sig = g_forward_signal.exchange(0); sig != 0) ::kill(daemon->pid, sig);
+    if (daemon->channel.get() < 0) {
+      ::poll(nullptr, 0, 100);
+      continue;
+    }
+    struct pollfd p = {daemon->channel.get(), POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    int fd = -1;
+    Result<std::string> got =
+        FuseServer::ReceiveState(daemon->channel.get(), std::chrono::seconds(10), &fd);
+    UniqueFd came(fd);
+    if (!got.ok()) {
+      // The daemon closed its end: it is ending (waitpid tells how), or it cannot log any more.
+      daemon->channel.Reset();
+      continue;
+    }
+    *state = std::move(*got);
+    if (came.get() >= 0 && fuse_fd->get() < 0) {
+      *fuse_fd = std::move(came);
+      log.info("supervisor: holding the FUSE descriptor of pid {}", daemon->pid);
+    }
+  }
+}
+
+// Starts the installed binary to take the mount over from the dead daemon: the state and the
+// descriptor as a live restart hands them over. The new daemon, or why not.
+Result<Serving> Resume(const std::string& state, int fuse_fd) {
+  int handover[2], log_pair[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, handover) != 0) {
+    return Status::FromErrno(errno, "socketpair");
+  }
+  UniqueFd ours(handover[0]), theirs(handover[1]);
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, log_pair) != 0) {
+    return Status::FromErrno(errno, "socketpair");
+  }
+  Serving next;
+  next.channel = UniqueFd(log_pair[0]);
+  UniqueFd their_log(log_pair[1]);
+  TIERFS_ASSIGN_OR_RETURN(next.pid, StartSuccessor("", theirs.get(), their_log.get()));
+  theirs.Reset();
+  their_log.Reset();
+  if (Status s = FuseServer::HandStateTo(ours.get(), state, fuse_fd, std::chrono::seconds(60));
+      !s.ok()) {
+    ::kill(next.pid, SIGKILL);
+    int st = 0;
+    while (::waitpid(next.pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    return Status::Unavailable(
+        fmt::format("the new daemon (pid {}) {}: {}", next.pid, HowItEnded(st), s.ToString()));
+  }
+  next.since = std::chrono::steady_clock::now();
+  return next;
+}
+
+void DetachMountpoint(const std::string& mountpoint) {
+  if (::umount2(mountpoint.c_str(), MNT_DETACH) == 0) return;
+  Logger(Module::kDaemon)
+      .error("supervisor: cannot unmount {}: {} (fusermount3 -u -z {})", mountpoint,
+             std::strerror(errno), mountpoint);
+}
+
+}  // namespace
+
+int Supervise(const std::string& mountpoint, pid_t daemon, UniqueFd channel) {
+  spdlog::logger& log = Logger(Module::kDaemon);
+  InstallForwarding();
+  Serving serving;
+  serving.pid = daemon;
+  serving.channel = std::move(channel);
+  serving.since = std::chrono::steady_clock::now();
+  std::string state;
+  UniqueFd fuse_fd;
+  int quick_deaths = 0;
+  uint32_t resumes = 0;
+  for (;;) {
+    const int status = Watch(&serving, &state, &fuse_fd);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+      log.info("supervisor: the daemon (pid {}) ended; stopping", serving.pid);
+      return 0;
+    }
+    if (fuse_fd.get() < 0 || state.empty()) {
+      // It never served: the mount (if any) is its failure's, as without a supervisor.
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+    }
+    const bool quick = std::chrono::steady_clock::now() - serving.since < kSettleTime;
+    quick_deaths = quick ? quick_deaths + 1 : 1;
+    log.error("supervisor: the daemon serving {} (pid {}) {}; resuming the mount", mountpoint,
+              serving.pid, HowItEnded(status));
+    for (;;) {
+      if (quick_deaths > kMaxQuickDeaths) {
+        log.error(
+            "supervisor: the daemon serving {} died {} times in a row, each within {} s of its "
+            "start; "
+            "unmounting {} (its readers get ENOTCONN)",
+            mountpoint, quick_deaths, kSettleTime.count(), mountpoint);
+        DetachMountpoint(mountpoint);
+        return 1;
+      }
+      if (quick_deaths > 1) {
+        const auto wait = std::chrono::milliseconds(250) * (1 << std::min(quick_deaths - 2, 6));
+        log.warn("supervisor: waiting {} ms before the next start", wait.count());
+        std::this_thread::sleep_for(wait);
+      }
+      Result<Serving> next = Resume(state, fuse_fd.get());
+      if (next.ok()) {
+        serving = std::move(*next);
+        ++resumes;
+        log.info("supervisor: pid {} serves {} (crash resume {})", serving.pid, mountpoint,
+                 resumes);
+        break;
+      }
+      log.error("supervisor: resuming {} failed: {}", mountpoint, next.status().ToString());
+      ++quick_deaths;
+    }
+  }
+}
+
+}  // namespace tierfs

@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# End-to-end: crash resume of a daemonized mount (daemon/supervisor.h). s3rver → `tierfs mount`
+# without -f (a supervisor and the serving daemon) → while a sequential reader, a shuffled
+# 4-process epoch, an O_DIRECT reader (every read reaches the daemon) and a reader holding open
+# fds run, with the page cache dropped so the buffered readers reach the daemon too:
+#   1. kill -9 of the serving daemon: the supervisor starts a new one on the same /dev/fuse
+#      descriptor; no reader sees an error, every byte is the pattern's (sha256), no single
+#      read(2)/open(2) waits over 5 s, the held fds read on with the same inode numbers, and the
+#      new daemon asks the origin for no byte (L2 held the whole dataset before the kill);
+#   2. a crash loop: the installed binary is replaced by one that exits at once and the serving
+#      daemon is killed again: the supervisor backs off, then unmounts with a clear log line;
+#      a reader then gets an error (no hang) and the supervisor has exited.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/lib_pf.sh"
+e2e_init
+BUCKET=tierfs-crash-resume
+s3rver_start "$BUCKET"
+SEQ="seq.bin=33554432:1"
+DIRECT="direct.bin=16777216:2"
+HOLD=(h1.bin=4194304:11 h2.bin=1048577:12)
+TRAIN=()
+for i in $(seq 0 79); do TRAIN+=("train/f$(printf %03d "$i").bin=262144:$((100 + i))"); done
+step "upload" 120 "$PY" "$E2E_DIR/s3put.py" --endpoint "$S3_ENDPOINT" --bucket "$BUCKET" \
+  "$SEQ" "$DIRECT" "${HOLD[@]}" "${TRAIN[@]}"
+
+# The mount runs a copy of the binary: part 2 replaces it ("the installed binary").
+BIN="$E2E_WORK/bin/tierfs"
+mkdir -p "$E2E_WORK/bin"
+cp "$TIERFS" "$BIN"
+MNT="$E2E_WORK/mnt" CACHE="$E2E_WORK/cache" LOGF="$E2E_WORK/tierfs.log"
+mkdir -p "$MNT" "$CACHE"
+e2e_cred_env
+step "mount (daemonized)" 60 env "${E2E_ENV[@]}" "$BIN" mount "s3://$BUCKET" "$MNT" --cache-dir "$CACHE" \
+  --endpoint "$S3_ENDPOINT" --l1-size 64MiB --l2-size 1GiB --metadata-ttl 1h --log-file "$LOGF" \
+  --log-level info >"$E2E_WORK/mount.out"
+cat "$E2E_WORK/mount.out"
+SUPERVISOR=$(sed -n 's/.*(pid \([0-9]*\),.*/\1/p' "$E2E_WORK/mount.out")
+[[ -n "$SUPERVISOR" ]] || fail "no pid in the mount's output"
+E2E_MOUNTS+=("$MNT")
+E2E_PIDS+=("$SUPERVISOR")
+is_mounted "$MNT" || fail "$MNT is not mounted"
+
+daemon_pid() { xattr_of "$MNT" user.tierfs.daemon | sed -n 's/^pid=\([0-9]*\).*/\1/p'; }
+wait_line() {
+  local deadline=$((SECONDS + $3))
+  until grep -q "$2" "$1" 2>/dev/null; do
+    (( SECONDS < deadline )) || fail "no '$2' in $1 within $3 s"
+    sleep 0.1
+  done
+}
+check_result() {
+  "$PY" - "$1" "$2" "$3" <<'PY'
+import json, sys
+r = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+name, limit = sys.argv[2], float(sys.argv[3])
+print(f"{name}: {r['passes']} passes, longest wait {r['max_wait_s']:.3f} s")
+assert not r["errors"], f"{name}: errors {r['errors'][:5]}"
+assert not r["wrong"], f"{name}: wrong bytes in {r['wrong'][:5]}"
+assert r["max_wait_s"] <= limit, f"{name}: a read waited {r['max_wait_s']:.3f} s (> {limit} s)"
+if "inodes_before" in r:
+    assert r["inodes_before"] == r["inodes_after"], f"inode numbers changed: {r}"
+    print(f"{name}: inode numbers kept: {r['inodes_after']}")
+PY
+}
+
+log "1. kill -9 of the serving daemon under readers"
+PID1=$(daemon_pid)
+[[ -n "$PID1" && "$PID1" != "$SUPERVISOR" ]] || fail "serving daemon pid '$PID1' (supervisor $SUPERVISOR)"
+mkfifo "$E2E_WORK/hold.in"
+"$PY" "$E2E_DIR/restart_reader.py" hold "$MNT" "${HOLD[@]}" <"$E2E_WORK/hold.in" \
+  >"$E2E_WORK/hold.out" 2>&1 &
+HOLDER=$!
+E2E_BG_PIDS+=("$HOLDER")
+exec 8>"$E2E_WORK/hold.in"
+wait_line "$E2E_WORK/hold.out" READY 60
+# Every byte into L2 first (one cold pass of each file): the new daemon must not fetch it again.
+COLD=()
+for f in "$SEQ" "$DIRECT" "${HOLD[@]}" "${TRAIN[@]}"; do COLD+=("$MNT/${f%%=*}"); done
+step "cold pass" 120 sh -c 'cat "$@" >/dev/null' cat "${COLD[@]}"
+"$PY" "$E2E_DIR/restart_reader.py" seq "$MNT" "$SEQ" "$E2E_WORK/stop" \
+  >"$E2E_WORK/seq.out" 2>"$E2E_WORK/seq.err" &
+SEQR=$!
+"$PY" "$E2E_DIR/restart_reader.py" epoch "$MNT" "$E2E_WORK/stop" 4 "${TRAIN[@]}" \
+  >"$E2E_WORK/epoch.out" 2>"$E2E_WORK/epoch.err" &
+EPOCHR=$!
+"$PY" "$E2E_DIR/restart_reader.py" direct "$MNT" "$DIRECT" "$E2E_WORK/stop" \
+  >"$E2E_WORK/direct.out" 2>"$E2E_WORK/direct.err" &
+DIRECTR=$!
+E2E_BG_PIDS+=("$SEQR" "$EPOCHR" "$DIRECTR")
+wait_line "$E2E_WORK/seq.err" "pass 1" 120
+wait_line "$E2E_WORK/epoch.err" "epoch 1" 120
+INO_BEFORE=$(stat -c '%n %i' "$MNT/seq.bin" "$MNT/train/f007.bin" "$MNT/train")
+# The buffered readers read through the daemon again, not the page cache, when the kill comes.
+echo 1 >/proc/sys/vm/drop_caches
+sleep 0.3
+kill -KILL "$PID1"
+log "killed the serving daemon (pid $PID1)"
+deadline=$((SECONDS + 30))
+until PID2=$(daemon_pid 2>/dev/null) && [[ -n "$PID2" && "$PID2" != "$PID1" ]]; do
+  (( SECONDS < deadline )) || fail "no new daemon within 30 s"
+  sleep 0.1
+done
+log "pid $PID2 serves $MNT"
+# One more full pass of each reader on the new daemon, then they stop.
+touch "$E2E_WORK/stop"
+echo go >&8
+exec 8>&-
+wait "$HOLDER" || fail "the holding reader failed: $(cat "$E2E_WORK/hold.out")"
+wait "$SEQR" || fail "the sequential reader failed: $(cat "$E2E_WORK/seq.err")"
+wait "$EPOCHR" || fail "the epoch reader failed: $(cat "$E2E_WORK/epoch.err")"
+wait "$DIRECTR" || fail "the O_DIRECT reader failed: $(cat "$E2E_WORK/direct.err")"
+check_result "$E2E_WORK/seq.out" "sequential reader" 5.0
+check_result "$E2E_WORK/epoch.out" "shuffled epoch" 5.0
+check_result "$E2E_WORK/direct.out" "O_DIRECT reader" 5.0
+check_result "$E2E_WORK/hold.out" "held fds" 5.0
+INO_AFTER=$(stat -c '%n %i' "$MNT/seq.bin" "$MNT/train/f007.bin" "$MNT/train")
+[[ "$INO_BEFORE" == "$INO_AFTER" ]] || fail "inode numbers changed: $INO_BEFORE / $INO_AFTER"
+ob=$(stat_of "$MNT" origin.bytes)
+log "new daemon: origin.requests=$(stat_of "$MNT" origin.requests) origin.bytes=$ob l2.hits=$(stat_of "$MNT" l2.hits)"
+[[ "$ob" == 0 ]] || fail "the new daemon fetched $ob bytes from the origin that L2 held"
+grep -q "supervisor: pid $PID2 serves $MNT (crash resume 1)" "$LOGF" || fail "no resume line in the log"
+
+log "2. a crash loop ends in an unmount"
+printf '#!/bin/sh\necho started >>"%s"\nexit 1\n' "$E2E_WORK/starts" >"$E2E_WORK/broken"
+chmod +x "$E2E_WORK/broken"
+mv "$E2E_WORK/broken" "$BIN"
+T0=$SECONDS
+kill -KILL "$PID2"
+wait_pid_exit "$SUPERVISOR" 60 || fail "the supervisor did not give up within 60 s"
+log "the supervisor gave up after $((SECONDS - T0)) s, $(wc -l <"$E2E_WORK/starts") starts"
+grep "supervisor:" "$LOGF" | sed 's/^/    /'
+# The daemon killed here had served under 30 s: its death is the second quick one in a row,
+# and four starts of the broken binary make six.
+(( $(wc -l <"$E2E_WORK/starts") == 4 )) || fail "want 4 starts of the broken binary"
+grep -q "died 6 times in a row, each within 30 s of its start; unmounting $MNT" "$LOGF" ||
+  fail "no crash loop line in the log: $(tail -5 "$LOGF")"
+grep -q "waiting 2000 ms before the next start" "$LOGF" || fail "no backoff in the log"
+is_mounted "$MNT" && fail "$MNT is still mounted"
+rc=0
+timeout -k 2 10 cat "$MNT/seq.bin" >/dev/null 2>&1 || rc=$?
+(( rc != 0 && rc != 124 )) || fail "a read after the crash loop: exit $rc (want an error, no hang)"
+log "PASS: crash resume and crash loop"
