@@ -7,7 +7,9 @@
 #      descriptor; no reader sees an error, every byte is the pattern's (sha256), no single
 #      read(2)/open(2) waits over 5 s, the held fds read on with the same inode numbers, and the
 #      new daemon asks the origin for no byte (L2 held the whole dataset before the kill);
-#   2. a crash loop: the installed binary is replaced by one that exits at once and the serving
+#   2. a read waiting on a stalled origin when the daemon is killed: the kernel sends it again to
+#      the new daemon (FUSE_NOTIFY_RESEND), and it gets its bytes once the origin answers;
+#   3. a crash loop: the installed binary is replaced by one that exits at once and the serving
 #      daemon is killed again: the supervisor backs off, then unmounts with a clear log line;
 #      a reader then gets an error (no hang) and the supervisor has exited.
 set -euo pipefail
@@ -16,13 +18,17 @@ source "$(dirname "$0")/lib_pf.sh"
 e2e_init
 BUCKET=tierfs-crash-resume
 s3rver_start "$BUCKET"
+trap 'rc=$?; stall_proxy_stop; e2e_cleanup $rc' EXIT
 SEQ="seq.bin=33554432:1"
 DIRECT="direct.bin=16777216:2"
 HOLD=(h1.bin=4194304:11 h2.bin=1048577:12)
+LATE="late.bin=67108864:3"
 TRAIN=()
 for i in $(seq 0 79); do TRAIN+=("train/f$(printf %03d "$i").bin=262144:$((100 + i))"); done
 step "upload" 120 "$PY" "$E2E_DIR/s3put.py" --endpoint "$S3_ENDPOINT" --bucket "$BUCKET" \
-  "$SEQ" "$DIRECT" "${HOLD[@]}" "${TRAIN[@]}"
+  "$SEQ" "$DIRECT" "$LATE" "${HOLD[@]}" "${TRAIN[@]}"
+# The origin through a proxy that stalls every request while $E2E_WORK/stall exists (part 2).
+stall_proxy_start
 
 # The mount runs a copy of the binary: part 2 replaces it ("the installed binary").
 BIN="$E2E_WORK/bin/tierfs"
@@ -32,7 +38,7 @@ MNT="$E2E_WORK/mnt" CACHE="$E2E_WORK/cache" LOGF="$E2E_WORK/tierfs.log"
 mkdir -p "$MNT" "$CACHE"
 e2e_cred_env
 step "mount (daemonized)" 60 env "${E2E_ENV[@]}" "$BIN" mount "s3://$BUCKET" "$MNT" --cache-dir "$CACHE" \
-  --endpoint "$S3_ENDPOINT" --l1-size 64MiB --l2-size 1GiB --metadata-ttl 1h --log-file "$LOGF" \
+  --endpoint "$PROXY" --l1-size 64MiB --l2-size 1GiB --metadata-ttl 1h --log-file "$LOGF" \
   --log-level info >"$E2E_WORK/mount.out"
 cat "$E2E_WORK/mount.out"
 SUPERVISOR=$(sed -n 's/.*(pid \([0-9]*\),.*/\1/p' "$E2E_WORK/mount.out")
@@ -121,7 +127,32 @@ log "new daemon: origin.requests=$(stat_of "$MNT" origin.requests) origin.bytes=
 [[ "$ob" == 0 ]] || fail "the new daemon fetched $ob bytes from the origin that L2 held"
 grep -q "supervisor: pid $PID2 serves $MNT (crash resume 1)" "$LOGF" || fail "no resume line in the log"
 
-log "2. a crash loop ends in an unmount"
+log "2. a read waiting on the origin when the daemon dies gets its bytes from the next one"
+touch "$E2E_WORK/stall"
+# Its last MiB, O_DIRECT (no readahead): no tier holds it.
+WANT=$("$PY" -c 'import hashlib,random; print(hashlib.sha256(random.Random(3).randbytes(67108864)[-1048576:]).hexdigest())')
+(timeout -k 2 60 dd if="$MNT/late.bin" bs=1M skip=63 count=1 iflag=direct 2>/dev/null |
+  sha256sum >"$E2E_WORK/late.out" 2>&1) &
+LATER=$!
+E2E_BG_PIDS+=("$LATER")
+# The read (or its open) reaches the daemon and waits on the stalled origin.
+sleep 1
+pid_alive "$LATER" || fail "the read of late.bin ended with the origin stalled: $(cat "$E2E_WORK/late.out")"
+kill -KILL "$PID2"
+deadline=$((SECONDS + 30))
+until PID3=$(daemon_pid 2>/dev/null) && [[ -n "$PID3" && "$PID3" != "$PID2" ]]; do
+  (( SECONDS < deadline )) || fail "no new daemon within 30 s"
+  sleep 0.1
+done
+log "pid $PID3 serves $MNT; the origin answers again"
+rm -f "$E2E_WORK/stall"
+wait "$LATER" || fail "the read of late.bin failed: $(cat "$E2E_WORK/late.out")"
+[[ "$(cut -d' ' -f1 "$E2E_WORK/late.out")" == "$WANT" ]] ||
+  fail "late.bin: wrong bytes: $(cat "$E2E_WORK/late.out")"
+log "the read in flight at the kill got its bytes"
+PID2=$PID3
+
+log "3. a crash loop ends in an unmount"
 printf '#!/bin/sh\necho started >>"%s"\nexit 1\n' "$E2E_WORK/starts" >"$E2E_WORK/broken"
 chmod +x "$E2E_WORK/broken"
 mv "$E2E_WORK/broken" "$BIN"
@@ -130,9 +161,9 @@ kill -KILL "$PID2"
 wait_pid_exit "$SUPERVISOR" 60 || fail "the supervisor did not give up within 60 s"
 log "the supervisor gave up after $((SECONDS - T0)) s, $(wc -l <"$E2E_WORK/starts") starts"
 grep "supervisor:" "$LOGF" | sed 's/^/    /'
-# The daemon killed here had served under 30 s: its death is the second quick one in a row,
-# and four starts of the broken binary make six.
-(( $(wc -l <"$E2E_WORK/starts") == 4 )) || fail "want 4 starts of the broken binary"
+# The daemon killed here had served under 30 s, as had the one before: its death is the third
+# quick one in a row, and three starts of the broken binary make six.
+(( $(wc -l <"$E2E_WORK/starts") == 3 )) || fail "want 3 starts of the broken binary"
 grep -q "died 6 times in a row, each within 30 s of its start; unmounting $MNT" "$LOGF" ||
   fail "no crash loop line in the log: $(tail -5 "$LOGF")"
 grep -q "waiting 2000 ms before the next start" "$LOGF" || fail "no backoff in the log"
