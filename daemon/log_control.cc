@@ -44,6 +44,11 @@ void DaemonLogControl::SetMountHistory(int64_t mounted_at_ns, uint32_t restarts)
   restarts_.store(restarts);
 }
 
+void DaemonLogControl::SetSupervision(int supervisor_pid, uint32_t resumes) {
+  supervisor_pid_.store(supervisor_pid);
+  resumes_.store(resumes);
+}
+
 std::string DaemonLogControl::LogLevel() const { return CurrentLogLevel(); }
 
 Status DaemonLogControl::SetLogLevel(std::string_view level) {
@@ -62,9 +67,10 @@ std::string DaemonLogControl::Describe() const {
   if (!memory.empty()) memory += ' ';
   const int64_t mounted = mounted_at_ns_.load();
   return fmt::format(
-      "pid={} version={} started={} mounted={} restarts={} log_level={} log_format={} {}log={} "
-      "cache_dir={}",
+      "pid={} version={} started={} mounted={} restarts={} supervisor_pid={} resumes={} "
+      "log_level={} log_format={} {}log={} cache_dir={}",
       getpid(), version_, Utc(started_at_ns_), mounted > 0 ? Utc(mounted) : "-", restarts_.load(),
+      supervisor_pid_.load() > 0 ? std::to_string(supervisor_pid_.load()) : "-", resumes_.load(),
       lo.level, lo.format, memory, EscapeForLog(lo.destination, 512),
       EscapeForLog(cache_dir_, 512));
 }

@@ -30,6 +30,9 @@ class DaemonLogControl final : public DaemonControl {
   // The mount's history, shown by Describe() (mounted=, restarts=; started= is this daemon's
   // start): set once the mount is served (FuseServer::history).
   void SetMountHistory(int64_t mounted_at_ns, uint32_t restarts);
+  // A supervised daemon (daemon/supervisor.h): its supervisor's pid and the mount's crash resumes,
+  // shown by Describe() (supervisor_pid=, resumes=; "-" and 0 without a supervisor).
+  void SetSupervision(int supervisor_pid, uint32_t resumes);
 
  private:
   const std::string cache_dir_;
@@ -37,6 +40,8 @@ class DaemonLogControl final : public DaemonControl {
   const int64_t started_at_ns_;
   std::atomic<int64_t> mounted_at_ns_{0};
   std::atomic<uint32_t> restarts_{0};
+  std::atomic<int> supervisor_pid_{0};
+  std::atomic<uint32_t> resumes_{0};
 };
 
 class HupReopener {

@@ -201,10 +201,13 @@ int ServeMount(const DaemonOptions& o, StartupPipe* pipe, int channel, int super
   if (Status s = BuildAndMount(o, channel, &control, &c); !s.ok()) {
     return StartupFailed(s, pipe, &c);
   }
+  uint32_t resumes = 0;
   if (supervisor >= 0) {
     // A crash resume asks the kernel for the requests the dead daemon never answered.
-    if (takeover) c.server->AskResend();
+    resumes = CrashResumes();
+    if (takeover) c.server->ResumeAfterCrash(resumes);
     c.server->LogStateTo(supervisor);
+    control.SetSupervision(getppid(), resumes);
   }
   const FuseServer::History history = c.server->history();
   control.SetMountHistory(history.mounted_at_ns, history.restarts);

@@ -223,6 +223,10 @@ std::string FormatStatusText(const std::vector<MountStatus>& mounts,
         out += fmt::format("  daemon   started {}  mounted {}  live restarts {}\n",
                            d.Str("started"), d.Str("mounted"), d.Str("restarts"));
       }
+      if (d.Has("supervisor_pid")) {  // older daemons: none
+        out += fmt::format("  daemon   supervisor pid {}  crash resumes {}\n",
+                           d.Str("supervisor_pid"), d.Str("resumes"));
+      }
     }
     if (d.Has("memory_limit")) {
       out += fmt::format(
@@ -279,9 +283,14 @@ std::string FormatStatusJson(const std::vector<MountStatus>& mounts,
     } else {
       j["pid"] = nullptr;
     }
+    if (ParseDecimal(m.daemon.Str("supervisor_pid"), &pid)) {
+      j["supervisor_pid"] = pid;
+    } else {
+      j["supervisor_pid"] = nullptr;
+    }
     ordered_json daemon = ordered_json::object();
     for (const auto& [k, v] : m.daemon.items) {
-      if (k != "pid") daemon[k] = v;
+      if (k != "pid" && k != "supervisor_pid") daemon[k] = v;
     }
     j["daemon"] = daemon;
     ordered_json stats = ordered_json::object();

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -92,7 +93,8 @@ int Watch(Serving* daemon, std::string* state, UniqueFd* fuse_fd) {
 
 // Starts the installed binary to take the mount over from the dead daemon: the state and the
 // descriptor as a live restart hands them over. The new daemon, or why not.
-Result<Serving> Resume(const std::string& state, int fuse_fd) {
+Result<Serving> Resume(const std::string& state, int fuse_fd, uint32_t resumes) {
+  ::setenv(kCrashResumesEnv, std::to_string(resumes).c_str(), 1);
   int handover[2], log_pair[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, handover) != 0) {
     return Status::FromErrno(errno, "socketpair");
@@ -128,6 +130,14 @@ void DetachMountpoint(const std::string& mountpoint) {
 }
 
 }  // namespace
+
+uint32_t CrashResumes() {
+  const char* v = std::getenv(kCrashResumesEnv);
+  if (v == nullptr) return 0;
+  const uint32_t n = static_cast<uint32_t>(std::strtoul(v, nullptr, 10));
+  ::unsetenv(kCrashResumesEnv);
+  return n;
+}
 
 int Supervise(const std::string& mountpoint, pid_t daemon, UniqueFd channel) {
   spdlog::logger& log = Logger(Module::kDaemon);
@@ -169,7 +179,7 @@ int Supervise(const std::string& mountpoint, pid_t daemon, UniqueFd channel) {
         log.warn("supervisor: waiting {} ms before the next start", wait.count());
         std::this_thread::sleep_for(wait);
       }
-      Result<Serving> next = Resume(state, fuse_fd.get());
+      Result<Serving> next = Resume(state, fuse_fd.get(), resumes + 1);
       if (next.ok()) {
         serving = std::move(*next);
         ++resumes;

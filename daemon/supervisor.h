@@ -31,4 +31,10 @@ inline constexpr int kMaxQuickDeaths = 5;
 // process's exit code: the daemon's own when it failed before it served.
 int Supervise(const std::string& mountpoint, pid_t daemon, UniqueFd channel);
 
+// The environment variable by which the supervisor tells a daemon it starts how many crash
+// resumes the mount has had, this one included.
+inline constexpr const char* kCrashResumesEnv = "TIERFS_CRASH_RESUMES";
+// Its value (removed from the environment); 0 when unset.
+uint32_t CrashResumes();
+
 }  // namespace tierfs

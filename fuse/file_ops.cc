@@ -62,6 +62,7 @@ bool ReplyPassthroughOpen(Context* ctx, fuse_req_t q, fuse_ino_t ino, const Open
   out.fh = r.fh | kFhPassthrough;
   out.open_flags = kabi::kOpenPassthrough | kabi::kOpenNoFlush;
   out.backing_id = io.backing_id;
+  ctx->LogState();
   if (fuse_reply_buf(q, reinterpret_cast<const char*>(&out), sizeof(out)) == -ENOENT) {
     ctx->fs->Release(r.fh);  // interrupted
     ReleaseOpenIo(ctx, ino, /*passthrough=*/true);
@@ -83,6 +84,7 @@ void ReplyCachedOpen(Context* ctx, fuse_req_t q, fuse_ino_t ino, const OpenResul
   f.keep_cache = r.keep_cache || stored ? 1 : 0;
   f.direct_io = 0;
   f.noflush = 1;  // nothing to flush on close(2) of a read-only file
+  ctx->LogState();
   if (fuse_reply_open(q, &f) == -ENOENT) {
     ctx->fs->Release(r.fh);  // interrupted
     if (ctx->passthrough_negotiated.load()) ReleaseOpenIo(ctx, ino, /*passthrough=*/false);

@@ -140,6 +140,10 @@ void CollectFuseMetrics(const Context& ctx, metrics::Exposition* e) {
                 "Live restarts the mount has been through (tierfs restart), carried from daemon to "
                 "daemon.",
                 {}, ctx.restarts);
+  e->AddCounter(
+      "tierfs_crash_resumes_total",
+      "Times the mount's supervisor started a daemon on it after the serving daemon died.", {},
+      ctx.resumes);
   e->AddGauge("tierfs_mount_time_seconds", "When the mount was made (Unix time), kept by restarts.",
               {}, static_cast<double>(ctx.mounted_at_ns) / 1e9);
 }
@@ -259,7 +263,7 @@ Result<int> FuseServer::HandOver(const HandOverHooks& hooks, std::chrono::nanose
 bool FuseServer::handed_over() const { return session_->handed_over(); }
 
 FuseServer::History FuseServer::history() const {
-  return History{ctx_->mounted_at_ns, ctx_->restarts};
+  return History{ctx_->mounted_at_ns, ctx_->restarts, ctx_->resumes};
 }
 
 Status FuseServer::Run() {
@@ -279,7 +283,12 @@ void FuseServer::Unmount() { session_->Unmount(); }
 
 void FuseServer::LogStateTo(int channel) { session_->LogStateTo(channel); }
 
-bool FuseServer::AskResend() { return session_->AskResend(); }
+bool FuseServer::ResumeAfterCrash(uint32_t resumes) {
+  // The takeover counted itself a live restart; it is not one.
+  if (ctx_->restarts > 0) --ctx_->restarts;
+  ctx_->resumes = resumes;
+  return session_->AskResend();
+}
 
 Result<std::string> FuseServer::ReceiveState(int channel, std::chrono::nanoseconds timeout,
                                              int* fd) {

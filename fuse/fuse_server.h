@@ -187,10 +187,11 @@ class FuseServer {
   // socket to the daemon's supervisor) with the /dev/fuse descriptor, and again as inodes and
   // handles are handed out, until Run() returns. REQUIRES: before Run().
   void LogStateTo(int channel);
-  // A server made by TakeOver after its predecessor died: asks the kernel to send again the
-  // requests that daemon had read and not answered (FUSE_NOTIFY_RESEND). False (logged) where the
-  // kernel cannot (before Linux 6.9). REQUIRES: after Attach, before Run().
-  bool AskResend();
+  // A server made by TakeOver after its predecessor died, the mount's `resumes`th crash resume
+  // (history(): not a live restart): asks the kernel to send again the requests that daemon had
+  // read and not answered (FUSE_NOTIFY_RESEND). False (logged) where the kernel cannot (before
+  // Linux 6.9). REQUIRES: after Attach, before Run().
+  bool ResumeAfterCrash(uint32_t resumes);
   // The supervisor's side of crash resume. ReceiveState: the next state message LogStateTo sent
   // on `channel`, waiting up to `timeout` (TimedOut; Unavailable once the daemon's end is
   // closed), and in *fd the descriptor that came with it (-1 if none). HandStateTo: gives
@@ -233,6 +234,7 @@ class FuseServer {
   struct History {
     int64_t mounted_at_ns = 0;  // Unix time
     uint32_t restarts = 0;
+    uint32_t resumes = 0;  // crash resumes (ResumeAfterCrash)
   };
   History history() const;
 

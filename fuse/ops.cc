@@ -89,6 +89,7 @@ void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
                           }
                           // An interrupted lookup never reached the kernel: take back the lookup
                           // count it added.
+                          ctx->LogState();
                           if (fuse_reply_entry(r, &*e) == -ENOENT && e->ino != 0)
                             ctx->fs->Forget(e->ino, 1);
                         });
@@ -146,6 +147,7 @@ void OpenDir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
     return;
   }
   fi->fh = *dh;
+  ctx->LogState();
   if (fuse_reply_open(req, fi) == -ENOENT) ctx->fs->ReleaseDir(*dh);  // interrupted
 }
 
@@ -246,6 +248,7 @@ void ReadDirCommon(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
       fuse_reply_err(q, ToErrno(r.status()));
       return;
     }
+    if (!r->looked_up.empty()) ctx->LogState();
     if (fuse_reply_buf(q, r->buf.data(), r->buf.size()) == -ENOENT) {
       for (InodeId i : r->looked_up) ctx->fs->Forget(i, 1);  // interrupted: the kernel saw none
     }

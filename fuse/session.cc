@@ -392,27 +392,39 @@ HandoverState Session::Snapshot() const {
 }
 
 void Session::LogStateTo(int channel) {
-  state_log_ = std::jthread([this, channel](std::stop_token stop) {
-    uint64_t sent = 0;
-    bool first = true;
+  {
+    MutexLock l(&log_mu_);
+    log_channel_ = channel;
+  }
+  ctx_->log_state = [this] { SendState(); };
+  state_log_ = std::jthread([this](std::stop_token stop) {
     while (!stop.stop_requested()) {
       std::this_thread::sleep_for(kStateLogPeriod);
-      if (!ctx_->init_answered.load() || ctx_->fs == nullptr) continue;
-      // Not while a live restart has the tables (its release may destroy the Filesystem).
+      // Not while a live restart has the tables (its release may destroy the Filesystem); the
+      // readers, the other callers, are parked then.
       std::unique_lock<std::mutex> one(handover_mu_, std::try_to_lock);
       if (!one.owns_lock() || handed_over_.load()) continue;
-      const uint64_t version = ctx_->fs->TablesVersion();
-      if (!first && version == sent) continue;
-      const Status s =
-          SendMessage(channel, EncodeHandover(Snapshot()), first ? fuse_session_fd(se_) : -1);
-      if (!s.ok()) {
-        Logger(Module::kFuse).warn("no crash resume: the supervisor is gone ({})", s.ToString());
-        return;
-      }
-      first = false;
-      sent = version;
+      SendState();
     }
   });
+}
+
+void Session::SendState() {
+  if (!ctx_->init_answered.load() || ctx_->fs == nullptr) return;
+  // Taken before the export, which therefore holds every inode and handle up to it.
+  const uint64_t version = ctx_->fs->TablesVersion();
+  MutexLock l(&log_mu_);
+  if (log_channel_ < 0) return;
+  if (!log_first_ && version <= log_sent_) return;  // a state sent meanwhile holds them
+  const Status s =
+      SendMessage(log_channel_, EncodeHandover(Snapshot()), log_first_ ? fuse_session_fd(se_) : -1);
+  if (!s.ok()) {
+    Logger(Module::kFuse).warn("no crash resume: the supervisor is gone ({})", s.ToString());
+    log_channel_ = -1;
+    return;
+  }
+  log_first_ = false;
+  log_sent_ = version;
 }
 
 bool Session::AskResend() {

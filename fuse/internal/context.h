@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -66,6 +67,12 @@ struct FuseServer::Context {
   // Set before the session serves (FuseServer::Mount, or Attach after TakeOver); replaced only
   // while every reader is parked (a failed handover's restore, Session::Release).
   Filesystem* fs = nullptr;
+  // Crash resume (Session::LogStateTo): before a reply hands the kernel an inode or a handle,
+  // the supervisor gets the state that holds it. Set before the loop runs; null without one.
+  std::function<void()> log_state;
+  void LogState() const {
+    if (log_state) log_state();
+  }
   // The session (fuse_internal::Session owns it), for notifications and the backing-file
   // ioctls: set once it exists, before the loop runs.
   fuse_session* se = nullptr;
@@ -108,6 +115,7 @@ struct FuseServer::Context {
   // The mount's history (FuseServer::History): set at Mount, or from the handover at Adopt.
   int64_t mounted_at_ns = 0;
   uint32_t restarts = 0;
+  uint32_t resumes = 0;  // crash resumes (FuseServer::ResumeAfterCrash)
 
   // ---- passthrough (fuse/internal/passthrough.h) ----
   bool passthrough_wanted = false;  // FuseOptions::passthrough, without open_in_kernel

@@ -29,6 +29,7 @@
 #include <thread>
 
 #include "base/fd.h"
+#include "base/mutex.h"
 #include "base/result.h"
 #include "base/status.h"
 #include "fuse/fuse_server.h"
@@ -68,8 +69,8 @@ class Session {
 
   // Sends the state (HandoverState, fuse/FORMAT.md "Crash resume") on `channel` once the kernel
   // has initialised the connection, with the /dev/fuse descriptor on the first message, and
-  // again within kStateLogPeriod of any inode or handle handed out, until Run returns or a send
-  // fails. From a thread of its own; call before Run.
+  // again before any reply that hands the kernel an inode or a handle the last state lacks
+  // (Context::LogState), until Run returns or a send fails. Call before Run.
   void LogStateTo(int channel);
   static constexpr std::chrono::milliseconds kStateLogPeriod{10};
   // Asks the kernel to send again the requests a daemon of this connection read and never
@@ -130,7 +131,15 @@ class Session {
   bool adopted_ = false;                // Adopt: libfuse did not mount, and cannot unmount
   std::atomic<bool> handed_over_{false};
   std::mutex handover_mu_;  // one HandOver at a time
-  std::jthread state_log_;  // LogStateTo's; stopped and joined by Run's end
+  // LogStateTo's thread (stopped and joined by Run's end) and the log: what was last sent.
+  std::jthread state_log_;
+  // Sends the state if an inode or a handle was handed out since the last one sent (the first
+  // time, with the descriptor).
+  void SendState() EXCLUDES(log_mu_);
+  Mutex log_mu_;
+  int log_channel_ GUARDED_BY(log_mu_) = -1;  // -1: none, or the supervisor is gone
+  bool log_first_ GUARDED_BY(log_mu_) = true;
+  uint64_t log_sent_ GUARDED_BY(log_mu_) = 0;  // TablesVersion of the last state sent
 };
 
 }  // namespace tierfs::fuse_internal

@@ -36,10 +36,12 @@ mkdir -p "$E2E_WORK/bin"
 cp "$TIERFS" "$BIN"
 MNT="$E2E_WORK/mnt" CACHE="$E2E_WORK/cache" LOGF="$E2E_WORK/tierfs.log"
 mkdir -p "$MNT" "$CACHE"
+CONF="$E2E_WORK/tierfs.toml" METRICS="127.0.0.1:$(free_port)"
+printf '[metrics]\naddress = "%s"\n' "$METRICS" >"$CONF"
 e2e_cred_env
 step "mount (daemonized)" 60 env "${E2E_ENV[@]}" "$BIN" mount "s3://$BUCKET" "$MNT" --cache-dir "$CACHE" \
   --endpoint "$PROXY" --l1-size 64MiB --l2-size 1GiB --metadata-ttl 1h --log-file "$LOGF" \
-  --log-level info >"$E2E_WORK/mount.out"
+  --log-level info --config "$CONF" >"$E2E_WORK/mount.out"
 cat "$E2E_WORK/mount.out"
 SUPERVISOR=$(sed -n 's/.*(pid \([0-9]*\),.*/\1/p' "$E2E_WORK/mount.out")
 [[ -n "$SUPERVISOR" ]] || fail "no pid in the mount's output"
@@ -47,6 +49,24 @@ E2E_MOUNTS+=("$MNT")
 E2E_PIDS+=("$SUPERVISOR")
 is_mounted "$MNT" || fail "$MNT is not mounted"
 
+# check_status PID RESUMES: tierfs status --json names the serving daemon PID and the supervisor,
+# RESUMES crash resumes and no live restart; the metric counts the resumes too.
+check_status() {
+  "$TIERFS" status "$MNT" --json | "$PY" -c '
+import json, sys
+m = json.load(sys.stdin)["mounts"][0]
+pid, sup, resumes = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+assert m["pid"] == pid, (m["pid"], pid)
+assert m["supervisor_pid"] == sup, (m["supervisor_pid"], sup)
+assert m["daemon"]["resumes"] == resumes, m["daemon"]
+assert m["daemon"]["restarts"] == "0", m["daemon"]' "$1" "$SUPERVISOR" "$2"
+  "$TIERFS" status "$MNT" | grep -q "supervisor pid $SUPERVISOR  crash resumes $2" ||
+    fail "tierfs status: $("$TIERFS" status "$MNT")"
+  local metrics
+  metrics=$(curl -s "http://$METRICS/metrics")
+  grep -qx "tierfs_crash_resumes_total $2" <<<"$metrics" ||
+    fail "metrics: $(grep resumes <<<"$metrics")"
+}
 daemon_pid() { xattr_of "$MNT" user.tierfs.daemon | sed -n 's/^pid=\([0-9]*\).*/\1/p'; }
 wait_line() {
   local deadline=$((SECONDS + $3))
@@ -73,6 +93,7 @@ PY
 log "1. kill -9 of the serving daemon under readers"
 PID1=$(daemon_pid)
 [[ -n "$PID1" && "$PID1" != "$SUPERVISOR" ]] || fail "serving daemon pid '$PID1' (supervisor $SUPERVISOR)"
+check_status "$PID1" 0 || fail "tierfs status before the kill"
 mkfifo "$E2E_WORK/hold.in"
 "$PY" "$E2E_DIR/restart_reader.py" hold "$MNT" "${HOLD[@]}" <"$E2E_WORK/hold.in" \
   >"$E2E_WORK/hold.out" 2>&1 &
@@ -108,10 +129,15 @@ until PID2=$(daemon_pid 2>/dev/null) && [[ -n "$PID2" && "$PID2" != "$PID1" ]]; 
   sleep 0.1
 done
 log "pid $PID2 serves $MNT"
+check_status "$PID2" 1 || fail "tierfs status after the resume"
 # One more full pass of each reader on the new daemon, then they stop.
 touch "$E2E_WORK/stop"
 echo go >&8
 exec 8>&-
+# A request the dead daemon had read and the kernel never sent again would hang its reader.
+for r in "$HOLDER" "$SEQR" "$EPOCHR" "$DIRECTR"; do
+  wait_pid_exit "$r" 120 || fail "a reader (pid $r) still waits 120 s after the resume"
+done
 wait "$HOLDER" || fail "the holding reader failed: $(cat "$E2E_WORK/hold.out")"
 wait "$SEQR" || fail "the sequential reader failed: $(cat "$E2E_WORK/seq.err")"
 wait "$EPOCHR" || fail "the epoch reader failed: $(cat "$E2E_WORK/epoch.err")"
@@ -146,10 +172,12 @@ until PID3=$(daemon_pid 2>/dev/null) && [[ -n "$PID3" && "$PID3" != "$PID2" ]]; 
 done
 log "pid $PID3 serves $MNT; the origin answers again"
 rm -f "$E2E_WORK/stall"
+wait_pid_exit "$LATER" 70 || fail "the read of late.bin still waits"
 wait "$LATER" || fail "the read of late.bin failed: $(cat "$E2E_WORK/late.out")"
 [[ "$(cut -d' ' -f1 "$E2E_WORK/late.out")" == "$WANT" ]] ||
   fail "late.bin: wrong bytes: $(cat "$E2E_WORK/late.out")"
 log "the read in flight at the kill got its bytes"
+check_status "$PID3" 2 || fail "tierfs status after the second resume"
 PID2=$PID3
 
 log "3. a crash loop ends in an unmount"
