@@ -134,6 +134,35 @@ TEST_F(HandoverTest, TablesSurviveEncodingIntoANewFilesystem) {
   EXPECT_TRUE(new_fs->Forget(big->attr.ino, 1));
 }
 
+// Crash resume sends the state before a reply hands out an inode or a handle the last state
+// lacks: TablesVersion must grow with each one handed out, and only then.
+TEST_F(HandoverTest, TablesVersionGrowsWithEachInodeAndHandleHandedOut) {
+  auto fs = NewFs();
+  const uint64_t v0 = fs->TablesVersion();
+  auto data = fs->Lookup(kRootInode, "data");
+  ASSERT_OK(data);
+  const uint64_t v1 = fs->TablesVersion();
+  EXPECT_GT(v1, v0);
+  ASSERT_OK(fs->Lookup(kRootInode, "data"));  // the same inode again
+  EXPECT_EQ(fs->TablesVersion(), v1);
+  auto big = fs->Lookup(data->attr.ino, "big.bin");
+  ASSERT_OK(big);
+  const uint64_t v2 = fs->TablesVersion();
+  EXPECT_GT(v2, v1);
+  auto fh = fs->Open(big->attr.ino);
+  ASSERT_OK(fh);
+  const uint64_t v3 = fs->TablesVersion();
+  EXPECT_GT(v3, v2);
+  auto dh = fs->OpenDir(data->attr.ino);
+  ASSERT_OK(dh);
+  EXPECT_GT(fs->TablesVersion(), v3);
+  // A state exported at a version holds everything handed out up to it.
+  FilesystemState state = fs->ExportState();
+  EXPECT_EQ(state.files.size(), 1u);
+  EXPECT_EQ(state.dirs.size(), 1u);
+  EXPECT_EQ(state.inodes.size(), 3u);
+}
+
 TEST_F(HandoverTest, ImportRefusesTablesThatDoNotHoldTogether) {
   auto fs = NewFs();
   FilesystemState s = fs->ExportState();
