@@ -15,6 +15,7 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/lib_pf.sh"
+source "$(dirname "$0")/lib_readers.sh"
 e2e_init
 BUCKET=tierfs-crash-resume
 s3rver_start "$BUCKET"
@@ -68,27 +69,6 @@ assert m["daemon"]["restarts"] == "0", m["daemon"]' "$1" "$SUPERVISOR" "$2"
     fail "metrics: $(grep resumes <<<"$metrics")"
 }
 daemon_pid() { xattr_of "$MNT" user.tierfs.daemon | sed -n 's/^pid=\([0-9]*\).*/\1/p'; }
-wait_line() {
-  local deadline=$((SECONDS + $3))
-  until grep -q "$2" "$1" 2>/dev/null; do
-    (( SECONDS < deadline )) || fail "no '$2' in $1 within $3 s"
-    sleep 0.1
-  done
-}
-check_result() {
-  "$PY" - "$1" "$2" "$3" <<'PY'
-import json, sys
-r = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
-name, limit = sys.argv[2], float(sys.argv[3])
-print(f"{name}: {r['passes']} passes, longest wait {r['max_wait_s']:.3f} s")
-assert not r["errors"], f"{name}: errors {r['errors'][:5]}"
-assert not r["wrong"], f"{name}: wrong bytes in {r['wrong'][:5]}"
-assert r["max_wait_s"] <= limit, f"{name}: a read waited {r['max_wait_s']:.3f} s (> {limit} s)"
-if "inodes_before" in r:
-    assert r["inodes_before"] == r["inodes_after"], f"inode numbers changed: {r}"
-    print(f"{name}: inode numbers kept: {r['inodes_after']}")
-PY
-}
 
 log "1. kill -9 of the serving daemon under readers"
 PID1=$(daemon_pid)
