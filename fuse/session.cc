@@ -411,11 +411,14 @@ void Session::LogStateTo(int channel) {
 
 void Session::SendState() {
   if (!ctx_->init_answered.load() || ctx_->fs == nullptr) return;
-  // Taken before the export, which therefore holds every inode and handle up to it.
-  const uint64_t version = ctx_->fs->TablesVersion();
+  // What the caller handed out so far; a state sent at this version or later holds it (the
+  // callers waiting on the lock share the next one).
+  const uint64_t needed = ctx_->fs->TablesVersion();
   MutexLock l(&log_mu_);
   if (log_channel_ < 0) return;
-  if (!log_first_ && version <= log_sent_) return;  // a state sent meanwhile holds them
+  if (!log_first_ && needed <= log_sent_) return;
+  // Taken before the export, which therefore holds every inode and handle up to it.
+  const uint64_t version = ctx_->fs->TablesVersion();
   const Status s =
       SendMessage(log_channel_, EncodeHandover(Snapshot()), log_first_ ? fuse_session_fd(se_) : -1);
   if (!s.ok()) {
