@@ -84,6 +84,16 @@ namespace {
 
 using Section = std::map<std::string, std::string>;
 
+// A source of fixed keys, described as `describe`.
+std::unique_ptr<CredentialSource> Keys(std::string id, std::string secret, std::string token,
+                                       std::string describe) {
+  Credentials c;
+  c.access_key_id = std::move(id);
+  c.secret_access_key = std::move(secret);
+  c.session_token = std::move(token);
+  return NewFixedSource(std::move(c), std::move(describe));
+}
+
 std::string Get(const Section& s, const std::string& key) {
   auto it = s.find(key);
   return it == s.end() ? std::string() : it->second;
@@ -227,11 +237,8 @@ class ChainBuilder {
           return Status::InvalidArgument(
               "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must be set together");
         }
-        Credentials c;
-        c.access_key_id = std::move(id);
-        c.secret_access_key = std::move(secret);
-        c.session_token = Env("AWS_SESSION_TOKEN");
-        return NewFixedSource(std::move(c), "environment (AWS_ACCESS_KEY_ID)");
+        return Keys(std::move(id), std::move(secret), Env("AWS_SESSION_TOKEN"),
+                    "environment (AWS_ACCESS_KEY_ID)");
       }
       tried_.push_back("environment (AWS_ACCESS_KEY_ID unset)");
 
@@ -347,11 +354,7 @@ class ChainBuilder {
                                      " sets only one of aws_access_key_id and "
                                      "aws_secret_access_key");
     }
-    Credentials c;
-    c.access_key_id = id;
-    c.secret_access_key = secret;
-    c.session_token = Get(s, "aws_session_token");
-    return NewFixedSource(std::move(c), where + " (static keys)");
+    return Keys(id, secret, Get(s, "aws_session_token"), where + " (static keys)");
   }
 
   // A profile with role_arn: the role assumed with the credentials of its source_profile or
@@ -421,11 +424,7 @@ class ChainBuilder {
                                 ": credential_source Environment but "
                                 "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY unset");
       }
-      Credentials c;
-      c.access_key_id = eid;
-      c.secret_access_key = esecret;
-      c.session_token = Env("AWS_SESSION_TOKEN");
-      return NewFixedSource(std::move(c), "environment");
+      return Keys(std::move(eid), std::move(esecret), Env("AWS_SESSION_TOKEN"), "environment");
     }
     if (credential_source == "Ec2InstanceMetadata") return Imds();
     if (credential_source == "EcsContainer") return Container();
