@@ -96,8 +96,8 @@ class PrefetcherTest : public ::testing::Test {
   PrefetcherOptions options_;
 };
 
-// With an L1 of 8 blocks, a window of 32 would fetch blocks that L1 evicts before the reader gets
-// there (and that it then fetches again): the window stops at half of L1.
+// With an L1 of 16 blocks, a window of 32 would fetch blocks that L1 evicts before the reader gets
+// there (and that it then fetches again): the window stops at a quarter of L1.
 TEST_F(PrefetcherTest, TheWindowStopsAtWhatL1Keeps) {
   TieredCacheOptions co;
   co.block_size = kBs;
@@ -106,7 +106,7 @@ TEST_F(PrefetcherTest, TheWindowStopsAtWhatL1Keeps) {
   co.small_object_bytes = 0;
   std::vector<std::unique_ptr<Tier>> tiers;
   MemoryTierOptions l1;
-  l1.capacity_bytes = 8 * kBs;
+  l1.capacity_bytes = 16 * kBs;
   l1.shards = 1;
   tiers.push_back(NewMemoryTier(l1));
   auto cache = TieredCache::Open(co, std::move(tiers), &origin_, &clock_);
