@@ -84,6 +84,16 @@ namespace {
 
 using Section = std::map<std::string, std::string>;
 
+// A source of fixed keys, described as `describe`.
+std::unique_ptr<CredentialSource> Keys(std::string id, std::string secret, std::string token,
+                                       std::string describe) {
+  Credentials c;
+  c.access_key_id = std::move(id);
+  c.secret_access_key = std::move(secret);
+  c.session_token = std::move(token);
+  return NewFixedSource(std::move(c), std::move(describe));
+}
+
 std::string Get(const Section& s, const std::string& key) {
   auto it = s.find(key);
   return it == s.end() ? std::string() : it->second;
@@ -227,11 +237,8 @@ class ChainBuilder {
           return Status::InvalidArgument(
               "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must be set together");
         }
-        Credentials c;
-        c.access_key_id = std::move(id);
-        c.secret_access_key = std::move(secret);
-        c.session_token = Env("AWS_SESSION_TOKEN");
-        return NewFixedSource(std::move(c), "environment (AWS_ACCESS_KEY_ID)");
+        return Keys(std::move(id), std::move(secret), Env("AWS_SESSION_TOKEN"),
+                    "environment (AWS_ACCESS_KEY_ID)");
       }
       tried_.push_back("environment (AWS_ACCESS_KEY_ID unset)");
 
@@ -316,91 +323,10 @@ class ChainBuilder {
       }
     }
     path->push_back(name);
-    const std::string id = Get(*s, "aws_access_key_id");
-    const std::string secret = Get(*s, "aws_secret_access_key");
-    auto fixed = [&]() -> Result<std::unique_ptr<CredentialSource>> {
-      if (id.empty() || secret.empty()) {
-        return Status::InvalidArgument(where +
-                                       " sets only one of aws_access_key_id and "
-                                       "aws_secret_access_key");
-      }
-      Credentials c;
-      c.access_key_id = id;
-      c.secret_access_key = secret;
-      c.session_token = Get(*s, "aws_session_token");
-      return NewFixedSource(std::move(c), where + " (static keys)");
-    };
-
-    const std::string role = Get(*s, "role_arn");
-    if (!role.empty()) {
-      if (!Get(*s, "mfa_serial").empty()) {
-        return Status::NotSupported(where +
-                                    ": mfa_serial needs an interactive MFA prompt; use "
-                                    "credential_process or temporary keys instead");
-      }
-      const std::string source_profile = Get(*s, "source_profile");
-      const std::string credential_source = Get(*s, "credential_source");
-      const std::string token_file = Get(*s, "web_identity_token_file");
-      std::unique_ptr<CredentialSource> base;
-      std::string via;
-      if (!source_profile.empty()) {
-        if (source_profile == name && (!id.empty() || !secret.empty())) {
-          TIERFS_ASSIGN_OR_RETURN(base, fixed());  // a profile that is its own source
-        } else {
-          TIERFS_ASSIGN_OR_RETURN(base, ForProfile(source_profile, path));
-        }
-        via = "source_profile " + source_profile;
-      } else if (!credential_source.empty()) {
-        if (credential_source == "Environment") {
-          std::string eid = Env("AWS_ACCESS_KEY_ID"), esecret = Env("AWS_SECRET_ACCESS_KEY");
-          if (eid.empty() || esecret.empty()) {
-            return Status::NotFound(where +
-                                    ": credential_source Environment but "
-                                    "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY unset");
-          }
-          Credentials c;
-          c.access_key_id = eid;
-          c.secret_access_key = esecret;
-          c.session_token = Env("AWS_SESSION_TOKEN");
-          base = NewFixedSource(std::move(c), "environment");
-        } else if (credential_source == "Ec2InstanceMetadata") {
-          base = Imds();
-        } else if (credential_source == "EcsContainer") {
-          TIERFS_ASSIGN_OR_RETURN(base, Container());
-        } else {
-          return Status::InvalidArgument(where + ": unknown credential_source '" +
-                                         credential_source +
-                                         "' (Environment, Ec2InstanceMetadata, EcsContainer)");
-        }
-        via = "credential_source " + credential_source;
-      } else if (!token_file.empty()) {
-        StsEndpoint sts = Sts();
-        std::string describe = where + " (web_identity_token_file, role_arn " + role + ")";
-        return NewWebIdentitySource(std::move(sts), token_file, role,
-                                    SessionName(Get(*s, "role_session_name")), describe);
-      } else {
-        return Status::InvalidArgument(where +
-                                       " has role_arn but no source_profile, "
-                                       "credential_source or web_identity_token_file");
-      }
-      AssumeRoleParams p;
-      p.role_arn = role;
-      p.session_name = SessionName(Get(*s, "role_session_name"));
-      p.external_id = Get(*s, "external_id");
-      if (std::string d = Get(*s, "duration_seconds"); !d.empty()) {
-        char* end = nullptr;
-        long v = std::strtol(d.c_str(), &end, 10);
-        if (end == d.c_str() || *end != '\0' || v < 900 || v > 43200) {
-          return Status::InvalidArgument(where + ": duration_seconds must be 900..43200, not '" +
-                                         d + "'");
-        }
-        p.duration_seconds = static_cast<int>(v);
-      }
-      StsEndpoint sts = Sts();
-      std::string describe = where + " (role_arn " + role + " via " + via + ")";
-      return NewAssumeRoleSource(std::move(sts), std::move(base), std::move(p), describe);
+    if (!Get(*s, "role_arn").empty()) return AssumeRoleProfile(name, *s, path);
+    if (!Get(*s, "aws_access_key_id").empty() || !Get(*s, "aws_secret_access_key").empty()) {
+      return StaticKeys(where, *s);
     }
-    if (!id.empty() || !secret.empty()) return fixed();
     if (std::string process = Get(*s, "credential_process"); !process.empty()) {
       std::string program = process.substr(0, process.find_first_of(" \t"));
       return NewProcessSource(process, o_.process_timeout,
@@ -416,6 +342,94 @@ class ChainBuilder {
     return Status::NotFound(where +
                             " has no credentials (no aws_access_key_id, role_arn or "
                             "credential_process)");
+  }
+
+  // The static keys of a profile (`where` names it in messages).
+  Result<std::unique_ptr<CredentialSource>> StaticKeys(const std::string& where,
+                                                       const Section& s) const {
+    const std::string id = Get(s, "aws_access_key_id");
+    const std::string secret = Get(s, "aws_secret_access_key");
+    if (id.empty() || secret.empty()) {
+      return Status::InvalidArgument(where +
+                                     " sets only one of aws_access_key_id and "
+                                     "aws_secret_access_key");
+    }
+    return Keys(id, secret, Get(s, "aws_session_token"), where + " (static keys)");
+  }
+
+  // A profile with role_arn: the role assumed with the credentials of its source_profile or
+  // credential_source, or with its web identity token.
+  Result<std::unique_ptr<CredentialSource>> AssumeRoleProfile(const std::string& name,
+                                                              const Section& s,
+                                                              std::vector<std::string>* path) {
+    const std::string where = "profile " + name;
+    const std::string role = Get(s, "role_arn");
+    if (!Get(s, "mfa_serial").empty()) {
+      return Status::NotSupported(where +
+                                  ": mfa_serial needs an interactive MFA prompt; use "
+                                  "credential_process or temporary keys instead");
+    }
+    const std::string source_profile = Get(s, "source_profile");
+    const std::string credential_source = Get(s, "credential_source");
+    const std::string token_file = Get(s, "web_identity_token_file");
+    std::unique_ptr<CredentialSource> base;
+    std::string via;
+    if (!source_profile.empty()) {
+      const bool own_keys =
+          !Get(s, "aws_access_key_id").empty() || !Get(s, "aws_secret_access_key").empty();
+      if (source_profile == name && own_keys) {
+        TIERFS_ASSIGN_OR_RETURN(base, StaticKeys(where, s));  // a profile that is its own source
+      } else {
+        TIERFS_ASSIGN_OR_RETURN(base, ForProfile(source_profile, path));
+      }
+      via = "source_profile " + source_profile;
+    } else if (!credential_source.empty()) {
+      TIERFS_ASSIGN_OR_RETURN(base, NamedSource(where, credential_source));
+      via = "credential_source " + credential_source;
+    } else if (!token_file.empty()) {
+      StsEndpoint sts = Sts();
+      std::string describe = where + " (web_identity_token_file, role_arn " + role + ")";
+      return NewWebIdentitySource(std::move(sts), token_file, role,
+                                  SessionName(Get(s, "role_session_name")), describe);
+    } else {
+      return Status::InvalidArgument(where +
+                                     " has role_arn but no source_profile, "
+                                     "credential_source or web_identity_token_file");
+    }
+    AssumeRoleParams p;
+    p.role_arn = role;
+    p.session_name = SessionName(Get(s, "role_session_name"));
+    p.external_id = Get(s, "external_id");
+    if (std::string d = Get(s, "duration_seconds"); !d.empty()) {
+      char* end = nullptr;
+      long v = std::strtol(d.c_str(), &end, 10);
+      if (end == d.c_str() || *end != '\0' || v < 900 || v > 43200) {
+        return Status::InvalidArgument(where + ": duration_seconds must be 900..43200, not '" + d +
+                                       "'");
+      }
+      p.duration_seconds = static_cast<int>(v);
+    }
+    StsEndpoint sts = Sts();
+    std::string describe = where + " (role_arn " + role + " via " + via + ")";
+    return NewAssumeRoleSource(std::move(sts), std::move(base), std::move(p), describe);
+  }
+
+  // The source a profile's credential_source names.
+  Result<std::unique_ptr<CredentialSource>> NamedSource(const std::string& where,
+                                                        const std::string& credential_source) {
+    if (credential_source == "Environment") {
+      std::string eid = Env("AWS_ACCESS_KEY_ID"), esecret = Env("AWS_SECRET_ACCESS_KEY");
+      if (eid.empty() || esecret.empty()) {
+        return Status::NotFound(where +
+                                ": credential_source Environment but "
+                                "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY unset");
+      }
+      return Keys(std::move(eid), std::move(esecret), Env("AWS_SESSION_TOKEN"), "environment");
+    }
+    if (credential_source == "Ec2InstanceMetadata") return Imds();
+    if (credential_source == "EcsContainer") return Container();
+    return Status::InvalidArgument(where + ": unknown credential_source '" + credential_source +
+                                   "' (Environment, Ec2InstanceMetadata, EcsContainer)");
   }
 
   const CredentialChainOptions& o_;

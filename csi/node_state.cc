@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "base/fd.h"
+#include "base/strings.h"
 
 namespace tierfs::csi {
 
@@ -110,8 +111,7 @@ Status SaveState(const std::string& path, const NodeState& state) {
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     return Status::FromErrno(errno, "renaming " + tmp);
   }
-  const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos || slash == 0 ? "/" : path.substr(0, slash);
+  const std::string dir(ParentDir(path));
   UniqueFd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dfd.get() >= 0) ::fsync(dfd.get());
   return Status::OK();

@@ -4,8 +4,10 @@
 #include <openssl/evp.h>
 
 #include <array>
+#include <mutex>
 #include <regex>
 #include <string_view>
+#include <vector>
 
 #include "base/strings.h"
 
@@ -47,8 +49,36 @@ const AllowedOption* FindAllowed(std::string_view name) {
   return nullptr;
 }
 
-bool Matches(const std::string& s, const char* pattern) {
-  return std::regex_match(s, std::regex(pattern));
+// Every pattern Matches() is given. They are compiled once, by the first caller (thread-safe
+// static initialisation): compiling a std::regex fills the locale's ctype cache, which libstdc++
+// does without a lock, so concurrent publishes must not compile their own.
+constexpr std::string_view kPatterns[] = {
+    "([0-9]+(ms|s|m|h|d)?|forever)",
+    "[0-9]+(\\.[0-9]+)?([KMGTkmgt]i?[Bb]?|[Bb])?",
+    "[0-9]{1,10}",
+    "0?[0-7]{3}",
+    "trace|debug|info|warn|error|critical|off",
+    "s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/[^,]+",
+    "s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?",
+    "file://(/[^/]+)+/?",
+    ".*/\\.\\.?(/.*)?",
+    "https?://[A-Za-z0-9.:\\[\\]-]+(/[A-Za-z0-9._~/-]*)?",
+    "[a-z0-9-]{1,40}",
+};
+
+bool Matches(const std::string& s, std::string_view pattern) {
+  static const std::vector<std::regex> compiled = [] {
+    std::vector<std::regex> v;
+    for (std::string_view p : kPatterns) v.emplace_back(std::string(p));
+    return v;
+  }();
+  for (size_t i = 0; i < std::size(kPatterns); ++i) {
+    if (kPatterns[i] == pattern) return std::regex_match(s, compiled[i]);
+  }
+  // Not in kPatterns: compiled here, one caller at a time.
+  static std::mutex compile_mu;
+  std::lock_guard<std::mutex> lock(compile_mu);
+  return std::regex_match(s, std::regex(std::string(pattern)));
 }
 
 // A string with no control characters, commas or newlines (values end up as single arguments

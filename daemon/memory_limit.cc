@@ -94,6 +94,9 @@ std::vector<std::string> FitToMemoryLimit(const MemoryLimit& limit, DaemonOption
 
 Status ApplyMemoryLimit(DaemonOptions* o) {
   const HostLimits host = ReadHostLimits(o->cache_dir);
+  // Sizes this host cannot hold are refused as configured, before anything is fitted to the
+  // limit (fitting would hide them).
+  TIERFS_RETURN_IF_ERROR(CheckMemorySizes(*o, host));
   const MemoryLimit limit = ResolveMemoryLimit(*o, host);
   if (host.memory_bytes != 0 && limit.bytes > host.memory_bytes) {
     return Status::InvalidArgument(

@@ -13,6 +13,7 @@
 
 #include "base/coding.h"
 #include "base/logging.h"
+#include "metastore/internal/lmdb_txn.h"
 #include "metastore/internal/records.h"
 #include "metastore/key_rules.h"
 
@@ -38,205 +39,95 @@ constexpr size_t kScanChunk = 1024;
 constexpr auto kSyncInterval = std::chrono::seconds(1);
 constexpr unsigned int kMaxReaders = 1024;
 
-// ---- MDB_* → Status, the one translation point (C3) ----
-
-Status MdbStatus(int rc, std::string_view what) {
-  std::string msg(what);
-  msg += ": ";
-  msg += mdb_strerror(rc);
-  switch (rc) {
-    case MDB_SUCCESS:
-      return Status::OK();
-    case MDB_NOTFOUND:
-      return Status::NotFound(msg);
-    case MDB_MAP_FULL:
-      return Status::NoSpace(msg + " (raise meta map_size)");
-    case MDB_TXN_FULL:
-      return Status::NoSpace(msg);
-    case MDB_CORRUPTED:
-    case MDB_PAGE_NOTFOUND:
-    case MDB_INVALID:
-    case MDB_VERSION_MISMATCH:
-    case MDB_INCOMPATIBLE:
-    case MDB_BAD_DBI:
-      return Status::Corruption(msg);
-    case MDB_BAD_VALSIZE:
-      return Status::InvalidArgument(msg);
-    case MDB_READERS_FULL:
-    case MDB_MAP_RESIZED:
-      return Status::Unavailable(msg);
-    default:
-      // Positive codes are errno values from the OS.
-      if (rc > 0) return Status::FromErrno(rc, what);
-      return Status::Internal(msg);
+// The store's directory (and its parents): private to the daemon's user, 0700.
+Status CreateStoreDir(const MetaStoreOptions& options) {
+  std::error_code ec;
+  const std::filesystem::path parent = std::filesystem::path(options.path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  if (ec) {
+    return Status::FromErrno(ec.value(), "creating meta store directory " + ShownPath(options));
   }
+  if (::mkdir(options.path.c_str(), 0700) != 0 && errno != EEXIST) {
+    return Status::FromErrno(errno, "creating meta store directory " + ShownPath(options));
+  }
+  return Status::OK();
 }
 
-MDB_val Val(std::string_view s) { return MDB_val{s.size(), const_cast<char*>(s.data())}; }
-std::string_view View(const MDB_val& v) {
-  return std::string_view(static_cast<const char*>(v.mv_data), v.mv_size);
+// The schema version record in `meta`: written in an empty store (the `data` sub-databases hold
+// nothing), checked against this binary's otherwise.
+Status CheckSchema(Txn* txn, MDB_dbi meta, std::initializer_list<MDB_dbi> data,
+                   const std::string& where) {
+  auto& log = Logger(Module::kMetaStore);
+  TIERFS_ASSIGN_OR_RETURN(auto version, txn->Get(meta, kSchemaVersionKey));
+  if (!version.has_value()) {
+    // No version record: only acceptable for an empty environment, which gets the current one.
+    for (MDB_dbi dbi : data) {
+      MDB_stat st;
+      const int rc = mdb_stat(txn->get(), dbi, &st);
+      if (rc != MDB_SUCCESS) return MdbStatus(rc, where + ": mdb_stat");
+      if (st.ms_entries != 0) {
+        return Status::Corruption(where + ": data present but no schema version record");
+      }
+    }
+    std::string v;
+    PutFixed32(&v, kSchemaVersion);
+    WriteTxn w(txn->get());
+    TIERFS_RETURN_IF_ERROR(w.Put(meta, kSchemaVersionKey, v).WithContext(where));
+    log.info("{}: initialised empty store at schema version {}", where, kSchemaVersion);
+    return Status::OK();
+  }
+  if (version->size() != 4) {
+    return Status::Corruption(where + ": schema version record is not 4 bytes");
+  }
+  const uint32_t on_disk = DecodeFixed32(version->data());
+  if (on_disk > kSchemaVersion) {
+    Status s = Status::FailedPrecondition(
+        where + ": schema version " + std::to_string(on_disk) +
+        " is newer than this binary understands (" + std::to_string(kSchemaVersion) +
+        "); refusing to open. Upgrade tierfs, or delete the directory to start an empty "
+        "cache index");
+    log.error("{}", s.message());
+    return s;
+  }
+  if (on_disk < kSchemaVersion) {
+    // Upgrades run here, one step per version, inside this transaction (FORMAT.md). There is no
+    // older schema than 1 yet, so anything lower is not ours.
+    return Status::Corruption(where + ": unknown schema version " + std::to_string(on_disk));
+  }
+  return Status::OK();
 }
-
-// ---- RAII wrappers ----
-
-// A transaction, aborted on destruction unless committed.
-class Txn {
- public:
-  Txn() = default;
-  ~Txn() {
-    if (txn_ != nullptr) mdb_txn_abort(txn_);
-  }
-  Txn(const Txn&) = delete;
-  Txn& operator=(const Txn&) = delete;
-
-  Status Begin(MDB_env* env, bool read_only) {
-    int rc = mdb_txn_begin(env, nullptr, read_only ? MDB_RDONLY : 0, &txn_);
-    if (rc != MDB_SUCCESS) {
-      txn_ = nullptr;
-      return MdbStatus(rc, read_only ? "mdb_txn_begin(read)" : "mdb_txn_begin(write)");
-    }
-    return Status::OK();
-  }
-  Status Commit() {
-    // mdb_txn_commit frees the transaction whether or not it succeeds.
-    int rc = mdb_txn_commit(txn_);
-    txn_ = nullptr;
-    return MdbStatus(rc, "mdb_txn_commit");
-  }
-  MDB_txn* get() const { return txn_; }
-
-  // The value of `key`, nullopt if absent. The view lives until the transaction ends.
-  Result<std::optional<std::string_view>> Get(MDB_dbi dbi, std::string_view key) {
-    MDB_val k = Val(key), v;
-    int rc = mdb_get(txn_, dbi, &k, &v);
-    if (rc == MDB_NOTFOUND) return std::optional<std::string_view>();
-    if (rc != MDB_SUCCESS) return MdbStatus(rc, "mdb_get");
-    return std::optional<std::string_view>(View(v));
-  }
-
- private:
-  MDB_txn* txn_ = nullptr;
-};
-
-// A cursor; must be destroyed before its transaction ends (declare it after the Txn).
-class Cursor {
- public:
-  Cursor() = default;
-  ~Cursor() {
-    if (cursor_ != nullptr) mdb_cursor_close(cursor_);
-  }
-  Cursor(const Cursor&) = delete;
-  Cursor& operator=(const Cursor&) = delete;
-
-  Status Open(MDB_txn* txn, MDB_dbi dbi) {
-    int rc = mdb_cursor_open(txn, dbi, &cursor_);
-    if (rc != MDB_SUCCESS) {
-      cursor_ = nullptr;
-      return MdbStatus(rc, "mdb_cursor_open");
-    }
-    return Status::OK();
-  }
-  // Positions at the first key >= `key` ("" = the first key). false at the end.
-  Result<bool> Seek(std::string_view key) {
-    if (key.empty()) return Step(MDB_FIRST);
-    k_ = Val(key);
-    return Step(MDB_SET_RANGE);
-  }
-  Result<bool> Next() { return Step(MDB_NEXT); }
-  Status DeleteCurrent() {
-    int rc = mdb_cursor_del(cursor_, 0);
-    return MdbStatus(rc, "mdb_cursor_del");
-  }
-  std::string_view key() const { return View(k_); }
-  std::string_view value() const { return View(v_); }
-
- private:
-  Result<bool> Step(MDB_cursor_op op) {
-    int rc = mdb_cursor_get(cursor_, &k_, &v_, op);
-    if (rc == MDB_NOTFOUND) return false;
-    if (rc != MDB_SUCCESS) return MdbStatus(rc, "mdb_cursor_get");
-    return true;
-  }
-
-  MDB_cursor* cursor_ = nullptr;
-  MDB_val k_{0, nullptr};
-  MDB_val v_{0, nullptr};
-};
 
 }  // namespace
-
-// The writes one operation may do inside the writer's transaction.
-class WriteTxn {
- public:
-  explicit WriteTxn(MDB_txn* txn) : txn_(txn) {}
-
-  Status Put(MDB_dbi dbi, std::string_view key, std::string_view value) {
-    MDB_val k = Val(key), v = Val(value);
-    return MdbStatus(mdb_put(txn_, dbi, &k, &v, 0), "mdb_put");
-  }
-  // Absent keys are not an error.
-  Status Del(MDB_dbi dbi, std::string_view key) {
-    MDB_val k = Val(key);
-    int rc = mdb_del(txn_, dbi, &k, nullptr);
-    if (rc == MDB_NOTFOUND) return Status::OK();
-    return MdbStatus(rc, "mdb_del");
-  }
-  // Deletes every key starting with `prefix` ("" = all). Returns the count in *deleted.
-  Status DelPrefix(MDB_dbi dbi, std::string_view prefix, uint64_t* deleted) {
-    Cursor c;
-    TIERFS_RETURN_IF_ERROR(c.Open(txn_, dbi));
-    for (;;) {
-      // Re-seek after each delete rather than trusting the cursor position after
-      // mdb_cursor_del at page boundaries; O(log n) each, and keys are few per directory.
-      TIERFS_ASSIGN_OR_RETURN(bool found, c.Seek(prefix));
-      if (!found || !c.key().starts_with(prefix)) return Status::OK();
-      TIERFS_RETURN_IF_ERROR(c.DeleteCurrent());
-      ++*deleted;
-    }
-  }
-  // Deletes the keys starting with `prefix` that are > `after` ("": from the first) and <=
-  // `upto` ("": to the last). Returns the count in *deleted.
-  Status DelRange(MDB_dbi dbi, std::string_view prefix, std::string_view after,
-                  std::string_view upto, uint64_t* deleted) {
-    Cursor c;
-    TIERFS_RETURN_IF_ERROR(c.Open(txn_, dbi));
-    // Keys of one prefix never contain a NUL after it (entry names have none), so the first key
-    // greater than `after` is the first key >= after + '\0'.
-    std::string from(after.empty() ? prefix : after);
-    if (!after.empty()) from.push_back('\0');
-    for (;;) {
-      TIERFS_ASSIGN_OR_RETURN(bool found, c.Seek(from));
-      if (!found || !c.key().starts_with(prefix)) return Status::OK();
-      if (!upto.empty() && c.key() > upto) return Status::OK();
-      TIERFS_RETURN_IF_ERROR(c.DeleteCurrent());
-      ++*deleted;
-    }
-  }
-
- private:
-  MDB_txn* const txn_;
-};
 
 void LmdbMetaStore::EnvCloser::operator()(MDB_env* env) const { mdb_env_close(env); }
 
 Result<std::unique_ptr<LmdbMetaStore>> LmdbMetaStore::Open(const MetaStoreOptions& options) {
-  auto& log = Logger(Module::kMetaStore);
   if (options.path.empty()) return Status::InvalidArgument("meta store path is empty");
-  // The store is private to the daemon's user: directory 0700, files 0600.
-  std::error_code ec;
-  const std::filesystem::path parent = std::filesystem::path(options.path).parent_path();
-  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-  if (ec)
-    return Status::FromErrno(ec.value(), "creating meta store directory " + ShownPath(options));
-  if (::mkdir(options.path.c_str(), 0700) != 0 && errno != EEXIST) {
-    return Status::FromErrno(errno, "creating meta store directory " + ShownPath(options));
+  TIERFS_RETURN_IF_ERROR(CreateStoreDir(options));
+  const std::string where = "meta store " + ShownPath(options);
+  TIERFS_ASSIGN_OR_RETURN(auto env, OpenEnv(options, where));
+  TIERFS_ASSIGN_OR_RETURN(const Dbis dbis, OpenDbis(env.get(), where));
+  // The key limit is part of the interface (kMaxMetaKeyBytes), not of the liblmdb build.
+  const int lmdb_max_key = mdb_env_get_maxkeysize(env.get());
+  if (lmdb_max_key < 0 || static_cast<size_t>(lmdb_max_key) < kMaxMetaKeyBytes) {
+    return Status::Internal(where + ": liblmdb built with MDB_MAXKEYSIZE " +
+                            std::to_string(lmdb_max_key) + " < " +
+                            std::to_string(kMaxMetaKeyBytes));
   }
+  const size_t max_key = kMaxMetaKeyBytes;
+  Logger(Module::kMetaStore)
+      .info("{}: opened (map_size {} MiB, {})", where, options.map_size >> 20,
+            options.sync_every_commit ? "sync every commit" : "nosync + periodic sync");
+  return std::unique_ptr<LmdbMetaStore>(new LmdbMetaStore(options, env.release(), dbis, max_key));
+}
 
+Result<std::unique_ptr<MDB_env, LmdbMetaStore::EnvCloser>> LmdbMetaStore::OpenEnv(
+    const MetaStoreOptions& options, const std::string& where) {
+  auto& log = Logger(Module::kMetaStore);
   MDB_env* raw = nullptr;
   int rc = mdb_env_create(&raw);
   if (rc != MDB_SUCCESS) return MdbStatus(rc, "mdb_env_create");
   std::unique_ptr<MDB_env, EnvCloser> env(raw);
-  const std::string where = "meta store " + ShownPath(options);
   if ((rc = mdb_env_set_maxdbs(env.get(), 8)) != MDB_SUCCESS ||
       (rc = mdb_env_set_maxreaders(env.get(), kMaxReaders)) != MDB_SUCCESS ||
       (rc = mdb_env_set_mapsize(env.get(), options.map_size)) != MDB_SUCCESS) {
@@ -257,74 +148,31 @@ Result<std::unique_ptr<LmdbMetaStore>> LmdbMetaStore::Open(const MetaStoreOption
   rc = mdb_reader_check(env.get(), &dead);
   if (rc != MDB_SUCCESS) return MdbStatus(rc, where + ": mdb_reader_check");
   if (dead > 0) log.warn("{}: cleared {} stale reader slot(s)", where, dead);
+  return env;
+}
 
+Result<LmdbMetaStore::Dbis> LmdbMetaStore::OpenDbis(MDB_env* env, const std::string& where) {
   Dbis dbis;
-  {
-    Txn txn;
-    TIERFS_RETURN_IF_ERROR(txn.Begin(env.get(), /*read_only=*/false).WithContext(where));
-    struct Named {
-      const char* name;
-      unsigned int* dbi;
-    };
-    for (Named n :
-         {Named{"meta", &dbis.meta}, Named{"dirs", &dbis.dirs}, Named{"entries", &dbis.entries},
-          Named{"blocks", &dbis.blocks}, Named{"values", &dbis.values}}) {
-      rc = mdb_dbi_open(txn.get(), n.name, MDB_CREATE, n.dbi);
-      if (rc != MDB_SUCCESS) {
-        // A named database whose record is not a database (MDB_INCOMPATIBLE) means the file was
-        // written by something else.
-        return MdbStatus(rc, where + ": opening sub-database '" + n.name + "'");
-      }
+  Txn txn;
+  TIERFS_RETURN_IF_ERROR(txn.Begin(env, /*read_only=*/false).WithContext(where));
+  struct Named {
+    const char* name;
+    unsigned int* dbi;
+  };
+  for (Named n :
+       {Named{"meta", &dbis.meta}, Named{"dirs", &dbis.dirs}, Named{"entries", &dbis.entries},
+        Named{"blocks", &dbis.blocks}, Named{"values", &dbis.values}}) {
+    const int rc = mdb_dbi_open(txn.get(), n.name, MDB_CREATE, n.dbi);
+    if (rc != MDB_SUCCESS) {
+      // A named database whose record is not a database (MDB_INCOMPATIBLE) means the file was
+      // written by something else.
+      return MdbStatus(rc, where + ": opening sub-database '" + n.name + "'");
     }
-    TIERFS_ASSIGN_OR_RETURN(auto version, txn.Get(dbis.meta, kSchemaVersionKey));
-    if (!version.has_value()) {
-      // No version record: only acceptable for an empty environment, which gets the current one.
-      for (unsigned int dbi : {dbis.dirs, dbis.entries, dbis.blocks, dbis.values}) {
-        MDB_stat st;
-        rc = mdb_stat(txn.get(), dbi, &st);
-        if (rc != MDB_SUCCESS) return MdbStatus(rc, where + ": mdb_stat");
-        if (st.ms_entries != 0) {
-          return Status::Corruption(where + ": data present but no schema version record");
-        }
-      }
-      std::string v;
-      PutFixed32(&v, kSchemaVersion);
-      WriteTxn w(txn.get());
-      TIERFS_RETURN_IF_ERROR(w.Put(dbis.meta, kSchemaVersionKey, v).WithContext(where));
-      log.info("{}: initialised empty store at schema version {}", where, kSchemaVersion);
-    } else {
-      if (version->size() != 4) {
-        return Status::Corruption(where + ": schema version record is not 4 bytes");
-      }
-      const uint32_t on_disk = DecodeFixed32(version->data());
-      if (on_disk > kSchemaVersion) {
-        Status s = Status::FailedPrecondition(
-            where + ": schema version " + std::to_string(on_disk) +
-            " is newer than this binary understands (" + std::to_string(kSchemaVersion) +
-            "); refusing to open. Upgrade tierfs, or delete the directory to start an empty "
-            "cache index");
-        log.error("{}", s.message());
-        return s;
-      }
-      if (on_disk < kSchemaVersion) {
-        // Upgrades run here, one step per version, inside this transaction (FORMAT.md). There
-        // is no older schema than 1 yet, so anything lower is not ours.
-        return Status::Corruption(where + ": unknown schema version " + std::to_string(on_disk));
-      }
-    }
-    TIERFS_RETURN_IF_ERROR(txn.Commit().WithContext(where));
   }
-  // The key limit is part of the interface (kMaxMetaKeyBytes), not of the liblmdb build.
-  const int lmdb_max_key = mdb_env_get_maxkeysize(env.get());
-  if (lmdb_max_key < 0 || static_cast<size_t>(lmdb_max_key) < kMaxMetaKeyBytes) {
-    return Status::Internal(where + ": liblmdb built with MDB_MAXKEYSIZE " +
-                            std::to_string(lmdb_max_key) + " < " +
-                            std::to_string(kMaxMetaKeyBytes));
-  }
-  const size_t max_key = kMaxMetaKeyBytes;
-  log.info("{}: opened (map_size {} MiB, {})", where, options.map_size >> 20,
-           options.sync_every_commit ? "sync every commit" : "nosync + periodic sync");
-  return std::unique_ptr<LmdbMetaStore>(new LmdbMetaStore(options, env.release(), dbis, max_key));
+  TIERFS_RETURN_IF_ERROR(
+      CheckSchema(&txn, dbis.meta, {dbis.dirs, dbis.entries, dbis.blocks, dbis.values}, where));
+  TIERFS_RETURN_IF_ERROR(txn.Commit().WithContext(where));
+  return dbis;
 }
 
 LmdbMetaStore::LmdbMetaStore(const MetaStoreOptions& options, MDB_env* env, Dbis dbis,

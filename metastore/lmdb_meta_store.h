@@ -128,6 +128,12 @@ class LmdbMetaStore final : public MetaStore {
 
   LmdbMetaStore(const MetaStoreOptions& options, MDB_env* env, Dbis dbis, size_t max_key_size);
 
+  // The steps of Open: the environment at options.path, then its sub-databases with the schema
+  // version checked (or written, in an empty store). `where` names the store in messages.
+  static Result<std::unique_ptr<MDB_env, EnvCloser>> OpenEnv(const MetaStoreOptions& options,
+                                                             const std::string& where);
+  static Result<Dbis> OpenDbis(MDB_env* env, const std::string& where);
+
   // Enqueues `op` and blocks until the writer has committed or failed it.
   // Cancelled if the store is shutting down.
   Status Submit(WriteOp* op) EXCLUDES(mu_);

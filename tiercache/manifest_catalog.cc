@@ -16,83 +16,101 @@
 namespace tierfs {
 namespace {
 
+// Directory path -> its entries, unsorted while building.
+using Tree = std::unordered_map<std::string, std::vector<DirEntry>>;
+
+// Whether every name of `key` (a manifest key without its trailing '/') can be served.
+bool ServableKey(std::string_view key, bool marker) {
+  bool ok = !key.empty() || marker;
+  for (std::string_view rest = key; ok && !rest.empty();) {
+    const size_t slash = rest.find('/');
+    ok = CatalogNameServable(rest.substr(0, slash));
+    rest = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
+  }
+  return ok;
+}
+
+// The manifest's keys as a tree of directories; a directory is added to its parent once, when
+// first seen. Counts the keys it cannot serve in st->hidden.
+Tree BuildTree(const Manifest& m, ManifestCatalogStats* st) {
+  Tree tree;
+  tree[""];
+  std::string last_dir;  // keys come sorted: most share the directory of the one before
+  auto add_dirs = [&](std::string_view dir) {
+    // Makes every prefix of `dir` a directory entry of its parent, top down.
+    if (dir.empty() || dir == last_dir) return;
+    last_dir = std::string(dir);
+    for (size_t end = 0; end != std::string_view::npos;) {
+      end = dir.find('/', end + 1);
+      const std::string_view prefix = dir.substr(0, end);
+      if (!tree.try_emplace(std::string(prefix)).second) continue;
+      auto [parent, base] = SplitPath(prefix);
+      DirEntry d;
+      d.name = std::string(base);
+      d.type = EntryType::kDir;
+      tree[std::string(parent)].push_back(std::move(d));
+    }
+  };
+  for (const ManifestEntry& e : m.entries) {
+    std::string_view key = e.key;
+    if (key.empty()) continue;  // not in a decoded manifest
+    const bool marker = key.back() == '/';
+    if (marker) key.remove_suffix(1);
+    if (!ServableKey(key, marker)) {
+      ++st->hidden;
+      Logger(Module::kTierCache)
+          .debug("manifest: key '{}' is not a servable path; hidden", EscapeForLog(e.key));
+      continue;
+    }
+    if (marker) {
+      add_dirs(key);
+      continue;
+    }
+    auto [dir, name] = SplitPath(key);
+    add_dirs(dir);
+    DirEntry f;
+    f.name = std::string(name);
+    f.type = EntryType::kFile;
+    f.size = e.info.size;
+    f.etag = e.info.etag;
+    f.mtime_ns = e.info.mtime_ns;
+    tree[std::string(dir)].push_back(std::move(f));
+  }
+  return tree;
+}
+
+// One directory's entries as its listing: byte order of name; of a file and a directory of one
+// name ("a" and "a/x") the directory, sorted first, wins.
+std::shared_ptr<Listing> SealListing(std::vector<DirEntry> entries, int64_t listed_at_ns,
+                                     ManifestCatalogStats* st) {
+  std::sort(entries.begin(), entries.end(), [](const DirEntry& a, const DirEntry& b) {
+    if (a.name != b.name) return a.name < b.name;
+    return a.type == EntryType::kDir && b.type != EntryType::kDir;
+  });
+  auto listing = std::make_shared<Listing>();
+  listing->listed_at_ns = listed_at_ns;
+  listing->entries.reserve(entries.size());
+  for (DirEntry& e : entries) {
+    if (!listing->entries.empty() && listing->entries.back().name == e.name) {
+      ++st->hidden;
+      continue;
+    }
+    if (e.type == EntryType::kFile) ++st->files;
+    listing->entries.push_back(std::move(e));
+  }
+  ++st->directories;
+  return listing;
+}
+
 // Thread-safe: immutable after construction (the stats are atomics).
 class ManifestCatalog final : public Catalog {
  public:
   ManifestCatalog(const Manifest& m, ManifestCatalogStats* out) : checksum_(m.checksum) {
-    // Directory path -> its entries, unsorted while building; a directory is added to its
-    // parent once, when first seen.
-    std::unordered_map<std::string, std::vector<DirEntry>> tree;
-    tree[""];
     ManifestCatalogStats st;
-    std::string last_dir;  // keys come sorted: most share the directory of the one before
-    auto add_dirs = [&](std::string_view dir) {
-      // Makes every prefix of `dir` a directory entry of its parent, top down.
-      if (dir.empty() || dir == last_dir) return;
-      last_dir = std::string(dir);
-      for (size_t end = 0; end != std::string_view::npos;) {
-        end = dir.find('/', end + 1);
-        const std::string_view prefix = dir.substr(0, end);
-        if (!tree.try_emplace(std::string(prefix)).second) continue;
-        auto [parent, base] = SplitPath(prefix);
-        DirEntry d;
-        d.name = std::string(base);
-        d.type = EntryType::kDir;
-        tree[std::string(parent)].push_back(std::move(d));
-      }
-    };
-    for (const ManifestEntry& e : m.entries) {
-      std::string_view key = e.key;
-      if (key.empty()) continue;  // not in a decoded manifest
-      const bool marker = key.back() == '/';
-      if (marker) key.remove_suffix(1);
-      bool ok = !key.empty() || marker;
-      for (std::string_view rest = key; ok && !rest.empty();) {
-        const size_t slash = rest.find('/');
-        ok = CatalogNameServable(rest.substr(0, slash));
-        rest = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
-      }
-      if (!ok) {
-        ++st.hidden;
-        Logger(Module::kTierCache)
-            .debug("manifest: key '{}' is not a servable path; hidden", EscapeForLog(e.key));
-        continue;
-      }
-      if (marker) {
-        add_dirs(key);
-        continue;
-      }
-      auto [dir, name] = SplitPath(key);
-      add_dirs(dir);
-      DirEntry f;
-      f.name = std::string(name);
-      f.type = EntryType::kFile;
-      f.size = e.info.size;
-      f.etag = e.info.etag;
-      f.mtime_ns = e.info.mtime_ns;
-      tree[std::string(dir)].push_back(std::move(f));
-    }
+    Tree tree = BuildTree(m, &st);
     dirs_.reserve(tree.size());
     for (auto& [path, entries] : tree) {
-      // Byte order of name; of a file and a directory of one name ("a" and "a/x") the
-      // directory, sorted first, wins.
-      std::sort(entries.begin(), entries.end(), [](const DirEntry& a, const DirEntry& b) {
-        if (a.name != b.name) return a.name < b.name;
-        return a.type == EntryType::kDir && b.type != EntryType::kDir;
-      });
-      auto listing = std::make_shared<Listing>();
-      listing->listed_at_ns = m.created_unix_ns;
-      listing->entries.reserve(entries.size());
-      for (DirEntry& e : entries) {
-        if (!listing->entries.empty() && listing->entries.back().name == e.name) {
-          ++st.hidden;
-          continue;
-        }
-        if (e.type == EntryType::kFile) ++st.files;
-        listing->entries.push_back(std::move(e));
-      }
-      ++st.directories;
-      dirs_.emplace(path, std::move(listing));
+      dirs_.emplace(path, SealListing(std::move(entries), m.created_unix_ns, &st));
     }
     if (st.hidden > 0) {
       Logger(Module::kTierCache)

@@ -167,8 +167,10 @@ Prefetcher::ReadStep Prefetcher::Advance(Stream* st, uint64_t offset, uint64_t s
   } else if (options_.readahead_max_bytes != 0 &&
              st->obj_.info.size > cache_->small_object_bytes()) {
     // (A small object needs none: its first demand miss fetches it whole.)
-    st->window_ = st->window_ == 0 ? std::min(2 * bs, options_.readahead_max_bytes)
-                                   : std::min(2 * st->window_, options_.readahead_max_bytes);
+    // Never more than the cache keeps until the reader gets there (at least one block).
+    const uint64_t max_window =
+        std::max(bs, std::min(options_.readahead_max_bytes, cache_->readahead_window_bytes()));
+    st->window_ = std::min(st->window_ == 0 ? 2 * bs : 2 * st->window_, max_window);
     const uint64_t want_until = std::min(nblocks, end_block + 1 + st->window_ / bs);
     const uint64_t first = std::max(st->prefetched_until_, end_block + 1);
     if (want_until > first) {

@@ -25,7 +25,9 @@ namespace tierfs {
 
 struct PrefetcherOptions {
   // Upper bound of the per-file readahead window; the window starts at two blocks and doubles
-  // while reads stay sequential. 0 disables readahead. (cache.readahead_max.)
+  // while reads stay sequential, up to this and to what the cache keeps until the reader gets
+  // there (TieredCache::readahead_window_bytes: a quarter of L1). 0 disables readahead.
+  // (cache.readahead_max.)
   uint64_t readahead_max_bytes = 64ULL << 20;
   // Small files read one after another: once two files of at most next_files_max_bytes were
   // opened in one directory, every further open there prefetches the next `next_files` files of

@@ -555,95 +555,124 @@ Result<std::unique_ptr<Tier>> NewRemoteTier(const RemoteTierOptions& options, Bl
   return std::unique_ptr<Tier>(std::make_unique<RemoteTier>(options, store, clock));
 }
 
-Result<RemoteGcReport> GcRemoteTier(const RemoteGcOptions& options, BlobStore* store,
-                                    Clock* clock) {
-  if (store == nullptr) return Status::InvalidArgument("l3 gc: store is required");
-  if (clock == nullptr) clock = SystemClock();
-  RemoteGcReport rep;
-  std::vector<ListEntry> blocks;
-  TIERFS_RETURN_IF_ERROR(ForEachListPage(store, kBlocksDir, "", 1000, [&](ListPage& page) {
-    for (auto& e : page.objects) {
-      rep.objects++;
-      rep.bytes += e.info.size;
-      blocks.push_back(std::move(e));
-    }
-    return Status::OK();
-  }));
+namespace {
 
-  auto foreign = [&](const ListEntry& e, std::string_view why) {
-    ++rep.foreign;
-    rep.foreign_bytes += e.info.size;
-    Logger(Module::kTierCache).info("l3 gc: {} is not a tierfs block ({}); left alone", e.key, why);
-  };
-  // Only tierfs's own objects are deleted: the name says which block, and the header, read just
-  // before the delete, must be tierfs's and name the same block.
+// One run of the L3 collector: expiry by age, then trimming to a size, oldest first. Only
+// tierfs's own objects are deleted: the name says which block, and the header, read just before
+// the delete, must be tierfs's and name the same block.
+class L3Collector {
+ public:
+  L3Collector(const RemoteGcOptions& options, BlobStore* store)
+      : options_(options), store_(store) {}
+
+  Result<RemoteGcReport> Run(Clock* clock) {
+    std::vector<ListEntry> blocks;
+    TIERFS_RETURN_IF_ERROR(ForEachListPage(store_, kBlocksDir, "", 1000, [&](ListPage& page) {
+      for (auto& e : page.objects) {
+        rep_.objects++;
+        rep_.bytes += e.info.size;
+        blocks.push_back(std::move(e));
+      }
+      return Status::OK();
+    }));
+    std::vector<ListEntry> kept = Expire(std::move(blocks), clock->NowUnixNanos());
+    Trim(&kept);
+    rep_.remaining_objects = rep_.objects - rep_.expired - rep_.trimmed - rep_.foreign;
+    rep_.remaining_bytes = kept_bytes_;
+    return rep_;
+  }
+
+ private:
   enum class Removed { kYes, kForeign, kError };
-  auto remove = [&](const ListEntry& e) {
+
+  void Foreign(const ListEntry& e, std::string_view why) {
+    ++rep_.foreign;
+    rep_.foreign_bytes += e.info.size;
+    Logger(Module::kTierCache).info("l3 gc: {} is not a tierfs block ({}); left alone", e.key, why);
+  }
+
+  Removed Remove(const ListEntry& e) {
     std::array<std::byte, kL3FixedHeaderBytes> head;
-    Result<size_t> n = store->Read(e.key, 0, head, "");
+    Result<size_t> n = store_->Read(e.key, 0, head, "");
     if (!n.ok()) {
-      ++rep.delete_errors;
+      ++rep_.delete_errors;
       Logger(Module::kTierCache)
           .warn("l3 gc: cannot read the header of {}: {}", e.key, n.status().ToString());
       return Removed::kError;
     }
     Result<L3Header> h = ParseL3Header(std::span(head).first(std::min(*n, head.size())));
     if (!h.ok() || BlockKeyHex(h->key) != e.key.substr(kBlocksDir.size())) {
-      foreign(e, h.ok() ? "its header names another block" : h.status().message());
+      Foreign(e, h.ok() ? "its header names another block" : h.status().message());
       return Removed::kForeign;
     }
-    if (options.dry_run) return Removed::kYes;
-    Status s = store->Delete(e.key);
+    if (options_.dry_run) return Removed::kYes;
+    Status s = store_->Delete(e.key);
     if (!s.ok()) {
-      ++rep.delete_errors;
+      ++rep_.delete_errors;
       Logger(Module::kTierCache).warn("l3 gc: cannot delete {}: {}", e.key, s.ToString());
       return Removed::kError;
     }
     return Removed::kYes;
-  };
-
-  const int64_t now = clock->NowUnixNanos();
-  std::vector<ListEntry> kept;
-  uint64_t kept_bytes = 0;
-  for (auto& e : blocks) {
-    if (!IsBlockObjectName(e.key)) {
-      foreign(e, "not named blocks/<32 hex digits>");
-      continue;
-    }
-    if (e.info.size < kL3FixedHeaderBytes) {
-      foreign(e, "shorter than a tierfs header");
-      continue;
-    }
-    const bool expired = options.ttl != std::chrono::nanoseconds::max() &&
-                         now - e.info.mtime_ns > options.ttl.count();
-    const Removed r = expired ? remove(e) : Removed::kError;
-    if (r == Removed::kForeign) continue;
-    if (r == Removed::kYes) {
-      ++rep.expired;
-      rep.expired_bytes += e.info.size;
-      continue;
-    }
-    kept_bytes += e.info.size;
-    kept.push_back(std::move(e));
   }
-  if (kept_bytes > options.max_bytes) {
+
+  // Deletes the expired blocks; returns the blocks kept (and counts their bytes).
+  std::vector<ListEntry> Expire(std::vector<ListEntry> blocks, int64_t now) {
+    std::vector<ListEntry> kept;
+    for (auto& e : blocks) {
+      if (!IsBlockObjectName(e.key)) {
+        Foreign(e, "not named blocks/<32 hex digits>");
+        continue;
+      }
+      if (e.info.size < kL3FixedHeaderBytes) {
+        Foreign(e, "shorter than a tierfs header");
+        continue;
+      }
+      const bool expired = options_.ttl != std::chrono::nanoseconds::max() &&
+                           now - e.info.mtime_ns > options_.ttl.count();
+      const Removed r = expired ? Remove(e) : Removed::kError;
+      if (r == Removed::kForeign) continue;
+      if (r == Removed::kYes) {
+        ++rep_.expired;
+        rep_.expired_bytes += e.info.size;
+        continue;
+      }
+      kept_bytes_ += e.info.size;
+      kept.push_back(std::move(e));
+    }
+    return kept;
+  }
+
+  // Deletes the oldest kept blocks until they fit in options_.max_bytes.
+  void Trim(std::vector<ListEntry>* kept) {
+    if (kept_bytes_ <= options_.max_bytes) return;
     // Oldest first; the key breaks ties so the order is deterministic.
-    std::sort(kept.begin(), kept.end(), [](const ListEntry& a, const ListEntry& b) {
+    std::sort(kept->begin(), kept->end(), [](const ListEntry& a, const ListEntry& b) {
       return a.info.mtime_ns != b.info.mtime_ns ? a.info.mtime_ns < b.info.mtime_ns : a.key < b.key;
     });
-    for (const auto& e : kept) {
-      if (kept_bytes <= options.max_bytes) break;
-      const Removed r = remove(e);
+    for (const auto& e : *kept) {
+      if (kept_bytes_ <= options_.max_bytes) break;
+      const Removed r = Remove(e);
       if (r == Removed::kYes) {
-        ++rep.trimmed;
-        rep.trimmed_bytes += e.info.size;
+        ++rep_.trimmed;
+        rep_.trimmed_bytes += e.info.size;
       }
-      if (r != Removed::kError) kept_bytes -= e.info.size;
+      if (r != Removed::kError) kept_bytes_ -= e.info.size;
     }
   }
-  rep.remaining_objects = rep.objects - rep.expired - rep.trimmed - rep.foreign;
-  rep.remaining_bytes = kept_bytes;
-  return rep;
+
+  const RemoteGcOptions& options_;
+  BlobStore* const store_;
+  RemoteGcReport rep_;
+  uint64_t kept_bytes_ = 0;
+};
+
+}  // namespace
+
+Result<RemoteGcReport> GcRemoteTier(const RemoteGcOptions& options, BlobStore* store,
+                                    Clock* clock) {
+  if (store == nullptr) return Status::InvalidArgument("l3 gc: store is required");
+  if (clock == nullptr) clock = SystemClock();
+  return L3Collector(options, store).Run(clock);
 }
 
 }  // namespace tierfs

@@ -209,6 +209,10 @@ class TieredCacheImpl final : public TieredCache {
 
   uint64_t block_size() const override { return options_.block_size; }
   uint64_t readahead_run_blocks() const override { return run_blocks_; }
+  uint64_t readahead_window_bytes() const override {
+    const uint64_t l1 = host_tiers_ > 0 ? tiers_[0]->Stats().capacity.load() : 0;
+    return std::min<uint64_t>(options_.readahead_budget_bytes, l1 > 0 ? l1 / 4 : ~0ULL);
+  }
   uint64_t small_object_bytes() const override { return small_object_bytes_; }
   bool ReadsSparse(const ObjectRef& obj, uint64_t offset, uint64_t length) const override {
     return sparse_.Eligible(obj, length, options_.block_size);

@@ -314,6 +314,13 @@ class TieredCache {
   // Blocks one readahead run fetches together (>= 1): callers ask for readahead in steps of
   // about this many blocks, so that the runs are full.
   virtual uint64_t readahead_run_blocks() const = 0;
+  // The most bytes readahead should fetch ahead of one reader now: what the first host tier (L1)
+  // keeps until the reader gets there, a quarter of its capacity (readahead blocks of a scan are
+  // not kept in L2 beyond its free room, so a window larger than L1 fetches blocks that are
+  // evicted before they are read, and read again; L1 also holds the blocks just read, which its
+  // LRU keeps before the unread ones: with half of an 8 MiB L1 a scan still fetched 8% twice),
+  // and no more than the readahead budget.
+  virtual uint64_t readahead_window_bytes() const = 0;
   // Objects this size or smaller are fetched whole by their first demand miss
   // (TieredCacheOptions::small_object_bytes, capped at one readahead run); 0: none.
   virtual uint64_t small_object_bytes() const = 0;

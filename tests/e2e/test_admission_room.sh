@@ -4,7 +4,8 @@
 #      unmounted and mounted again on the same cache (L1 and the page cache empty), read again:
 #      every byte comes from L2, the second mount sends the origin nothing.
 #   2. A hot set read first (protected), then a scan of 4x L2 (probationary: it may take only free
-#      room and its own blocks' room); remounted, the hot set is read without the origin.
+#      room and its own blocks' room) with an 8 MiB L1, fetched once (at most 1.05x its bytes);
+#      remounted, the hot set is read without the origin.
 # Every byte is checked against the origin.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -51,14 +52,18 @@ mnt="$E2E_WORK/mnt2" cache="$E2E_WORK/cache2" logf="$E2E_WORK/daemon2.log"
 tierfs_mount "file://$src" "$mnt" "$cache" "$logf" --l1-size 8MiB --l2-size 64MiB
 check_bytes "$mnt" hot/h{1..8}
 for i in 1 2 3 4 5 6 7 8; do wait_residency "$mnt/hot/h$i" "l2=4/4"; done
+o0="$(stat_value "$(stats_xattr "$mnt")" origin.bytes)"
 check_bytes "$mnt" scan/s{1..4}
 stats="$(stats_xattr "$mnt")"
 (( $(stat_value "$stats" admit.scans) >= 4 )) || fail "the scan files were not taken for scans: $stats"
+# Readahead fetches no further ahead than L1 keeps: no block of the scan is fetched twice.
+ob=$(( $(stat_value "$stats" origin.bytes) - o0 ))
+(( ob <= (256 << 20) * 105 / 100 )) || fail "the 256 MiB scan cost the origin $ob bytes (> 1.05x): $stats"
 tierfs_umount "$mnt" "$TIERFS_PID" || fail "unclean unmount"
 tierfs_mount "file://$src" "$mnt" "$cache" "$logf" --l1-size 8MiB --l2-size 64MiB
 check_bytes "$mnt" hot/h{1..8}
 got="$(origin_requests "$mnt")"
 (( got == 0 )) || fail "the hot set's re-read sent $got requests to the origin, want 0"
-log "ok the 32 MiB hot set survived a 256 MiB scan of a 64 MiB L2"
+log "ok the 32 MiB hot set survived a 256 MiB scan of a 64 MiB L2, which cost the origin $ob bytes"
 tierfs_umount "$mnt" "$TIERFS_PID" || fail "unclean unmount"
 log "PASS"

@@ -19,6 +19,8 @@ done
 if dpkg-query -W -f='${Status}' tierfs 2>/dev/null | grep -qv "not-installed"; then
   fail "a tierfs package is already installed ($(dpkg-query -W -f='${Status}' tierfs)); remove it first: dpkg -P tierfs"
 fi
+# An empty /etc/tierfs (left by an interrupted purge) holds nothing of the user's.
+rmdir /etc/tierfs 2>/dev/null || true
 for f in /etc/tierfs /sbin/mount.tierfs /usr/bin/tierfs "/lib/systemd/system/tierfs@.service"; do
   [[ ! -e "$f" ]] || fail "$f exists but no tierfs package is installed; remove it first"
 done

@@ -96,6 +96,34 @@ class PrefetcherTest : public ::testing::Test {
   PrefetcherOptions options_;
 };
 
+// With an L1 of 16 blocks, a window of 32 would fetch blocks that L1 evicts before the reader gets
+// there (and that it then fetches again): the window stops at a quarter of L1.
+TEST_F(PrefetcherTest, TheWindowStopsAtWhatL1Keeps) {
+  TieredCacheOptions co;
+  co.block_size = kBs;
+  co.prefetch_threads = 2;
+  co.readahead_run_bytes = 4 * kBs;
+  co.small_object_bytes = 0;
+  std::vector<std::unique_ptr<Tier>> tiers;
+  MemoryTierOptions l1;
+  l1.capacity_bytes = 16 * kBs;
+  l1.shards = 1;
+  tiers.push_back(NewMemoryTier(l1));
+  auto cache = TieredCache::Open(co, std::move(tiers), &origin_, &clock_);
+  ASSERT_OK(cache);
+  EXPECT_EQ((*cache)->readahead_window_bytes(), 4 * kBs);
+  options_.readahead_max_bytes = 32 * kBs;
+  Prefetcher p(options_, cache->get(), catalog_.get());
+  Prefetcher::Stream s(Obj("big.bin"));
+  for (uint64_t off = 0; off < 2 * kBs; off += 1024) p.OnRead(&s, off, 1024);  // block 1 read
+  // Blocks 1..4 (asked for in steps of 2), at most 4 ahead of the read's last block: no more.
+  testing::Eventually([&] { return origin_.bytes_read() >= 4 * kBs; }, std::chrono::seconds(20),
+                      std::chrono::milliseconds(2));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a window for a wrong fetch
+  EXPECT_GE(origin_.bytes_read(), 4 * kBs);
+  EXPECT_LE(origin_.bytes_read(), 5 * kBs);
+}
+
 TEST_F(PrefetcherTest, SequentialReadsGrowTheWindowAndAskInWholeSteps) {
   auto p = Make();
   Prefetcher::Stream s(Obj("big.bin"));

@@ -970,10 +970,12 @@ TEST_F(TieredCacheTest, ReadaheadPutsSmallFilesInL2NotL1) {
   c->Prefetch(l, 0, 2);
   // Until both files are in every tier they go to (the larger one's L2 writes come after its
   // L1 inserts): an L2 insert in progress would keep the pinned blocks below from making room.
+  // The small file's counter is bumped just after its L2 insert shows.
   Eventually(
       [&] {
         return c->Residency(s)[1].second >= 1 && c->Residency(l)[0].second >= 2 &&
-               c->Residency(l)[1].second >= 2;
+               c->Residency(l)[1].second >= 2 &&
+               ParseStats(c->StatsText())["readahead.below_l1"] >= 1;
       },
       std::chrono::seconds(10), std::chrono::milliseconds(2));
   EXPECT_EQ(c->Residency(s)[0].second, 0u);  // not in L1
