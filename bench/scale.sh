@@ -2,7 +2,7 @@
 # Dataset scale: a file:// origin with 200,000 files in one directory and a
 # 2,000,000-file tree (2,000 dirs x 1,000 files), served by tierfs beside local disk.
 #
-#   bench/scale.sh [--cases flat,tree] [--out DIR] [--keep]
+#   bench/scale.sh [--cases flat,tree] [--out DIR] [--keep] [--daemonized]
 #
 # Per case it reports, for tierfs and for the same tree on local disk:
 #   cold list   `find DIR -printf '%s\n'` (a listing with a stat of every entry) right after
@@ -14,6 +14,9 @@
 #               file by path (bench/stat_all.py, one process);
 #   memory      the daemon's VmRSS and RssAnon before the cold listing and after the warm stat,
 #               divided by the number of entries (bytes per cached entry).
+# --daemonized mounts as `tierfs mount` does by default (a supervised daemon that logs its
+# inode table for crash resume) instead of in the foreground; memory is then the serving
+# daemon's, and the supervisor's VmRSS after the warm stat is reported too.
 # Trees are zero-byte files made once under bench/out/scale/ (2M files take ~2M inodes and a few
 # minutes to create; --keep leaves them for the next run, otherwise they are removed at the end).
 #
@@ -26,11 +29,13 @@ PY=/usr/bin/python3
 CASES="flat,tree"
 OUT=""
 KEEP=0
+DAEMONIZED=0
 while (($#)); do
   case "$1" in
     --cases) CASES="$2"; shift ;;
     --out) OUT="$2"; shift ;;
     --keep) KEEP=1 ;;
+    --daemonized) DAEMONIZED=1 ;;
     -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "scale.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -87,6 +92,12 @@ list_all() { find "$1" -printf '%s\n'; }
 stat_all() { $PY "$BENCH/stat_all.py" "$1"; }
 drop_dentries() { sync; echo 2 >/proc/sys/vm/drop_caches; }
 mem() { awk '/^VmRSS|^RssAnon/ {printf "%s ", $2}' "/proc/$1/status"; } # "rss_kib anon_kib"
+cpu_ms() { # PID -> its user + system CPU time so far, ms ("0" if gone)
+  awk -v hz="$(getconf CLK_TCK)" '{printf "%d", ($14 + $15) * 1000 / hz}' "/proc/$1/stat" 2>/dev/null || echo 0
+}
+daemon_field() { # KEY -> its value in the mount root's user.tierfs.daemon ("pid=N ...")
+  getfattr --only-values -n user.tierfs.daemon "$MNT" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$1=//p"
+}
 
 for c in ${CASES//,/ }; do
   case "$c" in
@@ -106,9 +117,18 @@ for c in ${CASES//,/ }; do
   l_stat=$(cd "$src" && timeit stat_all "$WORK/names-$c.txt")
 
   rm -rf "$WORK/cache"; mkdir -p "$WORK/cache" "$MNT"
-  "$TIERFS" mount "file://$src" "$MNT" --cache-dir "$WORK/cache" --l1-size 256MiB \
-    --l2-size 4GiB --metadata-ttl 10m ${TIERFS_OPTS:-} -f >"$OUT/daemon-$c.log" 2>&1 &
-  DPID=$!
+  mount_args=("file://$src" "$MNT" --cache-dir "$WORK/cache" --l1-size 256MiB --l2-size 4GiB
+    --metadata-ttl 10m)
+  if ((DAEMONIZED)); then
+    # shellcheck disable=SC2086  # TIERFS_OPTS: flags
+    "$TIERFS" mount "${mount_args[@]}" ${TIERFS_OPTS:-} --log-file "$OUT/daemon-$c.log" \
+      >"$OUT/mount-$c.out" 2>&1 || { echo "mount failed" >&2; cat "$OUT/mount-$c.out"; exit 1; }
+    DPID=$(daemon_field pid)
+  else
+    # shellcheck disable=SC2086
+    "$TIERFS" mount "${mount_args[@]}" ${TIERFS_OPTS:-} -f >"$OUT/daemon-$c.log" 2>&1 &
+    DPID=$!
+  fi
   for _ in $(seq 300); do is_mounted "$MNT" && break; sleep 0.1; done
   is_mounted "$MNT" || { echo "mount failed" >&2; cat "$OUT/daemon-$c.log"; exit 1; }
   stat "$MNT" >/dev/null
@@ -117,10 +137,24 @@ for c in ${CASES//,/ }; do
   got=$(list_all "$MNT/$sub" | wc -l)
   t_warm=$(timeit list_all "$MNT/$sub")
   drop_dentries
+  spid=$(daemon_field supervisor_pid)
+  [[ $spid =~ ^[0-9]+$ ]] || spid=""
+  d_cpu0=$(cpu_ms "$DPID") s_cpu0=$([[ -n $spid ]] && cpu_ms "$spid" || echo 0)
   t_stat=$(cd "$MNT" && timeit stat_all "$WORK/names-$c.txt")
+  d_cpu1=$(cpu_ms "$DPID") s_cpu1=$([[ -n $spid ]] && cpu_ms "$spid" || echo 0)
   m1=$(mem "$DPID")
+  echo "scale $c: warm stat CPU: daemon $((d_cpu1 - d_cpu0)) ms, supervisor $((s_cpu1 - s_cpu0)) ms" |
+    tee -a "$OUT/summary.txt"
+  [[ -n $spid ]] && echo "scale $c: supervisor VmRSS $(awk '/^VmRSS/ {print $2}' "/proc/$spid/status") KiB" |
+    tee -a "$OUT/summary.txt"
   getfattr --only-values -n user.tierfs.stats "$MNT" >"$OUT/stats-$c.txt" 2>/dev/null
-  fusermount3 -u "$MNT"; wait "$DPID" 2>/dev/null; DPID=""
+  fusermount3 -u "$MNT"
+  if ((DAEMONIZED)); then
+    for _ in $(seq 300); do pid_alive "$DPID" || break; sleep 0.1; done
+  else
+    wait "$DPID" 2>/dev/null
+  fi
+  DPID=""
   $PY - "$c" "$n" "$got" "$l_cold" "$l_warm" "$l_stat" "$t_cold" "$t_warm" "$t_stat" $m0 $m1 <<'EOF' | tee -a "$OUT/summary.txt"
 import sys
 c, n, got = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])

@@ -167,10 +167,18 @@ Status BuildAndMount(const DaemonOptions& o, int channel, DaemonLogControl* cont
   return Status::OK();
 }
 
+// The supervisor at the other end of the state log `fd`: the process that made the socket pair
+// (a daemon a live restart started inherits its predecessor's end). 0 if unknown.
+int SupervisorPid(int fd) {
+  struct ucred peer {};
+  socklen_t len = sizeof(peer);
+  return ::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) == 0 ? peer.pid : 0;
+}
+
 // The mount proper, in the process that will serve it. `pipe` reports the outcome to a waiting
 // parent (or does nothing in the foreground); `channel` >= 0: take the mount over from the
 // daemon at its other end (daemon/restart.h). Returns the exit code.
-int ServeMount(const DaemonOptions& o, StartupPipe* pipe, int channel, int supervisor) {
+int ServeMount(const DaemonOptions& o, StartupPipe* pipe, int channel, Supervision supervision) {
   spdlog::logger& log = Logger(Module::kDaemon);
   // Before any thread exists. Cache blocks are mappings of their own (tiercache/block.cc). For
   // the other large buffers (libfuse's request buffers, hedged-GET copies, listings) a fixed
@@ -201,13 +209,15 @@ int ServeMount(const DaemonOptions& o, StartupPipe* pipe, int channel, int super
   if (Status s = BuildAndMount(o, channel, &control, &c); !s.ok()) {
     return StartupFailed(s, pipe, &c);
   }
-  uint32_t resumes = 0;
-  if (supervisor >= 0) {
+  if (supervision.fd >= 0) {
     // A crash resume asks the kernel for the requests the dead daemon never answered.
-    resumes = CrashResumes();
-    if (takeover) c.server->ResumeAfterCrash(resumes);
-    c.server->LogStateTo(supervisor);
-    control.SetSupervision(getppid(), resumes);
+    if (takeover && supervision.resuming) {
+      c.server->ResumeAfterCrash(supervision.resumes);
+    } else {
+      c.server->CountCrashResumes(supervision.resumes);
+    }
+    c.server->LogStateTo(supervision.fd);
+    control.SetSupervision(SupervisorPid(supervision.fd), supervision.resumes);
   }
   const FuseServer::History history = c.server->history();
   control.SetMountHistory(history.mounted_at_ns, history.restarts);
@@ -238,7 +248,8 @@ int ServeMount(const DaemonOptions& o, StartupPipe* pipe, int channel, int super
     c.fs->AttachDaemonControl(&control);
     return c.fs.get();
   };
-  auto restart = RestartListener::Start(server, o.fuse.shutdown_grace, release, restore);
+  auto restart =
+      RestartListener::Start(server, o.fuse.shutdown_grace, release, restore, supervision);
   if (!restart.ok()) log.warn("no live restart: {}", restart.status().ToString());
   SetSignalsBlocked(false);
   Status run = c.server->Run();
@@ -419,10 +430,11 @@ int StartTakeover(const DaemonOptions& o, int channel) {
     return Usage(s);
   }
   StartupPipe none{UniqueFd()};
-  const UniqueFd supervisor(SupervisorChannel());
+  const Supervision supervision = InheritedSupervision();
+  const UniqueFd supervisor(supervision.fd);  // closed at the end
   DaemonOptions served = o;
-  if (supervisor.get() >= 0) served.fuse.clone_fd = false;  // see SuperviseAndServe
-  return ServeMount(served, &none, channel, supervisor.get());
+  if (supervision.fd >= 0) served.fuse.clone_fd = false;  // see SuperviseAndServe
+  return ServeMount(served, &none, channel, supervision);
 }
 
 // The daemonized mount's first process (daemon/supervisor.h): forks the serving daemon, which
@@ -445,7 +457,7 @@ int SuperviseAndServe(DaemonOptions o, UniqueFd startup) {
   if (daemon == 0) {
     ours.Reset();
     StartupPipe pipe(std::move(startup));
-    return ServeMount(o, &pipe, -1, theirs.get());
+    return ServeMount(o, &pipe, -1, Supervision{theirs.get(), 0, false});
   }
   theirs.Reset();
   startup.Reset();
@@ -464,7 +476,7 @@ int StartServing(const DaemonOptions& o) {
     std::string err;
     if (!ConfigureLogging(lo, &err)) return Usage(Status::InvalidArgument("--log-file: " + err));
     StartupPipe none{UniqueFd()};
-    return ServeMount(o, &none, -1, -1);
+    return ServeMount(o, &none, -1, Supervision{});
   }
   // Open the log before forking so a bad --log-file is a usage error on the terminal.
   LogOptions lo = o.log;

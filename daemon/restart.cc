@@ -118,9 +118,33 @@ int InheritedFd(const char* name) {
 
 int TakeoverChannel() { return InheritedFd(kTakeoverFdEnv); }
 
-int SupervisorChannel() { return InheritedFd(kSupervisorFdEnv); }
+namespace {
 
-Result<int> StartSuccessor(const std::string& binary, int channel, int supervisor) {
+constexpr const char* kSupervisorFdEnv = "TIERFS_SUPERVISOR_FD";
+constexpr const char* kCrashResumesEnv = "TIERFS_CRASH_RESUMES";
+constexpr const char* kCrashResumeEnv = "TIERFS_CRASH_RESUME";
+
+// The value of the environment variable `name` (removed from the environment); "" if unset.
+std::string TakeEnv(const char* name) {
+  const char* v = std::getenv(name);
+  std::string out = v == nullptr ? "" : v;
+  ::unsetenv(name);
+  return out;
+}
+
+}  // namespace
+
+Supervision InheritedSupervision() {
+  Supervision s;
+  s.fd = InheritedFd(kSupervisorFdEnv);
+  s.resumes = static_cast<uint32_t>(std::strtoul(TakeEnv(kCrashResumesEnv).c_str(), nullptr, 10));
+  s.resuming = TakeEnv(kCrashResumeEnv) == "1";
+  if (s.fd < 0) s = Supervision{};
+  return s;
+}
+
+Result<int> StartSuccessor(const std::string& binary, int channel, const Supervision& supervision) {
+  const int supervisor = supervision.fd;
   const std::string path = binary.empty() ? OwnBinary() : binary;
   if (path.empty()) return Status::Internal("cannot tell this daemon's binary (/proc/self/exe)");
   if (::access(path.c_str(), X_OK) != 0) {
@@ -134,13 +158,21 @@ Result<int> StartSuccessor(const std::string& binary, int channel, int superviso
   argv.push_back(nullptr);
   std::vector<std::string> env_store;
   const std::string prefix = std::string(kTakeoverFdEnv) + "=";
-  const std::string supervisor_prefix = std::string(kSupervisorFdEnv) + "=";
+  const std::string supervision_vars[] = {std::string(kSupervisorFdEnv) + "=",
+                                          std::string(kCrashResumesEnv) + "=",
+                                          std::string(kCrashResumeEnv) + "="};
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string_view var(*e);
-    if (!var.starts_with(prefix) && !var.starts_with(supervisor_prefix)) env_store.emplace_back(*e);
+    bool drop = var.starts_with(prefix);
+    for (const std::string& v : supervision_vars) drop = drop || var.starts_with(v);
+    if (!drop) env_store.emplace_back(*e);
   }
   env_store.push_back(prefix + std::to_string(kChildChannelFd));
-  if (supervisor >= 0) env_store.push_back(supervisor_prefix + std::to_string(kChildChannelFd + 1));
+  if (supervisor >= 0) {
+    env_store.push_back(supervision_vars[0] + std::to_string(kChildChannelFd + 1));
+    env_store.push_back(supervision_vars[1] + std::to_string(supervision.resumes));
+    if (supervision.resuming) env_store.push_back(supervision_vars[2] + "1");
+  }
   std::vector<char*> envp;
   for (auto& e : env_store) envp.push_back(e.data());
   envp.push_back(nullptr);
@@ -167,7 +199,7 @@ Result<int> StartSuccessor(const std::string& binary, int channel, int superviso
 
 Result<std::unique_ptr<RestartListener>> RestartListener::Start(
     FuseServer* server, std::chrono::nanoseconds pause_limit, std::function<void()> release,
-    std::function<Result<Filesystem*>()> restore) {
+    std::function<Result<Filesystem*>()> restore, Supervision supervision) {
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (fd.get() < 0) return Status::FromErrno(errno, "restart socket");
   sockaddr_un addr;
@@ -179,18 +211,20 @@ Result<std::unique_ptr<RestartListener>> RestartListener::Start(
   int p[2];
   if (::pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) return Status::FromErrno(errno, "pipe");
   return std::unique_ptr<RestartListener>(
-      new RestartListener(server, pause_limit, std::move(release), std::move(restore),
+      new RestartListener(server, pause_limit, std::move(release), std::move(restore), supervision,
                           std::move(fd), UniqueFd(p[0]), UniqueFd(p[1])));
 }
 
 RestartListener::RestartListener(FuseServer* server, std::chrono::nanoseconds pause_limit,
                                  std::function<void()> release,
-                                 std::function<Result<Filesystem*>()> restore, UniqueFd listen_fd,
-                                 UniqueFd stop_read, UniqueFd stop_write)
+                                 std::function<Result<Filesystem*>()> restore,
+                                 Supervision supervision, UniqueFd listen_fd, UniqueFd stop_read,
+                                 UniqueFd stop_write)
     : server_(server),
       pause_limit_(pause_limit),
       release_(std::move(release)),
       restore_(std::move(restore)),
+      supervision_(supervision),
       listen_fd_(std::move(listen_fd)),
       stop_read_(std::move(stop_read)),
       stop_write_(std::move(stop_write)) {
@@ -244,7 +278,10 @@ void RestartListener::Serve(int conn) {
   log.info("restart: asked by pid {} (uid {}), binary {}", peer.pid, peer.uid,
            binary.empty() ? OwnBinary() + " (as installed)" : binary);
   FuseServer::HandOverHooks hooks;
-  hooks.start = [&binary](int channel) { return StartSuccessor(binary, channel); };
+  // A supervised daemon's successor logs to the same supervisor (and is no crash resume).
+  Supervision passed = supervision_;
+  passed.resuming = false;
+  hooks.start = [&binary, &passed](int channel) { return StartSuccessor(binary, channel, passed); };
   hooks.release = release_;
   hooks.restore = restore_;
   Result<int> pid = server_->HandOver(hooks, pause_limit_, kStartLimit);

@@ -41,18 +41,25 @@ inline constexpr const char* kTakeoverFdEnv = "TIERFS_TAKEOVER_FD";
 // process was not started to take a mount over.
 int TakeoverChannel();
 
-// The environment variable naming the descriptor of a supervised daemon's end of its state log
-// (daemon/supervisor.h).
-inline constexpr const char* kSupervisorFdEnv = "TIERFS_SUPERVISOR_FD";
+// A supervised daemon's link to its supervisor (daemon/supervisor.h): its end of the state log,
+// the mount's crash resumes so far, and whether this daemon was started to resume after a
+// crash (not for a live restart). Passed to a daemon in the environment: TIERFS_SUPERVISOR_FD
+// names the descriptor, TIERFS_CRASH_RESUMES the count, TIERFS_CRASH_RESUME=1 a resume.
+struct Supervision {
+  int fd = -1;  // -1: not supervised
+  uint32_t resumes = 0;
+  bool resuming = false;
+};
 
-// The descriptor kSupervisorFdEnv names (and removes from the environment), or -1 when this
-// daemon has no supervisor.
-int SupervisorChannel();
+// This process's Supervision from its environment (the variables removed; the descriptor made
+// close-on-exec); fd -1 when it has none.
+Supervision InheritedSupervision();
 
 // Starts `binary` ("" = this process's own, as installed now) with this process's command line
-// and environment, plus kTakeoverFdEnv naming `channel` (inherited) and, with `supervisor` >= 0,
-// kSupervisorFdEnv naming that one. Its pid.
-Result<int> StartSuccessor(const std::string& binary, int channel, int supervisor = -1);
+// and environment, plus kTakeoverFdEnv naming `channel` (inherited) and, when `supervision.fd`
+// >= 0, the supervision variables. Its pid.
+Result<int> StartSuccessor(const std::string& binary, int channel,
+                           const Supervision& supervision = {});
 
 class RestartListener {
  public:
@@ -60,9 +67,11 @@ class RestartListener {
   // up to `pause_limit` for the requests in flight (fuse.shutdown_grace). A listener that cannot
   // bind is an error the daemon logs and serves on without.
   // `release` and `restore` are the daemon's part of FuseServer::HandOver (HandOverHooks).
+  // A supervised daemon passes its `supervision` on to the new one (the supervisor then
+  // supervises it).
   static Result<std::unique_ptr<RestartListener>> Start(
       FuseServer* server, std::chrono::nanoseconds pause_limit, std::function<void()> release,
-      std::function<Result<Filesystem*>()> restore);
+      std::function<Result<Filesystem*>()> restore, Supervision supervision = {});
   ~RestartListener();  // stops and joins the thread
   RestartListener(const RestartListener&) = delete;
   RestartListener& operator=(const RestartListener&) = delete;
@@ -70,7 +79,8 @@ class RestartListener {
  private:
   RestartListener(FuseServer* server, std::chrono::nanoseconds pause_limit,
                   std::function<void()> release, std::function<Result<Filesystem*>()> restore,
-                  UniqueFd listen_fd, UniqueFd stop_read, UniqueFd stop_write);
+                  Supervision supervision, UniqueFd listen_fd, UniqueFd stop_read,
+                  UniqueFd stop_write);
   void Loop();
   void Serve(int conn);
 
@@ -79,6 +89,7 @@ class RestartListener {
   const std::chrono::nanoseconds pause_limit_;
   const std::function<void()> release_;
   const std::function<Result<Filesystem*>()> restore_;
+  const Supervision supervision_;
   const UniqueFd listen_fd_;
   const UniqueFd stop_read_;
   const UniqueFd stop_write_;

@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -55,46 +56,71 @@ std::string HowItEnded(int status) {
 // The supervisor's view of its serving daemon.
 struct Serving {
   pid_t pid = -1;
-  UniqueFd channel;  // its state log
+  UniqueFd channel;         // its state log
+  bool log_failed = false;  // a message of the log could not be taken: the copy lacks records
   std::chrono::steady_clock::time_point since;
 };
 
-// Waits for `daemon` to end, keeping the last state it sent (and the /dev/fuse descriptor, from
-// its first message). Its waitpid status.
-int Watch(Serving* daemon, std::string* state, UniqueFd* fuse_fd) {
-  spdlog::logger& log = Logger(Module::kDaemon);
+// Waits for `daemon` to end, keeping the copy of the state it logs (and the /dev/fuse
+// descriptor, from its first message). Its waitpid status.
+// Takes the next message of `daemon`'s state log into `state` (the /dev/fuse descriptor from the
+// first one that carries it into *fuse_fd), waiting up to `wait`. False when there was none.
+bool TakeLogMessage(Serving* daemon, FuseServer::LoggedState* state, UniqueFd* fuse_fd,
+                    int wait_ms) {
+  if (daemon->channel.get() < 0) return false;
+  struct pollfd p = {daemon->channel.get(), POLLIN, 0};
+  if (::poll(&p, 1, wait_ms) <= 0) return false;
+  int fd = -1;
+  const Status got = state->Receive(daemon->channel.get(), std::chrono::seconds(10), &fd);
+  UniqueFd came(fd);
+  if (!got.ok()) {
+    // The daemon closed its end: it is ending (waitpid tells how), or it cannot log any more.
+    if (got.code() != Status::Code::kUnavailable) {
+      Logger(Module::kDaemon)
+          .error("supervisor: the state log of pid {} failed ({}): a crash would end the mount",
+                 daemon->pid, got.ToString());
+      daemon->log_failed = true;
+    }
+    daemon->channel.Reset();
+    return false;
+  }
+  if (came.get() >= 0 && fuse_fd->get() < 0) {
+    *fuse_fd = std::move(came);
+    Logger(Module::kDaemon).info("supervisor: holding the FUSE descriptor of pid {}", daemon->pid);
+  }
+  return true;
+}
+
+// Waits for `daemon` to end, keeping the copy of the state it logs. Its waitpid status, once
+// every message it sent before is taken.
+int Watch(Serving* daemon, FuseServer::LoggedState* state, UniqueFd* fuse_fd) {
   for (;;) {
     int status = 0;
     const pid_t r = ::waitpid(daemon->pid, &status, WNOHANG);
-    if (r == daemon->pid) return status;
+    if (r < 0 && errno == ECHILD) {
+      // Not ours to wait for (a live restart's daemon that was not adopted): it serves on
+      // unsupervised.
+      Logger(Module::kDaemon)
+          .warn("supervisor: pid {} is not this supervisor's child; stopping", daemon->pid);
+      return 0;
+    }
+    if (r == daemon->pid) {
+      while (TakeLogMessage(daemon, state, fuse_fd, 0)) {
+      }
+      return status;
+    }
     if (const int sig = g_forward_signal.exchange(0); sig != 0) ::kill(daemon->pid, sig);
-    if (daemon->channel.get() < 0) {
-      ::poll(nullptr, 0, 100);
-      continue;
-    }
-    struct pollfd p = {daemon->channel.get(), POLLIN, 0};
-    if (::poll(&p, 1, 100) <= 0) continue;
-    int fd = -1;
-    Result<std::string> got =
-        FuseServer::ReceiveState(daemon->channel.get(), std::chrono::seconds(10), &fd);
-    UniqueFd came(fd);
-    if (!got.ok()) {
-      // The daemon closed its end: it is ending (waitpid tells how), or it cannot log any more.
-      daemon->channel.Reset();
-      continue;
-    }
-    *state = std::move(*got);
-    if (came.get() >= 0 && fuse_fd->get() < 0) {
-      *fuse_fd = std::move(came);
-      log.info("supervisor: holding the FUSE descriptor of pid {}", daemon->pid);
+    // The log is taken in batches: a daemon's message waits in the socket's buffer (sized for
+    // it, Session::LogStateTo) instead of waking this process each time.
+    ::poll(nullptr, 0, static_cast<int>(kLogDrainPeriod.count()));
+    while (TakeLogMessage(daemon, state, fuse_fd, 0)) {
     }
   }
 }
 
 // Starts the installed binary to take the mount over from the dead daemon: the state and the
 // descriptor as a live restart hands them over. The new daemon, or why not.
-Result<Serving> Resume(const std::string& state, int fuse_fd, uint32_t resumes) {
-  ::setenv(kCrashResumesEnv, std::to_string(resumes).c_str(), 1);
+Result<Serving> Resume(const FuseServer::LoggedState& state, int fuse_fd, uint32_t resumes) {
   int handover[2], log_pair[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, handover) != 0) {
     return Status::FromErrno(errno, "socketpair");
@@ -106,11 +132,12 @@ Result<Serving> Resume(const std::string& state, int fuse_fd, uint32_t resumes) 
   Serving next;
   next.channel = UniqueFd(log_pair[0]);
   UniqueFd their_log(log_pair[1]);
-  TIERFS_ASSIGN_OR_RETURN(next.pid, StartSuccessor("", theirs.get(), their_log.get()));
+  TIERFS_ASSIGN_OR_RETURN(next.pid, StartSuccessor("", theirs.get(),
+                                                   Supervision{their_log.get(), resumes,
+                                                               /*resuming=*/true}));
   theirs.Reset();
   their_log.Reset();
-  if (Status s = FuseServer::HandStateTo(ours.get(), state, fuse_fd, std::chrono::seconds(60));
-      !s.ok()) {
+  if (Status s = state.HandTo(ours.get(), fuse_fd, std::chrono::seconds(60)); !s.ok()) {
     ::kill(next.pid, SIGKILL);
     int st = 0;
     while (::waitpid(next.pid, &st, 0) < 0 && errno == EINTR) {
@@ -131,34 +158,52 @@ void DetachMountpoint(const std::string& mountpoint) {
 
 }  // namespace
 
-uint32_t CrashResumes() {
-  const char* v = std::getenv(kCrashResumesEnv);
-  if (v == nullptr) return 0;
-  const uint32_t n = static_cast<uint32_t>(std::strtoul(v, nullptr, 10));
-  ::unsetenv(kCrashResumesEnv);
-  return n;
-}
-
 int Supervise(const std::string& mountpoint, pid_t daemon, UniqueFd channel) {
   spdlog::logger& log = Logger(Module::kDaemon);
   InstallForwarding();
+  // A live restart's new daemon is the serving daemon's child: when that one exits, it becomes
+  // ours to wait for.
+  if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
+    log.warn("supervisor: cannot adopt a live restart's daemon ({}): a restart ends supervision",
+             std::strerror(errno));
+  }
   Serving serving;
   serving.pid = daemon;
   serving.channel = std::move(channel);
   serving.since = std::chrono::steady_clock::now();
-  std::string state;
+  FuseServer::LoggedState state;
   UniqueFd fuse_fd;
   int quick_deaths = 0;
   uint32_t resumes = 0;
   for (;;) {
     const int status = Watch(&serving, &state, &fuse_fd);
+    const int successor = state.TakeSuccessor();
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+      if (successor > 0) {
+        // A live restart: the new daemon (the old one's child, ours now: we are the subreaper)
+        // logs on the same socket.
+        log.info("supervisor: pid {} took {} over from pid {} (live restart)", successor,
+                 mountpoint, serving.pid);
+        serving.pid = successor;
+        serving.since = std::chrono::steady_clock::now();
+        serving.log_failed = false;
+        quick_deaths = 0;  // a deliberate new daemon (often a new binary): counted afresh
+        continue;
+      }
       log.info("supervisor: the daemon (pid {}) ended; stopping", serving.pid);
       return 0;
     }
     if (fuse_fd.get() < 0 || state.empty()) {
       // It never served: the mount (if any) is its failure's, as without a supervisor.
       return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+    }
+    if (serving.log_failed) {
+      log.error(
+          "supervisor: the daemon serving {} (pid {}) {}, and its state log had failed: unmounting "
+          "{} (its readers get ENOTCONN)",
+          mountpoint, serving.pid, HowItEnded(status), mountpoint);
+      DetachMountpoint(mountpoint);
+      return 1;
     }
     const bool quick = std::chrono::steady_clock::now() - serving.since < kSettleTime;
     quick_deaths = quick ? quick_deaths + 1 : 1;

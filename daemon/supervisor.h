@@ -25,16 +25,12 @@ namespace tierfs {
 
 inline constexpr std::chrono::seconds kSettleTime{30};
 inline constexpr int kMaxQuickDeaths = 5;
+// How often the supervisor takes what its daemon logged.
+inline constexpr std::chrono::milliseconds kLogDrainPeriod{20};
 
 // Supervises the serving daemon `daemon` (this process's child) of `mountpoint`; `channel` is
 // this end of its state log. SIGINT/SIGTERM are passed on to the serving daemon. Returns this
 // process's exit code: the daemon's own when it failed before it served.
 int Supervise(const std::string& mountpoint, pid_t daemon, UniqueFd channel);
-
-// The environment variable by which the supervisor tells a daemon it starts how many crash
-// resumes the mount has had, this one included.
-inline constexpr const char* kCrashResumesEnv = "TIERFS_CRASH_RESUMES";
-// Its value (removed from the environment); 0 when unset.
-uint32_t CrashResumes();
 
 }  // namespace tierfs

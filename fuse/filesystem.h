@@ -299,6 +299,12 @@ class Filesystem {
   // The tables as they are now. Consistent when no request is being served (the session is
   // paused); else a snapshot of each table in turn.
   FilesystemState ExportState() const;
+  // What was handed out from inode number `first_ino` and handle `first_handle` on (a former
+  // state's next_ino and next_handle): those inodes and handles, the inodes of those file handles
+  // as they are now, and the current next_ino and next_handle. O(inodes and handles handed out
+  // since), not O(table): inode and handle numbers are never reused, so a number in the range
+  // that is in no table was handed out and dropped since.
+  FilesystemState ExportStateSince(InodeId first_ino, uint64_t first_handle) const;
   // Grows whenever an inode or a handle is handed out: a state exported at an equal value holds
   // every inode and handle the kernel may know (FuseServer::LogStateTo).
   uint64_t TablesVersion() const;
@@ -435,6 +441,7 @@ class Filesystem {
   // inodes) into `files`/`dirs`, checked (InvalidArgument naming the record).
   static Status ImportInodes(const FilesystemState& state, InodesByIno* by_ino,
                              InodesByPath* by_path);
+  FilesystemState::InodeRec InodeRecOf(const Inode& n) const REQUIRES(mu_);
   static Status ImportHandles(const FilesystemState& state, const InodesByIno& by_ino,
                               std::unordered_map<uint64_t, std::shared_ptr<FileHandle>>* files,
                               std::unordered_map<uint64_t, std::shared_ptr<DirHandle>>* dirs);

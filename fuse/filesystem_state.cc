@@ -4,6 +4,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "fuse/filesystem.h"
 #include "fuse/internal/filesystem_tables.h"
 
@@ -19,48 +22,85 @@ uint64_t Filesystem::TablesVersion() const {
   return v + next_handle_;
 }
 
+FilesystemState::InodeRec Filesystem::InodeRecOf(const Inode& n) const {
+  FilesystemState::InodeRec r;
+  r.ino = n.ino;
+  r.path = n.path;
+  r.is_dir = n.is_dir;
+  auto p = by_path_.find(std::string_view(n.path));
+  r.mapped = p != by_path_.end() && *p == &n;
+  r.nlookup = n.nlookup;
+  r.size = n.size;
+  r.etag = n.etag;
+  r.mtime_ns = n.mtime_ns;
+  r.owner_known = n.owner_known;
+  r.uid = n.uid;
+  r.gid = n.gid;
+  r.mode = n.mode;
+  if (n.used != nullptr) {
+    r.opened_etag = n.used->opened_etag;
+    r.open_handles = n.used->open_handles;
+  }
+  return r;
+}
+
+namespace {
+
+FilesystemState::FileRec FileRecOf(uint64_t fh, InodeId ino, const ObjectRef& obj) {
+  FilesystemState::FileRec r;
+  r.fh = fh;
+  r.ino = ino;
+  r.key = obj.key;
+  r.size = obj.info.size;
+  r.etag = obj.info.etag;
+  r.mtime_ns = obj.info.mtime_ns;
+  return r;
+}
+
+}  // namespace
+
 FilesystemState Filesystem::ExportState() const {
   FilesystemState s;
   {
     MutexLock l(&mu_);
     s.next_ino = next_ino_;
     s.inodes.reserve(by_ino_.size());
-    for (const auto& n : by_ino_) {
-      FilesystemState::InodeRec r;
-      r.ino = n->ino;
-      r.path = n->path;
-      r.is_dir = n->is_dir;
-      auto p = by_path_.find(std::string_view(n->path));
-      r.mapped = p != by_path_.end() && *p == n.get();
-      r.nlookup = n->nlookup;
-      r.size = n->size;
-      r.etag = n->etag;
-      r.mtime_ns = n->mtime_ns;
-      r.owner_known = n->owner_known;
-      r.uid = n->uid;
-      r.gid = n->gid;
-      r.mode = n->mode;
-      if (n->used != nullptr) {
-        r.opened_etag = n->used->opened_etag;
-        r.open_handles = n->used->open_handles;
-      }
-      s.inodes.push_back(std::move(r));
-    }
+    for (const auto& n : by_ino_) s.inodes.push_back(InodeRecOf(*n));
   }
   MutexLock l(&handles_mu_);
   s.next_handle = next_handle_;
-  for (const auto& [fh, h] : files_) {
-    FilesystemState::FileRec r;
-    r.fh = fh;
-    r.ino = h->node->ino;
-    r.key = h->obj().key;
-    r.size = h->obj().info.size;
-    r.etag = h->obj().info.etag;
-    r.mtime_ns = h->obj().info.mtime_ns;
-    s.files.push_back(std::move(r));
-  }
+  for (const auto& [fh, h] : files_) s.files.push_back(FileRecOf(fh, h->node->ino, h->obj()));
   for (const auto& [dh, d] : dirs_) {
     s.dirs.push_back(FilesystemState::DirRec{dh, d->ino, d->parent_ino, d->path});
+  }
+  return s;
+}
+
+FilesystemState Filesystem::ExportStateSince(InodeId first_ino, uint64_t first_handle) const {
+  FilesystemState s;
+  std::vector<InodeId> opened;  // the inodes of the new file handles
+  {
+    // Handles first: an inode a new handle names is then exported as it is after that open.
+    MutexLock l(&handles_mu_);
+    s.next_handle = next_handle_;
+    for (uint64_t h = first_handle; h < next_handle_; ++h) {
+      if (auto f = files_.find(h); f != files_.end()) {
+        s.files.push_back(FileRecOf(h, f->second->node->ino, f->second->obj()));
+        opened.push_back(f->second->node->ino);
+      } else if (auto d = dirs_.find(h); d != dirs_.end()) {
+        const DirHandle& dh = *d->second;
+        s.dirs.push_back(FilesystemState::DirRec{h, dh.ino, dh.parent_ino, dh.path});
+      }
+    }
+  }
+  MutexLock l(&mu_);
+  s.next_ino = next_ino_;
+  for (InodeId i = std::max(first_ino, kRootInode); i < next_ino_; ++i) {
+    if (auto n = by_ino_.find(i); n != by_ino_.end()) s.inodes.push_back(InodeRecOf(**n));
+  }
+  for (InodeId i : opened) {
+    if (i >= first_ino) continue;  // exported above
+    if (auto n = by_ino_.find(i); n != by_ino_.end()) s.inodes.push_back(InodeRecOf(**n));
   }
   return s;
 }

@@ -283,6 +283,8 @@ void FuseServer::Unmount() { session_->Unmount(); }
 
 void FuseServer::LogStateTo(int channel) { session_->LogStateTo(channel); }
 
+void FuseServer::CountCrashResumes(uint32_t resumes) { ctx_->resumes = resumes; }
+
 bool FuseServer::ResumeAfterCrash(uint32_t resumes) {
   // The takeover counted itself a live restart; it is not one.
   if (ctx_->restarts > 0) --ctx_->restarts;
@@ -290,20 +292,33 @@ bool FuseServer::ResumeAfterCrash(uint32_t resumes) {
   return session_->AskResend();
 }
 
-Result<std::string> FuseServer::ReceiveState(int channel, std::chrono::nanoseconds timeout,
-                                             int* fd) {
+FuseServer::LoggedState::LoggedState() : copy_(std::make_unique<fuse_internal::StateCopy>()) {}
+FuseServer::LoggedState::~LoggedState() = default;
+
+Status FuseServer::LoggedState::Receive(int channel, std::chrono::nanoseconds timeout, int* fd) {
   using SteadyClock = std::chrono::steady_clock;
   UniqueFd got;
   Result<std::string> bytes = fuse_internal::ReceiveMessage(
       channel, SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(timeout),
       &got);
   *fd = got.release();
-  return bytes;
+  if (!bytes.ok()) return bytes.status();
+  if (std::string_view(*bytes).starts_with(fuse_internal::kLogSuccessor)) {
+    const std::string pid = bytes->substr(fuse_internal::kLogSuccessor.size());
+    successor_ = std::atoi(pid.c_str());
+    return Status::OK();
+  }
+  return copy_->Apply(std::move(*bytes));
 }
 
-Status FuseServer::HandStateTo(int channel, const std::string& state, int fuse_fd,
-                               std::chrono::nanoseconds start_limit) {
+bool FuseServer::LoggedState::empty() const { return copy_->empty(); }
+
+int FuseServer::LoggedState::TakeSuccessor() { return std::exchange(successor_, 0); }
+
+Status FuseServer::LoggedState::HandTo(int channel, int fuse_fd,
+                                       std::chrono::nanoseconds start_limit) const {
   using SteadyClock = std::chrono::steady_clock;
+  TIERFS_ASSIGN_OR_RETURN(const std::string state, copy_->Encode());
   TIERFS_RETURN_IF_ERROR(fuse_internal::SendMessage(channel, state, fuse_fd));
   TIERFS_ASSIGN_OR_RETURN(
       const std::string answer,

@@ -40,7 +40,8 @@ class Registry;
 }
 namespace fuse_internal {
 class Session;
-}
+class StateCopy;
+}  // namespace fuse_internal
 
 class Filesystem;
 struct FilesystemState;
@@ -192,15 +193,35 @@ class FuseServer {
   // read and not answered (FUSE_NOTIFY_RESEND). False (logged) where the kernel cannot (before
   // Linux 6.9). REQUIRES: after Attach, before Run().
   bool ResumeAfterCrash(uint32_t resumes);
-  // The supervisor's side of crash resume. ReceiveState: the next state message LogStateTo sent
-  // on `channel`, waiting up to `timeout` (TimedOut; Unavailable once the daemon's end is
-  // closed), and in *fd the descriptor that came with it (-1 if none). HandStateTo: gives
-  // `state` and `fuse_fd` to the new daemon at the other end of `channel` (started to TakeOver)
-  // as a live restart's old daemon does, and waits for its "ok" (up to `start_limit`) and its
-  // "serving"; the reason otherwise.
-  static Result<std::string> ReceiveState(int channel, std::chrono::nanoseconds timeout, int* fd);
-  static Status HandStateTo(int channel, const std::string& state, int fuse_fd,
-                            std::chrono::nanoseconds start_limit);
+  // The mount's crash resumes so far (history(), metrics), for a supervised daemon that is not
+  // itself a resume (the first, or a live restart's).
+  void CountCrashResumes(uint32_t resumes);
+  // The supervisor's side of crash resume: its copy of the state a daemon logs (LogStateTo; the
+  // last whole state with the updates since merged in).
+  class LoggedState {
+   public:
+    LoggedState();
+    ~LoggedState();
+    LoggedState(const LoggedState&) = delete;
+    LoggedState& operator=(const LoggedState&) = delete;
+    // Takes the next message on `channel`, waiting up to `timeout`, and in *fd the descriptor
+    // that came with it (-1 if none). TimedOut; Unavailable once the daemon's end is closed; a
+    // bad message's error (the copy is then unchanged).
+    Status Receive(int channel, std::chrono::nanoseconds timeout, int* fd);
+    // Whether a whole state came (a daemon that never served logged none).
+    bool empty() const;
+    // The daemon the logging one said takes the mount over in a live restart (0: none, or the
+    // handover failed), cleared.
+    int TakeSuccessor();
+    // Gives the copy and `fuse_fd` to the new daemon at the other end of `channel` (started to
+    // TakeOver) as a live restart's old daemon does, and waits for its "ok" (up to
+    // `start_limit`) and its "serving"; the reason otherwise.
+    Status HandTo(int channel, int fuse_fd, std::chrono::nanoseconds start_limit) const;
+
+   private:
+    std::unique_ptr<fuse_internal::StateCopy> copy_;
+    int successor_ = 0;
+  };
 
   // Unmounts now (idempotent). Run() then returns.
   void Unmount();

@@ -11,11 +11,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <unordered_map>
 
 namespace tierfs::fuse_internal {
 namespace {
 
 constexpr char kMagic[8] = {'t', 'i', 'e', 'r', 'f', 's', 'H', 'O'};
+constexpr char kUpdateMagic[8] = {'t', 'i', 'e', 'r', 'f', 's', 'H', 'U'};
 constexpr size_t kMaxMessage = 1U << 30;
 
 // Little-endian fields (the hosts tierfs runs on): u32, u64, and strings as u32 length + bytes.
@@ -178,9 +180,9 @@ std::string InitOutDiff(const kabi::InitOut& a, const kabi::InitOut& b) {
   return out;
 }
 
-std::string EncodeHandover(const HandoverState& s) {
+std::string EncodeHandover(const HandoverState& s, HandoverKind kind) {
   Writer w;
-  w.Raw(kMagic, sizeof(kMagic));
+  w.Raw(kind == HandoverKind::kUpdate ? kUpdateMagic : kMagic, sizeof(kMagic));
   w.U32(kHandoverVersion);
   w.Raw(&s.init_in, sizeof(s.init_in));
   w.Raw(&s.init_out, sizeof(s.init_out));
@@ -220,20 +222,36 @@ std::string EncodeHandover(const HandoverState& s) {
   return w.Take();
 }
 
-Result<HandoverState> DecodeHandover(std::string_view bytes) {
-  Reader r(bytes);
+namespace {
+
+// The magic and version at the head of `r` (DecodeHandover's errors); in *update which magic.
+Status ReadHeader(Reader* r, bool* update) {
   char magic[sizeof(kMagic)];
-  r.Raw(magic, sizeof(magic));
-  if (!r.ok() || std::memcmp(magic, kMagic, sizeof(kMagic)) != 0) {
+  r->Raw(magic, sizeof(magic));
+  *update = r->ok() && std::memcmp(magic, kUpdateMagic, sizeof(kMagic)) == 0;
+  if (!r->ok() || (!*update && std::memcmp(magic, kMagic, sizeof(kMagic)) != 0)) {
     return Status::Corruption("not a tierfs handover state (bad magic)");
   }
-  const uint32_t version = r.U32();
-  if (!r.ok()) return Status::Corruption("handover state truncated in its header");
+  const uint32_t version = r->U32();
+  if (!r->ok()) return Status::Corruption("handover state truncated in its header");
   if (version != kHandoverVersion) {
     return Status::NotSupported(fmt::format(
         "the running daemon hands over state version {}; this binary reads version {} only",
         version, kHandoverVersion));
   }
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<HandoverState> DecodeHandover(std::string_view bytes, HandoverKind* kind) {
+  Reader r(bytes);
+  bool update = false;
+  TIERFS_RETURN_IF_ERROR(ReadHeader(&r, &update));
+  if (update && kind == nullptr) {
+    return Status::Corruption("a state log's update where a whole handover state belongs");
+  }
+  if (kind != nullptr) *kind = update ? HandoverKind::kUpdate : HandoverKind::kWhole;
   HandoverState s;
   r.Raw(&s.init_in, sizeof(s.init_in));
   r.Raw(&s.init_out, sizeof(s.init_out));
@@ -274,6 +292,100 @@ Result<HandoverState> DecodeHandover(std::string_view bytes) {
   if (!r.ok()) return Status::Corruption("handover state truncated");
   if (!r.AtEnd()) return Status::Corruption("handover state has trailing bytes");
   return s;
+}
+
+Status StateCopy::Apply(std::string message) {
+  Reader r(message);
+  bool update = false;
+  TIERFS_RETURN_IF_ERROR(ReadHeader(&r, &update));
+  if (!update) {
+    whole_ = std::move(message);
+    updates_.clear();
+    return Status::OK();
+  }
+  if (whole_.empty()) {
+    return Status::FailedPrecondition("a state log's update before its first state");
+  }
+  updates_.push_back(std::move(message));
+  return Status::OK();
+}
+
+namespace {
+
+// Merges `u` (an update) into `s`: records of the same number replace the copy's, new ones are
+// appended; a path mapped by a new inode is no longer mapped by an older one; the io table is
+// replaced whole (a backing id closed since must not survive: the kernel may give its number to
+// another file).
+class Merger {
+ public:
+  explicit Merger(HandoverState* s) : s_(s) {
+    FilesystemState& fs = s_->fs;
+    for (size_t i = 0; i < fs.inodes.size(); ++i) {
+      inode_at_[fs.inodes[i].ino] = i;
+      if (fs.inodes[i].mapped) mapped_[fs.inodes[i].path] = fs.inodes[i].ino;
+    }
+    for (size_t i = 0; i < fs.files.size(); ++i) file_at_[fs.files[i].fh] = i;
+    for (size_t i = 0; i < fs.dirs.size(); ++i) dir_at_[fs.dirs[i].dh] = i;
+  }
+
+  void Merge(HandoverState u) {
+    FilesystemState& fs = s_->fs;
+    for (FilesystemState::InodeRec& n : u.fs.inodes) {
+      if (n.mapped) {
+        auto [m, fresh] = mapped_.try_emplace(n.path, n.ino);
+        if (!fresh && m->second != n.ino) {
+          if (auto old = inode_at_.find(m->second); old != inode_at_.end()) {
+            fs.inodes[old->second].mapped = false;
+          }
+          m->second = n.ino;
+        }
+      }
+      const uint64_t ino = n.ino;
+      Put(&fs.inodes, &inode_at_, ino, std::move(n));
+    }
+    for (FilesystemState::FileRec& f : u.fs.files) {
+      const uint64_t fh = f.fh;
+      Put(&fs.files, &file_at_, fh, std::move(f));
+    }
+    for (FilesystemState::DirRec& d : u.fs.dirs) {
+      const uint64_t dh = d.dh;
+      Put(&fs.dirs, &dir_at_, dh, std::move(d));
+    }
+    s_->kernel_io = std::move(u.kernel_io);
+    fs.next_ino = std::max(fs.next_ino, u.fs.next_ino);
+    fs.next_handle = std::max(fs.next_handle, u.fs.next_handle);
+  }
+
+ private:
+  template <typename Rec>
+  static void Put(std::vector<Rec>* vec, std::unordered_map<uint64_t, size_t>* at, uint64_t id,
+                  Rec rec) {
+    if (auto it = at->find(id); it != at->end()) {
+      (*vec)[it->second] = std::move(rec);
+    } else {
+      (*at)[id] = vec->size();
+      vec->push_back(std::move(rec));
+    }
+  }
+
+  HandoverState* s_;
+  std::unordered_map<uint64_t, size_t> inode_at_, file_at_, dir_at_;
+  std::unordered_map<std::string, uint64_t> mapped_;
+};
+
+}  // namespace
+
+Result<std::string> StateCopy::Encode() const {
+  if (whole_.empty()) return Status::FailedPrecondition("no state was logged");
+  TIERFS_ASSIGN_OR_RETURN(HandoverState s, DecodeHandover(whole_));
+  Merger merger(&s);
+  for (const std::string& u : updates_) {
+    HandoverKind kind = HandoverKind::kUpdate;
+    TIERFS_ASSIGN_OR_RETURN(HandoverState update, DecodeHandover(u, &kind));
+    merger.Merge(std::move(update));
+  }
+  for (FilesystemState::InodeRec& n : s.fs.inodes) n.nlookup = kLookupsUnknown;
+  return EncodeHandover(s);
 }
 
 Status SendMessage(int sock, std::string_view bytes, int fd) {

@@ -357,11 +357,14 @@ Result<int> Session::HandOver(const HandOverHooks& hooks, std::chrono::nanosecon
   }
   const auto paused_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - t0).count();
-  const HandoverState state = Snapshot();
+  const HandoverState state = Snapshot(ctx_->fs->ExportState());
   Successor next;
   Status s = StartSuccessor(state, hooks.start, start_limit, &next);
+  // A supervisor learns the new daemon before it may log (it does once it serves, after "go").
+  const bool told = s.ok() && LogSuccessor(next.pid);
   if (s.ok()) s = Release(hooks, state, &next);
   if (!s.ok()) {
+    if (told) LogSuccessor(0);
     ctx_->gate.Resume();
     Logger(Module::kFuse)
         .warn("handover of {} failed, serving on: {}", ctx_->mountpoint, s.ToString());
@@ -375,23 +378,35 @@ Result<int> Session::HandOver(const HandOverHooks& hooks, std::chrono::nanosecon
   return next.pid;
 }
 
-HandoverState Session::Snapshot() const {
+HandoverState Session::Snapshot(FilesystemState fs) const {
   HandoverState state;
   state.init_in = ctx_->init_in;
   state.init_out = ctx_->init_out;
   state.fixed = FixedSettings(options_, ctx_->open_in_kernel, ctx_->passthrough_wanted);
   state.mounted_at_ns = ctx_->mounted_at_ns;
   state.restarts = ctx_->restarts;
-  state.fs = ctx_->fs->ExportState();
-  MutexLock l(&ctx_->io_mu);
-  for (const auto& [ino, io] : ctx_->io) {
-    state.kernel_io.push_back(KernelIoRec{ino, io.cached_opens, io.passthrough_opens, io.backing_id,
-                                          io.version, io.opened_passthrough});
-  }
+  state.fs = std::move(fs);
+  state.kernel_io = KernelIoRecords();
   return state;
 }
 
+std::vector<KernelIoRec> Session::KernelIoRecords() const {
+  std::vector<KernelIoRec> out;
+  MutexLock l(&ctx_->io_mu);
+  for (const auto& [ino, io] : ctx_->io) {
+    out.push_back(KernelIoRec{ino, io.cached_opens, io.passthrough_opens, io.backing_id, io.version,
+                              io.opened_passthrough});
+  }
+  return out;
+}
+
 void Session::LogStateTo(int channel) {
+  // The supervisor takes the log in batches (every 20 ms): room for a few thousand messages
+  // (a small one takes about 1 KiB of the buffer), so that a send does not wait for it.
+  int bytes = kStateLogBuffer;
+  if (::setsockopt(channel, SOL_SOCKET, SO_SNDBUFFORCE, &bytes, sizeof(bytes)) != 0) {
+    ::setsockopt(channel, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
+  }
   {
     MutexLock l(&log_mu_);
     log_channel_ = channel;
@@ -419,8 +434,23 @@ void Session::SendState() {
   if (!log_first_ && needed <= log_sent_) return;
   // Taken before the export, which therefore holds every inode and handle up to it.
   const uint64_t version = ctx_->fs->TablesVersion();
-  const Status s =
-      SendMessage(log_channel_, EncodeHandover(Snapshot()), log_first_ ? fuse_session_fd(se_) : -1);
+  // An update holds what was handed out since the last message; a whole state replaces the
+  // supervisor's copy, dropping what was forgotten and released. A whole state once the updates
+  // since the last one hold as many records as it did keeps the log's cost per record constant.
+  const bool whole =
+      log_first_ || log_update_records_ >= std::max(kLogWholeMin, log_whole_records_);
+  HandoverState state;
+  if (whole) {
+    state = Snapshot(ctx_->fs->ExportState());
+  } else {
+    // An update's header is not read (the copy keeps the whole state's): only its records.
+    state.fs = ctx_->fs->ExportStateSince(log_next_ino_, log_next_handle_);
+    state.kernel_io = KernelIoRecords();
+  }
+  const size_t records = state.fs.inodes.size() + state.fs.files.size() + state.fs.dirs.size();
+  const Status s = SendMessage(
+      log_channel_, EncodeHandover(state, whole ? HandoverKind::kWhole : HandoverKind::kUpdate),
+      log_first_ ? fuse_session_fd(se_) : -1);
   if (!s.ok()) {
     Logger(Module::kFuse).warn("no crash resume: the supervisor is gone ({})", s.ToString());
     log_channel_ = -1;
@@ -428,6 +458,26 @@ void Session::SendState() {
   }
   log_first_ = false;
   log_sent_ = version;
+  log_next_ino_ = state.fs.next_ino;
+  log_next_handle_ = state.fs.next_handle;
+  if (whole) {
+    log_whole_records_ = records;
+    log_update_records_ = 0;
+  } else {
+    log_update_records_ += records;
+  }
+}
+
+bool Session::LogSuccessor(int pid) {
+  MutexLock l(&log_mu_);
+  if (log_channel_ < 0) return false;
+  const Status s = SendMessage(log_channel_, fmt::format("{}{}", kLogSuccessor, pid));
+  if (!s.ok()) {
+    Logger(Module::kFuse).warn("no crash resume: the supervisor is gone ({})", s.ToString());
+    log_channel_ = -1;
+    return false;
+  }
+  return true;
 }
 
 bool Session::AskResend() {

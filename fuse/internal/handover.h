@@ -75,9 +75,45 @@ std::string FixedSettingsDiff(const std::vector<std::string>& running,
 // What differs between two INIT replies (flags, sizes), as one message; "" if none.
 std::string InitOutDiff(const kabi::InitOut& running, const kabi::InitOut& wanted);
 
-std::string EncodeHandover(const HandoverState& state);
+// A whole state (what a live restart hands over), or an update of one: the records handed out
+// since the state it follows on the same crash-resume state log (fuse/FORMAT.md, "Crash
+// resume"; Filesystem::ExportStateSince). The same layout, told apart by the magic.
+enum class HandoverKind { kWhole, kUpdate };
+
+std::string EncodeHandover(const HandoverState& state, HandoverKind kind = HandoverKind::kWhole);
 // NotSupported for another version (naming both); Corruption for a truncated or malformed state.
-Result<HandoverState> DecodeHandover(std::string_view bytes);
+// With `kind` null, only a whole state is accepted (an update is Corruption); else *kind tells.
+Result<HandoverState> DecodeHandover(std::string_view bytes, HandoverKind* kind = nullptr);
+
+// A message of the crash-resume log that is not a state: "successor PID", the daemon that takes
+// the mount over in a live restart (0: the handover failed; fuse/FORMAT.md).
+inline constexpr std::string_view kLogSuccessor = "successor ";
+
+// A supervisor's copy of the state its daemon logs (fuse/FORMAT.md, "Crash resume"): the last
+// whole state and the updates sent since, kept as they came (a few hundred bytes per record,
+// and no work per message beyond its header), merged when handed over: a record replaces the
+// one of the same inode or handle number, the io table is replaced whole. What it hands over has
+// every lookup count raised to kLookupsUnknown: the log does not follow lookups of known inodes,
+// so the kernel may hold more than any count logged, and a resumed daemon must never drop an
+// inode the kernel still holds.
+//
+// Thread-safety: not thread-safe (the supervisor's one thread).
+class StateCopy {
+ public:
+  static constexpr uint64_t kLookupsUnknown = uint64_t{1} << 62;
+
+  // Takes the next message of the log. Errors: a bad header (DecodeHandover's), or
+  // FailedPrecondition for an update before any whole state; the copy is then unchanged.
+  Status Apply(std::string message);
+  bool empty() const { return whole_.empty(); }
+  // The state to hand over, merged. Errors: a message that does not decode (DecodeHandover's),
+  // FailedPrecondition when empty().
+  Result<std::string> Encode() const;
+
+ private:
+  std::string whole_;
+  std::vector<std::string> updates_;
+};
 
 // One message on a connected unix stream socket: a length, the bytes and, with fd >= 0, the
 // descriptor (SCM_RIGHTS). Messages are at most 1 GiB.

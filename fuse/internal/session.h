@@ -73,6 +73,7 @@ class Session {
   // (Context::LogState), until Run returns or a send fails. Call before Run.
   void LogStateTo(int channel);
   static constexpr std::chrono::milliseconds kStateLogPeriod{10};
+  static constexpr int kStateLogBuffer = 16 << 20;
   // Asks the kernel to send again the requests a daemon of this connection read and never
   // answered (FUSE_NOTIFY_RESEND): a daemon that took the mount over after a crash. False where
   // the kernel cannot (before Linux 6.9).
@@ -107,7 +108,10 @@ class Session {
     // Ends (SIGKILL) and reaps it; how it had ended by itself (" (it exited with status 1)").
     std::string End();
   };
-  HandoverState Snapshot() const;
+  // The handover state: the connection's INIT and settings, the mount's history and io table,
+  // with `fs` (the tables, or an update of them).
+  HandoverState Snapshot(FilesystemState fs) const;
+  std::vector<KernelIoRec> KernelIoRecords() const;
   // Starts the new daemon, sends it the descriptor and `state`, and waits for its "ok".
   Status StartSuccessor(const HandoverState& state,
                         const std::function<Result<int>(int channel)>& start,
@@ -136,10 +140,20 @@ class Session {
   // Sends the state if an inode or a handle was handed out since the last one sent (the first
   // time, with the descriptor).
   void SendState() EXCLUDES(log_mu_);
+  // Tells the supervisor which daemon takes the mount over in a live restart (`pid`), or that
+  // the handover failed (0). Whether it was sent (false: no supervisor).
+  bool LogSuccessor(int pid) EXCLUDES(log_mu_);
   Mutex log_mu_;
   int log_channel_ GUARDED_BY(log_mu_) = -1;  // -1: none, or the supervisor is gone
   bool log_first_ GUARDED_BY(log_mu_) = true;
   uint64_t log_sent_ GUARDED_BY(log_mu_) = 0;  // TablesVersion of the last state sent
+  // Where the next update starts (the last message's next_ino and next_handle), the records of
+  // the last whole state and of the updates sent since.
+  InodeId log_next_ino_ GUARDED_BY(log_mu_) = 0;
+  uint64_t log_next_handle_ GUARDED_BY(log_mu_) = 0;
+  size_t log_whole_records_ GUARDED_BY(log_mu_) = 0;
+  size_t log_update_records_ GUARDED_BY(log_mu_) = 0;
+  static constexpr size_t kLogWholeMin = 4096;
 };
 
 }  // namespace tierfs::fuse_internal

@@ -9,7 +9,9 @@
 #      new daemon asks the origin for no byte (L2 held the whole dataset before the kill);
 #   2. a read waiting on a stalled origin when the daemon is killed: the kernel sends it again to
 #      the new daemon (FUSE_NOTIFY_RESEND), and it gets its bytes once the origin answers;
-#   3. a crash loop: the installed binary is replaced by one that exits at once and the serving
+#   3. a live restart (`tierfs restart`) of the supervised mount: the supervisor adopts the new
+#      daemon (its state log too), and a kill -9 of that one is resumed as well;
+#   4. a crash loop: the installed binary is replaced by one that exits at once and the serving
 #      daemon is killed again: the supervisor backs off, then unmounts with a clear log line;
 #      a reader then gets an error (no hang) and the supervisor has exited.
 set -euo pipefail
@@ -50,17 +52,18 @@ E2E_MOUNTS+=("$MNT")
 E2E_PIDS+=("$SUPERVISOR")
 is_mounted "$MNT" || fail "$MNT is not mounted"
 
-# check_status PID RESUMES: tierfs status --json names the serving daemon PID and the supervisor,
-# RESUMES crash resumes and no live restart; the metric counts the resumes too.
+# check_status PID RESUMES [RESTARTS]: tierfs status --json names the serving daemon PID and the
+# supervisor, RESUMES crash resumes and RESTARTS live restarts (default 0); the metric counts the
+# resumes too.
 check_status() {
   "$TIERFS" status "$MNT" --json | "$PY" -c '
 import json, sys
 m = json.load(sys.stdin)["mounts"][0]
-pid, sup, resumes = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+pid, sup, resumes, restarts = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
 assert m["pid"] == pid, (m["pid"], pid)
 assert m["supervisor_pid"] == sup, (m["supervisor_pid"], sup)
 assert m["daemon"]["resumes"] == resumes, m["daemon"]
-assert m["daemon"]["restarts"] == "0", m["daemon"]' "$1" "$SUPERVISOR" "$2"
+assert m["daemon"]["restarts"] == restarts, m["daemon"]' "$1" "$SUPERVISOR" "$2" "${3:-0}"
   "$TIERFS" status "$MNT" | grep -q "supervisor pid $SUPERVISOR  crash resumes $2" ||
     fail "tierfs status: $("$TIERFS" status "$MNT")"
   local metrics
@@ -160,7 +163,29 @@ log "the read in flight at the kill got its bytes"
 check_status "$PID3" 2 || fail "tierfs status after the second resume"
 PID2=$PID3
 
-log "3. a crash loop ends in an unmount"
+log "3. a live restart keeps the mount supervised"
+"$TIERFS" restart "$MNT" >"$E2E_WORK/restart.out" 2>&1 || fail "tierfs restart: $(cat "$E2E_WORK/restart.out")"
+PID4=$(daemon_pid)
+[[ -n "$PID4" && "$PID4" != "$PID2" ]] || fail "no new daemon after the live restart ($PID4)"
+wait_pid_exit "$PID2" 30 || fail "the old daemon (pid $PID2) still runs after the live restart"
+pid_alive "$SUPERVISOR" || fail "the supervisor ended with the live restart"
+wait_line "$LOGF" "supervisor: pid $PID4 took $MNT over from pid $PID2 (live restart)" 30
+check_status "$PID4" 2 1 || fail "tierfs status after the live restart"
+kill -KILL "$PID4"
+deadline=$((SECONDS + 30))
+until PID5=$(daemon_pid 2>/dev/null) && [[ -n "$PID5" && "$PID5" != "$PID4" ]]; do
+  (( SECONDS < deadline )) || fail "no new daemon within 30 s of killing the restarted one"
+  sleep 0.1
+done
+check_status "$PID5" 3 1 || fail "tierfs status after a resume of the restarted daemon"
+[[ "$(stat -c '%n %i' "$MNT/seq.bin" "$MNT/train/f007.bin" "$MNT/train")" == "$INO_BEFORE" ]] ||
+  fail "inode numbers changed across the live restart and the resume"
+want=$("$PY" -c 'import hashlib,random; print(hashlib.sha256(random.Random(1).randbytes(33554432)).hexdigest())')
+[[ "$(sha256sum <"$MNT/seq.bin" | cut -d' ' -f1)" == "$want" ]] || fail "seq.bin: wrong bytes after the resume"
+log "pid $PID5 serves $MNT after a live restart and a crash resume"
+PID2=$PID5
+
+log "4. a crash loop ends in an unmount"
 printf '#!/bin/sh\necho started >>"%s"\nexit 1\n' "$E2E_WORK/starts" >"$E2E_WORK/broken"
 chmod +x "$E2E_WORK/broken"
 mv "$E2E_WORK/broken" "$BIN"
@@ -169,9 +194,9 @@ kill -KILL "$PID2"
 wait_pid_exit "$SUPERVISOR" 60 || fail "the supervisor did not give up within 60 s"
 log "the supervisor gave up after $((SECONDS - T0)) s, $(wc -l <"$E2E_WORK/starts") starts"
 grep "supervisor:" "$LOGF" | sed 's/^/    /'
-# The daemon killed here had served under 30 s, as had the one before: its death is the third
-# quick one in a row, and three starts of the broken binary make six.
-(( $(wc -l <"$E2E_WORK/starts") == 3 )) || fail "want 3 starts of the broken binary"
+# A live restart counts quick deaths afresh: the daemon it started died quickly (1), as did the
+# one killed here (2); four starts of the broken binary make six.
+(( $(wc -l <"$E2E_WORK/starts") == 4 )) || fail "want 4 starts of the broken binary"
 grep -q "died 6 times in a row, each within 30 s of its start; unmounting $MNT" "$LOGF" ||
   fail "no crash loop line in the log: $(tail -5 "$LOGF")"
 grep -q "waiting 2000 ms before the next start" "$LOGF" || fail "no backoff in the log"

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <set>
 
 #include "fuse/filesystem.h"
 #include "metastore/meta_store.h"
@@ -161,6 +162,113 @@ TEST_F(HandoverTest, TablesVersionGrowsWithEachInodeAndHandleHandedOut) {
   EXPECT_EQ(state.files.size(), 1u);
   EXPECT_EQ(state.dirs.size(), 1u);
   EXPECT_EQ(state.inodes.size(), 3u);
+}
+
+// The crash-resume log: a whole state, then updates of what was handed out since; the
+// supervisor's copy, merged, holds every inode and handle the kernel may know.
+TEST_F(HandoverTest, StateLogUpdatesCarryOnlyWhatWasHandedOutSince) {
+  auto fs = NewFs();
+  auto data = fs->Lookup(kRootInode, "data");
+  ASSERT_OK(data);
+  HandoverState whole;
+  whole.fs = fs->ExportState();
+  whole.kernel_io.push_back(KernelIoRec{data->attr.ino, 1, 0, 0, "gone", false});
+  StateCopy copy;
+  EXPECT_TRUE(copy.empty());
+  ASSERT_OK(copy.Apply(EncodeHandover(whole)));
+  EXPECT_FALSE(copy.empty());
+  const InodeId from_ino = whole.fs.next_ino;
+  const uint64_t from_handle = whole.fs.next_handle;
+  // Nothing handed out since: an empty update.
+  FilesystemState none = fs->ExportStateSince(from_ino, from_handle);
+  EXPECT_TRUE(none.inodes.empty() && none.files.empty() && none.dirs.empty());
+
+  auto big = fs->Lookup(data->attr.ino, "big.bin");
+  ASSERT_OK(big);
+  auto hello = fs->Lookup(kRootInode, "hello.txt");
+  ASSERT_OK(hello);
+  ASSERT_OK(fs->Lookup(kRootInode, "data"));  // known already: not in the update
+  auto fh = fs->Open(big->attr.ino);
+  ASSERT_OK(fh);
+  auto dh = fs->OpenDir(data->attr.ino);
+  ASSERT_OK(dh);
+  HandoverState update;
+  update.fs = fs->ExportStateSince(from_ino, from_handle);
+  std::set<InodeId> inos;
+  for (const auto& n : update.fs.inodes) inos.insert(n.ino);
+  EXPECT_EQ(inos, (std::set<InodeId>{big->attr.ino, hello->attr.ino}));
+  ASSERT_EQ(update.fs.files.size(), 1u);
+  EXPECT_EQ(update.fs.files[0].fh, fh->fh);
+  ASSERT_EQ(update.fs.dirs.size(), 1u);
+  EXPECT_EQ(update.fs.dirs[0].dh, *dh);
+  EXPECT_EQ(update.fs.next_ino, fs->ExportState().next_ino);
+  update.kernel_io.push_back(KernelIoRec{big->attr.ino, 0, 1, 3, "v1", true});
+  const std::string bytes = EncodeHandover(update, HandoverKind::kUpdate);
+  // An update is not a state a live restart may hand over.
+  EXPECT_TRUE(DecodeHandover(bytes).status().code() == Status::Code::kCorruption);
+  ASSERT_OK(copy.Apply(bytes));
+
+  // The merged copy makes a daemon that knows every number the kernel holds.
+  Result<std::string> merged = copy.Encode();
+  ASSERT_OK(merged);
+  Result<HandoverState> handed = DecodeHandover(*merged);
+  ASSERT_OK(handed);
+  ASSERT_EQ(handed->kernel_io.size(), 1u);  // replaced whole: the closed one is gone
+  EXPECT_EQ(handed->kernel_io[0].ino, big->attr.ino);
+  auto next_fs = NewFs();
+  ASSERT_OK(next_fs->ImportState(handed->fs));
+  fs.reset();
+  auto bytes_read = next_fs->Read(fh->fh, kBlock - 10, 200);
+  ASSERT_OK(bytes_read);
+  EXPECT_EQ(Concat(*bytes_read), big_.substr(kBlock - 10, 200));
+  auto attr = next_fs->GetAttr(hello->attr.ino);
+  ASSERT_OK(attr);
+  EXPECT_EQ(attr->size, 12u);
+  // The log does not follow lookups of known inodes: no forget drops what the kernel may hold.
+  EXPECT_EQ(next_fs->TEST_LookupCount(big->attr.ino), StateCopy::kLookupsUnknown);
+  EXPECT_FALSE(next_fs->Forget(big->attr.ino, 1000));
+}
+
+TEST_F(HandoverTest, StateCopyGivesAPathToItsNewestInode) {
+  auto fs = NewFs();
+  HandoverState whole;
+  whole.fs = fs->ExportState();
+  FilesystemState::InodeRec a;
+  a.ino = whole.fs.next_ino;
+  a.path = "a";
+  a.nlookup = 1;
+  whole.fs.inodes.push_back(a);
+  whole.fs.next_ino = a.ino + 1;
+  StateCopy copy;
+  // An update needs the state it follows.
+  EXPECT_TRUE(copy.Apply(EncodeHandover(whole, HandoverKind::kUpdate)).code() ==
+              Status::Code::kFailedPrecondition);
+  ASSERT_OK(copy.Apply(EncodeHandover(whole)));
+  HandoverState update;
+  FilesystemState::InodeRec b = a;  // the path's object changed: a new inode names it
+  b.ino = a.ino + 5;
+  update.fs.inodes.push_back(b);
+  update.fs.next_ino = b.ino + 1;
+  update.fs.next_handle = 1;
+  ASSERT_OK(copy.Apply(EncodeHandover(update, HandoverKind::kUpdate)));
+  Result<std::string> merged = copy.Encode();
+  ASSERT_OK(merged);
+  Result<HandoverState> handed = DecodeHandover(*merged);
+  ASSERT_OK(handed);
+  for (const auto& n : handed->fs.inodes) {
+    if (n.path == "a") {
+      EXPECT_EQ(n.mapped, n.ino == b.ino) << n.ino;
+    }
+  }
+  EXPECT_EQ(handed->fs.next_ino, b.ino + 1);
+  // An update that does not decode makes the copy unusable, not wrong.
+  std::string damaged = EncodeHandover(update, HandoverKind::kUpdate);
+  damaged.resize(damaged.size() - 3);
+  ASSERT_OK(copy.Apply(damaged));  // its header is sound
+  EXPECT_TRUE(copy.Encode().status().code() == Status::Code::kCorruption);
+  auto next_fs = NewFs();
+  ASSERT_OK(next_fs->ImportState(handed->fs));
+  EXPECT_EQ(next_fs->InodeCount(), 3u);  // the root and both inodes of "a"
 }
 
 TEST_F(HandoverTest, ImportRefusesTablesThatDoNotHoldTogether) {
