@@ -450,6 +450,7 @@ Status ApplyFlags(const MountFlags& f, DaemonOptions* out) {
     TIERFS_RETURN_IF_ERROR(k.set(v, out));
   }
   if (f.foreground) out->foreground = true;
+  if (f.supervise) out->supervise = true;
   return Status::OK();
 }
 

@@ -73,6 +73,9 @@ struct DaemonOptions {
   bool probe_origin = true;
   std::string cache_dir = kDefaultCacheDir;  // L2 block files + CACHE_DIR/meta (LMDB)
   bool foreground = false;
+  // In the foreground too, serve under a supervisor that resumes the mount if the serving daemon
+  // dies (daemon/supervisor.h; a daemonized mount always has one). --supervise.
+  bool supervise = false;
   bool l2_fsync = false;  // fsync every L2 block file (a lost block is only a cache miss)
   // cache.l1_prefault: fault L1's memory in at start, on a thread of idle priority, and keep it
   // (Block::Prefault), so that no read pays for the first touch of the memory L1 fills.
@@ -175,6 +178,7 @@ struct MountFlags {
   std::optional<std::string> profile;       // --profile
   bool no_sign_request = false;             // --no-sign-request
   bool foreground = false;                  // -f / --foreground
+  bool supervise = false;                   // --supervise
   std::optional<std::string> l3;            // --l3
   std::optional<std::string> l3_endpoint;   // --l3-endpoint
   std::vector<std::string> options;         // -o a,b=c (each -o may hold a comma list)

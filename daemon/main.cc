@@ -121,6 +121,12 @@ MountCli::MountCli(CLI::App* app) {
       ->group(kGroupFuse);
   mount->add_flag("-f,--foreground", flags.foreground, "Stay in the foreground, logging to stderr")
       ->group(kGroupLog);
+  mount
+      ->add_flag("--supervise", flags.supervise,
+                 "With --foreground: serve under a supervisor that resumes the mount if the "
+                 "serving daemon dies, as a daemonized mount always does (the systemd unit "
+                 "uses it)")
+      ->group(kGroupLog);
 }
 
 // What `tierfs status` was given.

@@ -225,7 +225,11 @@ int ServeMount(const DaemonOptions& o, StartupPipe* pipe, int channel, Supervisi
   // The mount is in place (the kernel queues requests until Run() serves them): the waiting
   // parent and systemd (Type=notify) learn it at the same point.
   pipe->Ok();
-  if (!takeover) NotifyReady(fmt::format("serving {} at {}", o.source, o.mountpoint));
+  // Under a supervisor, it stays the unit's main process (a crash of this one is its to mend).
+  if (!takeover) {
+    NotifyReady(fmt::format("serving {} at {}", o.source, o.mountpoint),
+                supervision.fd >= 0 ? getppid() : getpid());
+  }
   if (c.metrics_server) {
     c.metrics_server->SetHealth(true, fmt::format("serving {} at {}", o.source, o.mountpoint));
   }
@@ -437,8 +441,9 @@ int StartTakeover(const DaemonOptions& o, int channel) {
   return ServeMount(served, &none, channel, supervision);
 }
 
-// The daemonized mount's first process (daemon/supervisor.h): forks the serving daemon, which
-// reports to the waiting parent through `startup`, and supervises it. The serving daemon reads
+// A supervised mount's first process (daemon/supervisor.h): forks the serving daemon, which
+// reports to the waiting parent through `startup` (daemonized) or to systemd (in the foreground,
+// naming this process the unit's main one), and supervises it. The serving daemon reads
 // /dev/fuse with one descriptor (no clone_fd): the requests a dying daemon read through its own
 // clone descriptors would be failed (ECONNABORTED) as those close, not kept for the next one.
 int SuperviseAndServe(DaemonOptions o, UniqueFd startup) {
@@ -461,8 +466,10 @@ int SuperviseAndServe(DaemonOptions o, UniqueFd startup) {
   }
   theirs.Reset();
   startup.Reset();
-  DetachStdio();
-  if (chdir("/") != 0) Logger(Module::kDaemon).warn("chdir /: {}", std::strerror(errno));
+  if (!o.foreground) {
+    DetachStdio();
+    if (chdir("/") != 0) Logger(Module::kDaemon).warn("chdir /: {}", std::strerror(errno));
+  }
   Logger(Module::kDaemon)
       .info("supervisor (pid {}) of {}: serving daemon pid {}", getpid(), o.mountpoint, daemon);
   return Supervise(o.mountpoint, daemon, std::move(ours));
@@ -475,6 +482,7 @@ int StartServing(const DaemonOptions& o) {
     LogOptions lo = o.log;  // stderr unless --log-file
     std::string err;
     if (!ConfigureLogging(lo, &err)) return Usage(Status::InvalidArgument("--log-file: " + err));
+    if (o.supervise) return SuperviseAndServe(o, UniqueFd());
     StartupPipe none{UniqueFd()};
     return ServeMount(o, &none, -1, Supervision{});
   }

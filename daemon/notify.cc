@@ -32,8 +32,8 @@ void Send(const std::string& state) {
 
 void NotifyStatus(std::string_view status) { Send("STATUS=" + OneLine(status)); }
 
-void NotifyReady(std::string_view status) {
-  Send("READY=1\nSTATUS=" + OneLine(status) + "\nMAINPID=" + std::to_string(getpid()));
+void NotifyReady(std::string_view status, int main_pid) {
+  Send("READY=1\nSTATUS=" + OneLine(status) + "\nMAINPID=" + std::to_string(main_pid));
 }
 
 void NotifyMainPid(int pid) { Send("MAINPID=" + std::to_string(pid)); }

@@ -15,9 +15,9 @@ namespace tierfs {
 // STATUS=<status>: a free-form line `systemctl status` shows.
 void NotifyStatus(std::string_view status);
 
-// READY=1, STATUS=<status> and MAINPID=<this process> (so a daemonized child, started with
-// NotifyAccess=all, becomes the unit's main process).
-void NotifyReady(std::string_view status);
+// READY=1, STATUS=<status> and MAINPID=<main_pid> (the unit's main process: the serving daemon,
+// or its supervisor; the unit has NotifyAccess=all so that either may send it).
+void NotifyReady(std::string_view status, int main_pid);
 
 // MAINPID=<pid>: the daemon that took the mount over (a live restart) is the unit's main
 // process from now on.

@@ -291,7 +291,8 @@ void RestartListener::Serve(int conn) {
     return;
   }
   // systemd (NotifyAccess=main) takes the new daemon as the unit's main process.
-  NotifyMainPid(*pid);
+  // (A supervised daemon's supervisor stays the main process: it adopts the new daemon.)
+  if (supervision_.fd < 0) NotifyMainPid(*pid);
   WriteAll(conn, fmt::format("ok {}\n", *pid));
 }
 

@@ -57,9 +57,12 @@ class NotifyTest : public ::testing::Test {
 };
 
 TEST_F(NotifyTest, ReadyCarriesStatusAndMainPid) {
-  NotifyReady("serving s3://b at /mnt/x");
+  NotifyReady("serving s3://b at /mnt/x", ::getpid());
   EXPECT_EQ(Receive(),
             "READY=1\nSTATUS=serving s3://b at /mnt/x\nMAINPID=" + std::to_string(::getpid()));
+  // A supervised daemon names its supervisor.
+  NotifyReady("serving", 4242);
+  EXPECT_EQ(Receive(), "READY=1\nSTATUS=serving\nMAINPID=4242");
 }
 
 TEST_F(NotifyTest, StatusAndStoppingInOrder) {
@@ -78,7 +81,7 @@ TEST_F(NotifyTest, StatusIsOneLine) {
 TEST_F(NotifyTest, NothingWithoutNotifySocket) {
   ::unsetenv("NOTIFY_SOCKET");
   NotifyStatus("starting");
-  NotifyReady("serving");
+  NotifyReady("serving", ::getpid());
   NotifyStopping("stopping");
   EXPECT_EQ(Receive(200), "");
 }

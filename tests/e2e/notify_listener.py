@@ -2,7 +2,8 @@
 """A stand-in for systemd's notification socket (sd_notify(3)), for tests/e2e/test_package.sh.
 
 Binds an AF_UNIX datagram socket at --socket (what NOTIFY_SOCKET names) and appends one JSON line
-per datagram to --log: {"t": monotonic seconds, "fields": {"READY": "1", "STATUS": ...}}. The
+per datagram to --log: {"t": monotonic seconds, "pid": the sender's, "fields": {"READY": "1",
+"STATUS": ...}}. The
 moment a READY=1 arrives it checks, before doing anything else, that --mountpoint is a mount (in
 /proc/self/mountinfo) and that --file under it reads back with sha256 --sha256; the outcome goes
 into that line as "ready_mounted" and "ready_sha256". Exits after a STOPPING=1 datagram, or
@@ -15,6 +16,7 @@ import hashlib
 import json
 import os
 import socket
+import struct
 import time
 
 
@@ -48,6 +50,9 @@ def main():
 
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     sock.bind(a.socket)
+    # The sender's pid with each datagram, as systemd takes it (NotifyAccess).
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+    cred_size = struct.calcsize("3i")
     deadline = time.monotonic() + a.timeout
     with open(a.log, "a") as log:
         while True:
@@ -56,10 +61,13 @@ def main():
                 break
             sock.settimeout(left)
             try:
-                data = sock.recv(65536)
+                data, anc, _, _ = sock.recvmsg(65536, socket.CMSG_SPACE(cred_size))
             except socket.timeout:
                 break
-            entry = {"t": time.monotonic(), "fields": {}}
+            entry = {"t": time.monotonic(), "fields": {}, "pid": 0}
+            for level, kind, cdata in anc:
+                if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS:
+                    entry["pid"] = struct.unpack("3i", cdata[:cred_size])[0]
             for line in data.decode("utf-8", "replace").split("\n"):
                 if "=" in line:
                     k, v = line.split("=", 1)

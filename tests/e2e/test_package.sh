@@ -367,7 +367,7 @@ E2E_PIDS+=("$unit_pid")
 DAEMON_PIDS+=("$unit_pid")
 sleep 2
 pid_alive "$unit_pid" || { cat "$E2E_WORK/unit.log"; fail "the unit's ExecStart exited during the stall"; }
-tr '\0' ' ' <"/proc/$unit_pid/cmdline" | grep -q -- "--config /etc/tierfs/$INST.toml --foreground" ||
+tr '\0' ' ' <"/proc/$unit_pid/cmdline" | grep -q -- "--config /etc/tierfs/$INST.toml --foreground --supervise" ||
   fail "ExecStart did not exec tierfs with /etc/tierfs/$INST.toml: $(tr '\0' ' ' <"/proc/$unit_pid/cmdline")"
 ! is_mounted "$mnt3" || fail "$mnt3 mounted while the origin stalls"
 grep -q '"READY"' "$E2E_WORK/notify.log" 2>/dev/null && fail "READY=1 sent before the mount was possible"
@@ -383,7 +383,7 @@ until grep -q '"READY"' "$E2E_WORK/notify.log"; do
   (( SECONDS < deadline )) || { cat "$E2E_WORK/unit.log"; fail "no READY=1 within 30 s after the stall ended"; }
   sleep 0.1
 done
-"$PY" - "$E2E_WORK/notify.log" "$big_sha" "$mnt3" <<'PYEOF' || fail "READY=1 came before the mount answered"
+"$PY" - "$E2E_WORK/notify.log" "$big_sha" "$mnt3" "$unit_pid" <<'PYEOF' || fail "READY=1 came before the mount answered, or not from the supervised daemon"
 import json, sys
 entries = [json.loads(l) for l in open(sys.argv[1])]
 ready = [e for e in entries if e["fields"].get("READY") == "1"]
@@ -392,12 +392,27 @@ r = ready[0]
 assert r["ready_mounted"] is True, r
 assert r["ready_sha256"] == sys.argv[2], r
 assert r["fields"]["STATUS"] == f"serving s3://pkgtest at {sys.argv[3]}", r
-assert int(r["fields"]["MAINPID"]) > 0, r
+assert int(r["fields"]["MAINPID"]) == int(sys.argv[4]), r  # the supervisor: the unit's main process
+assert r["pid"] != int(sys.argv[4]), r  # sent by the serving daemon, its child
 PYEOF
 log "ok READY=1 $((SECONDS - t_unstall))s after the stall ended; at READY the mount answered byte-exact"
 health="$(timeout -k 2 10 curl -s -w ' %{http_code}' "http://127.0.0.1:$hport/healthz" | tr -d '\n')"
 [[ "$health" == "serving s3://$BUCKET at $mnt3 200" ]] || fail "/healthz once mounted: '$health'"
 log "ok /healthz: 503 'starting' during the stall, 200 '${health% 200}' once mounted"
+# The unit's main process is the supervisor: a kill -9 of the serving daemon is resumed under it.
+served_by() { getfattr --only-values -n user.tierfs.daemon "$mnt3" 2>/dev/null | sed -n 's/^pid=\([0-9]*\).*/\1/p'; }
+dpid="$(served_by)"
+[[ -n "$dpid" && "$dpid" != "$unit_pid" ]] || fail "serving daemon pid '$dpid' (the unit's main process $unit_pid)"
+kill -KILL "$dpid"
+deadline=$((SECONDS + 30))
+until npid="$(served_by)" && [[ -n "$npid" && "$npid" != "$dpid" ]]; do
+  (( SECONDS < deadline )) || { cat "$E2E_WORK/unit.log"; fail "no daemon resumed the unit's mount within 30 s"; }
+  sleep 0.1
+done
+pid_alive "$unit_pid" || fail "the unit's main process ended with its serving daemon"
+got="$(timeout -k 2 30 sha256sum "$mnt3/data/big.bin" | cut -d' ' -f1)"
+[[ "$got" == "$big_sha" ]] || fail "after the resume: sha256 $got, expected $big_sha"
+log "ok kill -9 of the unit's serving daemon (pid $dpid): pid $npid serves on, the main process $unit_pid stays"
 timeout -k 2 "$UMOUNT_TIMEOUT" fusermount3 -u "$mnt3" || fail "fusermount3 -u $mnt3"
 wait_pid_exit "$unit_pid" "$UMOUNT_TIMEOUT" || fail "tierfs still running after unmount"
 daemon_exit_code "$unit_pid"; rc=$DAEMON_RC
