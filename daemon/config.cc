@@ -296,6 +296,7 @@ Status ApplyConfigText(std::string_view toml_text, std::string_view file_name, D
       }
       s = config::CheckRange(*spec, v);
       if (s.ok()) s = spec->set(v, out);
+      if (s.ok()) out->explicit_keys.insert(full);
       if (!s.ok()) {
         return Status::InvalidArgument(
             fmt::format("{}: key '{}': {}", Where(file_name, node.source()), full, s.message()));
@@ -448,6 +449,7 @@ Status ApplyFlags(const MountFlags& f, DaemonOptions* out) {
     }
     // A setter that can fail names v.what, the flag.
     TIERFS_RETURN_IF_ERROR(k.set(v, out));
+    out->explicit_keys.insert(fmt::format("{}.{}", k.table, k.name));
   }
   if (f.foreground) out->foreground = true;
   if (f.supervise) out->supervise = true;

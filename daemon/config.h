@@ -24,6 +24,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -84,6 +85,9 @@ struct DaemonOptions {
   // (daemon/memory_limit.h). Resolved before the mount, which fits L1, readahead and the prefetch
   // jobs into it and holds their blocks to it (base/memory_budget.h).
   uint64_t memory_limit = 0;
+  // The keys ("cache.l1_size") a configuration file or a flag set, as opposed to defaults: a
+  // value the user chose is kept or refused, never fitted silently (daemon/memory_limit.h).
+  std::set<std::string, std::less<>> explicit_keys;
 
   // S3 origin: how to find credentials. The credential chain (blob_store.h NewCredentialChain:
   // environment, web identity, the shared files' `profile`, container, IMDS) is built at mount

@@ -23,12 +23,18 @@ int RunConfigCheck(const std::string& path) {
   DaemonOptions o;
   if (Status s = ApplyConfigFile(path, &o); !s.ok()) return kExitUsage;  // checked above
   const HostLimits host = ReadHostLimits(o.cache_dir);
-  std::printf("%s", DescribeMemoryLimit(o, host).c_str());
   if (Status s = CheckMemorySizes(o, host); !s.ok()) {
     std::fprintf(stderr, "tierfs config check: %s (a mount on this host refuses it)\n",
                  s.message().c_str());
     return kExitUsage;
   }
+  Result<std::string> memory = DescribeMemoryLimit(o, host);
+  if (!memory.ok()) {
+    std::fprintf(stderr, "tierfs config check: %s (a mount on this host refuses it)\n",
+                 memory.status().message().c_str());
+    return kExitUsage;
+  }
+  std::printf("%s", memory->c_str());
   if (o.l2.capacity_bytes > 0) {
     if (std::string w = L2SizeWarning(o.l2.capacity_bytes, o.cache_dir, host); !w.empty()) {
       std::fprintf(stderr, "tierfs config check: warning: %s\n", w.c_str());

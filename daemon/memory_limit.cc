@@ -50,14 +50,20 @@ uint64_t MinMemoryLimit(uint64_t block_size) {
   return ((need * 16 + 14) / 15 + mib - 1) / mib * mib;
 }
 
-MemoryLimit ResolveMemoryLimit(const DaemonOptions& o, const HostLimits& host) {
+uint64_t L1Room(uint64_t limit_bytes, const DaemonOptions& o) {
+  const uint64_t budget = MemoryBudgetBytes(limit_bytes);
+  const uint64_t block = std::max<uint64_t>(1, o.cache.block_size);
+  const uint64_t readahead = std::min(o.cache.readahead_budget_bytes, std::max(block, budget / 4));
+  const uint64_t jobs = std::min(o.prefetch_jobs.memory_budget, std::max(block, budget / 8));
+  // At least one block per shard's minimum, so L1 stays on: the budget takes the rest back.
+  return std::max(block * MemoryTierOptions::kMinBlocksPerShard,
+                  budget > readahead + jobs ? budget - readahead - jobs : 0);
+}
+
+namespace {
+
+MemoryLimit DerivedMemoryLimit(const DaemonOptions& o, const HostLimits& host) {
   MemoryLimit m;
-  if (o.memory_limit != 0) {
-    m.bytes = o.memory_limit;
-    m.from = "memory.limit";
-    m.source = "config";
-    return m;
-  }
   const uint64_t floor = MinMemoryLimit(o.cache.block_size);
   if (host.memory_bytes == 0) {
     m.bytes = std::max(floor, kUnknownHostLimit);
@@ -74,6 +80,44 @@ MemoryLimit ResolveMemoryLimit(const DaemonOptions& o, const HostLimits& host) {
   return m;
 }
 
+// The smallest whole number of MiB, at least `from`, that as a limit lets L1 hold `l1` bytes.
+uint64_t LimitHoldingL1(uint64_t from, uint64_t l1, const DaemonOptions& o) {
+  constexpr uint64_t kMiB = 1ULL << 20;
+  auto holds = [&](uint64_t mib) { return L1Room(mib * kMiB, o) >= l1; };
+  uint64_t lo = from / kMiB, hi = std::max<uint64_t>(1, lo);  // !holds(lo) unless lo holds
+  if (holds(lo)) return std::max(from, lo * kMiB);
+  while (!holds(hi)) hi *= 2;  // L1Room grows with the limit: ends
+  while (hi - lo > 1) {
+    const uint64_t mid = lo + (hi - lo) / 2;
+    (holds(mid) ? hi : lo) = mid;
+  }
+  return hi * kMiB;
+}
+
+}  // namespace
+
+Result<MemoryLimit> ResolveMemoryLimit(const DaemonOptions& o, const HostLimits& host) {
+  const bool l1_set = o.l1.capacity_bytes != 0 && o.explicit_keys.contains("cache.l1_size");
+  // An explicit limit is the hard one (a container's): an L1 set above what it leaves is
+  // fitted, with a warning (ApplyMemoryLimit).
+  if (o.memory_limit != 0) {
+    return MemoryLimit{o.memory_limit, "memory.limit", "config"};
+  }
+  MemoryLimit m = DerivedMemoryLimit(o, host);
+  if (l1_set && L1Room(m.bytes, o) < o.l1.capacity_bytes) {
+    const uint64_t need = LimitHoldingL1(m.bytes, o.l1.capacity_bytes, o);
+    if (host.memory_bytes != 0 && need > host.memory_bytes) {
+      return Status::InvalidArgument(
+          fmt::format("cache.l1_size (--l1-size) {} needs a memory limit of {}, more than {} ({})",
+                      FormatSize(o.l1.capacity_bytes), FormatSize(need), host.memory_what,
+                      FormatSize(host.memory_bytes)));
+    }
+    m.bytes = need;
+    m.from += ", raised to hold cache.l1_size";
+  }
+  return m;
+}
+
 std::vector<std::string> FitToMemoryLimit(const MemoryLimit& limit, DaemonOptions* o) {
   std::vector<std::string> changes;
   const uint64_t budget = MemoryBudgetBytes(limit.bytes);
@@ -82,13 +126,8 @@ std::vector<std::string> FitToMemoryLimit(const MemoryLimit& limit, DaemonOption
       &changes);
   Cap("cache.prefetch_job_memory", std::max(block, budget / 8), &o->prefetch_jobs.memory_budget,
       &changes);
-  if (o->l1.capacity_bytes != 0) {
-    const uint64_t others = o->cache.readahead_budget_bytes + o->prefetch_jobs.memory_budget;
-    // At least one block per shard's minimum, so L1 stays on: the budget takes the rest back.
-    const uint64_t leave = std::max(block * MemoryTierOptions::kMinBlocksPerShard,
-                                    budget > others ? budget - others : 0);
-    Cap("cache.l1_size", leave, &o->l1.capacity_bytes, &changes);
-  }
+  if (o->l1.capacity_bytes != 0)
+    Cap("cache.l1_size", L1Room(limit.bytes, *o), &o->l1.capacity_bytes, &changes);
   return changes;
 }
 
@@ -97,13 +136,22 @@ Status ApplyMemoryLimit(DaemonOptions* o) {
   // Sizes this host cannot hold are refused as configured, before anything is fitted to the
   // limit (fitting would hide them).
   TIERFS_RETURN_IF_ERROR(CheckMemorySizes(*o, host));
-  const MemoryLimit limit = ResolveMemoryLimit(*o, host);
+  TIERFS_ASSIGN_OR_RETURN(const MemoryLimit limit, ResolveMemoryLimit(*o, host));
   if (host.memory_bytes != 0 && limit.bytes > host.memory_bytes) {
     return Status::InvalidArgument(
         fmt::format("memory.limit (--memory-limit): {} is more than {} ({})",
                     FormatSize(limit.bytes), host.memory_what, FormatSize(host.memory_bytes)));
   }
+  const uint64_t l1_asked = o->l1.capacity_bytes;
   const std::vector<std::string> changes = FitToMemoryLimit(limit, o);
+  if (o->l1.capacity_bytes < l1_asked && o->explicit_keys.contains("cache.l1_size")) {
+    Logger(Module::kDaemon)
+        .warn(
+            "cache.l1_size (--l1-size) {} does not fit memory.limit (--memory-limit) {}: L1 "
+            "holds {}; raise memory.limit to {} for all of it",
+            FormatSize(l1_asked), FormatSize(limit.bytes), FormatSize(o->l1.capacity_bytes),
+            FormatSize(LimitHoldingL1(limit.bytes, l1_asked, *o)));
+  }
   MemoryBudget* budget = SetProcessMemoryBudget(MemoryBudgetBytes(limit.bytes));
   Block::LimitPool(BlockPoolRetain(limit.bytes));
   o->l1.memory_budget = budget;
@@ -117,8 +165,8 @@ Status ApplyMemoryLimit(DaemonOptions* o) {
   return Status::OK();
 }
 
-std::string DescribeMemoryLimit(const DaemonOptions& o, const HostLimits& host) {
-  const MemoryLimit limit = ResolveMemoryLimit(o, host);
+Result<std::string> DescribeMemoryLimit(const DaemonOptions& o, const HostLimits& host) {
+  TIERFS_ASSIGN_OR_RETURN(const MemoryLimit limit, ResolveMemoryLimit(o, host));
   DaemonOptions fitted = o;
   const std::vector<std::string> changes = FitToMemoryLimit(limit, &fitted);
   std::string out = fmt::format(

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "base/metrics.h"
+#include "base/result.h"
 #include "base/status.h"
 #include "daemon/config.h"
 #include "daemon/host_limits.h"
@@ -51,8 +52,14 @@ uint64_t MemoryBudgetBytes(uint64_t limit_bytes);
 uint64_t MinMemoryLimit(uint64_t block_size);
 
 // The limit a mount uses: `o.memory_limit`, or a quarter of the host's memory, three quarters
-// of its cgroup's (at least MinMemoryLimit; 2 GiB when the host's memory is unknown).
-MemoryLimit ResolveMemoryLimit(const DaemonOptions& o, const HostLimits& host);
+// of its cgroup's (at least MinMemoryLimit; 2 GiB when the host's memory is unknown). A
+// cache.l1_size the user set (DaemonOptions::explicit_keys) is kept under a derived limit, which
+// grows to hold it (InvalidArgument naming the key when that is more than the host's memory); an
+// explicit memory.limit is the hard one, and L1 is fitted into it (ApplyMemoryLimit warns).
+Result<MemoryLimit> ResolveMemoryLimit(const DaemonOptions& o, const HostLimits& host);
+// What L1 may hold under a limit of `limit_bytes` once readahead and the prefetch jobs have
+// their shares (FitToMemoryLimit's cap).
+uint64_t L1Room(uint64_t limit_bytes, const DaemonOptions& o);
 
 // Shrinks cache.l1_size, cache.readahead_budget and cache.prefetch_job_memory to their shares of
 // the budget of `limit`; returns one line per value it changed ("cache.l1_size: 1GiB -> ...").
@@ -60,11 +67,13 @@ std::vector<std::string> FitToMemoryLimit(const MemoryLimit& limit, DaemonOption
 
 // For a mount: resolves the limit, fits the sizes to it, creates the process's budget
 // (ProcessMemoryBudget) and hands it to L1, readahead and the catalog in `o`; logs what it
-// changed. InvalidArgument naming memory.limit when the limit is above the host's memory.
+// changed. InvalidArgument naming memory.limit when the limit is above the host's memory, and
+// ResolveMemoryLimit's errors.
 Status ApplyMemoryLimit(DaemonOptions* o);
 
-// What `tierfs config check` says about the limit: its value, where it comes from and the shares.
-std::string DescribeMemoryLimit(const DaemonOptions& o, const HostLimits& host);
+// What `tierfs config check` says about the limit: its value, where it comes from and the
+// shares; ResolveMemoryLimit's errors.
+Result<std::string> DescribeMemoryLimit(const DaemonOptions& o, const HostLimits& host);
 
 // The limit of this process and where it came from (ApplyMemoryLimit); empty before.
 const MemoryLimit& ProcessMemoryLimit();

@@ -46,6 +46,21 @@ printf '[cache]\nl1_size = "1GiB"\n' >"$E2E_WORK/default.toml"
 grep -qE '^memory limit .* \((a quarter of physical memory|three quarters of the cgroup memory limit)' "$out" ||
   { cat "$out"; fail "config check does not say where the default limit comes from"; }
 log "ok config check reports the limit and its source"
+# An L1 the user set is kept: a derived limit too small for it is raised (as far as the host's
+# memory; config check says so), never a silent smaller L1.
+derived=$(sed -n 's/^memory limit \([0-9.]*[KMGT]iB\) .*/\1/p' "$out")
+derived_bytes=$("$PY" -c 'import sys; n, u = sys.argv[1][:-3], sys.argv[1][-3:]; print(int(float(n) * {"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}[u]))' "$derived")
+mem_bytes=$(( $(awk '/^MemTotal/ {print $2}' /proc/meminfo) * 1024 ))
+if (( derived_bytes + (1 << 30) < mem_bytes )); then
+  l1_mib=$(( derived_bytes >> 20 ))
+  printf '[cache]\nl1_size = "%sMiB"\n' "$l1_mib" >"$E2E_WORK/l1.toml"
+  "$TIERFS" config check "$E2E_WORK/l1.toml" >"$out" 2>&1 || { cat "$out"; fail "config check of an explicit l1_size failed"; }
+  grep -q "raised to hold cache.l1_size" "$out" || { cat "$out"; fail "the derived limit was not raised for cache.l1_size"; }
+  grep -q "fitted to the limit: cache.l1_size" "$out" && { cat "$out"; fail "cache.l1_size was fitted down"; }
+  log "ok an explicit cache.l1_size of ${l1_mib}MiB raises the derived limit ($derived) instead of shrinking"
+else
+  log "explicit cache.l1_size above the derived limit: not checked (host memory $mem_bytes too close to $derived)"
+fi
 
 # ---- the load ----
 for i in $(seq 1 "$READERS"); do
@@ -61,6 +76,8 @@ tierfs_mount "file://$src" "$mnt" "$E2E_WORK/cache" "$logf" --memory-limit "${LI
   --l1-size 1GiB --metrics-address "127.0.0.1:$port"
 pid="$TIERFS_PID"
 grep -q "memory limit ${LIMIT_MIB}MiB (memory.limit)" "$logf" || { print_log_tail "$logf"; fail "no log line about the limit"; }
+grep -q "warning.*cache.l1_size (--l1-size) 1GiB does not fit memory.limit (--memory-limit) ${LIMIT_MIB}MiB: L1 holds" "$logf" ||
+  { print_log_tail "$logf"; fail "no warning that the L1 asked for does not fit the limit"; }
 
 # Sampled for the log; the check is VmHWM, the kernel's own peak.
 ( while kill -0 "$pid" 2>/dev/null; do
@@ -113,7 +130,7 @@ log "daemon peak RSS: VmHWM $((hwm_kib >> 10))MiB (sampled max $((max_sampled >>
 d="$(xattr_of "$mnt" user.tierfs.daemon)"
 [[ "$d" == *"memory_limit=$((LIMIT_MIB << 20)) memory_limit_from=config "* ]] || fail "user.tierfs.daemon: $d"
 "$TIERFS" status >"$E2E_WORK/status.txt" 2>&1 || true
-grep -A3 "^$mnt " "$E2E_WORK/status.txt" | grep -qE "^  memory   rss .* of limit ${LIMIT_MIB}MiB \(config\)  budget .*: l1 " ||
+grep -A4 "^$mnt " "$E2E_WORK/status.txt" | grep -qE "^  memory   rss .* of limit ${LIMIT_MIB}MiB \(config\)  budget .*: l1 " ||
   { cat "$E2E_WORK/status.txt"; fail "tierfs status does not show the memory budget"; }
 "$TIERFS" status --json >"$E2E_WORK/status.json" 2>&1 || true
 "$PY" - "$E2E_WORK/status.json" "$mnt" "$((LIMIT_MIB << 20))" <<'PYEOF' || fail "tierfs status --json lacks the limit"
