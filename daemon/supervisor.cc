@@ -35,12 +35,12 @@ void InstallForwarding() {
   sa.sa_handler = OnSupervisorSignal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = 0;  // no SA_RESTART: poll returns EINTR
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
   sigset_t set;
   sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    sigaction(sig, &sa, nullptr);
+    sigaddset(&set, sig);
+  }
   pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
 }
 
@@ -109,7 +109,15 @@ int Watch(Serving* daemon, FuseServer::LoggedState* state, UniqueFd* fuse_fd) {
       }
       return status;
     }
-    if (const int sig = g_forward_signal.exchange(0); sig != 0) ::kill(daemon->pid, sig);
+    if (const int sig = g_forward_signal.exchange(0); sig != 0) {
+      // SIGHUP (logrotate): this process reopens its log file too.
+      if (sig == SIGHUP) {
+        if (Status s = ReopenLogFile(); !s.ok()) {
+          Logger(Module::kDaemon).error("supervisor: SIGHUP: {}", s.ToString());
+        }
+      }
+      ::kill(daemon->pid, sig);
+    }
     // The log is taken in batches: a daemon's message waits in the socket's buffer (sized for
     // it, Session::LogStateTo) instead of waking this process each time.
     ::poll(nullptr, 0, static_cast<int>(kLogDrainPeriod.count()));

@@ -29,7 +29,8 @@ inline constexpr int kMaxQuickDeaths = 5;
 inline constexpr std::chrono::milliseconds kLogDrainPeriod{20};
 
 // Supervises the serving daemon `daemon` (this process's child) of `mountpoint`; `channel` is
-// this end of its state log. SIGINT/SIGTERM are passed on to the serving daemon. Returns this
+// this end of its state log. SIGINT, SIGTERM and SIGHUP are passed on to the serving daemon
+// (SIGHUP also reopens this process's log file, for logrotate). Returns this
 // process's exit code: the daemon's own when it failed before it served.
 int Supervise(const std::string& mountpoint, pid_t daemon, UniqueFd channel);
 

@@ -33,6 +33,7 @@ AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_REGION=us-east-1 \
 cat "$W/mount1.out"
 grep -q "^tierfs: mounted s3://$BUCKET/a at $M1 (pid [0-9]*, cache $W/c1, log $W/one.log)$" \
   "$W/mount1.out" || fail "no confirmation line after the daemonized mount"
+# The pid of a daemonized mount: its supervisor (which passes SIGTERM and SIGHUP on).
 PID1="$(sed -n 's/.*(pid \([0-9]*\),.*/\1/p' "$W/mount1.out")"
 pid_alive "$PID1" || fail "daemon pid $PID1 from the confirmation line is not running"
 E2E_MOUNTS+=("$M1")
@@ -79,9 +80,13 @@ grep -q "pid $PID2 " "$W/status.txt" || fail "status does not show pid $PID2"
 import json, sys
 doc = json.load(open(sys.argv[1]))
 by = {m["mountpoint"]: m for m in doc["mounts"]}
-for mnt, pid in ((sys.argv[2], int(sys.argv[4])), (sys.argv[3], int(sys.argv[5]))):
-    m = by[mnt]
-    assert m["state"] == "ok" and m["pid"] == pid, m
+# Mount 1 is daemonized: the pid its confirmation line names is its supervisor's; mount 2 runs
+# in the foreground, unsupervised.
+m1, m2 = by[sys.argv[2]], by[sys.argv[3]]
+assert m1["supervisor_pid"] == int(sys.argv[4]) and m1["pid"] != m1["supervisor_pid"], m1
+assert m2["pid"] == int(sys.argv[5]) and m2["supervisor_pid"] is None, m2
+for m in (m1, m2):
+    assert m["state"] == "ok", m
     assert m["stats"]["fuse.reads"] > 0, m["stats"]
     assert isinstance(m["hit_ratio"], float), m
 assert by[sys.argv[3]]["daemon"]["log_format"] == "json"
