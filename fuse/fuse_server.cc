@@ -201,11 +201,9 @@ Result<std::unique_ptr<FuseServer>> FuseServer::Mount(const FuseOptions& options
 Result<std::unique_ptr<FuseServer>> FuseServer::TakeOver(const FuseOptions& options,
                                                          const std::string& mountpoint, int channel,
                                                          std::chrono::nanoseconds timeout) {
-  using SteadyClock = std::chrono::steady_clock;
   UniqueFd fd;
-  Result<std::string> bytes = fuse_internal::ReceiveMessage(
-      channel, SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(timeout),
-      &fd);
+  Result<std::string> bytes =
+      fuse_internal::ReceiveMessage(channel, fuse_internal::DeadlineAfter(timeout), &fd);
   if (!bytes.ok()) return bytes.status();
   auto refuse = [channel](const Status& why) {
     (void)fuse_internal::SendMessage(channel, why.message());
@@ -232,12 +230,9 @@ void FuseServer::RefuseTakeOver(int channel, const Status& why) {
 
 Status FuseServer::AwaitRelease(std::chrono::nanoseconds timeout) {
   if (channel_ < 0) return Status::FailedPrecondition("not a taken-over mount");
-  using SteadyClock = std::chrono::steady_clock;
   TIERFS_ASSIGN_OR_RETURN(
       const std::string go,
-      fuse_internal::ReceiveMessage(
-          channel_,
-          SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(timeout)));
+      fuse_internal::ReceiveMessage(channel_, fuse_internal::DeadlineAfter(timeout)));
   if (go != fuse_internal::kHandoverGo) {
     return Status::Internal("the old daemon sent '" + go + "' for 'go'");
   }
@@ -296,11 +291,9 @@ FuseServer::LoggedState::LoggedState() : copy_(std::make_unique<fuse_internal::S
 FuseServer::LoggedState::~LoggedState() = default;
 
 Status FuseServer::LoggedState::Receive(int channel, std::chrono::nanoseconds timeout, int* fd) {
-  using SteadyClock = std::chrono::steady_clock;
   UniqueFd got;
-  Result<std::string> bytes = fuse_internal::ReceiveMessage(
-      channel, SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(timeout),
-      &got);
+  Result<std::string> bytes =
+      fuse_internal::ReceiveMessage(channel, fuse_internal::DeadlineAfter(timeout), &got);
   *fd = got.release();
   if (!bytes.ok()) return bytes.status();
   if (std::string_view(*bytes).starts_with(fuse_internal::kLogSuccessor)) {
@@ -317,19 +310,17 @@ int FuseServer::LoggedState::TakeSuccessor() { return std::exchange(successor_, 
 
 Status FuseServer::LoggedState::HandTo(int channel, int fuse_fd,
                                        std::chrono::nanoseconds start_limit) const {
-  using SteadyClock = std::chrono::steady_clock;
   TIERFS_ASSIGN_OR_RETURN(const std::string state, copy_->Encode());
   TIERFS_RETURN_IF_ERROR(fuse_internal::SendMessage(channel, state, fuse_fd));
   TIERFS_ASSIGN_OR_RETURN(
       const std::string answer,
-      fuse_internal::ReceiveMessage(
-          channel,
-          SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(start_limit)));
+      fuse_internal::ReceiveMessage(channel, fuse_internal::DeadlineAfter(start_limit)));
   if (answer != "ok") return Status::FailedPrecondition("the new daemon refused: " + answer);
   TIERFS_RETURN_IF_ERROR(fuse_internal::SendMessage(channel, fuse_internal::kHandoverGo));
-  TIERFS_ASSIGN_OR_RETURN(const std::string serving,
-                          fuse_internal::ReceiveMessage(
-                              channel, SteadyClock::now() + fuse_internal::kHandoverServeLimit));
+  TIERFS_ASSIGN_OR_RETURN(
+      const std::string serving,
+      fuse_internal::ReceiveMessage(
+          channel, fuse_internal::DeadlineAfter(fuse_internal::kHandoverServeLimit)));
   if (serving != fuse_internal::kHandoverServing) {
     return Status::FailedPrecondition("the new daemon failed: " + serving);
   }

@@ -115,6 +115,12 @@ class StateCopy {
   std::vector<std::string> updates_;
 };
 
+// Now plus `d`, as the deadline ReceiveMessage takes.
+inline std::chrono::steady_clock::time_point DeadlineAfter(std::chrono::nanoseconds d) {
+  return std::chrono::steady_clock::now() +
+         std::chrono::duration_cast<std::chrono::steady_clock::duration>(d);
+}
+
 // One message on a connected unix stream socket: a length, the bytes and, with fd >= 0, the
 // descriptor (SCM_RIGHTS). Messages are at most 1 GiB.
 Status SendMessage(int sock, std::string_view bytes, int fd = -1);

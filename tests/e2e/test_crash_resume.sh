@@ -72,32 +72,30 @@ assert m["daemon"]["restarts"] == restarts, m["daemon"]' "$1" "$SUPERVISOR" "$2"
     fail "metrics: $(grep resumes <<<"$metrics")"
 }
 daemon_pid() { xattr_of "$MNT" user.tierfs.daemon | sed -n 's/^pid=\([0-9]*\).*/\1/p'; }
+# next_daemon OLD: waits (up to 30 s) until a daemon other than OLD serves the mount; its pid.
+next_daemon() {
+  local deadline=$((SECONDS + 30)) pid
+  until pid=$(daemon_pid 2>/dev/null) && [[ -n "$pid" && "$pid" != "$1" ]]; do
+    (( SECONDS < deadline )) || fail "no new daemon within 30 s of pid $1"
+    sleep 0.1
+  done
+  echo "$pid"
+}
 
 log "1. kill -9 of the serving daemon under readers"
 PID1=$(daemon_pid)
 [[ -n "$PID1" && "$PID1" != "$SUPERVISOR" ]] || fail "serving daemon pid '$PID1' (supervisor $SUPERVISOR)"
 check_status "$PID1" 0 || fail "tierfs status before the kill"
-mkfifo "$E2E_WORK/hold.in"
-"$PY" "$E2E_DIR/restart_reader.py" hold "$MNT" "${HOLD[@]}" <"$E2E_WORK/hold.in" \
-  >"$E2E_WORK/hold.out" 2>&1 &
-HOLDER=$!
-E2E_BG_PIDS+=("$HOLDER")
-exec 8>"$E2E_WORK/hold.in"
-wait_line "$E2E_WORK/hold.out" READY 60
+start_holder "$MNT" "${HOLD[@]}"
 # Every byte into L2 first (one cold pass of each file): the new daemon must not fetch it again.
 COLD=()
 for f in "$SEQ" "$DIRECT" "${HOLD[@]}" "${TRAIN[@]}"; do COLD+=("$MNT/${f%%=*}"); done
 step "cold pass" 120 sh -c 'cat "$@" >/dev/null' cat "${COLD[@]}"
-"$PY" "$E2E_DIR/restart_reader.py" seq "$MNT" "$SEQ" "$E2E_WORK/stop" \
-  >"$E2E_WORK/seq.out" 2>"$E2E_WORK/seq.err" &
-SEQR=$!
-"$PY" "$E2E_DIR/restart_reader.py" epoch "$MNT" "$E2E_WORK/stop" 4 "${TRAIN[@]}" \
-  >"$E2E_WORK/epoch.out" 2>"$E2E_WORK/epoch.err" &
-EPOCHR=$!
+start_readers "$MNT" "$SEQ" "${TRAIN[@]}"
 "$PY" "$E2E_DIR/restart_reader.py" direct "$MNT" "$DIRECT" "$E2E_WORK/stop" \
   >"$E2E_WORK/direct.out" 2>"$E2E_WORK/direct.err" &
 DIRECTR=$!
-E2E_BG_PIDS+=("$SEQR" "$EPOCHR" "$DIRECTR")
+E2E_BG_PIDS+=("$DIRECTR")
 wait_line "$E2E_WORK/seq.err" "pass 1" 120
 wait_line "$E2E_WORK/epoch.err" "epoch 1" 120
 INO_BEFORE=$(stat -c '%n %i' "$MNT/seq.bin" "$MNT/train/f007.bin" "$MNT/train")
@@ -106,11 +104,7 @@ echo 1 >/proc/sys/vm/drop_caches
 sleep 0.3
 kill -KILL "$PID1"
 log "killed the serving daemon (pid $PID1)"
-deadline=$((SECONDS + 30))
-until PID2=$(daemon_pid 2>/dev/null) && [[ -n "$PID2" && "$PID2" != "$PID1" ]]; do
-  (( SECONDS < deadline )) || fail "no new daemon within 30 s"
-  sleep 0.1
-done
+PID2=$(next_daemon "$PID1")
 log "pid $PID2 serves $MNT"
 check_status "$PID2" 1 || fail "tierfs status after the resume"
 # One more full pass of each reader on the new daemon, then they stop.
@@ -148,11 +142,7 @@ E2E_BG_PIDS+=("$LATER")
 sleep 1
 pid_alive "$LATER" || fail "the read of late.bin ended with the origin stalled: $(cat "$E2E_WORK/late.out")"
 kill -KILL "$PID2"
-deadline=$((SECONDS + 30))
-until PID3=$(daemon_pid 2>/dev/null) && [[ -n "$PID3" && "$PID3" != "$PID2" ]]; do
-  (( SECONDS < deadline )) || fail "no new daemon within 30 s"
-  sleep 0.1
-done
+PID3=$(next_daemon "$PID2")
 log "pid $PID3 serves $MNT; the origin answers again"
 rm -f "$E2E_WORK/stall"
 wait_pid_exit "$LATER" 70 || fail "the read of late.bin still waits"
@@ -172,11 +162,7 @@ pid_alive "$SUPERVISOR" || fail "the supervisor ended with the live restart"
 wait_line "$LOGF" "supervisor: pid $PID4 took $MNT over from pid $PID2 (live restart)" 30
 check_status "$PID4" 2 1 || fail "tierfs status after the live restart"
 kill -KILL "$PID4"
-deadline=$((SECONDS + 30))
-until PID5=$(daemon_pid 2>/dev/null) && [[ -n "$PID5" && "$PID5" != "$PID4" ]]; do
-  (( SECONDS < deadline )) || fail "no new daemon within 30 s of killing the restarted one"
-  sleep 0.1
-done
+PID5=$(next_daemon "$PID4")
 check_status "$PID5" 3 1 || fail "tierfs status after a resume of the restarted daemon"
 [[ "$(stat -c '%n %i' "$MNT/seq.bin" "$MNT/train/f007.bin" "$MNT/train")" == "$INO_BEFORE" ]] ||
   fail "inode numbers changed across the live restart and the resume"

@@ -74,18 +74,8 @@ MOUNTED=$(check_history "$OLD_PID" 0 "") || fail "tierfs status before the resta
   done
 ) &
 POLLER=$!
-mkfifo "$E2E_WORK/hold.in"
-"$PY" "$E2E_DIR/restart_reader.py" hold "$MNT" "${HOLD[@]}" <"$E2E_WORK/hold.in" \
-  >"$E2E_WORK/hold.out" 2>&1 &
-HOLDER=$!
-exec 8>"$E2E_WORK/hold.in"
-wait_line "$E2E_WORK/hold.out" READY 60
-"$PY" "$E2E_DIR/restart_reader.py" seq "$MNT" "$SEQ" "$E2E_WORK/stop" \
-  >"$E2E_WORK/seq.out" 2>"$E2E_WORK/seq.err" &
-SEQR=$!
-"$PY" "$E2E_DIR/restart_reader.py" epoch "$MNT" "$E2E_WORK/stop" 4 "${TRAIN[@]}" \
-  >"$E2E_WORK/epoch.out" 2>"$E2E_WORK/epoch.err" &
-EPOCHR=$!
+start_holder "$MNT" "${HOLD[@]}"
+start_readers "$MNT" "$SEQ" "${TRAIN[@]}"
 # Past the first pass (the cold one): the restart meets readers in full flight.
 wait_line "$E2E_WORK/seq.err" "pass 1" 120
 wait_line "$E2E_WORK/epoch.err" "epoch 1" 120
