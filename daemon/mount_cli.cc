@@ -175,6 +175,64 @@ int SupervisorPid(int fd) {
   return ::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) == 0 ? peer.pid : 0;
 }
 
+// A supervised daemon's part of crash resume (daemon/supervisor.h): a daemon that resumes after
+// a crash asks the kernel for the requests the dead one never answered; each logs its tables to
+// the supervisor.
+void JoinSupervision(const Supervision& supervision, bool takeover, FuseServer* server,
+                     DaemonLogControl* control) {
+  if (takeover && supervision.resuming) {
+    server->ResumeAfterCrash(supervision.resumes);
+  } else {
+    server->CountCrashResumes(supervision.resumes);
+  }
+  server->LogStateTo(supervision.fd);
+  control->SetSupervision(SupervisorPid(supervision.fd), supervision.resumes);
+}
+
+// Serves the mount of `c` until it is unmounted or handed over, with `tierfs restart` listening;
+// the exit code.
+int RunLoop(const DaemonOptions& o, Components* c, DaemonLogControl* control,
+            const Supervision& supervision) {
+  spdlog::logger& log = Logger(Module::kDaemon);
+  // `tierfs restart` (daemon/restart.h); the daemon serves on without it if it cannot listen.
+  // Its hooks run on the listener's thread while this one waits in Run(), and touch `c` only
+  // while the session is paused.
+  FuseServer* const server = c->server.get();
+  auto release = [c, &log] {
+    log.info("restart: stats before the handover: {} {}", c->cache->StatsText(),
+             c->fs->StatsText());
+    std::unique_ptr<FuseServer> keep = std::move(c->server);
+    c->Shutdown();  // the cache directory's lock and the metrics port, for the new daemon
+    c->server = std::move(keep);
+  };
+  auto restore = [&o, c, control]() -> Result<Filesystem*> {
+    TIERFS_RETURN_IF_ERROR(BuildComponents(LiveMountOptions(o), c));
+    c->fs->AttachDaemonControl(control);
+    return c->fs.get();
+  };
+  auto restart =
+      RestartListener::Start(server, o.fuse.shutdown_grace, release, restore, supervision);
+  if (!restart.ok()) log.warn("no live restart: {}", restart.status().ToString());
+  SetSignalsBlocked(false);
+  Status run = c->server->Run();
+  SetSignalsBlocked(true);
+  if (restart.ok()) restart->reset();
+  int code = kExitOk;
+  if (!run.ok()) {
+    log.error("fuse loop: {}", run.ToString());
+    code = kExitRuntime;
+  }
+  if (c->server->handed_over()) {
+    log.info("{} handed over to the new daemon; stopping", o.mountpoint);
+  } else {
+    NotifyStopping(fmt::format("{} unmounted; syncing the cache and stopping", o.mountpoint));
+    if (c->metrics_server) c->metrics_server->SetHealth(false, "stopping: the mount has ended");
+    if (c->cache && c->fs)
+      log.info("stats at exit: {} {}", c->cache->StatsText(), c->fs->StatsText());
+  }
+  return code;
+}
+
 // The mount proper, in the process that will serve it. `pipe` reports the outcome to a waiting
 // parent (or does nothing in the foreground); `channel` >= 0: take the mount over from the
 // daemon at its other end (daemon/restart.h). Returns the exit code.
@@ -197,9 +255,9 @@ int ServeMount(const DaemonOptions& o, StartupPipe* pipe, int channel, Supervisi
   DaemonLogControl control(o.cache_dir, std::string(Version()));
   log.info("tierfs {} starting: {}", Version(), DescribeOptions(o));
   RaiseOpenFileLimit();
-  // A daemon taking a live mount over tells systemd nothing: the unit is active, and the daemon
-  // it replaces names it the main process (MAINPID) once it serves; before that, systemd
-  // (NotifyAccess=main) would refuse its messages.
+  // A daemon taking a live mount over tells systemd nothing: the unit is active, and its main
+  // process stays the supervisor, or becomes this daemon when the one it replaces names it
+  // (MAINPID) once it serves.
   const bool takeover = channel >= 0;
   if (!takeover) {
     NotifyStatus(
@@ -209,16 +267,7 @@ int ServeMount(const DaemonOptions& o, StartupPipe* pipe, int channel, Supervisi
   if (Status s = BuildAndMount(o, channel, &control, &c); !s.ok()) {
     return StartupFailed(s, pipe, &c);
   }
-  if (supervision.fd >= 0) {
-    // A crash resume asks the kernel for the requests the dead daemon never answered.
-    if (takeover && supervision.resuming) {
-      c.server->ResumeAfterCrash(supervision.resumes);
-    } else {
-      c.server->CountCrashResumes(supervision.resumes);
-    }
-    c.server->LogStateTo(supervision.fd);
-    control.SetSupervision(SupervisorPid(supervision.fd), supervision.resumes);
-  }
+  if (supervision.fd >= 0) JoinSupervision(supervision, takeover, c.server.get(), &control);
   const FuseServer::History history = c.server->history();
   control.SetMountHistory(history.mounted_at_ns, history.restarts);
   log.info("serving {} at {}", o.source, o.mountpoint);
@@ -237,40 +286,7 @@ int ServeMount(const DaemonOptions& o, StartupPipe* pipe, int channel, Supervisi
     DetachStdio();
     if (chdir("/") != 0) log.warn("chdir /: {}", std::strerror(errno));
   }
-  // `tierfs restart` (daemon/restart.h); the daemon serves on without it if it cannot listen.
-  // Its hooks run on the listener's thread while this one waits in Run(), and touch `c` only
-  // while the session is paused.
-  FuseServer* const server = c.server.get();
-  auto release = [&c, &log] {
-    log.info("restart: stats before the handover: {} {}", c.cache->StatsText(), c.fs->StatsText());
-    std::unique_ptr<FuseServer> keep = std::move(c.server);
-    c.Shutdown();  // the cache directory's lock and the metrics port, for the new daemon
-    c.server = std::move(keep);
-  };
-  auto restore = [&o, &c, &control]() -> Result<Filesystem*> {
-    TIERFS_RETURN_IF_ERROR(BuildComponents(LiveMountOptions(o), &c));
-    c.fs->AttachDaemonControl(&control);
-    return c.fs.get();
-  };
-  auto restart =
-      RestartListener::Start(server, o.fuse.shutdown_grace, release, restore, supervision);
-  if (!restart.ok()) log.warn("no live restart: {}", restart.status().ToString());
-  SetSignalsBlocked(false);
-  Status run = c.server->Run();
-  SetSignalsBlocked(true);
-  if (restart.ok()) restart->reset();
-  int code = kExitOk;
-  if (!run.ok()) {
-    log.error("fuse loop: {}", run.ToString());
-    code = kExitRuntime;
-  }
-  if (c.server->handed_over()) {
-    log.info("{} handed over to the new daemon; stopping", o.mountpoint);
-  } else {
-    NotifyStopping(fmt::format("{} unmounted; syncing the cache and stopping", o.mountpoint));
-    if (c.metrics_server) c.metrics_server->SetHealth(false, "stopping: the mount has ended");
-    if (c.cache && c.fs) log.info("stats at exit: {} {}", c.cache->StatsText(), c.fs->StatsText());
-  }
+  const int code = RunLoop(o, &c, &control, supervision);
   c.Shutdown();
   log.info("tierfs stopped");
   spdlog::shutdown();
