@@ -12,7 +12,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <span>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "base/logging.h"
 
@@ -42,6 +45,7 @@ OriginFetcher::OriginFetcher(const TieredCacheOptions& options, uint64_t run_blo
                              SharedTiers* shared, BlobStore* origin, const BlockSpace* space,
                              CacheStats* stats, EngineCounters* counters)
     : wait_timeout_(options.wait_timeout),
+      projected_(options.sparse_read_max > 0),
       fetch_queue_limit_(options.fetch_queue_limit),
       run_blocks_(run_blocks),
       small_object_bytes_(small_object_bytes),
@@ -297,9 +301,80 @@ Result<Served> OriginFetcher::FetchBelowHostTiers(const ObjectRef& obj, uint64_t
     Fill(obj, key, index, s.block, 0, static_cast<size_t>(s.tier));
     return s;
   }
-  TIERFS_ASSIGN_OR_RETURN(BlockRef b, origin_reader_.FetchBlock(obj, index, expected));
+  TIERFS_ASSIGN_OR_RETURN(BlockRef b, FetchFromOrigin(obj, index, key, expected));
   Fill(obj, key, index, b, 0, all_tiers_);
   return Served{std::move(b), kOriginTier};
+}
+
+Result<BlockRef> OriginFetcher::FetchFromOrigin(const ObjectRef& obj, uint64_t index,
+                                                const BlockKey& key, uint64_t expected) {
+  const std::vector<BlockRef> held = HeldChunks(obj, key, expected);
+  if (held.empty()) return origin_reader_.FetchBlock(obj, index, expected);
+  return FillGaps(obj, index, expected, held);
+}
+
+std::vector<BlockRef> OriginFetcher::HeldChunks(const ObjectRef& obj, const BlockKey& key,
+                                                uint64_t expected) {
+  if (!projected_ || obj.info.size <= small_object_bytes_) return {};
+  const uint64_t n = HostTiers::NumChunks(expected);
+  std::vector<BlockRef> held(n);
+  bool any = false;
+  for (uint64_t c = 0; c < n; ++c) {
+    if (!host_->ChunkTier(key, expected, c)) continue;
+    held[c] = host_->ReadChunk(key, expected, c).block;  // null: a bad copy, fetched instead
+    any = any || held[c] != nullptr;
+  }
+  if (!any) held.clear();
+  return held;
+}
+
+// The gaps are the runs of chunks without an entry; joined while closer than the join distance,
+// which doubles until at most kMaxGapRequests remain. Each is read from the origin into its place
+// in the block (pinned to the version, as a whole block is), the entries are copied into the rest.
+// An entry's length was checked when it was read (HostTiers::ReadChunk); the block goes to the
+// tiers like any fetched block (L2 checksums it from these bytes).
+Result<BlockRef> OriginFetcher::FillGaps(const ObjectRef& obj, uint64_t index, uint64_t expected,
+                                         const std::vector<BlockRef>& held) {
+  const uint64_t cb = kSparseChunkBytes, n = held.size();
+  std::vector<std::pair<uint64_t, uint64_t>> gaps;  // [begin, end) in the block
+  for (uint64_t c = 0; c < n;) {
+    if (held[c]) {
+      ++c;
+      continue;
+    }
+    uint64_t e = c;
+    while (e < n && !held[e]) ++e;
+    gaps.emplace_back(c * cb, std::min(e * cb, expected));
+    c = e;
+  }
+  for (uint64_t join = kGapJoinBytes;; join *= 2) {
+    std::vector<std::pair<uint64_t, uint64_t>> joined;
+    for (const auto& g : gaps) {
+      if (!joined.empty() && g.first - joined.back().second < join) {
+        joined.back().second = g.second;
+      } else {
+        joined.push_back(g);
+      }
+    }
+    gaps = std::move(joined);
+    if (gaps.size() <= kMaxGapRequests) break;
+  }
+  auto block = Block::Allocate(expected);
+  std::span<std::byte> out = block->mutable_data().first(expected);
+  for (uint64_t c = 0; c < n; ++c) {
+    if (held[c]) std::memcpy(out.data() + c * cb, held[c]->data().data(), held[c]->size());
+  }
+  for (const auto& [b, e] : gaps) {
+    ++counters_->gap_requests;
+    TIERFS_RETURN_IF_ERROR(
+        origin_reader_.ReadExact(obj, index * space_->block_size() + b, out.subspan(b, e - b),
+                                 "bytes " + std::to_string(b) + "+" + std::to_string(e - b) +
+                                     " of block " + std::to_string(index)));
+    counters_->gap_bytes += e - b;
+  }
+  ++counters_->gap_fills;
+  block->set_size(expected);
+  return BlockRef(std::move(block));
 }
 
 void OriginFetcher::Fill(const ObjectRef& obj, const BlockKey& key, uint64_t index,
@@ -352,13 +427,28 @@ std::vector<Served> OriginFetcher::ReadClaimed(const ObjectRef& obj, uint64_t fi
     keys.push_back(leases[k].key());
   }
   shared_->ReadMany(obj, indexes, keys, shared_->first(), &got);
+  // A block with sparse entries: only its gaps (a failed one stays null, its lease completed).
+  std::vector<bool> done(n, false);
+  for (uint64_t k = 0; k < n; ++k) {
+    if (got[k].block) continue;
+    const uint64_t expected = space_->ExpectedLength(obj, first + k);
+    const std::vector<BlockRef> held = HeldChunks(obj, keys[k], expected);
+    if (held.empty()) continue;
+    done[k] = true;
+    Result<BlockRef> b = FillGaps(obj, first + k, expected, held);
+    if (b.ok()) {
+      got[k] = Served{std::move(*b), kOriginTier};
+    } else {
+      leases[k].Complete(b.status());
+    }
+  }
   for (uint64_t k = 0; k < n;) {
-    if (got[k].block) {
+    if (got[k].block || done[k]) {
       ++k;
       continue;
     }
     uint64_t m = 1;
-    while (k + m < n && !got[k + m].block) ++m;
+    while (k + m < n && !got[k + m].block && !done[k + m]) ++m;
     Result<std::vector<BlockRef>> blocks = origin_reader_.FetchRun(obj, first + k, m);
     if (!blocks.ok()) {
       SPDLOG_LOGGER_DEBUG(&Logger(Module::kTierCache), "readahead of '{}' blocks {}+{} failed: {}",
@@ -429,7 +519,7 @@ Result<Served> OriginFetcher::AwaitOrLead(const ObjectRef& obj, uint64_t index) 
     if (b.block) {
       j.lease->Complete(std::move(b));
     } else {
-      Result<BlockRef> f = origin_reader_.FetchBlock(obj, index, expected);
+      Result<BlockRef> f = FetchFromOrigin(obj, index, key, expected);
       j.lease->Complete(f.ok() ? Result<Served>(Served{*f, kOriginTier})
                                : Result<Served>(f.status()));
     }

@@ -104,10 +104,11 @@ void Prefetcher::OnOpen(const ObjectRef& opened) {
 // after random_hydrate_misses such seeks the file is hydrated behind its readers, as a
 // sequential reader's readahead would (PumpHydration). Projected reads (small ones, which
 // fetch only what they read) do not count: reading a few columns of a file is not a sign that
-// the rest will be read. Readers that keep on with them for kDenseProjectedMisses misses (a
-// quarter of the file's blocks if more), counted over all the streams open on the file (only
-// misses count, so a column reader's pass is the same few hundred however many handles it
-// uses), are a dense random reader after all, and the file is hydrated.
+// the rest will be read. Readers whose misses of them read a third of the file (or, reading a
+// page or two at a time, kDenseProjectedMisses of them), counted over all the streams open on
+// the file (only misses count, so a column reader's passes over the same ranges count once
+// however many handles it uses), are a dense random reader after all, and the file is hydrated:
+// only the gaps between what they read are fetched.
 void Prefetcher::OnRead(Stream* st, uint64_t offset, uint64_t size) {
   if (size == 0) return;
   const uint64_t bs = cache_->block_size();
@@ -136,7 +137,7 @@ void Prefetcher::OnRead(Stream* st, uint64_t offset, uint64_t size) {
       if (!st->hydration_) st->hydration_ = std::move(fresh);
       h = st->hydration_;
     }
-    pump = CountRandomMiss(st, h.get(), nblocks, projected && size < kHydrateReadBytes);
+    pump = CountRandomMiss(st, h.get(), nblocks, projected && size < kHydrateReadBytes ? size : 0);
     if (pump) ++stats_.random_hydrations;
   }
   if (pump) PumpHydration(h.get(), st->obj_, nblocks);
@@ -187,16 +188,18 @@ Prefetcher::ReadStep Prefetcher::Advance(Stream* st, uint64_t offset, uint64_t s
 }
 
 // Counts a random miss of `st` towards the hydration of its file; true when it starts the
-// hydration. A small projected one (`small_projected`: TieredCache::ReadsSparse, under
+// hydration. A small projected one (`small_projected`: its bytes; TieredCache::ReadsSparse, under
 // kHydrateReadBytes: a column reader's range, which fetches only what it reads) starts the
 // stream's count of random misses again instead: a reader of a fraction of the file is not
-// hydrated into reading all of it because the kernel made a few of its reads larger; such misses
-// count, over all the file's streams, towards kDenseProjectedMisses.
-bool Prefetcher::CountRandomMiss(Stream* st, Hydration* h, uint64_t nblocks, bool small_projected) {
+// hydrated into reading all of it because the kernel made a few of its reads larger. Such misses
+// count, over all the file's streams, by their bytes (a 1/kHydrateShare of the file) or, for
+// page-sized ones, by their number (kDenseProjectedMisses).
+bool Prefetcher::CountRandomMiss(Stream* st, Hydration* h, uint64_t nblocks,
+                                 uint64_t small_projected) {
   bool in_a_row = false;
   {
     MutexLock l(&st->mu_);
-    if (small_projected) {
+    if (small_projected > 0) {
       st->random_misses_ = 0;
     } else {
       in_a_row = ++st->random_misses_ >= static_cast<uint32_t>(options_.random_hydrate_misses);
@@ -204,10 +207,14 @@ bool Prefetcher::CountRandomMiss(Stream* st, Hydration* h, uint64_t nblocks, boo
   }
   MutexLock l(&h->mu);
   if (h->hydrating || h->cursor >= nblocks) return false;
-  if (!(small_projected ? ++h->projected_misses >= std::max(kDenseProjectedMisses, nblocks / 4)
-                        : in_a_row)) {
-    return false;
+  bool start = in_a_row;
+  if (small_projected > 0) {
+    h->projected_bytes += small_projected;
+    if (small_projected <= kPageReadBytes) ++h->page_misses;
+    start = kHydrateShare * h->projected_bytes >= st->obj_.info.size ||
+            h->page_misses >= std::max(kDenseProjectedMisses, nblocks / 4);
   }
+  if (!start) return false;
   h->hydrating = true;
   return true;
 }

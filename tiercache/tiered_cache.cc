@@ -133,8 +133,12 @@ class TieredCacheImpl final : public TieredCache {
     const uint64_t size = obj.info.size;
     if (length == 0 || offset >= size) return true;
     const uint64_t end = offset + std::min(length, size - offset);
-    for (uint64_t i = offset / options_.block_size; i * options_.block_size < end; ++i) {
-      if (!host_.Holds(space_.KeyFor(obj, i))) return false;
+    const uint64_t bs = options_.block_size;
+    for (uint64_t i = offset / bs; i * bs < end; ++i) {
+      if (host_.Holds(space_.KeyFor(obj, i))) continue;
+      // A small range within one block may be held as sparse entries.
+      const uint64_t from = std::max(offset, i * bs), to = std::min(end, (i + 1) * bs);
+      if (!sparse_.HoldsEntries(obj, i, from - i * bs, to - from)) return false;
     }
     return true;
   }

@@ -127,12 +127,12 @@ struct TieredCacheOptions {
   // Projected reads: a piece of a read of at most this many bytes within one block (and under
   // half of it; blocks of at least 128 KiB), of an object larger than small_object_bytes, whose
   // block no tier above the origin holds whole and no one is fetching whole, fetches only what it
-  // reads: from the start of its first missing 32 KiB chunk (kSparseChunkBytes) to its end rounded
-  // up to 4 KiB, one origin request, kept in the host tiers as sparse entries (MakeChunkKey: each
-  // chunk's fetched prefix). A reader that would make three quarters of a block's chunks present
-  // fetches the whole block instead (dense completion); sequential readers get whole blocks from
-  // readahead. Such reads under 96 KiB do not count towards the random-read hydration of the file
-  // (Prefetcher). 0: off. daemon/: cache.sparse_read_max.
+  // reads: from its first missing 4 KiB page (kSparseChunkBytes) to its end rounded up to a page,
+  // one origin request, kept in the host tiers as sparse entries (MakeChunkKey: one per page). A
+  // reader that would make three quarters of a block's pages present fetches the rest of the
+  // block instead (dense completion: only the gaps between the entries); sequential readers get
+  // whole blocks from readahead. Such reads under 96 KiB count towards the random-read hydration
+  // of the file only by their share of it (Prefetcher). 0: off. daemon/: cache.sparse_read_max.
   uint64_t sparse_read_max = 128ULL << 10;
   // Owned threads that fetch blocks from the remote tiers (L3, origin) for demand reads given a
   // CancelToken (see the file comment). 0: such reads fetch on their own thread.
@@ -223,8 +223,9 @@ class TieredCache {
                                                uint64_t length,
                                                const CancelToken* token = nullptr) = 0;
 
-  // True when every block of [offset, offset + length) of `obj` is in a host tier (L1/L2) now:
-  // a read of it will not wait on the network (a hint: a block may be evicted meanwhile).
+  // True when every block of [offset, offset + length) of `obj` is in a host tier (L1/L2) now,
+  // or for a projected read's range the sparse entries of its pages are: a read of it will not
+  // wait on the network (a hint: a block may be evicted meanwhile).
   virtual bool HostHolds(const ObjectRef& obj, uint64_t offset, uint64_t length) = 0;
 
   // The kernel's page cache now holds bytes [offset, offset + length) of `obj` (fuse/ stored

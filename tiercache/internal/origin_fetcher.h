@@ -136,6 +136,18 @@ class OriginFetcher {
   Result<Served> FetchSparse(const ObjectRef& obj, uint64_t index, uint64_t begin, uint64_t end);
   Result<Served> FetchBelowHostTiers(const ObjectRef& obj, uint64_t index, const BlockKey& key,
                                      uint64_t expected);
+  // Block `index` of `obj` from the origin; when the host tiers hold sparse entries of it, only
+  // the gaps between them (FillGaps).
+  Result<BlockRef> FetchFromOrigin(const ObjectRef& obj, uint64_t index, const BlockKey& key,
+                                   uint64_t expected);
+  // The sparse entries the host tiers hold of block `key` (of `expected` bytes), by chunk, null
+  // where missing; empty when they hold none (or `obj` is not read projected).
+  std::vector<BlockRef> HeldChunks(const ObjectRef& obj, const BlockKey& key, uint64_t expected);
+  // The block assembled from `held` (the sparse entries of its chunks, null where missing) and
+  // the gaps between them fetched from the origin (gaps closer than kGapJoinBytes joined, at most
+  // kMaxGapRequests requests).
+  Result<BlockRef> FillGaps(const ObjectRef& obj, uint64_t index, uint64_t expected,
+                            const std::vector<BlockRef>& held);
   // Reads the claimed run, then stores and publishes it (PublishRun).
   void FetchClaimedRun(const ObjectRef& obj, uint64_t first, std::vector<Flights::Lease>& leases,
                        bool readahead);
@@ -147,8 +159,18 @@ class OriginFetcher {
   void Fill(const ObjectRef& obj, const BlockKey& key, uint64_t index, const BlockRef& block,
             size_t from, size_t upto);
 
+  // Gaps between sparse entries closer than this are fetched as one request (fetching a few held
+  // pages again costs less than a round trip; a projected read's entries, 16 KiB and more, are
+  // not fetched again), and a block's gaps take at most kMaxGapRequests requests (the join
+  // distance doubles until they do).
+  static constexpr uint64_t kGapJoinBytes = 16 << 10;
+  static constexpr size_t kMaxGapRequests = 16;
+
   // Constant after construction.
   const std::chrono::nanoseconds wait_timeout_;
+  // Objects whose blocks may have sparse entries: projected reads on, larger than
+  // small_object_bytes (SparseReader::Eligible).
+  const bool projected_;
   const size_t fetch_queue_limit_;
   const uint64_t run_blocks_;
   const uint64_t small_object_bytes_;

@@ -1,0 +1,229 @@
+// Projected reads at the cache's level: what column readers of one object cost at the origin
+// (bytes per byte read, by the share of the object they read), and the whole-block fetches of a
+// block with sparse entries (dense completion, readahead) taking only the gaps between them.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tests/fakes/fake_blob_store.h"
+#include "tests/testing/eventually.h"
+#include "tests/testing/status_matchers.h"
+#include "tests/tiercache/test_util.h"
+#include "tiercache/tiered_cache.h"
+
+namespace tierfs {
+namespace {
+
+using testing::Eventually;
+using testing::FakeBlobStore;
+using testing::ParseStats;
+using testing::Pattern;
+
+constexpr uint64_t kBlock = 1 << 20;
+
+// The daemon's defaults: 1 MiB blocks, reads of up to 128 KiB projected; an L1 that holds it all.
+class ProjectionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    options_.block_size = kBlock;
+    options_.prefetch_threads = 2;
+    options_.small_object_bytes = 4 << 20;
+    options_.sparse_read_max = 128 << 10;
+  }
+
+  std::unique_ptr<TieredCache> OpenCache() {
+    std::vector<std::unique_ptr<Tier>> tiers;
+    MemoryTierOptions m;
+    m.capacity_bytes = 256 << 20;
+    m.shards = 2;
+    tiers.push_back(NewMemoryTier(m));
+    auto c = TieredCache::Open(options_, std::move(tiers), &origin_, &clock_);
+    EXPECT_OK(c);
+    return c.ok() ? std::move(*c) : nullptr;
+  }
+
+  ObjectRef Put(const std::string& key, const std::string& data) {
+    origin_.PutObject(key, data);
+    ObjectRef o;
+    o.key = key;
+    o.info = *origin_.Head(key);
+    origin_.ResetCounters();
+    return o;
+  }
+
+  static std::string ReadAll(TieredCache* c, const ObjectRef& o, uint64_t off, uint64_t len) {
+    auto r = c->Read(o, off, len);
+    EXPECT_OK(r);
+    if (!r.ok()) return "<error>";
+    std::string s;
+    for (const auto& sl : *r) {
+      s.append(reinterpret_cast<const char*>(sl.block->data().data()) + sl.offset, sl.length);
+    }
+    return s;
+  }
+
+  // A column reader's ranges (bench/policy.py): the object cut into consecutive pieces of
+  // 16..64 KiB, shuffled, the first ones covering `share` of it.
+  static std::vector<std::pair<uint64_t, uint64_t>> Ranges(uint64_t size, double share,
+                                                           uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::vector<std::pair<uint64_t, uint64_t>> pieces, out;
+    for (uint64_t off = 0; off < size;) {
+      const uint64_t n = std::min<uint64_t>(16384 + rng() % 49153, size - off);
+      pieces.emplace_back(off, n);
+      off += n;
+    }
+    std::shuffle(pieces.begin(), pieces.end(), rng);
+    uint64_t total = 0;
+    for (const auto& p : pieces) {
+      if (total + p.second > static_cast<uint64_t>(share * static_cast<double>(size))) break;
+      out.push_back(p);
+      total += p.second;
+    }
+    return out;
+  }
+
+  FakeBlobStore origin_{"fake://bucket"};
+  FakeClock clock_;
+  TieredCacheOptions options_;
+};
+
+struct ShareCase {
+  double share;
+  double max_ratio;  // origin bytes per byte read
+};
+
+class ProjectionShareTest : public ProjectionTest,
+                            public ::testing::WithParamInterface<ShareCase> {};
+
+// Every range exact; the origin moves about what was read, never a byte twice but for the pages
+// a range shares with one read before it and the few a joined gap fetches again.
+TEST_P(ProjectionShareTest, ScatteredRangesMoveAboutWhatTheyRead) {
+  const std::string data = Pattern(16 * kBlock, 9);
+  const ObjectRef obj = Put("cols.parquet", data);
+  auto c = OpenCache();
+  ASSERT_NE(c, nullptr);
+  uint64_t read = 0;
+  const auto ranges = Ranges(data.size(), GetParam().share, 11);
+  for (const auto& [off, n] : ranges) {
+    ASSERT_EQ(ReadAll(c.get(), obj, off, n), data.substr(off, n)) << off << "+" << n;
+    read += n;
+  }
+  const double ratio =
+      static_cast<double>(origin_.bytes_read()) / static_cast<double>(std::max<uint64_t>(1, read));
+  EXPECT_LE(ratio, GetParam().max_ratio)
+      << ranges.size() << " reads of " << read << " bytes: " << c->StatsText();
+  EXPECT_LE(origin_.bytes_read_twice(obj.key), origin_.bytes_read() / 20);
+  // Again: all from the host tiers.
+  const uint64_t calls = origin_.read_calls();
+  for (const auto& [off, n] : ranges) ASSERT_EQ(ReadAll(c.get(), obj, off, n), data.substr(off, n));
+  EXPECT_EQ(origin_.read_calls(), calls);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shares, ProjectionShareTest,
+                         ::testing::Values(ShareCase{0.25, 1.15}, ShareCase{0.5, 1.15},
+                                           ShareCase{0.9, 1.15}));
+
+// Readahead (and so hydration, which asks for readahead runs) of blocks with sparse entries
+// fetches only what they lack; blocks without take one request for the run.
+TEST_F(ProjectionTest, ReadaheadOfBlocksWithEntriesFetchesOnlyTheirGaps) {
+  const std::string data = Pattern(8 * kBlock, 3);
+  const ObjectRef obj = Put("cols.parquet", data);
+  auto c = OpenCache();
+  ASSERT_NE(c, nullptr);
+  // Blocks 2 and 3: a few ranges each.
+  for (uint64_t off : {2 * kBlock + 5000, 2 * kBlock + 300000, 3 * kBlock + 123456}) {
+    ASSERT_EQ(ReadAll(c.get(), obj, off, 40000), data.substr(off, 40000));
+  }
+  const uint64_t sparse_bytes = origin_.bytes_read();
+  c->Prefetch(obj, 1, 4);  // blocks 1..4
+  ASSERT_TRUE(Eventually([&] { return c->HostHolds(obj, kBlock, 4 * kBlock); }));
+  EXPECT_EQ(origin_.bytes_read(), 4 * kBlock);
+  EXPECT_EQ(origin_.bytes_read_twice(obj.key), 0u);
+  auto st = ParseStats(c->StatsText());
+  EXPECT_EQ(st["sparse.gap_fills"], 2u);
+  EXPECT_EQ(st["sparse.gap_bytes"], 2 * kBlock - sparse_bytes);
+  EXPECT_EQ(ReadAll(c.get(), obj, kBlock, 4 * kBlock), data.substr(kBlock, 4 * kBlock));
+}
+
+// Gaps around entries smaller than kGapJoinBytes are fetched as one request (fetching a few
+// held pages again costs less than a round trip); however scattered the entries, a block takes
+// at most kMaxGapRequests requests.
+TEST_F(ProjectionTest, GapsCloseTogetherAreJoinedAndRequestsBounded) {
+  const std::string data = Pattern(8 * kBlock, 4);
+  const ObjectRef obj = Put("cols.parquet", data);
+  auto c = OpenCache();
+  ASSERT_NE(c, nullptr);
+  auto read = [&](uint64_t off, uint64_t n) {
+    ASSERT_EQ(ReadAll(c.get(), obj, off, n), data.substr(off, n)) << off;
+  };
+  // Block 4: 20 KiB every 64 KiB: 16 gaps, kept apart.
+  for (uint64_t p = 0; p < 256; p += 16) read(4 * kBlock + p * 4096, 20480);
+  // Block 5: a page every 32 KiB: one request over all its gaps.
+  for (uint64_t p = 0; p < 256; p += 8) read(5 * kBlock + p * 4096 + 10, 4000);
+  // Block 6: 16 KiB every 32 KiB: 32 gaps, more than kMaxGapRequests: joined too.
+  for (uint64_t p = 0; p < 256; p += 8) read(6 * kBlock + p * 4096, 16384);
+  origin_.ResetCounters();
+  c->Prefetch(obj, 4, 3);
+  ASSERT_TRUE(Eventually([&] { return c->HostHolds(obj, 4 * kBlock, 3 * kBlock); }));
+  auto st = ParseStats(c->StatsText());
+  EXPECT_EQ(st["sparse.gap_fills"], 3u);
+  EXPECT_EQ(st["sparse.gap_requests"], 16u + 1 + 1);
+  EXPECT_EQ(origin_.read_calls(), 18u);
+  // Fetched again: block 5's 31 pages inside its one request, block 6's 31 entries of 16 KiB.
+  EXPECT_EQ(origin_.bytes_read_twice(obj.key), 0u);  // (counted since the reset: none twice)
+  EXPECT_EQ(origin_.bytes_read(), 3 * kBlock - 16 * 20480 - 4096 - 16384);
+  read(4 * kBlock, 3 * kBlock);
+}
+
+// A gap the origin fails to give: the read fails and nothing is stored whole; the entries stay,
+// and the next read completes the block.
+TEST_F(ProjectionTest, AFailedGapStoresNothingWhole) {
+  const std::string data = Pattern(8 * kBlock, 5);
+  const ObjectRef obj = Put("cols.parquet", data);
+  auto c = OpenCache();
+  ASSERT_NE(c, nullptr);
+  ASSERT_EQ(ReadAll(c.get(), obj, 4 * kBlock + 4096, 40960), data.substr(4 * kBlock + 4096, 40960));
+  origin_.FailNext(1, Status::IOError("injected"));
+  c->Prefetch(obj, 4, 1);
+  ASSERT_TRUE(Eventually([&] { return origin_.read_calls() >= 2; }));
+  EXPECT_FALSE(c->HostHolds(obj, 4 * kBlock, kBlock));
+  EXPECT_TRUE(c->HostHolds(obj, 4 * kBlock + 4096, 40960));
+  EXPECT_EQ(ReadAll(c.get(), obj, 4 * kBlock, kBlock), data.substr(4 * kBlock, kBlock));
+  EXPECT_TRUE(c->HostHolds(obj, 4 * kBlock, kBlock));
+}
+
+// The entries of earlier caches (32 KiB chunks, no chunk size in the key) are never taken for
+// pages: one that a cache from before holds for chunk 3 of block 2, 4096 bytes (bytes
+// 98304..102400 of the block), is not served for page 3 (bytes 12288..16384).
+TEST_F(ProjectionTest, AnEntryUnderTheEarlierKeyLayoutIsNotServed) {
+  const std::string data = Pattern(8 * kBlock, 6);
+  const ObjectRef obj = Put("cols.parquet", data);
+  const BlockKey block = MakeBlockKey(origin_.Describe(), obj.key, obj.info, kBlock, 2);
+  ASSERT_EQ(BlockKeyHex(block), "fc413536afbd486f99f90dfcf64a4a2d");  // the keys below are its
+  // XXH3-128 of "tierfs-chunk", the block key, u64 3, u64 4096 (FORMAT.md before the page size).
+  const std::string old_hex = "b99809791bd42c528c8116265f304ba6";
+  BlockKey old{};
+  for (size_t i = 0; i < old.size(); ++i) {
+    old[i] = static_cast<uint8_t>(std::stoul(old_hex.substr(2 * i, 2), nullptr, 16));
+  }
+  auto c = OpenCache();
+  ASSERT_NE(c, nullptr);
+  auto stale = Block::Allocate(4096);
+  std::memcpy(stale->mutable_data().data(), data.data() + 2 * kBlock + 98304, 4096);
+  stale->set_size(4096);
+  ASSERT_OK(c->tiers()[0]->Insert(old, BlockRef(std::move(stale)), Placement{}));
+  ASSERT_TRUE(c->tiers()[0]->Contains(old));
+  EXPECT_EQ(ReadAll(c.get(), obj, 2 * kBlock + 12288, 4096), data.substr(2 * kBlock + 12288, 4096));
+  EXPECT_EQ(origin_.read_calls(), 1u);
+  EXPECT_EQ(origin_.bytes_read(), 4096u);
+}
+
+}  // namespace
+}  // namespace tierfs
