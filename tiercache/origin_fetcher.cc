@@ -409,15 +409,17 @@ void OriginFetcher::FetchClaimedRun(const ObjectRef& obj, uint64_t first,
                                     std::vector<Flights::Lease>& leases, bool readahead) {
   // Readahead serves readers: it counts as demand traffic for deep prefetch, too.
   DemandInFlight demand(stats_, space_->clock());
-  const std::vector<Served> got = ReadClaimed(obj, first, leases);
+  const std::vector<Served> got = ReadClaimed(obj, first, leases, readahead);
   PublishRun(obj, first, leases, got, readahead);
 }
 
-// From the shared tiers with one ReadMany each, then the rest from the origin, one request per
-// stretch of adjacent blocks. A block the origin failed is null in the result, its lease
-// completed with the error.
+// From the shared tiers with one ReadMany each, then the rest from the origin: a block with sparse
+// entries alone (FillGaps), the others one request per stretch of adjacent blocks. A block the
+// origin failed is null in the result, its lease completed with the error; so is a block filled
+// from its gaps, its lease completed with it (PublishRun).
 std::vector<Served> OriginFetcher::ReadClaimed(const ObjectRef& obj, uint64_t first,
-                                               std::vector<Flights::Lease>& leases) {
+                                               std::vector<Flights::Lease>& leases,
+                                               bool readahead) {
   const uint64_t n = leases.size();
   std::vector<Served> got(n);  // a null block: not read yet
   std::vector<uint64_t> indexes;
@@ -427,7 +429,8 @@ std::vector<Served> OriginFetcher::ReadClaimed(const ObjectRef& obj, uint64_t fi
     keys.push_back(leases[k].key());
   }
   shared_->ReadMany(obj, indexes, keys, shared_->first(), &got);
-  // A block with sparse entries: only its gaps (a failed one stays null, its lease completed).
+  // A block with sparse entries: only its gaps, published at once (its readers need not wait
+  // for the rest of the run). It stays null in the result, its lease completed.
   std::vector<bool> done(n, false);
   for (uint64_t k = 0; k < n; ++k) {
     if (got[k].block) continue;
@@ -436,11 +439,13 @@ std::vector<Served> OriginFetcher::ReadClaimed(const ObjectRef& obj, uint64_t fi
     if (held.empty()) continue;
     done[k] = true;
     Result<BlockRef> b = FillGaps(obj, first + k, expected, held);
-    if (b.ok()) {
-      got[k] = Served{std::move(*b), kOriginTier};
-    } else {
+    if (!b.ok()) {
       leases[k].Complete(b.status());
+      continue;
     }
+    std::vector<Flights::Lease> one;
+    one.push_back(std::move(leases[k]));
+    PublishRun(obj, first + k, one, {Served{std::move(*b), kOriginTier}}, readahead);
   }
   for (uint64_t k = 0; k < n;) {
     if (got[k].block || done[k]) {

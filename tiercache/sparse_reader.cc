@@ -71,6 +71,17 @@ bool SparseReader::Dense(const BlockKey& key, uint64_t block_len, uint64_t missi
   return 4 * present >= 3 * nchunks;
 }
 
+bool SparseReader::Takes(const ObjectRef& obj, uint64_t index, uint64_t want,
+                         uint64_t block_len) const {
+  if (Eligible(obj, want, block_len)) return true;
+  if (!Eligible(obj, 0, block_len) || 2 * want >= block_len) return false;
+  const BlockKey key = space_->KeyFor(obj, index);
+  for (uint64_t c = 0; c < HostTiers::NumChunks(block_len); ++c) {
+    if (host_->ChunkTier(key, block_len, c)) return true;
+  }
+  return false;
+}
+
 bool SparseReader::HoldsEntries(const ObjectRef& obj, uint64_t index, uint64_t in_block,
                                 uint64_t length) const {
   const uint64_t block_len = space_->ExpectedLength(obj, index);

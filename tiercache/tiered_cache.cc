@@ -283,7 +283,7 @@ class TieredCacheImpl final : public TieredCache {
         return BlockSlice{std::move(part), 0, static_cast<size_t>(want), part_tier, nullptr};
       }
     }
-    if (!promote && sparse_.Eligible(obj, want, block_len)) {
+    if (!promote && sparse_.Takes(obj, index, want, block_len)) {
       TIERFS_ASSIGN_OR_RETURN(std::optional<BlockSlice> part,
                               sparse_.Read(obj, index, in_block, want, token));
       if (part) return std::move(*part);

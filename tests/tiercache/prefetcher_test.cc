@@ -10,7 +10,6 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
-#include <random>
 #include <span>
 #include <string>
 #include <thread>
@@ -398,15 +397,7 @@ TEST_F(PrefetcherTest, RangesHydrateAFileOnceTheyReadAThirdOfIt) {
   const uint64_t size = obj.info.size;
   Prefetcher p(options_, cache.get(), catalog_.get());
   Prefetcher::Stream s(obj);
-  // Consecutive pieces of 16..64 KiB at unaligned offsets, in a shuffled order.
-  std::mt19937_64 rng(7);
-  std::vector<std::pair<uint64_t, uint64_t>> pieces;
-  for (uint64_t off = 0; off < size;) {
-    const uint64_t n = std::min<uint64_t>(16384 + rng() % 49153, size - off);
-    pieces.emplace_back(off, n);
-    off += n;
-  }
-  std::shuffle(pieces.begin(), pieces.end(), rng);
+  const auto pieces = testing::ColumnRanges(size, 1, 7);
   uint64_t read = 0;
   size_t k = 0;
   for (; read + pieces[k].second <= size / 4; ++k) {

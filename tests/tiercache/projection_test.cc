@@ -6,13 +6,14 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
-#include <random>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "tests/fakes/fake_blob_store.h"
 #include "tests/testing/eventually.h"
+#include "tests/testing/read_into.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/tiercache/test_util.h"
 #include "tiercache/tiered_cache.h"
@@ -20,10 +21,12 @@
 namespace tierfs {
 namespace {
 
+using testing::ColumnRanges;
 using testing::Eventually;
 using testing::FakeBlobStore;
 using testing::ParseStats;
 using testing::Pattern;
+using testing::ReadInto;
 
 constexpr uint64_t kBlock = 1 << 20;
 
@@ -50,43 +53,18 @@ class ProjectionTest : public ::testing::Test {
 
   ObjectRef Put(const std::string& key, const std::string& data) {
     origin_.PutObject(key, data);
-    ObjectRef o;
-    o.key = key;
-    o.info = *origin_.Head(key);
+    ObjectRef o{key, *origin_.Head(key)};
     origin_.ResetCounters();
     return o;
   }
 
   static std::string ReadAll(TieredCache* c, const ObjectRef& o, uint64_t off, uint64_t len) {
-    auto r = c->Read(o, off, len);
-    EXPECT_OK(r);
-    if (!r.ok()) return "<error>";
-    std::string s;
-    for (const auto& sl : *r) {
-      s.append(reinterpret_cast<const char*>(sl.block->data().data()) + sl.offset, sl.length);
-    }
+    std::string s(len, '\0');
+    Result<size_t> n = ReadInto(*c, o, off, std::as_writable_bytes(std::span(s)));
+    EXPECT_OK(n);
+    if (!n.ok()) return "<error>";
+    s.resize(*n);
     return s;
-  }
-
-  // A column reader's ranges (bench/policy.py): the object cut into consecutive pieces of
-  // 16..64 KiB, shuffled, the first ones covering `share` of it.
-  static std::vector<std::pair<uint64_t, uint64_t>> Ranges(uint64_t size, double share,
-                                                           uint64_t seed) {
-    std::mt19937_64 rng(seed);
-    std::vector<std::pair<uint64_t, uint64_t>> pieces, out;
-    for (uint64_t off = 0; off < size;) {
-      const uint64_t n = std::min<uint64_t>(16384 + rng() % 49153, size - off);
-      pieces.emplace_back(off, n);
-      off += n;
-    }
-    std::shuffle(pieces.begin(), pieces.end(), rng);
-    uint64_t total = 0;
-    for (const auto& p : pieces) {
-      if (total + p.second > static_cast<uint64_t>(share * static_cast<double>(size))) break;
-      out.push_back(p);
-      total += p.second;
-    }
-    return out;
   }
 
   FakeBlobStore origin_{"fake://bucket"};
@@ -110,7 +88,7 @@ TEST_P(ProjectionShareTest, ScatteredRangesMoveAboutWhatTheyRead) {
   auto c = OpenCache();
   ASSERT_NE(c, nullptr);
   uint64_t read = 0;
-  const auto ranges = Ranges(data.size(), GetParam().share, 11);
+  const auto ranges = ColumnRanges(data.size(), GetParam().share, 11);
   for (const auto& [off, n] : ranges) {
     ASSERT_EQ(ReadAll(c.get(), obj, off, n), data.substr(off, n)) << off << "+" << n;
     read += n;

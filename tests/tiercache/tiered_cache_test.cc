@@ -1416,6 +1416,21 @@ TEST_F(SparseReadTest, ThreeQuartersOfABlockReadCompleteItWithOnlyItsGaps) {
   EXPECT_EQ(origin_.read_calls(), 6u);
 }
 
+// A read over sparse_read_max (the kernel's readahead next to a projected read) in a block that
+// has sparse entries fetches only what it reads; in a block without, the whole block.
+TEST_F(SparseReadTest, ALargerReadInABlockWithEntriesFetchesOnlyItsPages) {
+  auto c = OpenCache();
+  EXPECT_EQ(ReadAll(c.get(), obj_, kBlock + 8192, 8192), Want(kBlock + 8192, 8192));
+  EXPECT_FALSE(c->ReadsSparse(obj_, kBlock + 16384, 100000));
+  EXPECT_EQ(ReadAll(c.get(), obj_, kBlock + 16384, 100000), Want(kBlock + 16384, 100000));
+  EXPECT_EQ(origin_.read_calls(), 2u);
+  EXPECT_EQ(origin_.bytes_read(), 8192u + 102400);
+  EXPECT_FALSE(c->HostHolds(obj_, kBlock, kBlock));
+  EXPECT_EQ(ReadAll(c.get(), obj_, 2 * kBlock + 16384, 100000), Want(2 * kBlock + 16384, 100000));
+  EXPECT_EQ(origin_.bytes_read(), 8192u + 102400 + kBlock);
+  EXPECT_TRUE(c->HostHolds(obj_, 2 * kBlock, kBlock));
+}
+
 TEST_F(SparseReadTest, LargeReadsHeldBlocksAndTheOffSwitchTakeWholeBlocks) {
   {
     auto c = OpenCache();

@@ -152,7 +152,7 @@ class OriginFetcher {
   void FetchClaimedRun(const ObjectRef& obj, uint64_t first, std::vector<Flights::Lease>& leases,
                        bool readahead);
   std::vector<Served> ReadClaimed(const ObjectRef& obj, uint64_t first,
-                                  std::vector<Flights::Lease>& leases);
+                                  std::vector<Flights::Lease>& leases, bool readahead);
   void PublishRun(const ObjectRef& obj, uint64_t first, std::vector<Flights::Lease>& leases,
                   const std::vector<Served>& got, bool readahead);
   // Offers `block` to every tier in [from, upto): host tiers, then shared ones.

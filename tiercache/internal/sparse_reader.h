@@ -52,6 +52,12 @@ class SparseReader {
            obj.info.size > small_object_bytes_ && length <= max_read_ && 2 * length < block_len;
   }
 
+  // A read of `want` bytes of block `index` is served by Read: Eligible, or larger (up to half of
+  // the block) in a block that has sparse entries already. Such a read is the kernel's readahead
+  // next to a projected read (or a reader of larger ranges among projected ones): it fetches what
+  // it reads, and the block is completed by dense completion, not by one read.
+  bool Takes(const ObjectRef& obj, uint64_t index, uint64_t want, uint64_t block_len) const;
+
   // The host tiers hold sparse entries of every chunk of bytes [in_block, in_block + length) of
   // block `index` of `obj`, and a projected read of them would take them (the block is not being
   // fetched whole, no shared tier holds it): it is served without the network.
