@@ -222,7 +222,12 @@ void OriginFetcher::RunFetchJob(FetchJob& job) {
       ++stats_->fetch_abandoned;
       return;
     }
-    job.leases[0].Complete(FetchSparse(*job.obj, job.index, job.sparse_begin, job.sparse_end));
+    // The entries go to L1 before the readers are answered (none misses both the flight and
+    // L1), to the slower tiers (a file write each in L2) after.
+    Result<Served> r = FetchSparse(*job.obj, job.index, job.sparse_begin, job.sparse_end, 1);
+    const BlockRef fetched = r.ok() ? r->block : nullptr;
+    job.leases[0].Complete(std::move(r));
+    if (fetched) StoreEntries(*job.obj, job.index, job.sparse_begin, fetched, 1, host_->size());
     return;
   }
   if (job.leases.size() > 1) {
@@ -250,7 +255,7 @@ Result<BlockRef> OriginFetcher::FetchRange(const ObjectRef& obj, uint64_t index,
   // The flight's key names the stretch (a namespace of its own: flights are not tier keys).
   Result<Served> r = JoinFlight(
       MakeChunkKey(key, begin / kSparseChunkBytes, end - begin), token, "range",
-      [&] { return FetchSparse(obj, index, begin, end); },
+      [&] { return FetchSparse(obj, index, begin, end, host_->size()); },
       [&](Flights::Lease lease) {
         FetchJob job(std::make_shared<const ObjectRef>(obj), index, 0, std::move(lease));
         job.sparse_begin = begin;
@@ -265,9 +270,9 @@ Result<BlockRef> OriginFetcher::FetchRange(const ObjectRef& obj, uint64_t index,
 }
 
 // The leader's fetch of a projected stretch: bytes [begin, end) of block `index` from the origin
-// (one request, pinned to the version), stored as sparse entries in the host tiers.
+// (one request, pinned to the version), stored as sparse entries in host tiers [0, upto).
 Result<Served> OriginFetcher::FetchSparse(const ObjectRef& obj, uint64_t index, uint64_t begin,
-                                          uint64_t end) {
+                                          uint64_t end, size_t upto) {
   DemandInFlight demand(stats_, space_->clock());
   const uint64_t len = end - begin;
   auto buf = Block::Allocate(len);
@@ -279,17 +284,26 @@ Result<Served> OriginFetcher::FetchSparse(const ObjectRef& obj, uint64_t index, 
   counters_->sparse_fetch_bytes += len;
   buf->set_size(len);
   BlockRef fetched(std::move(buf));
+  StoreEntries(obj, index, begin, fetched, 0, upto);
+  return Served{std::move(fetched), kOriginTier};
+}
+
+// `fetched` (bytes from `begin`, a chunk boundary, of block `index`) as the sparse entries of
+// its chunks, in host tiers [from, upto).
+void OriginFetcher::StoreEntries(const ObjectRef& obj, uint64_t index, uint64_t begin,
+                                 const BlockRef& fetched, size_t from, size_t upto) {
+  if (from >= upto) return;
   const BlockKey key = space_->KeyFor(obj, index);
+  const uint64_t end = begin + fetched->size();
   for (uint64_t c = begin / kSparseChunkBytes; c * kSparseChunkBytes < end; ++c) {
-    const uint64_t from = c * kSparseChunkBytes;
-    const uint64_t n = std::min(kSparseChunkBytes, end - from);
+    const uint64_t at = c * kSparseChunkBytes;
+    const uint64_t n = std::min(kSparseChunkBytes, end - at);
     auto e = Block::Allocate(n);
-    std::memcpy(e->mutable_data().data(), fetched->data().data() + (from - begin), n);
+    std::memcpy(e->mutable_data().data(), fetched->data().data() + (at - begin), n);
     e->set_size(n);
     host_->Store(obj, MakeChunkKey(key, c, n), space_->OwnerOf(obj, index, /*chunk=*/true),
-                 BlockRef(std::move(e)), 0, host_->size());
+                 BlockRef(std::move(e)), from, upto);
   }
-  return Served{std::move(fetched), kOriginTier};
 }
 
 // The shared tiers in order, then the origin; fills the tiers above the one that served.
@@ -317,14 +331,20 @@ std::vector<BlockRef> OriginFetcher::HeldChunks(const ObjectRef& obj, const Bloc
                                                 uint64_t expected) {
   if (!projected_ || obj.info.size <= small_object_bytes_) return {};
   const uint64_t n = HostTiers::NumChunks(expected);
-  std::vector<BlockRef> held(n);
-  bool any = false;
+  std::vector<bool> has(n, false);
+  uint64_t bytes = 0;
   for (uint64_t c = 0; c < n; ++c) {
     if (!host_->ChunkTier(key, expected, c)) continue;
-    held[c] = host_->ReadChunk(key, expected, c).block;  // null: a bad copy, fetched instead
-    any = any || held[c] != nullptr;
+    has[c] = true;
+    bytes += HostTiers::ChunkLength(expected, c);
   }
-  if (!any) held.clear();
+  // A few entries save less than the requests their gaps take (a dense random reader's pages:
+  // the block goes with its run, one request).
+  if (bytes * kGapFillShare < expected) return {};
+  std::vector<BlockRef> held(n);
+  for (uint64_t c = 0; c < n; ++c) {
+    if (has[c]) held[c] = host_->ReadChunk(key, expected, c).block;  // null: a bad copy, fetched
+  }
   return held;
 }
 

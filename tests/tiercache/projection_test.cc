@@ -109,25 +109,33 @@ INSTANTIATE_TEST_SUITE_P(Shares, ProjectionShareTest,
                                            ShareCase{0.9, 1.15}));
 
 // Readahead (and so hydration, which asks for readahead runs) of blocks with sparse entries
-// fetches only what they lack; blocks without take one request for the run.
+// fetches only what they lack; blocks without, or with only a few pages (less than an eighth of
+// the block: a dense random reader's), go whole in one request for their stretch of the run.
 TEST_F(ProjectionTest, ReadaheadOfBlocksWithEntriesFetchesOnlyTheirGaps) {
   const std::string data = Pattern(8 * kBlock, 3);
   const ObjectRef obj = Put("cols.parquet", data);
   auto c = OpenCache();
   ASSERT_NE(c, nullptr);
-  // Blocks 2 and 3: a few ranges each.
-  for (uint64_t off : {2 * kBlock + 5000, 2 * kBlock + 300000, 3 * kBlock + 123456}) {
-    ASSERT_EQ(ReadAll(c.get(), obj, off, 40000), data.substr(off, 40000));
+  // Blocks 2 and 3: 240 KiB in six ranges each; block 4: two pages.
+  for (uint64_t b : {2, 3}) {
+    for (uint64_t k = 0; k < 6; ++k) {
+      const uint64_t off = b * kBlock + k * 170000 + 1000;
+      ASSERT_EQ(ReadAll(c.get(), obj, off, 40000), data.substr(off, 40000));
+    }
   }
-  const uint64_t sparse_bytes = origin_.bytes_read();
-  c->Prefetch(obj, 1, 4);  // blocks 1..4
-  ASSERT_TRUE(Eventually([&] { return c->HostHolds(obj, kBlock, 4 * kBlock); }));
-  EXPECT_EQ(origin_.bytes_read(), 4 * kBlock);
-  EXPECT_EQ(origin_.bytes_read_twice(obj.key), 0u);
+  ASSERT_EQ(ReadAll(c.get(), obj, 4 * kBlock + 500000, 5000),
+            data.substr(4 * kBlock + 500000, 5000));
+  origin_.ResetCounters();
+  c->Prefetch(obj, 1, 5);  // blocks 1..5
+  ASSERT_TRUE(Eventually([&] { return c->HostHolds(obj, kBlock, 5 * kBlock); }));
   auto st = ParseStats(c->StatsText());
   EXPECT_EQ(st["sparse.gap_fills"], 2u);
-  EXPECT_EQ(st["sparse.gap_bytes"], 2 * kBlock - sparse_bytes);
-  EXPECT_EQ(ReadAll(c.get(), obj, kBlock, 4 * kBlock), data.substr(kBlock, 4 * kBlock));
+  // Blocks 2 and 3: their gaps (6 each); block 1 alone, blocks 4 and 5 together.
+  EXPECT_EQ(origin_.read_calls(), st["sparse.gap_requests"] + 2);
+  EXPECT_EQ(st["sparse.gap_requests"], 12u);
+  EXPECT_EQ(origin_.bytes_read(), 3 * kBlock + st["sparse.gap_bytes"]);
+  EXPECT_EQ(origin_.bytes_read_twice(obj.key), 0u);  // (since the reset)
+  EXPECT_EQ(ReadAll(c.get(), obj, kBlock, 5 * kBlock), data.substr(kBlock, 5 * kBlock));
 }
 
 // Gaps around entries smaller than kGapJoinBytes are fetched as one request (fetching a few

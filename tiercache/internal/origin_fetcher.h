@@ -133,7 +133,10 @@ class OriginFetcher {
                                                  std::string_view why);
   void SubmitFetch(FetchJob job);
   void RunFetchJob(FetchJob& job);
-  Result<Served> FetchSparse(const ObjectRef& obj, uint64_t index, uint64_t begin, uint64_t end);
+  Result<Served> FetchSparse(const ObjectRef& obj, uint64_t index, uint64_t begin, uint64_t end,
+                             size_t upto);
+  void StoreEntries(const ObjectRef& obj, uint64_t index, uint64_t begin, const BlockRef& fetched,
+                    size_t from, size_t upto);
   Result<Served> FetchBelowHostTiers(const ObjectRef& obj, uint64_t index, const BlockKey& key,
                                      uint64_t expected);
   // Block `index` of `obj` from the origin; when the host tiers hold sparse entries of it, only
@@ -141,7 +144,8 @@ class OriginFetcher {
   Result<BlockRef> FetchFromOrigin(const ObjectRef& obj, uint64_t index, const BlockKey& key,
                                    uint64_t expected);
   // The sparse entries the host tiers hold of block `key` (of `expected` bytes), by chunk, null
-  // where missing; empty when they hold none (or `obj` is not read projected).
+  // where missing; empty when they hold less than 1/kGapFillShare of it (or `obj` is not read
+  // projected): then the block is fetched whole.
   std::vector<BlockRef> HeldChunks(const ObjectRef& obj, const BlockKey& key, uint64_t expected);
   // The block assembled from `held` (the sparse entries of its chunks, null where missing) and
   // the gaps between them fetched from the origin (gaps closer than kGapJoinBytes joined, at most
@@ -165,6 +169,8 @@ class OriginFetcher {
   // distance doubles until they do).
   static constexpr uint64_t kGapJoinBytes = 16 << 10;
   static constexpr size_t kMaxGapRequests = 16;
+  // A block whose entries hold less than 1/kGapFillShare of it is fetched whole.
+  static constexpr uint64_t kGapFillShare = 8;
 
   // Constant after construction.
   const std::chrono::nanoseconds wait_timeout_;
