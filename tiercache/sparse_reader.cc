@@ -76,6 +76,7 @@ bool SparseReader::Takes(const ObjectRef& obj, uint64_t index, uint64_t want,
   if (Eligible(obj, want, block_len)) return true;
   if (!Eligible(obj, 0, block_len) || 2 * want >= block_len) return false;
   const BlockKey key = space_->KeyFor(obj, index);
+  if (host_->Holds(key) || fetcher_->InFlight(key)) return false;  // (Read would take the block)
   for (uint64_t c = 0; c < HostTiers::NumChunks(block_len); ++c) {
     if (host_->ChunkTier(key, block_len, c)) return true;
   }
