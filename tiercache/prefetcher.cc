@@ -116,7 +116,7 @@ void Prefetcher::OnRead(Stream* st, uint64_t offset, uint64_t size) {
   const uint64_t nblocks = (st->obj_.info.size + bs - 1) / bs;
   const bool hydrate_on = options_.random_hydrate_misses > 0 && options_.hydrate_runs > 0 &&
                           nblocks >= kHydrateMinBlocks;
-  const bool projected = cache_->ReadsSparse(st->obj_, offset, size);
+  const bool projected = cache_->ReadsSparse(st->obj_, offset, size, st->Hint());
   const ReadStep step = Advance(st, offset, size, nblocks, projected);
   if (step.count > 0) {
     ++stats_.readahead_requests;
@@ -161,6 +161,7 @@ Prefetcher::ReadStep Prefetcher::Advance(Stream* st, uint64_t offset, uint64_t s
   ++st->reads_;
   st->next_offset_ = std::max(st->next_offset_, offset + size);
   step.hydration = st->hydration_;
+  if (!sequential) st->ranges_ = true;  // (the first read, too, unless at offset 0)
   if (!sequential) {
     step.seek = true;
     st->window_ = 0;

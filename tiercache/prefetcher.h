@@ -84,6 +84,12 @@ class Prefetcher {
    public:
     explicit Stream(ObjectRef obj) : obj_(std::move(obj)) {}
     const ObjectRef& object() const { return obj_; }
+    // How this handle reads its file, for TieredCache::Read after OnRead: kRanges once its first
+    // read was not at offset 0 or one of its reads was a seek (not where readahead expected it).
+    ReadHint Hint() EXCLUDES(mu_) {
+      MutexLock l(&mu_);
+      return ranges_ ? ReadHint::kRanges : ReadHint::kWhole;
+    }
 
    private:
     friend class Prefetcher;
@@ -94,6 +100,7 @@ class Prefetcher {
     uint64_t window_ GUARDED_BY(mu_) = 0;            // readahead window in bytes; 0: a seek
     uint64_t prefetched_until_ GUARDED_BY(mu_) = 0;  // first block not yet asked for
     uint32_t random_misses_ GUARDED_BY(mu_) = 0;     // random misses in a row (not projected)
+    bool ranges_ GUARDED_BY(mu_) = false;            // Hint(): a range reader
     // The file's hydration state, from the stream's first seek that missed on.
     std::shared_ptr<Hydration> hydration_ GUARDED_BY(mu_);
   };

@@ -71,10 +71,10 @@ bool SparseReader::Dense(const BlockKey& key, uint64_t block_len, uint64_t missi
   return 4 * present >= 3 * nchunks;
 }
 
-bool SparseReader::Takes(const ObjectRef& obj, uint64_t index, uint64_t want,
-                         uint64_t block_len) const {
-  if (Eligible(obj, want, block_len)) return true;
-  if (!Eligible(obj, 0, block_len) || 2 * want >= block_len) return false;
+bool SparseReader::Takes(const ObjectRef& obj, uint64_t index, uint64_t want, uint64_t block_len,
+                         ReadHint hint) const {
+  if (Eligible(obj, want, block_len, hint)) return true;
+  if (!Eligible(obj, 0, block_len, hint) || 2 * want >= block_len) return false;
   const BlockKey key = space_->KeyFor(obj, index);
   if (host_->Holds(key) || fetcher_->InFlight(key)) return false;  // (Read would take the block)
   for (uint64_t c = 0; c < HostTiers::NumChunks(block_len); ++c) {

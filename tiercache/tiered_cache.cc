@@ -115,10 +115,10 @@ class TieredCacheImpl final : public TieredCache {
   }
 
   Result<std::vector<BlockSlice>> Read(const ObjectRef& obj, uint64_t offset, uint64_t length,
-                                       const CancelToken* token) override {
+                                       const CancelToken* token, ReadHint hint) override {
     const auto start = read_latency_.empty() ? std::chrono::steady_clock::time_point()
                                              : std::chrono::steady_clock::now();
-    auto r = ReadSlices(obj, offset, length, token);
+    auto r = ReadSlices(obj, offset, length, token, hint);
     if (r.ok() && !r->empty() && !read_latency_.empty()) {
       const int tier = ServingTier(*r);
       const size_t h = tier == kOriginTier ? tiers_.size() : static_cast<size_t>(tier);
@@ -218,8 +218,9 @@ class TieredCacheImpl final : public TieredCache {
     return std::min<uint64_t>(options_.readahead_budget_bytes, l1 > 0 ? l1 / 4 : ~0ULL);
   }
   uint64_t small_object_bytes() const override { return small_object_bytes_; }
-  bool ReadsSparse(const ObjectRef& obj, uint64_t offset, uint64_t length) const override {
-    return sparse_.Eligible(obj, length, options_.block_size);
+  bool ReadsSparse(const ObjectRef& obj, uint64_t offset, uint64_t length,
+                   ReadHint hint) const override {
+    return sparse_.Eligible(obj, length, options_.block_size, hint);
   }
   const std::vector<std::unique_ptr<Tier>>& tiers() const override { return tiers_; }
   const CacheStats& Stats() const override { return stats_; }
@@ -238,7 +239,7 @@ class TieredCacheImpl final : public TieredCache {
   }
 
   Result<std::vector<BlockSlice>> ReadSlices(const ObjectRef& obj, uint64_t offset, uint64_t length,
-                                             const CancelToken* token) {
+                                             const CancelToken* token, ReadHint hint) {
     ++stats_.read_calls;
     std::vector<BlockSlice> slices;
     const uint64_t size = obj.info.size;
@@ -249,7 +250,7 @@ class TieredCacheImpl final : public TieredCache {
     slices.reserve((end - 1) / bs - offset / bs + 1);
     uint64_t served = 0;
     for (uint64_t pos = offset; pos < end;) {
-      TIERFS_ASSIGN_OR_RETURN(BlockSlice slice, ReadPiece(obj, pos, end - pos, token));
+      TIERFS_ASSIGN_OR_RETURN(BlockSlice slice, ReadPiece(obj, pos, end - pos, token, hint));
       pos += slice.length;
       served += slice.length;
       slices.push_back(std::move(slice));
@@ -261,7 +262,7 @@ class TieredCacheImpl final : public TieredCache {
   // The slice of the read at `pos` (at most `left` bytes, within one block): from a host tier's
   // file or range, a projected read, or the whole block.
   Result<BlockSlice> ReadPiece(const ObjectRef& obj, uint64_t pos, uint64_t left,
-                               const CancelToken* token) {
+                               const CancelToken* token, ReadHint hint) {
     const uint64_t bs = options_.block_size;
     const uint64_t index = pos / bs;
     const uint64_t in_block = pos - index * bs;
@@ -283,7 +284,7 @@ class TieredCacheImpl final : public TieredCache {
         return BlockSlice{std::move(part), 0, static_cast<size_t>(want), part_tier, nullptr};
       }
     }
-    if (!promote && sparse_.Takes(obj, index, want, block_len)) {
+    if (!promote && sparse_.Takes(obj, index, want, block_len, hint)) {
       TIERFS_ASSIGN_OR_RETURN(std::optional<BlockSlice> part,
                               sparse_.Read(obj, index, in_block, want, token));
       if (part) return std::move(*part);

@@ -56,6 +56,13 @@ inline constexpr int kOriginTier = -1;
 // `block` is set (the bytes are in memory), or `file` is (the bytes are in a cache file: bytes
 // [offset, offset + length) of the block are at file->offset() + offset of file->fd(), verified,
 // for a reply that splices them; only with TieredCacheOptions::file_slices).
+// How a handle reads its file (Prefetcher::Stream::Hint). kWhole: from its start, as image, npy
+// and tar loaders do: a small object (TieredCacheOptions::small_object_bytes) is fetched whole at
+// its first miss. kRanges: the handle's first read was elsewhere, or it has seeked (a column
+// reader): its small reads of a small object are projected like those of a large one
+// (TieredCacheOptions::sparse_read_max).
+enum class ReadHint { kWhole, kRanges };
+
 struct BlockSlice {
   BlockRef block;
   size_t offset = 0;  // within the block
@@ -219,9 +226,10 @@ class TieredCache {
   // changed since `obj` was taken, Unavailable/TimedOut/IOError after retries). With a `token`
   // (not owned, may be null) the remote part runs on the fetch pool and the read returns
   // Cancelled as soon as the token is cancelled, TimedOut when its deadline passes.
+  // `hint`: how the handle reads (ReadHint).
   virtual Result<std::vector<BlockSlice>> Read(const ObjectRef& obj, uint64_t offset,
-                                               uint64_t length,
-                                               const CancelToken* token = nullptr) = 0;
+                                               uint64_t length, const CancelToken* token = nullptr,
+                                               ReadHint hint = ReadHint::kWhole) = 0;
 
   // True when every block of [offset, offset + length) of `obj` is in a host tier (L1/L2) now,
   // or for a projected read's range the sparse entries of its pages are: a read of it will not
@@ -327,7 +335,8 @@ class TieredCache {
   virtual uint64_t small_object_bytes() const = 0;
   // True when a read of [offset, offset + length) of `obj` would fetch only what it reads if its
   // blocks miss (TieredCacheOptions::sparse_read_max): a projected read, not a dense one.
-  virtual bool ReadsSparse(const ObjectRef& obj, uint64_t offset, uint64_t length) const = 0;
+  virtual bool ReadsSparse(const ObjectRef& obj, uint64_t offset, uint64_t length,
+                           ReadHint hint = ReadHint::kWhole) const = 0;
   virtual const std::vector<std::unique_ptr<Tier>>& tiers() const = 0;
   virtual const CacheStats& Stats() const = 0;
   // "l1.hits=.. l1.misses=.. l1.bytes=.. l2.hits=.. ... origin.requests=.. origin.bytes=.."

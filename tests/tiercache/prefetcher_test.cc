@@ -387,6 +387,24 @@ TEST_F(PrefetcherTest, SmallProjectedMissesRestartTheHydrationCount) {
   EXPECT_EQ(p.Stats().random_hydrations.load(), 1u);
 }
 
+// A handle that reads from its start reads whole (ReadHint::kWhole) until it seeks; one whose
+// first read is elsewhere is a range reader from the start.
+TEST_F(PrefetcherTest, AHandleIsARangeReaderOnceItSeeks) {
+  auto p = Make();
+  ObjectRef obj = Obj("big.bin");
+  Prefetcher::Stream whole(obj);
+  p->OnRead(&whole, 0, kBs);
+  p->OnRead(&whole, kBs, 2 * kBs);
+  EXPECT_EQ(whole.Hint(), ReadHint::kWhole);
+  p->OnRead(&whole, 20 * kBs, kBs);
+  EXPECT_EQ(whole.Hint(), ReadHint::kRanges);
+  p->OnRead(&whole, 21 * kBs, kBs);  // sequential again: still a range reader
+  EXPECT_EQ(whole.Hint(), ReadHint::kRanges);
+  Prefetcher::Stream ranges(obj);
+  p->OnRead(&ranges, 5 * kBs, kBs);
+  EXPECT_EQ(ranges.Hint(), ReadHint::kRanges);
+}
+
 // A column reader's scattered 16-64 KiB ranges count by their bytes: a quarter of a file is not
 // hydrated however many reads it takes (here more than kDenseProjectedMisses); a reader that
 // goes on past a third of the file is.

@@ -185,6 +185,40 @@ TEST_F(ProjectionTest, AFailedGapStoresNothingWhole) {
   EXPECT_TRUE(c->HostHolds(obj, 4 * kBlock, kBlock));
 }
 
+// A small object (at most small_object_bytes) read from its start is fetched whole at its first
+// miss; read by a range reader (ReadHint::kRanges), its small reads are projected like those of a
+// large object, and a quarter of it in ranges moves about a quarter of it.
+TEST_F(ProjectionTest, ASmallObjectIsProjectedOnlyForARangeReader) {
+  const std::string data = Pattern(4 * kBlock, 7);
+  const ObjectRef obj = Put("cols/part-0.parquet", data);
+  auto c = OpenCache();
+  ASSERT_NE(c, nullptr);
+  EXPECT_FALSE(c->ReadsSparse(obj, kBlock + 5000, 40000));
+  EXPECT_TRUE(c->ReadsSparse(obj, kBlock + 5000, 40000, ReadHint::kRanges));
+  uint64_t read = 0;
+  for (const auto& [off, n] : ColumnRanges(data.size(), 0.25, 5)) {
+    auto r = c->Read(obj, off, n, nullptr, ReadHint::kRanges);
+    ASSERT_OK(r);
+    std::string got;
+    for (const auto& sl : *r) {
+      got.append(reinterpret_cast<const char*>(sl.block->data().data()) + sl.offset, sl.length);
+    }
+    ASSERT_EQ(got, data.substr(off, n)) << off;
+    read += n;
+  }
+  EXPECT_LE(origin_.bytes_read() * 10, read * 13);
+  EXPECT_EQ(ParseStats(c->StatsText())["fetch.whole_objects"], 0u);
+  // Another object of that size read from its start (a FUSE read: with a token): whole, one
+  // request.
+  const std::string data2 = Pattern(4 * kBlock, 8);
+  const ObjectRef obj2 = Put("img/0001.npy", data2);
+  CancelToken token;
+  ASSERT_OK(c->Read(obj2, 0, 40000, &token));
+  EXPECT_TRUE(Eventually([&] { return c->HostHolds(obj2, 0, data2.size()); }));
+  EXPECT_EQ(origin_.read_calls(), 1u);
+  EXPECT_EQ(origin_.bytes_read(), data2.size());
+}
+
 // The entries of earlier caches (32 KiB chunks, no chunk size in the key) are never taken for
 // pages: one that a cache from before holds for chunk 3 of block 2, 4096 bytes (bytes
 // 98304..102400 of the block), is not served for page 3 (bytes 12288..16384).

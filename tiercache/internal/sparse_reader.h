@@ -45,18 +45,21 @@ class SparseReader {
   SparseReader& operator=(const SparseReader&) = delete;
 
   // A read of `length` bytes within a block of `block_len` bytes of `obj` may be projected: on,
-  // blocks of at least kMinBlockBytes, not a small object (fetched whole), at most max_read bytes
-  // and under half of the block.
-  bool Eligible(const ObjectRef& obj, uint64_t length, uint64_t block_len) const {
+  // blocks of at least kMinBlockBytes, not a small object read from its start (fetched whole;
+  // ReadHint), at most max_read bytes and under half of the block.
+  bool Eligible(const ObjectRef& obj, uint64_t length, uint64_t block_len,
+                ReadHint hint = ReadHint::kWhole) const {
     return max_read_ > 0 && space_->block_size() >= kMinBlockBytes &&
-           obj.info.size > small_object_bytes_ && length <= max_read_ && 2 * length < block_len;
+           (obj.info.size > small_object_bytes_ || hint == ReadHint::kRanges) &&
+           length <= max_read_ && 2 * length < block_len;
   }
 
   // A read of `want` bytes of block `index` is served by Read: Eligible, or larger (up to half of
   // the block) in a block that has sparse entries already. Such a read is the kernel's readahead
   // next to a projected read (or a reader of larger ranges among projected ones): it fetches what
   // it reads, and the block is completed by dense completion, not by one read.
-  bool Takes(const ObjectRef& obj, uint64_t index, uint64_t want, uint64_t block_len) const;
+  bool Takes(const ObjectRef& obj, uint64_t index, uint64_t want, uint64_t block_len,
+             ReadHint hint) const;
 
   // The host tiers hold sparse entries of every chunk of bytes [in_block, in_block + length) of
   // block `index` of `obj`, and a projected read of them would take them (the block is not being
