@@ -43,7 +43,7 @@ void Prefetcher::OnOpen(const ObjectRef& opened) {
     }
     NextDir& d = it->second;
     if (d.opens < 2) ++d.opens;
-    if (d.opens < 2) return;
+    if (d.opens < 2 || d.ranges) return;
     warm = d.warm && d.warm_skips < kWarmDirectoryRecheck;
     if (warm) ++d.warm_skips;
     ++window_opens_;
@@ -118,6 +118,10 @@ void Prefetcher::OnRead(Stream* st, uint64_t offset, uint64_t size) {
                           nblocks >= kHydrateMinBlocks;
   const bool projected = cache_->ReadsSparse(st->obj_, offset, size, st->Hint());
   const ReadStep step = Advance(st, offset, size, nblocks, projected);
+  if ((step.from_start || step.became_ranges) &&
+      st->obj_.info.size <= options_.next_files_max_bytes) {
+    NoteHowRead(st->obj_, step.became_ranges);
+  }
   if (step.count > 0) {
     ++stats_.readahead_requests;
     cache_->Prefetch(st->obj_, step.first, step.count);
@@ -158,10 +162,14 @@ Prefetcher::ReadStep Prefetcher::Advance(Stream* st, uint64_t offset, uint64_t s
       st->reads_ == 0 ? offset == 0
       : projected     ? offset == st->next_offset_
                       : offset + slack >= st->next_offset_ && offset <= st->next_offset_ + slack;
+  step.from_start = st->reads_ == 0 && offset == 0;
   ++st->reads_;
   st->next_offset_ = std::max(st->next_offset_, offset + size);
   step.hydration = st->hydration_;
-  if (!sequential) st->ranges_ = true;  // (the first read, too, unless at offset 0)
+  if (!sequential && !st->ranges_) {  // (the first read, too, unless at offset 0)
+    st->ranges_ = true;
+    step.became_ranges = true;
+  }
   if (!sequential) {
     step.seek = true;
     st->window_ = 0;
@@ -218,6 +226,13 @@ bool Prefetcher::CountRandomMiss(Stream* st, Hydration* h, uint64_t nblocks,
   if (!start) return false;
   h->hydrating = true;
   return true;
+}
+
+void Prefetcher::NoteHowRead(const ObjectRef& obj, bool ranges) {
+  const std::string dir(SplitPath(obj.key).first);
+  MutexLock l(&next_mu_);
+  auto it = next_dirs_.find(dir);
+  if (it != next_dirs_.end()) it->second.ranges = ranges;
 }
 
 std::shared_ptr<Prefetcher::Hydration> Prefetcher::HydrationOf(const ObjectRef& obj) {

@@ -30,6 +30,8 @@ struct PrefetcherOptions {
   // (cache.readahead_max.)
   uint64_t readahead_max_bytes = 64ULL << 20;
   // Small files read one after another: once two files of at most next_files_max_bytes were
+  // opened in one directory (and the last handle there that read its file read it from its start,
+  // not in ranges: Stream::Hint),
   // opened in one directory, every further open there prefetches the next `next_files` files of
   // the listing (byte order) that are that small and that no host tier holds (in a warm
   // directory only now and then: kWarmDirectoryRecheck). 0 disables it.
@@ -159,7 +161,10 @@ class Prefetcher {
  private:
   // What one read does to its stream (Advance).
   struct ReadStep {
-    bool seek = false;                     // not sequential: the window starts again
+    bool seek = false;  // not sequential: the window starts again
+    // The read that told how the handle reads: its first, at offset 0 (from the start), or the
+    // one that made it a range reader (Stream::Hint).
+    bool from_start = false, became_ranges = false;
     uint64_t first = 0, count = 0;         // blocks readahead asks for now (count 0: none)
     std::shared_ptr<Hydration> hydration;  // the file's, once the stream has one
   };
@@ -174,6 +179,8 @@ class Prefetcher {
   void PumpHydration(Hydration* h, const ObjectRef& obj, uint64_t nblocks);
   // The hydration state of `obj`'s version that its open streams share (a new one if none is).
   std::shared_ptr<Hydration> HydrationOf(const ObjectRef& obj) EXCLUDES(hydration_mu_);
+  // A handle of a small file `obj` read it from its start, or as a range reader (`ranges`).
+  void NoteHowRead(const ObjectRef& obj, bool ranges) EXCLUDES(next_mu_);
 
   const PrefetcherOptions options_;
   TieredCache* const cache_;
@@ -187,6 +194,9 @@ class Prefetcher {
     // a host tier holds skip the look, up to kWarmDirectoryRecheck of them in a row.
     bool warm = false;
     uint32_t warm_skips = 0;
+    // The last handle that told read ranges of its file (Stream::Hint): the next files are not
+    // prefetched (a column reader of a directory of Parquet files reads a part of each).
+    bool ranges = false;
   };
   // At most kMaxNextDirs directories.
   static constexpr size_t kMaxNextDirs = 256;

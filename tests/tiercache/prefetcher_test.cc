@@ -405,6 +405,26 @@ TEST_F(PrefetcherTest, AHandleIsARangeReaderOnceItSeeks) {
   EXPECT_EQ(ranges.Hint(), ReadHint::kRanges);
 }
 
+// Small files read in ranges (a column reader of a directory of Parquet files) are not guesses
+// to prefetch: once a handle there told it reads ranges, the next files are not queued, until a
+// handle reads its file from the start again.
+TEST_F(PrefetcherTest, ARangeReaderOfSmallFilesGetsNoNextFiles) {
+  auto p = Make();
+  auto open_and_read = [&](int i, uint64_t offset) {
+    ObjectRef o = Obj(fmt::format("many/f{:03d}", i));
+    p->OnOpen(o);
+    Prefetcher::Stream s(o);
+    p->OnRead(&s, offset, 1);
+  };
+  open_and_read(10, 1);  // (f010..f039 hold two bytes)
+  open_and_read(11, 1);
+  open_and_read(12, 1);
+  EXPECT_EQ(p->Stats().next_file_prefetches.load(), 0u);
+  open_and_read(13, 0);  // read from its start: the next open looks again
+  open_and_read(14, 0);
+  EXPECT_GT(p->Stats().next_file_prefetches.load(), 0u);
+}
+
 // A column reader's scattered 16-64 KiB ranges count by their bytes: a quarter of a file is not
 // hydrated however many reads it takes (here more than kDenseProjectedMisses); a reader that
 // goes on past a third of the file is.
