@@ -233,7 +233,7 @@ void OriginFetcher::RunFetchJob(FetchJob& job) {
   if (job.leases.size() > 1) {
     // A small object fetched whole (other readers may wait for its other blocks: it is fetched
     // even when this block's reader gave up).
-    FetchClaimedRun(*job.obj, job.run_first, job.leases, /*readahead=*/false);
+    FetchClaimedRun(*job.obj, job.run_first, job.leases, /*readahead=*/false, BlockFill::kWhole);
     return;
   }
   if (flights_.AbandonIfUnwaited(job.demand(),
@@ -405,7 +405,7 @@ void OriginFetcher::Fill(const ObjectRef& obj, const BlockKey& key, uint64_t ind
 }
 
 uint64_t OriginFetcher::FetchRun(const ObjectRef& obj, uint64_t first, uint64_t end, uint64_t seq,
-                                 const std::stop_token& st) {
+                                 const std::stop_token& st, BlockFill fill) {
   const uint64_t bs = space_->block_size();
   const uint64_t most = std::min(end - first, run_blocks_);
   const uint64_t bytes = std::min(most * bs, obj.info.size - std::min(obj.info.size, first * bs));
@@ -418,7 +418,7 @@ uint64_t OriginFetcher::FetchRun(const ObjectRef& obj, uint64_t first, uint64_t 
     if (!lease) break;
     leases.push_back(std::move(*lease));
   }
-  if (!leases.empty()) FetchClaimedRun(obj, first, leases, /*readahead=*/true);
+  if (!leases.empty()) FetchClaimedRun(obj, first, leases, /*readahead=*/true, fill);
   budget_.Release(bytes);
   return leases.size();
 }
@@ -426,10 +426,11 @@ uint64_t OriginFetcher::FetchRun(const ObjectRef& obj, uint64_t first, uint64_t 
 // Reads the claimed blocks [first, first + leases.size()) and stores and publishes them.
 // `readahead`: counted as readahead blocks (else a small object's demand fetch).
 void OriginFetcher::FetchClaimedRun(const ObjectRef& obj, uint64_t first,
-                                    std::vector<Flights::Lease>& leases, bool readahead) {
+                                    std::vector<Flights::Lease>& leases, bool readahead,
+                                    BlockFill fill) {
   // Readahead serves readers: it counts as demand traffic for deep prefetch, too.
   DemandInFlight demand(stats_, space_->clock());
-  const std::vector<Served> got = ReadClaimed(obj, first, leases, readahead);
+  const std::vector<Served> got = ReadClaimed(obj, first, leases, readahead, fill);
   PublishRun(obj, first, leases, got, readahead);
 }
 
@@ -438,8 +439,8 @@ void OriginFetcher::FetchClaimedRun(const ObjectRef& obj, uint64_t first,
 // origin failed is null in the result, its lease completed with the error; so is a block filled
 // from its gaps, its lease completed with it (PublishRun).
 std::vector<Served> OriginFetcher::ReadClaimed(const ObjectRef& obj, uint64_t first,
-                                               std::vector<Flights::Lease>& leases,
-                                               bool readahead) {
+                                               std::vector<Flights::Lease>& leases, bool readahead,
+                                               BlockFill fill) {
   const uint64_t n = leases.size();
   std::vector<Served> got(n);  // a null block: not read yet
   std::vector<uint64_t> indexes;
@@ -449,10 +450,10 @@ std::vector<Served> OriginFetcher::ReadClaimed(const ObjectRef& obj, uint64_t fi
     keys.push_back(leases[k].key());
   }
   shared_->ReadMany(obj, indexes, keys, shared_->first(), &got);
-  // A block with sparse entries: only its gaps, published at once (its readers need not wait
-  // for the rest of the run). It stays null in the result, its lease completed.
+  // kGaps: a block with sparse entries gets only its gaps, published at once (its readers need
+  // not wait for the rest of the run). It stays null in the result, its lease completed.
   std::vector<bool> done(n, false);
-  for (uint64_t k = 0; k < n; ++k) {
+  for (uint64_t k = 0; k < n && fill == BlockFill::kGaps; ++k) {
     if (got[k].block) continue;
     const uint64_t expected = space_->ExpectedLength(obj, first + k);
     const std::vector<BlockRef> held = HeldChunks(obj, keys[k], expected);

@@ -220,8 +220,8 @@ bool Prefetcher::CountRandomMiss(Stream* st, Hydration* h, uint64_t nblocks,
   if (small_projected > 0) {
     h->projected_bytes += small_projected;
     if (small_projected <= kPageReadBytes) ++h->page_misses;
-    start = kHydrateShare * h->projected_bytes >= st->obj_.info.size ||
-            h->page_misses >= std::max(kDenseProjectedMisses, nblocks / 4);
+    h->gaps = kHydrateShare * h->projected_bytes >= st->obj_.info.size;
+    start = h->gaps || h->page_misses >= std::max(kDenseProjectedMisses, nblocks / 4);
   }
   if (!start) return false;
   h->hydrating = true;
@@ -261,6 +261,7 @@ std::shared_ptr<Prefetcher::Hydration> Prefetcher::HydrationOf(const ObjectRef& 
 void Prefetcher::PumpHydration(Hydration* h, const ObjectRef& obj, uint64_t nblocks) {
   uint64_t landed = 0, cursor = 0;
   bool redo = false;
+  BlockFill fill = BlockFill::kWhole;
   {
     MutexLock l(&h->mu);
     if (!h->hydrating || h->pumping) return;
@@ -268,6 +269,7 @@ void Prefetcher::PumpHydration(Hydration* h, const ObjectRef& obj, uint64_t nblo
     landed = h->landed;
     cursor = h->cursor;
     redo = h->redo;
+    if (h->gaps) fill = BlockFill::kGaps;
   }
   const uint64_t bs = cache_->block_size();
   const uint64_t size = obj.info.size;
@@ -281,7 +283,7 @@ void Prefetcher::PumpHydration(Hydration* h, const ObjectRef& obj, uint64_t nblo
     uint64_t from = first;
     for (uint64_t i = first; i <= end; ++i) {
       if (i == end || held(i)) {
-        if (i > from) dropped += cache_->Prefetch(obj, from, i - from);
+        if (i > from) dropped += cache_->Prefetch(obj, from, i - from, fill);
         from = i + 1;
       }
     }

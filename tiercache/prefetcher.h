@@ -73,6 +73,9 @@ class Prefetcher {
     uint64_t page_misses GUARDED_BY(mu) = 0;      // projected seeks of a page or two that missed
     uint64_t projected_bytes GUARDED_BY(mu) = 0;  // bytes of the small projected seeks that missed
     bool hydrating GUARDED_BY(mu) = false;
+    // Started by the bytes of small projected misses (a reader of ranges): blocks with sparse
+    // entries are fetched by their gaps (BlockFill::kGaps).
+    bool gaps GUARDED_BY(mu) = false;
     bool pumping GUARDED_BY(mu) = false;  // one reader advances the cursor at a time
     uint64_t landed GUARDED_BY(mu) = 0;   // blocks before it are held (or were)
     uint64_t cursor GUARDED_BY(mu) = 0;   // first block not yet asked for

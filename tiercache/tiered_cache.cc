@@ -164,8 +164,9 @@ class TieredCacheImpl final : public TieredCache {
     return host_.HandOff(obj, offset, length);
   }
 
-  uint64_t Prefetch(const ObjectRef& obj, uint64_t first_block, uint64_t count) override {
-    return readahead_.Prefetch(obj, first_block, count);
+  uint64_t Prefetch(const ObjectRef& obj, uint64_t first_block, uint64_t count,
+                    BlockFill fill) override {
+    return readahead_.Prefetch(obj, first_block, count, fill);
   }
 
   void SetGuessesProven(bool proven) override { fetcher_.SetGuessesProven(proven); }

@@ -52,10 +52,6 @@ struct ObjectRef {
 // Which tier served a block: 0..tiers-1 (an index into TieredCache::tiers()), or kOriginTier.
 inline constexpr int kOriginTier = -1;
 
-// A slice of a block that a reply can send without copying: the BlockRef keeps it alive. Either
-// `block` is set (the bytes are in memory), or `file` is (the bytes are in a cache file: bytes
-// [offset, offset + length) of the block are at file->offset() + offset of file->fd(), verified,
-// for a reply that splices them; only with TieredCacheOptions::file_slices).
 // How a handle reads its file (Prefetcher::Stream::Hint). kWhole: from its start, as image, npy
 // and tar loaders do: a small object (TieredCacheOptions::small_object_bytes) is fetched whole at
 // its first miss. kRanges: the handle's first read was elsewhere, or it has seeked (a column
@@ -63,6 +59,16 @@ inline constexpr int kOriginTier = -1;
 // (TieredCacheOptions::sparse_read_max).
 enum class ReadHint { kWhole, kRanges };
 
+// How readahead fetches a block that has sparse entries (TieredCache::Prefetch). kWhole: with
+// the other blocks of its run, one request per stretch (a dense random reader's hydration waits
+// on round trips, not bytes). kGaps: only the gaps between its entries, when they hold an eighth
+// of it or more (the hydration of a reader of ranges: bytes it did not read).
+enum class BlockFill { kWhole, kGaps };
+
+// A slice of a block that a reply can send without copying: the BlockRef keeps it alive. Either
+// `block` is set (the bytes are in memory), or `file` is (the bytes are in a cache file: bytes
+// [offset, offset + length) of the block are at file->offset() + offset of file->fd(), verified,
+// for a reply that splices them; only with TieredCacheOptions::file_slices).
 struct BlockSlice {
   BlockRef block;
   size_t offset = 0;  // within the block
@@ -259,7 +265,8 @@ class TieredCache {
   // into L1 ahead of the reader. Returns at once; blocks already in the fastest tier or in flight
   // are skipped; a full queue drops the rest (counted in readahead.dropped). Returns the number
   // of blocks dropped.
-  virtual uint64_t Prefetch(const ObjectRef& obj, uint64_t first_block, uint64_t count) = 0;
+  virtual uint64_t Prefetch(const ObjectRef& obj, uint64_t first_block, uint64_t count,
+                            BlockFill fill = BlockFill::kWhole) = 0;
 
   // Whether the readahead guesses are being read (the Prefetcher's next-files guesses: a quarter
   // or more of the opens find their file already held). While readers wait for fetches of their

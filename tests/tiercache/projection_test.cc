@@ -108,9 +108,9 @@ INSTANTIATE_TEST_SUITE_P(Shares, ProjectionShareTest,
                          ::testing::Values(ShareCase{0.25, 1.15}, ShareCase{0.5, 1.15},
                                            ShareCase{0.9, 1.15}));
 
-// Readahead (and so hydration, which asks for readahead runs) of blocks with sparse entries
+// Readahead asked for gaps (the hydration of a reader of ranges) of blocks with sparse entries
 // fetches only what they lack; blocks without, or with only a few pages (less than an eighth of
-// the block: a dense random reader's), go whole in one request for their stretch of the run.
+// the block), go whole in one request for their stretch of the run.
 TEST_F(ProjectionTest, ReadaheadOfBlocksWithEntriesFetchesOnlyTheirGaps) {
   const std::string data = Pattern(8 * kBlock, 3);
   const ObjectRef obj = Put("cols.parquet", data);
@@ -126,7 +126,7 @@ TEST_F(ProjectionTest, ReadaheadOfBlocksWithEntriesFetchesOnlyTheirGaps) {
   ASSERT_EQ(ReadAll(c.get(), obj, 4 * kBlock + 500000, 5000),
             data.substr(4 * kBlock + 500000, 5000));
   origin_.ResetCounters();
-  c->Prefetch(obj, 1, 5);  // blocks 1..5
+  c->Prefetch(obj, 1, 5, BlockFill::kGaps);  // blocks 1..5
   ASSERT_TRUE(Eventually([&] { return c->HostHolds(obj, kBlock, 5 * kBlock); }));
   auto st = ParseStats(c->StatsText());
   EXPECT_EQ(st["sparse.gap_fills"], 2u);
@@ -136,6 +136,25 @@ TEST_F(ProjectionTest, ReadaheadOfBlocksWithEntriesFetchesOnlyTheirGaps) {
   EXPECT_EQ(origin_.bytes_read(), 3 * kBlock + st["sparse.gap_bytes"]);
   EXPECT_EQ(origin_.bytes_read_twice(obj.key), 0u);  // (since the reset)
   EXPECT_EQ(ReadAll(c.get(), obj, kBlock, 5 * kBlock), data.substr(kBlock, 5 * kBlock));
+}
+
+// Plain readahead (a sequential reader's, a dense random reader's hydration) takes blocks with
+// sparse entries whole, with their run: one request.
+TEST_F(ProjectionTest, PlainReadaheadTakesBlocksWithEntriesWithTheirRun) {
+  const std::string data = Pattern(8 * kBlock, 3);
+  const ObjectRef obj = Put("cols.parquet", data);
+  auto c = OpenCache();
+  ASSERT_NE(c, nullptr);
+  for (uint64_t k = 0; k < 6; ++k) {
+    const uint64_t off = 2 * kBlock + k * 170000 + 1000;
+    ASSERT_EQ(ReadAll(c.get(), obj, off, 40000), data.substr(off, 40000));
+  }
+  origin_.ResetCounters();
+  c->Prefetch(obj, 1, 3);
+  ASSERT_TRUE(Eventually([&] { return c->HostHolds(obj, kBlock, 3 * kBlock); }));
+  EXPECT_EQ(origin_.read_calls(), 1u);
+  EXPECT_EQ(ParseStats(c->StatsText())["sparse.gap_fills"], 0u);
+  EXPECT_EQ(ReadAll(c.get(), obj, kBlock, 3 * kBlock), data.substr(kBlock, 3 * kBlock));
 }
 
 // Gaps around entries smaller than kGapJoinBytes are fetched as one request (fetching a few
@@ -156,7 +175,7 @@ TEST_F(ProjectionTest, GapsCloseTogetherAreJoinedAndRequestsBounded) {
   // Block 6: 16 KiB every 32 KiB: 32 gaps, more than kMaxGapRequests: joined too.
   for (uint64_t p = 0; p < 256; p += 8) read(6 * kBlock + p * 4096, 16384);
   origin_.ResetCounters();
-  c->Prefetch(obj, 4, 3);
+  c->Prefetch(obj, 4, 3, BlockFill::kGaps);
   ASSERT_TRUE(Eventually([&] { return c->HostHolds(obj, 4 * kBlock, 3 * kBlock); }));
   auto st = ParseStats(c->StatsText());
   EXPECT_EQ(st["sparse.gap_fills"], 3u);
@@ -177,7 +196,7 @@ TEST_F(ProjectionTest, AFailedGapStoresNothingWhole) {
   ASSERT_NE(c, nullptr);
   ASSERT_EQ(ReadAll(c.get(), obj, 4 * kBlock + 4096, 40960), data.substr(4 * kBlock + 4096, 40960));
   origin_.FailNext(1, Status::IOError("injected"));
-  c->Prefetch(obj, 4, 1);
+  c->Prefetch(obj, 4, 1, BlockFill::kGaps);
   ASSERT_TRUE(Eventually([&] { return origin_.read_calls() >= 2; }));
   EXPECT_FALSE(c->HostHolds(obj, 4 * kBlock, kBlock));
   EXPECT_TRUE(c->HostHolds(obj, 4 * kBlock + 4096, 40960));

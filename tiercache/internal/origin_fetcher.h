@@ -100,10 +100,11 @@ class OriginFetcher {
   // tier holds them and no one fetches them, and reads them as one run: from the shared tiers
   // with one ReadMany each, the rest from the origin, one request per stretch of adjacent blocks;
   // every block goes to the tiers above the one that served it. The run's bytes are taken from
-  // the budget first, in the order of `seq` among the runs waiting. Returns how many blocks it
+  // the budget first, in the order of `seq` among the runs waiting. `fill` kGaps: a block with
+  // sparse entries is filled from its gaps (FillGaps) instead. Returns how many blocks it
   // handled (0: none could be claimed, or `st` stopped the wait).
   uint64_t FetchRun(const ObjectRef& obj, uint64_t first, uint64_t end, uint64_t seq,
-                    const std::stop_token& st);
+                    const std::stop_token& st, BlockFill fill = BlockFill::kWhole);
 
   // A fetch of `key` is in flight.
   bool InFlight(const BlockKey& key) const { return flights_.InFlight(key); }
@@ -154,9 +155,10 @@ class OriginFetcher {
                             const std::vector<BlockRef>& held);
   // Reads the claimed run, then stores and publishes it (PublishRun).
   void FetchClaimedRun(const ObjectRef& obj, uint64_t first, std::vector<Flights::Lease>& leases,
-                       bool readahead);
+                       bool readahead, BlockFill fill);
   std::vector<Served> ReadClaimed(const ObjectRef& obj, uint64_t first,
-                                  std::vector<Flights::Lease>& leases, bool readahead);
+                                  std::vector<Flights::Lease>& leases, bool readahead,
+                                  BlockFill fill);
   void PublishRun(const ObjectRef& obj, uint64_t first, std::vector<Flights::Lease>& leases,
                   const std::vector<Served>& got, bool readahead);
   // Offers `block` to every tier in [from, upto): host tiers, then shared ones.
@@ -174,8 +176,8 @@ class OriginFetcher {
 
   // Constant after construction.
   const std::chrono::nanoseconds wait_timeout_;
-  // Objects whose blocks may have sparse entries: projected reads on, larger than
-  // small_object_bytes (SparseReader::Eligible).
+  // Projected reads are on: blocks of objects larger than small_object_bytes may have sparse
+  // entries (a small object's, a range reader's, are not looked for: its blocks come whole).
   const bool projected_;
   const size_t fetch_queue_limit_;
   const uint64_t run_blocks_;
