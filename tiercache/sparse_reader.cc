@@ -88,8 +88,6 @@ bool SparseReader::HoldsEntries(const ObjectRef& obj, uint64_t index, uint64_t i
   const uint64_t block_len = space_->ExpectedLength(obj, index);
   if (length == 0 || !Eligible(obj, length, block_len)) return false;
   const BlockKey key = space_->KeyFor(obj, index);
-  // (As Read: while the block is fetched whole, or a shared tier holds it, reads take that.)
-  if (fetcher_->InFlight(key) || shared_->Holds(key)) return false;
   for (uint64_t c = in_block / kSparseChunkBytes; c * kSparseChunkBytes < in_block + length; ++c) {
     if (!host_->ChunkTier(key, block_len, c)) return false;
   }
@@ -102,7 +100,7 @@ Result<std::optional<BlockSlice>> SparseReader::Read(const ObjectRef& obj, uint6
   // (Spelled out: a bare nullopt would convert to an OK Status, not to an empty optional.)
   const std::optional<BlockSlice> kWholeBlock;
   const BlockKey key = space_->KeyFor(obj, index);
-  if (host_->Holds(key) || fetcher_->InFlight(key) || shared_->Holds(key)) return kWholeBlock;
+  if (host_->Holds(key)) return kWholeBlock;
   const uint64_t cb = kSparseChunkBytes;
   const uint64_t block_len = space_->ExpectedLength(obj, index);
   const uint64_t end = in_block + want;
@@ -119,10 +117,11 @@ Result<std::optional<BlockSlice>> SparseReader::Read(const ObjectRef& obj, uint6
     tier = std::max(tier, e.tier);
     have.push_back(std::move(e.block));
   }
-  if (missing > c1) {
+  if (missing > c1) {  // (also while the block is fetched whole: nothing to wait for)
     ++counters_->sparse_hits;
     return Assemble(have, nullptr, 0, in_block, want, tier);
   }
+  if (fetcher_->InFlight(key) || shared_->Holds(key)) return kWholeBlock;
   if (Dense(key, block_len, missing, c1)) {
     ++counters_->sparse_dense;
     return kWholeBlock;

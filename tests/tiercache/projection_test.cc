@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <future>
 #include <memory>
 #include <span>
 #include <string>
@@ -155,6 +157,26 @@ TEST_F(ProjectionTest, PlainReadaheadTakesBlocksWithEntriesWithTheirRun) {
   EXPECT_EQ(origin_.read_calls(), 1u);
   EXPECT_EQ(ParseStats(c->StatsText())["sparse.gap_fills"], 0u);
   EXPECT_EQ(ReadAll(c.get(), obj, kBlock, 3 * kBlock), data.substr(kBlock, 3 * kBlock));
+}
+
+// A range the sparse entries hold is served from them while the block is being fetched whole
+// (HostHolds says so, and fuse/ answers such a read at once: it must not wait on the network).
+TEST_F(ProjectionTest, EntriesAreServedWhileTheirBlockIsFetchedWhole) {
+  const std::string data = Pattern(8 * kBlock, 2);
+  const ObjectRef obj = Put("cols.parquet", data);
+  auto c = OpenCache();
+  ASSERT_NE(c, nullptr);
+  ASSERT_EQ(ReadAll(c.get(), obj, 3 * kBlock + 5000, 40000), data.substr(3 * kBlock + 5000, 40000));
+  origin_.HoldReads();
+  c->Prefetch(obj, 3, 1);
+  origin_.WaitForBlockedReads(1);
+  EXPECT_TRUE(c->HostHolds(obj, 3 * kBlock + 8192, 16384));
+  auto read = std::async(std::launch::async,
+                         [&] { return ReadAll(c.get(), obj, 3 * kBlock + 8192, 16384); });
+  const bool answered = read.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  origin_.ReleaseReads();
+  EXPECT_TRUE(answered) << "the read waited for the block's fetch";
+  EXPECT_EQ(read.get(), data.substr(3 * kBlock + 8192, 16384));
 }
 
 // Gaps around entries smaller than kGapJoinBytes are fetched as one request (fetching a few

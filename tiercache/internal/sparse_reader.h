@@ -62,13 +62,14 @@ class SparseReader {
              ReadHint hint) const;
 
   // The host tiers hold sparse entries of every chunk of bytes [in_block, in_block + length) of
-  // block `index` of `obj`, and a projected read of them would take them (the block is not being
-  // fetched whole, no shared tier holds it): it is served without the network.
+  // block `index` of `obj`: a projected read of them is served from them, without the network
+  // (also while the block is being fetched whole).
   bool HoldsEntries(const ObjectRef& obj, uint64_t index, uint64_t in_block, uint64_t length) const;
 
-  // Bytes [in_block, in_block + want) of block `index` by a projected read. nullopt: the read
-  // takes the whole block instead (a tier above the origin holds it or it is being fetched
-  // whole, or dense completion). Errors: the origin's (or its recent failure's).
+  // Bytes [in_block, in_block + want) of block `index` by a projected read: from the sparse
+  // entries when they hold them all. nullopt: the read takes the whole block instead (a host tier
+  // holds it; or, for bytes the entries lack, it is being fetched whole, a shared tier holds it,
+  // or dense completion). Errors: the origin's (or its recent failure's).
   Result<std::optional<BlockSlice>> Read(const ObjectRef& obj, uint64_t index, uint64_t in_block,
                                          uint64_t want, const CancelToken* token);
 
