@@ -332,7 +332,7 @@ std::vector<ConfigKey> CacheKeys() {
            "A miss on a file of at most this size fetches the whole file with one request; 0: off")
           .MaxSize(kGiB),
       Size("sparse_read_max", FIELD(cache.sparse_read_max),
-           "A small read inside an uncached block fetches only the 32KiB chunks it reads; 0: off")
+           "A small read inside an uncached block fetches only the 4KiB pages it reads; 0: off")
           .MaxSize(kGiB),
       Custom(kStr, "admit", SetAdmit, ShowAdmit,
              "L2 admission of fetched blocks: always, reuse or never"),

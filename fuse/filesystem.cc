@@ -542,7 +542,7 @@ Result<std::vector<BlockSlice>> Filesystem::ReadFrom(FileHandle& h, uint64_t off
   if (size == 0 || offset >= h.obj().info.size) return std::vector<BlockSlice>();
   size = std::min(size, h.obj().info.size - offset);
   prefetcher_.OnRead(&h.stream, offset, size);
-  auto r = cache_->Read(h.obj(), offset, size, token);
+  auto r = cache_->Read(h.obj(), offset, size, token, h.stream.Hint());
   if (!r.ok()) {
     if (r.status().code() == Status::Code::kCancelled) return r.status();  // the reader left
     Logger(Module::kFuse)

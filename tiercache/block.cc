@@ -274,9 +274,10 @@ ObjectId MakeObjectId(std::string_view source, std::string_view key, const Objec
 BlockKey MakeChunkKey(const BlockKey& block, uint64_t chunk, uint64_t length) {
   static constexpr std::string_view kTag = "tierfs-chunk";
   std::string buf;
-  buf.reserve(kTag.size() + block.size() + 16);
+  buf.reserve(kTag.size() + block.size() + 24);
   buf.append(kTag);
   buf.append(reinterpret_cast<const char*>(block.data()), block.size());
+  PutFixed64(&buf, kSparseChunkBytes);
   PutFixed64(&buf, chunk);
   PutFixed64(&buf, length);
   XXH128_canonical_t c;

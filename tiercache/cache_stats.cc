@@ -44,6 +44,9 @@ std::string CacheStatsSource::Text() const {
   add("sparse.fetch_bytes", counters_.sparse_fetch_bytes);
   add("sparse.hits", counters_.sparse_hits);
   add("sparse.dense", counters_.sparse_dense);
+  add("sparse.gap_fills", counters_.gap_fills);
+  add("sparse.gap_requests", counters_.gap_requests);
+  add("sparse.gap_bytes", counters_.gap_bytes);
   add("blocks.mapped_bytes", Block::MappedBytes());
   const Block::PoolStats pool = Block::Pool();
   add("blocks.pool_slab_bytes", pool.slab_bytes);
@@ -183,6 +186,13 @@ void CacheStatsSource::CollectEngines(metrics::Exposition* e) const {
       "tierfs_sparse_dense_total",
       "Projected reads that fetched their whole block: three quarters of its chunks read.", {},
       counters_.sparse_dense);
+  e->AddCounter("tierfs_sparse_gap_fills_total",
+                "Whole blocks assembled from their sparse entries and the gaps between them.", {},
+                counters_.gap_fills);
+  e->AddCounter("tierfs_sparse_gap_requests_total",
+                "Origin requests of those gaps (gaps a few pages apart are joined).", {},
+                counters_.gap_requests);
+  e->AddCounter("tierfs_sparse_gap_bytes_total", "Bytes of those gaps.", {}, counters_.gap_bytes);
   e->AddGauge("tierfs_fetch_queue_depth", "Demand fetches queued for the fetch pool.", {},
               static_cast<double>(fetch_queued));
   e->AddCounter("tierfs_fetch_abandoned_total", "Queued fetches no reader waited for any more.", {},

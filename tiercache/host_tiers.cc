@@ -57,6 +57,24 @@ BlockRef HostTiers::FromAbove(size_t target, const BlockKey& key, uint64_t expec
   return nullptr;
 }
 
+std::optional<size_t> HostTiers::ChunkTier(const BlockKey& block, uint64_t block_len,
+                                           uint64_t c) const {
+  const BlockKey ck = MakeChunkKey(block, c, ChunkLength(block_len, c));
+  for (size_t t = 0; t < tiers_.size(); ++t) {
+    if (tiers_[t]->Contains(ck)) return t;
+  }
+  return std::nullopt;
+}
+
+Served HostTiers::ReadChunk(const BlockKey& block, uint64_t block_len, uint64_t c) {
+  const std::optional<size_t> t = ChunkTier(block, block_len, c);
+  if (!t) return Served{};
+  const uint64_t len = ChunkLength(block_len, c);
+  BlockRef b = ReadChecked(tiers_[*t].get(), MakeChunkKey(block, c, len), len);
+  if (!b) return Served{};
+  return Served{std::move(b), static_cast<int>(*t)};
+}
+
 bool HostTiers::Holds(const BlockKey& key) const {
   for (const auto& t : tiers_) {
     if (t->Contains(key)) return true;

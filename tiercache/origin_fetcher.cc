@@ -12,7 +12,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <span>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "base/logging.h"
 
@@ -42,6 +45,7 @@ OriginFetcher::OriginFetcher(const TieredCacheOptions& options, uint64_t run_blo
                              SharedTiers* shared, BlobStore* origin, const BlockSpace* space,
                              CacheStats* stats, EngineCounters* counters)
     : wait_timeout_(options.wait_timeout),
+      projected_(options.sparse_read_max > 0),
       fetch_queue_limit_(options.fetch_queue_limit),
       run_blocks_(run_blocks),
       small_object_bytes_(small_object_bytes),
@@ -218,13 +222,18 @@ void OriginFetcher::RunFetchJob(FetchJob& job) {
       ++stats_->fetch_abandoned;
       return;
     }
-    job.leases[0].Complete(FetchSparse(*job.obj, job.index, job.sparse_begin, job.sparse_end));
+    // The entries go to L1 before the readers are answered (none misses both the flight and
+    // L1), to the slower tiers (a file write each in L2) after.
+    Result<Served> r = FetchSparse(*job.obj, job.index, job.sparse_begin, job.sparse_end, 1);
+    const BlockRef fetched = r.ok() ? r->block : nullptr;
+    job.leases[0].Complete(std::move(r));
+    if (fetched) StoreEntries(*job.obj, job.index, job.sparse_begin, fetched, 1, host_->size());
     return;
   }
   if (job.leases.size() > 1) {
     // A small object fetched whole (other readers may wait for its other blocks: it is fetched
     // even when this block's reader gave up).
-    FetchClaimedRun(*job.obj, job.run_first, job.leases, /*readahead=*/false);
+    FetchClaimedRun(*job.obj, job.run_first, job.leases, /*readahead=*/false, BlockFill::kWhole);
     return;
   }
   if (flights_.AbandonIfUnwaited(job.demand(),
@@ -246,7 +255,7 @@ Result<BlockRef> OriginFetcher::FetchRange(const ObjectRef& obj, uint64_t index,
   // The flight's key names the stretch (a namespace of its own: flights are not tier keys).
   Result<Served> r = JoinFlight(
       MakeChunkKey(key, begin / kSparseChunkBytes, end - begin), token, "range",
-      [&] { return FetchSparse(obj, index, begin, end); },
+      [&] { return FetchSparse(obj, index, begin, end, host_->size()); },
       [&](Flights::Lease lease) {
         FetchJob job(std::make_shared<const ObjectRef>(obj), index, 0, std::move(lease));
         job.sparse_begin = begin;
@@ -261,9 +270,9 @@ Result<BlockRef> OriginFetcher::FetchRange(const ObjectRef& obj, uint64_t index,
 }
 
 // The leader's fetch of a projected stretch: bytes [begin, end) of block `index` from the origin
-// (one request, pinned to the version), stored as sparse entries in the host tiers.
+// (one request, pinned to the version), stored as sparse entries in host tiers [0, upto).
 Result<Served> OriginFetcher::FetchSparse(const ObjectRef& obj, uint64_t index, uint64_t begin,
-                                          uint64_t end) {
+                                          uint64_t end, size_t upto) {
   DemandInFlight demand(stats_, space_->clock());
   const uint64_t len = end - begin;
   auto buf = Block::Allocate(len);
@@ -275,17 +284,26 @@ Result<Served> OriginFetcher::FetchSparse(const ObjectRef& obj, uint64_t index, 
   counters_->sparse_fetch_bytes += len;
   buf->set_size(len);
   BlockRef fetched(std::move(buf));
+  StoreEntries(obj, index, begin, fetched, 0, upto);
+  return Served{std::move(fetched), kOriginTier};
+}
+
+// `fetched` (bytes from `begin`, a chunk boundary, of block `index`) as the sparse entries of
+// its chunks, in host tiers [from, upto).
+void OriginFetcher::StoreEntries(const ObjectRef& obj, uint64_t index, uint64_t begin,
+                                 const BlockRef& fetched, size_t from, size_t upto) {
+  if (from >= upto) return;
   const BlockKey key = space_->KeyFor(obj, index);
+  const uint64_t end = begin + fetched->size();
   for (uint64_t c = begin / kSparseChunkBytes; c * kSparseChunkBytes < end; ++c) {
-    const uint64_t from = c * kSparseChunkBytes;
-    const uint64_t n = std::min(kSparseChunkBytes, end - from);
+    const uint64_t at = c * kSparseChunkBytes;
+    const uint64_t n = std::min(kSparseChunkBytes, end - at);
     auto e = Block::Allocate(n);
-    std::memcpy(e->mutable_data().data(), fetched->data().data() + (from - begin), n);
+    std::memcpy(e->mutable_data().data(), fetched->data().data() + (at - begin), n);
     e->set_size(n);
     host_->Store(obj, MakeChunkKey(key, c, n), space_->OwnerOf(obj, index, /*chunk=*/true),
-                 BlockRef(std::move(e)), 0, host_->size());
+                 BlockRef(std::move(e)), from, upto);
   }
-  return Served{std::move(fetched), kOriginTier};
 }
 
 // The shared tiers in order, then the origin; fills the tiers above the one that served.
@@ -297,9 +315,86 @@ Result<Served> OriginFetcher::FetchBelowHostTiers(const ObjectRef& obj, uint64_t
     Fill(obj, key, index, s.block, 0, static_cast<size_t>(s.tier));
     return s;
   }
-  TIERFS_ASSIGN_OR_RETURN(BlockRef b, origin_reader_.FetchBlock(obj, index, expected));
+  TIERFS_ASSIGN_OR_RETURN(BlockRef b, FetchFromOrigin(obj, index, key, expected));
   Fill(obj, key, index, b, 0, all_tiers_);
   return Served{std::move(b), kOriginTier};
+}
+
+Result<BlockRef> OriginFetcher::FetchFromOrigin(const ObjectRef& obj, uint64_t index,
+                                                const BlockKey& key, uint64_t expected) {
+  const std::vector<BlockRef> held = HeldChunks(obj, key, expected);
+  if (held.empty()) return origin_reader_.FetchBlock(obj, index, expected);
+  return FillGaps(obj, index, expected, held);
+}
+
+std::vector<BlockRef> OriginFetcher::HeldChunks(const ObjectRef& obj, const BlockKey& key,
+                                                uint64_t expected) {
+  if (!projected_ || obj.info.size <= small_object_bytes_) return {};
+  const uint64_t n = HostTiers::NumChunks(expected);
+  std::vector<bool> has(n, false);
+  uint64_t bytes = 0;
+  for (uint64_t c = 0; c < n; ++c) {
+    if (!host_->ChunkTier(key, expected, c)) continue;
+    has[c] = true;
+    bytes += HostTiers::ChunkLength(expected, c);
+  }
+  // A few entries save less than the requests their gaps take (a dense random reader's pages:
+  // the block goes with its run, one request).
+  if (bytes * kGapFillShare < expected) return {};
+  std::vector<BlockRef> held(n);
+  for (uint64_t c = 0; c < n; ++c) {
+    if (has[c]) held[c] = host_->ReadChunk(key, expected, c).block;  // null: a bad copy, fetched
+  }
+  return held;
+}
+
+// The gaps are the runs of chunks without an entry; joined while closer than the join distance,
+// which doubles until at most kMaxGapRequests remain. Each is read from the origin into its place
+// in the block (pinned to the version, as a whole block is), the entries are copied into the rest.
+// An entry's length was checked when it was read (HostTiers::ReadChunk); the block goes to the
+// tiers like any fetched block (L2 checksums it from these bytes).
+Result<BlockRef> OriginFetcher::FillGaps(const ObjectRef& obj, uint64_t index, uint64_t expected,
+                                         const std::vector<BlockRef>& held) {
+  const uint64_t cb = kSparseChunkBytes, n = held.size();
+  std::vector<std::pair<uint64_t, uint64_t>> gaps;  // [begin, end) in the block
+  for (uint64_t c = 0; c < n;) {
+    if (held[c]) {
+      ++c;
+      continue;
+    }
+    uint64_t e = c;
+    while (e < n && !held[e]) ++e;
+    gaps.emplace_back(c * cb, std::min(e * cb, expected));
+    c = e;
+  }
+  for (uint64_t join = kGapJoinBytes;; join *= 2) {
+    std::vector<std::pair<uint64_t, uint64_t>> joined;
+    for (const auto& g : gaps) {
+      if (!joined.empty() && g.first - joined.back().second < join) {
+        joined.back().second = g.second;
+      } else {
+        joined.push_back(g);
+      }
+    }
+    gaps = std::move(joined);
+    if (gaps.size() <= kMaxGapRequests) break;
+  }
+  auto block = Block::Allocate(expected);
+  std::span<std::byte> out = block->mutable_data().first(expected);
+  for (uint64_t c = 0; c < n; ++c) {
+    if (held[c]) std::memcpy(out.data() + c * cb, held[c]->data().data(), held[c]->size());
+  }
+  for (const auto& [b, e] : gaps) {
+    ++counters_->gap_requests;
+    TIERFS_RETURN_IF_ERROR(
+        origin_reader_.ReadExact(obj, index * space_->block_size() + b, out.subspan(b, e - b),
+                                 "bytes " + std::to_string(b) + "+" + std::to_string(e - b) +
+                                     " of block " + std::to_string(index)));
+    counters_->gap_bytes += e - b;
+  }
+  ++counters_->gap_fills;
+  block->set_size(expected);
+  return BlockRef(std::move(block));
 }
 
 void OriginFetcher::Fill(const ObjectRef& obj, const BlockKey& key, uint64_t index,
@@ -310,7 +405,7 @@ void OriginFetcher::Fill(const ObjectRef& obj, const BlockKey& key, uint64_t ind
 }
 
 uint64_t OriginFetcher::FetchRun(const ObjectRef& obj, uint64_t first, uint64_t end, uint64_t seq,
-                                 const std::stop_token& st) {
+                                 const std::stop_token& st, BlockFill fill) {
   const uint64_t bs = space_->block_size();
   const uint64_t most = std::min(end - first, run_blocks_);
   const uint64_t bytes = std::min(most * bs, obj.info.size - std::min(obj.info.size, first * bs));
@@ -323,7 +418,7 @@ uint64_t OriginFetcher::FetchRun(const ObjectRef& obj, uint64_t first, uint64_t 
     if (!lease) break;
     leases.push_back(std::move(*lease));
   }
-  if (!leases.empty()) FetchClaimedRun(obj, first, leases, /*readahead=*/true);
+  if (!leases.empty()) FetchClaimedRun(obj, first, leases, /*readahead=*/true, fill);
   budget_.Release(bytes);
   return leases.size();
 }
@@ -331,18 +426,21 @@ uint64_t OriginFetcher::FetchRun(const ObjectRef& obj, uint64_t first, uint64_t 
 // Reads the claimed blocks [first, first + leases.size()) and stores and publishes them.
 // `readahead`: counted as readahead blocks (else a small object's demand fetch).
 void OriginFetcher::FetchClaimedRun(const ObjectRef& obj, uint64_t first,
-                                    std::vector<Flights::Lease>& leases, bool readahead) {
+                                    std::vector<Flights::Lease>& leases, bool readahead,
+                                    BlockFill fill) {
   // Readahead serves readers: it counts as demand traffic for deep prefetch, too.
   DemandInFlight demand(stats_, space_->clock());
-  const std::vector<Served> got = ReadClaimed(obj, first, leases);
+  const std::vector<Served> got = ReadClaimed(obj, first, leases, readahead, fill);
   PublishRun(obj, first, leases, got, readahead);
 }
 
-// From the shared tiers with one ReadMany each, then the rest from the origin, one request per
-// stretch of adjacent blocks. A block the origin failed is null in the result, its lease
-// completed with the error.
+// From the shared tiers with one ReadMany each, then the rest from the origin: a block with sparse
+// entries alone (FillGaps), the others one request per stretch of adjacent blocks. A block the
+// origin failed is null in the result, its lease completed with the error; so is a block filled
+// from its gaps, its lease completed with it (PublishRun).
 std::vector<Served> OriginFetcher::ReadClaimed(const ObjectRef& obj, uint64_t first,
-                                               std::vector<Flights::Lease>& leases) {
+                                               std::vector<Flights::Lease>& leases, bool readahead,
+                                               BlockFill fill) {
   const uint64_t n = leases.size();
   std::vector<Served> got(n);  // a null block: not read yet
   std::vector<uint64_t> indexes;
@@ -352,13 +450,31 @@ std::vector<Served> OriginFetcher::ReadClaimed(const ObjectRef& obj, uint64_t fi
     keys.push_back(leases[k].key());
   }
   shared_->ReadMany(obj, indexes, keys, shared_->first(), &got);
+  // kGaps: a block with sparse entries gets only its gaps, published at once (its readers need
+  // not wait for the rest of the run). It stays null in the result, its lease completed.
+  std::vector<bool> done(n, false);
+  for (uint64_t k = 0; k < n && fill == BlockFill::kGaps; ++k) {
+    if (got[k].block) continue;
+    const uint64_t expected = space_->ExpectedLength(obj, first + k);
+    const std::vector<BlockRef> held = HeldChunks(obj, keys[k], expected);
+    if (held.empty()) continue;
+    done[k] = true;
+    Result<BlockRef> b = FillGaps(obj, first + k, expected, held);
+    if (!b.ok()) {
+      leases[k].Complete(b.status());
+      continue;
+    }
+    std::vector<Flights::Lease> one;
+    one.push_back(std::move(leases[k]));
+    PublishRun(obj, first + k, one, {Served{std::move(*b), kOriginTier}}, readahead);
+  }
   for (uint64_t k = 0; k < n;) {
-    if (got[k].block) {
+    if (got[k].block || done[k]) {
       ++k;
       continue;
     }
     uint64_t m = 1;
-    while (k + m < n && !got[k + m].block) ++m;
+    while (k + m < n && !got[k + m].block && !done[k + m]) ++m;
     Result<std::vector<BlockRef>> blocks = origin_reader_.FetchRun(obj, first + k, m);
     if (!blocks.ok()) {
       SPDLOG_LOGGER_DEBUG(&Logger(Module::kTierCache), "readahead of '{}' blocks {}+{} failed: {}",
@@ -429,7 +545,7 @@ Result<Served> OriginFetcher::AwaitOrLead(const ObjectRef& obj, uint64_t index) 
     if (b.block) {
       j.lease->Complete(std::move(b));
     } else {
-      Result<BlockRef> f = origin_reader_.FetchBlock(obj, index, expected);
+      Result<BlockRef> f = FetchFromOrigin(obj, index, key, expected);
       j.lease->Complete(f.ok() ? Result<Served>(Served{*f, kOriginTier})
                                : Result<Served>(f.status()));
     }

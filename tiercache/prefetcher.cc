@@ -43,7 +43,7 @@ void Prefetcher::OnOpen(const ObjectRef& opened) {
     }
     NextDir& d = it->second;
     if (d.opens < 2) ++d.opens;
-    if (d.opens < 2) return;
+    if (d.opens < 2 || d.ranges) return;
     warm = d.warm && d.warm_skips < kWarmDirectoryRecheck;
     if (warm) ++d.warm_skips;
     ++window_opens_;
@@ -104,10 +104,11 @@ void Prefetcher::OnOpen(const ObjectRef& opened) {
 // after random_hydrate_misses such seeks the file is hydrated behind its readers, as a
 // sequential reader's readahead would (PumpHydration). Projected reads (small ones, which
 // fetch only what they read) do not count: reading a few columns of a file is not a sign that
-// the rest will be read. Readers that keep on with them for kDenseProjectedMisses misses (a
-// quarter of the file's blocks if more), counted over all the streams open on the file (only
-// misses count, so a column reader's pass is the same few hundred however many handles it
-// uses), are a dense random reader after all, and the file is hydrated.
+// the rest will be read. Readers whose misses of them read a third of the file (or, reading a
+// page or two at a time, kDenseProjectedMisses of them), counted over all the streams open on
+// the file (only misses count, so a column reader's passes over the same ranges count once
+// however many handles it uses), are a dense random reader after all, and the file is hydrated:
+// only the gaps between what they read are fetched.
 void Prefetcher::OnRead(Stream* st, uint64_t offset, uint64_t size) {
   if (size == 0) return;
   const uint64_t bs = cache_->block_size();
@@ -115,8 +116,12 @@ void Prefetcher::OnRead(Stream* st, uint64_t offset, uint64_t size) {
   const uint64_t nblocks = (st->obj_.info.size + bs - 1) / bs;
   const bool hydrate_on = options_.random_hydrate_misses > 0 && options_.hydrate_runs > 0 &&
                           nblocks >= kHydrateMinBlocks;
-  const bool projected = cache_->ReadsSparse(st->obj_, offset, size);
+  const bool projected = cache_->ReadsSparse(st->obj_, offset, size, st->Hint());
   const ReadStep step = Advance(st, offset, size, nblocks, projected);
+  if ((step.from_start || step.became_ranges) &&
+      st->obj_.info.size <= options_.next_files_max_bytes) {
+    NoteHowRead(st->obj_, step.became_ranges);
+  }
   if (step.count > 0) {
     ++stats_.readahead_requests;
     cache_->Prefetch(st->obj_, step.first, step.count);
@@ -136,7 +141,7 @@ void Prefetcher::OnRead(Stream* st, uint64_t offset, uint64_t size) {
       if (!st->hydration_) st->hydration_ = std::move(fresh);
       h = st->hydration_;
     }
-    pump = CountRandomMiss(st, h.get(), nblocks, projected && size < kHydrateReadBytes);
+    pump = CountRandomMiss(st, h.get(), nblocks, projected && size < kHydrateReadBytes ? size : 0);
     if (pump) ++stats_.random_hydrations;
   }
   if (pump) PumpHydration(h.get(), st->obj_, nblocks);
@@ -157,9 +162,14 @@ Prefetcher::ReadStep Prefetcher::Advance(Stream* st, uint64_t offset, uint64_t s
       st->reads_ == 0 ? offset == 0
       : projected     ? offset == st->next_offset_
                       : offset + slack >= st->next_offset_ && offset <= st->next_offset_ + slack;
+  step.from_start = st->reads_ == 0 && offset == 0;
   ++st->reads_;
   st->next_offset_ = std::max(st->next_offset_, offset + size);
   step.hydration = st->hydration_;
+  if (!sequential && !st->ranges_) {  // (the first read, too, unless at offset 0)
+    st->ranges_ = true;
+    step.became_ranges = true;
+  }
   if (!sequential) {
     step.seek = true;
     st->window_ = 0;
@@ -187,16 +197,18 @@ Prefetcher::ReadStep Prefetcher::Advance(Stream* st, uint64_t offset, uint64_t s
 }
 
 // Counts a random miss of `st` towards the hydration of its file; true when it starts the
-// hydration. A small projected one (`small_projected`: TieredCache::ReadsSparse, under
+// hydration. A small projected one (`small_projected`: its bytes; TieredCache::ReadsSparse, under
 // kHydrateReadBytes: a column reader's range, which fetches only what it reads) starts the
 // stream's count of random misses again instead: a reader of a fraction of the file is not
-// hydrated into reading all of it because the kernel made a few of its reads larger; such misses
-// count, over all the file's streams, towards kDenseProjectedMisses.
-bool Prefetcher::CountRandomMiss(Stream* st, Hydration* h, uint64_t nblocks, bool small_projected) {
+// hydrated into reading all of it because the kernel made a few of its reads larger. Such misses
+// count, over all the file's streams, by their bytes (a 1/kHydrateShare of the file) or, for
+// page-sized ones, by their number (kDenseProjectedMisses).
+bool Prefetcher::CountRandomMiss(Stream* st, Hydration* h, uint64_t nblocks,
+                                 uint64_t small_projected) {
   bool in_a_row = false;
   {
     MutexLock l(&st->mu_);
-    if (small_projected) {
+    if (small_projected > 0) {
       st->random_misses_ = 0;
     } else {
       in_a_row = ++st->random_misses_ >= static_cast<uint32_t>(options_.random_hydrate_misses);
@@ -204,12 +216,23 @@ bool Prefetcher::CountRandomMiss(Stream* st, Hydration* h, uint64_t nblocks, boo
   }
   MutexLock l(&h->mu);
   if (h->hydrating || h->cursor >= nblocks) return false;
-  if (!(small_projected ? ++h->projected_misses >= std::max(kDenseProjectedMisses, nblocks / 4)
-                        : in_a_row)) {
-    return false;
+  bool start = in_a_row;
+  if (small_projected > 0) {
+    h->projected_bytes += small_projected;
+    if (small_projected <= kPageReadBytes) ++h->page_misses;
+    h->gaps = kHydrateShare * h->projected_bytes >= st->obj_.info.size;
+    start = h->gaps || h->page_misses >= std::max(kDenseProjectedMisses, nblocks / 4);
   }
+  if (!start) return false;
   h->hydrating = true;
   return true;
+}
+
+void Prefetcher::NoteHowRead(const ObjectRef& obj, bool ranges) {
+  const std::string dir(SplitPath(obj.key).first);
+  MutexLock l(&next_mu_);
+  auto it = next_dirs_.find(dir);
+  if (it != next_dirs_.end()) it->second.ranges = ranges;
 }
 
 std::shared_ptr<Prefetcher::Hydration> Prefetcher::HydrationOf(const ObjectRef& obj) {
@@ -238,6 +261,7 @@ std::shared_ptr<Prefetcher::Hydration> Prefetcher::HydrationOf(const ObjectRef& 
 void Prefetcher::PumpHydration(Hydration* h, const ObjectRef& obj, uint64_t nblocks) {
   uint64_t landed = 0, cursor = 0;
   bool redo = false;
+  BlockFill fill = BlockFill::kWhole;
   {
     MutexLock l(&h->mu);
     if (!h->hydrating || h->pumping) return;
@@ -245,6 +269,7 @@ void Prefetcher::PumpHydration(Hydration* h, const ObjectRef& obj, uint64_t nblo
     landed = h->landed;
     cursor = h->cursor;
     redo = h->redo;
+    if (h->gaps) fill = BlockFill::kGaps;
   }
   const uint64_t bs = cache_->block_size();
   const uint64_t size = obj.info.size;
@@ -258,7 +283,7 @@ void Prefetcher::PumpHydration(Hydration* h, const ObjectRef& obj, uint64_t nblo
     uint64_t from = first;
     for (uint64_t i = first; i <= end; ++i) {
       if (i == end || held(i)) {
-        if (i > from) dropped += cache_->Prefetch(obj, from, i - from);
+        if (i > from) dropped += cache_->Prefetch(obj, from, i - from, fill);
         from = i + 1;
       }
     }

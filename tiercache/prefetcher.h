@@ -30,6 +30,8 @@ struct PrefetcherOptions {
   // (cache.readahead_max.)
   uint64_t readahead_max_bytes = 64ULL << 20;
   // Small files read one after another: once two files of at most next_files_max_bytes were
+  // opened in one directory (and the last handle there that read its file read it from its start,
+  // not in ranges: Stream::Hint),
   // opened in one directory, every further open there prefetches the next `next_files` files of
   // the listing (byte order) that are that small and that no host tier holds (in a warm
   // directory only now and then: kWarmDirectoryRecheck). 0 disables it.
@@ -41,8 +43,8 @@ struct PrefetcherOptions {
   // Dense random reads of one large file (at least kHydrateMinBlocks blocks): once a stream's
   // random (non-sequential) reads missed the host tiers this many times in a row (a projected
   // read under kHydrateReadBytes, TieredCache::ReadsSparse, starts the count again; such reads
-  // hydrate the file only when its readers keep on with them: kDenseProjectedMisses or a
-  // quarter of the file's blocks, whichever is more, counted over all the file's open streams),
+  // hydrate the file only when its readers keep on with them: once they read a third of it, or
+  // page-sized ones kDenseProjectedMisses times, counted over all the file's open streams),
   // the rest of the file is fetched in the background, in readahead runs from the start, at most
   // hydrate_runs runs not yet landed in a host tier at a time (daemon/: min(cache.prefetch_threads,
   // 8), the runs the pool fetches at once, so the readahead queue never overflows). One hydration
@@ -67,9 +69,13 @@ class Prefetcher {
   // shared by every stream that reads it while one is open: a loader's workers (or fio's jobs)
   // each open the file, and together they are one dense random reader of it.
   struct Hydration {
-    Mutex mu;                                      // leaf
-    uint64_t projected_misses GUARDED_BY(mu) = 0;  // small projected seeks that missed
+    Mutex mu;                                     // leaf
+    uint64_t page_misses GUARDED_BY(mu) = 0;      // projected seeks of a page or two that missed
+    uint64_t projected_bytes GUARDED_BY(mu) = 0;  // bytes of the small projected seeks that missed
     bool hydrating GUARDED_BY(mu) = false;
+    // Started by the bytes of small projected misses (a reader of ranges): blocks with sparse
+    // entries are fetched by their gaps (BlockFill::kGaps).
+    bool gaps GUARDED_BY(mu) = false;
     bool pumping GUARDED_BY(mu) = false;  // one reader advances the cursor at a time
     uint64_t landed GUARDED_BY(mu) = 0;   // blocks before it are held (or were)
     uint64_t cursor GUARDED_BY(mu) = 0;   // first block not yet asked for
@@ -83,6 +89,12 @@ class Prefetcher {
    public:
     explicit Stream(ObjectRef obj) : obj_(std::move(obj)) {}
     const ObjectRef& object() const { return obj_; }
+    // How this handle reads its file, for TieredCache::Read after OnRead: kRanges once its first
+    // read was not at offset 0 or one of its reads was a seek (not where readahead expected it).
+    ReadHint Hint() EXCLUDES(mu_) {
+      MutexLock l(&mu_);
+      return ranges_ ? ReadHint::kRanges : ReadHint::kWhole;
+    }
 
    private:
     friend class Prefetcher;
@@ -93,6 +105,7 @@ class Prefetcher {
     uint64_t window_ GUARDED_BY(mu_) = 0;            // readahead window in bytes; 0: a seek
     uint64_t prefetched_until_ GUARDED_BY(mu_) = 0;  // first block not yet asked for
     uint32_t random_misses_ GUARDED_BY(mu_) = 0;     // random misses in a row (not projected)
+    bool ranges_ GUARDED_BY(mu_) = false;            // Hint(): a range reader
     // The file's hydration state, from the stream's first seek that missed on.
     std::shared_ptr<Hydration> hydration_ GUARDED_BY(mu_);
   };
@@ -119,10 +132,18 @@ class Prefetcher {
   // reset the count): a column reader's ranges (16-64 KiB), not a dense random reader's (a
   // ResNet-50 record file's 112 KiB samples, fio's 128 KiB reads), which hydration serves.
   static constexpr uint64_t kHydrateReadBytes = 96 << 10;
-  // ... unless a stream keeps on with them: this many (or a quarter of the file's blocks, if
-  // more) small projected misses make it a dense random reader (fio's 4 KiB random reads of a
-  // large file, at one round trip each), which hydration serves. A column reader's pass over a
-  // file is a few hundred ranges at most per open.
+  // ... unless the file's readers keep on with them. What hydration costs is the bytes of the
+  // file its readers would not read; what it saves is a round trip per read. Such misses of
+  // ranges (larger than kPageReadBytes) hydrate the file once they have read a
+  // 1/kHydrateShare of it: a reader of a quarter of the file moves about what it reads however
+  // many reads it takes, one of most of it is hydrated (and fetches only the gaps between what
+  // it read, OriginFetcher::FillGaps).
+  static constexpr uint64_t kHydrateShare = 3;
+  // Misses of reads of at most kPageReadBytes (fio's 4 KiB random reads of a large file: a round
+  // trip per page, far below the origin's bandwidth) hydrate it after kDenseProjectedMisses (or
+  // a quarter of the file's blocks, if more) of them. A column reader's ranges are larger: an
+  // unaligned 16 KiB range is at least three pages the kernel lacks.
+  static constexpr uint64_t kPageReadBytes = 8 << 10;
   static constexpr uint64_t kDenseProjectedMisses = 256;
   // Reads of a hydrating stream without a block landing after which the outstanding blocks are
   // asked for again.
@@ -143,7 +164,10 @@ class Prefetcher {
  private:
   // What one read does to its stream (Advance).
   struct ReadStep {
-    bool seek = false;                     // not sequential: the window starts again
+    bool seek = false;  // not sequential: the window starts again
+    // The read that told how the handle reads: its first, at offset 0 (from the start), or the
+    // one that made it a range reader (Stream::Hint).
+    bool from_start = false, became_ranges = false;
     uint64_t first = 0, count = 0;         // blocks readahead asks for now (count 0: none)
     std::shared_ptr<Hydration> hydration;  // the file's, once the stream has one
   };
@@ -151,12 +175,15 @@ class Prefetcher {
   // [offset, offset + size) of a file of `nblocks` blocks.
   ReadStep Advance(Stream* st, uint64_t offset, uint64_t size, uint64_t nblocks, bool projected);
   // Counts a random miss towards the file's hydration; true when it starts it.
-  bool CountRandomMiss(Stream* st, Hydration* h, uint64_t nblocks, bool small_projected);
+  // `small_projected`: the miss's bytes when it is a small projected read, else 0.
+  bool CountRandomMiss(Stream* st, Hydration* h, uint64_t nblocks, uint64_t small_projected);
   // Advances the hydration of `obj` (of nblocks blocks): moves past the blocks that landed, asks
   // for new runs while fewer than hydrate_runs runs are outstanding.
   void PumpHydration(Hydration* h, const ObjectRef& obj, uint64_t nblocks);
   // The hydration state of `obj`'s version that its open streams share (a new one if none is).
   std::shared_ptr<Hydration> HydrationOf(const ObjectRef& obj) EXCLUDES(hydration_mu_);
+  // A handle of a small file `obj` read it from its start, or as a range reader (`ranges`).
+  void NoteHowRead(const ObjectRef& obj, bool ranges) EXCLUDES(next_mu_);
 
   const PrefetcherOptions options_;
   TieredCache* const cache_;
@@ -170,6 +197,9 @@ class Prefetcher {
     // a host tier holds skip the look, up to kWarmDirectoryRecheck of them in a row.
     bool warm = false;
     uint32_t warm_skips = 0;
+    // The last handle that told read ranges of its file (Stream::Hint): the next files are not
+    // prefetched (a column reader of a directory of Parquet files reads a part of each).
+    bool ranges = false;
   };
   // At most kMaxNextDirs directories.
   static constexpr size_t kMaxNextDirs = 256;

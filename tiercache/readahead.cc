@@ -22,7 +22,8 @@ Readahead::Readahead(int threads, uint64_t run_blocks, uint64_t queue_limit, boo
                               .threads = threads,
                               .queue_limit = static_cast<size_t>(queue_limit)}) {}
 
-uint64_t Readahead::Prefetch(const ObjectRef& obj, uint64_t first_block, uint64_t count) {
+uint64_t Readahead::Prefetch(const ObjectRef& obj, uint64_t first_block, uint64_t count,
+                             BlockFill fill) {
   if (pool_.threads() == 0 || count == 0) return 0;
   const uint64_t nblocks = space_->NumBlocks(obj);
   if (first_block >= nblocks) return 0;
@@ -37,7 +38,7 @@ uint64_t Readahead::Prefetch(const ObjectRef& obj, uint64_t first_block, uint64_
         tasks.back().count < run_blocks_) {
       ++tasks.back().count;
     } else {
-      tasks.push_back(Task{shared, i, 1});
+      tasks.push_back(Task{shared, i, 1, 0, fill});
     }
   }
   uint64_t dropped = 0;
@@ -69,7 +70,7 @@ void Readahead::RunTask(const Task& task, const std::stop_token& st) {
       continue;
     }
     if (!host_->Holds(key)) {
-      const uint64_t n = fetcher_->FetchRun(obj, i, end, task.seq, st);
+      const uint64_t n = fetcher_->FetchRun(obj, i, end, task.seq, st, task.fill);
       if (n > 0) {
         i += n;
         continue;

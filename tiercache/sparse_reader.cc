@@ -10,18 +10,6 @@ namespace {
 // Projected reads fetch whole pages (the kernel's unit).
 constexpr uint64_t kPage = 4096;
 
-// The lengths a sparse entry of chunk `c` of a block of `block_len` bytes can have that cover its
-// first `need` bytes (need 0: every length), longest first: whole pages, then the chunk's end.
-std::vector<uint64_t> ChunkEntryLengths(uint64_t block_len, uint64_t c, uint64_t need) {
-  const uint64_t full = std::min(kSparseChunkBytes, block_len - c * kSparseChunkBytes);
-  std::vector<uint64_t> out{full};
-  for (uint64_t len = (full - 1) / kPage * kPage; len >= std::max<uint64_t>(need, 1) && len > 0;
-       len -= kPage) {
-    out.push_back(len);
-  }
-  return out;
-}
-
 // One slice of bytes [in_block, in_block + want) of a block: the entries of chunks c0, c0 + 1,
 // ... (`have`) and then `fetched` (bytes from `fetch_begin`): a part of one buffer when one holds
 // it all, else a copy of the pieces.
@@ -55,44 +43,55 @@ BlockSlice Assemble(const std::vector<BlockRef>& have, const BlockRef& fetched,
 
 }  // namespace
 
-// Where a sparse entry of chunk `c` of block `key` covering its first `need` bytes (0: any) is:
-// the fastest host tier holding one, and its length; nullopt when none does.
-std::optional<std::pair<size_t, uint64_t>> SparseReader::ChunkHolder(const BlockKey& key,
-                                                                     uint64_t block_len, uint64_t c,
-                                                                     uint64_t need) const {
-  for (uint64_t len : ChunkEntryLengths(block_len, c, need)) {
-    const BlockKey ck = MakeChunkKey(key, c, len);
-    for (size_t t = 0; t < host_->size(); ++t) {
-      if (host_->tier(t)->Contains(ck)) return std::make_pair(t, len);
-    }
-  }
-  return std::nullopt;
-}
-
-// The sparse entry of chunk `c` of block `key` that covers its first `need` bytes, from the
-// fastest host tier holding one (copied up into the faster ones), or a null block.
+// The sparse entry of chunk `c` of block `key` from the fastest host tier holding it (copied
+// up into the faster ones), or a null block.
 Served SparseReader::FindChunk(const ObjectRef& obj, uint64_t index, const BlockKey& key,
-                               uint64_t block_len, uint64_t c, uint64_t need) {
-  const auto held = ChunkHolder(key, block_len, c, need);
-  if (!held) return Served{};
-  const auto [t, len] = *held;
-  const BlockKey ck = MakeChunkKey(key, c, len);
-  if (host_->Expire(obj, ck)) return Served{};
-  BlockRef b = ReadChecked(host_->tier(t), ck, len);  // null: a bad copy (erased): fetched again
-  if (!b) return Served{};
-  if (t > 0) host_->Store(obj, ck, space_->OwnerOf(obj, index, /*chunk=*/true), b, 0, t);
-  return Served{std::move(b), static_cast<int>(t)};
+                               uint64_t block_len, uint64_t c) {
+  if (!host_->ChunkTier(key, block_len, c)) return Served{};
+  if (host_->Expire(obj, MakeChunkKey(key, c, HostTiers::ChunkLength(block_len, c)))) {
+    return Served{};
+  }
+  Served e = host_->ReadChunk(key, block_len, c);  // null: a bad copy (erased): fetched again
+  if (e.block && e.tier > 0) {
+    host_->Store(obj, MakeChunkKey(key, c, e.block->size()),
+                 space_->OwnerOf(obj, index, /*chunk=*/true), e.block, 0,
+                 static_cast<size_t>(e.tier));
+  }
+  return e;
 }
 
 // Chunks [missing, c1] fetched now would make three quarters of the block's chunks present.
 bool SparseReader::Dense(const BlockKey& key, uint64_t block_len, uint64_t missing,
                          uint64_t c1) const {
-  const uint64_t nchunks = (block_len + kSparseChunkBytes - 1) / kSparseChunkBytes;
+  const uint64_t nchunks = HostTiers::NumChunks(block_len);
   uint64_t present = c1 - missing + 1;
   for (uint64_t c = 0; c < nchunks; ++c) {
-    if ((c < missing || c > c1) && ChunkHolder(key, block_len, c, 0)) ++present;
+    if ((c < missing || c > c1) && host_->ChunkTier(key, block_len, c)) ++present;
   }
   return 4 * present >= 3 * nchunks;
+}
+
+bool SparseReader::Takes(const ObjectRef& obj, uint64_t index, uint64_t want, uint64_t block_len,
+                         ReadHint hint) const {
+  if (Eligible(obj, want, block_len, hint)) return true;
+  if (!Eligible(obj, 0, block_len, hint) || 2 * want >= block_len) return false;
+  const BlockKey key = space_->KeyFor(obj, index);
+  if (host_->Holds(key) || fetcher_->InFlight(key)) return false;  // (Read would take the block)
+  for (uint64_t c = 0; c < HostTiers::NumChunks(block_len); ++c) {
+    if (host_->ChunkTier(key, block_len, c)) return true;
+  }
+  return false;
+}
+
+bool SparseReader::HoldsEntries(const ObjectRef& obj, uint64_t index, uint64_t in_block,
+                                uint64_t length) const {
+  const uint64_t block_len = space_->ExpectedLength(obj, index);
+  if (length == 0 || !Eligible(obj, length, block_len)) return false;
+  const BlockKey key = space_->KeyFor(obj, index);
+  for (uint64_t c = in_block / kSparseChunkBytes; c * kSparseChunkBytes < in_block + length; ++c) {
+    if (!host_->ChunkTier(key, block_len, c)) return false;
+  }
+  return true;
 }
 
 Result<std::optional<BlockSlice>> SparseReader::Read(const ObjectRef& obj, uint64_t index,
@@ -101,7 +100,7 @@ Result<std::optional<BlockSlice>> SparseReader::Read(const ObjectRef& obj, uint6
   // (Spelled out: a bare nullopt would convert to an OK Status, not to an empty optional.)
   const std::optional<BlockSlice> kWholeBlock;
   const BlockKey key = space_->KeyFor(obj, index);
-  if (host_->Holds(key) || fetcher_->InFlight(key) || shared_->Holds(key)) return kWholeBlock;
+  if (host_->Holds(key)) return kWholeBlock;
   const uint64_t cb = kSparseChunkBytes;
   const uint64_t block_len = space_->ExpectedLength(obj, index);
   const uint64_t end = in_block + want;
@@ -110,7 +109,7 @@ Result<std::optional<BlockSlice>> SparseReader::Read(const ObjectRef& obj, uint6
   int tier = 0;
   uint64_t missing = c1 + 1;
   for (uint64_t c = c0; c <= c1; ++c) {
-    Served e = FindChunk(obj, index, key, block_len, c, std::min(end, (c + 1) * cb) - c * cb);
+    Served e = FindChunk(obj, index, key, block_len, c);
     if (!e.block) {
       missing = c;
       break;
@@ -118,10 +117,11 @@ Result<std::optional<BlockSlice>> SparseReader::Read(const ObjectRef& obj, uint6
     tier = std::max(tier, e.tier);
     have.push_back(std::move(e.block));
   }
-  if (missing > c1) {
+  if (missing > c1) {  // (also while the block is fetched whole: nothing to wait for)
     ++counters_->sparse_hits;
     return Assemble(have, nullptr, 0, in_block, want, tier);
   }
+  if (fetcher_->InFlight(key) || shared_->Holds(key)) return kWholeBlock;
   if (Dense(key, block_len, missing, c1)) {
     ++counters_->sparse_dense;
     return kWholeBlock;

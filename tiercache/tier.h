@@ -153,9 +153,11 @@ ObjectId MakeObjectId(std::string_view source, std::string_view key, const Objec
                       uint64_t block_size);
 // The key of a sparse entry (TieredCacheOptions::sparse_read_max; FORMAT.md "Sparse entries"):
 // bytes [chunk * kSparseChunkBytes, chunk * kSparseChunkBytes + length) of the block named
-// `block`. XXH3-128 of "tierfs-chunk" (12 bytes), the 16 bytes of `block`, u64 LE chunk, u64 LE
-// length. The length is part of the key so that a key still names exactly one byte string.
-inline constexpr uint64_t kSparseChunkBytes = 32 << 10;
+// `block`. XXH3-128 of "tierfs-chunk" (12 bytes), the 16 bytes of `block`, u64 LE
+// kSparseChunkBytes, u64 LE chunk, u64 LE length. The length is part of the key so that a key
+// still names exactly one byte string, and the chunk size so that an entry cut at another size
+// (an older cache's 32 KiB chunks) is never taken for one of these.
+inline constexpr uint64_t kSparseChunkBytes = 4 << 10;
 BlockKey MakeChunkKey(const BlockKey& block, uint64_t chunk, uint64_t length);
 std::string BlockKeyHex(const BlockKey& key);
 // XXH3-64 of the data: the checksum stored with every block on flash and in L3.

@@ -115,10 +115,10 @@ class TieredCacheImpl final : public TieredCache {
   }
 
   Result<std::vector<BlockSlice>> Read(const ObjectRef& obj, uint64_t offset, uint64_t length,
-                                       const CancelToken* token) override {
+                                       const CancelToken* token, ReadHint hint) override {
     const auto start = read_latency_.empty() ? std::chrono::steady_clock::time_point()
                                              : std::chrono::steady_clock::now();
-    auto r = ReadSlices(obj, offset, length, token);
+    auto r = ReadSlices(obj, offset, length, token, hint);
     if (r.ok() && !r->empty() && !read_latency_.empty()) {
       const int tier = ServingTier(*r);
       const size_t h = tier == kOriginTier ? tiers_.size() : static_cast<size_t>(tier);
@@ -133,8 +133,12 @@ class TieredCacheImpl final : public TieredCache {
     const uint64_t size = obj.info.size;
     if (length == 0 || offset >= size) return true;
     const uint64_t end = offset + std::min(length, size - offset);
-    for (uint64_t i = offset / options_.block_size; i * options_.block_size < end; ++i) {
-      if (!host_.Holds(space_.KeyFor(obj, i))) return false;
+    const uint64_t bs = options_.block_size;
+    for (uint64_t i = offset / bs; i * bs < end; ++i) {
+      if (host_.Holds(space_.KeyFor(obj, i))) continue;
+      // A small range within one block may be held as sparse entries.
+      const uint64_t from = std::max(offset, i * bs), to = std::min(end, (i + 1) * bs);
+      if (!sparse_.HoldsEntries(obj, i, from - i * bs, to - from)) return false;
     }
     return true;
   }
@@ -160,8 +164,9 @@ class TieredCacheImpl final : public TieredCache {
     return host_.HandOff(obj, offset, length);
   }
 
-  uint64_t Prefetch(const ObjectRef& obj, uint64_t first_block, uint64_t count) override {
-    return readahead_.Prefetch(obj, first_block, count);
+  uint64_t Prefetch(const ObjectRef& obj, uint64_t first_block, uint64_t count,
+                    BlockFill fill) override {
+    return readahead_.Prefetch(obj, first_block, count, fill);
   }
 
   void SetGuessesProven(bool proven) override { fetcher_.SetGuessesProven(proven); }
@@ -214,8 +219,9 @@ class TieredCacheImpl final : public TieredCache {
     return std::min<uint64_t>(options_.readahead_budget_bytes, l1 > 0 ? l1 / 4 : ~0ULL);
   }
   uint64_t small_object_bytes() const override { return small_object_bytes_; }
-  bool ReadsSparse(const ObjectRef& obj, uint64_t offset, uint64_t length) const override {
-    return sparse_.Eligible(obj, length, options_.block_size);
+  bool ReadsSparse(const ObjectRef& obj, uint64_t offset, uint64_t length,
+                   ReadHint hint) const override {
+    return sparse_.Eligible(obj, length, options_.block_size, hint);
   }
   const std::vector<std::unique_ptr<Tier>>& tiers() const override { return tiers_; }
   const CacheStats& Stats() const override { return stats_; }
@@ -234,7 +240,7 @@ class TieredCacheImpl final : public TieredCache {
   }
 
   Result<std::vector<BlockSlice>> ReadSlices(const ObjectRef& obj, uint64_t offset, uint64_t length,
-                                             const CancelToken* token) {
+                                             const CancelToken* token, ReadHint hint) {
     ++stats_.read_calls;
     std::vector<BlockSlice> slices;
     const uint64_t size = obj.info.size;
@@ -245,7 +251,7 @@ class TieredCacheImpl final : public TieredCache {
     slices.reserve((end - 1) / bs - offset / bs + 1);
     uint64_t served = 0;
     for (uint64_t pos = offset; pos < end;) {
-      TIERFS_ASSIGN_OR_RETURN(BlockSlice slice, ReadPiece(obj, pos, end - pos, token));
+      TIERFS_ASSIGN_OR_RETURN(BlockSlice slice, ReadPiece(obj, pos, end - pos, token, hint));
       pos += slice.length;
       served += slice.length;
       slices.push_back(std::move(slice));
@@ -257,7 +263,7 @@ class TieredCacheImpl final : public TieredCache {
   // The slice of the read at `pos` (at most `left` bytes, within one block): from a host tier's
   // file or range, a projected read, or the whole block.
   Result<BlockSlice> ReadPiece(const ObjectRef& obj, uint64_t pos, uint64_t left,
-                               const CancelToken* token) {
+                               const CancelToken* token, ReadHint hint) {
     const uint64_t bs = options_.block_size;
     const uint64_t index = pos / bs;
     const uint64_t in_block = pos - index * bs;
@@ -279,7 +285,7 @@ class TieredCacheImpl final : public TieredCache {
         return BlockSlice{std::move(part), 0, static_cast<size_t>(want), part_tier, nullptr};
       }
     }
-    if (!promote && sparse_.Eligible(obj, want, block_len)) {
+    if (!promote && sparse_.Takes(obj, index, want, block_len, hint)) {
       TIERFS_ASSIGN_OR_RETURN(std::optional<BlockSlice> part,
                               sparse_.Read(obj, index, in_block, want, token));
       if (part) return std::move(*part);

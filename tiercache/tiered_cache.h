@@ -52,6 +52,19 @@ struct ObjectRef {
 // Which tier served a block: 0..tiers-1 (an index into TieredCache::tiers()), or kOriginTier.
 inline constexpr int kOriginTier = -1;
 
+// How a handle reads its file (Prefetcher::Stream::Hint). kWhole: from its start, as image, npy
+// and tar loaders do: a small object (TieredCacheOptions::small_object_bytes) is fetched whole at
+// its first miss. kRanges: the handle's first read was elsewhere, or it has seeked (a column
+// reader): its small reads of a small object are projected like those of a large one
+// (TieredCacheOptions::sparse_read_max).
+enum class ReadHint { kWhole, kRanges };
+
+// How readahead fetches a block that has sparse entries (TieredCache::Prefetch). kWhole: with
+// the other blocks of its run, one request per stretch (a dense random reader's hydration waits
+// on round trips, not bytes). kGaps: only the gaps between its entries, when they hold an eighth
+// of it or more (the hydration of a reader of ranges: bytes it did not read).
+enum class BlockFill { kWhole, kGaps };
+
 // A slice of a block that a reply can send without copying: the BlockRef keeps it alive. Either
 // `block` is set (the bytes are in memory), or `file` is (the bytes are in a cache file: bytes
 // [offset, offset + length) of the block are at file->offset() + offset of file->fd(), verified,
@@ -127,12 +140,12 @@ struct TieredCacheOptions {
   // Projected reads: a piece of a read of at most this many bytes within one block (and under
   // half of it; blocks of at least 128 KiB), of an object larger than small_object_bytes, whose
   // block no tier above the origin holds whole and no one is fetching whole, fetches only what it
-  // reads: from the start of its first missing 32 KiB chunk (kSparseChunkBytes) to its end rounded
-  // up to 4 KiB, one origin request, kept in the host tiers as sparse entries (MakeChunkKey: each
-  // chunk's fetched prefix). A reader that would make three quarters of a block's chunks present
-  // fetches the whole block instead (dense completion); sequential readers get whole blocks from
-  // readahead. Such reads under 96 KiB do not count towards the random-read hydration of the file
-  // (Prefetcher). 0: off. daemon/: cache.sparse_read_max.
+  // reads: from its first missing 4 KiB page (kSparseChunkBytes) to its end rounded up to a page,
+  // one origin request, kept in the host tiers as sparse entries (MakeChunkKey: one per page). A
+  // reader that would make three quarters of a block's pages present fetches the rest of the
+  // block instead (dense completion: only the gaps between the entries); sequential readers get
+  // whole blocks from readahead. Such reads under 96 KiB count towards the random-read hydration
+  // of the file only by their share of it (Prefetcher). 0: off. daemon/: cache.sparse_read_max.
   uint64_t sparse_read_max = 128ULL << 10;
   // Owned threads that fetch blocks from the remote tiers (L3, origin) for demand reads given a
   // CancelToken (see the file comment). 0: such reads fetch on their own thread.
@@ -219,12 +232,14 @@ class TieredCache {
   // changed since `obj` was taken, Unavailable/TimedOut/IOError after retries). With a `token`
   // (not owned, may be null) the remote part runs on the fetch pool and the read returns
   // Cancelled as soon as the token is cancelled, TimedOut when its deadline passes.
+  // `hint`: how the handle reads (ReadHint).
   virtual Result<std::vector<BlockSlice>> Read(const ObjectRef& obj, uint64_t offset,
-                                               uint64_t length,
-                                               const CancelToken* token = nullptr) = 0;
+                                               uint64_t length, const CancelToken* token = nullptr,
+                                               ReadHint hint = ReadHint::kWhole) = 0;
 
-  // True when every block of [offset, offset + length) of `obj` is in a host tier (L1/L2) now:
-  // a read of it will not wait on the network (a hint: a block may be evicted meanwhile).
+  // True when every block of [offset, offset + length) of `obj` is in a host tier (L1/L2) now,
+  // or for a projected read's range the sparse entries of its pages are: a read of it will not
+  // wait on the network (a hint: a block may be evicted meanwhile).
   virtual bool HostHolds(const ObjectRef& obj, uint64_t offset, uint64_t length) = 0;
 
   // The kernel's page cache now holds bytes [offset, offset + length) of `obj` (fuse/ stored
@@ -250,7 +265,8 @@ class TieredCache {
   // into L1 ahead of the reader. Returns at once; blocks already in the fastest tier or in flight
   // are skipped; a full queue drops the rest (counted in readahead.dropped). Returns the number
   // of blocks dropped.
-  virtual uint64_t Prefetch(const ObjectRef& obj, uint64_t first_block, uint64_t count) = 0;
+  virtual uint64_t Prefetch(const ObjectRef& obj, uint64_t first_block, uint64_t count,
+                            BlockFill fill = BlockFill::kWhole) = 0;
 
   // Whether the readahead guesses are being read (the Prefetcher's next-files guesses: a quarter
   // or more of the opens find their file already held). While readers wait for fetches of their
@@ -326,7 +342,8 @@ class TieredCache {
   virtual uint64_t small_object_bytes() const = 0;
   // True when a read of [offset, offset + length) of `obj` would fetch only what it reads if its
   // blocks miss (TieredCacheOptions::sparse_read_max): a projected read, not a dense one.
-  virtual bool ReadsSparse(const ObjectRef& obj, uint64_t offset, uint64_t length) const = 0;
+  virtual bool ReadsSparse(const ObjectRef& obj, uint64_t offset, uint64_t length,
+                           ReadHint hint = ReadHint::kWhole) const = 0;
   virtual const std::vector<std::unique_ptr<Tier>>& tiers() const = 0;
   virtual const CacheStats& Stats() const = 0;
   // "l1.hits=.. l1.misses=.. l1.bytes=.. l2.hits=.. ... origin.requests=.. origin.bytes=.."

@@ -10,10 +10,13 @@
 #     and a bad quota value is refused at mount time with the key named;
 #   * L2 admission, with an 8 MiB L1 in front: [[policy]] admit = "never" serves without storing
 #     in L2, user.tierfs.admit=always on a file beats it, reuse stores a file on its second read;
-#   * projected reads (cache.sparse_read_max): a column reader of 25% of a 16 MiB file in 16-64 KiB
-#     ranges gets the right bytes, moves at most 1.3 origin bytes per byte read (not the whole
-#     file through random-read hydration), and reads them again from L2 after a remount with no
-#     origin request; with sparse_read_max = 0 the same reads fetch whole blocks.
+#   * projected reads (cache.sparse_read_max): column readers in scattered, unaligned 16-64 KiB
+#     ranges get the right bytes; one of 25% of a 16 MiB file, and one of 25% of a 64 MiB file (over
+#     256 reads), move at most 1.3 origin bytes per byte read (neither is hydrated); the 16 MiB
+#     file's ranges are read again from L2 after a remount with no origin request; a reader of 90%
+#     of the 64 MiB file has it hydrated, whole in L2, with at most 1.15 origin bytes per byte
+#     read (the hydration fetches only what the reads did not); with sparse_read_max = 0 the 25%
+#     reads fetch whole blocks.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/lib_pf.sh"
@@ -26,7 +29,7 @@ for i in 0 1 2 3 4 5; do objs+=("p/f$i.bin=$((4 * MiB)):$((10 + i))"); done
 for i in 0 1 2 3; do objs+=("q/a$i.bin=$((4 * MiB)):$((20 + i))"); done
 for i in 0 1; do objs+=("o/b$i.bin=$((4 * MiB)):$((30 + i))"); done
 objs+=("adm/n/n.bin=$((2 * MiB)):40" "adm/n/a.bin=$((2 * MiB)):41" "adm/r/r.bin=$((2 * MiB)):42")
-objs+=("proj/c.bin=$((16 * MiB)):50")
+objs+=("proj/c.bin=$((16 * MiB)):50" "proj/big.bin=$((64 * MiB)):51")
 step "upload test objects" 120 "$PY" "$E2E_DIR/s3put.py" --endpoint "$S3_ENDPOINT" --bucket "$BUCKET" "${objs[@]}"
 
 mnt="$E2E_WORK/mnt" cache="$E2E_WORK/cache" logf="$E2E_WORK/daemon.log"
@@ -184,57 +187,89 @@ wait_residency "$mnt3/adm/r/r.bin" "l2=2/2"  # reuse: r.bin stored protected on 
 log "ok admission: never kept n.bin out of L2, always stored a.bin, reuse stored r.bin as probationary, then protected on its second read"
 tierfs_umount "$mnt3" "$TIERFS_PID" || { print_log_tail "$logf"; fail "unclean unmount"; }
 
-# ---- projected reads: 25% of a 16 MiB file in 16-64 KiB ranges ----
-# proj_read FILE: reads 25% of FILE in ranges of 16-64 KiB at scattered 64 KiB slots (seeded),
-# checks every byte against s3put.py's pattern, prints the bytes read.
+# ---- projected reads: 25% and 90% of a file in scattered 16-64 KiB ranges ----
+# proj_read FILE SEED FRACTION: cuts FILE (an s3put.py pattern of that seed) into consecutive
+# pieces of 16-64 KiB (unaligned), reads FRACTION of it in a random share of them in random order
+# (plain pread, as bench/policy.py's ranges), checks every byte, prints "BYTES READS".
 proj_read() {
-  "$PY" - "$1" "$E2E_DIR" <<'PYEOF'
+  "$PY" - "$1" "$2" "$3" "$E2E_DIR" <<'PYEOF'
 import os, random, sys
-sys.path.insert(0, sys.argv[2])
+sys.path.insert(0, sys.argv[4])
 from s3put import pattern
-path = sys.argv[1]
-want = pattern(16 << 20, 50)
-rng = random.Random(7)
-slots = list(range((16 << 20) // (64 << 10)))
-rng.shuffle(slots)
+path, seed, fraction = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 fd = os.open(path, os.O_RDONLY)
+size = os.fstat(fd).st_size
+want = pattern(size, seed)
+rng = random.Random(7)
+pieces, off = [], 0
+while off < size:
+    n = min(rng.randint(16 << 10, 64 << 10), size - off)
+    pieces.append((off, n))
+    off += n
+rng.shuffle(pieces)
 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-done = 0
-for s in slots:
-    if done >= (4 << 20):
+done = reads = 0
+for off, n in pieces:
+    if done + n > size * fraction:
         break
-    off, n = s * (64 << 10), rng.randrange(16, 65) << 10
     got = os.pread(fd, n, off)
     if got != want[off:off + n]:
         sys.exit(f"wrong bytes at {off}+{n}")
     done += n
+    reads += 1
 os.close(fd)
-print(done)
+print(done, reads)
 PYEOF
+}
+# proj_check MNT FILE SEED FRACTION MAX_PERCENT: proj_read on a fresh mount's FILE; fails when the
+# origin moved more than MAX_PERCENT of the bytes read. Sets read_b, reads, ob.
+proj_check() {
+  local o0 out
+  o0="$(stat_of "$1" origin.bytes)"
+  out="$(proj_read "$2" "$3" "$4")" || fail "projected reads of $2: $out"
+  read -r read_b reads <<<"$out"
+  ob=$(( $(stat_of "$1" origin.bytes) - o0 ))
+  (( ob * 100 <= read_b * $5 )) || fail "projected reads of $4 of $2: $ob origin bytes for $read_b read in $reads reads (> $5%): $(stats_xattr "$1")"
 }
 mnt4="$E2E_WORK/mnt4" cache4="$E2E_WORK/cache4"
 pf_mount "s3://$BUCKET" "$mnt4" "$cache4" "$logf" --endpoint "$S3_ENDPOINT" --l1-size 8MiB --l2-size 64MiB
-o0="$(stat_of "$mnt4" origin.bytes)"
-read_b="$(proj_read "$mnt4/proj/c.bin")" || fail "projected reads: $read_b"
-sleep 1  # anything the reads set off (hydration, readahead) would be on its way by now
-ob=$(( $(stat_of "$mnt4" origin.bytes) - o0 ))
+proj_check "$mnt4" "$mnt4/proj/c.bin" 50 0.25 130
 (( $(stat_of "$mnt4" sparse.fetches) > 0 )) || fail "projected reads: no sparse fetch"
-(( ob * 10 <= read_b * 13 )) || fail "projected reads: $ob origin bytes for $read_b read (> 1.3x): $(stats_xattr "$mnt4")"
-log "ok projected reads: $read_b bytes read, $ob from the origin ($(( ob * 100 / read_b ))%), byte-exact"
+# (Hydration is decided on the read that starts it: none was.)
+(( $(stat_of "$mnt4" fuse.random_hydrations) == 0 )) || fail "25% of c.bin was hydrated"
+log "ok projected reads: $read_b bytes read in $reads reads, $ob from the origin ($(( ob * 100 / read_b ))%), byte-exact"
 tierfs_umount "$mnt4" "$TIERFS_PID" || { print_log_tail "$logf"; fail "unclean unmount"; }
 pf_mount "s3://$BUCKET" "$mnt4" "$cache4" "$logf" --endpoint "$S3_ENDPOINT" --l1-size 8MiB --l2-size 64MiB
 r0="$(stat_of "$mnt4" origin.requests)"
-proj_read "$mnt4/proj/c.bin" >/dev/null || fail "projected reads after a remount"
+proj_read "$mnt4/proj/c.bin" 50 0.25 >/dev/null || fail "projected reads after a remount"
 (( $(stat_of "$mnt4" origin.requests) == r0 )) || fail "projected reads after a remount went to the origin"
 (( $(stat_of "$mnt4" sparse.hits) > 0 )) || fail "projected reads after a remount: no sparse hit"
 log "ok projected reads after a remount: from L2, no origin request"
 tierfs_umount "$mnt4" "$TIERFS_PID" || { print_log_tail "$logf"; fail "unclean unmount"; }
+# 25% of a 64 MiB file: more reads than the 256 small misses that once hydrated a file.
+pf_mount "s3://$BUCKET" "$mnt4" "$E2E_WORK/cache6" "$logf" --endpoint "$S3_ENDPOINT" --l1-size 8MiB \
+  --l2-size 192MiB
+proj_check "$mnt4" "$mnt4/proj/big.bin" 51 0.25 130
+(( reads > 256 )) || fail "25% of big.bin took only $reads reads"
+(( $(stat_of "$mnt4" fuse.random_hydrations) == 0 )) || fail "25% of big.bin was hydrated"
+log "ok 25% of a 64 MiB file: $read_b bytes in $reads reads, $ob from the origin ($(( ob * 100 / read_b ))%)"
+tierfs_umount "$mnt4" "$TIERFS_PID" || { print_log_tail "$logf"; fail "unclean unmount"; }
+# 90% of it: hydrated, whole in L2; the hydration fetched only what the reads had not.
+pf_mount "s3://$BUCKET" "$mnt4" "$E2E_WORK/cache7" "$logf" --endpoint "$S3_ENDPOINT" --l1-size 8MiB \
+  --l2-size 192MiB
+o0="$(stat_of "$mnt4" origin.bytes)"
+proj_check "$mnt4" "$mnt4/proj/big.bin" 51 0.9 200
+(( $(stat_of "$mnt4" fuse.random_hydrations) == 1 )) || fail "90% of big.bin was not hydrated"
+wait_residency "$mnt4/proj/big.bin" "l2=64/64"
+ob=$(( $(stat_of "$mnt4" origin.bytes) - o0 ))
+(( ob * 100 <= read_b * 115 )) || fail "90% of big.bin: $ob origin bytes for $read_b read (> 115%): $(stats_xattr "$mnt4")"
+(( $(stat_of "$mnt4" sparse.gap_fills) > 0 )) || fail "90% of big.bin: no block filled from its gaps"
+log "ok 90% of a 64 MiB file: hydrated, l2=64/64, $ob origin bytes for $read_b read ($(( ob * 100 / read_b ))%)"
+tierfs_umount "$mnt4" "$TIERFS_PID" || { print_log_tail "$logf"; fail "unclean unmount"; }
 printf '[cache]\nsparse_read_max = 0\n' >"$cfg"
 pf_mount "s3://$BUCKET" "$mnt4" "$E2E_WORK/cache5" "$logf" --endpoint "$S3_ENDPOINT" --l1-size 8MiB \
   --l2-size 64MiB --config "$cfg"
-o0="$(stat_of "$mnt4" origin.bytes)"
-read_b="$(proj_read "$mnt4/proj/c.bin")" || fail "whole-block reads: $read_b"
-ob=$(( $(stat_of "$mnt4" origin.bytes) - o0 ))
+proj_check "$mnt4" "$mnt4/proj/c.bin" 50 0.25 100000
 (( $(stat_of "$mnt4" sparse.fetches) == 0 )) || fail "sparse_read_max = 0 still fetched sparse"
 (( ob > 2 * read_b )) || fail "sparse_read_max = 0: only $ob origin bytes for $read_b read"
 log "ok sparse_read_max = 0: whole blocks, $ob origin bytes for $read_b read"

@@ -1,5 +1,6 @@
 #include "tests/fakes/fake_blob_store.h"
 
+#include <algorithm>
 #include <cstring>
 #include <thread>
 
@@ -34,6 +35,22 @@ void FakeBlobStore::FailNext(int n, Status status) {
 void FakeBlobStore::ResetCounters() {
   read_calls_ = head_calls_ = list_calls_ = bytes_read_ = scatter_reads_ = last_scatter_pieces_ = 0;
   requests_ = errors_ = 0;
+  MutexLock l(&mu_);
+  read_ranges_.clear();
+}
+
+uint64_t FakeBlobStore::bytes_read_twice(const std::string& key) const {
+  MutexLock l(&mu_);
+  auto it = read_ranges_.find(key);
+  if (it == read_ranges_.end()) return 0;
+  std::vector<std::pair<uint64_t, uint64_t>> r = it->second;
+  std::sort(r.begin(), r.end());
+  uint64_t twice = 0, reach = 0;  // reach: the end of the bytes read so far
+  for (const auto& [b, e] : r) {
+    if (b < reach) twice += std::min(e, reach) - b;
+    reach = std::max(reach, e);
+  }
+  return twice;
 }
 
 Status FakeBlobStore::Enter() {
@@ -118,6 +135,7 @@ Result<size_t> FakeBlobStore::Read(std::string_view key, uint64_t offset, std::s
   size_t n = std::min<uint64_t>(out.size(), o.data.size() - offset);
   std::memcpy(out.data(), o.data.data() + offset, n);
   bytes_read_ += n;
+  read_ranges_[std::string(key)].emplace_back(offset, offset + n);
   return n;
 }
 

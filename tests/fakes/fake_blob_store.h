@@ -8,6 +8,7 @@
 #include <chrono>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/mutex.h"
@@ -49,6 +50,8 @@ class FakeBlobStore : public BlobStore {
   uint64_t scatter_reads() const { return scatter_reads_; }
   // The pieces of the latest ReadPinnedScatter call (after ScatterBuffer joined adjacent ones).
   uint64_t last_scatter_pieces() const { return last_scatter_pieces_; }
+  // Bytes of `key` the reads since the last ResetCounters() returned more than once.
+  uint64_t bytes_read_twice(const std::string& key) const EXCLUDES(mu_);
   void ResetCounters();
 
   std::string Describe() const override { return describe_; }
@@ -77,6 +80,9 @@ class FakeBlobStore : public BlobStore {
   int fail_next_ GUARDED_BY(mu_) = 0;
   Status fail_status_ GUARDED_BY(mu_);
   uint64_t etag_counter_ GUARDED_BY(mu_) = 0;
+  // Per key, the [offset, end) of every read that returned bytes (bytes_read_twice).
+  std::map<std::string, std::vector<std::pair<uint64_t, uint64_t>>, std::less<>> read_ranges_
+      GUARDED_BY(mu_);
   std::atomic<int64_t> delay_us_{0};
   mutable Mutex gate_mu_;
   CondVar gate_cv_{&gate_mu_};

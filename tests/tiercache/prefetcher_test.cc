@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -347,10 +348,10 @@ TEST_F(PrefetcherTest, RandomMissesHydrateTheRestOfTheFileInBoundedSteps) {
 }
 
 // A cache of 256 KiB blocks (reads under 128 KiB are projected, TieredCache::ReadsSparse) and
-// a 16-block object `name` at the origin.
+// an object `name` of `blocks` blocks at the origin.
 constexpr uint64_t kProjBlock = 256 << 10;
 std::unique_ptr<TieredCache> OpenProjectedCache(FakeBlobStore* origin, FakeClock* clock,
-                                                const std::string& name) {
+                                                const std::string& name, uint64_t blocks = 16) {
   TieredCacheOptions co;
   co.block_size = kProjBlock;
   co.prefetch_threads = 2;
@@ -359,7 +360,7 @@ std::unique_ptr<TieredCache> OpenProjectedCache(FakeBlobStore* origin, FakeClock
   tiers.push_back(NewMemoryTier(MemoryTierOptions{}));
   auto cache = TieredCache::Open(co, std::move(tiers), origin, clock);
   EXPECT_OK(cache);
-  origin->PutObject(name, Pattern(16 * kProjBlock, 6));
+  origin->PutObject(name, Pattern(blocks * kProjBlock, 6));
   return cache.ok() ? std::move(*cache) : nullptr;
 }
 
@@ -373,7 +374,8 @@ TEST_F(PrefetcherTest, SmallProjectedMissesRestartTheHydrationCount) {
   Prefetcher::Stream s(obj);
   // A column reader: scattered 16-64 KiB ranges, with a larger read now and then (the kernel's
   // readahead), and ranges a block apart (not a scan for a projected read): never hydrated.
-  for (uint64_t i = 0; i < 60; ++i) {
+  // (The small ones read under a third of the file.)
+  for (uint64_t i = 0; i < 40; ++i) {
     const uint64_t size = i % 3 == 2 ? (112 << 10) : ((16 + i % 49) << 10);
     p.OnRead(&s, ((i * 37) % 60) * (64 << 10) + 4096, size);
   }
@@ -382,6 +384,72 @@ TEST_F(PrefetcherTest, SmallProjectedMissesRestartTheHydrationCount) {
   // Four random misses of 112 KiB samples in a row (a ResNet-50 record file): hydrated.
   ASSERT_TRUE(cache->ReadsSparse(obj, 0, 114688));  // projected, yet a dense reader's size
   for (uint64_t b : {9u, 3u, 12u, 6u}) p.OnRead(&s, b * kBlock + 8192, 114688);
+  EXPECT_EQ(p.Stats().random_hydrations.load(), 1u);
+}
+
+// A handle that reads from its start reads whole (ReadHint::kWhole) until it seeks; one whose
+// first read is elsewhere is a range reader from the start.
+TEST_F(PrefetcherTest, AHandleIsARangeReaderOnceItSeeks) {
+  auto p = Make();
+  ObjectRef obj = Obj("big.bin");
+  Prefetcher::Stream whole(obj);
+  p->OnRead(&whole, 0, kBs);
+  p->OnRead(&whole, kBs, 2 * kBs);
+  EXPECT_EQ(whole.Hint(), ReadHint::kWhole);
+  p->OnRead(&whole, 20 * kBs, kBs);
+  EXPECT_EQ(whole.Hint(), ReadHint::kRanges);
+  p->OnRead(&whole, 21 * kBs, kBs);  // sequential again: still a range reader
+  EXPECT_EQ(whole.Hint(), ReadHint::kRanges);
+  Prefetcher::Stream ranges(obj);
+  p->OnRead(&ranges, 5 * kBs, kBs);
+  EXPECT_EQ(ranges.Hint(), ReadHint::kRanges);
+}
+
+// Small files read in ranges (a column reader of a directory of Parquet files) are not guesses
+// to prefetch: once a handle there told it reads ranges, the next files are not queued, until a
+// handle reads its file from the start again.
+TEST_F(PrefetcherTest, ARangeReaderOfSmallFilesGetsNoNextFiles) {
+  auto p = Make();
+  auto open_and_read = [&](int i, uint64_t offset) {
+    ObjectRef o = Obj(fmt::format("many/f{:03d}", i));
+    p->OnOpen(o);
+    Prefetcher::Stream s(o);
+    p->OnRead(&s, offset, 1);
+  };
+  open_and_read(10, 1);  // (f010..f039 hold two bytes)
+  open_and_read(11, 1);
+  open_and_read(12, 1);
+  EXPECT_EQ(p->Stats().next_file_prefetches.load(), 0u);
+  open_and_read(13, 0);  // read from its start: the next open looks again
+  open_and_read(14, 0);
+  EXPECT_GT(p->Stats().next_file_prefetches.load(), 0u);
+}
+
+// A column reader's scattered 16-64 KiB ranges count by their bytes: a quarter of a file is not
+// hydrated however many reads it takes (here more than kDenseProjectedMisses); a reader that
+// goes on past a third of the file is.
+TEST_F(PrefetcherTest, RangesHydrateAFileOnceTheyReadAThirdOfIt) {
+  auto cache = OpenProjectedCache(&origin_, &clock_, "cols.bin", 256);  // 64 MiB
+  ASSERT_NE(cache, nullptr);
+  ObjectRef obj = Obj("cols.bin");
+  const uint64_t size = obj.info.size;
+  Prefetcher p(options_, cache.get(), catalog_.get());
+  Prefetcher::Stream s(obj);
+  const auto pieces = testing::ColumnRanges(size, 1, 7);
+  uint64_t read = 0;
+  size_t k = 0;
+  for (; read + pieces[k].second <= size / 4; ++k) {
+    ASSERT_TRUE(cache->ReadsSparse(obj, pieces[k].first, pieces[k].second));
+    p.OnRead(&s, pieces[k].first, pieces[k].second);
+    read += pieces[k].second;
+  }
+  EXPECT_GT(k, Prefetcher::kDenseProjectedMisses);
+  EXPECT_EQ(p.Stats().random_hydrations.load(), 0u);
+  EXPECT_EQ(p.Stats().readahead_requests.load(), 0u);
+  for (; 5 * read < 2 * size; ++k) {  // on to 40%
+    p.OnRead(&s, pieces[k].first, pieces[k].second);
+    read += pieces[k].second;
+  }
   EXPECT_EQ(p.Stats().random_hydrations.load(), 1u);
 }
 

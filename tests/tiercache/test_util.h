@@ -5,12 +5,17 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <map>
+#include <random>
 #include <span>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "base/status.h"
 #include "tests/testing/temp_dir.h"
@@ -50,6 +55,29 @@ inline std::map<std::string, uint64_t> ParseStats(const std::string& text) {
     m[kv.substr(0, eq)] = std::stoull(kv.substr(eq + 1));
   }
   return m;
+}
+
+// A column reader's ranges (as bench/policy.py's): an object of `size` bytes cut into
+// consecutive pieces of 16..64 KiB (unaligned), shuffled; the first ones covering at most `share`
+// of it, or all of them (share 1).
+inline std::vector<std::pair<uint64_t, uint64_t>> ColumnRanges(uint64_t size, double share,
+                                                               uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::pair<uint64_t, uint64_t>> pieces;
+  for (uint64_t off = 0; off < size;) {
+    const uint64_t n = std::min<uint64_t>(16384 + rng() % 49153, size - off);
+    pieces.emplace_back(off, n);
+    off += n;
+  }
+  std::shuffle(pieces.begin(), pieces.end(), rng);
+  uint64_t total = 0;
+  size_t k = 0;
+  while (k < pieces.size() &&
+         total + pieces[k].second <= static_cast<uint64_t>(share * static_cast<double>(size))) {
+    total += pieces[k++].second;
+  }
+  pieces.resize(k);
+  return pieces;
 }
 
 }  // namespace tierfs::testing

@@ -1329,11 +1329,12 @@ namespace {
 
 // The real thing end to end below the FUSE layer: LMDB index + block files, closed and reopened
 // (a daemon restart / remount), then read with zero origin traffic.
-// Projected reads (TieredCacheOptions::sparse_read_max): 256 KiB blocks of eight 32 KiB chunks.
+// Projected reads (TieredCacheOptions::sparse_read_max): 256 KiB blocks of 64 pages, each page
+// (kSparseChunkBytes) a sparse entry once read.
 class SparseReadTest : public TieredCacheTest {
  protected:
   static constexpr uint64_t kBlock = 256 << 10;
-  static constexpr uint64_t kChunk = 32 << 10;
+  static constexpr uint64_t kPage = 4096;
   void SetUp() override {
     TieredCacheTest::SetUp();
     options_.block_size = kBlock;
@@ -1351,56 +1352,83 @@ class SparseReadTest : public TieredCacheTest {
 TEST_F(SparseReadTest, AProjectedReadFetchesOnlyThePagesItReadsAndKeepsThem) {
   auto c = OpenCache();
   ASSERT_TRUE(c->ReadsSparse(obj_, kBlock + 40000, 10000));
-  // Block 1, bytes 40000..50000: from chunk 1's start to the page after 50000, one request.
+  // Block 1, bytes 40000..50000: its pages 36864..53248, one request.
   EXPECT_EQ(ReadAll(c.get(), obj_, kBlock + 40000, 10000), Want(kBlock + 40000, 10000));
   EXPECT_EQ(origin_.read_calls(), 1u);
-  EXPECT_EQ(origin_.bytes_read(), 53248u - kChunk);
+  EXPECT_EQ(origin_.bytes_read(), 53248u - 36864);
   auto st = ParseStats(c->StatsText());
   EXPECT_EQ(st["sparse.fetches"], 1u);
-  EXPECT_EQ(st["sparse.fetch_bytes"], 53248u - kChunk);
-  EXPECT_FALSE(c->HostHolds(obj_, kBlock, kBlock));  // the block is not held whole
-  // The same range and any part of what was fetched: from the entry, no request.
+  EXPECT_EQ(st["sparse.fetch_bytes"], 53248u - 36864);
+  EXPECT_FALSE(c->HostHolds(obj_, kBlock, kBlock));        // the block is not held whole
+  EXPECT_TRUE(c->HostHolds(obj_, kBlock + 36864, 16384));  // its entries are
+  EXPECT_FALSE(c->HostHolds(obj_, kBlock + 36864, 16385));
+  // The same range and any part of what was fetched: from the entries, no request.
   EXPECT_EQ(ReadAll(c.get(), obj_, kBlock + 40000, 10000), Want(kBlock + 40000, 10000));
-  EXPECT_EQ(ReadAll(c.get(), obj_, kBlock + kChunk, 20480), Want(kBlock + kChunk, 20480));
+  EXPECT_EQ(ReadAll(c.get(), obj_, kBlock + 36864, 16384), Want(kBlock + 36864, 16384));
   EXPECT_EQ(origin_.read_calls(), 1u);
   EXPECT_EQ(ParseStats(c->StatsText())["sparse.hits"], 2u);
-  // Past the fetched prefix of chunk 1: the chunk is fetched again from its start, to the page.
+  // Past the fetched pages: only the pages it lacks, from the first one missing.
   EXPECT_EQ(ReadAll(c.get(), obj_, kBlock + 40000, 20000), Want(kBlock + 40000, 20000));
   EXPECT_EQ(origin_.read_calls(), 2u);
-  EXPECT_EQ(origin_.bytes_read(), (53248u - kChunk) + (61440u - kChunk));
+  EXPECT_EQ(origin_.bytes_read(), (53248u - 36864) + (61440u - 53248));
+  EXPECT_EQ(origin_.bytes_read_twice(obj_.key), 0u);
 }
 
-TEST_F(SparseReadTest, AReadAcrossChunksJoinsTheirEntriesWithTheMissingPart) {
+TEST_F(SparseReadTest, AReadAcrossPagesJoinsTheirEntriesWithTheMissingPart) {
   auto c = OpenCache();
-  EXPECT_EQ(ReadAll(c.get(), obj_, 0, kChunk), Want(0, kChunk));
-  EXPECT_EQ(origin_.bytes_read(), kChunk);
-  // Chunk 0 from its entry, chunk 1 fetched alone.
-  EXPECT_EQ(ReadAll(c.get(), obj_, 16384, kChunk), Want(16384, kChunk));
+  EXPECT_EQ(ReadAll(c.get(), obj_, 0, 32768), Want(0, 32768));
+  EXPECT_EQ(origin_.bytes_read(), 32768u);
+  // Pages 4..7 from their entries, 8..11 fetched alone.
+  EXPECT_EQ(ReadAll(c.get(), obj_, 16384, 32768), Want(16384, 32768));
   EXPECT_EQ(origin_.read_calls(), 2u);
-  EXPECT_EQ(origin_.bytes_read(), kChunk + 16384);
-  // Both from entries now; the block's last chunk (a short block end) too.
+  EXPECT_EQ(origin_.bytes_read(), 32768u + 16384);
+  // Both from entries now; the block's last page (a short block end) too.
   EXPECT_EQ(ReadAll(c.get(), obj_, 1000, 40000), Want(1000, 40000));
   EXPECT_EQ(origin_.read_calls(), 2u);
   EXPECT_EQ(ReadAll(c.get(), obj_, 4 * kBlock + 10, 900), Want(4 * kBlock + 10, 900));
 }
 
-TEST_F(SparseReadTest, ThreeQuartersOfABlockReadCompleteItWithOneRequest) {
+// Dense completion fetches only what the entries lack: the origin sees no byte twice.
+TEST_F(SparseReadTest, ThreeQuartersOfABlockReadCompleteItWithOnlyItsGaps) {
   auto c = OpenCache();
-  for (uint64_t chunk : {0, 1, 2, 4, 5}) {
-    EXPECT_EQ(ReadAll(c.get(), obj_, chunk * kChunk + 100, 8000), Want(chunk * kChunk + 100, 8000));
+  // Pages 0..14, 16..30, 32..46: 45 of 64.
+  for (uint64_t at : {0, 65536, 131072}) {
+    EXPECT_EQ(ReadAll(c.get(), obj_, at + 100, 60000), Want(at + 100, 60000));
   }
-  EXPECT_EQ(origin_.read_calls(), 5u);
+  EXPECT_EQ(origin_.read_calls(), 3u);
   EXPECT_FALSE(c->HostHolds(obj_, 0, kBlock));
   const uint64_t sparse_bytes = origin_.bytes_read();
-  // The sixth of eight chunks: the whole block instead.
-  EXPECT_EQ(ReadAll(c.get(), obj_, 6 * kChunk, 8000), Want(6 * kChunk, 8000));
+  EXPECT_EQ(sparse_bytes, 3 * 61440u);
+  // Pages 48..50 would make 48 of 64: the block instead, from its three gaps (pages 15, 31 and
+  // 47..63, each more than kGapJoinBytes from the next).
+  EXPECT_EQ(ReadAll(c.get(), obj_, 196608 + 50, 12000), Want(196608 + 50, 12000));
   EXPECT_EQ(origin_.read_calls(), 6u);
-  EXPECT_EQ(origin_.bytes_read(), sparse_bytes + kBlock);
+  EXPECT_EQ(origin_.bytes_read(), kBlock);
+  EXPECT_EQ(origin_.bytes_read_twice(obj_.key), 0u);
   EXPECT_TRUE(c->HostHolds(obj_, 0, kBlock));
-  EXPECT_EQ(ParseStats(c->StatsText())["sparse.dense"], 1u);
-  // Any read of it now is a block hit.
-  EXPECT_EQ(ReadAll(c.get(), obj_, 3 * kChunk, 9000), Want(3 * kChunk, 9000));
+  auto st = ParseStats(c->StatsText());
+  EXPECT_EQ(st["sparse.dense"], 1u);
+  EXPECT_EQ(st["sparse.gap_fills"], 1u);
+  EXPECT_EQ(st["sparse.gap_requests"], 3u);
+  EXPECT_EQ(st["sparse.gap_bytes"], kBlock - sparse_bytes);
+  // Any read of it now is a block hit, with the right bytes.
+  EXPECT_EQ(ReadAll(c.get(), obj_, 0, kBlock), Want(0, kBlock));
   EXPECT_EQ(origin_.read_calls(), 6u);
+}
+
+// A read over sparse_read_max (the kernel's readahead next to a projected read) in a block that
+// has sparse entries fetches only what it reads; in a block without, the whole block.
+TEST_F(SparseReadTest, ALargerReadInABlockWithEntriesFetchesOnlyItsPages) {
+  auto c = OpenCache();
+  EXPECT_EQ(ReadAll(c.get(), obj_, kBlock + 8192, 8192), Want(kBlock + 8192, 8192));
+  EXPECT_FALSE(c->ReadsSparse(obj_, kBlock + 16384, 100000));
+  EXPECT_EQ(ReadAll(c.get(), obj_, kBlock + 16384, 100000), Want(kBlock + 16384, 100000));
+  EXPECT_EQ(origin_.read_calls(), 2u);
+  EXPECT_EQ(origin_.bytes_read(), 8192u + 102400);
+  EXPECT_FALSE(c->HostHolds(obj_, kBlock, kBlock));
+  EXPECT_EQ(ReadAll(c.get(), obj_, 2 * kBlock + 16384, 100000), Want(2 * kBlock + 16384, 100000));
+  EXPECT_EQ(origin_.bytes_read(), 8192u + 102400 + kBlock);
+  EXPECT_TRUE(c->HostHolds(obj_, 2 * kBlock, kBlock));
 }
 
 TEST_F(SparseReadTest, LargeReadsHeldBlocksAndTheOffSwitchTakeWholeBlocks) {
@@ -1483,12 +1511,17 @@ TEST_F(SparseReadTest, ConcurrentReadersOfOneRangeShareOneRequestOnTheFetchPool)
   EXPECT_EQ(ParseStats(c->StatsText())["singleflight.merged"], 3u);
 }
 
-TEST(ChunkKeyTest, NamesTheBlockTheChunkAndTheLength) {
+TEST(ChunkKeyTest, NamesTheBlockTheChunkSizeTheChunkAndTheLength) {
   const BlockKey b = MakeBlockKey("file:///data", "train/shard-000.tar", "etag-1", 1048576, 3);
-  EXPECT_EQ(BlockKeyHex(MakeChunkKey(b, 2, 32768)), "d78918818435f8b5e9130f9544b16f31");
-  EXPECT_NE(MakeChunkKey(b, 2, 32768), MakeChunkKey(b, 2, 28672));
-  EXPECT_NE(MakeChunkKey(b, 2, 32768), MakeChunkKey(b, 3, 32768));
-  EXPECT_NE(MakeChunkKey(b, 2, 32768), b);
+  EXPECT_EQ(BlockKeyHex(b), "019b3d40472838cf06cd039aa70ec488");
+  EXPECT_EQ(BlockKeyHex(MakeChunkKey(b, 3, 4096)), "cff2abe2a63e4ddf5b6fcada9b4cc7de");
+  EXPECT_NE(MakeChunkKey(b, 3, 4096), MakeChunkKey(b, 3, 2048));
+  EXPECT_NE(MakeChunkKey(b, 3, 4096), MakeChunkKey(b, 2, 4096));
+  EXPECT_NE(MakeChunkKey(b, 3, 4096), b);
+  // The keys of the 32 KiB chunks of earlier caches (no chunk size in the key): chunk 3 of 4096
+  // bytes was bytes 98304..102400 of the block, not 12288..16384.
+  EXPECT_NE(BlockKeyHex(MakeChunkKey(b, 3, 4096)), "648d87836fd5a7f67b8711b897fe5b8d");
+  EXPECT_NE(BlockKeyHex(MakeChunkKey(b, 2, 32768)), "d78918818435f8b5e9130f9544b16f31");
 }
 
 TEST(TieredCacheLmdbTest, RemountOverLmdbReadsNothingFromOrigin) {

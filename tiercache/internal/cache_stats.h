@@ -41,8 +41,11 @@ struct EngineCounters {
   std::atomic<uint64_t> sparse_fetch_bytes{0};  // their bytes
   std::atomic<uint64_t> sparse_hits{0};         // projected reads served from sparse entries
   std::atomic<uint64_t> sparse_dense{0};        // projected reads that took the whole block
-  std::atomic<uint64_t> promotions{0};          // L2 blocks copied into L1 on reuse
-  std::atomic<uint64_t> handoffs{0};  // L1 blocks dropped once the kernel and L2 held them
+  std::atomic<uint64_t> gap_fills{0};     // blocks assembled from sparse entries + fetched gaps
+  std::atomic<uint64_t> gap_requests{0};  // their origin requests
+  std::atomic<uint64_t> gap_bytes{0};     // their bytes
+  std::atomic<uint64_t> promotions{0};    // L2 blocks copied into L1 on reuse
+  std::atomic<uint64_t> handoffs{0};      // L1 blocks dropped once the kernel and L2 held them
 };
 
 // The depths of the cache's queues at one moment.

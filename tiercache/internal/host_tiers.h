@@ -10,9 +10,11 @@
 // and outlive this object.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 
 #include "tiercache/admission.h"
@@ -59,6 +61,20 @@ class HostTiers {
   bool FirstHolds(const BlockKey& key) const { return !tiers_.empty() && tiers_[0]->Contains(key); }
   // A host tier below tier `t` (L2 below L1) holds `key`.
   bool BelowHolds(size_t t, const BlockKey& key) const;
+
+  // Sparse entries (tier.h MakeChunkKey): chunk `c` of a block of `block_len` bytes is held as
+  // one entry of ChunkLength(block_len, c) bytes (a whole chunk, or up to the block's end).
+  static uint64_t ChunkLength(uint64_t block_len, uint64_t c) {
+    return std::min(kSparseChunkBytes, block_len - c * kSparseChunkBytes);
+  }
+  static uint64_t NumChunks(uint64_t block_len) {
+    return (block_len + kSparseChunkBytes - 1) / kSparseChunkBytes;
+  }
+  // The fastest host tier holding the entry of chunk `c` of block `block`; nullopt: none does.
+  std::optional<size_t> ChunkTier(const BlockKey& block, uint64_t block_len, uint64_t c) const;
+  // The entry of chunk `c` of block `block` (checked against its length) from the fastest host
+  // tier holding it, and that tier; a null block when none does (or its copy was bad: erased).
+  Served ReadChunk(const BlockKey& block, uint64_t block_len, uint64_t c);
 
   // TTL policy: drops block `key` of `obj` from the host tiers when the object has a TTL and a
   // tier stored the block longer ago than it, so the read that follows refetches it from below.

@@ -100,10 +100,11 @@ class OriginFetcher {
   // tier holds them and no one fetches them, and reads them as one run: from the shared tiers
   // with one ReadMany each, the rest from the origin, one request per stretch of adjacent blocks;
   // every block goes to the tiers above the one that served it. The run's bytes are taken from
-  // the budget first, in the order of `seq` among the runs waiting. Returns how many blocks it
+  // the budget first, in the order of `seq` among the runs waiting. `fill` kGaps: a block with
+  // sparse entries is filled from its gaps (FillGaps) instead. Returns how many blocks it
   // handled (0: none could be claimed, or `st` stopped the wait).
   uint64_t FetchRun(const ObjectRef& obj, uint64_t first, uint64_t end, uint64_t seq,
-                    const std::stop_token& st);
+                    const std::stop_token& st, BlockFill fill = BlockFill::kWhole);
 
   // A fetch of `key` is in flight.
   bool InFlight(const BlockKey& key) const { return flights_.InFlight(key); }
@@ -133,22 +134,51 @@ class OriginFetcher {
                                                  std::string_view why);
   void SubmitFetch(FetchJob job);
   void RunFetchJob(FetchJob& job);
-  Result<Served> FetchSparse(const ObjectRef& obj, uint64_t index, uint64_t begin, uint64_t end);
+  Result<Served> FetchSparse(const ObjectRef& obj, uint64_t index, uint64_t begin, uint64_t end,
+                             size_t upto);
+  void StoreEntries(const ObjectRef& obj, uint64_t index, uint64_t begin, const BlockRef& fetched,
+                    size_t from, size_t upto);
   Result<Served> FetchBelowHostTiers(const ObjectRef& obj, uint64_t index, const BlockKey& key,
                                      uint64_t expected);
+  // Block `index` of `obj` from the origin; when the host tiers hold sparse entries of it, only
+  // the gaps between them (FillGaps).
+  Result<BlockRef> FetchFromOrigin(const ObjectRef& obj, uint64_t index, const BlockKey& key,
+                                   uint64_t expected);
+  // The sparse entries the host tiers hold of block `key` (of `expected` bytes), by chunk, null
+  // where missing; empty when they hold less than 1/kGapFillShare of it (or `obj` is not read
+  // projected): then the block is fetched whole.
+  std::vector<BlockRef> HeldChunks(const ObjectRef& obj, const BlockKey& key, uint64_t expected);
+  // The block assembled from `held` (the sparse entries of its chunks, null where missing) and
+  // the gaps between them fetched from the origin (gaps closer than kGapJoinBytes joined, at most
+  // kMaxGapRequests requests).
+  Result<BlockRef> FillGaps(const ObjectRef& obj, uint64_t index, uint64_t expected,
+                            const std::vector<BlockRef>& held);
   // Reads the claimed run, then stores and publishes it (PublishRun).
   void FetchClaimedRun(const ObjectRef& obj, uint64_t first, std::vector<Flights::Lease>& leases,
-                       bool readahead);
+                       bool readahead, BlockFill fill);
   std::vector<Served> ReadClaimed(const ObjectRef& obj, uint64_t first,
-                                  std::vector<Flights::Lease>& leases);
+                                  std::vector<Flights::Lease>& leases, bool readahead,
+                                  BlockFill fill);
   void PublishRun(const ObjectRef& obj, uint64_t first, std::vector<Flights::Lease>& leases,
                   const std::vector<Served>& got, bool readahead);
   // Offers `block` to every tier in [from, upto): host tiers, then shared ones.
   void Fill(const ObjectRef& obj, const BlockKey& key, uint64_t index, const BlockRef& block,
             size_t from, size_t upto);
 
+  // Gaps between sparse entries closer than this are fetched as one request (fetching a few held
+  // pages again costs less than a round trip; a projected read's entries, 16 KiB and more, are
+  // not fetched again), and a block's gaps take at most kMaxGapRequests requests (the join
+  // distance doubles until they do).
+  static constexpr uint64_t kGapJoinBytes = 16 << 10;
+  static constexpr size_t kMaxGapRequests = 16;
+  // A block whose entries hold less than 1/kGapFillShare of it is fetched whole.
+  static constexpr uint64_t kGapFillShare = 8;
+
   // Constant after construction.
   const std::chrono::nanoseconds wait_timeout_;
+  // Projected reads are on: blocks of objects larger than small_object_bytes may have sparse
+  // entries (a small object's, a range reader's, are not looked for: its blocks come whole).
+  const bool projected_;
   const size_t fetch_queue_limit_;
   const uint64_t run_blocks_;
   const uint64_t small_object_bytes_;

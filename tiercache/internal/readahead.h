@@ -44,7 +44,7 @@ class Readahead {
   void Join() { pool_.Join(); }
 
   // TieredCache::Prefetch: returns the number of blocks dropped.
-  uint64_t Prefetch(const ObjectRef& obj, uint64_t first_block, uint64_t count)
+  uint64_t Prefetch(const ObjectRef& obj, uint64_t first_block, uint64_t count, BlockFill fill)
       EXCLUDES(submit_mu_);
   // Blocks queued for readahead now.
   uint64_t queued_blocks() const { return pool_.queued_cost(); }
@@ -55,6 +55,7 @@ class Readahead {
     uint64_t first = 0;
     uint64_t count = 0;
     uint64_t seq = 0;  // queue order: runs waiting for room in flight go in this order
+    BlockFill fill = BlockFill::kWhole;
   };
 
   void RunTask(const Task& task, const std::stop_token& st);

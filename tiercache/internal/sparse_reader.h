@@ -1,11 +1,12 @@
 // SparseReader: projected reads (TieredCacheOptions::sparse_read_max). A small read of a large
 // object whose block no tier above the origin holds and no one fetches whole is served from
-// sparse entries, the fetched prefix of one 32 KiB chunk (kSparseChunkBytes) of a block, stored
-// in the host tiers under MakeChunkKey(block, chunk, its length): a whole chunk, or up to the
-// 4 KiB page where the read ended (or the block's end). What the entries lack is fetched with
-// one origin request (OriginFetcher::FetchRange) from the first missing chunk's start to the
-// read's end rounded up to a page. A read that would make three quarters of the block's chunks
-// present takes the whole-block path instead (dense completion).
+// sparse entries, one per 4 KiB chunk (kSparseChunkBytes: the kernel's page) of a block, stored
+// in the host tiers under MakeChunkKey(block, chunk, its length): a whole page, or up to the
+// block's end. What the entries lack is fetched with one origin request
+// (OriginFetcher::FetchRange) from the read's first missing page to its end rounded up to a page.
+// A read that would make three quarters of the block's chunks present takes the whole-block path
+// instead (dense completion), which fetches only the gaps between the entries
+// (OriginFetcher::FillGaps).
 //
 // Thread-safe; no external synchronization needed (no state of its own). `host`, `shared`,
 // `fetcher`, `space` and `counters` are not owned and outlive this object.
@@ -44,25 +45,41 @@ class SparseReader {
   SparseReader& operator=(const SparseReader&) = delete;
 
   // A read of `length` bytes within a block of `block_len` bytes of `obj` may be projected: on,
-  // blocks of at least four chunks (else a chunk is most of a block), not a small object
-  // (fetched whole), at most max_read bytes and under half of the block.
-  bool Eligible(const ObjectRef& obj, uint64_t length, uint64_t block_len) const {
-    return max_read_ > 0 && space_->block_size() >= 4 * kSparseChunkBytes &&
-           obj.info.size > small_object_bytes_ && length <= max_read_ && 2 * length < block_len;
+  // blocks of at least kMinBlockBytes, not a small object read from its start (fetched whole;
+  // ReadHint), at most max_read bytes and under half of the block.
+  bool Eligible(const ObjectRef& obj, uint64_t length, uint64_t block_len,
+                ReadHint hint = ReadHint::kWhole) const {
+    return max_read_ > 0 && space_->block_size() >= kMinBlockBytes &&
+           (obj.info.size > small_object_bytes_ || hint == ReadHint::kRanges) &&
+           length <= max_read_ && 2 * length < block_len;
   }
 
-  // Bytes [in_block, in_block + want) of block `index` by a projected read. nullopt: the read
-  // takes the whole block instead (a tier above the origin holds it or it is being fetched
-  // whole, or dense completion). Errors: the origin's (or its recent failure's).
+  // A read of `want` bytes of block `index` is served by Read: Eligible, or larger (up to half of
+  // the block) in a block that has sparse entries already. Such a read is the kernel's readahead
+  // next to a projected read (or a reader of larger ranges among projected ones): it fetches what
+  // it reads, and the block is completed by dense completion, not by one read.
+  bool Takes(const ObjectRef& obj, uint64_t index, uint64_t want, uint64_t block_len,
+             ReadHint hint) const;
+
+  // The host tiers hold sparse entries of every chunk of bytes [in_block, in_block + length) of
+  // block `index` of `obj`: a projected read of them is served from them, without the network
+  // (also while the block is being fetched whole).
+  bool HoldsEntries(const ObjectRef& obj, uint64_t index, uint64_t in_block, uint64_t length) const;
+
+  // Bytes [in_block, in_block + want) of block `index` by a projected read: from the sparse
+  // entries when they hold them all. nullopt: the read takes the whole block instead (a host tier
+  // holds it; or, for bytes the entries lack, it is being fetched whole, a shared tier holds it,
+  // or dense completion). Errors: the origin's (or its recent failure's).
   Result<std::optional<BlockSlice>> Read(const ObjectRef& obj, uint64_t index, uint64_t in_block,
                                          uint64_t want, const CancelToken* token);
 
  private:
-  std::optional<std::pair<size_t, uint64_t>> ChunkHolder(const BlockKey& key, uint64_t block_len,
-                                                         uint64_t c, uint64_t need) const;
   Served FindChunk(const ObjectRef& obj, uint64_t index, const BlockKey& key, uint64_t block_len,
-                   uint64_t c, uint64_t need);
+                   uint64_t c);
   bool Dense(const BlockKey& key, uint64_t block_len, uint64_t missing, uint64_t c1) const;
+
+  // Smaller blocks are read whole (a projected read would save little).
+  static constexpr uint64_t kMinBlockBytes = 128 << 10;
 
   // Constant after construction.
   const uint64_t max_read_;
