@@ -30,6 +30,8 @@ for i in 0 1 2 3; do objs+=("q/a$i.bin=$((4 * MiB)):$((20 + i))"); done
 for i in 0 1; do objs+=("o/b$i.bin=$((4 * MiB)):$((30 + i))"); done
 objs+=("adm/n/n.bin=$((2 * MiB)):40" "adm/n/a.bin=$((2 * MiB)):41" "adm/r/r.bin=$((2 * MiB)):42")
 objs+=("proj/c.bin=$((16 * MiB)):50" "proj/big.bin=$((64 * MiB)):51")
+# Files of 4 MiB (cache.whole_object_max): s1-s4 read in ranges, s5 from its start.
+for i in 1 2 3 4 5; do objs+=("proj/small/s$i.bin=$((4 * MiB)):$((60 + i))"); done
 step "upload test objects" 120 "$PY" "$E2E_DIR/s3put.py" --endpoint "$S3_ENDPOINT" --bucket "$BUCKET" "${objs[@]}"
 
 mnt="$E2E_WORK/mnt" cache="$E2E_WORK/cache" logf="$E2E_WORK/daemon.log"
@@ -265,6 +267,23 @@ ob=$(( $(stat_of "$mnt4" origin.bytes) - o0 ))
 (( ob * 100 <= read_b * 115 )) || fail "90% of big.bin: $ob origin bytes for $read_b read (> 115%): $(stats_xattr "$mnt4")"
 (( $(stat_of "$mnt4" sparse.gap_fills) > 0 )) || fail "90% of big.bin: no block filled from its gaps"
 log "ok 90% of a 64 MiB file: hydrated, l2=64/64, $ob origin bytes for $read_b read ($(( ob * 100 / read_b ))%)"
+tierfs_umount "$mnt4" "$TIERFS_PID" || { print_log_tail "$logf"; fail "unclean unmount"; }
+# 25% of each of four 4 MiB files in ranges: projected too (the handle's first read is not at
+# offset 0); a fifth file read from its start is fetched whole with one request.
+pf_mount "s3://$BUCKET" "$mnt4" "$E2E_WORK/cache8" "$logf" --endpoint "$S3_ENDPOINT" --l1-size 8MiB \
+  --l2-size 64MiB
+small_read=0 small_ob=0
+for i in 1 2 3 4; do
+  proj_check "$mnt4" "$mnt4/proj/small/s$i.bin" $((60 + i)) 0.25 130
+  small_read=$((small_read + read_b)) small_ob=$((small_ob + ob))
+done
+(( $(stat_of "$mnt4" fetch.whole_objects) == 0 )) || fail "a 4 MiB file read in ranges was fetched whole"
+r0="$(stat_of "$mnt4" origin.requests)"
+cmp <(cat "$mnt4/proj/small/s5.bin") <("$PY" -c 'import sys; sys.path.insert(0, sys.argv[1]); from s3put import pattern; sys.stdout.buffer.write(pattern(4 << 20, 65))' "$E2E_DIR") ||
+  fail "s5.bin: wrong bytes"
+(( $(stat_of "$mnt4" origin.requests) - r0 == 1 )) ||
+  fail "s5.bin read from its start: $(( $(stat_of "$mnt4" origin.requests) - r0 )) origin requests, want 1 (the whole file)"
+log "ok 25% of four 4 MiB files: $small_ob origin bytes for $small_read read ($(( small_ob * 100 / small_read ))%); one read from its start: one request"
 tierfs_umount "$mnt4" "$TIERFS_PID" || { print_log_tail "$logf"; fail "unclean unmount"; }
 printf '[cache]\nsparse_read_max = 0\n' >"$cfg"
 pf_mount "s3://$BUCKET" "$mnt4" "$E2E_WORK/cache5" "$logf" --endpoint "$S3_ENDPOINT" --l1-size 8MiB \
