@@ -112,6 +112,24 @@ struct BlobStoreStats {
 // ("origin", "l3").
 void CollectStoreMetrics(const BlobStoreStats& s, std::string_view store, metrics::Exposition* e);
 
+// Marks the reads this thread makes while it lives as background work that no reader waits on
+// (a cache filling the gaps of blocks it already partly holds): a store does not hedge them
+// (S3StoreOptions::hedge: a duplicate GET buys latency, which such a read does not need, with
+// bytes, which it does). Nests; thread-compatible (each thread its own).
+class BackgroundReads {
+ public:
+  BackgroundReads() : was_(active_) { active_ = true; }
+  ~BackgroundReads() { active_ = was_; }
+  BackgroundReads(const BackgroundReads&) = delete;
+  BackgroundReads& operator=(const BackgroundReads&) = delete;
+  // Whether the calling thread is inside one.
+  static bool Active() { return active_; }
+
+ private:
+  static thread_local bool active_;
+  const bool was_;
+};
+
 class BlobStore {
  public:
   virtual ~BlobStore() = default;

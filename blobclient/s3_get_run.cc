@@ -67,14 +67,15 @@ class S3BlobStore::GetRun {
         parts_(*parts),
         expect_(expect),
         context_("GET " + std::string(key) + " @" + std::to_string(parts->front().offset)),
-        max_parts_(std::max(1, store->options_.max_parts_in_flight)) {}
+        max_parts_(std::max(1, store->options_.max_parts_in_flight)),
+        hedge_(store->options_.hedge && !BackgroundReads::Active()) {}
 
   Result<size_t> Run() {
     while (!Finished()) {
       SteadyClock::time_point wake = SteadyClock::time_point::max();
       if (!failed_) {
         StartDue(&wake);
-        if (s_.options_.hedge) HedgeLate(&wake);
+        if (hedge_) HedgeLate(&wake);
       }
       // With nothing in flight no completion will come, so the wait below must not be entered
       // without a deadline: it would never wake. This is the case right after Abort() in
@@ -378,6 +379,7 @@ class S3BlobStore::GetRun {
   const S3ReadExpect& expect_;
   const std::string context_;
   const int max_parts_;
+  const bool hedge_;  // hedge late parts (not for BackgroundReads)
   const std::shared_ptr<Inbox> inbox_ = std::make_shared<Inbox>();  // shared with the callbacks
   int in_flight_ = 0;  // requests submitted whose completion has not been handled
   bool failed_ = false;

@@ -8,6 +8,8 @@
 
 namespace tierfs {
 
+thread_local bool BackgroundReads::active_ = false;
+
 ScatterBuffer::ScatterBuffer(std::span<std::byte> one) {
   if (!one.empty()) pieces_.push_back(one);
   size_ = one.size();

@@ -459,6 +459,8 @@ std::vector<Served> OriginFetcher::ReadClaimed(const ObjectRef& obj, uint64_t fi
     const std::vector<BlockRef> held = HeldChunks(obj, keys[k], expected);
     if (held.empty()) continue;
     done[k] = true;
+    // The hydration of a reader of ranges: nobody waits on these gaps, so no duplicate GETs.
+    const BackgroundReads background;
     Result<BlockRef> b = FillGaps(obj, first + k, expected, held);
     if (!b.ok()) {
       leases[k].Complete(b.status());

@@ -297,6 +297,35 @@ TEST_F(S3AdaptiveTest, SlowFirstAnswerIsHedgedAndTheHedgeWinsWithExactBytes) {
   EXPECT_TRUE(AsString(buf) == data.substr(0, buf.size()));
 }
 
+// Background reads (a cache filling gaps nobody waits on) are never hedged: the late GET is
+// waited for, and no duplicate is sent; the same GET outside the scope is hedged.
+TEST_F(S3AdaptiveTest, BackgroundReadsAreNotHedged) {
+  const std::string data = Pattern(1 << 20);
+  std::atomic<int> slow_gets{0};
+  auto handler = server_->Scoped([&](const HttpTestRequest& req) {
+    HttpTestResponse r = HttpTestServer::ServeObject(req, data, "e1");
+    if (req.path == "/bkt/slow" && slow_gets++ == 0) {
+      r.stall_after_bytes = 1000;  // a stuck GET: nothing more for 1 s
+      r.stall_for = std::chrono::seconds(1);
+    }
+    return r;
+  });
+  S3Options o = Options();
+  o.hedge_min_delay = milliseconds(100);
+  o.hedge_percent = 100;
+  auto store = Open(o);
+  WarmUp(store.get(), "warm");
+  const BlobStoreStats before = store->Stats();
+  {
+    const BackgroundReads background;
+    EXPECT_TRUE(BackgroundReads::Active());
+    EXPECT_GE(ReadSlow(store.get(), data), milliseconds(900));
+  }
+  EXPECT_FALSE(BackgroundReads::Active());
+  EXPECT_EQ(store->Stats().hedges_issued - before.hedges_issued, 0u);
+  EXPECT_EQ(slow_gets.load(), 1);
+}
+
 // A GET far later than the store's p95 whose body keeps arriving (a busy link shared by parallel
 // streams) is not hedged: a duplicate would share the same bandwidth and only add load. Its
 // bytes come in 16 KiB pieces every 30 ms (about 480 ms for 256 KiB) against a p95 of a few ms

@@ -1334,7 +1334,6 @@ namespace {
 class SparseReadTest : public TieredCacheTest {
  protected:
   static constexpr uint64_t kBlock = 256 << 10;
-  static constexpr uint64_t kPage = 4096;
   void SetUp() override {
     TieredCacheTest::SetUp();
     options_.block_size = kBlock;
