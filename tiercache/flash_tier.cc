@@ -44,6 +44,7 @@
 
 #include "base/logging.h"
 #include "base/mutex.h"
+#include "tiercache/internal/block_path.h"
 #include "tiercache/internal/chunk_trailer.h"
 #include "tiercache/internal/eviction_list.h"
 #include "tiercache/single_flight.h"
@@ -53,10 +54,13 @@ namespace tierfs {
 namespace {
 
 using tiercache_internal::BlockKeyHash;
+using tiercache_internal::BlockPath;
 using tiercache_internal::ChunksFor;
 using tiercache_internal::ChunkSpan;
 using tiercache_internal::ChunkTrailer;
 using tiercache_internal::EvictionList;
+using tiercache_internal::kBlocksDir;
+using tiercache_internal::ParseBlockPath;
 using tiercache_internal::VerifyChunks;
 
 constexpr uint32_t kFlagPinned = 1u << 0;
@@ -67,39 +71,7 @@ constexpr uint32_t kFlagTtlOrder = 1u << 1;  // stored under policy=ttl
 // its file then holds exactly the object's bytes (FileExtent::exact).
 constexpr uint32_t kFlagChunked = 1u << 2;
 
-constexpr std::string_view kBlocksDir = "blocks/";
 constexpr std::string_view kTempMarker = ".tmp.";
-
-std::string BlockPath(const BlockKey& key) {
-  std::string hex = BlockKeyHex(key);
-  std::string p(kBlocksDir);
-  p += hex.substr(0, 2);
-  p += '/';
-  p += hex;
-  return p;
-}
-
-int HexVal(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  return -1;
-}
-
-// Parses "blocks/xx/<32 lower-case hex>" (with xx the first two hex digits) into a key.
-std::optional<BlockKey> ParseBlockPath(std::string_view path) {
-  if (!path.starts_with(kBlocksDir)) return std::nullopt;
-  path.remove_prefix(kBlocksDir.size());
-  if (path.size() != 3 + 32 || path[2] != '/') return std::nullopt;
-  std::string_view hex = path.substr(3);
-  if (hex.substr(0, 2) != path.substr(0, 2)) return std::nullopt;
-  BlockKey key;
-  for (size_t i = 0; i < key.size(); ++i) {
-    int hi = HexVal(hex[2 * i]), lo = HexVal(hex[2 * i + 1]);
-    if (hi < 0 || lo < 0) return std::nullopt;
-    key[i] = static_cast<uint8_t>(hi << 4 | lo);
-  }
-  return key;
-}
 
 // Thread-safe; no external synchronization needed.
 class FlashTier final : public Tier {
@@ -301,67 +273,12 @@ class FlashTier final : public Tier {
     std::vector<BlockKey> victims;
     {
       MutexLock l(&mu_);
-      if (List::Node* n = list_.Find(key)) {
-        // Content-addressed: same key, same bytes. Only a stronger pin is news.
-        if (hint.pinned && list_.SetPinned(key, true)) {
-          n->payload.flags |= kFlagPinned;
-          dirty_.insert(key);
-        }
-        return Status::OK();
-      }
-      if (inserting_.count(key)) return Status::OK();  // another thread is writing it
-      if (deleting_.count(key)) return Status::Unavailable("l2 block is being deleted");
-      uint64_t need = 0;
-      const uint64_t used = list_.used() + reserved_bytes_;
-      if (used + len > options_.capacity_bytes) need = used + len - options_.capacity_bytes;
-      // Saturating: l2_min_free may be configured up to 2^64 - 1.
-      const uint64_t want_free =
-          options_.min_free_bytes > UINT64_MAX - len ? UINT64_MAX : options_.min_free_bytes + len;
-      if (free_estimate_ < want_free) need = std::max(need, want_free - free_estimate_);
-      if (probation) {
-        if (len > options_.capacity_bytes ||
-            !list_.CanFree(need, Placement::kProbationGroup, need)) {
-          return Status::NoSpace("l2: no room for a probationary block but protected blocks'");
-        }
-        if (need > 0) CollectVictimsLocked(need, Placement::kProbationGroup, need, &victims);
-        need = 0;
-      }
-      uint64_t group_need = 0;
-      if (hint.quota_group != 0 && hint.quota_bytes > 0) {
-        if (len > hint.quota_bytes) {
-          return Status::NoSpace("l2: the block is larger than its prefix quota");
-        }
-        // Inserts of the group being written count too, or parallel readahead would overshoot.
-        const uint64_t g = list_.group_used(hint.quota_group) + group_reserved_[hint.quota_group];
-        if (g + len > hint.quota_bytes) group_need = g + len - hint.quota_bytes;
-      }
-      if (len > options_.capacity_bytes || !list_.CanFree(need, hint.quota_group, group_need)) {
-        ++stats_.errors;
-        return Status::NoSpace(group_need > 0 ? "l2: the prefix quota is full of pinned blocks"
-                                              : "l2 full: cannot make room for the block");
-      }
-      if (need > 0 || group_need > 0) {
-        CollectVictimsLocked(need, hint.quota_group, group_need, &victims);
-      }
-      reserved_bytes_ += len;
-      if (hint.quota_group != 0) group_reserved_[hint.quota_group] += len;
-      free_estimate_ -= std::min(free_estimate_, len);
-      inserting_.insert(key);
+      bool present = false;
+      TIERFS_RETURN_IF_ERROR(ReserveLocked(key, len, hint, probation, &victims, &present));
+      if (present) return Status::OK();
     }
     DeleteVictims(victims);
-
-    const int64_t now = clock_->NowUnixNanos();
-    BlockRecord rec;
-    rec.key = key;
-    rec.length = static_cast<uint32_t>(len);
-    rec.checksum = BlockChecksum(block->data());
-    rec.atime_ns = now;
-    rec.stored_ns = now;
-    rec.flags = (hint.pinned ? kFlagPinned : 0) | (hint.ttl_order ? kFlagTtlOrder : 0) |
-                (hint.whole_object ? 0 : kFlagChunked);
-    rec.group = probation ? Placement::kProbationGroup : hint.quota_group;
-    rec.expires_ns = hint.ExpiresAt(now) == INT64_MAX ? 0 : hint.ExpiresAt(now);
-    rec.owner = hint.owner;
+    const BlockRecord rec = RecordFor(key, *block, hint, probation);
     const std::string path = BlockPath(key);
     const std::vector<std::byte> trailer =
         hint.whole_object ? std::vector<std::byte>() : ChunkTrailer(block->data());
@@ -385,6 +302,82 @@ class FlashTier final : public Tier {
     ++stats_.inserts;
     stats_.bytes_inserted += len;
     return Status::OK();
+  }
+
+  // Insert's room: *present when `key` is stored or being stored already (a stronger pin noted;
+  // nothing reserved); else `len` bytes reserved (in its quota group too) and the blocks to
+  // evict for them in *victims. NoSpace when no room can be made: a probationary block displaces
+  // only probationary ones, a quota group's only its own.
+  Status ReserveLocked(const BlockKey& key, uint64_t len, const Placement& hint, bool probation,
+                       std::vector<BlockKey>* victims, bool* present) REQUIRES(mu_) {
+    if (List::Node* n = list_.Find(key)) {
+      // Content-addressed: same key, same bytes. Only a stronger pin is news.
+      if (hint.pinned && list_.SetPinned(key, true)) {
+        n->payload.flags |= kFlagPinned;
+        dirty_.insert(key);
+      }
+      *present = true;
+      return Status::OK();
+    }
+    if (inserting_.count(key)) {  // another thread is writing it
+      *present = true;
+      return Status::OK();
+    }
+    if (deleting_.count(key)) return Status::Unavailable("l2 block is being deleted");
+    uint64_t need = 0;
+    const uint64_t used = list_.used() + reserved_bytes_;
+    if (used + len > options_.capacity_bytes) need = used + len - options_.capacity_bytes;
+    // Saturating: l2_min_free may be configured up to 2^64 - 1.
+    const uint64_t want_free =
+        options_.min_free_bytes > UINT64_MAX - len ? UINT64_MAX : options_.min_free_bytes + len;
+    if (free_estimate_ < want_free) need = std::max(need, want_free - free_estimate_);
+    if (probation) {
+      if (len > options_.capacity_bytes || !list_.CanFree(need, Placement::kProbationGroup, need)) {
+        return Status::NoSpace("l2: no room for a probationary block but protected blocks'");
+      }
+      if (need > 0) CollectVictimsLocked(need, Placement::kProbationGroup, need, victims);
+      need = 0;
+    }
+    uint64_t group_need = 0;
+    if (hint.quota_group != 0 && hint.quota_bytes > 0) {
+      if (len > hint.quota_bytes) {
+        return Status::NoSpace("l2: the block is larger than its prefix quota");
+      }
+      // Inserts of the group being written count too, or parallel readahead would overshoot.
+      const uint64_t g = list_.group_used(hint.quota_group) + group_reserved_[hint.quota_group];
+      if (g + len > hint.quota_bytes) group_need = g + len - hint.quota_bytes;
+    }
+    if (len > options_.capacity_bytes || !list_.CanFree(need, hint.quota_group, group_need)) {
+      ++stats_.errors;
+      return Status::NoSpace(group_need > 0 ? "l2: the prefix quota is full of pinned blocks"
+                                            : "l2 full: cannot make room for the block");
+    }
+    if (need > 0 || group_need > 0) {
+      CollectVictimsLocked(need, hint.quota_group, group_need, victims);
+    }
+    reserved_bytes_ += len;
+    if (hint.quota_group != 0) group_reserved_[hint.quota_group] += len;
+    free_estimate_ -= std::min(free_estimate_, len);
+    inserting_.insert(key);
+    return Status::OK();
+  }
+
+  // The index record of `block` stored now under `key`.
+  BlockRecord RecordFor(const BlockKey& key, const Block& block, const Placement& hint,
+                        bool probation) const {
+    const int64_t now = clock_->NowUnixNanos();
+    BlockRecord rec;
+    rec.key = key;
+    rec.length = static_cast<uint32_t>(block.size());
+    rec.checksum = BlockChecksum(block.data());
+    rec.atime_ns = now;
+    rec.stored_ns = now;
+    rec.flags = (hint.pinned ? kFlagPinned : 0) | (hint.ttl_order ? kFlagTtlOrder : 0) |
+                (hint.whole_object ? 0 : kFlagChunked);
+    rec.group = probation ? Placement::kProbationGroup : hint.quota_group;
+    rec.expires_ns = hint.ExpiresAt(now) == INT64_MAX ? 0 : hint.ExpiresAt(now);
+    rec.owner = hint.owner;
+    return rec;
   }
 
   bool Contains(const BlockKey& key) override EXCLUDES(mu_) {
