@@ -97,7 +97,14 @@ int RunRestart(const std::string& mountpoint, const std::string& binary) {
   const std::string request = "restart " + path + "\n";
   if (::send(fd.get(), request.data(), request.size(), MSG_NOSIGNAL) !=
       static_cast<ssize_t>(request.size())) {
-    return Fail(kExitRuntime, fmt::format("asking pid {}: {}", pid, std::strerror(errno)));
+    // A daemon that refuses the caller answers why and closes before reading the request.
+    const int err = errno;
+    const std::string why = ReadAnswer(fd.get(), std::chrono::seconds(2));
+    if (why.starts_with("error ")) {
+      return Fail(kExitRuntime,
+                  fmt::format("{} (pid {} serves {} on)", why.substr(6), pid, mountpoint));
+    }
+    return Fail(kExitRuntime, fmt::format("asking pid {}: {}", pid, std::strerror(err)));
   }
   // The daemon answers once the new one serves or has failed: the pause (fuse.shutdown_grace at
   // most) and the new daemon's checks (a minute at most).

@@ -230,3 +230,18 @@ if [[ -x "$OLD_BIN" ]]; then
 else
   log "6. skipped: no binary of a release before live restarts at $OLD_BIN"
 fi
+
+log "7. another user may not restart a mount it can read, and is told why"
+chmod 755 "$E2E_WORK"  # nobody reaches the mount point
+mkdir -p "$E2E_WORK/src7/d" "$E2E_WORK/mnt7"
+printf 'x\n' >"$E2E_WORK/src7/d/x.txt"
+chmod -R a+rX "$E2E_WORK/src7"
+tierfs_mount "file://$E2E_WORK/src7" "$E2E_WORK/mnt7" "$E2E_WORK/cache7" "$E2E_WORK/t7.log" --allow-other
+PID7=$TIERFS_PID
+rc=0
+timeout -k 2 30 runuser -u nobody -- "$TIERFS" restart "$E2E_WORK/mnt7" >"$E2E_WORK/r7.out" 2>&1 || rc=$?
+(( rc == 1 )) && grep -q "only root or uid 0 may restart this daemon (pid $PID7 serves" "$E2E_WORK/r7.out" ||
+  fail "tierfs restart as nobody: rc $rc, $(cat "$E2E_WORK/r7.out")"
+[[ "$(runuser -u nobody -- cat "$E2E_WORK/mnt7/d/x.txt")" == x ]] || fail "nobody cannot read the mount after the refusal"
+log "ok refused as nobody: $(cat "$E2E_WORK/r7.out")"
+tierfs_umount "$E2E_WORK/mnt7" "$PID7" || fail "unmount of mnt7 was not clean"
