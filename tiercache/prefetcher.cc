@@ -203,8 +203,23 @@ Prefetcher::ReadStep Prefetcher::Advance(Stream* st, uint64_t offset, uint64_t s
 // hydrated into reading all of it because the kernel made a few of its reads larger. Such misses
 // count, over all the file's streams, by their bytes (a 1/kHydrateShare of the file) or, for
 // page-sized ones, by their number (kDenseProjectedMisses).
+Prefetcher::Hydration::~Hydration() {
+  if (room) room->fetch_sub(reserved);  // (no other owner left: no lock needed)
+}
+
+bool Prefetcher::TakeHydrationRoom(uint64_t size, uint64_t capacity) {
+  const uint64_t room = capacity / kHydrateRoomShare;
+  uint64_t taken = hydration_room_->load();
+  do {
+    if (size > room || taken > room - size) return false;
+  } while (!hydration_room_->compare_exchange_weak(taken, taken + size));
+  return true;
+}
+
 bool Prefetcher::CountRandomMiss(Stream* st, Hydration* h, uint64_t nblocks,
                                  uint64_t small_projected) {
+  // (Before any lock: no lock is held across a TieredCache call.)
+  const uint64_t capacity = cache_->HostSpace().capacity_bytes;
   bool in_a_row = false;
   {
     MutexLock l(&st->mu_);
@@ -224,6 +239,10 @@ bool Prefetcher::CountRandomMiss(Stream* st, Hydration* h, uint64_t nblocks,
     start = h->gaps || h->page_misses >= std::max(kDenseProjectedMisses, nblocks / 4);
   }
   if (!start) return false;
+  const uint64_t size = st->obj_.info.size;
+  if (!TakeHydrationRoom(size, capacity)) return false;  // asked again at its next miss
+  h->room = hydration_room_;
+  h->reserved = size;
   h->hydrating = true;
   return true;
 }

@@ -81,6 +81,15 @@ class Prefetcher {
     uint64_t cursor GUARDED_BY(mu) = 0;   // first block not yet asked for
     bool redo GUARDED_BY(mu) = false;     // the queue dropped some: ask again
     uint32_t stalled GUARDED_BY(mu) = 0;  // pumps in a row that saw nothing land
+    // The file's bytes taken from the room for hydrations (HydrationRoom) once it started;
+    // given back when the last stream reading the file lets go of this state.
+    std::shared_ptr<std::atomic<uint64_t>> room;
+    uint64_t reserved GUARDED_BY(mu) = 0;
+
+    Hydration() = default;
+    Hydration(const Hydration&) = delete;
+    Hydration& operator=(const Hydration&) = delete;
+    ~Hydration();
   };
 
   // The readahead state of one open file (one version of one object): its sequential-read
@@ -128,6 +137,12 @@ class Prefetcher {
 
   // Files smaller than this many blocks are never hydrated on random misses.
   static constexpr uint64_t kHydrateMinBlocks = 8;
+  // Nor is a file that the host tiers would not keep until its readers come back to it: the
+  // files hydrating at once, this one too, take at most 1/kHydrateRoomShare of the largest host
+  // tier (L2; L1 without it). A random reader of a file larger than that would have its blocks
+  // fetched, evicted before it reads them and fetched again (2.9x the bytes for 90% of a file of
+  // 4x L2, 19x for 10% of it in 4 KiB reads); it keeps reading what it asks for instead.
+  static constexpr uint64_t kHydrateRoomShare = 2;
   // Random misses of projected reads smaller than this do not count towards hydration (they
   // reset the count): a column reader's ranges (16-64 KiB), not a dense random reader's (a
   // ResNet-50 record file's 112 KiB samples, fio's 128 KiB reads), which hydration serves.
@@ -177,6 +192,9 @@ class Prefetcher {
   // Counts a random miss towards the file's hydration; true when it starts it.
   // `small_projected`: the miss's bytes when it is a small projected read, else 0.
   bool CountRandomMiss(Stream* st, Hydration* h, uint64_t nblocks, uint64_t small_projected);
+  // Takes `size` bytes from the room for hydrations if they fit (kHydrateRoomShare of
+  // `capacity`, the largest host tier's); true when they did.
+  bool TakeHydrationRoom(uint64_t size, uint64_t capacity);
   // Advances the hydration of `obj` (of nblocks blocks): moves past the blocks that landed, asks
   // for new runs while fewer than hydrate_runs runs are outstanding.
   void PumpHydration(Hydration* h, const ObjectRef& obj, uint64_t nblocks);
@@ -216,6 +234,10 @@ class Prefetcher {
   Mutex hydration_mu_;  // leaf
   std::unordered_map<std::string, std::weak_ptr<Hydration>> hydrations_ GUARDED_BY(hydration_mu_);
   size_t hydration_sweep_at_ GUARDED_BY(hydration_mu_) = kHydrationSweepMin;
+  // The sizes of the files hydrating now (Hydration::reserved); shared with each Hydration,
+  // which may outlive the Prefetcher in a stream.
+  const std::shared_ptr<std::atomic<uint64_t>> hydration_room_ =
+      std::make_shared<std::atomic<uint64_t>>(0);
 };
 
 }  // namespace tierfs

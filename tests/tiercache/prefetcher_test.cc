@@ -350,14 +350,18 @@ TEST_F(PrefetcherTest, RandomMissesHydrateTheRestOfTheFileInBoundedSteps) {
 // A cache of 256 KiB blocks (reads under 128 KiB are projected, TieredCache::ReadsSparse) and
 // an object `name` of `blocks` blocks at the origin.
 constexpr uint64_t kProjBlock = 256 << 10;
+// `capacity`: its one host tier's (0: the tier's default).
 std::unique_ptr<TieredCache> OpenProjectedCache(FakeBlobStore* origin, FakeClock* clock,
-                                                const std::string& name, uint64_t blocks = 16) {
+                                                const std::string& name, uint64_t blocks = 16,
+                                                uint64_t capacity = 0) {
   TieredCacheOptions co;
   co.block_size = kProjBlock;
   co.prefetch_threads = 2;
   co.small_object_bytes = 0;
   std::vector<std::unique_ptr<Tier>> tiers;
-  tiers.push_back(NewMemoryTier(MemoryTierOptions{}));
+  MemoryTierOptions l1;
+  if (capacity > 0) l1.capacity_bytes = capacity;
+  tiers.push_back(NewMemoryTier(l1));
   auto cache = TieredCache::Open(co, std::move(tiers), origin, clock);
   EXPECT_OK(cache);
   origin->PutObject(name, Pattern(blocks * kProjBlock, 6));
@@ -472,6 +476,44 @@ TEST_F(PrefetcherTest, ADenseRandomReaderOfSmallProjectedReadsIsHydratedAfterAWh
   // ... but the reader keeps on: after kDenseProjectedMisses of them the file is hydrated.
   p.OnRead(&s, (next() % pages) * 4096, 4096);
   EXPECT_EQ(p.Stats().random_hydrations.load(), 1u);
+}
+
+// A file the host tiers cannot keep while a random reader comes back to it is not hydrated,
+// however many misses: the files hydrating at once take at most half of the largest host tier.
+TEST_F(PrefetcherTest, AFileTheHostTiersCannotKeepIsNotHydrated) {
+  constexpr uint64_t kBlocks = 16;
+  uint64_t at = 4242;
+  auto next = [&] { return (at = at * 6364136223846793005ULL + 1442695040888963407ULL) >> 40; };
+  const uint64_t pages = kBlocks * kProjBlock / 4096;
+  auto misses = [&](Prefetcher* p, Prefetcher::Stream* s, uint64_t n) {
+    for (uint64_t i = 0; i < n; ++i) p->OnRead(s, (next() % pages) * 4096, 4096);
+  };
+  {  // a tier of twice the file less one block: never
+    auto cache = OpenProjectedCache(&origin_, &clock_, "big4k.bin", kBlocks,
+                                    (2 * kBlocks - 1) * kProjBlock);
+    ASSERT_NE(cache, nullptr);
+    Prefetcher p(options_, cache.get(), catalog_.get());
+    Prefetcher::Stream s(Obj("big4k.bin"));
+    misses(&p, &s, 4 * Prefetcher::kDenseProjectedMisses);
+    EXPECT_EQ(p.Stats().random_hydrations.load(), 0u);
+    EXPECT_EQ(p.Stats().readahead_requests.load(), 0u);
+  }
+  // Twice the file: it is; a second file of that size waits until the first one's readers are
+  // gone, then is hydrated at its next miss.
+  auto cache =
+      OpenProjectedCache(&origin_, &clock_, "big4k.bin", kBlocks, 2 * kBlocks * kProjBlock);
+  ASSERT_NE(cache, nullptr);
+  origin_.PutObject("other4k.bin", Pattern(kBlocks * kProjBlock, 8));
+  Prefetcher p(options_, cache.get(), catalog_.get());
+  auto first = std::make_unique<Prefetcher::Stream>(Obj("big4k.bin"));
+  misses(&p, first.get(), Prefetcher::kDenseProjectedMisses + 32);  // (a few pages twice)
+  EXPECT_EQ(p.Stats().random_hydrations.load(), 1u);
+  Prefetcher::Stream second(Obj("other4k.bin"));
+  misses(&p, &second, 2 * Prefetcher::kDenseProjectedMisses);
+  EXPECT_EQ(p.Stats().random_hydrations.load(), 1u);
+  first.reset();
+  misses(&p, &second, 8);
+  EXPECT_EQ(p.Stats().random_hydrations.load(), 2u);
 }
 
 // fio's 4 jobs, or a loader's workers, each open the file: their misses add up, and the file is
