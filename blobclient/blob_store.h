@@ -112,16 +112,17 @@ struct BlobStoreStats {
 // ("origin", "l3").
 void CollectStoreMetrics(const BlobStoreStats& s, std::string_view store, metrics::Exposition* e);
 
-// Marks the reads this thread makes while it lives as background work that no reader waits on
-// (a cache filling the gaps of blocks it already partly holds): a store does not hedge them
-// (S3StoreOptions::hedge: a duplicate GET buys latency, which such a read does not need, with
-// bytes, which it does). Nests; thread-compatible (each thread its own).
-class BackgroundReads {
+// Marks the reads this thread makes while it lives as reads a store does not hedge
+// (S3StoreOptions::hedge: a duplicate GET buys latency with bytes): background work that no
+// reader waits on (a cache filling the gaps of blocks it already partly holds), and reads made to
+// move fewer bytes (a cache's projected reads, where what the duplicate costs is the point).
+// Nests; thread-compatible (each thread its own).
+class UnhedgedReads {
  public:
-  BackgroundReads() : was_(active_) { active_ = true; }
-  ~BackgroundReads() { active_ = was_; }
-  BackgroundReads(const BackgroundReads&) = delete;
-  BackgroundReads& operator=(const BackgroundReads&) = delete;
+  UnhedgedReads() : was_(active_) { active_ = true; }
+  ~UnhedgedReads() { active_ = was_; }
+  UnhedgedReads(const UnhedgedReads&) = delete;
+  UnhedgedReads& operator=(const UnhedgedReads&) = delete;
   // Whether the calling thread is inside one.
   static bool Active() { return active_; }
 

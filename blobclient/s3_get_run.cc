@@ -68,7 +68,7 @@ class S3BlobStore::GetRun {
         expect_(expect),
         context_("GET " + std::string(key) + " @" + std::to_string(parts->front().offset)),
         max_parts_(std::max(1, store->options_.max_parts_in_flight)),
-        hedge_(store->options_.hedge && !BackgroundReads::Active()) {}
+        hedge_(store->options_.hedge && !UnhedgedReads::Active()) {}
 
   Result<size_t> Run() {
     while (!Finished()) {
@@ -379,7 +379,7 @@ class S3BlobStore::GetRun {
   const S3ReadExpect& expect_;
   const std::string context_;
   const int max_parts_;
-  const bool hedge_;  // hedge late parts (not for BackgroundReads)
+  const bool hedge_;  // hedge late parts (not for UnhedgedReads)
   const std::shared_ptr<Inbox> inbox_ = std::make_shared<Inbox>();  // shared with the callbacks
   int in_flight_ = 0;  // requests submitted whose completion has not been handled
   bool failed_ = false;

@@ -8,7 +8,7 @@
 
 namespace tierfs {
 
-thread_local bool BackgroundReads::active_ = false;
+thread_local bool UnhedgedReads::active_ = false;
 
 ScatterBuffer::ScatterBuffer(std::span<std::byte> one) {
   if (!one.empty()) pieces_.push_back(one);

@@ -12,8 +12,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <span>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -274,6 +276,9 @@ Result<BlockRef> OriginFetcher::FetchRange(const ObjectRef& obj, uint64_t index,
 Result<Served> OriginFetcher::FetchSparse(const ObjectRef& obj, uint64_t index, uint64_t begin,
                                           uint64_t end, size_t upto) {
   DemandInFlight demand(stats_, space_->clock());
+  // A projected read fetches only what it reads: a duplicate GET would cost its bytes again for
+  // a round trip's latency (5% of the GETs of a reader of ranges were ~5% more bytes).
+  const UnhedgedReads unhedged;
   const uint64_t len = end - begin;
   auto buf = Block::Allocate(len);
   ++counters_->sparse_fetches;
@@ -327,8 +332,8 @@ Result<BlockRef> OriginFetcher::FetchFromOrigin(const ObjectRef& obj, uint64_t i
   return FillGaps(obj, index, expected, held);
 }
 
-std::vector<BlockRef> OriginFetcher::HeldChunks(const ObjectRef& obj, const BlockKey& key,
-                                                uint64_t expected) {
+std::vector<bool> OriginFetcher::GapFillChunks(const ObjectRef& obj, const BlockKey& key,
+                                               uint64_t expected) const {
   if (!projected_ || obj.info.size <= small_object_bytes_) return {};
   const uint64_t n = HostTiers::NumChunks(expected);
   std::vector<bool> has(n, false);
@@ -341,8 +346,14 @@ std::vector<BlockRef> OriginFetcher::HeldChunks(const ObjectRef& obj, const Bloc
   // A few entries save less than the requests their gaps take (a dense random reader's pages:
   // the block goes with its run, one request).
   if (bytes * kGapFillShare < expected) return {};
-  std::vector<BlockRef> held(n);
-  for (uint64_t c = 0; c < n; ++c) {
+  return has;
+}
+
+std::vector<BlockRef> OriginFetcher::HeldChunks(const ObjectRef& obj, const BlockKey& key,
+                                                uint64_t expected) {
+  const std::vector<bool> has = GapFillChunks(obj, key, expected);
+  std::vector<BlockRef> held(has.size());
+  for (uint64_t c = 0; c < has.size(); ++c) {
     if (has[c]) held[c] = host_->ReadChunk(key, expected, c).block;  // null: a bad copy, fetched
   }
   return held;
@@ -384,14 +395,30 @@ Result<BlockRef> OriginFetcher::FillGaps(const ObjectRef& obj, uint64_t index, u
   for (uint64_t c = 0; c < n; ++c) {
     if (held[c]) std::memcpy(out.data() + c * cb, held[c]->data().data(), held[c]->size());
   }
-  for (const auto& [b, e] : gaps) {
-    ++counters_->gap_requests;
-    TIERFS_RETURN_IF_ERROR(
-        origin_reader_.ReadExact(obj, index * space_->block_size() + b, out.subspan(b, e - b),
-                                 "bytes " + std::to_string(b) + "+" + std::to_string(e - b) +
-                                     " of block " + std::to_string(index)));
-    counters_->gap_bytes += e - b;
-  }
+  // Gap g goes to lane g % lanes; each lane's requests one after another, the lanes at once (the
+  // caller's thread is lane 0). A lane reads as its caller does: hedged or not.
+  const size_t lanes = std::min(gaps.size(), kGapLanes);
+  const bool unhedged = UnhedgedReads::Active();
+  std::vector<Status> failed(lanes);
+  auto lane = [&](size_t l) {
+    std::optional<UnhedgedReads> scope;
+    if (unhedged) scope.emplace();
+    for (size_t g = l; g < gaps.size() && failed[l].ok(); g += lanes) {
+      const auto [b, e] = gaps[g];
+      ++counters_->gap_requests;
+      failed[l] =
+          origin_reader_.ReadExact(obj, index * space_->block_size() + b, out.subspan(b, e - b),
+                                   "bytes " + std::to_string(b) + "+" + std::to_string(e - b) +
+                                       " of block " + std::to_string(index));
+      if (failed[l].ok()) counters_->gap_bytes += e - b;
+    }
+  };
+  {
+    std::vector<std::jthread> others;
+    for (size_t l = 1; l < lanes; ++l) others.emplace_back(lane, l);
+    if (lanes > 0) lane(0);
+  }  // (joined)
+  for (const Status& st : failed) TIERFS_RETURN_IF_ERROR(st);
   ++counters_->gap_fills;
   block->set_size(expected);
   return BlockRef(std::move(block));
@@ -411,8 +438,16 @@ uint64_t OriginFetcher::FetchRun(const ObjectRef& obj, uint64_t first, uint64_t 
   const uint64_t bytes = std::min(most * bs, obj.info.size - std::min(obj.info.size, first * bs));
   // Before claiming, so that no reader joins a fetch that waits for budget.
   if (!budget_.Acquire(bytes, seq, st)) return 0;
+  // kGaps: a block filled from its gaps goes alone (its gaps take a few round trips, and the
+  // readers of the next blocks should not wait for them: unclaimed, they read what they need).
+  auto from_gaps = [&](uint64_t j) {
+    return fill == BlockFill::kGaps &&
+           !GapFillChunks(obj, space_->KeyFor(obj, j), space_->ExpectedLength(obj, j)).empty();
+  };
+  const bool alone = from_gaps(first);
   std::vector<Flights::Lease> leases;
   for (uint64_t j = first; j < end && leases.size() < run_blocks_; ++j) {
+    if (j > first && (alone || from_gaps(j))) break;
     std::optional<Flights::Lease> lease =
         TryClaimUncached(obj, j, "readahead of the block was abandoned");
     if (!lease) break;
@@ -460,7 +495,7 @@ std::vector<Served> OriginFetcher::ReadClaimed(const ObjectRef& obj, uint64_t fi
     if (held.empty()) continue;
     done[k] = true;
     // The hydration of a reader of ranges: nobody waits on these gaps, so no duplicate GETs.
-    const BackgroundReads background;
+    const UnhedgedReads unhedged;
     Result<BlockRef> b = FillGaps(obj, first + k, expected, held);
     if (!b.ok()) {
       leases[k].Complete(b.status());

@@ -297,9 +297,9 @@ TEST_F(S3AdaptiveTest, SlowFirstAnswerIsHedgedAndTheHedgeWinsWithExactBytes) {
   EXPECT_TRUE(AsString(buf) == data.substr(0, buf.size()));
 }
 
-// Background reads (a cache filling gaps nobody waits on) are never hedged: the late GET is
-// waited for, and no duplicate is sent; the same GET outside the scope is hedged.
-TEST_F(S3AdaptiveTest, BackgroundReadsAreNotHedged) {
+// Unhedged reads (a cache filling gaps nobody waits on, its projected reads) are never hedged:
+// the late GET is waited for, and no duplicate is sent; the same GET outside the scope is hedged.
+TEST_F(S3AdaptiveTest, UnhedgedReadsAreNotHedged) {
   const std::string data = Pattern(1 << 20);
   std::atomic<int> slow_gets{0};
   auto handler = server_->Scoped([&](const HttpTestRequest& req) {
@@ -317,11 +317,11 @@ TEST_F(S3AdaptiveTest, BackgroundReadsAreNotHedged) {
   WarmUp(store.get(), "warm");
   const BlobStoreStats before = store->Stats();
   {
-    const BackgroundReads background;
-    EXPECT_TRUE(BackgroundReads::Active());
+    const UnhedgedReads unhedged;
+    EXPECT_TRUE(UnhedgedReads::Active());
     EXPECT_GE(ReadSlow(store.get(), data), milliseconds(900));
   }
-  EXPECT_FALSE(BackgroundReads::Active());
+  EXPECT_FALSE(UnhedgedReads::Active());
   EXPECT_EQ(store->Stats().hedges_issued - before.hedges_issued, 0u);
   EXPECT_EQ(slow_gets.load(), 1);
 }

@@ -101,8 +101,9 @@ class OriginFetcher {
   // with one ReadMany each, the rest from the origin, one request per stretch of adjacent blocks;
   // every block goes to the tiers above the one that served it. The run's bytes are taken from
   // the budget first, in the order of `seq` among the runs waiting. `fill` kGaps: a block with
-  // sparse entries is filled from its gaps (FillGaps) instead. Returns how many blocks it
-  // handled (0: none could be claimed, or `st` stopped the wait).
+  // sparse entries is filled from its gaps (FillGaps) instead, and claimed alone (readers of the
+  // blocks after it do not wait for its gaps). Returns how many blocks it handled (0: none could
+  // be claimed, or `st` stopped the wait).
   uint64_t FetchRun(const ObjectRef& obj, uint64_t first, uint64_t end, uint64_t seq,
                     const std::stop_token& st, BlockFill fill = BlockFill::kWhole);
 
@@ -148,9 +149,13 @@ class OriginFetcher {
   // where missing; empty when they hold less than 1/kGapFillShare of it (or `obj` is not read
   // projected): then the block is fetched whole.
   std::vector<BlockRef> HeldChunks(const ObjectRef& obj, const BlockKey& key, uint64_t expected);
+  // Which chunks of block `key` have sparse entries, when the block is filled from its gaps
+  // (what HeldChunks reads); empty when it is fetched whole.
+  std::vector<bool> GapFillChunks(const ObjectRef& obj, const BlockKey& key,
+                                  uint64_t expected) const;
   // The block assembled from `held` (the sparse entries of its chunks, null where missing) and
   // the gaps between them fetched from the origin (gaps closer than kGapJoinBytes joined, at most
-  // kMaxGapRequests requests).
+  // kMaxGapRequests requests), on up to kGapLanes requests at once.
   Result<BlockRef> FillGaps(const ObjectRef& obj, uint64_t index, uint64_t expected,
                             const std::vector<BlockRef>& held);
   // Reads the claimed run, then stores and publishes it (PublishRun).
@@ -171,6 +176,10 @@ class OriginFetcher {
   // distance doubles until they do).
   static constexpr uint64_t kGapJoinBytes = 16 << 10;
   static constexpr size_t kMaxGapRequests = 16;
+  // A block's gaps are read on this many requests at once: a block of a reader of a third of it
+  // has about ten, and its readers wait for it (a dense completion, or the hydration's block
+  // they read next) a round trip or two rather than ten.
+  static constexpr size_t kGapLanes = 4;
   // A block whose entries hold less than 1/kGapFillShare of it is fetched whole.
   static constexpr uint64_t kGapFillShare = 8;
 
