@@ -147,7 +147,8 @@ def au_section(run):
 # --- policy: the cache-policy matrix (run.sh --workload policy, lib/policy.sh) --------------------
 # Per case (a directory of raw/policy/), the figures and their targets: (label, phase, top
 # directories counted, measure, comparison, target). Measures: "gets" origin GETs of the phase,
-# "ratio" origin bytes / bytes read, "rss" the daemon's peak RSS in MiB.
+# "ratio" origin bytes / bytes read, "rss" the daemon's peak RSS in MiB, "iops/CASE" the phase's
+# read IOPS over the same phase's in CASE (of the same run).
 POLICY_CHECKS = [
     ("once-", "second read: origin GETs", "second", ("once",), "gets", "<=", 0),
     ("scan-", "hot set re-read after the scan: origin GETs", "reread", ("hot",), "gets", "<=", 2),
@@ -155,6 +156,11 @@ POLICY_CHECKS = [
     ("proj-one-25", "origin bytes / bytes read", "read", ("proj",), "ratio", "<=", 1.3),
     ("proj-many-25", "origin bytes / bytes read", "read", ("projmany",), "ratio", "<=", 1.3),
     ("proj-one-90", "origin bytes / bytes read", "read", ("proj",), "ratio", "<=", 1.15),
+    ("proj-one-90", "read IOPS / cold random reads' (proj-cold-90)", "read", ("proj",), "iops/proj-cold-90",
+     ">=", 1.0),
+    ("proj-cold-90", "read IOPS (never hydrated: each read a round trip)", "read", ("proj",), "iops", None,
+     None),
+    ("proj-big-", "origin bytes / bytes read", "read", ("scan",), "ratio", "<=", 1.3),
     ("memory", "daemon peak RSS, MiB", "readers", ("mem", "memrand", "mempf"), "rss", "<=", 560),
 ]
 
@@ -189,11 +195,21 @@ def _policy_case(d, case):
                 value = r.get("peak_rss_mib")
                 if r.get("vmhwm_mib") is not None:
                     value = max(value or 0, r["vmhwm_mib"])
-        verdict = "–" if value is None else ("pass" if value <= target else "FAIL")
+            elif measure == "iops":
+                value = r.get("iops")
+            elif measure.startswith("iops/"):
+                other = load(os.path.join(os.path.dirname(d), measure[5:], phase + ".json"))
+                if other and other.get("iops") and r.get("iops") is not None:
+                    value = r["iops"] / other["iops"]
+        if value is None or target is None:
+            verdict = "–"
+        else:
+            verdict = "pass" if (value <= target if op == "<=" else value >= target) else "FAIL"
+        target_text = "" if target is None else "%s %s" % (op, target)
         if r.get("exact") is False:
             verdict += ", wrong bytes"
         rows.append({"case": case, "check": label, "status": r.get("status", "error"),
-                     "message": r.get("message", ""), "value": value, "target": "%s %s" % (op, target),
+                     "message": r.get("message", ""), "value": value, "target": target_text,
                      "verdict": verdict, "origin_gets": gets, "origin_bytes": ob,
                      "bytes_read": r.get("bytes"), "iops": r.get("iops"), "exact": r.get("exact")})
     return rows

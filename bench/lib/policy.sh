@@ -88,20 +88,33 @@ wl_policy_scan() {
 
 # Projections, each on a fresh mount with empty caches: 25% of one 64 MiB file and 25% of each
 # of many 4 MiB files in random 16-64 KiB ranges (target: origin bytes / bytes read <= 1.3), and
-# 90% of the one file (target <= 1.15; and its read IOPS).
+# 90% of the one file (target <= 1.15; and its read IOPS against cold-90's, the same reader on a
+# mount that never hydrates: every read a round trip). A file of 4x L2 (scan/, L1 8 MiB, L2
+# 64 MiB), which the host tiers cannot keep: 40% of it in ranges (big-40) and 2% in 4 KiB reads
+# (big-4k); target: origin bytes / bytes read <= 1.3 (each block fetched once, not hydrated,
+# evicted and fetched again).
 wl_policy_proj() {
-  local c
-  for c in one-25 many-25 one-90; do
+  local c save_opts="${WL_OPTS:-}"
+  printf '[cache]\nrandom_hydrate_misses = 0\n' >"$WORK/policy-nohydrate.toml"
+  for c in one-25 many-25 one-90 cold-90 big-40 big-4k; do
     mkdir -p "$OUT/raw/policy/proj-$c"
+    POLICY_L1=""; POLICY_L2=""; WL_OPTS="$save_opts"
+    case "$c" in
+      cold-90) WL_OPTS="$save_opts --config $WORK/policy-nohydrate.toml" ;;
+      big-*) POLICY_L1=8MiB; POLICY_L2=64MiB ;;
+    esac
     policy_mount "proj-$c" run || continue
     # shellcheck disable=SC2046  # the file names
     case "$c" in
       one-25) policy_phase "proj-$c" read ranges --fraction 0.25 $(policy_files proj) ;;
       many-25) policy_phase "proj-$c" read ranges --fraction 0.25 $(policy_files projmany) ;;
-      one-90) policy_phase "proj-$c" read ranges --fraction 0.9 $(policy_files proj) ;;
+      one-90 | cold-90) policy_phase "proj-$c" read ranges --fraction 0.9 $(policy_files proj) ;;
+      big-40) policy_phase "proj-$c" read ranges --fraction 0.4 $(policy_files scan) ;;
+      big-4k) policy_phase "proj-$c" read ranges --fraction 0.02 --min 4096 --max 4096 $(policy_files scan) ;;
     esac
     policy_unmount
   done
+  POLICY_L1=""; POLICY_L2=""; WL_OPTS="$save_opts"
 }
 
 # A memory limit (the workload's tierfs flags, --memory-limit 512MiB): 32 cold sequential readers
