@@ -140,6 +140,36 @@ TEST_F(ProjectionTest, ReadaheadOfBlocksWithEntriesFetchesOnlyTheirGaps) {
   EXPECT_EQ(ReadAll(c.get(), obj, kBlock, 5 * kBlock), data.substr(kBlock, 5 * kBlock));
 }
 
+// A block filled from its gaps is claimed alone: while its gaps are on their way (several at
+// once), a reader of a range of the next block of the same run is not held behind them; it
+// fetches its range itself (and that block's fill later takes only what is still missing).
+TEST_F(ProjectionTest, ReadersOfTheNextBlockDoNotWaitForABlocksGaps) {
+  const std::string data = Pattern(8 * kBlock, 5);
+  const ObjectRef obj = Put("cols.parquet", data);
+  auto c = OpenCache();
+  ASSERT_NE(c, nullptr);
+  for (uint64_t b : {2, 3}) {
+    for (uint64_t k = 0; k < 6; ++k) {
+      const uint64_t off = b * kBlock + k * 170000 + 1000;
+      ASSERT_EQ(ReadAll(c.get(), obj, off, 40000), data.substr(off, 40000));
+    }
+  }
+  origin_.ResetCounters();
+  origin_.HoldReads();
+  c->Prefetch(obj, 2, 2, BlockFill::kGaps);  // one run: blocks 2 and 3
+  // Block 2's six gaps, four at a time.
+  ASSERT_TRUE(Eventually([&] { return origin_.blocked_reads() == 4; }));
+  const uint64_t off = 3 * kBlock + 90000;  // between block 3's entries
+  auto read = std::async(std::launch::async, [&] { return ReadAll(c.get(), obj, off, 30000); });
+  const bool own_fetch = Eventually([&] { return origin_.blocked_reads() == 5; });
+  origin_.ReleaseReads();
+  EXPECT_TRUE(own_fetch) << "the read of block 3 waited for block 2's gaps";
+  EXPECT_EQ(read.get(), data.substr(off, 30000));
+  ASSERT_TRUE(Eventually([&] { return c->HostHolds(obj, 2 * kBlock, 2 * kBlock); }));
+  EXPECT_EQ(ReadAll(c.get(), obj, 2 * kBlock, 2 * kBlock), data.substr(2 * kBlock, 2 * kBlock));
+  EXPECT_EQ(origin_.bytes_read_twice(obj.key), 0u);
+}
+
 // Plain readahead (a sequential reader's, a dense random reader's hydration) takes blocks with
 // sparse entries whole, with their run: one request.
 TEST_F(ProjectionTest, PlainReadaheadTakesBlocksWithEntriesWithTheirRun) {
