@@ -15,8 +15,9 @@
 #     256 reads), move at most 1.3 origin bytes per byte read (neither is hydrated); the 16 MiB
 #     file's ranges are read again from L2 after a remount with no origin request; a reader of 90%
 #     of the 64 MiB file has it hydrated, whole in L2, with at most 1.15 origin bytes per byte
-#     read (the hydration fetches only what the reads did not); with sparse_read_max = 0 the 25%
-#     reads fetch whole blocks.
+#     read (the hydration fetches only what the reads did not), but not when the file is as large
+#     as L2 (4 KiB and 16-64 KiB random readers of it move about what they read); with
+#     sparse_read_max = 0 the 25% reads fetch whole blocks.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/lib_pf.sh"
@@ -190,22 +191,24 @@ log "ok admission: never kept n.bin out of L2, always stored a.bin, reuse stored
 tierfs_umount "$mnt3" "$TIERFS_PID" || { print_log_tail "$logf"; fail "unclean unmount"; }
 
 # ---- projected reads: 25% and 90% of a file in scattered 16-64 KiB ranges ----
-# proj_read FILE SEED FRACTION: cuts FILE (an s3put.py pattern of that seed) into consecutive
-# pieces of 16-64 KiB (unaligned), reads FRACTION of it in a random share of them in random order
-# (plain pread, as bench/policy.py's ranges), checks every byte, prints "BYTES READS".
+# proj_read FILE SEED FRACTION [LO HI]: cuts FILE (an s3put.py pattern of that seed) into
+# consecutive pieces of LO-HI bytes (16-64 KiB, unaligned), reads FRACTION of it in a random share
+# of them in random order (plain pread, as bench/policy.py's ranges), checks every byte, prints
+# "BYTES READS".
 proj_read() {
-  "$PY" - "$1" "$2" "$3" "$E2E_DIR" <<'PYEOF'
+  "$PY" - "$1" "$2" "$3" "$E2E_DIR" "${4:-16384}" "${5:-65536}" <<'PYEOF'
 import os, random, sys
 sys.path.insert(0, sys.argv[4])
 from s3put import pattern
 path, seed, fraction = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+lo, hi = int(sys.argv[5]), int(sys.argv[6])
 fd = os.open(path, os.O_RDONLY)
 size = os.fstat(fd).st_size
 want = pattern(size, seed)
 rng = random.Random(7)
 pieces, off = [], 0
 while off < size:
-    n = min(rng.randint(16 << 10, 64 << 10), size - off)
+    n = min(rng.randint(lo, hi), size - off)
     pieces.append((off, n))
     off += n
 rng.shuffle(pieces)
@@ -223,12 +226,12 @@ os.close(fd)
 print(done, reads)
 PYEOF
 }
-# proj_check MNT FILE SEED FRACTION MAX_PERCENT: proj_read on a fresh mount's FILE; fails when the
-# origin moved more than MAX_PERCENT of the bytes read. Sets read_b, reads, ob.
+# proj_check MNT FILE SEED FRACTION MAX_PERCENT [LO HI]: proj_read on a fresh mount's FILE; fails
+# when the origin moved more than MAX_PERCENT of the bytes read. Sets read_b, reads, ob.
 proj_check() {
   local o0 out
   o0="$(stat_of "$1" origin.bytes)"
-  out="$(proj_read "$2" "$3" "$4")" || fail "projected reads of $2: $out"
+  out="$(proj_read "$2" "$3" "$4" "${6:-16384}" "${7:-65536}")" || fail "projected reads of $2: $out"
   read -r read_b reads <<<"$out"
   ob=$(( $(stat_of "$1" origin.bytes) - o0 ))
   (( ob * 100 <= read_b * $5 )) || fail "projected reads of $4 of $2: $ob origin bytes for $read_b read in $reads reads (> $5%): $(stats_xattr "$1")"
@@ -267,6 +270,19 @@ ob=$(( $(stat_of "$mnt4" origin.bytes) - o0 ))
 (( ob * 100 <= read_b * 115 )) || fail "90% of big.bin: $ob origin bytes for $read_b read (> 115%): $(stats_xattr "$mnt4")"
 (( $(stat_of "$mnt4" sparse.gap_fills) > 0 )) || fail "90% of big.bin: no block filled from its gaps"
 log "ok 90% of a 64 MiB file: hydrated, l2=64/64, $ob origin bytes for $read_b read ($(( ob * 100 / read_b ))%)"
+tierfs_umount "$mnt4" "$TIERFS_PID" || { print_log_tail "$logf"; fail "unclean unmount"; }
+# A file the host tiers cannot keep while a random reader comes back to it (64 MiB, as large as
+# L2) is not hydrated: 2% of it in 4 KiB reads (more than the 256 page misses that hydrate a
+# file L2 can keep) and then 90% of it in ranges each move about what they read, where hydrating
+# it had blocks fetched, evicted before they were read and fetched again.
+pf_mount "s3://$BUCKET" "$mnt4" "$E2E_WORK/cache9" "$logf" --endpoint "$S3_ENDPOINT" --l1-size 8MiB \
+  --l2-size 64MiB
+proj_check "$mnt4" "$mnt4/proj/big.bin" 51 0.02 130 4096 4096
+(( reads > 256 )) || fail "2% of big.bin in 4 KiB reads took only $reads reads"
+page_log="$read_b bytes in $reads reads, $ob from the origin"
+proj_check "$mnt4" "$mnt4/proj/big.bin" 51 0.9 130
+(( $(stat_of "$mnt4" fuse.random_hydrations) == 0 )) || fail "big.bin, as large as L2, was hydrated"
+log "ok a file as large as L2 is not hydrated: 4 KiB reads $page_log; 90% in ranges $read_b bytes, $ob from the origin ($(( ob * 100 / read_b ))%)"
 tierfs_umount "$mnt4" "$TIERFS_PID" || { print_log_tail "$logf"; fail "unclean unmount"; }
 # 25% of each of four 4 MiB files in ranges: projected too (the handle's first read is not at
 # offset 0); a fifth file read from its start is fetched whole with one request.
