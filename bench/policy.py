@@ -119,16 +119,26 @@ def cmd_read(a):
 def cmd_ranges(a):
     tally = Tally()
     rng = random.Random(a.seed)
+    trace = open(a.trace, "w") if a.trace else None
+    longest = 0.0
     t0 = time.monotonic()
     for rel in a.rel:
         r = Reader(a.mnt, a.local, rel)
         try:
             for off, n in ranges_of(r.size, a.fraction, a.min, a.max, rng):
+                t1 = time.monotonic()
                 got, same = r.read(off, n)
+                took = time.monotonic() - t1
+                longest = max(longest, took)
+                if trace:
+                    trace.write("%.4f %.5f %s %d %d\n" % (t1 - t0, took, rel, off, n))
                 tally.add(rel, off, got, same and got == n)
         finally:
             r.close()
-    return tally.summary(time.monotonic() - t0, fraction=a.fraction)
+    if trace:
+        trace.close()
+    return tally.summary(time.monotonic() - t0, fraction=a.fraction,
+                         longest_read_ms=round(longest * 1000, 1))
 
 
 def vm(pid, key):
@@ -212,6 +222,7 @@ def main():
     r.add_argument("--min", type=int, default=16 << 10)
     r.add_argument("--max", type=int, default=64 << 10)
     r.add_argument("--seed", type=int, default=1)
+    r.add_argument("--trace", help="write a line per read: start (s), time it took (s), file, offset, length")
     m = sub.choices["memory"]
     m.add_argument("--pid", type=int, required=True, help="the daemon, whose VmRSS is sampled")
     m.add_argument("--seq", nargs="+", required=True)

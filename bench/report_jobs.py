@@ -147,8 +147,9 @@ def au_section(run):
 # --- policy: the cache-policy matrix (run.sh --workload policy, lib/policy.sh) --------------------
 # Per case (a directory of raw/policy/), the figures and their targets: (label, phase, top
 # directories counted, measure, comparison, target). Measures: "gets" origin GETs of the phase,
-# "ratio" origin bytes / bytes read, "rss" the daemon's peak RSS in MiB, "iops/CASE" the phase's
-# read IOPS over the same phase's in CASE (of the same run).
+# "ratio" origin bytes / bytes read, "rss" the daemon's peak RSS in MiB, "iops" / "longest_read_ms"
+# the phase's (policy.py ranges), "iops/CASE" the phase's read IOPS over the same phase's in CASE
+# (of the same run).
 POLICY_CHECKS = [
     ("once-", "second read: origin GETs", "second", ("once",), "gets", "<=", 0),
     ("scan-", "hot set re-read after the scan: origin GETs", "reread", ("hot",), "gets", "<=", 2),
@@ -158,6 +159,7 @@ POLICY_CHECKS = [
     ("proj-one-90", "origin bytes / bytes read", "read", ("proj",), "ratio", "<=", 1.15),
     ("proj-one-90", "read IOPS / cold random reads' (proj-cold-90)", "read", ("proj",), "iops/proj-cold-90",
      ">=", 1.0),
+    ("proj-one-90", "longest single read, ms", "read", ("proj",), "longest_read_ms", None, None),
     ("proj-cold-90", "read IOPS (never hydrated: each read a round trip)", "read", ("proj",), "iops", None,
      None),
     ("proj-big-", "origin bytes / bytes read", "read", ("scan",), "ratio", "<=", 1.3),
@@ -195,8 +197,8 @@ def _policy_case(d, case):
                 value = r.get("peak_rss_mib")
                 if r.get("vmhwm_mib") is not None:
                     value = max(value or 0, r["vmhwm_mib"])
-            elif measure == "iops":
-                value = r.get("iops")
+            elif measure in ("iops", "longest_read_ms"):
+                value = r.get(measure)
             elif measure.startswith("iops/"):
                 other = load(os.path.join(os.path.dirname(d), measure[5:], phase + ".json"))
                 if other and other.get("iops") and r.get("iops") is not None:
