@@ -140,8 +140,8 @@ class Prefetcher {
   // Nor is a file that the host tiers would not keep until its readers come back to it: the
   // files hydrating at once, this one too, take at most 1/kHydrateRoomShare of the largest host
   // tier (L2; L1 without it). A random reader of a file larger than that would have its blocks
-  // fetched, evicted before it reads them and fetched again (2.9x the bytes for 90% of a file of
-  // 4x L2, 19x for 10% of it in 4 KiB reads); it keeps reading what it asks for instead.
+  // fetched, evicted before it reads them and fetched again (2.4x the bytes for 40% of a file of
+  // 4x L2 in ranges, 38x for 2% of it in 4 KiB reads); it keeps reading what it asks for instead.
   static constexpr uint64_t kHydrateRoomShare = 2;
   // Random misses of projected reads smaller than this do not count towards hydration (they
   // reset the count): a column reader's ranges (16-64 KiB), not a dense random reader's (a
