@@ -15,6 +15,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -415,8 +416,15 @@ Result<BlockRef> OriginFetcher::FillGaps(const ObjectRef& obj, uint64_t index, u
   };
   {
     std::vector<std::jthread> others;
-    for (size_t l = 1; l < lanes; ++l) others.emplace_back(lane, l);
-    if (lanes > 0) lane(0);
+    size_t started = 1;
+    for (; started < lanes; ++started) {
+      try {
+        others.emplace_back(lane, started);
+      } catch (const std::system_error&) {  // no thread to be had (RLIMIT_NPROC): this one reads
+        break;
+      }
+    }
+    for (size_t l = 0; l < lanes; l = l == 0 ? started : l + 1) lane(l);
   }  // (joined)
   for (const Status& st : failed) TIERFS_RETURN_IF_ERROR(st);
   ++counters_->gap_fills;
