@@ -489,8 +489,8 @@ TEST_F(PrefetcherTest, AFileTheHostTiersCannotKeepIsNotHydrated) {
     for (uint64_t i = 0; i < n; ++i) p->OnRead(s, (next() % pages) * 4096, 4096);
   };
   {  // a tier of twice the file less one block: never
-    auto cache = OpenProjectedCache(&origin_, &clock_, "big4k.bin", kBlocks,
-                                    (2 * kBlocks - 1) * kProjBlock);
+    auto cache =
+        OpenProjectedCache(&origin_, &clock_, "big4k.bin", kBlocks, (2 * kBlocks - 1) * kProjBlock);
     ASSERT_NE(cache, nullptr);
     Prefetcher p(options_, cache.get(), catalog_.get());
     Prefetcher::Stream s(Obj("big4k.bin"));
