@@ -321,16 +321,32 @@ Result<Served> OriginFetcher::FetchBelowHostTiers(const ObjectRef& obj, uint64_t
     Fill(obj, key, index, s.block, 0, static_cast<size_t>(s.tier));
     return s;
   }
-  TIERFS_ASSIGN_OR_RETURN(BlockRef b, FetchFromOrigin(obj, index, key, expected));
+  std::vector<BlockRef> held;
+  TIERFS_ASSIGN_OR_RETURN(BlockRef b, FetchFromOrigin(obj, index, key, expected, &held));
   Fill(obj, key, index, b, 0, all_tiers_);
+  DropEntries(key, expected, held);
   return Served{std::move(b), kOriginTier};
 }
 
 Result<BlockRef> OriginFetcher::FetchFromOrigin(const ObjectRef& obj, uint64_t index,
-                                                const BlockKey& key, uint64_t expected) {
-  const std::vector<BlockRef> held = HeldChunks(obj, key, expected);
+                                                const BlockKey& key, uint64_t expected,
+                                                std::vector<BlockRef>* held_out) {
+  std::vector<BlockRef> held = HeldChunks(obj, key, expected);
   if (held.empty()) return origin_reader_.FetchBlock(obj, index, expected);
-  return FillGaps(obj, index, expected, held);
+  Result<BlockRef> b = FillGaps(obj, index, expected, held);
+  if (held_out != nullptr) *held_out = std::move(held);
+  return b;
+}
+
+void OriginFetcher::DropEntries(const BlockKey& key, uint64_t expected,
+                                const std::vector<BlockRef>& held) {
+  for (size_t t = 0; t < host_->size() && !held.empty(); ++t) {
+    Tier* tier = host_->tier(t);
+    if (!tier->Contains(key)) continue;  // (not taken whole there: its entries still serve)
+    for (uint64_t c = 0; c < held.size(); ++c) {
+      if (held[c]) tier->Erase(MakeChunkKey(key, c, HostTiers::ChunkLength(expected, c)));
+    }
+  }
 }
 
 std::vector<bool> OriginFetcher::GapFillChunks(const ObjectRef& obj, const BlockKey& key,
@@ -512,6 +528,7 @@ std::vector<Served> OriginFetcher::ReadClaimed(const ObjectRef& obj, uint64_t fi
     std::vector<Flights::Lease> one;
     one.push_back(std::move(leases[k]));
     PublishRun(obj, first + k, one, {Served{std::move(*b), kOriginTier}}, readahead);
+    DropEntries(keys[k], expected, held);
   }
   for (uint64_t k = 0; k < n;) {
     if (got[k].block || done[k]) {

@@ -147,6 +147,9 @@ TEST_F(ProjectionTest, ReadaheadOfBlocksWithEntriesFetchesOnlyTheirGaps) {
   EXPECT_EQ(origin_.bytes_read(), 3 * kBlock + st["sparse.gap_bytes"]);
   EXPECT_EQ(origin_.bytes_read_twice(obj.key), 0u);  // (since the reset)
   EXPECT_EQ(ReadAll(c.get(), obj, kBlock, 5 * kBlock), data.substr(kBlock, 5 * kBlock));
+  // Blocks 2 and 3 do not keep their pages twice: L1 holds the five blocks and block 4's two
+  // pages (that block went whole with its run; its entries stay).
+  EXPECT_EQ(ParseStats(c->StatsText())["l1.used"], 5 * kBlock + 2 * 4096);
 }
 
 // A block filled from its gaps is claimed alone: while its gaps are on their way (several at

@@ -1410,6 +1410,8 @@ TEST_F(SparseReadTest, ThreeQuartersOfABlockReadCompleteItWithOnlyItsGaps) {
   EXPECT_EQ(st["sparse.gap_fills"], 1u);
   EXPECT_EQ(st["sparse.gap_requests"], 3u);
   EXPECT_EQ(st["sparse.gap_bytes"], kBlock - sparse_bytes);
+  // The block's pages are not kept twice: L1 holds the block, not its 45 entries beside it.
+  EXPECT_EQ(st["l1.used"], kBlock);
   // Any read of it now is a block hit, with the right bytes.
   EXPECT_EQ(ReadAll(c.get(), obj_, 0, kBlock), Want(0, kBlock));
   EXPECT_EQ(origin_.read_calls(), 6u);

@@ -142,9 +142,14 @@ class OriginFetcher {
   Result<Served> FetchBelowHostTiers(const ObjectRef& obj, uint64_t index, const BlockKey& key,
                                      uint64_t expected);
   // Block `index` of `obj` from the origin; when the host tiers hold sparse entries of it, only
-  // the gaps between them (FillGaps).
+  // the gaps between them (FillGaps), and `held_out` (if given) gets the entries it used.
   Result<BlockRef> FetchFromOrigin(const ObjectRef& obj, uint64_t index, const BlockKey& key,
-                                   uint64_t expected);
+                                   uint64_t expected, std::vector<BlockRef>* held_out = nullptr);
+  // Erases the sparse entries `held` (by chunk, null where none) of block `key` from each host
+  // tier that now holds the block whole: a block filled from its gaps does not keep its pages
+  // twice (a hydrated file's entries were up to a third of it more). A reader in the middle of
+  // reading them finds one missing and fetches that range again.
+  void DropEntries(const BlockKey& key, uint64_t expected, const std::vector<BlockRef>& held);
   // The sparse entries the host tiers hold of block `key` (of `expected` bytes), by chunk, null
   // where missing; empty when they hold less than 1/kGapFillShare of it (or `obj` is not read
   // projected): then the block is fetched whole.
