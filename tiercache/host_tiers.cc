@@ -217,6 +217,12 @@ uint64_t HostTiers::HandOff(const ObjectRef& obj, uint64_t offset, uint64_t leng
   return dropped;
 }
 
+uint64_t HostTiers::MostCapacity() const {
+  uint64_t most = 0;
+  for (const auto& t : tiers_) most = std::max(most, t->Stats().capacity.load());
+  return most;
+}
+
 HostSpaceInfo HostTiers::Space() const {
   HostSpaceInfo h;
   if (tiers_.empty()) return h;

@@ -219,7 +219,7 @@ bool Prefetcher::TakeHydrationRoom(uint64_t size, uint64_t capacity) {
 bool Prefetcher::CountRandomMiss(Stream* st, Hydration* h, uint64_t nblocks,
                                  uint64_t small_projected) {
   // (Before any lock: no lock is held across a TieredCache call.)
-  const uint64_t capacity = cache_->HostSpace().capacity_bytes;
+  const uint64_t capacity = cache_->HostCapacityBytes();
   bool in_a_row = false;
   {
     MutexLock l(&st->mu_);

@@ -138,8 +138,8 @@ class Prefetcher {
   // Files smaller than this many blocks are never hydrated on random misses.
   static constexpr uint64_t kHydrateMinBlocks = 8;
   // Nor is a file that the host tiers would not keep until its readers come back to it: the
-  // files hydrating at once, this one too, take at most 1/kHydrateRoomShare of the largest host
-  // tier (L2; L1 without it). A random reader of a file larger than that would have its blocks
+  // files hydrating at once, this one too, take at most 1/kHydrateRoomShare of the host tier
+  // that holds the most (L2, or L1 when it is larger: TieredCache::HostCapacityBytes). A random reader of a file larger than that would have its blocks
   // fetched, evicted before it reads them and fetched again (2.4x the bytes for 40% of a file of
   // 4x L2 in ranges, 38x for 2% of it in 4 KiB reads); it keeps reading what it asks for instead.
   static constexpr uint64_t kHydrateRoomShare = 2;
@@ -192,8 +192,8 @@ class Prefetcher {
   // Counts a random miss towards the file's hydration; true when it starts it.
   // `small_projected`: the miss's bytes when it is a small projected read, else 0.
   bool CountRandomMiss(Stream* st, Hydration* h, uint64_t nblocks, uint64_t small_projected);
-  // Takes `size` bytes from the room for hydrations if they fit (kHydrateRoomShare of
-  // `capacity`, the largest host tier's); true when they did.
+  // Takes `size` bytes from the room for hydrations if they fit (1/kHydrateRoomShare of
+  // `capacity`, TieredCache::HostCapacityBytes); true when they did.
   bool TakeHydrationRoom(uint64_t size, uint64_t capacity);
   // Advances the hydration of `obj` (of nblocks blocks): moves past the blocks that landed, asks
   // for new runs while fewer than hydrate_runs runs are outstanding.

@@ -205,6 +205,7 @@ class TieredCacheImpl final : public TieredCache {
   }
 
   HostSpaceInfo HostSpace() const override { return host_.Space(); }
+  uint64_t HostCapacityBytes() const override { return host_.MostCapacity(); }
 
   std::string_view TierName(int tier) const override {
     if (tier == kOriginTier) return "origin";

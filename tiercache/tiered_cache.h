@@ -322,6 +322,9 @@ class TieredCache {
   // The largest host tier (L2 local flash; L1 when there is no L2): what the cache occupies on
   // this host. A shared tier (L3) is never it.
   virtual HostSpaceInfo HostSpace() const = 0;
+  // The budget of the host tier that holds the most (L1's when it is larger than L2's): what the
+  // host tiers can keep of one file (Prefetcher: the room for hydrations).
+  virtual uint64_t HostCapacityBytes() const = 0;
   // Name of a tier index as BlockSlice::tier and ServingTier give it: "l1", "l2", "l3", or
   // "origin" for kOriginTier; empty for an index the cache does not have.
   virtual std::string_view TierName(int tier) const = 0;

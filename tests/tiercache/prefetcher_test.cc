@@ -479,7 +479,8 @@ TEST_F(PrefetcherTest, ADenseRandomReaderOfSmallProjectedReadsIsHydratedAfterAWh
 }
 
 // A file the host tiers cannot keep while a random reader comes back to it is not hydrated,
-// however many misses: the files hydrating at once take at most half of the largest host tier.
+// however many misses: the files hydrating at once take at most half of the host tier that holds
+// the most.
 TEST_F(PrefetcherTest, AFileTheHostTiersCannotKeepIsNotHydrated) {
   constexpr uint64_t kBlocks = 16;
   uint64_t at = 4242;

@@ -1152,6 +1152,26 @@ TEST_F(TieredCacheTest, HostSpaceIsTheLargestHostTierAndNeverTheSharedOne) {
   EXPECT_EQ(c->HostSpace().capacity_bytes, 0u);
 }
 
+// What the host tiers can keep of one file: the larger budget, L1's when L1 is the larger (df
+// still shows L2).
+TEST_F(TieredCacheTest, HostCapacityIsTheLargerHostTiersBudget) {
+  for (const uint64_t l1_bytes : {64 * kBs, uint64_t{4} << 20}) {
+    CacheTiers tiers;
+    MemoryTierOptions m;
+    m.capacity_bytes = l1_bytes;
+    tiers.host.push_back(NewMemoryTier(m));
+    auto l2 = NewFlashTier(l2_options_, faulty_.get(), meta_.get(), &clock_);
+    ASSERT_OK(l2);
+    tiers.host.push_back(std::move(*l2));
+    auto c = TieredCache::Open(options_, std::move(tiers), &origin_, &clock_);
+    ASSERT_OK(c);
+    EXPECT_EQ((*c)->HostCapacityBytes(), std::max(l1_bytes, l2_options_.capacity_bytes));
+    EXPECT_EQ((*c)->HostSpace().capacity_bytes, l2_options_.capacity_bytes);
+  }
+  EXPECT_EQ(OpenCache(/*with_l1=*/true, /*with_l2=*/false)->HostCapacityBytes(), 1u << 20);
+  EXPECT_EQ(OpenCache(false, false)->HostCapacityBytes(), 0u);
+}
+
 // The value of the sample `series` (name{labels}) in a scrape, or -1 when absent.
 double Sample(const std::string& text, const std::string& series) {
   std::istringstream in(text);

@@ -125,6 +125,8 @@ class HostTiers {
   }
   // The largest host tier (the last): TieredCache::HostSpace.
   HostSpaceInfo Space() const;
+  // The largest budget of a host tier: TieredCache::HostCapacityBytes.
+  uint64_t MostCapacity() const;
 
  private:
   // Admission guards the host tier below L1 (L2), and only when there is an L1 above it: without
