@@ -139,9 +139,10 @@ class Prefetcher {
   static constexpr uint64_t kHydrateMinBlocks = 8;
   // Nor is a file that the host tiers would not keep until its readers come back to it: the
   // files hydrating at once, this one too, take at most 1/kHydrateRoomShare of the host tier
-  // that holds the most (L2, or L1 when it is larger: TieredCache::HostCapacityBytes). A random reader of a file larger than that would have its blocks
-  // fetched, evicted before it reads them and fetched again (2.4x the bytes for 40% of a file of
-  // 4x L2 in ranges, 38x for 2% of it in 4 KiB reads); it keeps reading what it asks for instead.
+  // that holds the most (L2, or L1 when it is larger: TieredCache::HostCapacityBytes). A random
+  // reader of a file larger than that would have its blocks fetched, evicted before it reads
+  // them and fetched again (2.4x the bytes for 40% of a file of 4x L2 in ranges, 38x for 2% of
+  // it in 4 KiB reads); it keeps reading what it asks for instead.
   static constexpr uint64_t kHydrateRoomShare = 2;
   // Random misses of projected reads smaller than this do not count towards hydration (they
   // reset the count): a column reader's ranges (16-64 KiB), not a dense random reader's (a
