@@ -235,6 +235,16 @@ class S3AdaptiveTest : public ::tierfs::testing::HttpServerTest {
     return took;
   }
 
+  // A store that may hedge every GET late by `min_delay` or more (no budget), warmed up.
+  std::unique_ptr<BlobStore> OpenHedgingEvery(milliseconds min_delay) {
+    S3Options o = Options();
+    o.hedge_min_delay = min_delay;
+    o.hedge_percent = 100;
+    auto store = Open(o);
+    if (store) WarmUp(store.get(), "warm");
+    return store;
+  }
+
   // Enough fast GETs for the store's latency tracker to form an opinion.
   void WarmUp(BlobStore* store, const std::string& key, size_t n = 40) {
     std::vector<std::byte> buf(4096);
@@ -310,11 +320,8 @@ TEST_F(S3AdaptiveTest, UnhedgedReadsAreNotHedged) {
     }
     return r;
   });
-  S3Options o = Options();
-  o.hedge_min_delay = milliseconds(100);
-  o.hedge_percent = 100;
-  auto store = Open(o);
-  WarmUp(store.get(), "warm");
+  auto store = OpenHedgingEvery(milliseconds(100));
+  ASSERT_NE(store, nullptr);
   const BlobStoreStats before = store->Stats();
   {
     const UnhedgedReads unhedged;
@@ -342,11 +349,8 @@ TEST_F(S3AdaptiveTest, AGetWhoseBodyKeepsArrivingIsNotHedged) {
     }
     return r;
   });
-  S3Options o = Options();
-  o.hedge_min_delay = milliseconds(200);
-  o.hedge_percent = 100;
-  auto store = Open(o);
-  WarmUp(store.get(), "warm");
+  auto store = OpenHedgingEvery(milliseconds(200));
+  ASSERT_NE(store, nullptr);
   const BlobStoreStats before = store->Stats();
 
   // The case happened: the GET ran far past the point a stuck one is hedged.
